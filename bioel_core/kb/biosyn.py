@@ -1,0 +1,101 @@
+"""BioSyn dictionaries (`ID||name`) and the raw BioSyn MEDIC file (`MESH[|OMIM]||preferred|syn|...`).
+
+A dictionary id field may join several ids of one concept with `|` (MeSH + OMIM); the first is the
+concept id and the rest are alt ids. Whitespace around ids is stripped (two NCBI test lines have it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+from bioel_core.kb.base import KBItem, KBReader
+from bioel_core.kb.io import Opener, ReaderContext, iter_lines
+from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
+
+# MeSH descriptor/supplementary ids, optionally prefixed, or OMIM numbers (BioSyn strips the prefixes).
+MEDIC_ID = re.compile(r"(?:MESH:)?[CD]\d{6,9}|(?:OMIM:)?\d{6}")
+
+
+def split_ids(field: str) -> list[str]:
+    return [i.strip() for i in field.split("|") if i.strip()]
+
+
+class BioSynDictionaryReader(KBReader):
+    """One name per line; concepts are emitted on first sight of their id within a file."""
+
+    kb = "medic"
+    id_pattern = MEDIC_ID
+
+    def __init__(self, kb: str = "medic", id_pattern: str | None = None):
+        self.kb = kb
+        if id_pattern:
+            self.id_pattern = re.compile(id_pattern)
+
+    def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
+        for path in paths:
+            ctx = ReaderContext(path)
+            seen: set[str] = set()  # O(concepts) memory: names stream through
+            for item in iter_lines(path, ctx, opener):
+                if isinstance(item, DeadLetter):
+                    yield item
+                    continue
+                lineno, line = item
+                if not line.strip():
+                    ctx.filtered("blank line")
+                    continue
+                ids_field, sep, name = line.partition("||")
+                ids = split_ids(ids_field)
+                if not sep or not ids or not name.strip():
+                    yield ctx.dead(f"line {lineno}", line, "expected 'ID||name' with a non-empty id and name")
+                    continue
+                bad = next((i for i in ids if not self.id_pattern.fullmatch(i)), None)
+                if bad is not None:
+                    yield ctx.dead(f"line {lineno}", line, f"concept id {bad!r} does not match the {self.kb} id pattern {self.id_pattern.pattern}")
+                    continue
+                ctx.accept()
+                concept_id, alt_ids = ids[0], tuple(ids[1:])
+                name = name.strip()
+                if concept_id not in seen:
+                    seen.add(concept_id)
+                    yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=name, alt_ids=alt_ids)
+                    yield NameRecord(concept_id, self.kb, name, "preferred")
+                else:
+                    yield NameRecord(concept_id, self.kb, name, "synonym")
+            yield ctx.stats
+
+
+class MedicBioSynReader(KBReader):
+    """Raw BioSyn MEDIC: one concept per line, preferred name first, then synonyms."""
+
+    kb = "medic"
+    id_pattern = MEDIC_ID
+
+    def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
+        for path in paths:
+            ctx = ReaderContext(path)
+            for item in iter_lines(path, ctx, opener):
+                if isinstance(item, DeadLetter):
+                    yield item
+                    continue
+                lineno, line = item
+                if not line.strip():
+                    ctx.filtered("blank line")
+                    continue
+                ids_field, sep, names_field = line.partition("||")
+                ids = split_ids(ids_field)
+                names = [n.strip() for n in names_field.split("|") if n.strip()]
+                if not sep or not ids or not names:
+                    yield ctx.dead(f"line {lineno}", line, "expected 'ID[|ALT]||preferred name|synonym|...'")
+                    continue
+                bad = next((i for i in ids if not self.id_pattern.fullmatch(i)), None)
+                if bad is not None:
+                    yield ctx.dead(f"line {lineno}", line, f"concept id {bad!r} does not match the {self.kb} id pattern {self.id_pattern.pattern}")
+                    continue
+                ctx.accept()
+                concept_id = ids[0]
+                yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=names[0], alt_ids=tuple(ids[1:]))
+                yield NameRecord(concept_id, self.kb, names[0], "preferred")
+                for syn in names[1:]:
+                    yield NameRecord(concept_id, self.kb, syn, "synonym")
+            yield ctx.stats

@@ -1,0 +1,92 @@
+"""Streaming input helpers shared by the KB readers: gzip-transparent opening, per-line UTF-8 decoding and
+the bookkeeping that lets every reader account for each input record (accepted, filtered or dead-lettered).
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+from bioel_core.records import DeadLetter, ReadStats
+
+Opener = Callable[[str], BinaryIO]
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def open_binary(path: str, opener: Opener | None = None) -> BinaryIO:
+    """Open `path` for reading bytes, decompressing gzip when the file starts with the gzip magic number
+    (so a misnamed file still works and a `.gz` that is not gzip is read as is)."""
+    raw = (opener or (lambda p: open(p, "rb")))(path)
+    head = raw.read(2)
+    if hasattr(raw, "seek") and raw.seekable():
+        raw.seek(0)
+        stream: BinaryIO = raw
+    else:  # e.g. a remote stream: re-prepend the two bytes
+        import io
+
+        stream = io.BufferedReader(_Prepended(head, raw))  # type: ignore[arg-type]
+    return gzip.GzipFile(fileobj=stream) if head == GZIP_MAGIC else stream
+
+
+class _Prepended:
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        if self._head:
+            n = min(len(buf), len(self._head))
+            buf[:n], self._head = self._head[:n], self._head[n:]
+            return n
+        data = self._rest.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+    @property
+    def closed(self) -> bool:
+        return False
+
+
+class ReaderContext:
+    """Counts for one input file; every record goes through exactly one of accept/filtered/dead."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.stats = ReadStats(source=source)
+
+    def accept(self) -> None:
+        self.stats.records_read += 1
+        self.stats.records_accepted += 1
+
+    def filtered(self, reason: str) -> None:
+        self.stats.records_read += 1
+        self.stats.skip(reason)
+
+    def dead(self, location: str, raw: str, reason: str) -> DeadLetter:
+        self.stats.records_read += 1
+        self.stats.dead_lettered += 1
+        return DeadLetter(source=self.source, location=location, raw=raw[:2000], reason=reason)
+
+
+def iter_lines(path: str, ctx: ReaderContext, opener: Opener | None = None) -> Iterator[tuple[int, str] | DeadLetter]:
+    """Yield (line_number, text) for each line (newline stripped), or a DeadLetter (already counted) for a
+    line that is not UTF-8, a truncated or corrupt gzip stream, or an empty file."""
+    lineno = 0
+    try:
+        with open_binary(path, opener) as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    yield ctx.dead(f"line {lineno}", raw.decode("utf-8", "replace"), f"invalid UTF-8: {err.reason} at byte {err.start}")
+                    continue
+                yield lineno, text.rstrip("\r\n")
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        yield ctx.dead(f"after line {lineno}", "", f"truncated or corrupt gzip stream: {err}")
+        return
+    if lineno == 0:
+        yield ctx.dead("file", "", "empty file")

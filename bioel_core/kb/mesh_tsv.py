@@ -1,0 +1,104 @@
+"""The MeSH thesaurus TSV (`data_mesh_thesaurus.tsv.gz`: one row per descriptor entry term) and, optionally,
+its tree-number TSV (`data_mesh_trees.tsv`), whose tree numbers become the concepts' semantic types.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+from bioel_core.kb.base import KBItem, KBReader
+from bioel_core.kb.io import Opener, ReaderContext, iter_lines
+from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
+
+THESAURUS_COLUMNS = ["DescriptorUI", "DescriptorName", "ConceptUI", "TermUI", "TermName",
+                     "ConceptPreferredTermYN", "IsPermutedTermYN", "LexicalTag", "RecordPreferredTermYN"]
+TREES_FIRST_COLUMNS = ["DescriptorUI", "DescriptorName", "tree_location"]
+ABBREVIATION_TAGS = {"ABB", "ACR"}
+
+
+def _header(path: str, opener: Opener | None) -> list[str]:
+    ctx = ReaderContext(path)
+    for item in iter_lines(path, ctx, opener):
+        return [] if isinstance(item, DeadLetter) else item[1].split("\t")
+    return []
+
+
+class MeshTsvReader(KBReader):
+    kb = "mesh"
+    id_pattern = re.compile(r"D\d{6,9}")
+
+    def __init__(self, include_permuted: bool = True):
+        self.include_permuted = include_permuted
+
+    def input_groups(self, paths: Sequence[str]) -> list[list[str]]:
+        # the trees file annotates every thesaurus file, so they are read together
+        return [list(paths)]
+
+    def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
+        trees_paths = [p for p in paths if _header(p, opener)[:3] == TREES_FIRST_COLUMNS]
+        trees: dict[str, list[str]] = {}
+        for path in trees_paths:
+            yield from self._read_trees(path, trees, opener)
+        for path in paths:
+            if path not in trees_paths:
+                yield from self._read_thesaurus(path, trees, opener)
+
+    def _read_trees(self, path: str, trees: dict[str, list[str]], opener: Opener | None) -> Iterator[KBItem]:
+        ctx = ReaderContext(path)
+        for item in iter_lines(path, ctx, opener):
+            if isinstance(item, DeadLetter):
+                yield item
+                continue
+            lineno, line = item
+            if lineno == 1:
+                continue  # header
+            cols = line.split("\t")
+            if len(cols) < 3 or not self.id_pattern.fullmatch(cols[0]) or not cols[2]:
+                yield ctx.dead(f"line {lineno}", line, "expected DescriptorUI, DescriptorName, tree_location")
+                continue
+            ctx.accept()
+            trees.setdefault(cols[0], []).append(cols[2])
+        yield ctx.stats
+
+    def _read_thesaurus(self, path: str, trees: dict[str, list[str]], opener: Opener | None) -> Iterator[KBItem]:
+        ctx = ReaderContext(path)
+        seen: set[str] = set()
+        for item in iter_lines(path, ctx, opener):
+            if isinstance(item, DeadLetter):
+                yield item
+                continue
+            lineno, line = item
+            if lineno == 1:
+                if line.split("\t") != THESAURUS_COLUMNS:
+                    yield ctx.dead("line 1", line, f"header is not the MeSH thesaurus header {THESAURUS_COLUMNS}")
+                    # a wrong header usually means a wrong file: say so once, then read on
+                continue
+            cols = line.split("\t")
+            if len(cols) != len(THESAURUS_COLUMNS):
+                yield ctx.dead(f"line {lineno}", line, f"expected {len(THESAURUS_COLUMNS)} tab-separated columns, found {len(cols)}")
+                continue
+            row = dict(zip(THESAURUS_COLUMNS, cols))
+            descriptor, term = row["DescriptorUI"].strip(), row["TermName"].strip()
+            if (dead := self.check_id(descriptor, ctx, f"line {lineno}", line)) is not None:
+                yield dead
+                continue
+            if not term:
+                yield ctx.dead(f"line {lineno}", line, "empty TermName")
+                continue
+            if row["IsPermutedTermYN"] == "Y" and not self.include_permuted:
+                ctx.filtered("permuted term")
+                continue
+            ctx.accept()
+            if descriptor not in seen:
+                seen.add(descriptor)
+                yield ConceptRecord(concept_id=descriptor, kb=self.kb, preferred_name=row["DescriptorName"].strip(),
+                                    semantic_types=tuple(sorted(trees.get(descriptor, ()))))
+            if row["RecordPreferredTermYN"] == "Y":
+                name_type = "preferred"
+            elif row["LexicalTag"] in ABBREVIATION_TAGS:
+                name_type = "abbreviation"
+            else:
+                name_type = "entry_term"
+            yield NameRecord(descriptor, self.kb, term, name_type)
+        yield ctx.stats

@@ -1,0 +1,64 @@
+"""The one normalizer every stage shares, so training, indexing and querying see the same strings.
+
+The default policy reproduces BioSyn's preprocessing (lowercase; every run of punctuation and whitespace
+becomes one space), with Unicode NFKC first so that full-width and compatibility forms collapse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import string
+import unicodedata
+from dataclasses import asdict, dataclass
+
+PUNCTUATION_POLICIES = ("split", "remove", "keep")
+
+
+@dataclass(frozen=True)
+class NormalizerConfig:
+    unicode_form: str | None = "NFKC"
+    lowercase: bool = True
+    punctuation: str = "split"  # split: punctuation becomes a space; remove: deleted; keep: untouched
+    keep_chars: str = ""  # punctuation kept whatever the policy, e.g. "|" for composite queries
+
+    def __post_init__(self) -> None:
+        if self.punctuation not in PUNCTUATION_POLICIES:
+            raise ValueError(f"punctuation policy must be one of {PUNCTUATION_POLICIES}, got {self.punctuation!r}")
+        if self.unicode_form not in (None, "NFC", "NFKC", "NFD", "NFKD"):
+            raise ValueError(f"unknown Unicode normal form {self.unicode_form!r}")
+
+
+class Normalizer:
+    def __init__(self, config: NormalizerConfig | None = None):
+        self.config = config or NormalizerConfig()
+        punct = "".join(c for c in string.punctuation if c not in self.config.keep_chars)
+        self._punct_re = re.compile(f"[{re.escape(punct)}]") if punct else None
+        self._space_re = re.compile(r"\s+")
+
+    @property
+    def version(self) -> str:
+        """A short fingerprint of the policy: it goes into every manifest and model card."""
+        blob = json.dumps(asdict(self.config), sort_keys=True).encode()
+        return "norm-" + hashlib.sha256(blob).hexdigest()[:12]
+
+    def to_dict(self) -> dict:
+        return {"version": self.version, **asdict(self.config)}
+
+    def __call__(self, text: str) -> str:
+        cfg = self.config
+        if cfg.unicode_form:
+            text = unicodedata.normalize(cfg.unicode_form, text)
+        if cfg.lowercase:
+            text = text.lower()
+        if self._punct_re is not None and cfg.punctuation != "keep":
+            text = self._punct_re.sub(" " if cfg.punctuation == "split" else "", text)
+        return self._space_re.sub(" ", text).strip()
+
+
+def name_id(kb: str, concept_id: str, name_norm: str) -> int:
+    """Stable 63-bit id of a (kb, concept, normalized name): usable directly as a FAISS id, and the same
+    across runs and machines so KB refreshes can diff tables by it."""
+    digest = hashlib.blake2b(f"{kb}\x1f{concept_id}\x1f{name_norm}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFF_FFFF_FFFF_FFFF

@@ -1,0 +1,64 @@
+"""Plain record types shared by every stage.
+
+KB readers yield `ConceptRecord`, `NameRecord` and `DeadLetter` items in any order, so a pipeline routes
+them by type with no special cases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ConceptRecord:
+    concept_id: str
+    kb: str
+    preferred_name: str
+    semantic_types: tuple[str, ...] = ()
+    definition: str | None = None
+    alt_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NameRecord:
+    """A surface name of a concept as the KB states it, before normalization."""
+
+    concept_id: str
+    kb: str
+    name: str
+    name_type: str  # one of NAME_TYPES
+
+
+NAME_TYPES = ("preferred", "synonym", "abbreviation", "entry_term", "fsn")
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An input record that could not be used, with where it came from and why."""
+
+    source: str
+    location: str  # "line 12", "record 4 (DescriptorUI D000001)", "byte 1024"
+    raw: str
+    reason: str
+
+
+@dataclass
+class ReadStats:
+    """Per-input-file counts a reader reports last, so the manifest can reconcile rows in and out.
+
+    Invariant: records_read == records_accepted + dead_lettered + sum(skipped_by_filter.values()).
+    A file-level fault (empty file, truncated gzip) counts as one record read and dead-lettered.
+    """
+
+    source: str
+    records_read: int = 0  # data lines or XML records seen (headers and comments excluded)
+    records_accepted: int = 0
+    dead_lettered: int = 0
+    skipped_by_filter: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, reason: str) -> None:
+        self.skipped_by_filter[reason] = self.skipped_by_filter.get(reason, 0) + 1
+
+    def reconciles(self) -> bool:
+        filtered = sum(self.skipped_by_filter.values())
+        return self.records_read == self.records_accepted + self.dead_lettered + filtered
