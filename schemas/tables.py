@@ -1,0 +1,56 @@
+"""Table schemas. Bump SCHEMA_VERSION when any column changes meaning or type."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = "1.0"
+VERSION_KEY = b"bioel.schema_version"
+TABLE_KEY = b"bioel.table"
+
+
+def _versioned(table: str, fields: list[pa.Field]) -> pa.Schema:
+    return pa.schema(fields, metadata={VERSION_KEY: SCHEMA_VERSION.encode(), TABLE_KEY: table.encode()})
+
+
+CONCEPTS_SCHEMA = _versioned("concepts", [
+    pa.field("concept_id", pa.string(), nullable=False),
+    pa.field("kb", pa.string(), nullable=False),
+    pa.field("preferred_name", pa.string(), nullable=False),
+    pa.field("semantic_types", pa.list_(pa.string()), nullable=False),
+    pa.field("definition", pa.string()),
+    pa.field("alt_ids", pa.list_(pa.string()), nullable=False),
+])
+
+NAMES_SCHEMA = _versioned("names", [
+    # blake2b of (kb, concept_id, name_norm), 63 bits: stable across runs, usable as a FAISS id
+    pa.field("name_id", pa.int64(), nullable=False),
+    pa.field("concept_id", pa.string(), nullable=False),
+    pa.field("kb", pa.string(), nullable=False),
+    pa.field("name", pa.string(), nullable=False),
+    pa.field("name_norm", pa.string(), nullable=False),
+    pa.field("name_type", pa.string(), nullable=False),
+])
+
+DEAD_LETTER_SCHEMA = _versioned("dead_letter", [
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("location", pa.string(), nullable=False),
+    pa.field("raw", pa.string(), nullable=False),
+    pa.field("reason", pa.string(), nullable=False),
+])
+
+TABLE_SCHEMAS = {"concepts": CONCEPTS_SCHEMA, "names": NAMES_SCHEMA, "dead_letter": DEAD_LETTER_SCHEMA}
+
+
+class SchemaVersionError(ValueError):
+    pass
+
+
+def check_schema(found: pa.Schema, table: str, where: str) -> None:
+    """Raise a clear error when a file's schema is not the one this version of bioel writes."""
+    expected = TABLE_SCHEMAS[table]
+    version = (found.metadata or {}).get(VERSION_KEY, b"<none>").decode()
+    if version != SCHEMA_VERSION:
+        raise SchemaVersionError(f"{where}: {table} table has schema version {version}, this bioel reads {SCHEMA_VERSION}")
+    if not found.remove_metadata().equals(expected.remove_metadata()):
+        raise SchemaVersionError(f"{where}: columns {found.names} do not match the {table} schema {expected.names}")
