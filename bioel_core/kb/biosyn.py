@@ -13,8 +13,9 @@ from bioel_core.kb.base import KBItem, KBReader
 from bioel_core.kb.io import Opener, ReaderContext, iter_lines
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
-# MeSH descriptor/supplementary ids, optionally prefixed, or OMIM numbers (BioSyn strips the prefixes).
-MEDIC_ID = re.compile(r"(?:MESH:)?[CD]\d{6,9}|(?:OMIM:)?\d{6}")
+# MeSH descriptor/supplementary ids, optionally prefixed, or OMIM numbers (BioSyn strips the prefixes);
+# MEDIC's root concept "Diseases" has the bare MeSH category id C.
+MEDIC_ID = re.compile(r"(?:MESH:)?(?:[CD]\d{6,9}|C)|(?:OMIM:)?\d{6}")
 
 
 def split_ids(field: str) -> list[str]:

@@ -1,0 +1,47 @@
+"""Reading the tables the pipelines write, refusing incomplete outputs and other schema versions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from schemas import TABLE_SCHEMAS, check_schema
+
+MANIFEST = "manifest.json"
+
+
+class IncompleteOutputError(RuntimeError):
+    pass
+
+
+def read_manifest(output_dir: str | Path) -> dict:
+    """The manifest of a finished output folder; an unfinished one is an error, not an empty table."""
+    path = Path(output_dir) / MANIFEST
+    if not path.is_file():
+        raise IncompleteOutputError(f"{output_dir}: no {MANIFEST}: not a finished bioel output (interrupted or still running)")
+    manifest = json.loads(path.read_text())
+    if not manifest.get("complete"):
+        raise IncompleteOutputError(f"{path}: output is marked incomplete")
+    return manifest
+
+
+def table_files(output_dir: str | Path, table: str) -> list[Path]:
+    return sorted((Path(output_dir) / table).glob("*.parquet"))
+
+
+def read_table(output_dir: str | Path, table: str, columns: list[str] | None = None) -> pa.Table:
+    """All shards of `table` under a finished output folder, schema-checked, in shard order."""
+    read_manifest(output_dir)
+    files = table_files(output_dir, table)
+    parts = []
+    for f in files:
+        pf = pq.ParquetFile(f)
+        check_schema(pf.schema_arrow, table, str(f))
+        parts.append(pf.read(columns=columns))
+    if not parts:
+        schema = TABLE_SCHEMAS[table]
+        return schema.empty_table() if columns is None else pa.schema([schema.field(c) for c in columns]).empty_table()
+    return pa.concat_tables(parts)

@@ -1,0 +1,135 @@
+"""The `bioel` command: argument parsing only, then a call into a pipeline or bioel_core.
+
+Flags a verb does not know are passed to Beam as pipeline options (--runner, --direct_num_workers, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from bioel_core.kb import READERS
+from bioel_core.normalize import PUNCTUATION_POLICIES, Normalizer, NormalizerConfig
+
+# Never reach for a model hub or analytics endpoint from a scheduled job.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+BEAM_VERBS = {"ingest-kb"}
+
+
+def _reader_options(args) -> dict:
+    """Only the options the chosen format understands."""
+    if args.kb == "umls":
+        return {"languages": tuple(args.umls_languages), "sabs": args.umls_sabs, "ttys": args.umls_ttys,
+                "exclude_suppressed": not args.umls_keep_suppressed, "preferred_only": args.umls_preferred_only}
+    if args.kb == "snomed":
+        return {"language_refset_ids": args.snomed_language_refset}
+    if args.kb == "mesh-tsv":
+        return {"include_permuted": not args.mesh_exclude_permuted}
+    if args.kb == "biosyn-dict":
+        return {"kb": args.kb_name}
+    return {}
+
+
+def cmd_ingest_kb(args, beam_args: list[str]) -> int:
+    from pipelines import ingest_kb
+    from pipelines.options import pipeline_options
+
+    normalizer = Normalizer(NormalizerConfig(unicode_form=None if args.unicode_form == "none" else args.unicode_form,
+                                             lowercase=not args.keep_case, punctuation=args.punctuation))
+    manifest = ingest_kb.run(args.kb, args.input, args.output, pipeline_options(beam_args),
+                             reader_options=_reader_options(args), normalizer=normalizer,
+                             shared_names=args.shared_names, num_shards=args.num_shards)
+    counts = manifest["counts"]
+    print(f"ingested {args.kb}: {manifest['outputs']['concepts']['rows']:,} concepts, "
+          f"{manifest['outputs']['names']['rows']:,} names, {manifest['outputs']['dead_letter']['rows']:,} dead letters "
+          f"from {counts['records_read']:,} input records -> {args.output}")
+    if not all(manifest["reconciliation"].values()):
+        print(f"error: counts do not reconcile: {json.dumps(manifest['reconciliation'])}", file=sys.stderr)
+        return 3
+    if args.no_quality:
+        return 0
+    return _quality(args.output, None, args.fail_on)
+
+
+def _quality(table_dir: str, output: str | None, fail_on: str) -> int:
+    from bioel_core.quality import format_summary, report
+
+    summary = report(table_dir, output_dir=output, fail_on=fail_on)
+    print(format_summary(summary))
+    return 0 if summary["passed"] else 4
+
+
+def cmd_report(args, _beam_args) -> int:
+    return _quality(args.table, args.output, args.fail_on)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bioel", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO)")
+    sub = parser.add_subparsers(dest="verb", required=True)
+
+    ingest = sub.add_parser("ingest-kb", help="KB dump -> Parquet concepts/names tables + manifest + quality report",
+                            description="Unknown flags go to Beam (e.g. --runner, --direct_num_workers=2 "
+                                        "--direct_running_mode=multi_processing).")
+    ingest.add_argument("--kb", required=True, choices=sorted(READERS), help="input format")
+    ingest.add_argument("--input", required=True, nargs="+", help="input files (local, gs://, ...)")
+    ingest.add_argument("--output", required=True, help="output folder")
+    ingest.add_argument("--num-shards", type=int, default=4, help="Parquet shards per table (default 4)")
+    ingest.add_argument("--shared-names", choices=["keep-all", "genbioel"], default="keep-all",
+                        help="a name shared by several concepts: keep it with all (default), or GenBioEL's rule "
+                             "(keep it only in the concept with fewest names)")
+    ingest.add_argument("--punctuation", choices=PUNCTUATION_POLICIES, default="split",
+                        help="split (BioSyn: punctuation becomes a space, default), remove, keep")
+    ingest.add_argument("--keep-case", action="store_true", help="do not lowercase")
+    ingest.add_argument("--unicode-form", choices=["NFKC", "NFC", "none"], default="NFKC")
+    ingest.add_argument("--kb-name", default="medic", help="biosyn-dict: the kb column value (default medic)")
+    ingest.add_argument("--umls-languages", nargs="+", default=["ENG"], help="umls: LAT values kept")
+    ingest.add_argument("--umls-sabs", nargs="+", help="umls: source vocabularies kept (default all)")
+    ingest.add_argument("--umls-ttys", nargs="+", help="umls: term types kept (default all)")
+    ingest.add_argument("--umls-keep-suppressed", action="store_true", help="umls: keep SUPPRESS=O/E/Y rows")
+    ingest.add_argument("--umls-preferred-only", action="store_true", help="umls: TS=P, STT=PF, ISPREF=Y rows only")
+    ingest.add_argument("--snomed-language-refset", nargs="+", help="snomed: language refset ids for acceptability")
+    ingest.add_argument("--mesh-exclude-permuted", action="store_true", help="mesh-tsv: drop permuted entry terms")
+    ingest.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical",
+                        help="quality failures that make the command exit non-zero")
+    ingest.add_argument("--no-quality", action="store_true", help="skip the quality report")
+    ingest.set_defaults(func=cmd_ingest_kb)
+
+    rep = sub.add_parser("report", help="data-quality report (HTML data docs + summary.json) for an output folder")
+    rep.add_argument("--table", required=True, help="an output folder written by a bioel pipeline")
+    rep.add_argument("--output", help="where to write the report (default TABLE/quality)")
+    rep.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical")
+    rep.set_defaults(func=cmd_report)
+
+    try:
+        from pipelines import cli_evaluate
+    except ImportError:  # evaluation verbs not installed in this build
+        cli_evaluate = None
+    if cli_evaluate is not None:
+        cli_evaluate.add_subcommands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.verb not in BEAM_VERBS:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.verb in BEAM_VERBS:
+            return args.func(args, extra)
+        result = args.func(args) if getattr(args.func, "__module__", "") != __name__ else args.func(args, extra)
+        return int(result or 0)
+    except (FileNotFoundError, PermissionError, ValueError, RuntimeError) as err:
+        print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
