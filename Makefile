@@ -1,0 +1,31 @@
+# Two entry points: `make demo` and `make test`. Both create .venv from the pinned lock file if missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEMO_OUT ?= demo_output
+export HF_HUB_OFFLINE := 1
+export GX_ANALYTICS_ENABLED := false
+
+.PHONY: demo test test-all venv clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.lock.txt setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.lock.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+demo: $(STAMP)
+	bash scripts/demo.sh $(DEMO_OUT)
+
+# Fast suite plus the real-data tests that fit CI; `make test-all` adds the slow benchmark-data tests.
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(DEMO_OUT) .pytest_cache

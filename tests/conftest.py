@@ -1,0 +1,21 @@
+import os
+from pathlib import Path
+
+import pytest
+
+# Tests never reach a model hub or an analytics endpoint.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["GX_ANALYTICS_ENABLED"] = "false"
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SAMPLE_DATA = REPO / "sample_data"
+
+
+def shared_file(relative: str) -> Path:
+    """A file of ../shared/data, or a skip naming what is missing (a user's fresh clone has no shared/)."""
+    path = SHARED_DATA / relative
+    if not path.exists():
+        pytest.skip(f"benchmark data not present: {path}")
+    return path

@@ -1,0 +1,140 @@
+import json
+import shutil
+
+import apache_beam as beam
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from bioel_core.normalize import Normalizer, name_id
+from bioel_core.tables import IncompleteOutputError, read_manifest, read_table
+from conftest import FIXTURES, shared_file
+from pipelines import cli, ingest_kb
+from pipelines.options import pipeline_options
+
+MEDIC_RAW = str(FIXTURES / "biosyn/medic_raw.txt")
+DICTIONARY = str(FIXTURES / "biosyn/dictionary.txt")
+
+
+def local(*extra):
+    return pipeline_options(list(extra))
+
+
+def rows(out, table):
+    return sorted(read_table(out, table).to_pylist(), key=lambda r: json.dumps(r, sort_keys=True))
+
+
+def test_read_normalize_dedup_steps_on_test_pipeline():
+    with BeamTestPipeline(runner="FnApiRunner") as p:
+        names = (p
+                 | beam.Create([[DICTIONARY]])
+                 | beam.ParDo(ingest_kb.ReadKBFn("biosyn-dict", {})).with_outputs("concepts", "dead", "stats", main="names"))
+        normalized = names.names | beam.ParDo(ingest_kb.NormalizeNameFn(Normalizer().config)).with_outputs("dead", "stats", main="rows")
+        deduped = (normalized.rows
+                   | beam.Map(lambda r: (r["name_id"], r)) | beam.GroupByKey()
+                   | beam.FlatMap(ingest_kb.keep_best_name).with_outputs("stats", main="rows"))
+        assert_that(deduped.rows | beam.Map(lambda r: (r["concept_id"], r["name_norm"], r["name_type"])), equal_to([
+            ("D001260", "ataxia telangiectasia", "preferred"), ("D001260", "louis bar syndrome", "synonym"),
+            ("D015458", "t cell leukemia", "preferred"), ("D015458", "leukemia t cell", "synonym")]), label="names")
+        assert_that(names.dead | beam.Map(lambda d: d["location"]), equal_to(["line 5", "line 6"]), label="dead")
+
+
+def test_ingest_writes_reconciled_tables(tmp_path):
+    out = tmp_path / "kb"
+    manifest = ingest_kb.run("medic-biosyn", [MEDIC_RAW, DICTIONARY], str(out), local(), num_shards=2)
+    assert all(manifest["reconciliation"].values())
+    assert manifest["counts"]["records_read"] == 10 and manifest["counts"]["dead_lettered"] == 2
+    assert manifest["inputs"][0]["sha256"] and manifest["normalizer"]["version"].startswith("norm-")
+    concepts = {r["concept_id"]: r for r in rows(out, "concepts")}
+    assert set(concepts) == {"C565588", "C567755", "D001260", "C", "D015458"}
+    assert concepts["D001260"]["alt_ids"] == ["208900"]
+    # read as MEDIC lines, the dictionary states D001260 twice more and D015458 twice: three merges
+    assert manifest["counts"]["concepts"]["merged_duplicates"] == 3
+    names = rows(out, "names")
+    at = [r for r in names if r["name_norm"] == "ataxia telangiectasia"]
+    assert len(at) == 1 and at[0]["name_type"] == "preferred" and at[0]["name"] == "Ataxia Telangiectasia"
+    assert at[0]["name_id"] == name_id("medic", "D001260", "ataxia telangiectasia")
+    dead = read_table(out, "dead_letter").to_pylist()
+    assert sorted(d["location"] for d in dead) == ["line 5", "line 6"]
+    assert not list(out.glob("_staging-*"))
+
+
+def test_rerun_gives_identical_files(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(a), local(), num_shards=3)
+    ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(b), local(), num_shards=3)
+    ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(b), local(), num_shards=3)  # over an existing output
+    for table in ("concepts", "names"):
+        fa, fb = sorted((a / table).iterdir()), sorted((b / table).iterdir())
+        assert [f.name for f in fa] == [f.name for f in fb]
+        assert all(x.read_bytes() == y.read_bytes() for x, y in zip(fa, fb))
+
+
+def test_two_worker_multiprocess_run_writes_the_same_rows(tmp_path):
+    single, multi = tmp_path / "single", tmp_path / "multi"
+    inputs = [MEDIC_RAW, DICTIONARY, str(FIXTURES / "biosyn/medic_raw.txt")]
+    ingest_kb.run("medic-biosyn", inputs, str(single), local())
+    ingest_kb.run("medic-biosyn", inputs, str(multi), local("--direct_num_workers=2", "--direct_running_mode=multi_processing"))
+    for table in ("concepts", "names", "dead_letter"):
+        assert rows(single, table) == rows(multi, table)
+    assert read_manifest(multi)["options"]["direct_num_workers"] == 2
+
+
+def test_genbioel_policy_keeps_a_shared_name_in_the_smaller_concept(tmp_path):
+    kb = tmp_path / "shared.txt"
+    kb.write_text("D000001||big disease|shared name|other|another\nD000002||small disease|Shared-Name\n")
+    keep_all = ingest_kb.run("medic-biosyn", [str(kb)], str(tmp_path / "all"), local())
+    genbioel = ingest_kb.run("medic-biosyn", [str(kb)], str(tmp_path / "gen"), local(), shared_names="genbioel")
+    assert keep_all["counts"]["names"]["dropped_shared"] == 0
+    assert genbioel["counts"]["names"]["dropped_shared"] == 1 and all(genbioel["reconciliation"].values())
+    owners = [r["concept_id"] for r in read_table(tmp_path / "gen", "names").to_pylist() if r["name_norm"] == "shared name"]
+    assert owners == ["D000002"]
+
+
+def test_failed_run_leaves_no_complete_looking_output(tmp_path, monkeypatch):
+    out = tmp_path / "kb"
+
+    def explode(*_a, **_k):
+        raise RuntimeError("worker died")
+
+    monkeypatch.setattr(ingest_kb, "read_stats_file", explode)
+    with pytest.raises(RuntimeError):
+        ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(out), local())
+    assert not (out / "manifest.json").exists() and not list(out.glob("_staging-*"))
+    with pytest.raises(IncompleteOutputError):
+        read_table(out, "names")
+
+
+def test_cli_errors_are_one_line_and_nonzero(tmp_path, capsys):
+    code = cli.main(["ingest-kb", "--kb", "medic-biosyn", "--input", str(tmp_path / "nope.txt"), "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "input file not found" in err and "nope.txt" in err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code = cli.main(["ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", str(blocker / "sub")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "not writable" in err
+
+
+def test_dask_runner_is_refused():
+    with pytest.raises(ValueError, match="DaskRunner"):
+        pipeline_options(["--runner=DaskRunner"])
+    assert str(pipeline_options(["--runner=DirectRunner"]).get_all_options()["runner"]) == "FnApiRunner"
+
+
+def test_medic_2012_gives_11915_concepts(tmp_path):
+    medic = shared_file("medic/medic_06Jul2012.txt")
+    manifest = ingest_kb.run("medic-biosyn", [str(medic)], str(tmp_path / "medic"), local())
+    assert manifest["outputs"]["concepts"]["rows"] == 11915
+    assert manifest["counts"]["records_read"] == 11915 and manifest["counts"]["dead_lettered"] == 0
+    assert all(manifest["reconciliation"].values())
+
+
+def test_mesh_thesaurus_gives_30764_concepts(tmp_path):
+    mesh = shared_file("mesh/data_mesh_thesaurus.tsv.gz")
+    manifest = ingest_kb.run("mesh-tsv", [str(mesh)], str(tmp_path / "mesh"), local())
+    assert manifest["outputs"]["concepts"]["rows"] == 30764
+    assert manifest["counts"]["records_read"] == 263936
+    assert all(manifest["reconciliation"].values())
+    shutil.rmtree(tmp_path / "mesh")

@@ -1,0 +1,79 @@
+import gzip
+
+from bioel_core.kb import get_reader
+from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
+from conftest import FIXTURES
+
+
+def split(items):
+    items = list(items)
+    by = lambda t: [i for i in items if isinstance(i, t)]  # noqa: E731
+    return by(ConceptRecord), by(NameRecord), by(DeadLetter), by(ReadStats)
+
+
+def test_medic_biosyn_reader_exact_records():
+    concepts, names, dead, stats = split(get_reader("medic-biosyn").read([str(FIXTURES / "biosyn/medic_raw.txt")]))
+    assert [c.concept_id for c in concepts] == ["C565588", "C567755", "D001260", "C"]
+    assert concepts[1] == ConceptRecord("C567755", "medic", "Tooth Agenesis, Selective, 6", alt_ids=("613097",))
+    assert [(n.concept_id, n.name, n.name_type) for n in names if n.concept_id == "D001260"] == [
+        ("D001260", "Ataxia Telangiectasia", "preferred"), ("D001260", "Louis-Bar Syndrome", "synonym"), ("D001260", "AT", "synonym")]
+    assert dead == []
+    assert stats[0].records_read == 4 and stats[0].reconciles()
+
+
+def test_biosyn_dictionary_reader_ids_whitespace_and_bad_lines():
+    path = str(FIXTURES / "biosyn/dictionary.txt")
+    concepts, names, dead, stats = split(get_reader("biosyn-dict").read([path]))
+    assert [(c.concept_id, c.alt_ids) for c in concepts] == [("D001260", ("208900",)), ("D015458", ())]
+    assert [n.name for n in names] == ["ataxia telangiectasia", "louis bar syndrome", "t cell leukemia", "leukemia t cell"]
+    assert [(d.location, d.source) for d in dead] == [("line 5", path), ("line 6", path)]
+    assert "does not match" in dead[0].reason and "ID||name" in dead[1].reason
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (6, 4, 2)
+
+
+def test_bad_inputs_become_dead_letters(tmp_path):
+    bad_utf8 = tmp_path / "bad.txt"
+    bad_utf8.write_bytes(b"D001260||ataxia\nD015458||caf\xe9 au lait\nD009369||tumor\n")
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    truncated = tmp_path / "trunc.txt.gz"
+    whole = gzip.compress("".join(f"D{i:06d}||name {i}\n" for i in range(5000)).encode())
+    truncated.write_bytes(whole[: len(whole) // 2])
+    concepts, names, dead, stats = split(get_reader("biosyn-dict").read([str(bad_utf8), str(empty), str(truncated)]))
+    reasons = {(d.source.rsplit("/", 1)[-1], d.location): d.reason for d in dead}
+    assert reasons[("bad.txt", "line 2")].startswith("invalid UTF-8")
+    assert reasons[("empty.txt", "file")] == "empty file"
+    assert any(src == "trunc.txt.gz" and "truncated" in r for (src, _), r in reasons.items())
+    assert [n.name for n in names[:2]] == ["ataxia", "tumor"]
+    assert all(s.reconciles() for s in stats)
+
+
+def test_gzip_is_transparent(tmp_path):
+    gz = tmp_path / "medic.txt.gz"
+    gz.write_bytes(gzip.compress((FIXTURES / "biosyn/medic_raw.txt").read_bytes()))
+    assert len(split(get_reader("medic-biosyn").read([str(gz)]))[0]) == 4
+
+
+def test_mesh_tsv_reader_with_trees():
+    reader = get_reader("mesh-tsv")
+    paths = [str(FIXTURES / "mesh_tsv/thesaurus.tsv"), str(FIXTURES / "mesh_tsv/trees.tsv")]
+    assert reader.input_groups(paths) == [paths]
+    concepts, names, dead, stats = split(reader.read(paths))
+    assert concepts == [
+        ConceptRecord("D000001", "mesh", "Calcimycin", semantic_types=("D02.355.291.933.125",)),
+        ConceptRecord("D001260", "mesh", "Ataxia Telangiectasia", semantic_types=("C10.574.500.100",)),
+    ]
+    assert [(n.name, n.name_type) for n in names if n.concept_id == "D001260"] == [
+        ("Ataxia Telangiectasia", "preferred"), ("Louis-Bar Syndrome", "entry_term"), ("AT", "abbreviation")]
+    assert dead == [] and all(s.reconciles() for s in stats)
+
+
+def test_mesh_tsv_filters_permuted_and_dead_letters_bad_rows(tmp_path):
+    text = (FIXTURES / "mesh_tsv/thesaurus.tsv").read_text()
+    bad = tmp_path / "bad.tsv"
+    bad.write_text(text + "X123\tBad\tM1\tT1\tBad\tY\tN\tNON\tY\nD000002\ttoo\tfew\n")
+    concepts, names, dead, stats = split(get_reader("mesh-tsv", include_permuted=False).read([str(bad)]))
+    assert "A 23187" not in [n.name for n in names]
+    assert stats[0].skipped_by_filter == {"permuted term": 1}
+    assert [(d.location, d.reason.split(" ")[0]) for d in dead] == [("line 8", "concept"), ("line 9", "expected")]
+    assert stats[0].reconciles()
