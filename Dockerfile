@@ -1,0 +1,19 @@
+# Worker / launcher image for bioel pipelines: usable as a Dataflow or portable-runner custom container
+# (--sdk_container_image) and to launch jobs (`docker run IMAGE bioel ...`).
+FROM apache/beam_python3.11_sdk:2.77.0
+
+WORKDIR /opt/bioel
+# The CPU build of torch; a GPU worker image swaps this line for a CUDA wheel.
+RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+COPY requirements.lock.txt .
+RUN grep -v '^torch==' requirements.lock.txt > /tmp/req.txt && pip install --no-cache-dir -r /tmp/req.txt
+COPY setup.py README.md ./
+COPY bioel_core ./bioel_core
+COPY pipelines ./pipelines
+COPY schemas ./schemas
+COPY models ./models
+RUN pip install --no-cache-dir --no-deps .
+
+ENV HF_HUB_OFFLINE=1 GX_ANALYTICS_ENABLED=false
+# The Beam SDK harness stays the entrypoint so the image works as a worker; launch jobs with `bioel ...`.
+ENTRYPOINT ["/opt/apache/beam/boot"]
