@@ -3,8 +3,10 @@
 FROM apache/beam_python3.11_sdk:2.77.0
 
 WORKDIR /opt/bioel
-# The CPU build of torch; a GPU worker image swaps this line for a CUDA wheel.
-RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+# Point TORCH_INDEX_URL at PyTorch's CPU wheel index for a slim CPU image; left empty, pip takes the
+# default (CUDA) build, which is what a GPU worker image wants.
+ARG TORCH_INDEX_URL=""
+RUN pip install --no-cache-dir torch==2.13.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 COPY requirements.lock.txt .
 RUN grep -v '^torch==' requirements.lock.txt > /tmp/req.txt && pip install --no-cache-dir -r /tmp/req.txt
 COPY setup.py README.md ./
