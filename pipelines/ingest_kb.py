@@ -263,7 +263,7 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
         raise ValueError(f"--shared-names must be one of {SHARED_NAME_POLICIES}")
     check_inputs_exist(inputs)
     reader = get_reader(kb_format, **reader_options)
-    staged = StagedOutput(output_dir, TABLES)
+    staged = StagedOutput(output_dir, TABLES, derived=("quality",))
     staged.prepare()
     try:
         with beam.Pipeline(options=options) as p:

@@ -91,9 +91,10 @@ class WriteShardFn(beam.DoFn):
 class StagedOutput:
     """One run's staging folder inside the output folder, and the commit that publishes it."""
 
-    def __init__(self, output_dir: str, tables: tuple[str, ...]):
+    def __init__(self, output_dir: str, tables: tuple[str, ...], derived: tuple[str, ...] = ()):
+        """`derived`: folders computed from the tables afterwards (a quality report), stale once they change."""
         self.output_dir = output_dir.rstrip("/")
-        self.tables = tables
+        self.tables, self.derived = tables, derived
         self.staging = join(self.output_dir, f"_staging-{uuid.uuid4().hex[:12]}")
 
     def table_dir(self, table: str) -> str:
@@ -101,6 +102,7 @@ class StagedOutput:
 
     def prepare(self) -> None:
         check_writable(self.output_dir)
+        self._remove_stale_staging()
         for table in self.tables:
             FileSystems.mkdirs(self.table_dir(table))
 
@@ -114,6 +116,9 @@ class StagedOutput:
         old_manifest = join(self.output_dir, MANIFEST)
         if FileSystems.exists(old_manifest):
             FileSystems.delete([old_manifest])  # from here on the folder reads as unfinished
+        for folder in self.derived:
+            if FileSystems.exists(join(self.output_dir, folder)):
+                FileSystems.delete([join(self.output_dir, folder)])
         for table in self.tables:
             final = join(self.output_dir, table)
             if FileSystems.exists(final):
@@ -121,6 +126,13 @@ class StagedOutput:
             FileSystems.rename([self.table_dir(table)], [final])
         FileSystems.delete([self.staging])
         write_json(old_manifest, manifest)
+
+    def _remove_stale_staging(self) -> None:
+        """A killed run leaves its staging folder behind; the re-run that finishes the job clears it."""
+        found = FileSystems.match([join(self.output_dir, "_staging-*", "*", "*")])[0].metadata_list
+        stale = sorted({m.path[: m.path.index("/", m.path.index("_staging-"))] for m in found})
+        if stale:
+            FileSystems.delete(stale)
 
     def abandon(self) -> None:
         if FileSystems.exists(self.staging):

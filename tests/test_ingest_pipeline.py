@@ -138,3 +138,15 @@ def test_mesh_thesaurus_gives_30764_concepts(tmp_path):
     assert manifest["counts"]["records_read"] == 263936
     assert all(manifest["reconciliation"].values())
     shutil.rmtree(tmp_path / "mesh")
+
+
+def test_rerun_after_a_killed_run_clears_its_staging(tmp_path):
+    out = tmp_path / "kb"
+    killed = out / "_staging-deadbeef0000" / "names"
+    killed.mkdir(parents=True)
+    (killed / "part-00000-of-00004.parquet").write_bytes(b"half written")
+    ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(out), local())
+    assert not list(out.glob("_staging-*")) and read_manifest(out)["complete"]
+    (out / "quality").mkdir()
+    ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(out), local())
+    assert not (out / "quality").exists()  # a report of the previous tables is stale
