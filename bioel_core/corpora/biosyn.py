@@ -1,0 +1,81 @@
+"""BioSyn's processed data: query folders (`*.concept`, one file per document) and dictionaries.
+
+Query line: `PMID||start|end||type||mention||ID`; a composite mention is `m1|m2` with ids `C1|C2`
+(ids also joined with `+`). Dictionary line: `ID||name`, ids of one name joined with `|`. Whitespace
+around ids is stripped (two NCBI test lines have a leading space). A line that does not parse raises
+FormatError naming file, line and reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bioel_core.corpora.pubtator import split_ids
+from bioel_core.corpora.records import FormatError, Mention
+
+
+def read_query_file(path: str | Path) -> list[Mention]:
+    source, out = str(path), []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                continue
+            where = f"line {lineno}"
+            fields = line.split("||")
+            if len(fields) != 5:
+                raise FormatError(source, where, f"expected 'PMID||start|end||type||mention||ID' (5 fields), got {len(fields)}")
+            pmid, span, etype, mention, ids_field = fields
+            start, sep, end = span.partition("|")
+            if not (sep and start.strip().isdigit() and end.strip().isdigit()):
+                raise FormatError(source, where, f"span {span!r} is not 'start|end'")
+            ids = split_ids(ids_field)
+            if not mention.strip() or not ids:
+                raise FormatError(source, where, "empty mention, or no concept id (-1 queries are not BioSyn queries)")
+            out.append(Mention(text=mention, doc_id=pmid.strip(), start=int(start), end=int(end), entity_type=etype, concept_ids=ids))
+    return out
+
+
+def read_query_folder(folder: str | Path) -> list[Mention]:
+    """Every query of every `*.concept` file, files in name order, lines in file order (duplicates kept)."""
+    folder = Path(folder)
+    files = sorted(folder.glob("*.concept"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no *.concept files (not a BioSyn query folder)")
+    return [m for f in files for m in read_query_file(f)]
+
+
+@dataclass(frozen=True)
+class DictionaryEntry:
+    name: str
+    concept_ids: tuple[str, ...]
+
+
+def iter_dictionary(path: str | Path) -> Iterator[DictionaryEntry]:
+    source = str(path)
+    with open(path, encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                continue
+            ids_field, sep, name = line.partition("||")
+            ids = tuple(i.strip() for i in ids_field.split("|") if i.strip())
+            if not sep or not ids or not name.strip():
+                raise FormatError(source, f"line {lineno}", "expected 'ID||name' with a non-empty id and name")
+            yield DictionaryEntry(name.strip(), ids)
+
+
+def read_typo_map(path: str | Path) -> dict[str, str]:
+    """BioSyn's spelling map (`typo||correction` per line, e.g. NCBI's ncbi-spell-check.txt)."""
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            typo, sep, fix = raw.strip().partition("||")
+            if not sep or not typo.strip() or not fix.strip():
+                raise FormatError(str(path), f"line {lineno}", "expected 'typo||correction'")
+            out[typo.strip()] = fix.strip()
+    return out

@@ -1,0 +1,95 @@
+"""Plain record types for documents, mentions and linker candidates.
+
+Offsets are character offsets into `Document.text` (passages laid out at their own offsets), end exclusive,
+as PubTator and BioC state them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A mention of an entity: gold, detected or queried.
+
+    `concept_ids` is empty for a mention with no concept (PubTator `-1`) or not yet linked; several ids
+    mean a composite mention ("breast and ovarian cancer") or alternative ids of one concept (MeSH + OMIM).
+    `parts` are the sub-mentions a corpus states for a composite mention (BC5CDR's seventh column).
+    """
+
+    text: str
+    doc_id: str = ""
+    start: int | None = None
+    end: int | None = None
+    entity_type: str = ""
+    concept_ids: tuple[str, ...] = ()
+    parts: tuple[str, ...] = ()
+    ann_id: str = ""  # BioC annotation id, kept so relations can refer to it
+
+
+@dataclass(frozen=True)
+class Passage:
+    kind: str  # "title", "abstract", ... (BioC passage type infon)
+    offset: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A document-level relation, e.g. PubTator `PMID<TAB>CID<TAB>D015738<TAB>D003693`.
+
+    `args` are concept ids (PubTator) or annotation ids (BioC nodes); `roles` name them when the format does.
+    """
+
+    kind: str
+    args: tuple[str, ...]
+    roles: tuple[str, ...] = ()
+    rel_id: str = ""
+
+
+@dataclass
+class Document:
+    doc_id: str
+    passages: list[Passage] = field(default_factory=list)
+    mentions: list[Mention] = field(default_factory=list)
+    relations: list[Relation] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """All passages placed at their offsets, gaps filled with spaces (PubTator: title + ' ' + abstract)."""
+        out = ""
+        for p in sorted(self.passages, key=lambda p: p.offset):
+            if p.offset < len(out):
+                raise ValueError(f"document {self.doc_id}: passage {p.kind!r} at offset {p.offset} overlaps the previous one")
+            out += " " * (p.offset - len(out)) + p.text
+        return out
+
+    def passage(self, kind: str) -> str:
+        """The text of the first passage of `kind`, '' if none."""
+        return next((p.text for p in self.passages if p.kind == kind), "")
+
+    @property
+    def title(self) -> str:
+        return self.passage("title")
+
+    @property
+    def abstract(self) -> str:
+        return self.passage("abstract")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One ranked answer of a linker: the ids of a matched name, the name, and the linker's score."""
+
+    concept_ids: tuple[str, ...]
+    name: str
+    score: float
+
+
+class FormatError(ValueError):
+    """A malformed input record; the message names file, line (or record) and reason."""
+
+    def __init__(self, source: str, location: str, reason: str):
+        super().__init__(f"{source}: {location}: {reason}")
+        self.source, self.location, self.reason = source, location, reason
