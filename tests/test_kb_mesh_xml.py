@@ -1,0 +1,149 @@
+import gzip
+from pathlib import Path
+
+from bioel_core.kb import get_reader
+from bioel_core.kb.mesh_xml import MeshXmlReader
+from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
+
+FIXTURE = Path(__file__).parent / "fixtures" / "mesh_xml" / "desc2024.xml"
+
+CALCIMYCIN = ConceptRecord(
+    "D000001", "mesh", "Calcimycin", ("D03.633.100.221.173",),
+    "An ionophorous, polyether antibiotic from Streptomyces chartreusensis. It binds and transports CALCIUM and other "
+    "divalent cations across membranes and uncouples oxidative phosphorylation while inhibiting ATPase of rat liver "
+    "mitochondria.")
+AIDS = ConceptRecord(
+    "D000163", "mesh", "Acquired Immunodeficiency Syndrome",
+    ("C01.221.812.281.401", "C01.925.782.815.616.400.080", "C20.673.480.080"),
+    "An acquired defect of cellular immunity associated with infection by the human immunodeficiency virus (HIV), a "
+    "CD4-positive T-lymphocyte count under 200 cells/microliter or less than 14% of total lymphocytes, and increased "
+    "susceptibility to opportunistic infections and malignant neoplasms.")
+MI = ConceptRecord("D009203", "mesh", "Myocardial Infarction", ("C14.280.647.500", "C14.907.585.500", "C23.550.513.355.750"))
+NAMES = [
+    ("D000001", "Calcimycin", "preferred"),
+    ("D000001", "A-23187", "entry_term"),
+    ("D000001", "A23187", "entry_term"),
+    ("D000001", "Antibiotic A23187", "entry_term"),
+    ("D000163", "AIDS Wasting Syndrome", "entry_term"),
+    ("D000163", "Acquired Immunodeficiency Syndrome", "preferred"),
+    ("D000163", "AIDS", "abbreviation"),
+    ("D000163", "Immunodeficiency Syndrome, Acquired", "entry_term"),
+    ("D000163", "Acquired Immuno-Deficiency Synd.", "abbreviation"),
+    ("D009203", "Myocardial Infarction", "preferred"),
+    ("D009203", "Heart Attack", "entry_term"),
+]
+
+
+def split(items):
+    items = list(items)
+    return ([i for i in items if isinstance(i, ConceptRecord)],
+            [(n.concept_id, n.name, n.name_type) for n in items if isinstance(n, NameRecord)],
+            [i for i in items if isinstance(i, DeadLetter)], [i for i in items if isinstance(i, ReadStats)])
+
+
+def read(*paths):
+    return split(MeshXmlReader().read([str(p) for p in paths]))
+
+
+def line_of(path, needle: bytes) -> int:
+    data = path.read_bytes()
+    return data[: data.index(needle)].count(b"\n") + 1
+
+
+def variant(tmp_path, old: bytes, new: bytes, name="desc2024.xml"):
+    data = FIXTURE.read_bytes()
+    assert old in data
+    path = tmp_path / name
+    path.write_bytes(data.replace(old, new, 1))
+    return path
+
+
+def test_descriptor_records():
+    concepts, names, dead, stats = read(FIXTURE)
+    assert concepts == [CALCIMYCIN, AIDS, MI]
+    assert names == NAMES
+    assert dead == []
+    assert len(stats) == 1 and stats[0].source == str(FIXTURE)
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (3, 3, 0)
+
+
+def test_gzip_and_registry(tmp_path):
+    gz = tmp_path / "desc2024.xml.gz"
+    gz.write_bytes(gzip.compress(FIXTURE.read_bytes()))
+    concepts, names, dead, _ = read(gz)
+    assert (concepts, names, dead) == ([CALCIMYCIN, AIDS, MI], NAMES, [])
+    assert isinstance(get_reader("mesh-xml"), MeshXmlReader)
+
+
+def test_unclosed_element_ends_the_file_with_a_dead_letter(tmp_path):
+    path = variant(tmp_path, b"<String>Heart Attack</String>", b"<String>Heart Attack")
+    concepts, names, dead, stats = read(path)
+    assert concepts == [CALCIMYCIN, AIDS]  # what came before the fault stands
+    assert names == NAMES[:9]
+    assert len(dead) == 1
+    assert dead[0].location == "record 3 (DescriptorUI D009203)"
+    # the parser notices at the </Term> closing the line after the unclosed <String>
+    assert dead[0].reason == f"malformed XML: mismatched tag: line {line_of(path, b'<String>Heart Attack') + 1}, column 7"
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (3, 2, 1)
+    assert stats[0].reconciles()
+
+
+def test_file_cut_inside_a_record(tmp_path):
+    data = FIXTURE.read_bytes()
+    path = tmp_path / "desc2024.xml"
+    path.write_bytes(data[: data.index(b"<TreeNumberList>", data.index(b"D000163"))])
+    concepts, _, dead, stats = read(path)
+    assert concepts == [CALCIMYCIN]
+    assert [d.location for d in dead] == ["record 2 (DescriptorUI D000163)"]
+    assert "no element found" in dead[0].reason or "unclosed" in dead[0].reason
+    assert stats[0].reconciles() and stats[0].records_read == 2
+
+
+def test_bad_id_and_missing_name_are_dead_lettered(tmp_path):
+    path = variant(tmp_path, b"<DescriptorUI>D000163</DescriptorUI>", b"<DescriptorUI>Q000163</DescriptorUI>")
+    data = path.read_bytes().replace(b"<String>Myocardial Infarction</String>\n  </DescriptorName>", b"</DescriptorName>", 1)
+    path.write_bytes(data)
+    concepts, names, dead, stats = read(path)
+    assert concepts == [CALCIMYCIN]
+    assert names == NAMES[:4]
+    assert [d.location for d in dead] == ["record 2 (DescriptorUI Q000163)", "record 3 (DescriptorUI D009203)"]
+    assert "'Q000163' does not match the mesh id pattern" in dead[0].reason
+    assert dead[1].reason == "missing DescriptorName/String"
+    assert "<DescriptorUI>Q000163</DescriptorUI>" in dead[0].raw
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (3, 1, 2)
+
+
+def test_invalid_utf8_is_a_parse_error_at_its_record(tmp_path):
+    path = variant(tmp_path, b"<String>AIDS</String>", b"<String>AI\xffDS</String>")
+    concepts, _, dead, stats = read(path)
+    assert concepts == [CALCIMYCIN]
+    assert dead[0].location == "record 2 (DescriptorUI D000163)"
+    line = line_of(path, b"AI\xffDS")
+    assert dead[0].reason == f"malformed XML: not well-formed (invalid token): line {line}, column 16"
+    assert stats[0].reconciles()
+
+
+def test_junk_between_records_is_located_at_the_next_record(tmp_path):
+    path = variant(tmp_path, b"</DescriptorRecord>\n<DescriptorRecord", b"</DescriptorRecord>\n<<junk\n<DescriptorRecord")
+    concepts, _, dead, stats = read(path)
+    assert concepts == [CALCIMYCIN]
+    assert dead[0].location == "record 2"
+    assert stats[0].records_read == 2 and stats[0].reconciles()
+
+
+def test_file_level_faults(tmp_path):
+    empty = tmp_path / "empty.xml"
+    empty.write_bytes(b"")
+    wrong_root = tmp_path / "supp2024.xml"
+    wrong_root.write_text('<?xml version="1.0"?>\n<SupplementalRecordSet><SupplementalRecord/></SupplementalRecordSet>\n')
+    truncated = tmp_path / "desc2024.xml.gz"
+    truncated.write_bytes(gzip.compress(FIXTURE.read_bytes())[:-400])
+    concepts, _, dead, stats = read(empty, wrong_root, truncated, FIXTURE)
+    assert [(Path(d.source).name, d.location) for d in dead[:2]] == [("empty.xml", "file"), ("supp2024.xml", "file")]
+    assert dead[0].reason.startswith("empty file or no XML element: no element found")
+    assert dead[1].reason == "root element is <SupplementalRecordSet>, not <DescriptorRecordSet>"
+    assert dead[2].source == str(truncated) and dead[2].location.startswith("record ")
+    assert "truncated or corrupt gzip stream" in dead[2].reason
+    assert concepts[0] == CALCIMYCIN and concepts[-3:] == [CALCIMYCIN, AIDS, MI]
+    assert [s.source for s in stats] == [str(empty), str(wrong_root), str(truncated), str(FIXTURE)]
+    assert all(s.reconciles() for s in stats)

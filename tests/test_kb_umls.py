@@ -1,0 +1,176 @@
+import gzip
+import shutil
+from pathlib import Path
+
+from bioel_core.kb import get_reader
+from bioel_core.kb.umls import UmlsReader
+from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
+
+FIXTURES = Path(__file__).parent / "fixtures" / "umls"
+FILES = ["MRCONSO.RRF", "MRSTY.RRF", "MRDEF.RRF"]
+DISEASE = "T047:Disease or Syndrome"
+
+ASTHMA_DEF = ("A form of bronchial disorder with three distinct components: airway hyper-responsiveness "
+              "(RESPIRATORY HYPERSENSITIVITY), airway INFLAMMATION, and intermittent AIRWAY OBSTRUCTION.")
+DM_DEF = "A heterogeneous group of disorders characterized by HYPERGLYCEMIA and GLUCOSE INTOLERANCE."
+MI_DEF = ("NECROSIS of the MYOCARDIUM caused by an obstruction of the blood supply to the heart "
+          "(CORONARY CIRCULATION).")
+
+
+def split(items):
+    items = list(items)
+    return ([i for i in items if isinstance(i, ConceptRecord)], [i for i in items if isinstance(i, NameRecord)],
+            [i for i in items if isinstance(i, DeadLetter)], {s.source: s for s in items if isinstance(s, ReadStats)})
+
+
+def read(paths, **options):
+    return split(UmlsReader(**options).read([str(p) for p in paths]))
+
+
+def copy_fixtures(tmp_path, gz=False):
+    paths = []
+    for name in FILES:
+        target = tmp_path / (name + (".gz" if gz else ""))
+        with open(FIXTURES / name, "rb") as src, (gzip.open(target, "wb") if gz else open(target, "wb")) as dst:
+            shutil.copyfileobj(src, dst)
+        paths.append(target)
+    return paths
+
+
+def write(path, text_or_bytes):
+    data = text_or_bytes.encode() if isinstance(text_or_bytes, str) else text_or_bytes
+    path.write_bytes(data)
+    return path
+
+
+def names_of(names, cui):
+    return [(n.name, n.name_type) for n in names if n.concept_id == cui]
+
+
+def test_concepts_names_types_and_definitions():
+    concepts, names, dead, stats = read([FIXTURES / f for f in FILES])
+    assert dead == []
+    assert concepts == [
+        ConceptRecord("C0004096", "umls", "Asthma", (DISEASE,), ASTHMA_DEF),
+        ConceptRecord("C0011849", "umls", "Diabetes Mellitus", (DISEASE,), DM_DEF),
+        ConceptRecord("C0027051", "umls", "Myocardial Infarction", (DISEASE, "T046:Pathologic Function"), MI_DEF),
+    ]
+    assert names_of(names, "C0004096") == [("Asthma", "preferred"), ("Asthma, Bronchial", "synonym")]
+    # the preferred atom (TS=P, STT=PF, ISPREF=Y) is the second row here, not the first
+    assert names_of(names, "C0011849") == [("DM", "abbreviation"), ("Diabetes Mellitus", "preferred"),
+                                           ("diabetes mellitus", "synonym")]
+    assert names_of(names, "C0027051") == [("Myocardial Infarction", "preferred"), ("Heart Attack", "synonym"),
+                                           ("MI", "abbreviation")]
+    assert all(n.kb == "umls" for n in names)
+
+
+def test_filter_counts_and_reconciliation():
+    _, _, _, stats = read([FIXTURES / f for f in FILES])
+    conso, sty, mrdef = (stats[str(FIXTURES / f)] for f in FILES)
+    assert (conso.records_read, conso.records_accepted, conso.dead_lettered) == (13, 8, 0)
+    assert conso.skipped_by_filter == {"LAT not selected": 2, "suppressed": 3}
+    assert (sty.records_read, sty.records_accepted) == (6, 4)
+    assert sty.skipped_by_filter == {"concept not selected": 1, "CUI not in MRCONSO": 1}
+    assert (mrdef.records_read, mrdef.records_accepted) == (6, 3)
+    assert mrdef.skipped_by_filter == {"not the first definition": 1, "concept not selected": 1, "suppressed": 1}
+    assert all(s.reconciles() for s in stats.values())
+
+
+def test_keep_suppressed_and_all_languages():
+    concepts, names, _, stats = read([FIXTURES / f for f in FILES], languages=None, exclude_suppressed=False)
+    assert [c.concept_id for c in concepts] == ["C0004096", "C0011849", "C0020538", "C0027051"]
+    assert ("Asthme", "synonym") in names_of(names, "C0004096")
+    assert ("Asthma NOS", "synonym") in names_of(names, "C0004096")
+    assert names_of(names, "C0020538") == [("Hypertension", "preferred")]
+    assert ("Infarction myocardial", "synonym") in names_of(names, "C0027051")
+    # the suppressed CSP definition comes first in MRDEF, so it is now the one kept
+    assert concepts[3].definition == "death of an area of the myocardium resulting from occlusion of a coronary artery."
+    assert stats[str(FIXTURES / "MRCONSO.RRF")].records_accepted == 13
+
+
+def test_sab_tty_and_preferred_only_filters():
+    paths = [FIXTURES / f for f in FILES]
+    _, names, _, stats = read(paths, sabs=["MSH"])
+    assert {n.name for n in names} == {"Asthma", "Asthma, Bronchial", "Diabetes Mellitus", "Myocardial Infarction", "Heart Attack"}
+    assert stats[str(paths[0])].skipped_by_filter == {"LAT not selected": 2, "suppressed": 3, "SAB not selected": 3}
+
+    _, names, _, stats = read(paths, ttys=["AB", "MH"])
+    assert [(n.name, n.name_type) for n in names] == [
+        ("Asthma", "preferred"), ("DM", "abbreviation"), ("Diabetes Mellitus", "preferred"),
+        ("Myocardial Infarction", "preferred"), ("MI", "abbreviation")]
+    assert stats[str(paths[0])].skipped_by_filter["TTY not selected"] == 3
+
+    concepts, names, _, stats = read(paths, preferred_only=True)
+    assert [(n.concept_id, n.name, n.name_type) for n in names] == [
+        ("C0004096", "Asthma", "preferred"), ("C0011849", "Diabetes Mellitus", "preferred"),
+        ("C0027051", "Myocardial Infarction", "preferred")]
+    assert stats[str(paths[0])].skipped_by_filter["not preferred"] == 5
+    assert all(s.reconciles() for s in stats.values())
+
+
+def test_gzip_inputs_read_the_same(tmp_path):
+    plain = read([FIXTURES / f for f in FILES])[:3]
+    assert read(copy_fixtures(tmp_path, gz=True))[:3] == plain
+
+
+def test_input_groups_and_registry():
+    reader = get_reader("umls", languages=("ENG",))
+    assert isinstance(reader, UmlsReader)
+    assert reader.input_groups(["a/MRCONSO.RRF", "a/MRSTY.RRF", "a/MRDEF.RRF"]) == [["a/MRCONSO.RRF", "a/MRSTY.RRF", "a/MRDEF.RRF"]]
+
+
+def test_bad_rows_are_dead_lettered(tmp_path):
+    conso_lines = (FIXTURES / "MRCONSO.RRF").read_bytes().splitlines(keepends=True)
+    bad = [
+        b"C0001175|ENG|P|L0001175|PF|S0010340|Y|A0019182||M0000245|D000163|MSH|MH|D000163|Acquired Immunodeficiency Syndrome|0|N|\n",
+        b"X0001175|ENG|P|L0001175|PF|S0010340|Y|A0019182||M0000245|D000163|MSH|MH|D000163|AIDS|0|N||\n",
+        b"C0001175|ENG|P|L0001175|PF|S0010340|Y|A0019182||M0000245|D000163|MSH|MH|D000163|Acquired Immunod\xe9ficiency|0|N||\n",
+    ]
+    out_of_order = b"C0001175|ENG|P|L0001175|PF|S0010340|Y|A0019182||M0000245|D000163|MSH|MH|D000163|AIDS|0|N||\n"
+    conso = write(tmp_path / "MRCONSO.RRF", b"".join(bad + conso_lines[:4] + [out_of_order] + conso_lines[4:]))
+    sty_lines = (FIXTURES / "MRSTY.RRF").read_text().splitlines(keepends=True)
+    sty = write(tmp_path / "MRSTY.RRF", "".join(sty_lines[:2] + ["C0004096|T047|B2.2.1.2.1|Disease or Syndrome|AT17683839|256|\n"] + sty_lines[2:]))
+    mrdef = write(tmp_path / "MRDEF.RRF", "")
+    concepts, names, dead, stats = read([conso, sty, mrdef])
+
+    reasons = {(d.source, d.location): d.reason for d in dead}  # the join interleaves files, so no fixed order
+    assert len(dead) == 6 and sorted(reasons) == sorted([
+        (str(conso), "line 1"), (str(conso), "line 2"), (str(conso), "line 3"), (str(conso), "line 8"),
+        (str(sty), "line 3"), (str(mrdef), "file")])
+    assert "expected 18 fields" in reasons[str(conso), "line 1"] and "found 17" in reasons[str(conso), "line 1"]
+    assert "'X0001175' does not match the umls id pattern" in reasons[str(conso), "line 2"]
+    assert reasons[str(conso), "line 3"].startswith("invalid UTF-8")
+    assert reasons[str(conso), "line 8"] == "out of CUI order: C0001175 after C0004096"
+    assert reasons[str(sty), "line 3"] == "out of CUI order: C0004096 after C0011849"
+    assert reasons[str(mrdef), "file"] == "empty file"
+    # the good rows still come out, only without definitions
+    assert [c.concept_id for c in concepts] == ["C0004096", "C0011849", "C0027051"]
+    assert all(c.definition is None for c in concepts)
+    assert len(names) == 8
+    assert stats[str(conso)].dead_lettered == 4 and stats[str(conso)].records_read == 17
+    assert all(s.reconciles() for s in stats.values())
+
+
+def test_truncated_gzip_keeps_earlier_concepts(tmp_path):
+    conso, sty, mrdef = copy_fixtures(tmp_path, gz=True)
+    data = conso.read_bytes()
+    conso.write_bytes(data[: len(data) - 40])
+    concepts, _, dead, stats = read([conso, sty, mrdef])
+    assert len(dead) == 1 and dead[0].source == str(conso)
+    assert dead[0].location.startswith("after line ")
+    assert "truncated or corrupt gzip stream" in dead[0].reason
+    assert concepts[0].concept_id == "C0004096"
+    assert all(s.reconciles() for s in stats.values())
+
+
+def test_unknown_and_duplicate_files_are_dead_lettered(tmp_path):
+    other = write(tmp_path / "MRREL.RRF", "C0004096|A0027009|...|\n")
+    second = tmp_path / "copy" / "MRSTY.RRF"
+    second.parent.mkdir()
+    shutil.copy(FIXTURES / "MRSTY.RRF", second)
+    concepts, _, dead, stats = read([FIXTURES / f for f in FILES] + [other, second])
+    assert [(d.source, d.location) for d in dead] == [(str(other), "file"), (str(second), "file")]
+    assert "not a UMLS file" in dead[0].reason
+    assert dead[1].reason == "a second MRSTY file in one input group"
+    assert len(concepts) == 3
+    assert len(stats) == 5 and all(s.reconciles() for s in stats.values())
