@@ -1,0 +1,80 @@
+"""End-to-end linking scores: micro precision / recall / F1 over (document, span, concept) triples.
+
+A predicted annotation is correct when a gold annotation of the same document shares a concept id with it
+and has the same span (strict) or an overlapping one (partial). Precision = correct predictions /
+predictions; recall = gold annotations matched by some correct prediction / gold annotations. Annotations
+without a concept (PubTator `-1`) are left out on both sides and counted apart; identical annotations are
+counted once. Ids are compared without `MESH:` / `OMIM:` prefixes, as BioSyn's dictionaries write them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from bioel_core.corpora.records import Document, Mention
+
+_PREFIX = re.compile(r"^(?:MESH|OMIM):", re.IGNORECASE)
+
+
+def plain_id(concept_id: str) -> str:
+    return _PREFIX.sub("", concept_id.strip())
+
+
+@dataclass(frozen=True)
+class Scores:
+    precision: float
+    recall: float
+    f1: float
+    n_pred: int
+    n_gold: int
+    correct_pred: int
+    matched_gold: int
+
+
+_Ann = tuple[int, int, frozenset]
+
+
+def _annotations(items: Iterable[Document | Mention], types: set[str] | None, counts: dict) -> dict[str, set[_Ann]]:
+    out: dict[str, set[_Ann]] = defaultdict(set)
+    mentions = (m for it in items for m in (it.mentions if isinstance(it, Document) else [it]))
+    for m in mentions:
+        if types and m.entity_type and m.entity_type not in types:
+            continue
+        if m.start is None or m.end is None:
+            raise ValueError(f"document {m.doc_id}: mention {m.text!r} has no span; end-to-end scoring needs offsets")
+        ids = frozenset(plain_id(i) for i in m.concept_ids)
+        if not ids:
+            counts["without_concept"] += 1
+            continue
+        out[m.doc_id].add((m.start, m.end, ids))
+    return out
+
+
+def _matches(a: _Ann, b: _Ann, strict: bool) -> bool:
+    same_span = (a[0], a[1]) == (b[0], b[1]) if strict else (a[0] < b[1] and b[0] < a[1])
+    return same_span and bool(a[2] & b[2])
+
+
+def score(gold: dict[str, set[_Ann]], pred: dict[str, set[_Ann]], strict: bool) -> Scores:
+    correct = matched = 0
+    for doc in set(gold) | set(pred):
+        g, p = gold.get(doc, set()), pred.get(doc, set())
+        correct += sum(any(_matches(x, y, strict) for y in g) for x in p)
+        matched += sum(any(_matches(x, y, strict) for x in p) for y in g)
+    n_pred, n_gold = sum(map(len, pred.values())), sum(map(len, gold.values()))
+    prec = correct / n_pred if n_pred else 0.0
+    rec = matched / n_gold if n_gold else 0.0
+    f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
+    return Scores(100 * prec, 100 * rec, 100 * f1, n_pred, n_gold, correct, matched)
+
+
+def e2e_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Mention], entity_types: Iterable[str] | None = None) -> dict:
+    """{"strict": {...}, "partial": {...}, "gold_without_concept": n, "pred_without_concept": n}; P/R/F1 in percent."""
+    types = set(entity_types) if entity_types else None
+    gcounts, pcounts = defaultdict(int), defaultdict(int)
+    g, p = _annotations(gold, types, gcounts), _annotations(pred, types, pcounts)
+    return {"strict": asdict(score(g, p, strict=True)), "partial": asdict(score(g, p, strict=False)),
+            "gold_without_concept": gcounts["without_concept"], "pred_without_concept": pcounts["without_concept"]}

@@ -1,0 +1,57 @@
+"""Linkers: one interface (`Linker`), a registry by name so the CLI and benchmarks pick them up.
+
+A later linker (dense, hybrid, ...) registers itself with `register_linker("dense", "module:Class")`
+or by an entry in LINKERS; it is imported only when used, so its heavy needs never break the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from bioel_core.corpora.records import Candidate
+from bioel_core.linking.base import Linker, read_config
+from bioel_core.linking.dictionary import NameSet
+
+# name -> "module:Class"
+LINKERS: dict[str, str] = {
+    "exact": "bioel_core.linking.exact:ExactLinker",
+    "tfidf": "bioel_core.linking.tfidf:TfidfLinker",
+}
+
+
+def register_linker(name: str, target: str) -> None:
+    if ":" not in target:
+        raise ValueError(f"linker target must be 'module:Class', got {target!r}")
+    LINKERS[name] = target
+
+
+def linker_class(name: str) -> type[Linker]:
+    if name not in LINKERS:
+        raise ValueError(f"unknown linker {name!r}; choose one of {sorted(LINKERS)}")
+    module, cls = LINKERS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def available_linkers() -> list[str]:
+    """Registered linkers whose module imports here (a missing optional dependency leaves one out)."""
+    out = []
+    for name in sorted(LINKERS):
+        try:
+            linker_class(name)
+        except ImportError:
+            continue
+        out.append(name)
+    return out
+
+
+def build_linker(name: str, names: NameSet, **options) -> Linker:
+    return linker_class(name).build(names, **options)
+
+
+def load_linker(folder: str | Path) -> Linker:
+    return linker_class(read_config(folder)["linker"]).load(folder)
+
+
+__all__ = ["LINKERS", "Candidate", "Linker", "NameSet", "available_linkers", "build_linker", "linker_class",
+           "load_linker", "register_linker"]

@@ -1,0 +1,80 @@
+"""The names a linker searches: normalized names with the id set each one links to.
+
+Built from a BioSyn dictionary (`ID||name`, the ids of a line are one set) or from the Parquet names
+table of an ingest-kb output (a name links to its concept id plus the concept's alt ids). Names are
+normalized with the normalizer the table was built with (BioSyn's policy for dictionaries), and queries
+must go through the same one: `NameSet.normalizer`. Identical (name, ids) entries are kept once, in
+order of first appearance, so a duplicated line cannot take two places in a top k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bioel_core.corpora.biosyn import iter_dictionary
+from bioel_core.normalize import Normalizer, NormalizerConfig
+
+
+@dataclass
+class NameSet:
+    names: list[str]  # normalized
+    concept_ids: list[tuple[str, ...]]  # per name: the ids it links to (first = concept id)
+    normalizer: Normalizer
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[tuple[str, tuple[str, ...]]], normalizer: Normalizer | None = None,
+                   source: str = "", normalized: bool = False) -> NameSet:
+        normalizer = normalizer or Normalizer()
+        seen: set[tuple[str, tuple[str, ...]]] = set()
+        names, ids = [], []
+        for name, cids in pairs:
+            key = (name if normalized else normalizer(name), tuple(cids))
+            if key[0] and key not in seen:
+                seen.add(key)
+                names.append(key[0])
+                ids.append(key[1])
+        return cls(names, ids, normalizer, source)
+
+    @classmethod
+    def from_biosyn(cls, path: str | Path, normalizer: Normalizer | None = None) -> NameSet:
+        return cls.from_pairs(((e.name, e.concept_ids) for e in iter_dictionary(path)), normalizer, str(path))
+
+    @classmethod
+    def from_names_table(cls, table_dir: str | Path) -> NameSet:
+        # imported here: bioel_core.tables needs the schemas package, a BioSyn dictionary does not
+        from bioel_core.tables import read_manifest, read_table
+
+        manifest = read_manifest(table_dir)
+        normalizer = Normalizer(NormalizerConfig(**{k: v for k, v in manifest.get("normalizer", {}).items() if k != "version"}))
+        if manifest.get("normalizer", {}).get("version", normalizer.version) != normalizer.version:
+            raise ValueError(f"{table_dir}: the manifest's normalizer version differs from its config; rebuild the table")
+        concepts = read_table(table_dir, "concepts", ["concept_id", "alt_ids"]).to_pydict()
+        alt = dict(zip(concepts["concept_id"], concepts["alt_ids"]))
+        names = read_table(table_dir, "names", ["concept_id", "name_norm"]).to_pydict()
+        pairs = ((n, (c, *alt.get(c, ()))) for c, n in zip(names["concept_id"], names["name_norm"]))
+        return cls.from_pairs(pairs, normalizer, str(table_dir), normalized=True)
+
+    @classmethod
+    def load(cls, path: str | Path) -> NameSet:
+        """Either kind of source: a folder is an ingest-kb output, a file a BioSyn dictionary."""
+        return cls.from_names_table(path) if Path(path).is_dir() else cls.from_biosyn(path)
+
+    # ---- the copy a saved linker keeps (Parquet, no pickle) ----
+    def save(self, path: str | Path) -> None:
+        table = pa.table({"name": pa.array(self.names, pa.string()),
+                          "concept_ids": pa.array([list(c) for c in self.concept_ids], pa.list_(pa.string()))})
+        pq.write_table(table, path)
+
+    @classmethod
+    def read_saved(cls, path: str | Path, normalizer: Normalizer, source: str = "") -> NameSet:
+        d = pq.read_table(path).to_pydict()
+        return cls(d["name"], [tuple(c) for c in d["concept_ids"]], normalizer, source)
