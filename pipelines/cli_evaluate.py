@@ -1,0 +1,102 @@
+"""The `bioel evaluate` and `bioel evaluate-e2e` verbs: argument parsing, then bioel_core.
+
+`evaluate` scores a linker on a BioSyn-format dataset under the BioSyn protocol, with GenBioEL's
+subpopulations; `evaluate-e2e` scores predicted PubTator annotations against gold ones.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from bioel_core.corpora import read_pubtator, read_query_folder
+from bioel_core.evaluation import e2e_scores, evaluate, subpopulation_scores
+from bioel_core.linking import LINKERS, NameSet, build_linker, load_linker
+from bioel_core.text import QueryPreprocessor
+
+# training mentions for the subpopulations: the ones a model evaluated on this split may have seen
+TRAIN_FOLDER = {"dev": "processed_train", "test": "processed_traindev"}
+
+
+def add_subcommands(subparsers) -> None:
+    ev = subparsers.add_parser("evaluate", help="accuracy of a linker on a BioSyn-format dataset (BioSyn protocol)",
+                               description="Scores every query of DATASET/processed_SPLIT: acc@1..k, MAP and "
+                                           "GenBioEL's subpopulations (train mentions from processed_train for dev, "
+                                           "processed_traindev for test).")
+    ev.add_argument("--dataset", required=True, help="a BioSyn-format dataset folder (processed_*/, *_dictionary.txt)")
+    ev.add_argument("--split", choices=sorted(TRAIN_FOLDER), default="test")
+    ev.add_argument("--linker", choices=sorted(LINKERS), default="tfidf", help="which linker to build (default tfidf)")
+    src = ev.add_mutually_exclusive_group()
+    src.add_argument("--dictionary", help="a BioSyn dictionary (default DATASET/SPLIT_dictionary.txt)")
+    src.add_argument("--names", help="an ingest-kb output folder whose names table to link against")
+    src.add_argument("--linker-dir", help="a saved linker folder (its own names; --linker is ignored)")
+    ev.add_argument("--k", type=int, default=5, help="candidates per sub-mention (default 5)")
+    ev.add_argument("--typos", help="a `typo||correction` map applied to queries (already applied in BioSyn's processed data)")
+    ev.add_argument("--json", help="write the scores as JSON here")
+    ev.set_defaults(func=cmd_evaluate)
+
+    e2e = subparsers.add_parser("evaluate-e2e", help="span-level micro P/R/F1 (strict and partial) of PubTator predictions")
+    e2e.add_argument("--gold", required=True, help="gold annotations, PubTator")
+    e2e.add_argument("--pred", required=True, help="predicted annotations, PubTator")
+    e2e.add_argument("--types", nargs="+", help="entity types scored (default all), e.g. Disease")
+    e2e.add_argument("--json", help="write the scores as JSON here")
+    e2e.set_defaults(func=cmd_evaluate_e2e)
+
+
+def _linker(args):
+    if args.linker_dir:
+        return load_linker(args.linker_dir), args.linker_dir
+    source = args.names or args.dictionary or str(Path(args.dataset) / f"{args.split}_dictionary.txt")
+    names = NameSet.from_names_table(source) if args.names else NameSet.from_biosyn(source)
+    return build_linker(args.linker, names), source
+
+
+def cmd_evaluate(args) -> int:
+    if args.k < 1:
+        raise ValueError(f"--k must be at least 1, got {args.k}")
+    dataset = Path(args.dataset)
+    queries = read_query_folder(dataset / f"processed_{args.split}")
+    linker, source = _linker(args)
+    preprocessor = QueryPreprocessor.from_typo_file(args.typos) if args.typos else None
+    scores, results = evaluate(linker, queries, args.k, preprocessor)
+    train_dir = dataset / TRAIN_FOLDER[args.split]
+    report = {"dataset": dataset.name, "dataset_dir": str(dataset), "split": args.split, "linker": linker.kind,
+              "linker_options": linker.options(), "dictionary": source, "protocol": "biosyn", "k": args.k, **scores}
+    if train_dir.is_dir():
+        train = read_query_folder(train_dir)
+        report["subpopulations"] = subpopulation_scores(results, train, set(linker.names.names), linker.normalize, args.k)
+        report["train_mentions"] = str(train_dir)
+    else:
+        report["subpopulations"] = {}
+        print(f"note: {train_dir} not found: subpopulations skipped", file=sys.stderr)
+    print(format_report(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def format_report(report: dict) -> str:
+    k = report["k"]
+    lines = [f"{report['dataset']} {report['split']}: linker {report['linker']}, n = {report['n']:,}, "
+             f"{report['seconds']:.1f} s", ""]
+    cols = ["acc@1"] + ([f"acc@{k}"] if k > 1 else []) + ["map"]
+    lines.append(f"{'subset':<20}{'n':>7}" + "".join(f"{c:>9}" for c in cols))
+    rows = report["subpopulations"] or {"overall": report}
+    for name, s in rows.items():
+        lines.append(f"{name:<20}{s['n']:>7}" + "".join(f"{s[c]:>9.2f}" for c in cols))
+    return "\n".join(lines)
+
+
+def cmd_evaluate_e2e(args) -> int:
+    gold, pred = read_pubtator(args.gold), read_pubtator(args.pred)
+    scores = e2e_scores(gold, pred, args.types)
+    report = {"gold": args.gold, "pred": args.pred, "types": args.types or "all", **scores}
+    print(f"{'mode':<9}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")
+    for mode in ("strict", "partial"):
+        s = scores[mode]
+        print(f"{mode:<9}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}")
+    print(f"left out (no concept id): gold {scores['gold_without_concept']}, pred {scores['pred_without_concept']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
