@@ -1,0 +1,64 @@
+"""Expectation suites for the KB tables: what a usable concepts/names pair must satisfy.
+
+Each expectation carries its severity twice: in `meta["severity"]`, which the summary reads, and in GE's own
+`severity` field, so the data docs and any GE tooling rank failures the same way.
+Distributions are reported as quantiles in summary.json, not with expect_column_quantile_values_to_be_between:
+in GE 1.24 its result holds a numpy bool, which the validation results store cannot serialize (numpy 2).
+"""
+
+from __future__ import annotations
+
+import great_expectations as gx
+import great_expectations.expectations as gxe
+
+CRITICAL = "critical"
+WARNING = "warning"
+NAME_TYPES = ["preferred", "synonym", "abbreviation", "entry_term", "fsn"]
+
+
+def anchored(id_pattern: str) -> str:
+    # pandas evaluates the regex with re.search; \Z (not $) also refuses a trailing newline
+    return rf"^(?:{id_pattern})\Z"
+
+
+def _tag(expectation: gxe.Expectation, severity: str) -> gxe.Expectation:
+    expectation.meta = {**(expectation.meta or {}), "severity": severity}
+    expectation.severity = severity
+    return expectation
+
+
+def _non_empty(column: str) -> list[gxe.Expectation]:
+    return [
+        _tag(gxe.ExpectColumnValuesToNotBeNull(column=column), CRITICAL),
+        _tag(gxe.ExpectColumnValueLengthsToBeBetween(column=column, min_value=1), CRITICAL),
+    ]
+
+
+def concepts_suite(id_pattern: str, max_names_per_concept: int) -> gx.ExpectationSuite:
+    return gx.ExpectationSuite(name="concepts", expectations=[
+        _tag(gxe.ExpectColumnValuesToNotBeNull(column="concept_id"), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeUnique(column="concept_id"), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToMatchRegex(column="concept_id", regex=anchored(id_pattern)), CRITICAL),
+        *_non_empty("preferred_name"),
+        _tag(gxe.ExpectColumnValuesToBeNull(
+            column="unnamed_concept_id", description="Every concept has at least one name in the names table "
+                                                     "(listed: concepts without names)."), WARNING),
+        _tag(gxe.ExpectColumnMaxToBeBetween(
+            column="name_count", max_value=max_names_per_concept,
+            description=f"No concept has more than {max_names_per_concept} names."), WARNING),
+    ])
+
+
+def names_suite(id_pattern: str, max_name_length: int) -> gx.ExpectationSuite:
+    return gx.ExpectationSuite(name="names", expectations=[
+        _tag(gxe.ExpectColumnValuesToBeUnique(column="name_id"), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToNotBeNull(column="concept_id"), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToMatchRegex(column="concept_id", regex=anchored(id_pattern)), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeNull(
+            column="orphan_concept_id", description="Every name's concept_id is in the concepts table "
+                                                    "(listed: ids missing from it)."), CRITICAL),
+        *_non_empty("name"),
+        *_non_empty("name_norm"),
+        _tag(gxe.ExpectColumnValuesToBeInSet(column="name_type", value_set=NAME_TYPES), CRITICAL),
+        _tag(gxe.ExpectColumnValueLengthsToBeBetween(column="name", max_value=max_name_length), WARNING),
+    ])

@@ -1,0 +1,142 @@
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bioel_core.quality import format_summary, report
+from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA
+
+ID_PATTERN = r"(?:MESH:)?D\d{6}|OMIM:\d{6}"
+CONCEPTS = [("D000001", "Calcimycin"), ("D000002", "Temefos"), ("OMIM:123456", "Some syndrome")]
+NAMES = [
+    (1, "D000001", "Calcimycin", "calcimycin", "preferred"),
+    (2, "D000001", "A-23187", "a 23187", "synonym"),
+    (3, "D000002", "Temefos", "temefos", "preferred"),
+    (4, "D000002", "Abate", "abate", "entry_term"),
+    (5, "OMIM:123456", "Some syndrome", "some syndrome", "preferred"),
+    (6, "OMIM:123456", "SS", "ss", "abbreviation"),
+]
+
+
+def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2):
+    """A finished ingest output folder: manifest, sharded names, one concepts and dead-letter file."""
+    for table in ("concepts", "names", "dead_letter"):
+        (out / table).mkdir(parents=True)
+    ids, preferred = zip(*concepts)
+    pq.write_table(pa.table({
+        "concept_id": ids, "kb": ["medic"] * len(ids), "preferred_name": preferred,
+        "semantic_types": [[]] * len(ids), "definition": [None] * len(ids), "alt_ids": [[]] * len(ids),
+    }, schema=CONCEPTS_SCHEMA), out / "concepts" / "part-00000-of-00001.parquet")
+    columns = dict(zip(["name_id", "concept_id", "name", "name_norm", "name_type"], map(list, zip(*names))))
+    table = pa.table({**columns, "kb": ["medic"] * len(names)}).select(NAMES_SCHEMA.names).cast(NAMES_SCHEMA)
+    step = -(-len(names) // shards)
+    for s in range(shards):
+        pq.write_table(table.slice(s * step, step), out / "names" / f"part-{s:05d}-of-{shards:05d}.parquet")
+    pq.write_table(DEAD_LETTER_SCHEMA.empty_table(), out / "dead_letter" / "part-00000-of-00001.parquet")
+    (out / "manifest.json").write_text(json.dumps(
+        {"schema_version": "1.0", "complete": True, "kb": "medic", "id_pattern": ID_PATTERN}))
+    return out
+
+
+def failures(summary):
+    return {(c["table"], c["column"], c["expectation"]): c for c in summary["checks"] if not c["success"]}
+
+
+def test_clean_tables_pass_and_write_docs_and_summary(tmp_path):
+    summary = report(write_kb(tmp_path / "kb"))
+
+    assert summary["passed"] and summary["critical_failures"] == 0 and summary["warnings"] == 0
+    assert failures(summary) == {}
+    assert {c["severity"] for c in summary["checks"]} == {"critical", "warning"}
+    assert summary["stats"] == {
+        "concepts": 3, "names": 6,
+        "names_per_concept": {"min": 2, "median": 2, "p95": 2, "max": 2},
+        "name_length": {"min": 2, "median": 7, "p95": 10, "max": 13},
+    }
+    quality = tmp_path / "kb" / "quality"
+    assert json.loads((quality / "summary.json").read_text()) == summary
+    index = quality / "data_docs" / "index.html"
+    assert summary["html"] == str(index) and index.is_file()
+    assert "validations/names/" in index.read_text()
+    text = format_summary(summary)
+    assert "PASSED" in text and str(index) in text and str(quality / "summary.json") in text
+
+
+def _replace(rows, i, **changes):
+    fields = ["name_id", "concept_id", "name", "name_norm", "name_type"]
+    row = dict(zip(fields, rows[i]))
+    row.update(changes)
+    return rows[:i] + [tuple(row[f] for f in fields)] + rows[i + 1:]
+
+
+@pytest.mark.parametrize("concepts, names, failed, count, observed", [
+    pytest.param(CONCEPTS, _replace(NAMES, 3, name_id=1),
+                 ("names", "name_id", "expect_column_values_to_be_unique"), 2, [1, 1], id="duplicate-name-id"),
+    pytest.param(CONCEPTS, _replace(NAMES, 3, name_norm=""),
+                 ("names", "name_norm", "expect_column_value_lengths_to_be_between"), 1, [""], id="empty-name-norm"),
+    pytest.param(CONCEPTS, _replace(NAMES, 3, name_type="tradename"),
+                 ("names", "name_type", "expect_column_values_to_be_in_set"), 1, ["tradename"], id="bad-name-type"),
+    # the pattern is anchored: a valid id followed by junk does not pass
+    pytest.param(CONCEPTS, _replace(NAMES, 3, concept_id="D000002x"),
+                 ("names", "concept_id", "expect_column_values_to_match_regex"), 1, ["D000002x"], id="id-pattern-names"),
+    pytest.param([*CONCEPTS, ("C12345", "Bad id")], [*NAMES, (7, "C12345", "Bad id", "bad id", "preferred")],
+                 ("concepts", "concept_id", "expect_column_values_to_match_regex"), 1, ["C12345"], id="id-pattern-concepts"),
+    pytest.param(CONCEPTS, [*NAMES, (7, "D000003", "Lost", "lost", "preferred")],
+                 ("names", "orphan_concept_id", "expect_column_values_to_be_null"), 1, ["D000003"], id="missing-concept"),
+    pytest.param([*CONCEPTS, ("D000001", "Again")], NAMES,
+                 ("concepts", "concept_id", "expect_column_values_to_be_unique"), 2, ["D000001", "D000001"],
+                 id="duplicate-concept"),
+])
+def test_each_critical_issue_fails_its_check(tmp_path, concepts, names, failed, count, observed):
+    summary = report(write_kb(tmp_path / "kb", concepts, names))
+
+    assert not summary["passed"]
+    check = failures(summary)[failed]
+    assert check["severity"] == "critical"
+    assert check["unexpected_count"] == count
+    assert check["observed"] == observed
+    assert "FAILED" in format_summary(summary) and failed[2] in format_summary(summary)
+
+
+def test_id_pattern_failure_is_reported_in_both_tables(tmp_path):
+    concepts = [("D000001", "Calcimycin"), ("D1", "Short id")]
+    names = [(1, "D000001", "Calcimycin", "calcimycin", "preferred"), (2, "D1", "Short id", "short id", "preferred")]
+    summary = report(write_kb(tmp_path / "kb", concepts, names))
+
+    regex = {k[0] for k in failures(summary) if k[2] == "expect_column_values_to_match_regex"}
+    assert regex == {"concepts", "names"} and summary["critical_failures"] == 2
+
+
+def test_warnings_fail_only_when_asked(tmp_path):
+    # a concept without names and an over-long name are suspicious, not fatal
+    concepts = [*CONCEPTS, ("D000009", "Nameless")]
+    names = [*NAMES, (7, "D000002", "x" * 40, "x" * 40, "synonym")]
+    kb = write_kb(tmp_path / "kb", concepts, names)
+
+    summary = report(kb, max_name_length=30, max_names_per_concept=2)
+    assert summary["passed"] and summary["critical_failures"] == 0 and summary["warnings"] == 3
+    warned = failures(summary)
+    assert warned[("concepts", "unnamed_concept_id", "expect_column_values_to_be_null")]["observed"] == ["D000009"]
+    assert warned[("concepts", "name_count", "expect_column_max_to_be_between")]["observed"] == 3
+    long_name = warned[("names", "name", "expect_column_value_lengths_to_be_between")]
+    assert long_name["unexpected_count"] == 1 and long_name["severity"] == "warning"
+    assert summary["stats"]["names_per_concept"]["min"] == 0
+
+    assert not report(kb, fail_on="warning", max_name_length=30)["passed"]
+    assert report(kb, fail_on="none", max_name_length=30)["passed"]
+
+
+def test_report_to_another_folder_replaces_earlier_docs(tmp_path):
+    kb = write_kb(tmp_path / "kb")
+    out = tmp_path / "report"
+    report(kb, output_dir=out)
+    report(kb, output_dir=out)
+
+    assert (out / "summary.json").is_file() and not (kb / "quality").exists()
+    assert len(list((out / "data_docs" / "validations").rglob("*.html"))) == 2
+
+
+def test_bad_fail_on_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="fail_on"):
+        report(write_kb(tmp_path / "kb"), fail_on="sometimes")
