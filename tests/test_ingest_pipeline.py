@@ -150,3 +150,14 @@ def test_rerun_after_a_killed_run_clears_its_staging(tmp_path):
     (out / "quality").mkdir()
     ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(out), local())
     assert not (out / "quality").exists()  # a report of the previous tables is stale
+
+
+def test_cli_ingest_with_quality_report_on_relative_paths(tmp_path, monkeypatch, capsys):
+    shutil.copy(MEDIC_RAW, tmp_path / "medic.txt")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["ingest-kb", "--kb", "medic-biosyn", "--input", "medic.txt", "--output", "kb"]) == 0
+    assert "quality PASSED" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "kb/quality/summary.json").read_text())
+    assert summary["passed"] and summary["critical_failures"] == 0
+    assert (tmp_path / "kb/quality/data_docs/index.html").is_file()
+    assert cli.main(["report", "--table", "kb", "--fail-on", "warning"]) == 0

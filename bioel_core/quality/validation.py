@@ -27,7 +27,7 @@ def _context(docs_dir: Path):
         data_docs_sites={SITE: {
             "class_name": "SiteBuilder",
             "show_how_to_buttons": False,
-            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir.resolve())},
             "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
         }},
         analytics_enabled=False,
