@@ -1,0 +1,206 @@
+"""Corpus readers and writers on hand-written format-true fixtures, and on the shared corpora when present."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from bioel_core.corpora import (FormatError, Mention, iter_dictionary, read_bioc_json, read_bioc_xml, read_jsonl,
+                                read_pubtator, read_query_folder, read_typo_map, write_bioc_json, write_bioc_xml,
+                                write_jsonl, write_pubtator)
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "corpora"
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared benchmark data not found at {DATA}")
+
+
+def _without_ids(docs):
+    """Documents with writer-assigned annotation and relation ids blanked, for round-trip comparison."""
+    return [dataclasses.replace(d, mentions=[dataclasses.replace(m, ann_id="") for m in d.mentions],
+                                relations=[dataclasses.replace(r, rel_id="") for r in d.relations]) for d in docs]
+
+
+# ---- PubTator ----
+
+def test_pubtator_reads_titles_annotations_composites_nil_and_relations():
+    d1, d2 = read_pubtator(FIXTURES / "sample.pubtator")
+    assert d1.doc_id == "1000001" and d1.title.startswith("Famotidine-associated")
+    assert d1.text == d1.title + " " + d1.abstract
+    assert len(d1.mentions) == 7 and len(d2.mentions) == 7
+    comp = d1.mentions[2]
+    assert (comp.text, comp.start, comp.end, comp.concept_ids, comp.parts) == (
+        "hemorrhagic cystitis", 35, 55, ("D006470", "D003556"), ("hemorrhagic", "cystitis"))
+    assert d1.mentions[3].concept_ids == ()  # -1: no concept
+    assert all(d1.text[m.start:m.end] == m.text for m in d1.mentions)
+    assert d1.relations[0].kind == "CID" and d1.relations[0].args == ("D015738", "D003693")
+    assert d2.mentions[1].concept_ids == ("D001943", "D010051")  # NCBI "+" composite
+    assert d2.mentions[2].concept_ids == ("OMIM:215600",)
+    assert d2.mentions[4].concept_ids == ("D006527", "277900")
+
+
+def test_pubtator_round_trip_is_byte_identical(tmp_path):
+    docs = read_pubtator(FIXTURES / "sample.pubtator")
+    out = tmp_path / "out.pubtator"
+    assert write_pubtator(docs, out) == 2
+    # the fixture writes "+" ids; the writer joins with "|": compare after that one known rewrite
+    assert out.read_text() == (FIXTURES / "sample.pubtator").read_text().replace("D001943+D010051", "D001943|D010051")
+    assert read_pubtator(out) == docs
+
+
+@pytest.mark.parametrize("lines, reason", [
+    (["1|t|Some title", "1|a|An abstract.", "1\t0\t4\tSoma\tDisease\tD1"], "differs from the document text"),
+    (["1|t|Some title", "1|a|An abstract.", "1\t0\t400\tSome\tDisease\tD1"], "outside document"),
+    (["1\t0\t4\tSome\tDisease\tD1"], "before any title"),
+    (["1|t|Some title", "1|a|An abstract.", "2\t0\t4\tSome\tDisease\tD1"], "names document '2'"),
+    (["1|t|Some title", "1|a|An abstract.", "1\t0\tx"], "neither an annotation"),
+    (["1|t|Some title", "2|t|Other title"], "missing blank line"),
+])
+def test_pubtator_bad_lines_raise_with_file_line_and_reason(tmp_path, lines, reason):
+    path = tmp_path / "bad.pubtator"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(FormatError, match=reason) as err:
+        read_pubtator(path)
+    assert str(path) in str(err.value) and f"line {len(lines)}" in str(err.value)
+
+
+def test_pubtator_padded_annotation_text_takes_the_span(tmp_path):
+    """The NCBI training release pads one annotation's text with spaces; the span is kept, the padding dropped."""
+    path = tmp_path / "padded.pubtator"
+    path.write_text("1|t|Some title\n1|a|An abstract.\n1\t0\t4\tSome  \tDisease\tD1\n")
+    assert read_pubtator(path)[0].mentions[0].text == "Some"
+
+
+# ---- BioC ----
+
+def test_bioc_xml_reads_bc5cdr_layout():
+    (doc,) = read_bioc_xml(FIXTURES / "sample.bioc.xml")
+    assert doc.doc_id == "1000001" and [p.kind for p in doc.passages] == ["title", "abstract"]
+    assert doc.text == read_pubtator(FIXTURES / "sample.pubtator")[0].text
+    ids = [m.concept_ids for m in doc.mentions]
+    assert ids == [("D015738",), ("D003693",), ("D006470", "D003556"), (), ("D007859", "D008569")]
+    disc = doc.mentions[-1]  # two locations: one span from first start to last end
+    assert (disc.start, disc.end, disc.text) == (94, 124, "learning impairment")
+    rel = doc.relations[0]
+    assert (rel.kind, rel.args, rel.roles) == ("CID", ("D015738", "D003693"), ("Chemical", "Disease"))
+
+
+def test_bioc_json_reads_pubtator_central_layout():
+    (doc,) = read_bioc_json(FIXTURES / "sample.bioc.json")
+    assert doc.doc_id == "1000002"
+    by_id = {m.ann_id: m for m in doc.mentions}
+    assert by_id["T2"].concept_ids == ("MESH:D001943", "MESH:D010051")
+    assert by_id["T4"].text == "CT" and (by_id["T4"].start, by_id["T4"].end) == (86, 88)
+    assert by_id["T5"].concept_ids == ()
+    rel = doc.relations[0]
+    assert (rel.kind, rel.args, rel.roles) == ("Association", ("T1", "T3"), ("Disease", "Disease"))
+
+
+@pytest.mark.parametrize("fmt", ["xml", "json"])
+def test_bioc_round_trip_from_pubtator(tmp_path, fmt):
+    docs = read_pubtator(FIXTURES / "sample.pubtator")
+    path = tmp_path / f"out.{fmt}"
+    write, read = (write_bioc_xml, read_bioc_xml) if fmt == "xml" else (write_bioc_json, read_bioc_json)
+    assert write(docs, path) == 2
+    assert _without_ids(read(path)) == _without_ids(docs)
+
+
+def test_bioc_errors_name_file_and_place(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<collection><document><id>1</id><passage><offset>0</offset>\n<text>abc</passage></collection>")
+    with pytest.raises(FormatError, match=r"line 2, column \d+: not well-formed"):
+        read_bioc_xml(bad)
+    mismatch = tmp_path / "bad.json"
+    mismatch.write_text('{"id": "7", "passages": [{"offset": 0, "text": "Some title", "annotations": '
+                        '[{"id": "a1", "infons": {}, "text": "Other", "locations": [{"offset": 0, "length": 4}]}]}]}')
+    with pytest.raises(FormatError, match=r"document 7, annotation a1: annotation text 'Other' differs"):
+        read_bioc_json(mismatch)
+
+
+# ---- JSONL ----
+
+def test_jsonl_reads_and_writes(tmp_path):
+    docs = read_jsonl(FIXTURES / "sample.jsonl")
+    assert [d.doc_id for d in docs] == ["1000001", "1000003"]
+    assert docs[0].text == read_pubtator(FIXTURES / "sample.pubtator")[0].text
+    assert docs[1].abstract == ""
+    write_jsonl(docs, tmp_path / "out.jsonl")
+    assert read_jsonl(tmp_path / "out.jsonl") == docs
+
+
+@pytest.mark.parametrize("line, reason", [("{not json", "not JSON"), ('{"title": "x"}', "missing pmid"),
+                                          ('{"pmid": 5, "title": "", "abstract": ""}', "neither title nor abstract")])
+def test_jsonl_bad_line(tmp_path, line, reason):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"pmid": "1", "title": "ok"}\n' + line + "\n")
+    with pytest.raises(FormatError, match=f"line 2: .*{reason}"):
+        read_jsonl(path)
+
+
+# ---- BioSyn ----
+
+def test_biosyn_query_folder_keeps_every_line_and_strips_ids():
+    queries = read_query_folder(FIXTURES / "biosyn" / "processed_test")
+    assert len(queries) == 8
+    assert queries[2].text == queries[0].text  # a duplicate query stays
+    assert queries[0] == Mention(text="delirium", doc_id="1000001", start=22, end=30,
+                                                          entity_type="Disease", concept_ids=("D003693",))
+    assert queries[5].text == "breast cancer|ovarian cancer" and queries[5].concept_ids == ("D001943", "D010051")
+    assert queries[6].concept_ids == ("215600",)  # " 215600": leading space stripped
+
+
+def test_biosyn_dictionary_and_typo_map(tmp_path):
+    entries = list(iter_dictionary(FIXTURES / "biosyn" / "test_dictionary.txt"))
+    assert len(entries) == 12
+    assert entries[6].concept_ids == ("D006527", "277900") and entries[10].concept_ids == ("215600",)
+    bad = tmp_path / "dict.txt"
+    bad.write_text("D1||name\nno separator here\n")
+    with pytest.raises(FormatError, match=r"dict.txt: line 2: expected 'ID\|\|name'"):
+        list(iter_dictionary(bad))
+    typos = tmp_path / "typos.txt"
+    typos.write_text("hemmorhage||haemorrhage\n")
+    assert read_typo_map(typos) == {"hemmorhage": "haemorrhage"}
+
+
+@pytest.mark.parametrize("line, reason", [("1||0|4||Disease||abc", "5 fields"), ("1||a|b||Disease||abc||D1", "not 'start|end'"),
+                                          ("1||0|4||Disease||abc||-1", "no concept id")])
+def test_biosyn_bad_query_line(tmp_path, line, reason):
+    (tmp_path / "1.concept").write_text("1||0|4||Disease||abcd||D1\n" + line + "\n")
+    with pytest.raises(FormatError, match=f"line 2: .*{reason}"):
+        read_query_folder(tmp_path)
+
+
+# ---- the shared corpora ----
+
+@needs_data
+@pytest.mark.parametrize("name, docs, annotations", [
+    ("bc5cdr-corpus/CDR_TrainingSet.PubTator.txt", 500, 9385),
+    ("bc5cdr-corpus/CDR_DevelopmentSet.PubTator.txt", 500, 9591),
+    ("bc5cdr-corpus/CDR_TestSet.PubTator.txt", 500, 9809),
+    ("ncbi-disease/raw_corpus/NCBItrainset_corpus.txt", 593, None),
+    ("ncbi-disease/raw_corpus/NCBIdevelopset_corpus.txt", 100, 787),
+    ("ncbi-disease/raw_corpus/NCBItestset_corpus.txt", 100, 960),
+])
+def test_shared_pubtator_corpora_read_completely(name, docs, annotations):
+    read = read_pubtator(DATA / name)
+    assert len(read) == docs
+    if annotations is not None:
+        assert sum(len(d.mentions) for d in read) == annotations
+    assert all(d.text[m.start:m.end] == m.text for d in read for m in d.mentions)
+
+
+@needs_data
+@pytest.mark.parametrize("folder, n", [("ncbi-disease/processed_test", 960), ("ncbi-disease/processed_traindev", 5921),
+                                       ("bc5cdr-disease/processed_test", 4287), ("bc5cdr-disease/processed_traindev", 8309)])
+def test_shared_biosyn_query_counts(folder, n):
+    assert len(read_query_folder(DATA / folder)) == n
+
+
+@needs_data
+def test_shared_abstracts_jsonl():
+    assert len(read_jsonl(DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl")) == 2292
+
+
+def test_mention_is_a_plain_value():
+    assert Mention("x") == Mention("x") and hash(Mention("x", concept_ids=("a",)))
