@@ -1,0 +1,136 @@
+"""The training loop: pair batches, online hard-pair mining, multi-similarity loss, AdamW.
+
+Seeded (data order and dropout), with a progress bar, periodic checkpoints and resume. A checkpoint is a
+folder `checkpoint/` beside the output: the encoder saved as a model folder, the optimizer state and the
+RNG state in safetensors, and `state.json` (step, config). It is written to a temporary folder and renamed,
+so a killed run leaves either the previous checkpoint or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from bioel_core.training.losses import multi_similarity_loss
+from bioel_core.training.miners import hard_pairs
+from bioel_core.training.pairs import Pair
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 1
+    batch_size: int = 128  # pairs per step: 2x as many texts
+    learning_rate: float = 2e-5
+    weight_decay: float = 0.01
+    margin: float = 0.2
+    neg_scale: float = 60.0
+    pos_scale: float = 1.0
+    offset: float = 0.5
+    use_miner: bool = True
+    max_steps: int | None = None
+    checkpoint_every: int = 200
+    seed: int = 0
+
+
+def _batches(pairs: list[Pair], config: TrainConfig, epoch: int) -> list[list[Pair]]:
+    order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(config.seed * 1000 + epoch)).tolist()
+    return [[pairs[i] for i in order[s:s + config.batch_size]] for s in range(0, len(order), config.batch_size)]
+
+
+def batch_loss(encoder, batch: list[Pair], config: TrainConfig) -> torch.Tensor:
+    texts = [p.left for p in batch] + [p.right for p in batch]
+    label_ids: dict[str, int] = {}
+    labels = torch.tensor([label_ids.setdefault(p.label, len(label_ids)) for p in batch] * 2, device=encoder.device)
+    embeddings = encoder(**encoder.tokenize(texts))
+    if config.use_miner:
+        pos, neg = hard_pairs(embeddings, labels, config.margin)
+    else:
+        same = labels[:, None] == labels[None, :]
+        pos, neg = same & ~torch.eye(len(labels), dtype=torch.bool, device=labels.device), ~same
+    return multi_similarity_loss(embeddings, pos, neg, config.neg_scale, config.pos_scale, config.offset)
+
+
+def _save_checkpoint(folder: Path, encoder, optimizer: torch.optim.Optimizer, step: int, config: TrainConfig) -> None:
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    encoder.save(tmp / "model")
+    state = optimizer.state_dict()
+    tensors = {f"{idx}.{key}": value.detach().cpu().contiguous() for idx, param_state in state["state"].items()
+               for key, value in param_state.items() if torch.is_tensor(value)}
+    tensors["rng.torch"] = torch.get_rng_state()
+    save_file(tensors, str(tmp / "optimizer.safetensors"))
+    (tmp / "state.json").write_text(json.dumps({"step": step, "config": asdict(config),
+                                                "param_groups": state["param_groups"]}, indent=2))
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+
+
+def _load_optimizer_state(folder: Path, optimizer: torch.optim.Optimizer) -> int:
+    meta = json.loads((folder / "state.json").read_text())
+    tensors = load_file(str(folder / "optimizer.safetensors"))
+    torch.set_rng_state(tensors.pop("rng.torch"))
+    per_param: dict[int, dict] = {}
+    for name, value in tensors.items():
+        idx, key = name.split(".", 1)
+        per_param.setdefault(int(idx), {})[key] = value
+    optimizer.load_state_dict({"state": per_param, "param_groups": meta["param_groups"]})
+    return meta["step"]
+
+
+def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str | Path, *, load_encoder=None,
+          progress: bool = True) -> dict:
+    """Trains `encoder` in place on `pairs`; returns training statistics.
+
+    When `checkpoint_dir/checkpoint` exists (a run that was stopped), training resumes from it: pass
+    `load_encoder(folder)` to read the saved weights back into `encoder`'s class.
+    """
+    if not pairs:
+        raise ValueError("no training pairs: the name table or training set yielded none")
+    torch.manual_seed(config.seed)
+    checkpoint = Path(checkpoint_dir) / "checkpoint"
+    params = [p for p in encoder.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+    start = 0
+    if checkpoint.is_dir() and load_encoder is not None:
+        encoder.load_state_dict(load_encoder(checkpoint / "model").state_dict())
+        start = _load_optimizer_state(checkpoint, optimizer)
+    steps_per_epoch = math.ceil(len(pairs) / config.batch_size)
+    total = steps_per_epoch * config.epochs
+    if config.max_steps is not None:
+        total = min(total, config.max_steps)
+    losses: list[float] = []
+    began = time.perf_counter()
+    encoder.train()
+    bar = tqdm(total=total, initial=start, disable=not progress, desc="train", unit="step")
+    step = start
+    for epoch in range(config.epochs):
+        for i, batch in enumerate(_batches(pairs, config, epoch)):
+            global_step = epoch * steps_per_epoch + i
+            if global_step < start:
+                continue  # already done before the resume point; data order is a function of (seed, epoch)
+            if global_step >= total:
+                break
+            loss = batch_loss(encoder, batch, config)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step = global_step + 1
+            losses.append(loss.item())
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+            if step % config.checkpoint_every == 0 and step < total:
+                _save_checkpoint(checkpoint, encoder, optimizer, step, config)
+    bar.close()
+    encoder.eval()
+    shutil.rmtree(checkpoint, ignore_errors=True)  # finished: the final model is the artifact
+    return {"steps": step, "resumed_from": start, "pairs": len(pairs), "first_loss": losses[0] if losses else None,
+            "last_loss": losses[-1] if losses else None,
+            "mean_loss_last_50": sum(losses[-50:]) / max(1, len(losses[-50:])), "seconds": time.perf_counter() - began}

@@ -1,0 +1,57 @@
+import math
+
+import pytest
+import torch
+
+from bioel_core.training.losses import multi_similarity_loss
+from bioel_core.training.miners import hard_pairs
+from bioel_core.training.pairs import Pair, alignment_pairs, mention_pairs, names_by_concept
+
+# four unit vectors at 0, 36.87, 53.13 and 90 degrees; concepts 0, 0, 1, 1
+EMB = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.6, 0.8], [0.0, 1.0]])
+LABELS = torch.tensor([0, 0, 1, 1])
+
+
+def test_miner_keeps_only_hard_pairs():
+    # distances: d01 = d23 = 0.632, d12 = 0.283, d02 = d13 = 0.894, d03 = 1.414
+    # anchor 0: positive 1 at 0.632 + 0.2 < nearest negative 0.894 -> easy, nothing mined
+    # anchor 1: positive 0 at 0.632 + 0.2 > negative 2 at 0.283 -> (1,0) hard, (1,2) hard, (1,3) at 0.894 not
+    pos, neg = hard_pairs(EMB, LABELS, margin=0.2)
+    assert pos.nonzero().tolist() == [[1, 0], [2, 3]]
+    assert neg.nonzero().tolist() == [[1, 2], [2, 1]]
+    pos, neg = hard_pairs(EMB, LABELS, margin=0.3)  # 0.632 + 0.3 > 0.894: anchor 0 now mines too
+    assert pos.nonzero().tolist() == [[0, 1], [1, 0], [2, 3], [3, 2]]
+    assert [0, 2] in neg.nonzero().tolist() and [0, 3] not in neg.nonzero().tolist()
+
+
+def test_multi_similarity_loss_matches_hand_computation():
+    pos, neg = hard_pairs(EMB, LABELS, margin=0.2)
+    loss = multi_similarity_loss(EMB, pos, neg, neg_scale=60.0, pos_scale=1.0, offset=0.5)
+    # anchors 1 and 2 each: S_neg = 0.96, S_pos = 0.8; anchors 0 and 3 have no pairs and add 0
+    per_anchor = math.log1p(math.exp(60 * (0.96 - 0.5))) / 60 + math.log1p(math.exp(-(0.8 - 0.5)))
+    assert loss.item() == pytest.approx(2 * per_anchor / 4, rel=1e-5)
+
+
+def test_loss_gradient_pulls_positives_and_pushes_negatives():
+    emb = EMB.clone().requires_grad_(True)
+    pos, neg = hard_pairs(emb, LABELS, margin=0.2)
+    multi_similarity_loss(emb, pos, neg).backward()
+    step = emb - 0.1 * emb.grad
+    after = multi_similarity_loss(step, pos, neg)
+    assert after.item() < multi_similarity_loss(EMB, pos, neg).item()
+
+
+def test_alignment_pairs_are_capped_per_concept_and_seeded():
+    names = {"D1": [f"name {i}" for i in range(12)], "D2": ["a", "b", "b"]}
+    pairs = alignment_pairs(names, max_pairs_per_concept=50, seed=3)
+    assert sum(p.label == "D1" for p in pairs) == 50  # C(12, 2) = 66 trimmed to 50
+    assert [p for p in pairs if p.label == "D2"] == [Pair("a", "b", "D2")]  # duplicates collapse
+    assert pairs == alignment_pairs(names, max_pairs_per_concept=50, seed=3)
+    assert pairs != alignment_pairs(names, max_pairs_per_concept=50, seed=4)
+
+
+def test_mention_pairs_link_each_mention_to_every_gold_synonym():
+    kb = names_by_concept([{"concept_id": "D1", "name_norm": "breast cancer"}, {"concept_id": "D1", "name_norm": "breast carcinoma"},
+                           {"concept_id": "D2", "name_norm": "ovarian cancer"}])
+    pairs = mention_pairs([("breast cancer", ["D1"]), ("tumor", ["D9"])], kb)
+    assert pairs == [Pair("breast cancer", "breast carcinoma", "D1")]
