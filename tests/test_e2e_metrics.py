@@ -1,0 +1,103 @@
+"""End-to-end (document, span, concept) P/R/F1 on hand-computed sets, the evaluate-e2e verb, gold vs gold."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from bioel_core.corpora import Mention, read_pubtator, write_pubtator
+from bioel_core.evaluation import e2e_scores
+from pipelines import cli_evaluate
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "corpora"
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared benchmark data not found at {DATA}")
+
+
+def m(doc, start, end, *ids, etype="Disease"):
+    return Mention(text="x", doc_id=doc, start=start, end=end, entity_type=etype, concept_ids=tuple(ids))
+
+
+GOLD = [m("A", 0, 5, "X"), m("A", 10, 20, "Y"), m("A", 30, 35), m("B", 0, 4, "Z", "W")]  # A 30-35: no concept
+PRED = [
+    m("A", 0, 5, "X"),  # strict hit
+    m("A", 10, 18, "Y"),  # overlaps gold A 10-20: partial only
+    m("A", 40, 45, "X"),  # no gold there
+    m("B", 0, 4, "W"),  # shares one id with the gold id set
+    m("C", 0, 3, "Q"),  # a document without gold
+]
+
+
+def test_strict_and_partial_by_hand():
+    s = e2e_scores(GOLD, PRED)
+    strict, partial = s["strict"], s["partial"]
+    assert (strict["n_pred"], strict["n_gold"], strict["correct_pred"], strict["matched_gold"]) == (5, 3, 2, 2)
+    assert strict["precision"] == pytest.approx(40.0) and strict["recall"] == pytest.approx(200 / 3)
+    assert strict["f1"] == pytest.approx(50.0)  # 2 * .4 * .667 / 1.067
+    assert (partial["correct_pred"], partial["matched_gold"]) == (3, 3)
+    assert partial["precision"] == pytest.approx(60.0) and partial["recall"] == pytest.approx(100.0)
+    assert partial["f1"] == pytest.approx(75.0)
+    assert s["gold_without_concept"] == 1 and s["pred_without_concept"] == 0
+
+
+def test_wrong_id_on_the_right_span_is_wrong_and_touching_spans_do_not_overlap():
+    gold = [m("A", 0, 5, "X")]
+    assert e2e_scores(gold, [m("A", 0, 5, "Y")])["strict"]["f1"] == 0.0
+    assert e2e_scores(gold, [m("A", 5, 9, "X")])["partial"]["f1"] == 0.0  # end is exclusive
+    assert e2e_scores(gold, [m("A", 4, 9, "X")])["partial"]["f1"] == 100.0
+
+
+def test_one_long_prediction_over_two_gold_mentions_partially_matches_both():
+    gold = [m("A", 0, 5, "X"), m("A", 6, 10, "X")]
+    s = e2e_scores(gold, [m("A", 0, 10, "X")])["partial"]
+    assert (s["precision"], s["recall"]) == (100.0, 100.0)
+    assert e2e_scores(gold, [m("A", 0, 10, "X")])["strict"]["n_pred"] == 1
+
+
+def test_prefixes_duplicates_types_and_nil_predictions():
+    gold = [m("A", 0, 5, "MESH:D1"), m("A", 0, 5, "MESH:D1"), m("A", 8, 12, "C1", etype="Chemical")]
+    pred = [m("A", 0, 5, "D1"), m("A", 6, 7), m("A", 8, 12, "C1", etype="Chemical")]
+    s = e2e_scores(gold, pred)
+    assert s["strict"]["n_gold"] == 2 and s["strict"]["f1"] == 100.0  # duplicate gold counted once
+    assert s["pred_without_concept"] == 1
+    only_disease = e2e_scores(gold, pred, entity_types=["Disease"])["strict"]
+    assert (only_disease["n_gold"], only_disease["n_pred"]) == (1, 1)
+
+
+def test_missing_span_is_an_error():
+    with pytest.raises(ValueError, match="has no span"):
+        e2e_scores([Mention("x", doc_id="A", concept_ids=("X",))], [])
+
+
+def _run_cli(argv):
+    parser = argparse.ArgumentParser(prog="bioel")
+    cli_evaluate.add_subcommands(parser.add_subparsers(dest="verb", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_evaluate_e2e_verb_on_pubtator_fixture(tmp_path, capsys):
+    gold = FIXTURES / "sample.pubtator"
+    docs = read_pubtator(gold)
+    docs[0].mentions.pop(0)  # drop one gold annotation from the predictions
+    pred = tmp_path / "pred.pubtator"
+    write_pubtator(docs, pred)
+    out = tmp_path / "e2e.json"
+    assert _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(pred), "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    # 14 annotations, one without a concept: 13 gold; 12 predicted, all correct
+    assert report["strict"]["n_gold"] == 13 and report["strict"]["n_pred"] == 12
+    assert report["strict"]["precision"] == 100.0 and report["strict"]["recall"] == pytest.approx(1200 / 13)
+    assert "strict" in capsys.readouterr().out
+
+
+@needs_data
+def test_bc5cdr_test_gold_against_itself_is_100():
+    gold = read_pubtator(DATA / "bc5cdr-corpus" / "CDR_TestSet.PubTator.txt")
+    s = e2e_scores(gold, gold)
+    assert s["strict"]["f1"] == s["partial"]["f1"] == 100.0
+    assert s["strict"]["n_gold"] + s["gold_without_concept"] <= 9809
+    assert e2e_scores(gold, gold, entity_types=["Disease"])["strict"]["f1"] == 100.0
