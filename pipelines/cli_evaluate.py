@@ -57,12 +57,16 @@ def cmd_evaluate(args) -> int:
         raise ValueError(f"--k must be at least 1, got {args.k}")
     dataset = Path(args.dataset)
     queries = read_query_folder(dataset / f"processed_{args.split}")
+    # as BioSyn does, queries without a concept (-1) are not scored; they are counted in the report
+    without_concept = sum(not q.concept_ids for q in queries)
+    queries = [q for q in queries if q.concept_ids]
     linker, source = _linker(args)
     preprocessor = QueryPreprocessor.from_typo_file(args.typos) if args.typos else None
     scores, results = evaluate(linker, queries, args.k, preprocessor)
     train_dir = dataset / TRAIN_FOLDER[args.split]
     report = {"dataset": dataset.name, "dataset_dir": str(dataset), "split": args.split, "linker": linker.kind,
-              "linker_options": linker.options(), "dictionary": source, "protocol": "biosyn", "k": args.k, **scores}
+              "linker_options": linker.options(), "dictionary": source, "protocol": "biosyn", "k": args.k,
+              "queries_without_concept": without_concept, **scores}
     if train_dir.is_dir():
         train = read_query_folder(train_dir)
         report["subpopulations"] = subpopulation_scores(results, train, set(linker.names.names), linker.normalize, args.k)
@@ -71,6 +75,8 @@ def cmd_evaluate(args) -> int:
         report["subpopulations"] = {}
         print(f"note: {train_dir} not found: subpopulations skipped", file=sys.stderr)
     print(format_report(report))
+    if without_concept:
+        print(f"note: {without_concept} queries without a concept id (-1) left out", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from bioel_core.corpora import Mention
+from bioel_core.corpora import Mention, read_pubtator, read_query_folder
 from bioel_core.text import QueryPreprocessor, abbreviation_map, expand_abbreviations, find_abbreviations
 from bioel_core.text.abbreviations import best_long_form
+
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
 def pairs(text):
@@ -78,3 +82,37 @@ def test_preprocessor_expands_in_context_lowercases_keeps_composites_and_fixes_t
     # a corpus-stated composite (BC5CDR's parts column) is what gets split
     m = Mention("learning and memory impairment", parts=("learning impairment", "memory impairment"))
     assert pre.sub_mentions(m) == ["learning impairment", "memory impairment"]
+
+
+def test_long_form_starts_at_the_matched_word_not_at_the_previous_space():
+    text = "cohorts with ischemic stroke (IS)/transient ischemic attack (TIA) were"
+    assert pairs(text) == [("IS", "ischemic stroke"), ("TIA", "transient ischemic attack")]
+
+
+def test_a_mention_holding_its_own_definition_is_left_alone():
+    abbrs = {"SVC": "superior vena cava", "LV": "left ventricular"}
+    assert expand_abbreviations("superior vena cava (SVC) syndrome", abbrs) == "superior vena cava (SVC) syndrome"
+    assert expand_abbreviations("LV hypertrophy", abbrs) == "left ventricular hypertrophy"
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason=f"shared benchmark data not found at {DATA}")
+def test_preprocessing_reproduces_biosyn_bc5cdr_test_queries():
+    """Raw BC5CDR test mentions (bc5cdr-disease-cl) + document text -> BioSyn's processed queries, >= 99.5% exact.
+
+    The known misses are Schwartz–Hearst's shortest-match choices ("multiple myeloma (MM)" -> "myeloma")
+    where BioSyn used Ab3P.
+    """
+    docs = {d.doc_id: d for d in read_pubtator(DATA / "bc5cdr-corpus" / "CDR_TestSet.PubTator.txt")}
+    processed = {(q.doc_id, q.start, q.end): q.text for q in read_query_folder(DATA / "bc5cdr-disease" / "processed_test")}
+    pre, maps, same, total = QueryPreprocessor(), {}, 0, 0
+    for q in read_query_folder(DATA / "bc5cdr-disease" / "bc5cdr-disease-cl" / "test"):
+        key = (q.doc_id, q.start, q.end)
+        if key not in processed:  # BioSyn dropped it (no concept)
+            continue
+        doc = docs[q.doc_id]
+        gold = next(m for m in doc.mentions if (m.start, m.end) == (q.start, q.end))
+        if q.doc_id not in maps:
+            maps[q.doc_id] = abbreviation_map(doc.text)
+        total += 1
+        same += "|".join(pre.sub_mentions(gold, abbreviations=maps[q.doc_id])) == processed[key]
+    assert total == 4287 and same / total >= 0.995

@@ -150,6 +150,11 @@ def test_biosyn_query_folder_keeps_every_line_and_strips_ids():
     assert queries[6].concept_ids == ("215600",)  # " 215600": leading space stripped
 
 
+def test_biosyn_nil_query_is_read_without_ids(tmp_path):
+    (tmp_path / "1.concept").write_text("1||0|6||Disease||anotia||-1\n")
+    assert read_query_folder(tmp_path)[0].concept_ids == ()
+
+
 def test_biosyn_dictionary_and_typo_map(tmp_path):
     entries = list(iter_dictionary(FIXTURES / "biosyn" / "test_dictionary.txt"))
     assert len(entries) == 12
@@ -164,7 +169,7 @@ def test_biosyn_dictionary_and_typo_map(tmp_path):
 
 
 @pytest.mark.parametrize("line, reason", [("1||0|4||Disease||abc", "5 fields"), ("1||a|b||Disease||abc||D1", "not 'start|end'"),
-                                          ("1||0|4||Disease||abc||-1", "no concept id")])
+                                          ("1||0|4||Disease||   ||D1", "empty mention")])
 def test_biosyn_bad_query_line(tmp_path, line, reason):
     (tmp_path / "1.concept").write_text("1||0|4||Disease||abcd||D1\n" + line + "\n")
     with pytest.raises(FormatError, match=f"line 2: .*{reason}"):

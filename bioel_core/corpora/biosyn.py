@@ -3,7 +3,7 @@
 Query line: `PMID||start|end||type||mention||ID`; a composite mention is `m1|m2` with ids `C1|C2`
 (ids also joined with `+`). Dictionary line: `ID||name`, ids of one name joined with `|`. Whitespace
 around ids is stripped (two NCBI test lines have a leading space). A line that does not parse raises
-FormatError naming file, line and reason.
+FormatError naming file, line and reason. A query with id `-1` (no concept) is read with no concept ids.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ def read_query_file(path: str | Path) -> list[Mention]:
             start, sep, end = span.partition("|")
             if not (sep and start.strip().isdigit() and end.strip().isdigit()):
                 raise FormatError(source, where, f"span {span!r} is not 'start|end'")
-            ids = split_ids(ids_field)
-            if not mention.strip() or not ids:
-                raise FormatError(source, where, "empty mention, or no concept id (-1 queries are not BioSyn queries)")
+            ids = split_ids(ids_field)  # () for -1: kept, the caller decides (BioSyn drops them before evaluating)
+            if not mention.strip() or not ids_field.strip():
+                raise FormatError(source, where, "empty mention or concept id field")
             out.append(Mention(text=mention, doc_id=pmid.strip(), start=int(start), end=int(end), entity_type=etype, concept_ids=ids))
     return out
 

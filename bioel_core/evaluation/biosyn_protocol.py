@@ -65,6 +65,8 @@ def run_protocol(linker, queries: Sequence[Mention], k: int = 5, preprocessor: Q
     """Link every sub-mention of every query (one batched call) and score each query."""
     subs = []
     for q in queries:
+        if not q.concept_ids:
+            raise ValueError(f"query {q.doc_id} {q.start}-{q.end} {q.text!r} has no concept id; BioSyn leaves -1 queries out before scoring")
         parts = split_composite(q.text)
         if preprocessor is not None:
             parts = [p for part in parts for p in preprocessor.sub_mentions(part)]

@@ -50,7 +50,10 @@ def _valid_short(short: str) -> bool:
 
 
 def best_long_form(short: str, candidate: str) -> int | None:
-    """Start index in `candidate` of the shortest suffix whose words account for `short`, or None."""
+    """Start index in `candidate` of the shortest suffix whose words account for `short`, or None.
+
+    Unlike the original, which backs up to the previous space, the long form starts at the matched
+    word start itself, so "ischemic stroke (IS)/transient ischemic attack (TIA)" does not drag "(IS)/" in."""
     s, i = len(short) - 1, len(candidate) - 1
     while s >= 0:
         c = short[s].lower()
@@ -64,7 +67,8 @@ def best_long_form(short: str, candidate: str) -> int | None:
             return None
         i -= 1
         s -= 1
-    return candidate.rfind(" ", 0, i + 1) + 1
+    # i + 1 is where the first character matched, at a word start: "(IS)/transient" gives "transient"
+    return i + 1
 
 
 def _pair(short: str, short_at: int, window: str, window_at: int) -> Abbreviation | None:
@@ -133,12 +137,13 @@ def abbreviation_map(text: str) -> dict[str, str]:
 
 
 def expand_abbreviations(mention: str, abbreviations: dict[str, str]) -> str:
-    """Replace every short form that stands as a whole word in `mention` by its long form (case-sensitive)."""
-    if not abbreviations or not mention:
-        return mention
-    present = [s for s in abbreviations if s in mention]
+    """Replace every short form standing as a whole word in `mention` by its long form (case-sensitive),
+    except in a mention that already holds the long form ("superior vena cava (SVC) syndrome"), as
+    BioSyn's preprocessed data has it."""
+    lowered = mention.lower()
+    present = [s for s in abbreviations if s in mention and abbreviations[s].lower() not in lowered]
     if not present:
         return mention
     # longest first so "HSP70" is not read as "HSP" + "70"
-    pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(present, key=len, reverse=True)) + r")(?![\w-])")
-    return pattern.sub(lambda m: abbreviations[m.group(1)], mention)
+    alternatives = "|".join(re.escape(s) for s in sorted(present, key=len, reverse=True))
+    return re.sub(rf"(?<![\w-])({alternatives})(?![\w-])", lambda m: abbreviations[m.group(1)], mention)
