@@ -13,6 +13,7 @@ import sys
 
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES, Normalizer, NormalizerConfig
+from pipelines import cli_evaluate
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -106,12 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical")
     rep.set_defaults(func=cmd_report)
 
-    try:
-        from pipelines import cli_evaluate
-    except ImportError:  # evaluation verbs not installed in this build
-        cli_evaluate = None
-    if cli_evaluate is not None:
-        cli_evaluate.add_subcommands(sub)
+    cli_evaluate.add_subcommands(sub)
     return parser
 
 

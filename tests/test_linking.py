@@ -135,7 +135,6 @@ def test_nameset_from_names_table_uses_concept_and_alt_ids(tmp_path):
 
 
 @needs_data
-@pytest.mark.slow
 @pytest.mark.parametrize("dataset, n, at_least", [("ncbi-disease", 960, 86.5), ("bc5cdr-disease", 4287, 91.5)])
 def test_tfidf_calibrates_on_the_shared_test_sets(dataset, n, at_least):
     """A plain char 3-gram TF-IDF nearest name: about 87 (NCBI) / 92 (BC5CDR) acc@1 under the BioSyn protocol."""
