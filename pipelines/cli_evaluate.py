@@ -31,6 +31,9 @@ def add_subcommands(subparsers) -> None:
     src.add_argument("--dictionary", help="a BioSyn dictionary (default DATASET/SPLIT_dictionary.txt)")
     src.add_argument("--names", help="an ingest-kb output folder whose names table to link against")
     src.add_argument("--linker-dir", help="a saved linker folder (its own names; --linker is ignored)")
+    ev.add_argument("--model", help="dense: a bioel model folder or a local HF checkpoint (default: the shipped disease model)")
+    ev.add_argument("--pooling", choices=["cls", "mean"], help="dense with a plain HF checkpoint: pooling (default cls)")
+    ev.add_argument("--device", default="cpu", help="dense: cpu or cuda")
     ev.add_argument("--k", type=int, default=5, help="candidates per sub-mention (default 5)")
     ev.add_argument("--typos", help="a `typo||correction` map applied to queries (already applied in BioSyn's processed data)")
     ev.add_argument("--json", help="write the scores as JSON here")
@@ -49,7 +52,8 @@ def _linker(args):
         return load_linker(args.linker_dir), args.linker_dir
     source = args.names or args.dictionary or str(Path(args.dataset) / f"{args.split}_dictionary.txt")
     names = NameSet.from_names_table(source) if args.names else NameSet.from_biosyn(source)
-    return build_linker(args.linker, names), source
+    options = {"model": args.model, "pooling": args.pooling, "device": args.device} if args.linker == "dense" else {}
+    return build_linker(args.linker, names, **options), source
 
 
 def cmd_evaluate(args) -> int:

@@ -17,6 +17,7 @@ from bioel_core.linking.dictionary import NameSet
 LINKERS: dict[str, str] = {
     "exact": "bioel_core.linking.exact:ExactLinker",
     "tfidf": "bioel_core.linking.tfidf:TfidfLinker",
+    "dense": "bioel_core.linking.dense:DenseLinker",
 }
 
 

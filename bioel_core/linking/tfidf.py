@@ -38,10 +38,7 @@ class TfidfLinker(Linker):
         super().__init__(names)
         self.analyzer, self.ngram_range = analyzer, tuple(ngram_range)
         self.exact = NameIndex(names)
-        # distinct names in first-seen order: a matrix row per name, an entry list per row
-        self.row_names = list(self.exact.positions)
-        self.row_entries = [self.exact.positions[n] for n in self.row_names]
-        self.row_of = {n: r for r, n in enumerate(self.row_names)}
+        self.row_names = self.exact.row_names  # a matrix row per distinct name
         if vocabulary is None:
             counter = CountVectorizer(analyzer=analyzer, ngram_range=self.ngram_range, lowercase=False, dtype=np.float32)
             counts = counter.fit_transform(self.row_names)
@@ -79,22 +76,13 @@ class TfidfLinker(Linker):
         for row, i in enumerate(todo):
             start, end = scores.indptr[row], scores.indptr[row + 1]
             cols, vals = scores.indices[start:end], scores.data[start:end]
-            skip = self.row_of.get(queries[i])  # already given by the exact path
             # enough rows to fill k entries even when the exact row is among them
             top = min(len(cols), k + 1)
             if top < len(cols):
                 keep = np.argpartition(-vals, top - 1)[:top]
                 cols, vals = cols[keep], vals[keep]
             order = np.lexsort((cols, -vals))  # best score first, ties in name order
-            for j in order:
-                if cols[j] == skip:
-                    continue
-                for e in self.row_entries[cols[j]]:
-                    if len(out[i]) == k:
-                        break
-                    out[i].append(Candidate(self.names.concept_ids[e], self.names.names[e], float(vals[j])))
-                if len(out[i]) == k:
-                    break
+            self.exact.fill(self.names, out[i], queries[i], zip(cols[order], vals[order]), k)
         return out
 
     def _save_state(self, folder: Path) -> None:
