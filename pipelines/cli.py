@@ -13,7 +13,7 @@ import sys
 
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES, Normalizer, NormalizerConfig
-from pipelines import cli_evaluate
+from pipelines import cli_evaluate, cli_train
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=cmd_report)
 
     cli_evaluate.add_subcommands(sub)
+    cli_train.add_subcommands(sub)
     return parser
 
 

@@ -34,6 +34,7 @@ def add_subcommands(subparsers) -> None:
     ev.add_argument("--model", help="dense: a bioel model folder or a local HF checkpoint (default: the shipped disease model)")
     ev.add_argument("--pooling", choices=["cls", "mean"], help="dense with a plain HF checkpoint: pooling (default cls)")
     ev.add_argument("--device", default="cpu", help="dense: cpu or cuda")
+    ev.add_argument("--record-in-card", action="store_true", help="dense: add the scores to the model's card")
     ev.add_argument("--k", type=int, default=5, help="candidates per sub-mention (default 5)")
     ev.add_argument("--typos", help="a `typo||correction` map applied to queries (already applied in BioSyn's processed data)")
     ev.add_argument("--json", help="write the scores as JSON here")
@@ -83,6 +84,12 @@ def cmd_evaluate(args) -> int:
         print(f"note: {without_concept} queries without a concept id (-1) left out", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
+    if args.record_in_card:
+        if args.linker != "dense" or not args.model:
+            raise ValueError("--record-in-card needs --linker dense --model MODEL_DIR")
+        from bioel_core.training.recipe import record_scores
+
+        record_scores(args.model, report)
     return 0
 
 

@@ -55,3 +55,65 @@ def test_mention_pairs_link_each_mention_to_every_gold_synonym():
                            {"concept_id": "D2", "name_norm": "ovarian cancer"}])
     pairs = mention_pairs([("breast cancer", ["D1"]), ("tumor", ["D9"])], kb)
     assert pairs == [Pair("breast cancer", "breast carcinoma", "D1")]
+
+
+@pytest.fixture(scope="module")
+def tiny_pairs():
+    concepts = {"D1": ["breast cancer", "breast carcinoma", "mammary cancer"], "D2": ["ovarian cancer", "ovary carcinoma"],
+                "D3": ["colon cancer", "colorectal carcinoma", "bowel cancer"], "D4": ["ataxia telangiectasia", "louis bar syndrome"]}
+    return alignment_pairs(concepts)
+
+
+def small_rescnn():
+    models = pytest.importorskip("bioel_core.models")
+    try:
+        return models.ResCNNEncoder(num_blocks=1, filters=16, width=32)
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+
+
+def test_a_tiny_training_run_lowers_the_loss(tmp_path, tiny_pairs):
+    from bioel_core.training.loop import TrainConfig, batch_loss, train
+
+    torch.manual_seed(0)
+    encoder = small_rescnn()
+    config = TrainConfig(epochs=40, batch_size=16, learning_rate=3e-3, use_miner=False, seed=0)
+    encoder.eval()
+    with torch.no_grad():
+        before = batch_loss(encoder, tiny_pairs, config).item()
+    stats = train(encoder, tiny_pairs, config, tmp_path, progress=False)
+    with torch.no_grad():
+        after = batch_loss(encoder, tiny_pairs, config).item()
+    # the positive term alone is at least log(1 + e^-0.5) = 0.47 per anchor, so the floor is well above 0
+    assert after < 0.8 * before and stats["steps"] == 40
+    assert not (tmp_path / "checkpoint").exists()
+
+
+def test_resume_after_a_stop_ends_with_the_uninterrupted_weights(tmp_path, tiny_pairs, monkeypatch):
+    from bioel_core.models import load_encoder
+    from bioel_core.training import loop
+
+    config = loop.TrainConfig(epochs=6, batch_size=4, learning_rate=3e-3, checkpoint_every=5, seed=1)
+    torch.manual_seed(0)
+    straight = small_rescnn()
+    torch.manual_seed(0)
+    resumed = small_rescnn()
+    loop.train(straight, tiny_pairs, config, tmp_path / "a", progress=False)
+
+    real_loss, calls = loop.batch_loss, {"n": 0}
+
+    def stop_at_step_8(*args):
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise KeyboardInterrupt
+        return real_loss(*args)
+
+    monkeypatch.setattr(loop, "batch_loss", stop_at_step_8)
+    with pytest.raises(KeyboardInterrupt):
+        loop.train(resumed, tiny_pairs, config, tmp_path / "b", progress=False)
+    assert (tmp_path / "b/checkpoint/state.json").is_file()
+    monkeypatch.setattr(loop, "batch_loss", real_loss)
+    stats = loop.train(resumed, tiny_pairs, config, tmp_path / "b", load_encoder=load_encoder, progress=False)
+    assert stats["resumed_from"] == 5
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+        assert torch.allclose(a, b, atol=1e-6), name

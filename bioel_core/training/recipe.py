@@ -1,0 +1,161 @@
+"""`bioel train`: self-alignment on a KB's names, then optional fine-tuning on a dataset's training mentions,
+saving a model folder with its model card.
+
+Each stage keeps its checkpoint and, once done, a `done.json` under `OUTPUT/_train/<stage>/`, so a stopped
+run started again with the same command resumes where it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+import bioel_core
+from bioel_core.corpora.biosyn import read_query_folder
+from bioel_core.corpora.pubtator import split_ids
+from bioel_core.linking.dictionary import NameSet
+from bioel_core.models import Encoder, ResCNNEncoder, TransformerEncoder, default_base_checkpoint, load_encoder
+from bioel_core.models.base import CONFIG_FILE
+from bioel_core.text.preprocess import split_composite
+from bioel_core.training.loop import TrainConfig, train
+from bioel_core.training.pairs import alignment_pairs, mention_pairs
+
+CARD_JSON, CARD_MD = "card.json", "MODEL_CARD.md"
+DEFAULT_LR = {"transformer": 2e-5, "rescnn": 1e-3}
+
+
+def new_encoder(kind: str, init: str | None, pooling: str | None, device: str) -> Encoder:
+    """A fresh encoder: `init` is a bioel model folder (continue training it) or an HF checkpoint."""
+    if init and (Path(init) / CONFIG_FILE).is_file():
+        return load_encoder(init, device)
+    base = Path(init) if init else default_base_checkpoint()
+    if kind == "transformer":
+        return TransformerEncoder(base, pooling=pooling or "cls").to(device)
+    if kind == "rescnn":
+        return ResCNNEncoder(base, pooling=pooling or "max").to(device)
+    raise ValueError(f"unknown encoder {kind!r}; choose transformer or rescnn")
+
+
+def training_mentions(dataset: str | Path, split: str, alias: dict[str, str]) -> tuple[list[tuple[str, list[str]]], int]:
+    """(sub-mention, [concept ids]) from DATASET/processed_SPLIT; composites pair parts and ids by position.
+    Returns the mentions and how many queries could not be used (ids not in the KB, or parts != ids)."""
+    out, unusable = [], 0
+    for m in read_query_folder(Path(dataset) / f"processed_{split}"):
+        parts = split_composite(m.text)
+        ids = [i for field in m.concept_ids for i in split_ids(field)]
+        if len(parts) == 1:
+            groups = [(parts[0], ids)]
+        elif len(parts) == len(ids):
+            groups = [(p, [i]) for p, i in zip(parts, ids)]
+        else:
+            unusable += 1
+            continue
+        resolved = [(p, sorted({alias[i] for i in g if i in alias})) for p, g in groups]
+        if any(not g for _, g in resolved):
+            unusable += 1
+            continue
+        out.extend(resolved)
+    return out, unusable
+
+
+def _stage(encoder: Encoder, name: str, pairs, config: TrainConfig, workdir: Path, progress: bool) -> dict:
+    stage_dir = workdir / name
+    done = stage_dir / "done.json"
+    if done.is_file():  # finished before a restart: its weights are in the later stage's start or the output
+        return json.loads(done.read_text())
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    stats = train(encoder, pairs, config, stage_dir, load_encoder=load_encoder, progress=progress)
+    encoder.save(stage_dir / "model")
+    done.write_text(json.dumps({**stats, "config": asdict(config)}, indent=2))
+    return json.loads(done.read_text())
+
+
+def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | None = None, pooling: str | None = None,
+                 train_dataset: str | None = None, train_split: str = "traindev", device: str = "cpu",
+                 align: TrainConfig | None = None, finetune: TrainConfig | None = None, max_pairs_per_concept: int = 50,
+                 save_dtype: str = "float32", command: list[str] | None = None, progress: bool = True) -> dict:
+    out, workdir = Path(output), Path(output) / "_train"
+    names = NameSet.from_names_table(names_dir)
+    alias = {i: ids[0] for ids in names.concept_ids for i in ids}
+    by_concept: dict[str, list[str]] = {}
+    for name, ids in zip(names.names, names.concept_ids):
+        by_concept.setdefault(ids[0], []).append(name)
+
+    encoder = new_encoder(encoder_kind, init, pooling, device)
+    # a restarted run continues from the last finished stage's weights
+    for stage in ("finetune", "align"):
+        if (workdir / stage / "done.json").is_file():
+            encoder.load_state_dict(load_encoder(workdir / stage / "model", device).state_dict())
+            break
+    began, stages, data = time.perf_counter(), {}, {"names": names_dir, "names_count": len(names), "concepts": len(by_concept)}
+    if align is not None:
+        pairs = alignment_pairs(by_concept, max_pairs_per_concept, seed=align.seed)
+        stages["align"] = _stage(encoder, "align", pairs, align, workdir, progress)
+    if train_dataset and finetune is not None:
+        mentions, unusable = training_mentions(train_dataset, train_split, alias)
+        pairs = mention_pairs(mentions, by_concept)
+        data.update({"train_dataset": train_dataset, "train_split": train_split, "train_mentions": len(mentions),
+                     "train_queries_unusable": unusable})
+        stages["finetune"] = _stage(encoder, "finetune", pairs, finetune, workdir, progress)
+    encoder.save(out, dtype=save_dtype)
+    card = {
+        "model": out.name, "encoder": encoder.config(), "fingerprint": encoder.fingerprint(), "init": init or str(default_base_checkpoint()),
+        "command": " ".join(command or sys.argv), "data": data, "stages": stages, "save_dtype": save_dtype,
+        "training_seconds": sum(s.get("seconds", 0.0) for s in stages.values()), "wall_seconds_this_run": time.perf_counter() - began,
+        "hardware": {"device": str(device), "cuda": torch.cuda.get_device_name(0) if str(device).startswith("cuda") else None,
+                     "cpu_count": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__},
+        "bioel_version": bioel_core.__version__, "scores": {},
+    }
+    if isinstance(encoder, ResCNNEncoder):
+        card["trainable_parameters"] = encoder.trainable_parameters()
+    write_card(out, card)
+    shutil.rmtree(workdir)
+    return card
+
+
+def write_card(model_dir: str | Path, card: dict) -> None:
+    model_dir = Path(model_dir)
+    (model_dir / CARD_JSON).write_text(json.dumps(card, indent=2, sort_keys=True))
+    lines = [f"# Model card: {card['model']}", "", f"Trained by `bioel train` (bioel {card['bioel_version']}).", "",
+             "## Command", "", "```", card["command"], "```", "",
+             "## Encoder", "", "```json", json.dumps(card["encoder"], indent=2), "```", "",
+             f"Fingerprint: `{card['fingerprint']}`; initialised from `{card['init']}`; weights stored as {card['save_dtype']}.", ""]
+    if "trainable_parameters" in card:
+        lines += [f"Trainable parameters: {card['trainable_parameters']:,} (token embeddings frozen, read from the base package).", ""]
+    lines += ["## Data", ""] + [f"- {k}: {v}" for k, v in card["data"].items()] + ["", "## Training", ""]
+    for stage, s in card["stages"].items():
+        c = s["config"]
+        lines.append(f"- {stage}: {s['pairs']:,} pairs, {s['steps']:,} steps (batch {c['batch_size']} pairs, lr {c['learning_rate']}, "
+                     f"margin {c['margin']}, seed {c['seed']}), loss {s['first_loss']:.4f} -> {s['mean_loss_last_50']:.4f} "
+                     f"(mean of the last 50), {s['seconds'] / 60:.1f} min")
+    hw = card["hardware"]
+    lines += ["", f"Hardware: {hw['device']}{' (' + hw['cuda'] + ')' if hw['cuda'] else ''}, {hw['cpu_count']} CPUs, torch {hw['torch']}; "
+              f"training time {card['training_seconds'] / 60:.1f} min.", "", "## Scores (BioSyn protocol)", ""]
+    if card["scores"]:
+        lines += ["| dataset | split | n | acc@1 | acc@5 |", "|---|---|---:|---:|---:|"]
+        for key in sorted(card["scores"]):
+            s = card["scores"][key]
+            lines.append(f"| {s['dataset']} | {s['split']} | {s['n']:,} | {s['acc@1']:.2f} | {s['acc@5']:.2f} |")
+        lines.append("")
+        lines.append("Recorded by `bioel evaluate --linker dense --model THIS_FOLDER --record-in-card`.")
+    else:
+        lines.append("Not evaluated yet: `bioel evaluate --linker dense --model THIS_FOLDER --record-in-card`.")
+    (model_dir / CARD_MD).write_text("\n".join(lines) + "\n")
+
+
+def record_scores(model_dir: str | Path, report: dict) -> None:
+    """Adds an evaluation report (from `bioel evaluate`) to the model card."""
+    path = Path(model_dir) / CARD_JSON
+    if not path.is_file():
+        raise FileNotFoundError(f"{model_dir}: no {CARD_JSON}; only models trained by `bioel train` carry a card")
+    card = json.loads(path.read_text())
+    card["scores"][f"{report['dataset']}/{report['split']}"] = {k: report[k] for k in ("dataset", "split", "n", "acc@1", "acc@5")}
+    write_card(model_dir, card)

@@ -1,0 +1,55 @@
+"""`bioel train`: argument parsing for bioel_core.training.recipe."""
+
+from __future__ import annotations
+
+import sys
+
+from bioel_core.training.recipe import DEFAULT_LR, run_training
+
+
+def add_subcommands(subparsers) -> None:
+    tr = subparsers.add_parser("train", help="train an encoder: KB self-alignment (SapBERT) then optional fine-tuning",
+                               description="Stage 1 aligns the KB's synonyms (multi-similarity loss, online hard-pair mining); "
+                                           "stage 2 fine-tunes on a BioSyn dataset's training mentions. Re-running the same "
+                                           "command after a stop resumes from the last checkpoint.")
+    tr.add_argument("--encoder", choices=["transformer", "rescnn"], required=True)
+    tr.add_argument("--init", help="HF checkpoint or bioel model folder to start from (default: the packaged MiniLM)")
+    tr.add_argument("--pooling", choices=["cls", "mean", "max", "attention"],
+                    help="transformer: cls (default) or mean; rescnn: max (default) or attention")
+    tr.add_argument("--names", required=True, help="an ingest-kb output folder (the KB's names)")
+    tr.add_argument("--train-dataset", help="a BioSyn dataset folder for fine-tuning")
+    tr.add_argument("--train-split", default="traindev", help="processed_SPLIT used for fine-tuning (train to tune on dev)")
+    tr.add_argument("--output", required=True, help="model folder to write")
+    tr.add_argument("--device", default="cpu", help="cpu or cuda")
+    tr.add_argument("--align-epochs", type=int, default=1, help="0 skips self-alignment")
+    tr.add_argument("--align-max-steps", type=int)
+    tr.add_argument("--finetune-epochs", type=int, default=3)
+    tr.add_argument("--finetune-max-steps", type=int)
+    tr.add_argument("--batch-size", type=int, default=128, help="pairs per step")
+    tr.add_argument("--lr", type=float, help="learning rate (default 2e-5 transformer, 1e-3 rescnn)")
+    tr.add_argument("--margin", type=float, default=0.2)
+    tr.add_argument("--max-pairs-per-concept", type=int, default=50)
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--save-dtype", choices=["float32", "float16"], default="float32")
+    tr.add_argument("--no-progress", action="store_true")
+    tr.set_defaults(func=cmd_train)
+
+
+def cmd_train(args) -> int:
+    from bioel_core.training.loop import TrainConfig
+
+    lr = args.lr or DEFAULT_LR[args.encoder]
+
+    def config(epochs: int, max_steps: int | None) -> TrainConfig:
+        return TrainConfig(epochs=epochs, batch_size=args.batch_size, learning_rate=lr, margin=args.margin,
+                           max_steps=max_steps, seed=args.seed)
+
+    card = run_training(encoder_kind=args.encoder, names_dir=args.names, output=args.output, init=args.init,
+                        pooling=args.pooling, train_dataset=args.train_dataset, train_split=args.train_split,
+                        device=args.device,
+                        align=config(args.align_epochs, args.align_max_steps) if args.align_epochs > 0 else None,
+                        finetune=config(args.finetune_epochs, args.finetune_max_steps) if args.finetune_epochs > 0 else None,
+                        max_pairs_per_concept=args.max_pairs_per_concept, save_dtype=args.save_dtype,
+                        command=["bioel", *sys.argv[1:]], progress=not args.no_progress)
+    print(f"trained {args.encoder} -> {args.output} in {card['training_seconds'] / 60:.1f} min; card: {args.output}/MODEL_CARD.md")
+    return 0
