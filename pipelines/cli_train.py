@@ -17,7 +17,7 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--pooling", choices=["cls", "mean", "max", "attention"],
                     help="transformer: cls (default) or mean; rescnn: max (default) or attention")
     tr.add_argument("--names", required=True, help="an ingest-kb output folder (the KB's names)")
-    tr.add_argument("--train-dataset", help="a BioSyn dataset folder for fine-tuning")
+    tr.add_argument("--train-dataset", nargs="+", help="BioSyn dataset folder(s) whose training mentions fine-tune the model")
     tr.add_argument("--train-split", default="traindev", help="processed_SPLIT used for fine-tuning (train to tune on dev)")
     tr.add_argument("--output", required=True, help="model folder to write")
     tr.add_argument("--device", default="cpu", help="cpu or cuda")
@@ -45,7 +45,7 @@ def cmd_train(args) -> int:
                            max_steps=max_steps, seed=args.seed)
 
     card = run_training(encoder_kind=args.encoder, names_dir=args.names, output=args.output, init=args.init,
-                        pooling=args.pooling, train_dataset=args.train_dataset, train_split=args.train_split,
+                        pooling=args.pooling, train_datasets=args.train_dataset, train_split=args.train_split,
                         device=args.device,
                         align=config(args.align_epochs, args.align_max_steps) if args.align_epochs > 0 else None,
                         finetune=config(args.finetune_epochs, args.finetune_max_steps) if args.finetune_epochs > 0 else None,

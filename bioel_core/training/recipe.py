@@ -79,7 +79,7 @@ def _stage(encoder: Encoder, name: str, pairs, config: TrainConfig, workdir: Pat
 
 
 def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | None = None, pooling: str | None = None,
-                 train_dataset: str | None = None, train_split: str = "traindev", device: str = "cpu",
+                 train_datasets: list[str] | None = None, train_split: str = "traindev", device: str = "cpu",
                  align: TrainConfig | None = None, finetune: TrainConfig | None = None, max_pairs_per_concept: int = 50,
                  save_dtype: str = "float32", command: list[str] | None = None, progress: bool = True) -> dict:
     out, workdir = Path(output), Path(output) / "_train"
@@ -99,10 +99,13 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
     if align is not None:
         pairs = alignment_pairs(by_concept, max_pairs_per_concept, seed=align.seed)
         stages["align"] = _stage(encoder, "align", pairs, align, workdir, progress)
-    if train_dataset and finetune is not None:
-        mentions, unusable = training_mentions(train_dataset, train_split, alias)
+    if train_datasets and finetune is not None:
+        mentions, unusable = [], 0
+        for dataset in train_datasets:
+            found, bad = training_mentions(dataset, train_split, alias)
+            mentions, unusable = mentions + found, unusable + bad
         pairs = mention_pairs(mentions, by_concept)
-        data.update({"train_dataset": train_dataset, "train_split": train_split, "train_mentions": len(mentions),
+        data.update({"train_datasets": train_datasets, "train_split": train_split, "train_mentions": len(mentions),
                      "train_queries_unusable": unusable})
         stages["finetune"] = _stage(encoder, "finetune", pairs, finetune, workdir, progress)
     encoder.save(out, dtype=save_dtype)
