@@ -40,6 +40,17 @@ def add_subcommands(subparsers) -> None:
     ev.add_argument("--json", help="write the scores as JSON here")
     ev.set_defaults(func=cmd_evaluate)
 
+    pr = subparsers.add_parser("probe", help="ResCNN-paper probing: shuffled n-grams and attention windows (dense linker)")
+    pr.add_argument("--model", required=True, help="a bioel model folder or a local HF checkpoint")
+    pr.add_argument("--pooling", choices=["cls", "mean"], help="a plain HF checkpoint's pooling (default cls)")
+    pr.add_argument("--dataset", required=True, help="a BioSyn-format dataset folder")
+    pr.add_argument("--split", choices=sorted(TRAIN_FOLDER), default="dev")
+    pr.add_argument("--k", type=int, default=5)
+    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--device", default="cpu")
+    pr.add_argument("--json", help="write the rows as JSON here")
+    pr.set_defaults(func=cmd_probe)
+
     e2e = subparsers.add_parser("evaluate-e2e", help="span-level micro P/R/F1 (strict and partial) of PubTator predictions")
     e2e.add_argument("--gold", required=True, help="gold annotations, PubTator")
     e2e.add_argument("--pred", required=True, help="predicted annotations, PubTator")
@@ -90,6 +101,20 @@ def cmd_evaluate(args) -> int:
         from bioel_core.training.recipe import record_scores
 
         record_scores(args.model, report)
+    return 0
+
+
+def cmd_probe(args) -> int:
+    from bioel_core.evaluation.probing import format_probe, probe
+    from bioel_core.linking.dense import open_model
+
+    dataset = Path(args.dataset)
+    queries = [q for q in read_query_folder(dataset / f"processed_{args.split}") if q.concept_ids]
+    names = NameSet.from_biosyn(dataset / f"{args.split}_dictionary.txt")
+    rows = probe(open_model(args.model, args.pooling, args.device), names, queries, args.k, args.seed)
+    print(format_probe(rows, f"probing {args.model} on {dataset.name} {args.split} (n = {len(queries):,})"))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": args.model, "dataset": dataset.name, "split": args.split, "rows": rows}, indent=2))
     return 0
 
 
