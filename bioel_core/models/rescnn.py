@@ -130,12 +130,13 @@ class ResCNNEncoder(Encoder):
         directory = require_safetensors(directory)
         config = cls.folder_config(directory)
         reference = config["frozen_embeddings"]
-        encoder = cls(resolve_reference(reference), pooling=config["pooling"], num_blocks=config["num_blocks"],
+        base = resolve_reference(reference)
+        encoder = cls(base, pooling=config["pooling"], num_blocks=config["num_blocks"],
                       kernel_sizes=tuple(config["kernel_sizes"]), filters=config["filters"], width=config["width"],
                       max_length=config["max_length"], dropout=config["dropout"], tokenizer_dir=directory)
         if encoder.frozen_embeddings["sha256"] != reference["sha256"]:
             raise EmbeddingMismatchError(
-                f"{directory}: the frozen embeddings at {resolve_reference(reference)} have sha256 "
+                f"{directory}: the frozen embeddings at {base} have sha256 "
                 f"{encoder.frozen_embeddings['sha256'][:16]}..., but the model was trained with "
                 f"{reference['sha256'][:16]}...; use the same base checkpoint (package version) it was saved with")
         weights = {name: t.float() for name, t in load_file(str(directory / WEIGHTS_FILE)).items()}

