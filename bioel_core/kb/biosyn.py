@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import Opener, ReaderContext, iter_lines
+from bioel_core.kb.io import Opener, ReaderContext, parse_lines
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 # MeSH descriptor/supplementary ids, optionally prefixed, or OMIM numbers (BioSyn strips the prefixes);
@@ -20,6 +20,12 @@ MEDIC_ID = re.compile(r"(?:MESH:)?(?:[CD]\d{6,9}|C)|(?:OMIM:)?\d{6}")
 
 def split_ids(field: str) -> list[str]:
     return [i.strip() for i in field.split("|") if i.strip()]
+
+
+def bad_id(reader: KBReader, ids: list[str], ctx: ReaderContext, lineno: int, line: str) -> DeadLetter | None:
+    """The dead letter for the first id of a line that does not match the KB's pattern, if any."""
+    bad = next((i for i in ids if not reader.id_pattern.fullmatch(i)), None)
+    return None if bad is None else reader.check_id(bad, ctx, f"line {lineno}", line)
 
 
 class BioSynDictionaryReader(KBReader):
@@ -37,33 +43,26 @@ class BioSynDictionaryReader(KBReader):
         for path in paths:
             ctx = ReaderContext(path)
             seen: set[str] = set()  # O(concepts) memory: names stream through
-            for item in iter_lines(path, ctx, opener):
-                if isinstance(item, DeadLetter):
-                    yield item
-                    continue
-                lineno, line = item
-                if not line.strip():
-                    ctx.filtered("blank line")
-                    continue
-                ids_field, sep, name = line.partition("||")
-                ids = split_ids(ids_field)
-                if not sep or not ids or not name.strip():
-                    yield ctx.dead(f"line {lineno}", line, "expected 'ID||name' with a non-empty id and name")
-                    continue
-                bad = next((i for i in ids if not self.id_pattern.fullmatch(i)), None)
-                if bad is not None:
-                    yield ctx.dead(f"line {lineno}", line, f"concept id {bad!r} does not match the {self.kb} id pattern {self.id_pattern.pattern}")
-                    continue
-                ctx.accept()
-                concept_id, alt_ids = ids[0], tuple(ids[1:])
-                name = name.strip()
-                if concept_id not in seen:
-                    seen.add(concept_id)
-                    yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=name, alt_ids=alt_ids)
-                    yield NameRecord(concept_id, self.kb, name, "preferred")
-                else:
-                    yield NameRecord(concept_id, self.kb, name, "synonym")
+            yield from parse_lines(path, ctx, lambda lineno, line: self._parse(ctx, seen, lineno, line), opener)
             yield ctx.stats
+
+    def _parse(self, ctx: ReaderContext, seen: set[str], lineno: int, line: str) -> Iterator[KBItem]:
+        ids_field, sep, name = line.partition("||")
+        ids = split_ids(ids_field)
+        if not sep or not ids or not name.strip():
+            yield ctx.dead(f"line {lineno}", line, "expected 'ID||name' with a non-empty id and name")
+            return
+        if (dead := bad_id(self, ids, ctx, lineno, line)) is not None:
+            yield dead
+            return
+        ctx.accept()
+        concept_id, name = ids[0], name.strip()
+        if concept_id not in seen:
+            seen.add(concept_id)
+            yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=name, alt_ids=tuple(ids[1:]))
+            yield NameRecord(concept_id, self.kb, name, "preferred")
+        else:
+            yield NameRecord(concept_id, self.kb, name, "synonym")
 
 
 class MedicBioSynReader(KBReader):
@@ -75,28 +74,22 @@ class MedicBioSynReader(KBReader):
     def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
         for path in paths:
             ctx = ReaderContext(path)
-            for item in iter_lines(path, ctx, opener):
-                if isinstance(item, DeadLetter):
-                    yield item
-                    continue
-                lineno, line = item
-                if not line.strip():
-                    ctx.filtered("blank line")
-                    continue
-                ids_field, sep, names_field = line.partition("||")
-                ids = split_ids(ids_field)
-                names = [n.strip() for n in names_field.split("|") if n.strip()]
-                if not sep or not ids or not names:
-                    yield ctx.dead(f"line {lineno}", line, "expected 'ID[|ALT]||preferred name|synonym|...'")
-                    continue
-                bad = next((i for i in ids if not self.id_pattern.fullmatch(i)), None)
-                if bad is not None:
-                    yield ctx.dead(f"line {lineno}", line, f"concept id {bad!r} does not match the {self.kb} id pattern {self.id_pattern.pattern}")
-                    continue
-                ctx.accept()
-                concept_id = ids[0]
-                yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=names[0], alt_ids=tuple(ids[1:]))
-                yield NameRecord(concept_id, self.kb, names[0], "preferred")
-                for syn in names[1:]:
-                    yield NameRecord(concept_id, self.kb, syn, "synonym")
+            yield from parse_lines(path, ctx, lambda lineno, line: self._parse(ctx, lineno, line), opener)
             yield ctx.stats
+
+    def _parse(self, ctx: ReaderContext, lineno: int, line: str) -> Iterator[KBItem]:
+        ids_field, sep, names_field = line.partition("||")
+        ids = split_ids(ids_field)
+        names = [n.strip() for n in names_field.split("|") if n.strip()]
+        if not sep or not ids or not names:
+            yield ctx.dead(f"line {lineno}", line, "expected 'ID[|ALT]||preferred name|synonym|...'")
+            return
+        if (dead := bad_id(self, ids, ctx, lineno, line)) is not None:
+            yield dead
+            return
+        ctx.accept()
+        concept_id = ids[0]
+        yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=names[0], alt_ids=tuple(ids[1:]))
+        yield NameRecord(concept_id, self.kb, names[0], "preferred")
+        for syn in names[1:]:
+            yield NameRecord(concept_id, self.kb, syn, "synonym")

@@ -90,3 +90,15 @@ def iter_lines(path: str, ctx: ReaderContext, opener: Opener | None = None) -> I
         return
     if lineno == 0:
         yield ctx.dead("file", "", "empty file")
+
+
+def parse_lines(path: str, ctx: ReaderContext, parse: Callable[[int, str], Iterator], opener: Opener | None = None) -> Iterator:
+    """`parse(line_number, text)` over every non-blank decodable line of `path`; decoding dead letters pass
+    through and blank lines are counted as filtered, so a reader's own code sees only lines with content."""
+    for item in iter_lines(path, ctx, opener):
+        if isinstance(item, DeadLetter):
+            yield item
+        elif not item[1].strip():
+            ctx.filtered("blank line")
+        else:
+            yield from parse(*item)
