@@ -34,6 +34,7 @@ def add_subcommands(subparsers) -> None:
     ev.add_argument("--model", help="dense: a bioel model folder or a local HF checkpoint (default: the shipped disease model)")
     ev.add_argument("--pooling", choices=["cls", "mean"], help="dense with a plain HF checkpoint: pooling (default cls)")
     ev.add_argument("--device", default="cpu", help="dense: cpu or cuda")
+    ev.add_argument("--sparse-weight", type=float, help="hybrid: weight of the TF-IDF cosine (tune on dev)")
     ev.add_argument("--record-in-card", action="store_true", help="dense: add the scores to the model's card")
     ev.add_argument("--k", type=int, default=5, help="candidates per sub-mention (default 5)")
     ev.add_argument("--typos", help="a `typo||correction` map applied to queries (already applied in BioSyn's processed data)")
@@ -64,7 +65,9 @@ def _linker(args):
         return load_linker(args.linker_dir), args.linker_dir
     source = args.names or args.dictionary or str(Path(args.dataset) / f"{args.split}_dictionary.txt")
     names = NameSet.from_names_table(source) if args.names else NameSet.from_biosyn(source)
-    options = {"model": args.model, "pooling": args.pooling, "device": args.device} if args.linker == "dense" else {}
+    options = {"model": args.model, "pooling": args.pooling, "device": args.device} if args.linker in ("dense", "hybrid") else {}
+    if args.linker == "hybrid" and args.sparse_weight is not None:
+        options["sparse_weight"] = args.sparse_weight
     return build_linker(args.linker, names, **options), source
 
 
@@ -96,8 +99,8 @@ def cmd_evaluate(args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     if args.record_in_card:
-        if args.linker != "dense" or not args.model:
-            raise ValueError("--record-in-card needs --linker dense --model MODEL_DIR")
+        if args.linker not in ("dense", "hybrid") or not args.model:
+            raise ValueError("--record-in-card needs --linker dense or hybrid, and --model MODEL_DIR")
         from bioel_core.training.recipe import record_scores
 
         record_scores(args.model, report)

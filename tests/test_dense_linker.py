@@ -65,3 +65,22 @@ def test_save_load_gives_the_same_answers_and_refuses_a_changed_model(tmp_path, 
 def test_missing_model_folder_is_a_clear_error(names, tmp_path):
     with pytest.raises(FileNotFoundError, match="model folder not found"):
         build_linker("dense", names, model=str(tmp_path / "nope"))
+
+
+def test_hybrid_with_zero_weight_ranks_like_dense_and_round_trips(tmp_path, model_dir, names):
+    hybrid = build_linker("hybrid", names, model=str(model_dir), sparse_weight=0.0)
+    dense = build_linker("dense", names, model=str(model_dir))
+    queries = ["breast tumour", "ovary cancer", "bar syndrome louis"]
+    assert [[c.name for c in cs] for cs in hybrid.link(queries, k=3)] == [[c.name for c in cs] for cs in dense.link(queries, k=3)]
+    hybrid.sparse_weight = 1.0
+    got = hybrid.link(queries, k=3)
+    # the combined score is the dense cosine plus the TF-IDF cosine of the same name
+    q = hybrid.dense.encoder.encode([hybrid.normalize(t) for t in queries])
+    tfidf = build_linker("tfidf", names)
+    for j, cands in enumerate(got):
+        for c in cands:
+            row = hybrid.exact.row_of[c.name]
+            sparse = (tfidf.vectorize([hybrid.normalize(queries[j])]) @ tfidf.matrix[row].T).toarray()[0, 0]
+            assert c.score == pytest.approx(float(q[j] @ hybrid.dense.embeddings[row]) + sparse, abs=1e-5)
+    again = load_linker(hybrid.save(tmp_path / "hybrid"))
+    assert again.link(queries, k=3) == got

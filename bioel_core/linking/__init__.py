@@ -18,6 +18,7 @@ LINKERS: dict[str, str] = {
     "exact": "bioel_core.linking.exact:ExactLinker",
     "tfidf": "bioel_core.linking.tfidf:TfidfLinker",
     "dense": "bioel_core.linking.dense:DenseLinker",
+    "hybrid": "bioel_core.linking.hybrid:HybridLinker",
 }
 
 
