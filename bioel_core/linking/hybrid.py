@@ -17,7 +17,8 @@ from bioel_core.linking.dense import DenseLinker
 from bioel_core.linking.dictionary import NameSet
 from bioel_core.linking.tfidf import TfidfLinker
 
-DEFAULT_SPARSE_WEIGHT = 0.5
+# best of {0, 0.1, 0.25, 0.5, 1} on NCBI-disease dev with untrained MiniLM (benchmarks/RESULTS.md); re-tune per model
+DEFAULT_SPARSE_WEIGHT = 0.1
 
 
 class HybridLinker(Linker):
