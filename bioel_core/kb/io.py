@@ -102,3 +102,21 @@ def parse_lines(path: str, ctx: ReaderContext, parse: Callable[[int, str], Itera
             ctx.filtered("blank line")
         else:
             yield from parse(*item)
+
+
+def tsv_rows(path: str, ctx: ReaderContext, columns: list[str], header_name: str,
+             opener: Opener | None = None) -> Iterator[tuple[int, str, dict[str, str]] | DeadLetter]:
+    """(line number, line, {column: value}) for the data rows of a TSV file whose first line is `columns`.
+    A different header is dead-lettered once (it usually means a wrong file) and reading goes on; a row with
+    another column count is dead-lettered."""
+    def parse(lineno: int, line: str):
+        cols = line.split("\t")
+        if lineno == 1:
+            if cols != columns:
+                yield ctx.dead("line 1", line, f"header is not the {header_name} header {columns}")
+        elif len(cols) != len(columns):
+            yield ctx.dead(f"line {lineno}", line, f"expected {len(columns)} tab-separated columns, found {len(cols)}")
+        else:
+            yield lineno, line, dict(zip(columns, cols))
+
+    yield from parse_lines(path, ctx, parse, opener)

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import Opener, ReaderContext, iter_lines
+from bioel_core.kb.io import Opener, ReaderContext, iter_lines, tsv_rows
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 THESAURUS_COLUMNS = ["DescriptorUI", "DescriptorName", "ConceptUI", "TermUI", "TermName",
@@ -64,21 +64,11 @@ class MeshTsvReader(KBReader):
     def _read_thesaurus(self, path: str, trees: dict[str, list[str]], opener: Opener | None) -> Iterator[KBItem]:
         ctx = ReaderContext(path)
         seen: set[str] = set()
-        for item in iter_lines(path, ctx, opener):
+        for item in tsv_rows(path, ctx, THESAURUS_COLUMNS, "MeSH thesaurus", opener):
             if isinstance(item, DeadLetter):
                 yield item
                 continue
-            lineno, line = item
-            if lineno == 1:
-                if line.split("\t") != THESAURUS_COLUMNS:
-                    yield ctx.dead("line 1", line, f"header is not the MeSH thesaurus header {THESAURUS_COLUMNS}")
-                    # a wrong header usually means a wrong file: say so once, then read on
-                continue
-            cols = line.split("\t")
-            if len(cols) != len(THESAURUS_COLUMNS):
-                yield ctx.dead(f"line {lineno}", line, f"expected {len(THESAURUS_COLUMNS)} tab-separated columns, found {len(cols)}")
-                continue
-            row = dict(zip(THESAURUS_COLUMNS, cols))
+            lineno, line, row = item
             descriptor, term = row["DescriptorUI"].strip(), row["TermName"].strip()
             if (dead := self.check_id(descriptor, ctx, f"line {lineno}", line)) is not None:
                 yield dead

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import Opener, ReaderContext, iter_lines
+from bioel_core.kb.io import Opener, ReaderContext, tsv_rows
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 CONCEPT_COLUMNS = ["id", "effectiveTime", "active", "moduleId", "definitionStatusId"]
@@ -90,23 +90,11 @@ class SnomedReader(KBReader):
     def _rows(self, path: str, columns: list[str], id_columns: tuple[str, ...], ctx: ReaderContext,
               opener: Opener | None) -> Iterator[tuple[int, str, dict[str, str]] | DeadLetter]:
         """Active, well-formed rows of one RF2 file; inactive rows are counted as filtered here."""
-        for item in iter_lines(path, ctx, opener):
+        for item in tsv_rows(path, ctx, columns, "RF2", opener):
             if isinstance(item, DeadLetter):
                 yield item
                 continue
-            lineno, line = item
-            if lineno == 1:
-                if line.split("\t") != columns:
-                    yield ctx.dead("line 1", line, f"header is not the RF2 header {columns}")
-                continue
-            if not line.strip():
-                ctx.filtered("blank line")
-                continue
-            cols = line.split("\t")
-            if len(cols) != len(columns):
-                yield ctx.dead(f"line {lineno}", line, f"expected {len(columns)} tab-separated columns, found {len(cols)}")
-                continue
-            row = dict(zip(columns, cols))
+            lineno, line, row = item
             bad = next((c for c in id_columns if not self.id_pattern.fullmatch(row[c])), None)
             if bad is not None:
                 yield ctx.dead(f"line {lineno}", line, f"{bad} {row[bad]!r} does not match the {self.kb} id pattern {self.id_pattern.pattern}")
