@@ -65,7 +65,7 @@ def _quality(table_dir: str, output: str | None, fail_on: str) -> int:
     return 0 if summary["passed"] else 4
 
 
-def cmd_report(args, _beam_args) -> int:
+def cmd_report(args) -> int:
     return _quality(args.table, args.output, args.fail_on)
 
 
@@ -123,10 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:
         handler.addFilter(lambda record: not record.getMessage().startswith("apitools not found"))
     try:
-        if args.verb in BEAM_VERBS:
-            return args.func(args, extra)
-        result = args.func(args) if getattr(args.func, "__module__", "") != __name__ else args.func(args, extra)
-        return int(result or 0)
+        # Beam verbs also take the flags meant for Beam; every other verb takes its parsed arguments only
+        return args.func(args, extra) if args.verb in BEAM_VERBS else int(args.func(args) or 0)
     except (FileNotFoundError, PermissionError, ValueError, RuntimeError) as err:
         print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ import logging
 from dataclasses import asdict
 
 import apache_beam as beam
+import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -152,11 +153,10 @@ class WriteSharded(beam.PTransform):
                 | "WriteShard" >> beam.ParDo(WriteShardFn(self.folder, self.schema, n, self.sort_key)))
 
 
-def build_pipeline(p: beam.Pipeline, kb_format: str, inputs: list[str], staged: StagedOutput, *,
+def build_pipeline(p: beam.Pipeline, kb_format: str, input_groups: list[list[str]], staged: StagedOutput, *,
                    reader_options: dict, normalizer: Normalizer, shared_names: str, num_shards: int) -> None:
-    groups = get_reader(kb_format, **reader_options).input_groups(inputs)
     read = (p
-            | "InputGroups" >> beam.Create(groups)
+            | "InputGroups" >> beam.Create(input_groups)
             | "ReadKB" >> beam.ParDo(ReadKBFn(kb_format, reader_options)).with_outputs("concepts", "dead", "stats", main="names"))
 
     concepts = (read.concepts
@@ -245,8 +245,6 @@ def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inp
 
 
 def _parquet_rows(files: list[str]) -> int:
-    import pyarrow.parquet as pq
-
     total = 0
     for f in files:
         with FileSystems.open(f, compression_type="uncompressed") as fh:
@@ -267,7 +265,7 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
     staged.prepare()
     try:
         with beam.Pipeline(options=options) as p:
-            build_pipeline(p, kb_format, inputs, staged, reader_options=reader_options, normalizer=normalizer,
+            build_pipeline(p, kb_format, reader.input_groups(inputs), staged, reader_options=reader_options, normalizer=normalizer,
                            shared_names=shared_names, num_shards=num_shards)
         manifest = build_manifest(read_stats_file(staged), kb_format=kb_format, kb=reader.kb,
                                   id_pattern=reader.id_pattern.pattern, inputs=inputs, staged=staged, options=options,

@@ -5,10 +5,11 @@ its tree-number TSV (`data_mesh_trees.tsv`), whose tree numbers become the conce
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import Opener, ReaderContext, iter_lines, tsv_rows
+from bioel_core.kb.io import Opener, ReaderContext, iter_lines, open_binary, tsv_rows
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 THESAURUS_COLUMNS = ["DescriptorUI", "DescriptorName", "ConceptUI", "TermUI", "TermName",
@@ -18,10 +19,13 @@ ABBREVIATION_TAGS = {"ABB", "ACR"}
 
 
 def _header(path: str, opener: Opener | None) -> list[str]:
-    ctx = ReaderContext(path)
-    for item in iter_lines(path, ctx, opener):
-        return [] if isinstance(item, DeadLetter) else item[1].split("\t")
-    return []
+    """The first line's columns (only to tell a trees file from a thesaurus); a broken file reads as []
+    here and is dead-lettered when it is read for real."""
+    try:
+        with open_binary(path, opener) as fh:
+            return fh.readline().decode("utf-8", "replace").rstrip("\r\n").split("\t")
+    except (EOFError, OSError, zlib.error):
+        return []
 
 
 class MeshTsvReader(KBReader):

@@ -25,9 +25,14 @@ EMBEDDINGS = "embeddings.npy"
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "disease-default"
 
 
+def model_folder(model: str | Path | None) -> Path:
+    """The folder a --model value names, the shipped default when none is given."""
+    return (Path(model) if model else DEFAULT_MODEL).resolve()
+
+
 def open_model(model: str | Path | None, pooling: str | None = None, device: str = "cpu") -> Encoder:
     """A bioel model folder, or a plain HF checkpoint with the given pooling (default cls, as SapBERT)."""
-    folder = Path(model) if model else DEFAULT_MODEL
+    folder = model_folder(model)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder not found: {folder}" + ("" if model else " (the default disease model is not shipped in this checkout)"))
     if not (folder / CONFIG_FILE).is_file():
@@ -57,7 +62,7 @@ class DenseLinker(Linker):
     def build(cls, names: NameSet, model: str | None = None, pooling: str | None = None, device: str = "cpu",
               batch_size: int = 256) -> DenseLinker:
         encoder = open_model(model, pooling, device)
-        return cls(names, encoder, str(Path(model).resolve()) if model else str(DEFAULT_MODEL), pooling, batch_size=batch_size)
+        return cls(names, encoder, str(model_folder(model)), pooling, batch_size=batch_size)
 
     def options(self) -> dict:
         return {"model": self.model_path, "pooling": self.pooling, "fingerprint": self.encoder.fingerprint()}

@@ -15,7 +15,7 @@ from bioel_core.corpora.records import Candidate
 from bioel_core.linking.base import Linker
 from bioel_core.linking.dense import DenseLinker
 from bioel_core.linking.dictionary import NameSet
-from bioel_core.linking.tfidf import TfidfLinker
+from bioel_core.linking.tfidf import TfidfLinker, top_rows
 
 # best of {0, 0.1, 0.25, 0.5, 1} on NCBI-disease dev with untrained MiniLM (benchmarks/RESULTS.md); re-tune per model
 DEFAULT_SPARSE_WEIGHT = 0.1
@@ -47,13 +47,13 @@ class HybridLinker(Linker):
         pool = min(max(4 * k, 20), len(self.exact.row_names))
         texts = [queries[i] for i in todo]
         dense_q = self.dense.encoder.encode(texts, batch_size=self.dense.batch_size)
-        sparse_q = self.sparse.vectorize(texts)
         _, dense_rows = self.dense.index.search(dense_q, pool)
-        sparse_all = (sparse_q @ self.sparse._matrix_t).toarray()
-        sparse_rows = np.argsort(-sparse_all, axis=1, kind="stable")[:, :pool]
+        # sparse: only names sharing an n-gram with the query are scored, never a dense queries x names array
+        sparse_scores = self.sparse.scores(texts)
         for j, i in enumerate(todo):
-            rows = np.union1d(dense_rows[j][dense_rows[j] >= 0], sparse_rows[j])
-            scores = self.dense.embeddings[rows] @ dense_q[j] + self.sparse_weight * sparse_all[j, rows]
+            rows = np.union1d(dense_rows[j][dense_rows[j] >= 0], top_rows(sparse_scores, j, pool)[0])
+            sparse = sparse_scores[j, rows].toarray().ravel()
+            scores = self.dense.embeddings[rows] @ dense_q[j] + self.sparse_weight * sparse
             order = np.lexsort((rows, -scores))  # best first, ties in name order
             self.exact.fill(self.names, out[i], queries[i], zip(rows[order], scores[order]), k)
         return out

@@ -30,6 +30,17 @@ MATRIX = "tfidf.npz"
 VOCABULARY = "vocabulary.json"
 
 
+def top_rows(scores: sp.csr_matrix, row: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best m (column, score) of one row of a sparse score matrix, best first, ties in column order."""
+    start, end = scores.indptr[row], scores.indptr[row + 1]
+    cols, vals = scores.indices[start:end], scores.data[start:end]
+    if m < len(cols):
+        keep = np.argpartition(-vals, m - 1)[:m]
+        cols, vals = cols[keep], vals[keep]
+    order = np.lexsort((cols, -vals))
+    return cols[order], vals[order]
+
+
 class TfidfLinker(Linker):
     kind = "tfidf"
 
@@ -67,22 +78,20 @@ class TfidfLinker(Linker):
         counts = self._counter.transform(texts)
         return l2_normalize(counts.multiply(self.idf).tocsr().astype(np.float32))
 
+    def scores(self, queries: list[str]) -> sp.csr_matrix:
+        """(queries x distinct names) cosines, sparse: only names sharing an n-gram with the query are stored."""
+        return self.vectorize(queries) @ self._matrix_t
+
     def search(self, queries: list[str], k: int) -> list[list[Candidate]]:
         out: list[list[Candidate]] = [self.exact.candidates(self.names, q, k) for q in queries]
         todo = [i for i, c in enumerate(out) if len(c) < k]
         if not todo:
             return out
-        scores = self.vectorize([queries[i] for i in todo]) @ self._matrix_t
+        scores = self.scores([queries[i] for i in todo])
         for row, i in enumerate(todo):
-            start, end = scores.indptr[row], scores.indptr[row + 1]
-            cols, vals = scores.indices[start:end], scores.data[start:end]
             # enough rows to fill k entries even when the exact row is among them
-            top = min(len(cols), k + 1)
-            if top < len(cols):
-                keep = np.argpartition(-vals, top - 1)[:top]
-                cols, vals = cols[keep], vals[keep]
-            order = np.lexsort((cols, -vals))  # best score first, ties in name order
-            self.exact.fill(self.names, out[i], queries[i], zip(cols[order], vals[order]), k)
+            cols, vals = top_rows(scores, row, k + 1)
+            self.exact.fill(self.names, out[i], queries[i], zip(cols, vals), k)
         return out
 
     def _save_state(self, folder: Path) -> None:

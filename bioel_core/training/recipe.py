@@ -72,10 +72,10 @@ def _stage(encoder: Encoder, name: str, pairs, config: TrainConfig, workdir: Pat
     if done.is_file():  # finished before a restart: its weights are in the later stage's start or the output
         return json.loads(done.read_text())
     stage_dir.mkdir(parents=True, exist_ok=True)
-    stats = train(encoder, pairs, config, stage_dir, load_encoder=load_encoder, progress=progress)
+    stats = {**train(encoder, pairs, config, stage_dir, load_encoder=load_encoder, progress=progress), "config": asdict(config)}
     encoder.save(stage_dir / "model")
-    done.write_text(json.dumps({**stats, "config": asdict(config)}, indent=2))
-    return json.loads(done.read_text())
+    done.write_text(json.dumps(stats, indent=2))
+    return stats
 
 
 def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | None = None, pooling: str | None = None,
