@@ -7,12 +7,14 @@ refuse a table written under another version before doing any work.
 from schemas.tables import (
     CONCEPTS_SCHEMA,
     DEAD_LETTER_SCHEMA,
+    EMBEDDINGS_SCHEMA,
     NAMES_SCHEMA,
     SCHEMA_VERSION,
     TABLE_SCHEMAS,
     SchemaVersionError,
     check_schema,
+    embeddings_schema,
 )
 
-__all__ = ["CONCEPTS_SCHEMA", "DEAD_LETTER_SCHEMA", "NAMES_SCHEMA", "SCHEMA_VERSION", "TABLE_SCHEMAS",
-           "SchemaVersionError", "check_schema"]
+__all__ = ["CONCEPTS_SCHEMA", "DEAD_LETTER_SCHEMA", "EMBEDDINGS_SCHEMA", "NAMES_SCHEMA", "SCHEMA_VERSION", "TABLE_SCHEMAS",
+           "SchemaVersionError", "check_schema", "embeddings_schema"]

@@ -39,7 +39,22 @@ DEAD_LETTER_SCHEMA = _versioned("dead_letter", [
     pa.field("reason", pa.string(), nullable=False),
 ])
 
-TABLE_SCHEMAS = {"concepts": CONCEPTS_SCHEMA, "names": NAMES_SCHEMA, "dead_letter": DEAD_LETTER_SCHEMA}
+
+
+def embeddings_schema(dimension: int) -> pa.Schema:
+    """One row per encoded name; the vector width is the model's dimension, fixed per table."""
+    return _versioned("embeddings", [
+        pa.field("name_id", pa.int64(), nullable=False),
+        pa.field("concept_id", pa.string(), nullable=False),
+        pa.field("vector", pa.list_(pa.float32(), dimension), nullable=False),
+    ])
+
+
+# the embeddings schema is checked against its own width (see check_schema); 384 is the default model's
+EMBEDDINGS_SCHEMA = embeddings_schema(384)
+
+TABLE_SCHEMAS = {"concepts": CONCEPTS_SCHEMA, "names": NAMES_SCHEMA, "dead_letter": DEAD_LETTER_SCHEMA,
+                 "embeddings": EMBEDDINGS_SCHEMA}
 
 
 class SchemaVersionError(ValueError):
@@ -49,6 +64,8 @@ class SchemaVersionError(ValueError):
 def check_schema(found: pa.Schema, table: str, where: str) -> None:
     """Raise a clear error when a file's schema is not the one this version of bioel writes."""
     expected = TABLE_SCHEMAS[table]
+    if table == "embeddings" and "vector" in found.names and pa.types.is_fixed_size_list(found.field("vector").type):
+        expected = embeddings_schema(found.field("vector").type.list_size)
     version = (found.metadata or {}).get(VERSION_KEY, b"<none>").decode()
     if version != SCHEMA_VERSION:
         raise SchemaVersionError(f"{where}: {table} table has schema version {version}, this bioel reads {SCHEMA_VERSION}")
