@@ -28,6 +28,9 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--batch-size", type=int, default=128, help="pairs per step")
     tr.add_argument("--lr", type=float, help="learning rate (default 2e-5 transformer, 1e-3 rescnn)")
     tr.add_argument("--margin", type=float, default=0.2)
+    tr.add_argument("--hard-negatives", type=int, default=0,
+                    help="fine-tuning: put each mention's N nearest wrong concepts (mined every epoch with the current "
+                         "model) in its batch instead of random batches (default 0: random)")
     tr.add_argument("--max-pairs-per-concept", type=int, default=50)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--save-dtype", choices=["float32", "float16"], default="float32")
@@ -49,7 +52,8 @@ def cmd_train(args) -> int:
                         device=args.device,
                         align=config(args.align_epochs, args.align_max_steps) if args.align_epochs > 0 else None,
                         finetune=config(args.finetune_epochs, args.finetune_max_steps) if args.finetune_epochs > 0 else None,
-                        max_pairs_per_concept=args.max_pairs_per_concept, save_dtype=args.save_dtype,
+                        max_pairs_per_concept=args.max_pairs_per_concept, hard_negatives=args.hard_negatives,
+                        save_dtype=args.save_dtype,
                         command=["bioel", *sys.argv[1:]], progress=not args.no_progress)
     print(f"trained {args.encoder} -> {args.output} in {card['training_seconds'] / 60:.1f} min; card: {args.output}/MODEL_CARD.md")
     return 0

@@ -117,3 +117,87 @@ def test_resume_after_a_stop_ends_with_the_uninterrupted_weights(tmp_path, tiny_
     assert stats["resumed_from"] == 5
     for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
         assert torch.allclose(a, b, atol=1e-6), name
+
+
+class TableEncoder:
+    """Fixed vectors per text: mining is checked against hand-computed neighbours."""
+
+    def __init__(self, table: dict[str, list[float]]):
+        self.table, self.dim = table, 2
+
+    def encode(self, texts, batch_size=256, show_progress=False):
+        import numpy as np
+
+        v = np.array([self.table[t] for t in texts], dtype=np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_mined_negatives_skip_gold_and_repeat_concepts_best_first():
+    from bioel_core.training.hard_negatives import mine_negatives
+
+    kb = {"D1": ["breast cancer", "mammary cancer"], "D2": ["breast cyst"], "D3": ["breast pain", "mastalgia"], "D4": ["gout"]}
+    # angles from the mention "breast tumor" at 0 deg: breast cancer 5, breast cyst 10, breast pain 20,
+    # mastalgia 15, mammary cancer 30, gout 90
+    deg = {"breast tumor": 0, "breast cancer": 5, "breast cyst": 10, "mastalgia": 15, "breast pain": 20,
+           "mammary cancer": 30, "gout": 90}
+    encoder = TableEncoder({t: [math.cos(math.radians(a)), math.sin(math.radians(a))] for t, a in deg.items()})
+    negatives = mine_negatives(encoder, [("breast tumor", ["D1"])], kb, per_mention=2)
+    # D1 is gold; D2 at 10 deg, then D3 through its nearest name mastalgia (15 deg), never twice
+    assert negatives == [[("D2", "breast cyst"), ("D3", "mastalgia")]]
+
+
+def test_hard_negative_batches_hold_each_mention_with_its_negatives():
+    from bioel_core.training.hard_negatives import hard_negative_batches
+
+    kb = {"D1": ["breast cancer", "mammary cancer"], "D2": ["breast cyst"], "D3": ["breast pain", "mastalgia"]}
+    mentions = [("breast tumor", ["D1"]), ("cyst of breast", ["D2"]), ("no names", ["D9"])]
+    negatives = [[("D2", "breast cyst"), ("D3", "mastalgia")], [("D1", "breast cancer"), ("D3", "breast pain")], []]
+    batches = hard_negative_batches(mentions, kb, negatives, pairs_per_batch=3, seed=0)
+    assert len(batches) == 2  # one mention (3 pairs) per batch; the mention without KB names is left out
+    by_anchor = {b[0].left: b for b in batches}
+    assert [p.label for p in by_anchor["breast tumor"]] == ["D1", "D2", "D3"]
+    assert by_anchor["breast tumor"][1] == Pair("breast cyst", "breast cyst", "D2")  # one name: paired with itself
+    assert by_anchor["breast tumor"][2] == Pair("mastalgia", "breast pain", "D3")
+    assert by_anchor["cyst of breast"][0] == Pair("cyst of breast", "breast cyst", "D2")
+    assert batches == hard_negative_batches(mentions, kb, negatives, pairs_per_batch=3, seed=0)
+
+
+def test_hard_negative_training_resumes_on_the_same_mined_batches(tmp_path, monkeypatch):
+    from bioel_core.models import load_encoder
+    from bioel_core.training import loop
+    from bioel_core.training.hard_negatives import HardNegativeBatcher
+
+    kb = {"D1": ["breast cancer", "breast carcinoma", "mammary cancer"], "D2": ["ovarian cancer", "ovary carcinoma"],
+          "D3": ["colon cancer", "colorectal carcinoma", "bowel cancer"], "D4": ["ataxia telangiectasia", "louis bar syndrome"]}
+    mentions = [("cancer of the breast", ["D1"]), ("ovary cancer", ["D2"]), ("colon carcinoma", ["D3"]), ("ataxia", ["D4"]),
+                ("breast tumour", ["D1"]), ("bowel carcinoma", ["D3"])]
+    config = loop.TrainConfig(epochs=3, batch_size=4, learning_rate=3e-3, checkpoint_every=2, seed=1)
+
+    def run(folder, encoder, **kw):
+        batcher = HardNegativeBatcher(encoder, mentions, kb, 1, config.batch_size, config.seed, folder / "mined")
+        assert batcher.steps_per_epoch() == 3  # 2 mentions (4 pairs) per step
+        return loop.train(encoder, [], config, folder, batcher=batcher, progress=False, **kw)
+
+    torch.manual_seed(0)
+    straight = small_rescnn()
+    torch.manual_seed(0)
+    resumed = small_rescnn()
+    stats = run(tmp_path / "a", straight)
+    assert stats["steps"] == 9 and stats["pairs"] == 12
+    assert sorted(p.name for p in (tmp_path / "a/mined").iterdir()) == [f"negatives-epoch{e}.json" for e in range(3)]
+
+    real_loss, calls = loop.batch_loss, {"n": 0}
+
+    def stop_at_step_6(*args):
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise KeyboardInterrupt
+        return real_loss(*args)
+
+    monkeypatch.setattr(loop, "batch_loss", stop_at_step_6)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "b", resumed)
+    monkeypatch.setattr(loop, "batch_loss", real_loss)
+    assert run(tmp_path / "b", resumed, load_encoder=load_encoder)["resumed_from"] == 4
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+        assert torch.allclose(a, b, atol=1e-6), name

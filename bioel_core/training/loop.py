@@ -86,13 +86,15 @@ def _load_optimizer_state(folder: Path, optimizer: torch.optim.Optimizer) -> int
 
 
 def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str | Path, *, load_encoder=None,
-          progress: bool = True) -> dict:
+          progress: bool = True, batcher=None) -> dict:
     """Trains `encoder` in place on `pairs`; returns training statistics.
 
     When `checkpoint_dir/checkpoint` exists (a run that was stopped), training resumes from it: pass
-    `load_encoder(folder)` to read the saved weights back into `encoder`'s class.
+    `load_encoder(folder)` to read the saved weights back into `encoder`'s class. `batcher`, when given,
+    replaces the shuffled pair batches: `batcher(epoch)` returns that epoch's batches and
+    `batcher.steps_per_epoch()` their number (see hard_negatives.HardNegativeBatcher); `pairs` is then unused.
     """
-    if not pairs:
+    if batcher is None and not pairs:
         raise ValueError("no training pairs: the name table or training set yielded none")
     torch.manual_seed(config.seed)
     checkpoint = Path(checkpoint_dir) / "checkpoint"
@@ -102,7 +104,7 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
     if checkpoint.is_dir() and load_encoder is not None:
         encoder.load_state_dict(load_encoder(checkpoint / "model").state_dict())
         start = _load_optimizer_state(checkpoint, optimizer)
-    steps_per_epoch = math.ceil(len(pairs) / config.batch_size)
+    steps_per_epoch = batcher.steps_per_epoch() if batcher else math.ceil(len(pairs) / config.batch_size)
     total = steps_per_epoch * config.epochs
     if config.max_steps is not None:
         total = min(total, config.max_steps)
@@ -110,9 +112,13 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
     began = time.perf_counter()
     encoder.train()
     bar = tqdm(total=total, initial=start, disable=not progress, desc="train", unit="step")
-    step = start
+    step, epoch_pairs = start, len(pairs)
     for epoch in range(config.epochs):
-        for i, batch in enumerate(_batches(pairs, config, epoch)):
+        if (epoch + 1) * steps_per_epoch <= start or epoch * steps_per_epoch >= total:
+            continue  # no step of this epoch is left to run: do not build (or mine) its batches
+        batches = batcher(epoch) if batcher else _batches(pairs, config, epoch)
+        epoch_pairs = sum(len(b) for b in batches)
+        for i, batch in enumerate(batches):
             global_step = epoch * steps_per_epoch + i
             if global_step < start:
                 continue  # already done before the resume point; data order is a function of (seed, epoch)
@@ -131,6 +137,6 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
     bar.close()
     encoder.eval()
     shutil.rmtree(checkpoint, ignore_errors=True)  # finished: the final model is the artifact
-    return {"steps": step, "resumed_from": start, "pairs": len(pairs), "first_loss": losses[0] if losses else None,
+    return {"steps": step, "resumed_from": start, "pairs": epoch_pairs, "first_loss": losses[0] if losses else None,
             "last_loss": losses[-1] if losses else None,
             "mean_loss_last_50": sum(losses[-50:]) / max(1, len(losses[-50:])), "seconds": time.perf_counter() - began}

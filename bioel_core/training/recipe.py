@@ -25,6 +25,7 @@ from bioel_core.linking.dictionary import NameSet
 from bioel_core.models import Encoder, ResCNNEncoder, TransformerEncoder, default_base_checkpoint, load_encoder
 from bioel_core.models.base import CONFIG_FILE
 from bioel_core.text.preprocess import split_composite
+from bioel_core.training.hard_negatives import HardNegativeBatcher
 from bioel_core.training.loop import TrainConfig, train
 from bioel_core.training.pairs import alignment_pairs, mention_pairs
 
@@ -66,13 +67,14 @@ def training_mentions(dataset: str | Path, split: str, alias: dict[str, str]) ->
     return out, unusable
 
 
-def _stage(encoder: Encoder, name: str, pairs, config: TrainConfig, workdir: Path, progress: bool) -> dict:
+def _stage(encoder: Encoder, name: str, pairs, config: TrainConfig, workdir: Path, progress: bool, batcher=None) -> dict:
     stage_dir = workdir / name
     done = stage_dir / "done.json"
     if done.is_file():  # finished before a restart: its weights are in the later stage's start or the output
         return json.loads(done.read_text())
     stage_dir.mkdir(parents=True, exist_ok=True)
-    stats = {**train(encoder, pairs, config, stage_dir, load_encoder=load_encoder, progress=progress), "config": asdict(config)}
+    stats = {**train(encoder, pairs, config, stage_dir, load_encoder=load_encoder, progress=progress, batcher=batcher),
+             "config": asdict(config)}
     encoder.save(stage_dir / "model")
     done.write_text(json.dumps(stats, indent=2))
     return stats
@@ -81,7 +83,9 @@ def _stage(encoder: Encoder, name: str, pairs, config: TrainConfig, workdir: Pat
 def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | None = None, pooling: str | None = None,
                  train_datasets: list[str] | None = None, train_split: str = "traindev", device: str = "cpu",
                  align: TrainConfig | None = None, finetune: TrainConfig | None = None, max_pairs_per_concept: int = 50,
-                 save_dtype: str = "float32", command: list[str] | None = None, progress: bool = True) -> dict:
+                 hard_negatives: int = 0, save_dtype: str = "float32", command: list[str] | None = None,
+                 progress: bool = True) -> dict:
+    """`hard_negatives` > 0: fine-tuning batches hold each mention's nearest wrong concepts (hard_negatives.py)."""
     out, workdir = Path(output), Path(output) / "_train"
     names = NameSet.from_names_table(names_dir)
     alias = {i: ids[0] for ids in names.concept_ids for i in ids}
@@ -104,10 +108,16 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
         for dataset in train_datasets:
             found, bad = training_mentions(dataset, train_split, alias)
             mentions, unusable = mentions + found, unusable + bad
-        pairs = mention_pairs(mentions, by_concept)
+        # the names are normalized; so are queries at link time (Linker.link)
+        mentions = [(names.normalizer(text), ids) for text, ids in mentions]
         data.update({"train_datasets": train_datasets, "train_split": train_split, "train_mentions": len(mentions),
-                     "train_queries_unusable": unusable})
-        stages["finetune"] = _stage(encoder, "finetune", pairs, finetune, workdir, progress)
+                     "train_queries_unusable": unusable, "hard_negatives_per_mention": hard_negatives})
+        if hard_negatives > 0:
+            batcher = HardNegativeBatcher(encoder, mentions, by_concept, hard_negatives, finetune.batch_size, finetune.seed,
+                                          workdir / "finetune", progress=progress)
+            stages["finetune"] = _stage(encoder, "finetune", [], finetune, workdir, progress, batcher=batcher)
+        else:
+            stages["finetune"] = _stage(encoder, "finetune", mention_pairs(mentions, by_concept), finetune, workdir, progress)
     encoder.save(out, dtype=save_dtype)
     card = {
         "model": out.name, "encoder": encoder.config(), "fingerprint": encoder.fingerprint(), "init": init or str(default_base_checkpoint()),
