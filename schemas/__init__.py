@@ -5,8 +5,10 @@ refuse a table written under another version before doing any work.
 """
 
 from schemas.tables import (
+    ANNOTATIONS_SCHEMA,
     CONCEPTS_SCHEMA,
     DEAD_LETTER_SCHEMA,
+    DOCUMENTS_SCHEMA,
     EMBEDDINGS_SCHEMA,
     NAMES_SCHEMA,
     SCHEMA_VERSION,
@@ -16,5 +18,5 @@ from schemas.tables import (
     embeddings_schema,
 )
 
-__all__ = ["CONCEPTS_SCHEMA", "DEAD_LETTER_SCHEMA", "EMBEDDINGS_SCHEMA", "NAMES_SCHEMA", "SCHEMA_VERSION", "TABLE_SCHEMAS",
+__all__ = ["ANNOTATIONS_SCHEMA", "CONCEPTS_SCHEMA", "DEAD_LETTER_SCHEMA", "DOCUMENTS_SCHEMA", "EMBEDDINGS_SCHEMA", "NAMES_SCHEMA", "SCHEMA_VERSION", "TABLE_SCHEMAS",
            "SchemaVersionError", "check_schema", "embeddings_schema"]

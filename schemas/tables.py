@@ -53,8 +53,33 @@ def embeddings_schema(dimension: int) -> pa.Schema:
 # the embeddings schema is checked against its own width (see check_schema); 384 is the default model's
 EMBEDDINGS_SCHEMA = embeddings_schema(384)
 
+ANNOTATIONS_SCHEMA = _versioned("annotations", [
+    pa.field("doc_id", pa.string(), nullable=False),
+    pa.field("start", pa.int32(), nullable=False),  # character offsets into the document text, end exclusive
+    pa.field("end", pa.int32(), nullable=False),
+    pa.field("mention", pa.string(), nullable=False),  # the text slice [start, end)
+    pa.field("link_text", pa.string(), nullable=False),  # what was linked: the mention, or an abbreviation's long form
+    pa.field("entity_type", pa.string(), nullable=False),
+    pa.field("concept_id", pa.string()),  # null when NIL
+    pa.field("matched_name", pa.string()),
+    pa.field("score", pa.float32(), nullable=False),
+    pa.field("nil", pa.bool_(), nullable=False),  # score below the threshold: not forced onto a concept
+    pa.field("model_version", pa.string(), nullable=False),  # encoder fingerprint
+    pa.field("kb_version", pa.string(), nullable=False),  # the index's names manifest digest
+])
+
+# one row per input document: what incremental runs compare against
+DOCUMENTS_SCHEMA = _versioned("documents", [
+    pa.field("doc_id", pa.string(), nullable=False),
+    pa.field("content_sha256", pa.string(), nullable=False),
+    pa.field("status", pa.string(), nullable=False),  # annotated | deleted
+    pa.field("mentions", pa.int32(), nullable=False),
+    pa.field("model_version", pa.string(), nullable=False),
+    pa.field("kb_version", pa.string(), nullable=False),
+])
+
 TABLE_SCHEMAS = {"concepts": CONCEPTS_SCHEMA, "names": NAMES_SCHEMA, "dead_letter": DEAD_LETTER_SCHEMA,
-                 "embeddings": EMBEDDINGS_SCHEMA}
+                 "embeddings": EMBEDDINGS_SCHEMA, "annotations": ANNOTATIONS_SCHEMA, "documents": DOCUMENTS_SCHEMA}
 
 
 class SchemaVersionError(ValueError):
