@@ -16,6 +16,8 @@ class Mention:
     `concept_ids` is empty for a mention with no concept (PubTator `-1`) or not yet linked; several ids
     mean a composite mention ("breast and ovarian cancer") or alternative ids of one concept (MeSH + OMIM).
     `parts` are the sub-mentions a corpus states for a composite mention (BC5CDR's seventh column).
+    `link_text` is what a linker should look up when it differs from `text`: a detected abbreviation
+    carries the long form its document defines for it ('' = link by `text`).
     """
 
     text: str
@@ -26,6 +28,7 @@ class Mention:
     concept_ids: tuple[str, ...] = ()
     parts: tuple[str, ...] = ()
     ann_id: str = ""  # BioC annotation id, kept so relations can refer to it
+    link_text: str = ""
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Document:
     passages: list[Passage] = field(default_factory=list)
     mentions: list[Mention] = field(default_factory=list)
     relations: list[Relation] = field(default_factory=list)
+    version: str = ""  # PubMed's PMID Version ('' where the format has none)
 
     @property
     def text(self) -> str:
@@ -76,6 +80,15 @@ class Document:
     @property
     def abstract(self) -> str:
         return self.passage("abstract")
+
+
+@dataclass(frozen=True)
+class DeletedDocument:
+    """A PubMed update file's DeleteCitation entry: the document must be dropped from earlier outputs."""
+
+    doc_id: str
+    version: str = ""
+    source: str = ""
 
 
 @dataclass(frozen=True)

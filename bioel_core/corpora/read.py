@@ -1,0 +1,167 @@
+"""One entry point over every corpus format, for the bulk-linking stage: `read_documents(paths, fmt)`.
+
+Contract, the same for every format:
+- Items are `Document`, `DeletedDocument` (PubMed update files only) or `DeadLetter`, streamed file by file
+  in the order of `paths`; memory holds one document (BioC JSON, a single JSON value, holds one file).
+- Every input may be gzip-compressed (sniffed from the bytes); `opener` opens a path as a binary stream
+  (e.g. Beam's FileSystems.open for remote paths).
+- Bad input data never raises. A bad record becomes a DeadLetter(source, location, raw, reason) and
+  reading goes on with the next record: a PubMed article, a PubTator document (its blank-line-separated
+  block), a BioC document, a JSONL line, a text file or line. A fault that leaves the rest of a file
+  unreadable (malformed XML, invalid UTF-8 inside XML, a truncated gzip stream, an empty file) ends that
+  file with one DeadLetter; what was yielded before it stands and the next file is read.
+- Caller errors raise: an unknown format (ValueError), a path that cannot be opened (OSError).
+
+The per-format readers behave differently on their own (PubTator, BioC and JSONL raise FormatError on the
+first bad record; PubMed XML and text yield record dead letters and raise for file faults): this module
+feeds them one record at a time and turns their FormatErrors into dead letters.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import xml.etree.ElementTree as ET
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from bioel_core.corpora.bioc import _xml_document_dict, document_from_dict
+from bioel_core.corpora.jsonl import parse_jsonl
+from bioel_core.corpora.pubmed_xml import iter_pubmed_xml
+from bioel_core.corpora.pubtator import parse_pubtator
+from bioel_core.corpora.records import DeletedDocument, Document, FormatError
+from bioel_core.corpora.text import decoded_lines, iter_text
+from bioel_core.kb.io import Opener, open_binary
+from bioel_core.records import DeadLetter
+
+CorpusItem = Document | DeletedDocument | DeadLetter
+_LINE = re.compile(r"line (\d+)")
+
+
+def _pubtator(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
+    block: list[tuple[int, str]] = []
+    bad: DeadLetter | None = None  # an undecodable line spoils its whole document
+
+    def finish() -> Iterator[CorpusItem]:
+        if bad is not None:
+            yield DeadLetter(path, bad.location, bad.raw, f"document dropped: {bad.reason}")
+        elif block:
+            try:
+                yield from parse_pubtator([line for _, line in block], path)
+            except FormatError as err:
+                # the parser counts lines from the block's start; name the file's line
+                m = _LINE.match(err.location)
+                where = f"line {block[int(m.group(1)) - 1][0]}" if m else f"lines {block[0][0]}-{block[-1][0]}"
+                yield DeadLetter(path, where, "\n".join(line for _, line in block)[:2000], err.reason)
+
+    for item in decoded_lines(path, opener):
+        if isinstance(item, DeadLetter):
+            bad = bad or item
+        elif item[1].strip():
+            block.append(item)
+        else:
+            yield from finish()
+            block, bad = [], None
+    yield from finish()
+
+
+def _jsonl(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
+    for item in decoded_lines(path, opener):
+        if isinstance(item, DeadLetter):
+            yield item
+        elif item[1].strip():
+            lineno, line = item
+            try:
+                yield from parse_jsonl([line], path)
+            except FormatError as err:
+                yield DeadLetter(path, f"line {lineno}", line[:2000], err.reason)
+
+
+def _bioc_document(d: object, path: str, raw: str | None = None) -> CorpusItem:
+    """`raw` is the document's source line when there is one; otherwise it is serialized only on a fault."""
+    try:
+        if not isinstance(d, dict):
+            raise FormatError(path, "document", "a BioC document must be a JSON object")
+        return document_from_dict(d, path)
+    except FormatError as err:
+        return DeadLetter(path, err.location, (raw if raw is not None else json.dumps(d, ensure_ascii=False))[:2000], err.reason)
+
+
+def _bioc_xml(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
+    try:
+        with open_binary(path, opener) as fh:
+            for _, el in ET.iterparse(fh, events=("end",)):
+                if el.tag == "document":
+                    try:
+                        yield document_from_dict(_xml_document_dict(el), path)
+                    except FormatError as err:
+                        yield DeadLetter(path, err.location, ET.tostring(el, encoding="unicode")[:2000], err.reason)
+                    el.clear()
+    except ET.ParseError as err:
+        line, col = err.position
+        reason = "empty file" if err.code == 3 and line == 1 and col == 0 else f"malformed XML: {err}"
+        raise FormatError(path, f"line {line}, column {col}", reason) from err
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise FormatError(path, "file", f"truncated or corrupt gzip stream: {err}") from err
+
+
+def _bioc_json(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
+    """A collection, a list of documents, one document, or one document per line (as read_bioc_json)."""
+    try:
+        with open_binary(path, opener) as fh:
+            raw = fh.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise FormatError(path, "file", f"truncated or corrupt gzip stream: {err}") from err
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise FormatError(path, f"line {line}", f"invalid UTF-8: {err.reason} at byte {err.start}") from err
+    if not text.strip():
+        raise FormatError(path, "file", "empty file")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    doc = json.loads(line)
+                except json.JSONDecodeError as err:
+                    yield DeadLetter(path, f"line {lineno}", line[:2000], f"not JSON: {err.msg}")
+                    continue
+                yield _bioc_document(doc, path, line)
+        return
+    if isinstance(data, dict):
+        data = data["documents"] if "documents" in data else [data]
+    if not isinstance(data, list):
+        raise FormatError(path, "top level", "expected a BioC collection, a list of documents or a document")
+    for doc in data:
+        yield _bioc_document(doc, path)
+
+
+FORMATS = ("pubmed-xml", "pubtator", "bioc-xml", "bioc-json", "jsonl", "text")
+
+
+def read_documents(paths: str | Path | Iterable[str | Path], fmt: str, *, per_line: bool = False,
+                   opener: Opener | None = None) -> Iterator[CorpusItem]:
+    """Documents, DeletedDocuments and DeadLetters of `paths` read as `fmt` (one of FORMATS); `per_line`
+    is the text format's one-document-per-line layout (see bioel_core.corpora.text)."""
+    readers = {
+        "pubmed-xml": lambda p: iter_pubmed_xml(p, opener),
+        "pubtator": lambda p: _pubtator(p, opener),
+        "bioc-xml": lambda p: _bioc_xml(p, opener),
+        "bioc-json": lambda p: _bioc_json(p, opener),
+        "jsonl": lambda p: _jsonl(p, opener),
+        "text": lambda p: iter_text(p, per_line, opener),
+    }
+    if fmt not in readers:
+        raise ValueError(f"unknown corpus format {fmt!r}; expected one of {FORMATS}")
+    if per_line and fmt != "text":
+        raise ValueError("per_line applies to the text format only")
+    for path in [paths] if isinstance(paths, (str, Path)) else paths:
+        try:
+            yield from readers[fmt](str(path))
+        except FormatError as err:
+            yield DeadLetter(err.source, err.location, "", err.reason)

@@ -1,0 +1,97 @@
+"""Plain UTF-8 text (gzip sniffed from the bytes), in one of two layouts.
+
+- One document per file (default): id = the file name without a trailing `.gz` and then without its last
+  extension (`abstracts/12345.txt.gz` -> `12345`); one passage of kind `text` at offset 0 holding the file's
+  text verbatim (a leading byte-order mark dropped), so offsets are character offsets into the file.
+- One document per line (`per_line=True`): a line `ID<TAB>TEXT` gives id ID and text TEXT (everything after
+  the first tab); a line without a tab gives id `STEM:LINE` (file stem as above, 1-based line number).
+  Blank lines are skipped; line ends are not part of the text.
+
+Faults: a file (per-file layout) or line (per-line layout) that is not UTF-8 or has no text, and a per-line
+`ID<TAB>` with an empty id or text, become `DeadLetter`s and reading goes on. A truncated or corrupt gzip
+stream, and an empty per-line file, raise `FormatError` naming the file and the line reached.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from pathlib import PurePosixPath
+
+from bioel_core.corpora.records import Document, FormatError, Passage
+from bioel_core.kb.io import Opener, open_binary
+from bioel_core.records import DeadLetter
+
+BOM = "\ufeff"
+
+
+def document_stem(path: str) -> str:
+    name = PurePosixPath(str(path).replace("\\", "/")).name
+    name = name[:-3] if name.endswith(".gz") else name
+    return PurePosixPath(name).stem or name
+
+
+def decoded_lines(path: str, opener: Opener | None = None) -> Iterator[tuple[int, str] | DeadLetter]:
+    """(line number, text without its line end) per line, a DeadLetter for a line that is not UTF-8;
+    FormatError for a truncated or corrupt gzip stream or an empty file."""
+    source, lineno = str(path), 0
+    try:
+        with open_binary(source, opener) as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    yield DeadLetter(source, f"line {lineno}", raw.decode("utf-8", "replace")[:2000],
+                                     f"invalid UTF-8: {err.reason} at byte {err.start}")
+                    continue
+                yield lineno, (text[1:] if lineno == 1 and text.startswith(BOM) else text).rstrip("\r\n")
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise FormatError(source, f"after line {lineno}", f"truncated or corrupt gzip stream: {err}") from err
+    if lineno == 0:
+        raise FormatError(source, "file", "empty file")
+
+
+def _read_all(source: str, opener: Opener | None) -> bytes:
+    try:
+        with open_binary(source, opener) as fh:
+            return fh.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise FormatError(source, "file", f"truncated or corrupt gzip stream: {err}") from err
+
+
+def iter_text(path: str, per_line: bool = False, opener: Opener | None = None) -> Iterator[Document | DeadLetter]:
+    source, stem = str(path), document_stem(path)
+    if not per_line:
+        raw = _read_all(source, opener)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = raw[:err.start].count(b"\n") + 1
+            yield DeadLetter(source, f"file (line {line})", raw[:2000].decode("utf-8", "replace"),
+                             f"invalid UTF-8: {err.reason} at byte {err.start}")
+            return
+        text = text.removeprefix(BOM)
+        if not text.strip():
+            yield DeadLetter(source, "file", text[:2000], "empty file")
+            return
+        yield Document(stem, [Passage("text", 0, text)])
+        return
+    for item in decoded_lines(source, opener):
+        if isinstance(item, DeadLetter):
+            yield item
+            continue
+        lineno, line = item
+        if not line.strip():
+            continue
+        doc_id, tab, text = line.partition("\t")
+        if not tab:
+            doc_id, text = f"{stem}:{lineno}", line
+        elif not doc_id.strip() or not text.strip():
+            yield DeadLetter(source, f"line {lineno}", line[:2000], "'ID<TAB>TEXT' line with an empty id or text")
+            continue
+        yield Document(doc_id.strip(), [Passage("text", 0, text)])
+
+
+def read_text(path: str, per_line: bool = False, opener: Opener | None = None) -> list[Document | DeadLetter]:
+    return list(iter_text(path, per_line, opener))

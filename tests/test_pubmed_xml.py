@@ -1,0 +1,219 @@
+"""PubMed XML and plain-text readers, and the read_documents dispatcher's one error contract."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from bioel_core.corpora import (FORMATS, DeletedDocument, Document, FormatError, iter_pubmed_xml, read_bioc_json,
+                                read_bioc_xml, read_documents, read_jsonl, read_pubmed_xml, read_pubtator, read_text,
+                                write_pubtator)
+from bioel_core.records import DeadLetter
+from conftest import FIXTURES, shared_file
+
+PUBMED = FIXTURES / "pubmed"
+BASELINE = PUBMED / "pubmed25n0001_sample.xml"
+UPDATE = PUBMED / "pubmed25n1300_update_sample.xml"
+CORPORA = FIXTURES / "corpora"
+
+
+def _variant(tmp_path: Path, name: str, old: bytes, new: bytes) -> Path:
+    data = BASELINE.read_bytes()
+    assert old in data
+    path = tmp_path / name
+    path.write_bytes(data.replace(old, new, 1))
+    return path
+
+
+# ---- PubMed XML ----
+
+def test_baseline_articles_titles_labelled_sections_and_markup():
+    d1, d2, d3, d4 = read_pubmed_xml(BASELINE)
+    assert (d1.doc_id, d1.version) == ("1000001", "1")  # not CommentsCorrections' PMID 1000099
+    assert d1.title == "Famotidine-associated delirium and hemorrhagic cystitis."
+    assert d1.abstract == "Famotidine caused delirium (DEL) and learning and memory impairment in rats."
+    # PubTator's layout: title at 0, abstract after one space
+    assert [(p.kind, p.offset) for p in d1.passages] == [("title", 0), ("abstract", len(d1.title) + 1)]
+    assert d1.text == d1.title + " " + d1.abstract
+    assert d2.version == "2"
+    # inline markup kept as text, the title's line break one space, MathML as its text
+    assert d2.title == "Ca2+ signalling in Escherichia coli sepsis with binding constant Kd."
+    # labelled sections "LABEL: text", an empty section and CopyrightInformation left out
+    assert d2.abstract == ("BACKGROUND: Sepsis due to E. coli raises intracellular Ca2+. "
+                           "METHODS: We measured H2O2 in 12 patients with septic shock (SS). "
+                           "CONCLUSIONS: Breast and ovarian cancer were not seen.")
+    assert d3.title == "[Delirium after famotidine treatment]." and d3.abstract == ""  # title-only citation
+    # a PubmedBookArticle is read from its BookDocument
+    assert (d4.doc_id, d4.title, d4.abstract) == ("1000004", "Hereditary anemia",
+                                                  "CLINICAL CHARACTERISTICS: Hereditary anemia presents in childhood.")
+
+
+def test_same_text_as_pubtator_layout(tmp_path):
+    """A PubMed document written as PubTator reads back with the same text and passages."""
+    docs = read_pubmed_xml(BASELINE)
+    write_pubtator(docs, tmp_path / "out.pubtator")
+    assert [(d.doc_id, d.text) for d in read_pubtator(tmp_path / "out.pubtator")] == [(d.doc_id, d.text) for d in docs]
+
+
+def test_gzip_is_sniffed_from_the_bytes(tmp_path):
+    assert read_pubmed_xml(PUBMED / "pubmed25n0001_sample.xml.gz") == read_pubmed_xml(BASELINE)
+    misnamed = tmp_path / "pubmed.xml"
+    misnamed.write_bytes((PUBMED / "pubmed25n0001_sample.xml.gz").read_bytes())
+    assert read_pubmed_xml(misnamed) == read_pubmed_xml(BASELINE)
+
+
+def test_update_file_revision_and_delete_citation():
+    revised, *deleted = read_pubmed_xml(UPDATE)
+    assert isinstance(revised, Document) and revised.title.endswith("(revised).")
+    assert deleted == [DeletedDocument("1000002", "1", str(UPDATE)), DeletedDocument("1000003", "1", str(UPDATE))]
+
+
+def test_article_without_pmid_is_dead_lettered_and_reading_goes_on(tmp_path):
+    path = _variant(tmp_path, "nopmid.xml", b'<PMID Version="2">1000002</PMID>', b"")
+    items = read_pubmed_xml(path)
+    assert [type(i).__name__ for i in items] == ["Document", "DeadLetter", "Document", "Document"]
+    dead = items[1]
+    assert (dead.source, dead.location, dead.reason) == (str(path), "article 2", "PubmedArticle has no MedlineCitation/PMID")
+    assert dead.raw.startswith("<PubmedArticle") and "PubMed-not-MEDLINE" in dead.raw
+
+
+def test_article_without_text_is_dead_lettered(tmp_path):
+    path = _variant(tmp_path, "notext.xml", b"<ArticleTitle>[Delirium after famotidine treatment].</ArticleTitle>", b"<ArticleTitle/>")
+    dead = read_pubmed_xml(path)[2]
+    assert isinstance(dead, DeadLetter)
+    assert (dead.location, dead.reason) == ("article 3 (PMID 1000003)", "neither a title nor an abstract with text")
+
+
+@pytest.mark.parametrize("make, location, reason", [
+    (lambda p: _variant(p, "bad.xml", b"<Title>Invented reports</Title>", b"<Title>Invented reports</Titl>"),
+     r"article 2 \(PMID 1000002\), line 96, column 41", "malformed XML: mismatched tag"),
+    (lambda p: _variant(p, "latin1.xml", "Revue inventée".encode(), "Revue inventée".encode("latin-1")),
+     r"article 3 \(PMID 1000003\), line 143", "invalid UTF-8"),
+    (lambda p: _cut(p, "cut.xml", BASELINE.read_bytes(), b"<Title>Revue"),
+     r"article 3 \(PMID 1000003\), line 143, column 16", "malformed XML: no element found"),
+    (lambda p: _cut(p, "cut.xml.gz", (PUBMED / "pubmed25n0001_sample.xml.gz").read_bytes(), None),
+     r"article 2 \(PMID 1000002\)", "truncated or corrupt gzip stream"),
+    (lambda p: _write(p, "empty.xml", b""), "file", "empty file"),
+    (lambda p: _write(p, "other.xml", b"<collection><document/></collection>"), "line 1", "root element is <collection>"),
+])
+def test_file_faults_raise_naming_file_article_and_line(tmp_path, make, location, reason):
+    path = make(tmp_path)
+    read = []
+    with pytest.raises(FormatError, match=f"{location}: {reason}") as err:
+        for item in iter_pubmed_xml(str(path)):
+            read.append(item)
+    assert err.value.source == str(path)
+    assert all(isinstance(i, Document) for i in read)  # what came before the fault was yielded
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    (tmp_path / name).write_bytes(data)
+    return tmp_path / name
+
+
+def _cut(tmp_path: Path, name: str, data: bytes, before: bytes | None) -> Path:
+    return _write(tmp_path, name, data[:data.index(before)] if before else data[: len(data) * 2 // 3])
+
+
+def test_truncated_gzip_keeps_the_articles_before_the_cut(tmp_path):
+    data = gzip.compress(BASELINE.read_bytes() * 1, mtime=0)
+    path = _write(tmp_path, "cut.xml.gz", data[: len(data) - 200])
+    items = list(read_documents([path], "pubmed-xml"))
+    assert [i.doc_id for i in items[:-1]] == ["1000001", "1000002", "1000003"]
+    assert isinstance(items[-1], DeadLetter) and "truncated or corrupt gzip" in items[-1].reason
+
+
+# ---- plain text ----
+
+def test_text_one_document_per_file(tmp_path):
+    path = _write(tmp_path, "12345.txt.gz", gzip.compress("\ufeffTitle line\nSecond line, café.\n".encode()))
+    (doc,) = read_text(str(path))
+    assert doc.doc_id == "12345" and doc.passages[0].kind == "text"
+    assert doc.text == "Title line\nSecond line, café.\n"  # verbatim: offsets count into the file's text
+
+
+def test_text_one_document_per_line(tmp_path):
+    path = _write(tmp_path, "batch.txt", b"PMID1\tFirst text.\n\nno id on this line\n\tmissing id\nbad \xff byte\n")
+    items = read_text(str(path), per_line=True)
+    assert [(d.doc_id, d.text) for d in items[:2]] == [("PMID1", "First text."), ("batch:3", "no id on this line")]
+    assert [(d.location, d.reason.split(":")[0]) for d in items[2:]] == [
+        ("line 4", "'ID<TAB>TEXT' line with an empty id or text"), ("line 5", "invalid UTF-8")]
+
+
+@pytest.mark.parametrize("data, per_line, location, reason", [
+    (b"", False, "file", "empty file"), (b"  \n", False, "file", "empty file"),
+    (b"ok\n\xe9t\xe9\n", False, "file (line 2)", "invalid UTF-8"), (b"", True, "file", "empty file"),
+])
+def test_text_faults(tmp_path, data, per_line, location, reason):
+    (item,) = read_documents([_write(tmp_path, "doc.txt", data)], "text", per_line=per_line)
+    assert isinstance(item, DeadLetter) and item.location == location and item.reason.startswith(reason)
+
+
+# ---- read_documents: every format, one contract ----
+
+@pytest.mark.parametrize("fmt, path, read", [
+    ("pubtator", CORPORA / "sample.pubtator", read_pubtator),
+    ("bioc-xml", CORPORA / "sample.bioc.xml", read_bioc_xml),
+    ("bioc-json", CORPORA / "sample.bioc.json", read_bioc_json),
+    ("jsonl", CORPORA / "sample.jsonl", read_jsonl),
+    ("pubmed-xml", BASELINE, read_pubmed_xml),
+])
+def test_read_documents_agrees_with_each_reader_plain_and_gzipped(tmp_path, fmt, path, read):
+    gz = _write(tmp_path, path.name + ".gz", gzip.compress(path.read_bytes(), mtime=0))
+    expected = read(path)
+    assert list(read_documents([path], fmt)) == expected
+    assert list(read_documents([str(gz)], fmt)) == expected
+
+
+def test_read_documents_reads_paths_in_order_with_deletions():
+    items = list(read_documents([BASELINE, UPDATE], "pubmed-xml"))
+    assert [(type(i).__name__, i.doc_id) for i in items[-3:]] == [
+        ("Document", "1000001"), ("DeletedDocument", "1000002"), ("DeletedDocument", "1000003")]
+
+
+def test_read_documents_pubtator_bad_document_is_dead_lettered_with_file_line(tmp_path):
+    good = (CORPORA / "sample.pubtator").read_text()
+    bad = "7|t|Some title\n7|a|An abstract.\n7\t0\t4\tSoma\tDisease\tD1\n\n"
+    path = _write(tmp_path, "mixed.pubtator", (bad + good).encode())
+    items = list(read_documents([path], "pubtator"))
+    assert [type(i).__name__ for i in items] == ["DeadLetter", "Document", "Document"]
+    assert items[0].location == "line 3" and "differs from the document text" in items[0].reason
+    undecodable = _write(tmp_path, "latin1.pubtator", good.replace("rats.", "rats\xe9.").encode("latin-1"))
+    items = list(read_documents([undecodable], "pubtator"))
+    assert [type(i).__name__ for i in items] == ["DeadLetter", "Document"]
+    assert items[0].location == "line 2" and items[0].reason.startswith("document dropped: invalid UTF-8")
+
+
+def test_read_documents_jsonl_and_bioc_skip_bad_records(tmp_path):
+    path = _write(tmp_path, "a.jsonl", b'{"pmid": "1", "title": "ok"}\n{broken\n{"title": "no pmid"}\n{"pmid": "2", "title": "ok"}\n')
+    items = list(read_documents([path], "jsonl"))
+    assert [getattr(i, "doc_id", None) or (i.location, i.reason.split(":")[0]) for i in items] == [
+        "1", ("line 2", "not JSON"), ("line 3", "missing pmid"), "2"]
+    bioc = _write(tmp_path, "c.json", b'{"documents": [{"id": "", "passages": []}, {"id": "9", "passages": '
+                                      b'[{"offset": 0, "text": "Some text"}]}]}')
+    dead, doc = read_documents([bioc], "bioc-json")
+    assert (dead.location, dead.reason) == ("document ?", "document has no id") and doc.doc_id == "9"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_read_documents_never_raises_on_bad_files(tmp_path, fmt):
+    gz = gzip.compress(BASELINE.read_bytes(), mtime=0)
+    paths = [_write(tmp_path, "empty", b""), _write(tmp_path, "cut.gz", gz[: len(gz) // 2])]
+    items = list(read_documents(paths, fmt))
+    assert items and isinstance(items[0], DeadLetter) and items[0].source == str(paths[0]) and "empty" in items[0].reason
+    assert isinstance(items[-1], DeadLetter) and items[-1].source == str(paths[1])
+
+
+def test_read_documents_refuses_caller_errors(tmp_path):
+    with pytest.raises(ValueError, match="unknown corpus format"):
+        list(read_documents([BASELINE], "medline"))
+    with pytest.raises(OSError):
+        list(read_documents([tmp_path / "missing.xml"], "pubmed-xml"))
+
+
+def test_shared_abstracts_through_the_dispatcher():
+    path = shared_file("pubmed_abstracts/abstracts_ncbi_bc5cdr.jsonl")
+    items = list(read_documents([path], "jsonl"))
+    assert len(items) == 2292 and all(isinstance(i, Document) for i in items)
