@@ -13,13 +13,13 @@ import sys
 
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES, Normalizer, NormalizerConfig
-from pipelines import cli_evaluate, cli_train
+from pipelines import cli_embed, cli_evaluate, cli_train
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
-BEAM_VERBS = {"ingest-kb"}
+BEAM_VERBS = {"ingest-kb", "embed"}
 
 
 def _reader_options(args) -> dict:
@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_evaluate.add_subcommands(sub)
     cli_train.add_subcommands(sub)
+    cli_embed.add_subcommands(sub)
     return parser
 
 

@@ -1,0 +1,88 @@
+"""Reading the output of `bioel embed`: name vectors, and the check that a model is the one that made them.
+
+An embed output folder holds `embeddings/*.parquet` (name_id, concept_id, vector: fixed_size_list<float32>[dim],
+rows sorted by name_id within each shard), `dead_letter/` and `manifest.json` (see schemas/manifest.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from bioel_core.tables import MANIFEST, read_manifest, read_table
+
+PIPELINE = "embed"
+TEXT_COLUMN = "name_norm"  # the names-table column that is encoded: what NameSet.from_names_table links on
+
+
+class ModelMismatchError(ValueError):
+    """A model that is not the one an embeddings table was made with."""
+
+
+class Embeddings(NamedTuple):
+    name_ids: np.ndarray  # int64, (n,)
+    concept_ids: list[str]
+    vectors: np.ndarray  # float32, (n, dim), L2-normalized
+
+
+def read_embeddings_manifest(emb_dir: str | Path) -> dict:
+    """The manifest of a finished embed output; any other folder (an ingest output, an unfinished run) is an error."""
+    manifest = read_manifest(emb_dir)
+    if manifest.get("pipeline") != PIPELINE:
+        raise ValueError(f"{emb_dir}: written by pipeline {manifest.get('pipeline')!r}, not by `bioel {PIPELINE}`")
+    return manifest
+
+
+def vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
+    """A fixed_size_list<float32>[dim] column as an (n, dim) float32 array."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    out = np.empty((sum(len(c) for c in chunks), dim), dtype=np.float32)
+    start = 0
+    for chunk in chunks:
+        # flatten() honours slice offsets, unlike .values
+        out[start:start + len(chunk)] = chunk.flatten().to_numpy(zero_copy_only=False).reshape(len(chunk), dim)
+        start += len(chunk)
+    return out
+
+
+def read_embeddings(emb_dir: str | Path) -> Embeddings:
+    """Every vector of an embed output, in shard order (each shard sorted by name_id)."""
+    dim = read_embeddings_manifest(emb_dir)["model"]["dim"]
+    table = read_table(emb_dir, "embeddings")
+    if table.num_rows and table.schema.field("vector").type.list_size != dim:
+        raise ValueError(f"{emb_dir}: vectors have {table.schema.field('vector').type.list_size} dimensions, "
+                         f"the manifest says {dim}")
+    return Embeddings(table.column("name_id").to_numpy(), table.column("concept_id").to_pylist(),
+                      vectors_of(table.column("vector"), dim))
+
+
+def check_model_matches(emb_dir: str | Path, encoder) -> None:
+    """Raise `ModelMismatchError` unless `encoder` (a bioel_core Encoder) made the embeddings of `emb_dir`:
+    queries encoded by another model are not comparable with these vectors."""
+    model = read_embeddings_manifest(emb_dir)["model"]
+    found = encoder.fingerprint()
+    if found != model["fingerprint"]:
+        raise ModelMismatchError(
+            f"{emb_dir}: the embeddings were made with the model at {model['path']} (fingerprint "
+            f"{model['fingerprint'][:12]}, {model['config']}); this model has fingerprint {found[:12]} "
+            f"({encoder.config()}). Re-run `bioel embed` with this model, or use that one.")
+
+
+def manifest_sha256(output_dir: str | Path) -> str:
+    """sha256 of an output folder's manifest.json: it names the exact table version a later stage read."""
+    return hashlib.sha256((Path(output_dir) / MANIFEST).read_bytes()).hexdigest()
+
+
+def check_names_unchanged(emb_dir: str | Path) -> Path:
+    """The names folder the embeddings were made from, checked to be the same table version (its manifest's sha256)."""
+    names = read_embeddings_manifest(emb_dir)["names"]
+    folder = Path(names["path"])
+    read_manifest(folder)
+    if manifest_sha256(folder) != names["manifest_sha256"]:
+        raise ValueError(f"{emb_dir}: the names table at {folder} changed since these embeddings were made "
+                         "(its manifest.json differs); re-run `bioel embed`")
+    return folder

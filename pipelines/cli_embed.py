@@ -1,0 +1,44 @@
+"""`bioel embed`: argument parsing for pipelines.embed_names."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from bioel_core.linking.dense import DEFAULT_MODEL
+
+
+def add_subcommands(subparsers) -> None:
+    em = subparsers.add_parser("embed", help="names table -> one vector per name (Parquet) + manifest + quality report",
+                               description="Encodes the name_norm column of an ingest-kb output with a model folder "
+                                           "(Beam RunInference). Unknown flags go to Beam (e.g. --direct_num_workers=2 "
+                                           "--direct_running_mode=multi_processing).")
+    em.add_argument("--model", help=f"bioel model folder or plain HF checkpoint (default: the shipped {DEFAULT_MODEL})")
+    em.add_argument("--pooling", choices=["cls", "mean"], help="a plain HF checkpoint's pooling (default cls)")
+    em.add_argument("--names", required=True, help="an ingest-kb output folder")
+    em.add_argument("--output", required=True, help="output folder")
+    em.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    em.add_argument("--batch-size", type=int, default=256, help="names per encoder call (default 256)")
+    em.add_argument("--num-shards", type=int, default=4, help="Parquet shards (default 4)")
+    em.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical",
+                    help="quality failures that make the command exit non-zero")
+    em.add_argument("--no-quality", action="store_true", help="skip the quality report")
+    em.set_defaults(func=cmd_embed)
+
+
+def cmd_embed(args, beam_args: list[str]) -> int:
+    from pipelines import embed_names
+    from pipelines.cli import _quality  # imported here: pipelines.cli imports this module
+    from pipelines.options import pipeline_options
+
+    manifest = embed_names.run(args.model, args.names, args.output, pipeline_options(beam_args), pooling=args.pooling,
+                               device=args.device, batch_size=args.batch_size, num_shards=args.num_shards)
+    counts = manifest["counts"]
+    print(f"embedded {counts['embedded']:,} of {counts['names_read']:,} names ({counts['dead_lettered']:,} dead letters) "
+          f"with {manifest['model']['path']} (dim {manifest['model']['dim']}) -> {args.output}")
+    if not all(manifest["reconciliation"].values()):
+        print(f"error: counts do not reconcile: {json.dumps(manifest['reconciliation'])}", file=sys.stderr)
+        return 3
+    if args.no_quality:
+        return 0
+    return _quality(args.output, None, args.fail_on)

@@ -1,0 +1,224 @@
+"""Names table of an ingest-kb output -> one L2-normalized vector per name (`bioel embed`), with RunInference.
+
+    NameFiles | ReadNameBatches ─┬─ batches | SpreadBatches | Encode (RunInference) | Route ─┬─ vectors | WriteEmbeddings
+                                 │                                                           └─ failures | WriteDeadLetters
+                                 └─ names read, + vectors and failures counted ───────────────────────── | WriteStats
+
+The encoded column is `name_norm`, the one NameSet.from_names_table (and so the in-memory dense linker) links
+on. `--names` and `--model` are local folders (the encoder loads from local files); `--output` may be any
+Beam filesystem.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+
+import bioel_core
+from bioel_core.embeddings import PIPELINE, TEXT_COLUMN, manifest_sha256
+from bioel_core.linking.dense import model_folder, open_model
+from bioel_core.tables import read_manifest, table_files
+from pipelines.handlers import EncodeFailure, EncoderModelHandler
+from pipelines.ingest_kb import STATS_FILE, count_as, read_stats_file, stable_shard
+from pipelines.options import runner_name
+from pipelines.outputs import StagedOutput, WriteShardFn, join, shard_name, write_json, write_parquet
+from schemas import DEAD_LETTER_SCHEMA, SCHEMA_VERSION, check_schema, embeddings_schema
+
+log = logging.getLogger(__name__)
+
+TABLES = ("embeddings", "dead_letter")
+NAMES_PIPELINE = "ingest-kb"
+
+
+class ReadNameBatchesFn(beam.DoFn):
+    """One names shard -> batches of ((name_id, concept_id), text), each of names of similar length.
+
+    Batches are made here, by sorting each shard on text length, rather than by RunInference's BatchElements
+    (which fills batches in arrival order): a padded batch costs as much as its longest name, and sorting
+    the whole shard gives tighter batches than keying by length buckets. Characters stand in for WordPiece
+    tokens (names are short; the two grow together), so this step needs no tokenizer. Ties break on name_id,
+    so every run forms the same batches and writes the same floats.
+    """
+
+    def __init__(self, batch_size: int):
+        self.batch_size = batch_size
+
+    def process(self, path: str):
+        with FileSystems.open(path, compression_type="uncompressed") as fh:
+            table = pq.read_table(fh, columns=["name_id", "concept_id", TEXT_COLUMN])
+        yield beam.pvalue.TaggedOutput("stats", ("names_read", table.num_rows))
+        ids = table.column("name_id").to_numpy()
+        concepts = table.column("concept_id").to_pylist()
+        texts = table.column(TEXT_COLUMN).to_pylist()
+        order = np.lexsort((ids, pc.utf8_length(table.column(TEXT_COLUMN)).to_numpy()))
+        for start in range(0, len(order), self.batch_size):
+            yield [((int(ids[i]), concepts[i]), texts[i]) for i in order[start:start + self.batch_size]]
+
+
+def route_result(element):
+    """(key, PredictionResult) -> (name_id, concept_id, vector bytes), or a dead letter."""
+    (nid, concept_id), result = element
+    if isinstance(result.inference, EncodeFailure):
+        yield beam.pvalue.TaggedOutput("dead", {"source": "encoder", "location": f"name_id {nid}",
+                                                "raw": result.example, "reason": result.inference.reason})
+        return
+    # raw float32 bytes: Beam codes bytes natively, where an ndarray would be pickled
+    yield nid, concept_id, result.inference.astype(np.float32).tobytes()
+
+
+class WriteEmbeddingShardFn(beam.DoFn):
+    """Writes one (shard, rows) group as Parquet, sorted by name_id; vectors go into Arrow without Python floats."""
+
+    def __init__(self, folder: str, dim: int, num_shards: int):
+        self.folder, self.dim, self.num_shards = folder, dim, num_shards
+
+    def process(self, element):
+        shard, rows = element
+        rows = sorted(rows)
+        vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+        table = pa.Table.from_arrays([
+            pa.array([r[0] for r in rows], pa.int64()),
+            pa.array([r[1] for r in rows], pa.string()),
+            pa.FixedSizeListArray.from_arrays(pa.array(vectors, pa.float32()), self.dim),
+        ], schema=embeddings_schema(self.dim))
+        path = join(self.folder, shard_name(shard, self.num_shards))
+        write_parquet(path, table)
+        yield path
+
+
+def build_pipeline(p: beam.Pipeline, name_files: list[str], staged: StagedOutput, handler: EncoderModelHandler, *,
+                   dim: int, batch_size: int, num_shards: int) -> None:
+    read = (p
+            | "NameFiles" >> beam.Create(name_files)
+            | "ReadNameBatches" >> beam.ParDo(ReadNameBatchesFn(batch_size)).with_outputs("stats", main="batches"))
+    results = (read.batches
+               # a fusion break: the batches of one names shard spread over every worker
+               | "SpreadBatches" >> beam.Reshuffle()
+               | "Encode" >> RunInference(KeyedModelHandler(handler).with_no_batching())
+               | "Route" >> beam.FlatMap(route_result).with_outputs("dead", main="vectors"))
+    _ = (results.vectors
+         | "KeyByShard" >> beam.Map(lambda r: (stable_shard(str(r[0]), num_shards), r))
+         | "GroupShards" >> beam.GroupByKey()
+         | "WriteEmbeddings" >> beam.ParDo(WriteEmbeddingShardFn(staged.table_dir("embeddings"), dim, num_shards)))
+    _ = (results.dead
+         | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
+         | "GroupDeadLetters" >> beam.GroupByKey()
+         | "WriteDeadLetters" >> beam.ParDo(WriteShardFn(staged.table_dir("dead_letter"), DEAD_LETTER_SCHEMA, 1, "location")))
+    counters = (read.stats,
+                results.vectors | "CountEmbedded" >> count_as("embedded"),
+                results.dead | "CountDeadLettered" >> count_as("dead_lettered"))
+    _ = (counters
+         | "AllCounters" >> beam.Flatten()
+         | "SumCounters" >> beam.CombinePerKey(sum)
+         | "CountersToDict" >> beam.combiners.ToDict()
+         | "WriteStats" >> beam.Map(lambda d: write_json(join(staged.staging, STATS_FILE), d)))
+
+
+def check_names_folder(names_dir: Path) -> tuple[dict, list[str]]:
+    """The names folder's manifest and shard files, refused before any work when unfinished or of another version."""
+    manifest = read_manifest(names_dir)
+    if manifest.get("pipeline") != NAMES_PIPELINE:
+        raise ValueError(f"--names {names_dir}: written by pipeline {manifest.get('pipeline')!r}, not by `bioel ingest-kb`")
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"--names {names_dir}: manifest schema version {manifest.get('schema_version')}, "
+                         f"this bioel reads {SCHEMA_VERSION}; re-run the ingest")
+    files = table_files(names_dir, "names")
+    for f in files:
+        check_schema(pq.read_schema(f), "names", str(f))
+    return manifest, [str(f) for f in files]
+
+
+def worker_threads(options: PipelineOptions) -> int | None:
+    """Torch threads per worker process when Beam runs several local processes, so they share the cores
+    instead of each starting one thread per core; None (torch's default) otherwise."""
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode != "multi_processing":
+        return None
+    cores = len(os.sched_getaffinity(0))
+    return max(1, cores // (direct.direct_num_workers or cores))
+
+
+def parquet_rows(files: list[str]) -> int:
+    total = 0
+    for f in files:
+        with FileSystems.open(f, compression_type="uncompressed") as fh:
+            total += pq.ParquetFile(fh).metadata.num_rows
+    return total
+
+
+def build_manifest(stats: dict, *, staged: StagedOutput, model: dict, names_dir: Path, names_manifest: dict,
+                   options: PipelineOptions, device: str, batch_size: int, num_shards: int) -> dict:
+    counts = {k: stats.get(k, 0) for k in ("names_read", "embedded", "dead_lettered")}
+    outputs = {}
+    for table in TABLES:
+        files = staged.files(table)
+        outputs[table] = {"files": [f"{table}/{f.rsplit('/', 1)[-1]}" for f in files], "rows": parquet_rows(files)}
+    names_rows = names_manifest["outputs"]["names"]["rows"]
+    reconciliation = {
+        "names": counts["names_read"] == counts["embedded"] + counts["dead_lettered"],
+        "names_table": counts["names_read"] == names_rows,
+        "embeddings": counts["embedded"] == outputs["embeddings"]["rows"],
+        "dead_letter": counts["dead_lettered"] == outputs["dead_letter"]["rows"],
+    }
+    return {
+        "schema_version": SCHEMA_VERSION, "package_version": bioel_core.__version__, "pipeline": PIPELINE,
+        "complete": True, "created_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "kb": names_manifest.get("kb"), "runner": runner_name(options),
+        "options": options.get_all_options(drop_default=True),
+        "model": model,
+        "names": {"path": str(names_dir), "manifest_sha256": manifest_sha256(names_dir), "column": TEXT_COLUMN,
+                  "normalizer_version": names_manifest["normalizer"]["version"], "rows": names_rows},
+        "device": device, "batch_size": batch_size, "num_shards": num_shards,
+        "counts": counts, "reconciliation": reconciliation, "outputs": outputs,
+    }
+
+
+def open_checked_model(model_dir: str | None, pooling: str | None, device: str):
+    """The model the job will run, loaded once in the driver: fails before any work when it is missing or
+    unusable, and gives the fingerprint, config and dimension for the manifest."""
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA device is available here")
+    folder = model_folder(model_dir)
+    encoder = open_model(model_dir, pooling, "cpu")
+    return {"path": str(folder), "fingerprint": encoder.fingerprint(), "config": encoder.config(), "dim": encoder.dim,
+            "pooling": pooling}
+
+
+def run(model_dir: str | None, names_dir: str, output_dir: str, options: PipelineOptions, *, pooling: str | None = None,
+        device: str = "cpu", batch_size: int = 256, num_shards: int = 4) -> dict:
+    """Runs the embed pipeline and publishes its output; returns the manifest. `model_dir` None = the shipped default."""
+    if batch_size < 1 or num_shards < 1:
+        raise ValueError("--batch-size and --num-shards must be at least 1")
+    names = Path(names_dir).resolve()
+    names_manifest, name_files = check_names_folder(names)
+    model = open_checked_model(model_dir, pooling, device)
+    if "://" not in output_dir and Path(output_dir).resolve() in (names, Path(model["path"])):
+        raise ValueError(f"--output {output_dir} is the names or model folder; embeddings go to a folder of their own")
+    handler = EncoderModelHandler(model["path"], pooling=pooling, device=device, batch_size=batch_size,
+                                  fingerprint=model["fingerprint"], torch_threads=worker_threads(options))
+    staged = StagedOutput(output_dir, TABLES, derived=("quality",))
+    staged.prepare()
+    try:
+        with beam.Pipeline(options=options) as p:
+            build_pipeline(p, name_files, staged, handler, dim=model["dim"], batch_size=batch_size, num_shards=num_shards)
+        manifest = build_manifest(read_stats_file(staged), staged=staged, model=model, names_dir=names,
+                                  names_manifest=names_manifest, options=options, device=device,
+                                  batch_size=batch_size, num_shards=num_shards)
+    except BaseException:
+        staged.abandon()
+        raise
+    staged.commit(manifest)
+    return manifest

@@ -1,0 +1,87 @@
+"""Beam handlers shared by the pipelines that run a bioel model: a `ModelHandler` around a bioel_core `Encoder`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+
+from bioel_core.linking.dense import open_model
+from bioel_core.models import Encoder
+
+log = logging.getLogger(__name__)
+
+NORM_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class EncodeFailure:
+    """The `inference` of a text that could not be encoded, with why."""
+    reason: str
+
+
+class ModelChangedError(RuntimeError):
+    pass
+
+
+class EncoderModelHandler(ModelHandler[str, PredictionResult, Encoder]):
+    """Texts -> L2-normalized float32 vectors with a bioel model folder (or a plain HF checkpoint + pooling).
+
+    Every text gets one `PredictionResult` in input order (what `KeyedModelHandler` zips keys with); its
+    `inference` is the vector, or an `EncodeFailure` for an empty text, a text that failed alone after its
+    batch failed, or a vector that is not finite / not of unit norm.
+
+    The model is loaded once per worker process (Beam's default, `share_model_across_processes()` False):
+    bioel encoders are at most BERT-base size, so a copy per process is cheap, and it spares every batch the
+    pickling round trip through the shared-model proxy process.
+    """
+
+    def __init__(self, model_dir: str, *, pooling: str | None = None, device: str = "cpu", batch_size: int = 256,
+                 fingerprint: str | None = None, torch_threads: int | None = None):
+        """`fingerprint`: the model the driver checked; a worker that finds another model at the path refuses.
+        `torch_threads`: intra-op threads per process, so several local worker processes do not oversubscribe."""
+        super().__init__(min_batch_size=1, max_batch_size=batch_size)
+        self.model_dir, self.pooling, self.device = model_dir, pooling, device
+        self.batch_size, self.fingerprint, self.torch_threads = batch_size, fingerprint, torch_threads
+
+    def load_model(self) -> Encoder:
+        import torch
+
+        if self.torch_threads:
+            torch.set_num_threads(self.torch_threads)
+        encoder = open_model(self.model_dir, self.pooling, self.device).eval()
+        if self.fingerprint is not None and encoder.fingerprint() != self.fingerprint:
+            raise ModelChangedError(f"the model at {self.model_dir} changed after the job started "
+                                    f"(fingerprint {encoder.fingerprint()[:12]} != {self.fingerprint[:12]})")
+        return encoder
+
+    def run_inference(self, batch: Sequence[str], model: Encoder, inference_args=None) -> list[PredictionResult]:
+        texts = list(batch)
+        inferences: list = [EncodeFailure("empty text")] * len(texts)
+        todo = [i for i, t in enumerate(texts) if t and t.strip()]
+        try:
+            vectors = model.encode([texts[i] for i in todo], batch_size=max(len(todo), 1))
+        except Exception as err:  # one bad text (or a batch too big for the device) must not lose the others
+            log.warning("encoding a batch of %d texts failed (%s: %s); retrying one by one",
+                        len(todo), type(err).__name__, err)
+            vectors = [self._encode_one(model, texts[i]) for i in todo]
+        for i, vector in zip(todo, vectors):
+            inferences[i] = vector if isinstance(vector, EncodeFailure) else _checked(vector)
+        return [PredictionResult(text, inference) for text, inference in zip(texts, inferences)]
+
+    @staticmethod
+    def _encode_one(model: Encoder, text: str):
+        try:
+            return model.encode([text], batch_size=1)[0]
+        except Exception as err:
+            return EncodeFailure(f"encoder raised {type(err).__name__}: {err}")
+
+
+def _checked(vector: np.ndarray):
+    norm = float(np.linalg.norm(vector))
+    if not np.isfinite(vector).all() or abs(norm - 1.0) > NORM_TOLERANCE:
+        return EncodeFailure(f"encoder returned a vector that is not finite and of unit norm (norm {norm})")
+    return vector
