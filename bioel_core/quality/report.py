@@ -1,12 +1,16 @@
-"""The quality report of an ingest output folder: HTML data docs plus a summary.json a program can gate on."""
+"""The quality report of a pipeline output folder: HTML data docs plus a summary.json a program can gate on.
+
+Which suites run is decided by the manifest's "pipeline" field (`CHECKS`); a new kind of output adds one entry.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from bioel_core.quality.frames import load_frames, table_stats
 from bioel_core.tables import read_manifest
 
 FAIL_ON = ("critical", "warning", "none")
@@ -55,43 +59,88 @@ def _check(table: str, result) -> dict:
     }
 
 
-def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on: str = "critical", *,
-           max_names_per_concept: int = 1000, max_name_length: int = 500) -> dict:
-    """Check the concepts and names tables of `table_dir`; write data docs and summary.json; return the summary.
+@dataclass(frozen=True)
+class Checks:
+    """How to check one kind of output folder. `build(table_dir, manifest, **limits)` returns
+    ({table: (frame, suite)}, stats); `describe(stats)` is the summary's terminal line about the tables."""
+    build: Callable[..., tuple[dict, dict]]
+    describe: Callable[[dict], str]
 
-    `passed` is False when a check of severity `fail_on` or above failed ("none": never). The two maxima are
-    warning thresholds: beyond them a KB is suspicious (a parsing slip, merged dumps) but still usable.
+
+def _kb_checks(table_dir: Path, manifest: dict, *, max_names_per_concept: int = 1000, max_name_length: int = 500):
+    """The two maxima are warning thresholds: beyond them a KB is suspicious (a parsing slip, merged dumps) but
+    still usable."""
+    # great-expectations takes seconds to import: only pay for it when a report is actually made
+    from bioel_core.quality.frames import load_frames, table_stats
+    from bioel_core.quality.kb_tables import concepts_suite, names_suite
+
+    if not manifest.get("id_pattern"):
+        raise ValueError(f"{table_dir}: the manifest has no id_pattern; re-run the ingest with this bioel version")
+    frames = load_frames(table_dir)
+    return {
+        "concepts": (frames.concepts, concepts_suite(manifest["id_pattern"], max_names_per_concept)),
+        "names": (frames.names, names_suite(manifest["id_pattern"], max_name_length)),
+    }, table_stats(frames)
+
+
+def _kb_line(stats: dict) -> str:
+    return (f"{stats['concepts']:,} concepts, {stats['names']:,} names; "
+            f"names/concept: {_dist(stats['names_per_concept'])}; name length: {_dist(stats['name_length'])}")
+
+
+def _embedding_checks(table_dir: Path, manifest: dict):
+    from bioel_core.quality.embedding_tables import checks
+
+    return checks(table_dir)
+
+
+def _embedding_line(stats: dict) -> str:
+    return (f"{stats['embeddings']:,} vectors of dim {stats['dim']}, {stats['dead_letters']:,} dead letters, "
+            f"{stats['names']:,} names in {stats['names_dir']}; norm min {stats['norm']['min']} max {stats['norm']['max']}")
+
+
+CHECKS = {
+    "ingest-kb": Checks(_kb_checks, _kb_line),
+    "embed": Checks(_embedding_checks, _embedding_line),
+}
+# a manifest without the field is a KB folder: the first pipeline (and hand-made test folders) wrote none
+DEFAULT_PIPELINE = "ingest-kb"
+
+
+def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on: str = "critical", **limits) -> dict:
+    """Check the tables of `table_dir` with the suites of its pipeline; write data docs and summary.json; return
+    the summary.
+
+    `passed` is False when a check of severity `fail_on` or above failed ("none": never). `limits` are the
+    thresholds of that pipeline's checks (KB tables: max_names_per_concept, max_name_length).
     """
     if fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {FAIL_ON}, not {fail_on!r}")
-    # great-expectations takes seconds to import: only pay for it when a report is actually made
-    from bioel_core.quality.kb_tables import concepts_suite, names_suite
     from bioel_core.quality.validation import validate
 
     table_dir = Path(table_dir)
     output_dir = Path(output_dir) if output_dir is not None else table_dir / "quality"
     manifest = read_manifest(table_dir)
-    if not manifest.get("id_pattern"):
-        raise ValueError(f"{table_dir}: the manifest has no id_pattern; re-run the ingest with this bioel version")
+    pipeline = manifest.get("pipeline", DEFAULT_PIPELINE)
+    if pipeline not in CHECKS:
+        raise ValueError(f"{table_dir}: no quality checks for outputs of pipeline {pipeline!r}; known: {sorted(CHECKS)}")
 
-    frames = load_frames(table_dir)
-    results = validate({
-        "concepts": (frames.concepts, concepts_suite(manifest["id_pattern"], max_names_per_concept)),
-        "names": (frames.names, names_suite(manifest["id_pattern"], max_name_length)),
-    }, output_dir / DOCS)
+    batches, stats = CHECKS[pipeline].build(table_dir, manifest, **limits)
+    results = validate(batches, output_dir / DOCS)
 
     checks = [_check(table, r) for table, suite_result in results.items() for r in suite_result.results]
     failed = [c["severity"] for c in checks if not c["success"]]
     critical, warnings = failed.count("critical"), failed.count("warning")
     summary = {
         "table_dir": str(table_dir),
+        "pipeline": pipeline,
         "kb": manifest.get("kb"),
         "fail_on": fail_on,
         "passed": fail_on == "none" or (critical == 0 and (fail_on == "critical" or warnings == 0)),
         "critical_failures": critical,
         "warnings": warnings,
         "checks": checks,
-        "stats": table_stats(frames),
+        "stats": stats,
         "html": str(output_dir / DOCS / "index.html"),
         "summary_json": str(output_dir / SUMMARY),
     }
@@ -107,17 +156,15 @@ def _dist(d: dict) -> str:
 def format_summary(summary: dict) -> str:
     """A few lines for the terminal: verdict, table sizes, the failed checks, where the full report is."""
     verdict = "PASSED" if summary["passed"] else "FAILED"
-    stats = summary["stats"]
     lines = [
         f"quality {verdict} (fail on {summary['fail_on']}): {summary['table_dir']}",
-        f"  {stats['concepts']:,} concepts, {stats['names']:,} names; "
-        f"names/concept: {_dist(stats['names_per_concept'])}; name length: {_dist(stats['name_length'])}",
+        "  " + CHECKS[summary["pipeline"]].describe(summary["stats"]),
         f"  {summary['critical_failures']} critical failures, {summary['warnings']} warnings, "
         f"{sum(c['success'] for c in summary['checks'])}/{len(summary['checks'])} checks passed",
     ]
     for c in summary["checks"]:
         if not c["success"]:
-            where = f"{c['table']}.{c['column']}"
+            where = c["table"] if c["column"] is None else f"{c['table']}.{c['column']}"  # None: a table-level check
             count = "" if c["unexpected_count"] is None else f" ({c['unexpected_count']:,} rows)"
             observed = json.dumps(c["observed"])
             if len(observed) > TERMINAL_OBSERVED_CHARS:

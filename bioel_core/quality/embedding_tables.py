@@ -1,0 +1,80 @@
+"""Checks of an embed output: every name of its names table has one finite unit vector of the model's width
+(or a dead letter).
+
+The vectors themselves never enter the pandas frame: per row it carries the facts the expectations test
+(width, norm, non-finite values, whether the name is in the names table with that concept), computed here
+with numpy, as frames.py does for the KB tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import great_expectations as gx
+import great_expectations.expectations as gxe
+import numpy as np
+import pandas as pd
+
+from bioel_core.embeddings import check_names_unchanged, read_embeddings_manifest, vectors_of
+from bioel_core.quality.kb_tables import CRITICAL, _tag
+from bioel_core.tables import read_table
+
+NORM_TOLERANCE = 1e-3
+
+
+def load_frame(emb_dir: str | Path) -> tuple[pd.DataFrame, dict]:
+    """The embeddings as one row per vector with its derived columns, and the counts the suite compares."""
+    manifest = read_embeddings_manifest(emb_dir)
+    names_dir = check_names_unchanged(emb_dir)
+    # read_table, not read_embeddings: a width other than the manifest's is a failed check here, not an error
+    table = read_table(emb_dir, "embeddings")
+    vectors = vectors_of(table.column("vector"), table.schema.field("vector").type.list_size)
+    names = read_table(names_dir, "names", ["name_id", "concept_id"]).to_pandas().set_index("name_id")["concept_id"]
+    frame = table.select(["name_id", "concept_id"]).to_pandas()
+    frame["dim"] = vectors.shape[1]
+    finite = np.isfinite(vectors).all(axis=1)
+    frame["norm"] = np.linalg.norm(vectors, axis=1).astype(np.float64)
+    frame["nonfinite_name_id"] = frame["name_id"].where(~finite)
+    known = frame["name_id"].isin(names.index)
+    frame["unknown_name_id"] = frame["name_id"].where(~known)
+    name_concept = frame["name_id"].map(names)
+    frame["concept_mismatch_name_id"] = frame["name_id"].where(known & (name_concept != frame["concept_id"]))
+    counts = {"embeddings": len(frame), "dead_letters": read_table(emb_dir, "dead_letter", ["location"]).num_rows,
+              "names": len(names), "dim": manifest["model"]["dim"], "names_dir": str(names_dir)}
+    return frame, counts
+
+
+def embeddings_suite(dim: int, expected_rows: int) -> gx.ExpectationSuite:
+    low, high = 1.0 - NORM_TOLERANCE, 1.0 + NORM_TOLERANCE
+    return gx.ExpectationSuite(name="embeddings", expectations=[
+        _tag(gxe.ExpectColumnValuesToBeUnique(column="name_id"), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeBetween(
+            column="dim", min_value=dim, max_value=dim,
+            description=f"Vectors have the model's dimension in the manifest ({dim})."), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeNull(
+            column="nonfinite_name_id",
+            description="Every vector value is finite (listed: name ids with NaN/inf)."), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeBetween(
+            column="norm", min_value=low, max_value=high,
+            description=f"Vectors are L2-normalized (norm within {NORM_TOLERANCE} of 1)."), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeNull(
+            column="unknown_name_id", description="Every name_id is in the names table (listed: ids missing from it)."),
+             CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeNull(
+            column="concept_mismatch_name_id",
+            description="Each vector's concept_id is its name's concept_id in the names table."), CRITICAL),
+        _tag(gxe.ExpectTableRowCountToEqual(
+            value=expected_rows, description="One vector per name: vectors + dead letters = rows of the names table."),
+             CRITICAL),
+    ])
+
+
+def checks(emb_dir: str | Path) -> tuple[dict, dict]:
+    """({table: (frame, suite)}, stats) for the report."""
+    frame, counts = load_frame(emb_dir)
+    suite = embeddings_suite(counts["dim"], counts["names"] - counts["dead_letters"])
+    norms = frame["norm"].dropna()
+    stats = {**counts, "norm": {"min": round(float(norms.min()), 6) if len(norms) else None,
+                                "max": round(float(norms.max()), 6) if len(norms) else None}}
+    return {"embeddings": (frame, suite)}, stats
+
