@@ -1,0 +1,285 @@
+"""`bioel embed`: the encoder ModelHandler directly, the steps on a TestPipeline, full runs (reconciled manifest,
+vectors equal to Encoder.encode, byte-identical re-runs, two worker processes), refusals before any work,
+dead letters, killed runs, the embeddings quality suite and the CLI. A tiny BERT keeps it fast."""
+
+import json
+import shutil
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from bioel_core.embeddings import ModelMismatchError, check_model_matches, read_embeddings, vectors_of
+from bioel_core.models import Encoder, TransformerEncoder, load_encoder
+from bioel_core.quality import format_summary, report
+from bioel_core.tables import IncompleteOutputError, read_manifest, read_table, table_files
+from conftest import FIXTURES
+from pipelines import cli, embed_names, ingest_kb
+from pipelines.handlers import EncodeFailure, EncoderModelHandler, ModelChangedError
+from pipelines.options import pipeline_options
+from schemas import SchemaVersionError
+from schemas.tables import TABLE_KEY, VERSION_KEY
+from test_models import make_tiny_bert
+
+KB_INPUTS = [str(FIXTURES / "biosyn/medic_raw.txt"), str(FIXTURES / "biosyn/dictionary.txt")]
+POISON = "louis bar syndrome"  # a name of the fixture that the failing-encoder tests refuse to encode
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    # the CI machine's cores are shared: torch's spinning thread pool slows a tiny model down tenfold
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    base = make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+    return str(TransformerEncoder(base, pooling="mean").save(tmp_path_factory.mktemp("model") / "tiny"))
+
+
+@pytest.fixture(scope="module")
+def names_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("kb") / "kb"
+    ingest_kb.run("medic-biosyn", KB_INPUTS, str(out), pipeline_options([]), num_shards=2)
+    return out
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory, model_dir, names_dir):
+    out = tmp_path_factory.mktemp("emb") / "emb"
+    manifest = embed_names.run(model_dir, str(names_dir), str(out), pipeline_options([]), batch_size=3, num_shards=2)
+    return out, manifest
+
+
+def names_of(names_dir):
+    return read_table(names_dir, "names", ["name_id", "concept_id", "name_norm"]).to_pydict()
+
+
+def by_name_id(emb_dir):
+    emb = read_embeddings(emb_dir)
+    return {int(i): v for i, v in zip(emb.name_ids, emb.vectors)}
+
+
+def poison_encode(monkeypatch):
+    """Encoder.encode fails on any batch holding POISON (in this process: the embedded runner's worker)."""
+    real = Encoder.encode
+
+    def encode(self, texts, *args, **kwargs):
+        if POISON in texts:
+            raise RuntimeError("cannot encode this one")
+        return real(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(Encoder, "encode", encode)
+
+
+def test_handler_loads_the_model_and_encodes_like_the_encoder(model_dir):
+    encoder = load_encoder(model_dir)
+    handler = EncoderModelHandler(model_dir, fingerprint=encoder.fingerprint(), batch_size=8)
+    model = handler.load_model()
+    texts = ["heart attack", "", "type 2 diabetes", "   ", "x linked disease of the colon"]
+    results = handler.run_inference(texts, model)
+    assert [r.example for r in results] == texts
+    assert [r.inference for r in results if isinstance(r.inference, EncodeFailure)] == [EncodeFailure("empty text")] * 2
+    got = np.stack([r.inference for r in results if not isinstance(r.inference, EncodeFailure)])
+    np.testing.assert_allclose(got, encoder.encode([texts[0], texts[2], texts[4]]), atol=1e-5)
+    assert got.dtype == np.float32 and handler.batch_elements_kwargs()["max_batch_size"] == 8
+    with pytest.raises(ModelChangedError, match="changed after the job started"):
+        EncoderModelHandler(model_dir, fingerprint="0" * 64).load_model()
+
+
+def test_handler_retries_a_failed_batch_one_text_at_a_time(model_dir, monkeypatch):
+    handler = EncoderModelHandler(model_dir)
+    model = handler.load_model()
+    poison_encode(monkeypatch)
+    results = handler.run_inference(["heart attack", POISON, "cancer"], model)
+    assert isinstance(results[1].inference, EncodeFailure) and "cannot encode this one" in results[1].inference.reason
+    np.testing.assert_allclose(np.stack([results[0].inference, results[2].inference]),
+                               model.encode(["heart attack", "cancer"]), atol=1e-5)
+
+
+def test_read_encode_route_steps_on_a_test_pipeline(model_dir, names_dir, monkeypatch):
+    poison_encode(monkeypatch)
+    names = names_of(names_dir)
+    poison_id = names["name_id"][names["name_norm"].index(POISON)]
+    files = [str(f) for f in table_files(names_dir, "names")]
+    with BeamTestPipeline(runner="FnApiRunner") as p:
+        batches = p | beam.Create(files) | beam.ParDo(embed_names.ReadNameBatchesFn(3)).with_outputs("stats", main="batches")
+        routed = (batches.batches
+                  | RunInference(KeyedModelHandler(EncoderModelHandler(model_dir)).with_no_batching())
+                  | beam.FlatMap(embed_names.route_result).with_outputs("dead", main="vectors"))
+        assert_that(batches.batches | beam.Map(len) | beam.CombineGlobally(max), equal_to([3]), label="batch size")
+        assert_that(batches.stats | beam.Map(lambda kv: kv[1]) | beam.CombineGlobally(sum),
+                    equal_to([len(names["name_id"])]), label="names read")
+        assert_that(routed.vectors | beam.Map(lambda r: (r[0], r[1], len(r[2]))),
+                    equal_to([(i, c, 32 * 4) for i, c in zip(names["name_id"], names["concept_id"]) if i != poison_id]),
+                    label="vectors")
+        assert_that(routed.dead | beam.Map(lambda d: (d["location"], d["raw"])),
+                    equal_to([(f"name_id {poison_id}", POISON)]), label="dead letters")
+
+
+def test_run_writes_reconciled_vectors_equal_to_encoder_encode(embedded, model_dir, names_dir):
+    out, manifest = embedded
+    names = names_of(names_dir)
+    n = len(names["name_id"])
+    assert manifest["pipeline"] == "embed" and all(manifest["reconciliation"].values())
+    assert manifest["counts"] == {"names_read": n, "embedded": n, "dead_lettered": 0}
+    assert manifest["outputs"]["embeddings"]["rows"] == n and manifest["outputs"]["dead_letter"]["rows"] == 0
+    encoder = load_encoder(model_dir)
+    assert manifest["model"] == {"path": model_dir, "fingerprint": encoder.fingerprint(), "config": encoder.config(),
+                                 "dim": 32, "pooling": None}
+    assert manifest["names"]["path"] == str(names_dir) and manifest["names"]["column"] == "name_norm"
+    assert manifest["names"]["normalizer_version"] == read_manifest(names_dir)["normalizer"]["version"]
+    assert len(manifest["names"]["manifest_sha256"]) == 64 and manifest["kb"] == "medic"
+    for f in table_files(out, "embeddings"):
+        ids = pq.read_table(f).column("name_id").to_pylist()
+        assert ids == sorted(ids)
+    emb = read_embeddings(out)
+    assert emb.vectors.shape == (n, 32) and emb.vectors.dtype == np.float32
+    assert dict(zip(emb.name_ids.tolist(), emb.concept_ids)) == dict(zip(names["name_id"], names["concept_id"]))
+    expected = dict(zip(names["name_id"], encoder.encode(names["name_norm"])))
+    np.testing.assert_allclose(emb.vectors, np.stack([expected[i] for i in emb.name_ids.tolist()]), atol=1e-5)
+    check_model_matches(out, encoder)
+    assert not list(out.glob("_staging-*"))
+
+
+def test_rerun_gives_identical_files(embedded, model_dir, names_dir, tmp_path):
+    out, _ = embedded
+    again = tmp_path / "again"
+    for _ in range(2):  # a fresh folder, then over its own finished output
+        embed_names.run(model_dir, str(names_dir), str(again), pipeline_options([]), batch_size=3, num_shards=2)
+        for table in ("embeddings", "dead_letter"):
+            first, second = table_files(out, table), table_files(again, table)
+            assert [f.name for f in first] == [f.name for f in second]
+            assert all(a.read_bytes() == b.read_bytes() for a, b in zip(first, second))
+
+
+def test_two_worker_processes_give_the_same_vectors(embedded, model_dir, names_dir, tmp_path):
+    out, _ = embedded
+    multi = tmp_path / "multi"
+    manifest = embed_names.run(model_dir, str(names_dir), str(multi),
+                               pipeline_options(["--runner=DirectRunner", "--direct_num_workers=2",
+                                                 "--direct_running_mode=multi_processing"]),
+                               batch_size=3, num_shards=2)
+    assert all(manifest["reconciliation"].values()) and manifest["options"]["direct_num_workers"] == 2
+    single, two = by_name_id(out), by_name_id(multi)
+    assert single.keys() == two.keys()
+    np.testing.assert_allclose(np.stack([two[i] for i in single]), np.stack(list(single.values())), atol=1e-5)
+
+
+def _retag(path, version: bytes):
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({VERSION_KEY: version, TABLE_KEY: b"names"}), path)
+
+
+@pytest.mark.parametrize("breakage, error, message", [
+    ("schema", SchemaVersionError, "schema version 0.9"),
+    ("manifest", IncompleteOutputError, "not a finished bioel output"),
+    ("no-model", FileNotFoundError, "model folder not found"),
+    ("not-a-model", FileNotFoundError, "no \\*.safetensors weights"),
+    ("default-model", FileNotFoundError, "not shipped in this checkout"),
+    ("output-is-names", ValueError, "is the names or model folder"),
+])
+def test_bad_inputs_are_refused_before_any_work(names_dir, model_dir, tmp_path, monkeypatch, breakage, error, message):
+    names, model, out = tmp_path / "kb", model_dir, tmp_path / "emb"
+    shutil.copytree(names_dir, names)
+    if breakage == "schema":
+        _retag(table_files(names, "names")[0], b"0.9")
+    elif breakage == "manifest":
+        (names / "manifest.json").unlink()
+    elif breakage == "no-model":
+        model = str(tmp_path / "nope")
+    elif breakage == "not-a-model":
+        model = str(FIXTURES / "biosyn")
+    elif breakage == "default-model":
+        monkeypatch.setattr("bioel_core.linking.dense.DEFAULT_MODEL", tmp_path / "models" / "disease-default")
+        model = None
+    elif breakage == "output-is-names":
+        out = names
+    monkeypatch.setattr(beam, "Pipeline", lambda *a, **k: pytest.fail("the pipeline started"))
+    with pytest.raises(error, match=message):
+        embed_names.run(model, str(names), str(out), pipeline_options([]))
+    assert breakage == "output-is-names" or not out.exists()
+
+
+def test_a_name_that_fails_to_encode_is_dead_lettered_and_reconciles(model_dir, names_dir, tmp_path, monkeypatch):
+    poison_encode(monkeypatch)
+    out = tmp_path / "emb"
+    manifest = embed_names.run(model_dir, str(names_dir), str(out), pipeline_options([]), batch_size=3, num_shards=2)
+    n = len(names_of(names_dir)["name_id"])
+    assert manifest["counts"] == {"names_read": n, "embedded": n - 1, "dead_lettered": 1}
+    assert all(manifest["reconciliation"].values())
+    dead = read_table(out, "dead_letter").to_pylist()
+    assert [(d["source"], d["raw"]) for d in dead] == [("encoder", POISON)] and "cannot encode" in dead[0]["reason"]
+    summary = report(out)  # a dead letter still accounts for its name
+    assert summary["passed"], format_summary(summary)
+
+
+def test_a_killed_run_leaves_nothing_complete_and_a_rerun_finishes(model_dir, names_dir, tmp_path, monkeypatch):
+    out = tmp_path / "emb"
+
+    def die(*_a, **_k):
+        raise RuntimeError("worker killed")
+
+    monkeypatch.setattr(embed_names, "write_parquet", die)
+    with pytest.raises(Exception, match="worker killed"):
+        embed_names.run(model_dir, str(names_dir), str(out), pipeline_options([]))
+    assert not (out / "manifest.json").exists() and not list(out.glob("_staging-*"))
+    with pytest.raises(IncompleteOutputError):
+        read_embeddings(out)
+    monkeypatch.undo()
+    assert all(embed_names.run(model_dir, str(names_dir), str(out), pipeline_options([]))["reconciliation"].values())
+    assert read_manifest(out)["complete"]
+
+
+def test_quality_flags_tampered_vectors_and_another_model_is_refused(embedded, tmp_path, model_dir):
+    out = tmp_path / "emb"
+    shutil.copytree(embedded[0], out)
+    shard = max(table_files(out, "embeddings"), key=lambda f: pq.read_metadata(f).num_rows)
+    table = pq.read_table(shard)
+    assert table.num_rows >= 3
+    vectors = vectors_of(table.column("vector"), 32)
+    vectors[0] *= 2.0
+    vectors[1, 3] = np.nan
+    tampered = table.set_column(2, table.schema.field("vector"),
+                                pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 32))
+    pq.write_table(tampered.slice(0, table.num_rows - 1), shard)  # and one name lost its vector
+    summary = report(out)
+    failed = {(c["column"], c["expectation"]): c for c in summary["checks"] if not c["success"]}
+    assert not summary["passed"] and summary["pipeline"] == "embed"
+    assert set(failed) == {("norm", "expect_column_values_to_be_between"),
+                           ("nonfinite_name_id", "expect_column_values_to_be_null"),
+                           (None, "expect_table_row_count_to_equal")}
+    assert failed[("norm", "expect_column_values_to_be_between")]["observed"][0] == pytest.approx(2.0)
+    assert failed[("nonfinite_name_id", "expect_column_values_to_be_null")]["unexpected_count"] == 1
+    text = format_summary(summary)
+    assert "embeddings.norm" in text and "embeddings " in text and "expect_table_row_count_to_equal" in text
+    other = load_encoder(model_dir)
+    with torch.no_grad():
+        other.model.embeddings.word_embeddings.weight.add_(0.01)
+    with pytest.raises(ModelMismatchError, match="made with the model at"):
+        check_model_matches(out, other)
+
+
+def test_cli_embed_with_a_plain_checkpoint_then_report(names_dir, model_dir, tmp_path, capsys):
+    base = make_tiny_bert(tmp_path / "bert")
+    out = tmp_path / "emb"
+    assert cli.main(["embed", "--model", str(base), "--pooling", "cls", "--names", str(names_dir), "--output", str(out),
+                     "--batch-size", "4", "--num-shards", "1", "--runner", "DirectRunner"]) == 0
+    printed = capsys.readouterr().out
+    assert "dim 32" in printed and "quality PASSED" in printed
+    assert read_manifest(out)["model"]["config"]["pooling"] == "cls"
+    assert json.loads((out / "quality/summary.json").read_text())["passed"]
+    assert (out / "quality/data_docs/index.html").is_file()
+    assert cli.main(["report", "--table", str(out), "--fail-on", "warning"]) == 0
+    code = cli.main(["embed", "--model", str(tmp_path / "nope"), "--names", str(names_dir), "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "model folder not found" in err
