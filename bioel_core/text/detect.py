@@ -1,0 +1,319 @@
+"""Mention detection: the `MentionDetector` interface and `DictionaryDetector`, which finds a KB's names in
+running text, plus the stop list it can learn from gold corpora.
+
+How `DictionaryDetector` matches:
+- Each passage is cut into tokens by the KB's own normalizer policy (split: runs of characters that are
+  neither whitespace nor punctuation; remove/keep: whitespace-separated, punctuation trimmed at the ends
+  under remove), and every token goes through the same `Normalizer` the names went through; each token
+  keeps its character span, so a match's offsets slice the original text exactly.
+- Leftmost-longest: scanning tokens left to right, the longest name starting at a token wins and the scan
+  resumes after it. Names start and end at token boundaries only ("als" never matches inside "also"),
+  never cross passages, and never cross a sentence end (`.`, `!`, `?`, `;` before a space) or a bracket.
+  A possessive "s" may be skipped: "Parkinson's disease" matches "parkinson disease" (and "parkinson s disease").
+- Filters: names shorter than `min_chars` characters (normalized; 2 drops single characters) and names made
+  only of digits (`skip_numeric`) are not matched; `uppercase_only` names (acronyms, see `from_names_table`)
+  match only text without lowercase letters, so "was" is not Wiskott-Aldrich syndrome. A stop-listed name
+  is still matched, so its tokens cannot yield a shorter name ("tumor" inside a stopped "tumor necrosis
+  factor"), but it gives no mention.
+- Abbreviations (`abbreviations=True`): when a passage defines "long form (SF)" (Schwartz–Hearst) and a
+  detected mention ends the long form ("levodopa-induced dyskinesias (LID)" with "dyskinesias" found),
+  every whole-word occurrence of SF in the document becomes a mention whose `link_text` is the long form,
+  whatever the stop list says; a longer mention around an occurrence stands. When no mention ends the long
+  form, the document has said SF means something else: dictionary matches that are exactly SF are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+import unicodedata
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from bioel_core.corpora.records import Document, Mention
+from bioel_core.normalize import Normalizer
+from bioel_core.text.abbreviations import find_abbreviations
+
+_PREFIX, _NAME, _STOPPED, _UPPER = 1, 2, 4, 8
+_BREAK = re.compile(r"[.!?;](?=\s|$)|[()\[\]{}]")
+STOP_LIST_KIND = "bioel-stop-list"
+ACRONYM_CHARS = 5
+
+
+def _has_lower(text: str, start: int, end: int) -> bool:
+    return any(c.islower() for c in text[start:end])
+
+
+class MentionDetector(ABC):
+    @abstractmethod
+    def detect(self, document: Document) -> list[Mention]:
+        """Mentions of `document` in text order, offsets into `document.text` (passages at their offsets)."""
+
+
+class NameMatch(NamedTuple):
+    start: int  # offsets into the document text
+    end: int
+    name: str  # the normalized name matched
+    stopped: bool
+
+
+class Token(NamedTuple):
+    norm: str
+    start: int
+    end: int
+    possessive: bool = False  # an "s" right after an apostrophe that follows a word ("Parkinson's")
+
+
+class _ProbeTable(dict):
+    """str.translate table for token boundaries in non-ASCII text: a character whose normal form is one
+    character stands for it (a full-width comma is a comma), one whose normal form is only whitespace is a
+    space, others stand for themselves. Filled on first sight of each character."""
+
+    def __init__(self, form: str | None):
+        super().__init__()
+        self.form = form
+
+    def __missing__(self, code: int) -> int:
+        char = chr(code)
+        norm = unicodedata.normalize(self.form, char) if self.form else char
+        self[code] = ord(norm) if len(norm) == 1 else (32 if norm.isspace() else code)
+        return self[code]
+
+
+class Tokenizer:
+    """The `Token`s of a text, by the normalizer's policy."""
+
+    def __init__(self, normalizer: Normalizer):
+        self.normalizer = normalizer
+        cfg = normalizer.config
+        punct = re.escape("".join(c for c in string.punctuation if c not in cfg.keep_chars))
+        if cfg.punctuation == "split":
+            self._token = re.compile(rf"[^\s{punct}]+")
+        elif cfg.punctuation == "remove":
+            self._token = re.compile(rf"[^\s{punct}](?:\S*[^\s{punct}])?")
+        else:
+            self._token = re.compile(r"\S+")
+        # an ASCII token under split holds no punctuation or space, and NFKC leaves ASCII alone
+        self._ascii_fast = cfg.punctuation == "split"
+        self._lower = cfg.lowercase
+        self._probe = _ProbeTable(cfg.unicode_form)
+
+    def __call__(self, text: str) -> list[Token]:
+        probe = text if text.isascii() else text.translate(self._probe)
+        out: list[Token] = []
+        for m in self._token.finditer(probe):
+            start, end = m.span()
+            raw = text[start:end]
+            if self._ascii_fast and raw.isascii():
+                norm = raw.lower() if self._lower else raw
+                possessive = norm == "s" and bool(out) and out[-1].end == start - 1 and probe[start - 1] == "'"
+                out.append(Token(norm, start, end, possessive))
+                continue
+            # a character may normalize to several words ("⑴" -> "(1)"): each keeps the token's span
+            out.extend(Token(t, start, end) for t in self.normalizer(raw).split(" ") if t)
+        return out
+
+
+@dataclass
+class StopList:
+    """Normalized names a detector must not report, with the counts and thresholds they were chosen by."""
+
+    counts: dict[str, tuple[int, int]]  # name -> (times matched, times the match was a gold span)
+    min_count: int = 0
+    max_precision: float = 0.0
+    learned_from: list[str] = field(default_factory=list)
+    entity_types: list[str] = field(default_factory=list)
+    dictionary: str = ""
+    normalizer: dict = field(default_factory=dict)  # Normalizer.to_dict() of the names
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.counts)
+
+    def save(self, path: str | Path) -> None:
+        data = {"kind": STOP_LIST_KIND, "rule": "matched >= min_count and gold / matched < max_precision",
+                "min_count": self.min_count, "max_precision": self.max_precision, "learned_from": self.learned_from,
+                "entity_types": self.entity_types, "dictionary": self.dictionary, "normalizer": self.normalizer,
+                "names": {n: {"matched": m, "gold": g} for n, (m, g) in sorted(self.counts.items())}}
+        Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> StopList:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if data.get("kind") != STOP_LIST_KIND:
+            raise ValueError(f"{path}: not a bioel stop list (kind {data.get('kind')!r})")
+        return cls({n: (c["matched"], c["gold"]) for n, c in data["names"].items()}, data["min_count"],
+                   data["max_precision"], data["learned_from"], data["entity_types"], data["dictionary"], data["normalizer"])
+
+
+def acronym_names(names: Iterable[tuple[str, str]]) -> list[str]:
+    """Of (KB name, normalized name) pairs, the normalized names that are one word of at most ACRONYM_CHARS
+    characters written without lowercase letters in every KB form ("WAS", "ALL": Wiskott-Aldrich syndrome,
+    acute lymphoblastic leukemia), to match only uppercase text."""
+    has_lower: dict[str, bool] = {}
+    for name, norm in names:
+        if len(norm) <= ACRONYM_CHARS and " " not in norm:
+            has_lower[norm] = has_lower.get(norm, False) or any(c.islower() for c in name)
+    return sorted(n for n, lower in has_lower.items() if not lower)
+
+
+class DictionaryDetector(MentionDetector):
+    def __init__(self, names: Iterable[str], normalizer: Normalizer | None = None, *, entity_type: str = "",
+                 stop_list: StopList | Iterable[str] | None = None, abbreviations: bool = True,
+                 min_chars: int = 3, skip_numeric: bool = True, uppercase_only: Collection[str] = (), source: str = ""):
+        """`names` are already normalized by `normalizer` (as a NameSet's or a names table's `name_norm`);
+        `uppercase_only` names match only text written without lowercase letters (acronyms: "ALL", not "all")."""
+        self.normalizer = normalizer or Normalizer()
+        if isinstance(stop_list, StopList) and stop_list.normalizer.get("version", self.normalizer.version) != self.normalizer.version:
+            raise ValueError(f"the stop list was learned under normalizer {stop_list.normalizer.get('version')}, "
+                             f"these names use {self.normalizer.version}")
+        self.stopped = stop_list.names if isinstance(stop_list, StopList) else frozenset(stop_list or ())
+        self.entity_type, self.abbreviations, self.source = entity_type, abbreviations, source
+        self.min_chars, self.skip_numeric = min_chars, skip_numeric
+        self.tokenize = Tokenizer(self.normalizer)
+        # every name and every proper token prefix of one, as space-joined tokens -> _PREFIX|_NAME|_STOPPED
+        self._trie: dict[str, int] = {}
+        for name in names:
+            if len(name) < min_chars or (skip_numeric and name.replace(" ", "").isdigit()):
+                continue
+            tokens = name.split(" ")
+            for k in range(1, len(tokens)):
+                key = " ".join(tokens[:k])
+                self._trie[key] = self._trie.get(key, 0) | _PREFIX
+            self._trie[name] = self._trie.get(name, 0) | (_STOPPED if name in self.stopped else _NAME)
+        for name in uppercase_only:
+            if name in self._trie:
+                self._trie[name] |= _UPPER
+
+    @classmethod
+    def from_name_set(cls, names, **options) -> DictionaryDetector:
+        """From a `bioel_core.linking.dictionary.NameSet` (its names and normalizer)."""
+        return cls(names.names, names.normalizer, source=names.source, **options)
+
+    @classmethod
+    def from_names_table(cls, table_dir: str | Path, *, acronyms_uppercase_only: bool = True,
+                         semantic_types: Sequence[str] = (), **options) -> DictionaryDetector:
+        """From an ingest-kb output folder, under the normalizer its manifest records; with
+        `acronyms_uppercase_only`, its `acronym_names` match only uppercase text. `semantic_types` keeps the
+        names of concepts with a semantic type starting with one of them (MeSH tree numbers: "D" = chemicals
+        and drugs; UMLS: "T047"), so a detector for one entity type ignores the KB's other branches."""
+        # imported here: tables need pyarrow and the schemas package, the detector itself does not
+        from bioel_core.linking.dictionary import NameSet
+        from bioel_core.tables import read_table
+
+        names = NameSet.from_names_table(table_dir)
+        kept, source = names.names, names.source
+        if semantic_types:
+            concepts = read_table(table_dir, "concepts", ["concept_id", "semantic_types"]).to_pydict()
+            prefixes = tuple(semantic_types)
+            keep = {c for c, types in zip(concepts["concept_id"], concepts["semantic_types"])
+                    if any(t.startswith(prefixes) for t in types)}
+            kept = [n for n, ids in zip(names.names, names.concept_ids) if ids[0] in keep]
+            source = f"{source} (semantic types {', '.join(prefixes)}*)"
+        if acronyms_uppercase_only:
+            table = read_table(table_dir, "names", ["name", "name_norm"]).to_pydict()
+            options["uppercase_only"] = acronym_names(zip(table["name"], table["name_norm"]))
+        return cls(kept, names.normalizer, source=source, **options)
+
+    # ---- dictionary matches ----
+    def _longest(self, text: str, tokens: list[Token], i: int, limit: int) -> tuple[int, str, bool] | None:
+        """(last token, name, stopped) of the longest name starting at token i and ending before `limit`;
+        a possessive "s" may be skipped, so "Parkinson's disease" finds "parkinson disease" too."""
+        trie, n, best = self._trie, len(tokens), None
+        stack = [(i, tokens[i].norm)]
+        while stack:
+            j, key = stack.pop()
+            flags = trie.get(key)
+            if flags is None:
+                continue
+            if (flags & (_NAME | _STOPPED) and (best is None or (j, len(key)) > (best[0], len(best[1])))
+                    and not (flags & _UPPER and _has_lower(text, tokens[i].start, tokens[j].end))):
+                best = (j, key, bool(flags & _STOPPED))
+            k = j + 1
+            if flags & _PREFIX and k < n and tokens[k].start < limit:
+                stack.append((k, f"{key} {tokens[k].norm}"))
+                if tokens[k].possessive and k + 1 < n and tokens[k + 1].start < limit:
+                    stack.append((k + 1, f"{key} {tokens[k + 1].norm}"))
+        return best
+
+    def _scan(self, text: str, offset: int) -> list[NameMatch]:
+        tokens = self.tokenize(text)
+        breaks = [m.start() for m in _BREAK.finditer(text)]
+        out: list[NameMatch] = []
+        i, b = 0, 0
+        while i < len(tokens):
+            if tokens[i].norm not in self._trie:
+                i += 1
+                continue
+            # the first sentence end or bracket after token i: no name reaches past it
+            while b < len(breaks) and breaks[b] < tokens[i].end:
+                b += 1
+            found = self._longest(text, tokens, i, breaks[b] if b < len(breaks) else len(text))
+            if found is None:
+                i += 1
+                continue
+            j, name, stopped = found
+            out.append(NameMatch(offset + tokens[i].start, offset + tokens[j].end, name, stopped))
+            i = j + 1
+        return out
+
+    def name_matches(self, document: Document) -> list[NameMatch]:
+        """Every dictionary match of the document, stop-listed ones included (flagged), no abbreviations."""
+        return [m for p in document.passages for m in self._scan(p.text, p.offset)]
+
+    # ---- mentions ----
+    def detect(self, document: Document) -> list[Mention]:
+        matches = [m for m in self.name_matches(document) if not m.stopped]
+        found = {(m.start, m.end): "" for m in matches}  # span -> link text ('' = its own text)
+        if self.abbreviations:
+            self._abbreviations(document, found)
+        text = document.text
+        return [Mention(text=text[s:e], doc_id=document.doc_id, start=s, end=e, entity_type=self.entity_type,
+                        link_text=link) for (s, e), link in sorted(found.items())]
+
+    def _abbreviations(self, document: Document, found: dict[tuple[int, int], str]) -> None:
+        defined: dict[str, str | None] = {}  # short form -> long form if a mention, None if not
+        for p in document.passages:
+            for a in find_abbreviations(p.text):
+                if a.short not in defined:  # the first definition holds, as abbreviation_map has it
+                    start, end = p.offset + a.long_start, p.offset + a.long_end
+                    # the long form's last word (its head) is in a mention inside it
+                    defined[a.short] = a.long if any(start <= s and e == end for s, e in found) else None
+        if not defined:
+            return
+        pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(defined, key=len, reverse=True)) + r")(?![\w-])")
+        taken = sorted(found)
+        for p in document.passages:
+            for m in pattern.finditer(p.text):
+                span = (p.offset + m.start(), p.offset + m.end())
+                long = defined[m.group(1)]
+                if long is None:
+                    found.pop(span, None)
+                elif span in found or not any(s < span[1] and span[0] < e for s, e in taken):
+                    found[span] = long
+
+
+def learn_stop_list(documents_with_gold: Iterable[Document], detector: DictionaryDetector, min_count: int = 3,
+                    max_precision: float = 0.2, *, entity_types: Collection[str] | None = None,
+                    learned_from: Sequence[str] = ()) -> StopList:
+    """Names the detector matches at least `min_count` times whose matches are gold mention spans (exact
+    start and end; of `entity_types`, or any type when None) in under `max_precision` of the cases.
+
+    Counts cover the detector's dictionary matches, its own stop list included (a stopped name is still
+    matched), and leave abbreviation mentions out: those follow each document's definitions.
+    """
+    matched: Counter[str] = Counter()
+    gold: Counter[str] = Counter()
+    for doc in documents_with_gold:
+        spans = {(m.start, m.end) for m in doc.mentions if entity_types is None or m.entity_type in entity_types}
+        for m in detector.name_matches(doc):
+            matched[m.name] += 1
+            gold[m.name] += (m.start, m.end) in spans
+    counts = {n: (c, gold[n]) for n, c in matched.items() if c >= min_count and gold[n] / c < max_precision}
+    return StopList(counts, min_count, max_precision, list(learned_from), sorted(entity_types or ()),
+                    detector.source, detector.normalizer.to_dict())
