@@ -118,7 +118,7 @@ def _cut(tmp_path: Path, name: str, data: bytes, before: bytes | None) -> Path:
 
 
 def test_truncated_gzip_keeps_the_articles_before_the_cut(tmp_path):
-    data = gzip.compress(BASELINE.read_bytes() * 1, mtime=0)
+    data = gzip.compress(BASELINE.read_bytes(), mtime=0)
     path = _write(tmp_path, "cut.xml.gz", data[: len(data) - 200])
     items = list(read_documents([path], "pubmed-xml"))
     assert [i.doc_id for i in items[:-1]] == ["1000001", "1000002", "1000003"]

@@ -97,6 +97,7 @@ class _Reader:
                        version=(pmid_el.get("Version") or "").strip())
 
     def read(self, stream) -> Iterator[PubmedItem]:
+        # iterparse's own engine, fed by hand so each chunk is checked as UTF-8 before expat sees it
         parser = ET.XMLPullParser(events=("start", "end"))
         utf8 = codecs.getincrementaldecoder("utf-8")()  # expat's own message for bad bytes does not say so
         lines = 1  # line at the start of the current chunk
