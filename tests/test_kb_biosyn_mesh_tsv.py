@@ -1,5 +1,7 @@
 import gzip
 
+import pytest
+
 from bioel_core.kb import get_reader
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from conftest import FIXTURES
@@ -77,3 +79,13 @@ def test_mesh_tsv_filters_permuted_and_dead_letters_bad_rows(tmp_path):
     assert stats[0].skipped_by_filter == {"permuted term": 1}
     assert [(d.location, d.reason.split(" ")[0]) for d in dead] == [("line 8", "concept"), ("line 9", "expected")]
     assert stats[0].reconciles()
+
+
+def test_mesh_tsv_tree_prefix_keeps_one_branch_and_counts_the_rest():
+    paths = [str(FIXTURES / "mesh_tsv/thesaurus.tsv"), str(FIXTURES / "mesh_tsv/trees.tsv")]
+    concepts, names, dead, stats = split(get_reader("mesh-tsv", tree_prefixes=["D"]).read(paths))
+    assert [c.concept_id for c in concepts] == ["D000001"] and {n.concept_id for n in names} == {"D000001"}
+    thesaurus = next(s for s in stats if s.source.endswith("thesaurus.tsv"))
+    assert thesaurus.skipped_by_filter == {"descriptor outside the tree prefixes": 3} and thesaurus.reconciles()
+    with pytest.raises(ValueError, match="trees TSV"):
+        list(get_reader("mesh-tsv", tree_prefixes=["D"]).read(paths[:1]))

@@ -32,8 +32,10 @@ class MeshTsvReader(KBReader):
     kb = "mesh"
     id_pattern = re.compile(r"D\d{6,9}")
 
-    def __init__(self, include_permuted: bool = True):
-        self.include_permuted = include_permuted
+    def __init__(self, include_permuted: bool = True, tree_prefixes: Sequence[str] = ()):
+        """`tree_prefixes` (e.g. ["D"] for Chemicals and Drugs): keep only descriptors with a tree number
+        starting with one of them; needs the trees TSV among the inputs."""
+        self.include_permuted, self.tree_prefixes = include_permuted, tuple(tree_prefixes)
 
     def input_groups(self, paths: Sequence[str]) -> list[list[str]]:
         # the trees file annotates every thesaurus file, so they are read together
@@ -44,6 +46,9 @@ class MeshTsvReader(KBReader):
         trees: dict[str, list[str]] = {}
         for path in trees_paths:
             yield from self._read_trees(path, trees, opener)
+        if self.tree_prefixes and not trees_paths:
+            raise ValueError(f"tree prefixes {list(self.tree_prefixes)} need the MeSH trees TSV among the inputs "
+                             f"(columns {TREES_FIRST_COLUMNS}...)")
         for path in paths:
             if path not in trees_paths:
                 yield from self._read_thesaurus(path, trees, opener)
@@ -82,6 +87,9 @@ class MeshTsvReader(KBReader):
                 continue
             if row["IsPermutedTermYN"] == "Y" and not self.include_permuted:
                 ctx.filtered("permuted term")
+                continue
+            if self.tree_prefixes and not any(t.startswith(self.tree_prefixes) for t in trees.get(descriptor, ())):
+                ctx.filtered("descriptor outside the tree prefixes")
                 continue
             ctx.accept()
             if descriptor not in seen:
