@@ -89,3 +89,10 @@ def test_mesh_tsv_tree_prefix_keeps_one_branch_and_counts_the_rest():
     assert thesaurus.skipped_by_filter == {"descriptor outside the tree prefixes": 3} and thesaurus.reconciles()
     with pytest.raises(ValueError, match="trees TSV"):
         list(get_reader("mesh-tsv", tree_prefixes=["D"]).read(paths[:1]))
+
+
+def test_medic_html_entities_are_unescaped(tmp_path):
+    path = tmp_path / "medic.txt"
+    path.write_text("D010300||Parkinson Disease|Parkinson&apos;s Disease|Lewy &amp; Body\n")
+    _, names, dead, _ = split(get_reader("medic-biosyn").read([str(path)]))
+    assert [n.name for n in names] == ["Parkinson Disease", "Parkinson's Disease", "Lewy & Body"] and dead == []

@@ -6,6 +6,7 @@ concept id and the rest are alt ids. Whitespace around ids is stripped (two NCBI
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterator, Sequence
 
@@ -80,7 +81,8 @@ class MedicBioSynReader(KBReader):
     def _parse(self, ctx: ReaderContext, lineno: int, line: str) -> Iterator[KBItem]:
         ids_field, sep, names_field = line.partition("||")
         ids = split_ids(ids_field)
-        names = [n.strip() for n in names_field.split("|") if n.strip()]
+        # the 2012 MEDIC dump writes some names with HTML entities ("Parkinson&apos;s Disease")
+        names = [html.unescape(n).strip() for n in names_field.split("|") if n.strip()]
         if not sep or not ids or not names:
             yield ctx.dead(f"line {lineno}", line, "expected 'ID[|ALT]||preferred name|synonym|...'")
             return
