@@ -1,0 +1,193 @@
+"""Embedding speed and memory: MeSH thesaurus names encoded in process vs by `bioel embed` (1 and 2 workers).
+
+    python benchmarks/embed.py [--model DIR [--pooling cls|mean]] [--names KB_DIR] [--limit N] [--json OUT]
+
+Without --names, the MeSH 2024 thesaurus TSV is ingested once with `bioel ingest-kb --kb mesh-tsv` into a cache
+folder (reused while the input's sha256 is unchanged). --limit N (default 40,000; 0 = all) keeps the N names
+with the smallest name_id, a hash, so a uniform sample, written as a names folder of its own. Three modes, each
+in its own child process so peak RSS is per mode: a plain `Encoder.encode` loop (batch 256, length-sorted),
+the Beam pipeline with one worker (FnApiRunner in process) and with two worker processes. Times are end to
+end after imports: model load, reading, encoding (and for the pipeline, writing). The pipeline's vectors are
+compared with the in-process ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from bioel_core.embeddings import read_embeddings  # noqa: E402
+from bioel_core.linking.dense import DEFAULT_MODEL  # noqa: E402
+from bioel_core.models import default_base_checkpoint  # noqa: E402
+from bioel_core.tables import read_manifest, read_table  # noqa: E402
+from schemas import NAMES_SCHEMA  # noqa: E402
+
+DEFAULT_INPUT = REPO.parent / "shared/data/mesh/data_mesh_thesaurus.tsv.gz"
+DEFAULT_CACHE = Path(tempfile.gettempdir()) / "bioel-bench-mesh-names"
+DEFAULT_LIMIT = 40_000  # ~3 x 70 s of MiniLM at ~600 names/s on 2 CPU cores, plus the one-off ingest
+BATCH_SIZE = 256
+PIPELINE_MODES = {
+    "Beam pipeline, 1 worker (FnApiRunner)": [],
+    "Beam pipeline, 2 worker processes": ["--direct_num_workers=2", "--direct_running_mode=multi_processing"],
+}
+IN_PROCESS = "in process (Encoder.encode loop)"
+
+PEAK_RSS = ("max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+CHILD_IN_PROCESS = """
+import json, resource, sys, time
+import numpy as np
+sys.path.insert(0, {repo!r})
+from bioel_core.linking.dense import open_model
+from bioel_core.tables import read_table
+t0 = time.perf_counter()
+names = read_table({names!r}, "names", ["name_id", "name_norm"])
+encoder = open_model({model!r}, {pooling!r})
+t1 = time.perf_counter()
+vectors = encoder.encode(names.column("name_norm").to_pylist(), batch_size={batch_size})
+t2 = time.perf_counter()
+np.save({out!r} + "/ids.npy", names.column("name_id").to_numpy())
+np.save({out!r} + "/vectors.npy", vectors)
+print(json.dumps({{"seconds": t2 - t0, "encode_seconds": t2 - t1, "names": len(vectors), "embedded": len(vectors),
+                  "reconciled": True, "peak_rss_kb": {peak}}}))
+"""
+CHILD_PIPELINE = """
+import json, resource, sys, time
+sys.path.insert(0, {repo!r})
+from pipelines import embed_names
+from pipelines.options import pipeline_options
+t0 = time.perf_counter()
+m = embed_names.run({model!r}, {names!r}, {out!r}, pipeline_options({flags!r}), pooling={pooling!r},
+                    batch_size={batch_size})
+dt = time.perf_counter() - t0
+print(json.dumps({{"seconds": dt, "names": m["counts"]["names_read"], "embedded": m["counts"]["embedded"],
+                  "reconciled": all(m["reconciliation"].values()), "peak_rss_kb": {peak}}}))
+"""
+
+
+def run_child(code: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark child failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def ingested_mesh(input_path: Path, cache: Path) -> Path:
+    """The cached ingest of the thesaurus, ingested again when missing or made from another input file."""
+    try:
+        if read_manifest(cache)["inputs"][0]["sha256"] == sha256_file(input_path):
+            print(f"reusing the ingested thesaurus in {cache}")
+            return cache
+    except (RuntimeError, FileNotFoundError, KeyError, IndexError):
+        pass
+    print(f"ingesting {input_path} -> {cache} (bioel ingest-kb --kb mesh-tsv) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "pipelines.cli", "ingest-kb", "--kb", "mesh-tsv", "--input", str(input_path),
+                    "--output", str(cache), "--no-quality"], check=True, cwd=REPO)
+    return cache
+
+
+def names_subset(names_dir: Path, limit: int, folder: Path) -> Path:
+    """A names folder holding the `limit` names with the smallest name_id, its manifest saying what it is."""
+    table = read_table(names_dir, "names").sort_by("name_id").slice(0, limit)
+    (folder / "names").mkdir(parents=True)
+    pq.write_table(table.cast(NAMES_SCHEMA), folder / "names" / "part-00000-of-00001.parquet")
+    manifest = read_manifest(names_dir)
+    manifest["outputs"] = {"names": {"files": ["names/part-00000-of-00001.parquet"], "rows": table.num_rows}}
+    manifest["benchmark_subset"] = {"of": str(names_dir), "rule": f"the {limit} smallest name_ids"}
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return folder
+
+
+def max_difference(reference: dict[int, np.ndarray], emb_dir: Path) -> float:
+    emb = read_embeddings(emb_dir)
+    if not len(emb.name_ids):
+        return 0.0
+    expected = np.stack([reference[i] for i in emb.name_ids.tolist()])
+    return float(np.abs(emb.vectors - expected).max())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", help=f"model folder (default {DEFAULT_MODEL}, else the packaged MiniLM, mean pooling)")
+    ap.add_argument("--pooling", choices=["cls", "mean"], help="pooling of a plain HF checkpoint given with --model")
+    ap.add_argument("--names", help="an ingest-kb output to encode instead of the MeSH thesaurus")
+    ap.add_argument("--input", default=str(DEFAULT_INPUT), help="MeSH thesaurus TSV to ingest when --names is not given")
+    ap.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the ingested thesaurus is kept between runs")
+    ap.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"names to encode (default {DEFAULT_LIMIT:,}; 0 = all)")
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args()
+
+    model, pooling, model_note = args.model, args.pooling, args.model
+    if model is None and DEFAULT_MODEL.is_dir():
+        model_note = str(DEFAULT_MODEL)
+    elif model is None:
+        model, pooling = str(default_base_checkpoint()), "mean"
+        model_note = f"packaged MiniLM base checkpoint, mean pooling ({model})"
+        print(f"note: the default model {DEFAULT_MODEL} does not exist; using the {model_note}")
+    if args.names:
+        names_dir = Path(args.names)
+    elif Path(args.input).exists():
+        names_dir = ingested_mesh(Path(args.input), Path(args.cache))
+    else:
+        print(f"input not found: {args.input} (give --names KB_DIR instead)", file=sys.stderr)
+        return 2
+
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        names = names_subset(names_dir, args.limit, tmp / "names") if args.limit else names_dir
+        common = {"repo": str(REPO), "names": str(names), "model": model, "pooling": pooling,
+                  "batch_size": BATCH_SIZE, "peak": PEAK_RSS}
+        (tmp / "in-process").mkdir()
+        print(f"{IN_PROCESS} ...", flush=True)
+        results[IN_PROCESS] = run_child(CHILD_IN_PROCESS.format(out=str(tmp / "in-process"), **common))
+        reference = dict(zip(np.load(tmp / "in-process/ids.npy").tolist(), np.load(tmp / "in-process/vectors.npy")))
+        for i, (label, flags) in enumerate(PIPELINE_MODES.items()):
+            print(f"{label} ...", flush=True)
+            out = tmp / f"pipeline-{i}"
+            results[label] = run_child(CHILD_PIPELINE.format(out=str(out), flags=flags, **common))
+            results[label]["max_abs_difference_vs_in_process"] = max_difference(reference, out)
+
+    base = results[IN_PROCESS]
+    one, two = (results[label] for label in PIPELINE_MODES)
+    print(f"\nmodel: {model_note}; names: {base['names']:,} from {names_dir}; batch {BATCH_SIZE}; "
+          f"{os.cpu_count()} CPUs; {platform.processor() or platform.machine()}")
+    print(f"{'mode':40} {'seconds':>8} {'names/s':>8} {'peak RSS MB':>11} {'vs in process':>13} {'max |diff|':>10}")
+    for label, r in results.items():
+        diff = r.get("max_abs_difference_vs_in_process")
+        print(f"{label:40} {r['seconds']:8.1f} {r['names'] / r['seconds']:8,.0f} {r['peak_rss_kb'] / 1024:11,.0f} "
+              f"{base['seconds'] / r['seconds']:12.2f}x {'-' if diff is None else f'{diff:.1e}':>10}")
+    ratios = {"two_workers_vs_one": one["seconds"] / two["seconds"],
+              "pipeline_1_worker_vs_in_process": base["seconds"] / one["seconds"],
+              "pipeline_2_workers_vs_in_process": base["seconds"] / two["seconds"]}
+    print(f"2 workers / 1 worker: {ratios['two_workers_vs_one']:.2f}x; pipeline (1 worker) / in process: "
+          f"{ratios['pipeline_1_worker_vs_in_process']:.2f}x (names/s ratios); in-process encode alone: "
+          f"{base['names'] / base['encode_seconds']:,.0f} names/s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": model_note, "names_dir": str(names_dir), "limit": args.limit,
+                                               "batch_size": BATCH_SIZE, "cpus": os.cpu_count(), "modes": results,
+                                               "ratios": ratios}, indent=2))
+    ok = all(r["reconciled"] and r["embedded"] == r["names"] for r in results.values())
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
