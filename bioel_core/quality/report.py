@@ -99,9 +99,24 @@ def _embedding_line(stats: dict) -> str:
             f"{stats['names']:,} names in {stats['names_dir']}; norm min {stats['norm']['min']} max {stats['norm']['max']}")
 
 
+def _link_checks(table_dir: Path, manifest: dict, **limits):
+    from bioel_core.quality.annotation_tables import checks
+
+    return checks(table_dir, manifest, **limits)
+
+
+def _link_line(stats: dict) -> str:
+    nil = "n/a" if stats["nil_share"] is None else f"{stats['nil_share']:.1%}"
+    types = ", ".join(f"{t or '(any)'} {n:,}" for t, n in stats["mentions_per_entity_type"].items()) or "none"
+    return (f"{stats['documents']:,} documents ({stats['annotated']:,} annotated, {stats['tombstones']:,} tombstones), "
+            f"{stats['mentions']:,} mentions, {nil} NIL; by type: {types}; "
+            f"mentions/document: {_dist(stats['mentions_per_document'])}")
+
+
 CHECKS = {
     "ingest-kb": Checks(_kb_checks, _kb_line),
     "embed": Checks(_embedding_checks, _embedding_line),
+    "link": Checks(_link_checks, _link_line),
 }
 # a manifest without the field is a KB folder: the first pipeline (and hand-made test folders) wrote none
 DEFAULT_PIPELINE = "ingest-kb"
@@ -112,7 +127,8 @@ def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on:
     the summary.
 
     `passed` is False when a check of severity `fail_on` or above failed ("none": never). `limits` are the
-    thresholds of that pipeline's checks (KB tables: max_names_per_concept, max_name_length).
+    thresholds of that pipeline's checks (KB tables: max_names_per_concept, max_name_length;
+    link: max_nil_share).
     """
     if fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {FAIL_ON}, not {fail_on!r}")

@@ -1,0 +1,180 @@
+"""Checks of a link output: every annotation's span lies in its document's text and says its mention, its
+concept exists in the KB of its entity type, and the documents table counts the annotations it holds.
+
+As in frames.py, the cross-table facts are computed here with pandas, once, into plain derived columns: such
+a column holds the row's doc_id (or concept id) where the fact fails and null where it holds, so a "to be null"
+expectation lists the offending ids without a value set of every id inside the suite.
+
+Versions: documents linked or found unchanged this run carry the manifest's model and KB versions, but an
+incremental run carries documents absent from its inputs forward as they were, under the versions of the run
+that linked them. So a version mismatch is critical only when the manifest counts no carried documents.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import great_expectations as gx
+import great_expectations.expectations as gxe
+import pandas as pd
+
+from bioel_core.corpora.records import Document, Passage
+from bioel_core.linking.annotate import AnnotatorSpec
+from bioel_core.quality.frames import distribution
+from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag
+from bioel_core.tables import read_table
+
+ANNOTATION_COLUMNS = ["doc_id", "start", "end", "mention", "entity_type", "concept_id", "score", "nil",
+                      "model_version", "kb_version"]
+DOCUMENT_COLUMNS = ["doc_id", "status", "mentions", "passages", "model_version", "kb_version"]
+STATUSES = ["annotated", "deleted"]
+SCORE_TOLERANCE = 1e-6  # cosine scores in float32: an exact match may come out a hair above 1
+ANY_TYPE = ""  # the index of type '' links mentions of every type without an index of their own
+
+
+def kb_sources(annotator: dict) -> dict[str, dict]:
+    """Per entity type of a link manifest's "annotator": its names folder ("names") and KB version ("kb_version"),
+    followed through the index -> embeddings -> names manifests the way the linker followed them."""
+    return AnnotatorSpec(model=annotator["model"], indexes=tuple(tuple(p) for p in annotator["indexes"]))._sources()
+
+
+def known_concepts(names_dir: str | Path) -> pd.Series:
+    """The concept ids of the KB whose names folder (an ingest-kb output) is `names_dir`."""
+    return read_table(names_dir, "concepts", ["concept_id"]).column("concept_id").to_pandas()
+
+
+def document_text(doc_id: str, passages) -> str | None:
+    """The text the offsets point into, built as the linker built it; None when passages overlap."""
+    try:
+        return Document(doc_id, [Passage(p["kind"], p["offset"], p["text"]) for p in passages]).text
+    except ValueError:
+        return None
+
+
+def _kb_of(entity_type: str, sources: dict) -> str | None:
+    return entity_type if entity_type in sources else ANY_TYPE if ANY_TYPE in sources else None
+
+
+def load_frames(link_dir: str | Path, manifest: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """(annotations, documents) with their derived columns, and the KB sources per entity type."""
+    a = read_table(link_dir, "annotations", ANNOTATION_COLUMNS).to_pandas()
+    d = read_table(link_dir, "documents", DOCUMENT_COLUMNS).to_pandas()
+    sources = kb_sources(manifest["annotator"])
+
+    texts = pd.Series([document_text(i, p) for i, p in zip(d["doc_id"], d["passages"])], index=d.index, dtype=object)
+    annotated = d["status"] == "annotated"
+    text_of = pd.Series(texts[annotated].to_numpy(), index=d.loc[annotated, "doc_id"], dtype=object)
+    # a duplicated doc_id is its own failed check; here its first row stands for the id
+    text_of = text_of[~text_of.index.duplicated()]
+
+    # annotations
+    a["span_length"] = a["end"] - a["start"]
+    a["unannotated_doc_id"] = a["doc_id"].where(~a["doc_id"].isin(text_of.index))
+    text = a["doc_id"].map(text_of)
+    has_text = text.notna()
+    length = text.map(len, na_action="ignore").astype("float64")
+    a["outside_text_doc_id"] = a["doc_id"].where(has_text & (a["end"] > length))
+    in_text = has_text & (a["start"] >= 0) & (a["span_length"] > 0) & (a["end"] <= length)
+    sliced = [t[s:e] if ok else m for t, s, e, m, ok in zip(text, a["start"], a["end"], a["mention"], in_text)]
+    a["mention_mismatch_doc_id"] = a["doc_id"].where(pd.Series(sliced, index=a.index) != a["mention"])
+    a["nil_concept_id"] = a["concept_id"].where(a["nil"])
+    a["unlinked_doc_id"] = a["doc_id"].where(~a["nil"] & a["concept_id"].isna())
+    kb = a["entity_type"].map({t: _kb_of(t, sources) for t in a["entity_type"].unique()})
+    concepts_by_names = {source["names"]: known_concepts(source["names"]) for source in sources.values()}
+    known = pd.Series(False, index=a.index)
+    for entity_type, source in sources.items():
+        known |= (kb == entity_type) & a["concept_id"].isin(concepts_by_names[source["names"]])
+    a["unknown_concept_id"] = a["concept_id"].where(~a["nil"] & a["concept_id"].notna() & kb.notna() & ~known)
+    expected_kb = kb.map({t: source["kb_version"] for t, source in sources.items()})
+    stale = (a["model_version"] != manifest["model_version"]) | (expected_kb.notna() & (a["kb_version"] != expected_kb))
+    a["version_mismatch_doc_id"] = a["doc_id"].where(stale)
+    a["nil_mention"] = a["mention"].where(a["nil"])
+
+    # documents
+    d["annotation_count"] = d["doc_id"].map(a["doc_id"].value_counts()).fillna(0).astype("int64")
+    d["mentions_mismatch_doc_id"] = d["doc_id"].where(d["mentions"] != d["annotation_count"])
+    d["overlapping_passages_doc_id"] = d["doc_id"].where(texts.isna())
+    has_content = (d["passages"].map(len) > 0) | (d["annotation_count"] > 0)
+    d["tombstone_content_doc_id"] = d["doc_id"].where((d["status"] == "deleted") & has_content)
+    d["version_mismatch_doc_id"] = d["doc_id"].where(
+        (d["model_version"] != manifest["model_version"]) | (d["kb_version"] != manifest["kb_version"]))
+    return a, d.drop(columns=["passages"]), sources
+
+
+# documents carried from an earlier run (not in this run's inputs) keep the versions they were linked under
+_CARRIED = " A warning, not critical, when the manifest counts documents carried from an earlier run."
+
+
+def _null(column: str, description: str, severity: str = CRITICAL, **kwargs) -> gxe.Expectation:
+    return _tag(gxe.ExpectColumnValuesToBeNull(column=column, description=description, **kwargs), severity)
+
+
+def annotations_suite(entity_types: list[str], max_nil_share: float, version_severity: str) -> gx.ExpectationSuite:
+    low, high = -1.0 - SCORE_TOLERANCE, 1.0 + SCORE_TOLERANCE
+    expectations = [
+        _tag(gxe.ExpectColumnValuesToBeBetween(column="start", min_value=0), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeBetween(
+            column="span_length", min_value=1, description="Every span is non-empty (end > start)."), CRITICAL),
+        _null("unannotated_doc_id", "Every annotation's document is in the documents table as annotated "
+                                    "(listed: ids missing there or tombstones)."),
+        _null("outside_text_doc_id", "Every span ends inside its document's text "
+                                     "(listed: documents of spans past the end)."),
+        _null("mention_mismatch_doc_id", "The text slice [start, end) of each span is its mention "
+                                         "(listed: documents where it is not)."),
+        _null("nil_concept_id", "NIL annotations have no concept_id (listed: those they have)."),
+        _null("unlinked_doc_id", "Annotations that are not NIL have a concept_id "
+                                 "(listed: documents of those without)."),
+        _null("unknown_concept_id", "Every concept_id is a concept of the KB of its entity type "
+                                    "(listed: ids missing from it)."),
+        _tag(gxe.ExpectColumnValuesToBeBetween(
+            column="score", min_value=low, max_value=high, description="Scores are cosine similarities, in [-1, 1]."),
+             CRITICAL),
+        _null("version_mismatch_doc_id", "Annotations carry the manifest's model_version and the KB version of their "
+                                         "type's index as it is on disk (listed: documents of those that do not)."
+                                         + _CARRIED, version_severity),
+        _null("nil_mention", f"At most {max_nil_share:.0%} of mentions are NIL (listed: NIL mentions).", WARNING,
+              mostly=1.0 - max_nil_share),
+    ]
+    if ANY_TYPE not in entity_types:  # else every type has a KB
+        expectations.append(_tag(gxe.ExpectColumnValuesToBeInSet(
+            column="entity_type", value_set=entity_types,
+            description="Every entity type has an index in the manifest's annotator."), CRITICAL))
+    return gx.ExpectationSuite(name="annotations", expectations=expectations)
+
+
+def documents_suite(version_severity: str) -> gx.ExpectationSuite:
+    return gx.ExpectationSuite(name="documents", expectations=[
+        _tag(gxe.ExpectColumnValuesToBeUnique(column="doc_id"), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeInSet(column="status", value_set=STATUSES), CRITICAL),
+        _null("mentions_mismatch_doc_id", "Each document's mentions is its number of annotation rows "
+                                          "(listed: documents where it is not)."),
+        _null("overlapping_passages_doc_id", "Passages lay out without overlap "
+                                             "(listed: documents whose passages overlap)."),
+        _null("tombstone_content_doc_id", "Deleted documents have no passages and no annotations."),
+        _null("version_mismatch_doc_id", "Documents carry the manifest's model_version and kb_version."
+                                         + _CARRIED, version_severity),
+    ])
+
+
+def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) -> tuple[dict, dict]:
+    """({table: (frame, suite)}, stats) for the report. `max_nil_share`: above it the NIL share is a warning."""
+    annotations, documents, sources = load_frames(link_dir, manifest)
+    carried = manifest.get("counts", {}).get("documents", {}).get("carried", 0)
+    version_severity = WARNING if carried else CRITICAL
+    annotated = documents["status"] == "annotated"
+    stats = {
+        "documents": len(documents),
+        "annotated": int(annotated.sum()),
+        "tombstones": int((documents["status"] == "deleted").sum()),
+        "mentions": len(annotations),
+        "nil_share": round(float(annotations["nil"].mean()), 4) if len(annotations) else None,
+        "mentions_per_entity_type": {str(t): int(n)
+                                     for t, n in annotations["entity_type"].value_counts().sort_index().items()},
+        "mentions_per_document": distribution(documents.loc[annotated, "annotation_count"]),
+        "kbs": {t: s["names"] for t, s in sources.items()},
+    }
+    return {
+        "annotations": (annotations, annotations_suite(sorted(sources), max_nil_share, version_severity)),
+        "documents": (documents, documents_suite(version_severity)),
+    }, stats
+

@@ -1,0 +1,217 @@
+"""The quality suite of a `bioel link` output, on hand-written link tables whose annotator points at a real
+ingest-kb output through hand-written embeddings and index manifests (all the KB lookup reads of them)."""
+
+import copy
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bioel_core.corpora.records import Document, Passage
+from bioel_core.embeddings import manifest_sha256
+from bioel_core.quality import format_summary, report
+from bioel_core.quality.report import CHECKS
+from bioel_core.tables import read_manifest
+from conftest import FIXTURES
+from pipelines import ingest_kb
+from pipelines.options import pipeline_options
+from schemas import ANNOTATIONS_SCHEMA, DEAD_LETTER_SCHEMA, DOCUMENTS_SCHEMA, SCHEMA_VERSION
+
+MODEL = "model-fingerprint"
+PASSAGES = {
+    "101": [("title", 0, "Ataxia telangiectasia in two siblings."),
+            ("abstract", 39, "Louis-Bar syndrome (AT) was confirmed; a frobnication was also seen.")],
+    "102": [("title", 0, "Selective tooth agenesis."), ("abstract", 30, "Tooth agenesis, selective, 6 in one family.")],
+}
+# (doc_id, mention, concept_id or None for NIL, score)
+MENTIONS = [
+    ("101", "Ataxia telangiectasia", "D001260", 1.0),
+    ("101", "Louis-Bar syndrome", "D001260", 0.93),
+    ("101", "frobnication", None, 0.21),
+    ("102", "Selective tooth agenesis", "C567755", 0.88),
+    ("102", "Tooth agenesis, selective, 6", "C567755", 1.0),
+]
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory):
+    """An index folder whose manifest chain (index -> embeddings -> names) ends at a real ingest-kb output."""
+    root = tmp_path_factory.mktemp("kb")
+    kb = root / "medic"
+    ingest_kb.run("medic-biosyn", [str(FIXTURES / "biosyn/medic_raw.txt")], str(kb), pipeline_options([]), num_shards=1)
+    emb, index = root / "emb", root / "index"
+    emb.mkdir()
+    index.mkdir()
+    (emb / "manifest.json").write_text(json.dumps({
+        "complete": True, "pipeline": "embed", "names": {"path": str(kb), "manifest_sha256": manifest_sha256(kb)}}))
+    (index / "manifest.json").write_text(json.dumps({
+        "complete": True, "pipeline": "build-index", "schema_version": SCHEMA_VERSION,
+        "embeddings": {"path": str(emb)}, "model": {"fingerprint": MODEL}}))
+    return index, manifest_sha256(kb)
+
+
+def good_rows(kb_version):
+    """(annotations, documents) of a correct link output: two annotated documents and a tombstone."""
+    texts = {d: Document(d, [Passage(*p) for p in ps]).text for d, ps in PASSAGES.items()}
+    annotations = []
+    for doc_id, mention, concept, score in MENTIONS:
+        start = texts[doc_id].index(mention)
+        annotations.append({"doc_id": doc_id, "start": start, "end": start + len(mention), "mention": mention,
+                            "link_text": mention, "entity_type": "Disease", "concept_id": concept,
+                            "matched_name": mention, "score": score, "nil": concept is None,
+                            "model_version": MODEL, "kb_version": kb_version})
+    documents = [{"doc_id": d, "content_sha256": "0" * 64, "status": "annotated",
+                  "mentions": sum(m[0] == d for m in MENTIONS),
+                  "passages": [{"kind": k, "offset": o, "text": t} for k, o, t in ps],
+                  "model_version": MODEL, "kb_version": kb_version} for d, ps in PASSAGES.items()]
+    documents.append({"doc_id": "103", "content_sha256": "", "status": "deleted", "mentions": 0, "passages": [],
+                      "model_version": MODEL, "kb_version": kb_version})
+    return annotations, documents
+
+
+def write_link(out, index, kb_version, annotations, documents, carried=0, types=("Disease",)):
+    for table in ("annotations", "documents", "dead_letter"):
+        (out / table).mkdir(parents=True)
+    shard = "part-00000-of-00001.parquet"
+    pq.write_table(pa.Table.from_pylist(annotations, schema=ANNOTATIONS_SCHEMA), out / "annotations" / shard)
+    pq.write_table(pa.Table.from_pylist(documents, schema=DOCUMENTS_SCHEMA), out / "documents" / shard)
+    pq.write_table(DEAD_LETTER_SCHEMA.empty_table(), out / "dead_letter" / shard)
+    annotator = {"model": None, "indexes": [[t, str(index)] for t in types], "detect": True, "nil_thresholds": []}
+    (out / "manifest.json").write_text(json.dumps({
+        "schema_version": SCHEMA_VERSION, "pipeline": "link", "complete": True, "annotator": annotator,
+        "model_version": MODEL, "kb_version": kb_version,
+        "counts": {"documents": {"linked": 2, "unchanged": 0, "deleted": 1, "dead_lettered": 0, "superseded": 0,
+                                 "carried": carried}}}))
+    return out
+
+
+def failures(summary):
+    return {(c["table"], c["column"], c["expectation"]): c for c in summary["checks"] if not c["success"]}
+
+
+def test_a_good_link_output_passes(index_dir, tmp_path):
+    index, kb_version = index_dir
+    summary = report(write_link(tmp_path / "link", index, kb_version, *good_rows(kb_version)))
+
+    assert failures(summary) == {}
+    assert summary["passed"] and summary["pipeline"] == "link"
+    assert summary["stats"] == {
+        "documents": 3, "annotated": 2, "tombstones": 1, "mentions": 5, "nil_share": 0.2,
+        "mentions_per_entity_type": {"Disease": 5},
+        "mentions_per_document": {"min": 2, "median": 2, "p95": 2, "max": 3},
+        "kbs": {"Disease": str(index.parent / "medic")},
+    }
+    text = format_summary(summary)
+    assert "quality PASSED" in text
+    assert "3 documents (2 annotated, 1 tombstones), 5 mentions, 20.0% NIL; by type: Disease 5" in text
+
+
+def _set(table, i, **changes):
+    def tamper(annotations, documents):
+        rows = annotations if table == "annotations" else documents
+        rows[i].update(changes)
+    return tamper
+
+
+def _past_text(annotations, documents):
+    annotations[2].update(start=200, end=212)
+
+
+def _duplicate_document(annotations, documents):
+    documents.append(copy.deepcopy(documents[1]))
+
+
+@pytest.mark.parametrize("tamper, failed, observed", [
+    pytest.param(_past_text, ("annotations", "outside_text_doc_id", "expect_column_values_to_be_null"), ["101"],
+                 id="offset-past-the-text"),
+    pytest.param(_set("annotations", 1, mention="Louis-Bar Syndrome"),
+                 ("annotations", "mention_mismatch_doc_id", "expect_column_values_to_be_null"), ["101"],
+                 id="slice-differs-from-mention"),
+    pytest.param(_set("annotations", 3, concept_id="D999999"),
+                 ("annotations", "unknown_concept_id", "expect_column_values_to_be_null"), ["D999999"],
+                 id="unknown-concept-id"),
+    pytest.param(_set("annotations", 2, concept_id="D001260"),
+                 ("annotations", "nil_concept_id", "expect_column_values_to_be_null"), ["D001260"],
+                 id="nil-row-with-a-concept"),
+    pytest.param(_set("annotations", 0, concept_id=None),
+                 ("annotations", "unlinked_doc_id", "expect_column_values_to_be_null"), ["101"],
+                 id="linked-row-without-a-concept"),
+    pytest.param(_duplicate_document, ("documents", "doc_id", "expect_column_values_to_be_unique"), ["102", "102"],
+                 id="duplicate-doc-id"),
+    pytest.param(_set("documents", 0, mentions=4),
+                 ("documents", "mentions_mismatch_doc_id", "expect_column_values_to_be_null"), ["101"],
+                 id="mentions-count-off"),
+    pytest.param(_set("documents", 2, passages=[{"kind": "title", "offset": 0, "text": "Withdrawn."}]),
+                 ("documents", "tombstone_content_doc_id", "expect_column_values_to_be_null"), ["103"],
+                 id="tombstone-with-passages"),
+])
+def test_each_tampering_fails_its_one_critical_check(index_dir, tmp_path, tamper, failed, observed):
+    index, kb_version = index_dir
+    annotations, documents = good_rows(kb_version)
+    tamper(annotations, documents)
+    summary = report(write_link(tmp_path / "link", index, kb_version, annotations, documents))
+
+    found = failures(summary)
+    assert list(found) == [failed]
+    assert found[failed]["severity"] == "critical" and found[failed]["observed"] == pytest.approx(observed)
+    assert not summary["passed"]
+
+
+def test_too_many_nils_is_a_warning_only(index_dir, tmp_path):
+    index, kb_version = index_dir
+    annotations, documents = good_rows(kb_version)
+    for row in annotations[:3]:
+        row.update(concept_id=None, nil=True, score=0.1)
+    summary = report(write_link(tmp_path / "link", index, kb_version, annotations, documents))
+
+    assert list(failures(summary)) == [("annotations", "nil_mention", "expect_column_values_to_be_null")]
+    assert summary["warnings"] == 1 and summary["critical_failures"] == 0 and summary["passed"]
+    assert summary["stats"]["nil_share"] == 0.6
+    # the limit reaches the suite through the report's dispatcher
+    batches, _ = CHECKS["link"].build(tmp_path / "link", read_manifest(tmp_path / "link"), max_nil_share=0.7)
+    nil_check = next(e for e in batches["annotations"][1].expectations if e.column == "nil_mention")
+    assert nil_check.mostly == pytest.approx(0.3)
+
+
+def test_an_annotation_of_a_tombstone_fails_on_both_tables(index_dir, tmp_path):
+    index, kb_version = index_dir
+    annotations, documents = good_rows(kb_version)
+    annotations.append({**annotations[0], "doc_id": "103"})
+    summary = report(write_link(tmp_path / "link", index, kb_version, annotations, documents))
+
+    assert {k: c["observed"] for k, c in failures(summary).items()} == {
+        ("annotations", "unannotated_doc_id", "expect_column_values_to_be_null"): ["103"],
+        ("documents", "tombstone_content_doc_id", "expect_column_values_to_be_null"): ["103"],
+        ("documents", "mentions_mismatch_doc_id", "expect_column_values_to_be_null"): ["103"],
+    }
+
+
+@pytest.mark.parametrize("carried, severity", [(0, "critical"), (1, "warning")])
+def test_rows_of_another_model_are_critical_unless_documents_were_carried(index_dir, tmp_path, carried, severity):
+    index, kb_version = index_dir
+    annotations, documents = good_rows(kb_version)
+    documents[1]["model_version"] = "older-model"
+    for row in annotations[3:]:
+        row["model_version"] = "older-model"
+    summary = report(write_link(tmp_path / "link", index, kb_version, annotations, documents, carried=carried))
+
+    found = failures(summary)
+    assert set(found) == {("annotations", "version_mismatch_doc_id", "expect_column_values_to_be_null"),
+                          ("documents", "version_mismatch_doc_id", "expect_column_values_to_be_null")}
+    assert {c["severity"] for c in found.values()} == {severity}
+    assert {tuple(c["observed"]) for c in found.values()} == {("102", "102"), ("102",)}
+
+
+def test_a_type_without_an_index_fails_unless_an_any_type_index_takes_it(index_dir, tmp_path):
+    index, kb_version = index_dir
+    annotations, documents = good_rows(kb_version)
+    annotations[3]["entity_type"] = "Chemical"
+
+    typed = report(write_link(tmp_path / "typed", index, kb_version, annotations, documents))
+    assert list(failures(typed)) == [("annotations", "entity_type", "expect_column_values_to_be_in_set")]
+
+    annotations[3]["concept_id"] = "D999999"  # the Chemical row, looked up in the KB of the '' index
+    any_type = report(write_link(tmp_path / "any", index, kb_version, annotations, documents, types=("Disease", "")))
+    assert {k: c["observed"] for k, c in failures(any_type).items()} == {
+        ("annotations", "unknown_concept_id", "expect_column_values_to_be_null"): ["D999999"]}
