@@ -28,6 +28,10 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--batch-size", type=int, default=128, help="pairs per step")
     tr.add_argument("--lr", type=float, help="learning rate (default 2e-5 transformer, 1e-3 rescnn)")
     tr.add_argument("--margin", type=float, default=0.2)
+    tr.add_argument("--finetune-loss", choices=["multi-similarity", "infonce"], default="multi-similarity",
+                    help="fine-tuning loss: SapBERT's multi-similarity with hard-pair mining (default), or a batch "
+                         "softmax (InfoNCE) where the gold name and the wrong names compete")
+    tr.add_argument("--temperature", type=float, default=0.05, help="infonce temperature")
     tr.add_argument("--hard-negatives", type=int, default=0,
                     help="fine-tuning: put each mention's N nearest wrong concepts (mined every epoch with the current "
                          "model) in its batch instead of random batches (default 0: random)")
@@ -43,15 +47,15 @@ def cmd_train(args) -> int:
 
     lr = args.lr or DEFAULT_LR[args.encoder]
 
-    def config(epochs: int, max_steps: int | None) -> TrainConfig:
+    def config(epochs: int, max_steps: int | None, loss: str = "multi-similarity") -> TrainConfig:
         return TrainConfig(epochs=epochs, batch_size=args.batch_size, learning_rate=lr, margin=args.margin,
-                           max_steps=max_steps, seed=args.seed)
+                           max_steps=max_steps, seed=args.seed, loss=loss, temperature=args.temperature)
 
     card = run_training(encoder_kind=args.encoder, names_dir=args.names, output=args.output, init=args.init,
                         pooling=args.pooling, train_datasets=args.train_dataset, train_split=args.train_split,
                         device=args.device,
                         align=config(args.align_epochs, args.align_max_steps) if args.align_epochs > 0 else None,
-                        finetune=config(args.finetune_epochs, args.finetune_max_steps) if args.finetune_epochs > 0 else None,
+                        finetune=config(args.finetune_epochs, args.finetune_max_steps, args.finetune_loss) if args.finetune_epochs > 0 else None,
                         max_pairs_per_concept=args.max_pairs_per_concept, hard_negatives=args.hard_negatives,
                         save_dtype=args.save_dtype,
                         command=["bioel", *sys.argv[1:]], progress=not args.no_progress)

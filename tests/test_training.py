@@ -201,3 +201,17 @@ def test_hard_negative_training_resumes_on_the_same_mined_batches(tmp_path, monk
     assert run(tmp_path / "b", resumed, load_encoder=load_encoder)["resumed_from"] == 4
     for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
         assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_infonce_matches_hand_computation():
+    from bioel_core.training.losses import supervised_infonce_loss
+
+    # cosines: S01 = 0.8, S02 = 0.6, S03 = 0, S12 = 0.96, S13 = 0.6, S23 = 0.8; labels 0, 0, 1, 1
+    t = 0.5
+    e = {(0, 1): 0.8, (0, 2): 0.6, (0, 3): 0.0, (1, 2): 0.96, (1, 3): 0.6, (2, 3): 0.8}
+    s = lambda i, j: e[(min(i, j), max(i, j))] / t  # noqa: E731
+    pos = {0: 1, 1: 0, 2: 3, 3: 2}
+    expected = sum(math.log(sum(math.exp(s(i, j)) for j in range(4) if j != i)) - s(i, pos[i]) for i in range(4)) / 4
+    assert supervised_infonce_loss(EMB, LABELS, temperature=t).item() == pytest.approx(expected, rel=1e-5)
+    # a lone label has no positive: it is no anchor, and a batch without any positive costs nothing
+    assert supervised_infonce_loss(EMB, torch.tensor([0, 1, 2, 3])).item() == 0.0

@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from bioel_core.training.losses import multi_similarity_loss
+from bioel_core.training.losses import multi_similarity_loss, supervised_infonce_loss
 from bioel_core.training.miners import hard_pairs
 from bioel_core.training.pairs import Pair
 
@@ -35,6 +35,8 @@ class TrainConfig:
     pos_scale: float = 1.0
     offset: float = 0.5
     use_miner: bool = True
+    loss: str = "multi-similarity"  # or "infonce" (see losses.supervised_infonce_loss)
+    temperature: float = 0.05  # infonce only
     max_steps: int | None = None
     checkpoint_every: int = 200
     seed: int = 0
@@ -50,6 +52,8 @@ def batch_loss(encoder, batch: list[Pair], config: TrainConfig) -> torch.Tensor:
     label_ids: dict[str, int] = {}
     labels = torch.tensor([label_ids.setdefault(p.label, len(label_ids)) for p in batch] * 2, device=encoder.device)
     embeddings = encoder(**encoder.tokenize(texts))
+    if config.loss == "infonce":
+        return supervised_infonce_loss(embeddings, labels, config.temperature)
     if config.use_miner:
         pos, neg = hard_pairs(embeddings, labels, config.margin)
     else:
@@ -85,6 +89,9 @@ def _load_optimizer_state(folder: Path, optimizer: torch.optim.Optimizer) -> int
     return meta["step"]
 
 
+LOSSES = ("multi-similarity", "infonce")
+
+
 def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str | Path, *, load_encoder=None,
           progress: bool = True, batcher=None) -> dict:
     """Trains `encoder` in place on `pairs`; returns training statistics.
@@ -94,6 +101,8 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
     replaces the shuffled pair batches: `batcher(epoch)` returns that epoch's batches and
     `batcher.steps_per_epoch()` their number (see hard_negatives.HardNegativeBatcher); `pairs` is then unused.
     """
+    if config.loss not in LOSSES:
+        raise ValueError(f"unknown loss {config.loss!r}; choose one of {LOSSES}")
     if batcher is None and not pairs:
         raise ValueError("no training pairs: the name table or training set yielded none")
     torch.manual_seed(config.seed)

@@ -22,3 +22,24 @@ def multi_similarity_loss(embeddings: torch.Tensor, pos_mask: torch.Tensor, neg_
     neg_loss = torch.logsumexp(torch.cat([zero, neg_terms], dim=1), dim=1) / neg_scale
     pos_loss = torch.logsumexp(torch.cat([zero, pos_terms], dim=1), dim=1) / pos_scale
     return (neg_loss + pos_loss).mean()
+
+
+def supervised_infonce_loss(embeddings: torch.Tensor, labels: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
+    """Multi-positive InfoNCE over the batch: each text's softmax over every other text, all same-label texts
+    counted as the answer. L = -1/|A| sum_{i in A} log( sum_{p in P_i} exp(S_ip/t) / sum_{j != i} exp(S_ij/t) ),
+    A = texts with at least one positive.
+
+    With hard-negative batches (hard_negatives.py) this is the balanced objective: the multi-similarity loss
+    weighs each negative above its offset exponentially and lets a few close wrong names dominate, whereas
+    here the gold name and the wrong names compete in one softmax, as in BioSyn's candidate likelihood."""
+    emb = torch.nn.functional.normalize(embeddings, dim=1)
+    logits = emb @ emb.T / temperature
+    eye = torch.eye(len(labels), dtype=torch.bool, device=labels.device)
+    logits = logits.masked_fill(eye, float("-inf"))
+    positive = (labels[:, None] == labels[None, :]) & ~eye
+    anchors = positive.any(dim=1)
+    if not anchors.any():
+        return logits.new_zeros(())
+    log_all = torch.logsumexp(logits, dim=1)
+    log_pos = torch.logsumexp(logits.masked_fill(~positive, float("-inf")), dim=1)
+    return (log_all - log_pos)[anchors].mean()

@@ -147,7 +147,7 @@ def write_card(model_dir: str | Path, card: dict) -> None:
     for stage, s in card["stages"].items():
         c = s["config"]
         lines.append(f"- {stage}: {s['pairs']:,} pairs, {s['steps']:,} steps (batch {c['batch_size']} pairs, lr {c['learning_rate']}, "
-                     f"margin {c['margin']}, seed {c['seed']}), loss {s['first_loss']:.4f} -> {s['mean_loss_last_50']:.4f} "
+                     f"{c.get('loss', 'multi-similarity')} loss, margin {c['margin']}, seed {c['seed']}), loss {s['first_loss']:.4f} -> {s['mean_loss_last_50']:.4f} "
                      f"(mean of the last 50), {s['seconds'] / 60:.1f} min")
     hw = card["hardware"]
     lines += ["", f"Hardware: {hw['device']}{' (' + hw['cuda'] + ')' if hw['cuda'] else ''}, {hw['cpu_count']} CPUs, torch {hw['torch']}; "
