@@ -68,12 +68,17 @@ ANNOTATIONS_SCHEMA = _versioned("annotations", [
     pa.field("kb_version", pa.string(), nullable=False),  # the index's names manifest digest
 ])
 
-# one row per input document: what incremental runs compare against
+PASSAGE_TYPE = pa.struct([pa.field("kind", pa.string(), nullable=False), pa.field("offset", pa.int32(), nullable=False),
+                          pa.field("text", pa.string(), nullable=False)])
+
+# one row per document of the annotated state: what incremental runs compare against, and the text the
+# annotations' offsets point into (so quality checks and interchange files need no second read of the inputs)
 DOCUMENTS_SCHEMA = _versioned("documents", [
     pa.field("doc_id", pa.string(), nullable=False),
     pa.field("content_sha256", pa.string(), nullable=False),
-    pa.field("status", pa.string(), nullable=False),  # annotated | deleted
+    pa.field("status", pa.string(), nullable=False),  # annotated | deleted (a DeleteCitation tombstone)
     pa.field("mentions", pa.int32(), nullable=False),
+    pa.field("passages", pa.list_(PASSAGE_TYPE), nullable=False),  # empty for a tombstone
     pa.field("model_version", pa.string(), nullable=False),
     pa.field("kb_version", pa.string(), nullable=False),
 ])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from bioel_core.corpora.records import Document, Mention
 from bioel_core.linking.base import Linker
@@ -53,6 +53,13 @@ def _without_overlaps(mentions: list[Mention]) -> list[Mention]:
     return sorted(kept, key=lambda m: (m.start, m.end))
 
 
+def combined_kb_version(kb_versions: dict[str, str]) -> str:
+    """One version string for the KBs of every entity type (what a document's annotations depend on)."""
+    if len(kb_versions) == 1:
+        return next(iter(kb_versions.values()))
+    return hashlib.sha256(json.dumps(sorted(kb_versions.items())).encode()).hexdigest()
+
+
 class DocumentAnnotator:
     def __init__(self, targets: Sequence[EntityTarget], model_version: str, detect: bool = True,
                  max_chars: int = MAX_DOCUMENT_CHARS, batch_size: int = 256):
@@ -62,6 +69,7 @@ class DocumentAnnotator:
             raise ValueError("mention detection needs a detector for every entity type")
         self.targets = {t.entity_type: t for t in targets}
         self.model_version, self.detect, self.max_chars, self.batch_size = model_version, detect, max_chars, batch_size
+        self.kb_version = combined_kb_version({t.entity_type: t.kb_version for t in targets})
 
     def check(self, document: Document) -> str:
         """The document's text, or DocumentError naming the reason it cannot be annotated."""
@@ -118,3 +126,109 @@ class DocumentAnnotator:
             out.append(rows)
         return out
 
+
+
+@dataclass(frozen=True)
+class AnnotatorSpec:
+    """Everything a worker needs to build its DocumentAnnotator: plain paths and numbers, cheap to ship.
+
+    `indexes`, `stop_lists` and `nil_thresholds` are ((entity type, value), ...); type '' takes mentions of
+    any type (given mode) and labels detected ones with no type."""
+
+    model: str | None
+    indexes: tuple[tuple[str, str], ...]
+    detect: bool = True
+    stop_lists: tuple[tuple[str, str], ...] = ()
+    nil_thresholds: tuple[tuple[str, float], ...] = ()
+    device: str = "cpu"
+    max_chars: int = MAX_DOCUMENT_CHARS
+    batch_size: int = 256
+    abbreviations: bool = True
+
+    def __post_init__(self):
+        if not self.indexes:
+            raise ValueError("at least one --index is needed")
+        known = {t for t, _ in self.indexes}
+        for flag, pairs in (("--stop-list", self.stop_lists), ("--nil-threshold", self.nil_thresholds)):
+            unknown = sorted({t for t, _ in pairs} - known)
+            if unknown:
+                raise ValueError(f"{flag} names entity types {unknown} that have no --index (types: {sorted(known)})")
+
+    def _sources(self) -> dict[str, dict]:
+        """Per entity type: index folder, names folder, model fingerprint and KB version, read from the
+        manifests (index -> embeddings -> names), each checked to be complete and unchanged."""
+        from bioel_core.embeddings import check_names_unchanged, manifest_sha256
+        from bioel_core.index import read_index_manifest
+
+        out = {}
+        for entity_type, index_dir in self.indexes:
+            manifest = read_index_manifest(index_dir)
+            names_dir = check_names_unchanged(manifest["embeddings"]["path"])
+            out[entity_type] = {"index": index_dir, "names": str(names_dir), "fingerprint": manifest["model"]["fingerprint"],
+                                "kb_version": manifest_sha256(names_dir)}
+        return out
+
+    def versions(self) -> tuple[str, str]:
+        """(model version, KB version), after checking before any work that the model folder is the one
+        every index was built with."""
+        from bioel_core.linking.dense import open_model
+
+        sources = self._sources()
+        fingerprints = {s["fingerprint"] for s in sources.values()}
+        if len(fingerprints) > 1:
+            raise ValueError(f"the indexes were built with different models: {sorted(f[:12] for f in fingerprints)}")
+        fingerprint = fingerprints.pop()
+        found = open_model(self.model).fingerprint()
+        if found != fingerprint:
+            raise ValueError(f"the model {self.model or '(default)'} (fingerprint {found[:12]}) is not the one the indexes "
+                             f"were built with ({fingerprint[:12]}); pass that model with --model")
+        return fingerprint, combined_kb_version({t: s["kb_version"] for t, s in sources.items()})
+
+    def open(self) -> DocumentAnnotator:
+        from bioel_core.linking.dense import DenseLinker, open_model
+        from bioel_core.linking.dictionary import NameSet
+        from bioel_core.text.detect import DictionaryDetector, StopList
+
+        encoder = open_model(self.model, device=self.device)
+        stop_lists, thresholds = dict(self.stop_lists), dict(self.nil_thresholds)
+        targets = []
+        for entity_type, source in self._sources().items():
+            names = NameSet.from_names_table(source["names"])
+            detector = None
+            if self.detect:
+                stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
+                detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type, stop_list=stop,
+                                                               abbreviations=self.abbreviations)
+            targets.append(EntityTarget(entity_type, DenseLinker.from_index(source["index"], names, encoder), source["kb_version"],
+                                        detector, thresholds.get(entity_type)))
+        return DocumentAnnotator(targets, encoder.fingerprint(), self.detect, self.max_chars, self.batch_size)
+
+    def describe(self) -> dict:
+        return asdict(self)
+
+
+def calibrate_on_gold(spec: AnnotatorSpec, gold_pubtator: str, batch_size: int = 64) -> dict:
+    """Per entity type, the NIL threshold maximizing strict span+concept F1 on a gold PubTator corpus."""
+    from bioel_core.corpora import read_pubtator
+    from bioel_core.evaluation.e2e import plain_id
+    from bioel_core.linking.nil import calibrate_threshold
+
+    documents = read_pubtator(gold_pubtator)
+    annotator = spec.open()
+    gold: dict[tuple, set[str]] = {}
+    for d in documents:
+        for m in d.mentions:
+            target = annotator.target_of(m)
+            if target is not None and m.concept_ids:
+                key = (target.entity_type, d.doc_id, m.start, m.end)
+                gold.setdefault(key, set()).update(plain_id(i) for c in m.concept_ids for i in c.split("|"))
+    scores: dict[str, list[float]] = {t: [] for t in annotator.targets}
+    correct: dict[str, list[bool]] = {t: [] for t in annotator.targets}
+    for start in range(0, len(documents), batch_size):
+        batch = documents[start:start + batch_size]
+        for rows in annotator.annotate(batch):
+            for r in rows:
+                ids = gold.get((r["entity_type"], r["doc_id"], r["start"], r["end"]), set())
+                scores[r["entity_type"]].append(r["score"])
+                correct[r["entity_type"]].append(r["concept_id"] is not None and plain_id(r["concept_id"]) in ids)
+    return {t: calibrate_threshold(scores[t], correct[t], sum(1 for k in gold if k[0] == t)) for t in annotator.targets}
