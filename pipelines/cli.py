@@ -13,13 +13,13 @@ import sys
 
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES, Normalizer, NormalizerConfig
-from pipelines import cli_embed, cli_evaluate, cli_train
+from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_train
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
-BEAM_VERBS = {"ingest-kb", "embed"}
+BEAM_VERBS = {"ingest-kb", "embed", "build-index", "link"}
 
 
 def _reader_options(args) -> dict:
@@ -30,7 +30,7 @@ def _reader_options(args) -> dict:
     if args.kb == "snomed":
         return {"language_refset_ids": args.snomed_language_refset}
     if args.kb == "mesh-tsv":
-        return {"include_permuted": not args.mesh_exclude_permuted}
+        return {"include_permuted": not args.mesh_exclude_permuted, "tree_prefixes": args.mesh_tree_prefix or ()}
     if args.kb == "biosyn-dict":
         return {"kb": args.kb_name}
     return {}
@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--umls-preferred-only", action="store_true", help="umls: TS=P, STT=PF, ISPREF=Y rows only")
     ingest.add_argument("--snomed-language-refset", nargs="+", help="snomed: language refset ids for acceptability")
     ingest.add_argument("--mesh-exclude-permuted", action="store_true", help="mesh-tsv: drop permuted entry terms")
+    ingest.add_argument("--mesh-tree-prefix", nargs="+", help="mesh-tsv: keep descriptors under these tree numbers "
+                                                              "(e.g. D: Chemicals and Drugs); give the trees TSV as an input too")
     ingest.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical",
                         help="quality failures that make the command exit non-zero")
     ingest.add_argument("--no-quality", action="store_true", help="skip the quality report")
@@ -110,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_evaluate.add_subcommands(sub)
     cli_train.add_subcommands(sub)
     cli_embed.add_subcommands(sub)
+    cli_index.add_subcommands(sub)
+    cli_link.add_subcommands(sub)
     return parser
 
 

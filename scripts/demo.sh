@@ -1,17 +1,36 @@
 #!/usr/bin/env bash
-# The main job on the committed sample, with no network: ingest the sample MEDIC cut -> Parquet tables,
-# manifest, dead letters and the data-quality report. Later stages join this chain as they land.
+# The main job on the committed sample, with no network: ingest the MEDIC cut -> embed its names with the
+# shipped disease model -> FAISS shards -> link the 40 sample abstracts -> quality reports; then score the
+# links against the sample's gold annotations.
 set -euo pipefail
 OUT=${1:-demo_output}
 BIOEL=".venv/bin/bioel"
+RUNNER="--runner FnApiRunner"
 export HF_HUB_OFFLINE=1 GX_ANALYTICS_ENABLED=false
 
-echo "== ingest: sample_data/medic_sample.txt -> $OUT/kb"
-$BIOEL ingest-kb --kb medic-biosyn --input sample_data/medic_sample.txt --output "$OUT/kb" --num-shards 2 --runner FnApiRunner
+echo "== 1/5 ingest: sample_data/medic_sample.txt -> $OUT/kb"
+$BIOEL ingest-kb --kb medic-biosyn --input sample_data/medic_sample.txt --output "$OUT/kb" --num-shards 2 $RUNNER
+
+echo; echo "== 2/5 embed: every name with models/disease-default -> $OUT/embeddings"
+$BIOEL embed --names "$OUT/kb" --output "$OUT/embeddings" --num-shards 2 $RUNNER
+
+echo; echo "== 3/5 index: flat FAISS shards -> $OUT/index"
+$BIOEL build-index --embeddings "$OUT/embeddings" --output "$OUT/index" --shards 2 --index flat $RUNNER
+
+echo; echo "== 4/5 link: sample_data/abstracts_sample.jsonl -> $OUT/links (Parquet + PubTator)"
+$BIOEL link --input sample_data/abstracts_sample.jsonl --input-format jsonl --index "Disease=$OUT/index" \
+  --stop-list "Disease=models/stoplists/disease-medic.json" --output "$OUT/links" --output-format pubtator $RUNNER
+
+echo; echo "== 5/5 score: the links against the sample's gold disease annotations (NCBI and BC5CDR disease types)"
+cat "$OUT"/links/pubtator/*.pubtator > "$OUT/links.pubtator"
+$BIOEL evaluate-e2e --gold sample_data/gold_ncbi_bc5cdr_sample.pubtator --pred "$OUT/links.pubtator" \
+  --types Disease SpecificDisease DiseaseClass Modifier CompositeMention
 
 echo
 echo "Results:"
-echo "  tables        $OUT/kb/concepts/  $OUT/kb/names/  (Parquet)"
-echo "  dead letters  $OUT/kb/dead_letter/"
-echo "  manifest      $OUT/kb/manifest.json"
-echo "  quality       $OUT/kb/quality/data_docs/index.html  $OUT/kb/quality/summary.json"
+echo "  KB tables      $OUT/kb/{concepts,names}/   quality: $OUT/kb/quality/data_docs/index.html"
+echo "  embeddings     $OUT/embeddings/embeddings/ quality: $OUT/embeddings/quality/data_docs/index.html"
+echo "  FAISS index    $OUT/index/shards/          quality: $OUT/index/quality/data_docs/index.html"
+echo "  annotations    $OUT/links/annotations/  $OUT/links/documents/  $OUT/links/pubtator/"
+echo "                 quality: $OUT/links/quality/data_docs/index.html"
+echo "  dead letters   $OUT/*/dead_letter/   manifests: $OUT/*/manifest.json"

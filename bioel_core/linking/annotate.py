@@ -185,8 +185,10 @@ class AnnotatorSpec:
         return fingerprint, combined_kb_version({t: s["kb_version"] for t, s in sources.items()})
 
     def open(self) -> DocumentAnnotator:
-        from bioel_core.linking.dense import DenseLinker, open_model
+        from bioel_core.index import ShardedIndex
+        from bioel_core.linking.dense import model_folder, open_model
         from bioel_core.linking.dictionary import NameSet
+        from bioel_core.linking.indexed import IndexedDenseLinker
         from bioel_core.text.detect import DictionaryDetector, StopList
 
         encoder = open_model(self.model, device=self.device)
@@ -199,8 +201,9 @@ class AnnotatorSpec:
                 stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
                 detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type, stop_list=stop,
                                                                abbreviations=self.abbreviations)
-            targets.append(EntityTarget(entity_type, DenseLinker.from_index(source["index"], names, encoder), source["kb_version"],
-                                        detector, thresholds.get(entity_type)))
+            linker = IndexedDenseLinker(names, encoder, ShardedIndex(source["index"]), source["names"], str(model_folder(self.model)),
+                                        batch_size=self.batch_size)
+            targets.append(EntityTarget(entity_type, linker, source["kb_version"], detector, thresholds.get(entity_type)))
         return DocumentAnnotator(targets, encoder.fingerprint(), self.detect, self.max_chars, self.batch_size)
 
     def describe(self) -> dict:

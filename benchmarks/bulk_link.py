@@ -1,0 +1,166 @@
+"""Bulk linking speed end to end: read, detect, encode, search, write, on the 2,292 PubMed abstracts of
+NCBI-disease and BC5CDR (../shared/data/pubmed_abstracts), with diseases linked to MEDIC and chemicals
+to the MeSH 2024 thesaurus.
+
+    .venv/bin/python benchmarks/bulk_link.py [--model DIR] [--work DIR] [--json OUT] [--limit N]
+
+The KB tables, embeddings and indexes are built once into --work with the `bioel` verbs (not timed) and
+reused. Then, in one run and each in its own process (so peak RSS is per mode):
+- in process: bioel_core only (read_documents -> DocumentAnnotator -> one Parquet file), no Beam;
+- `bioel link` on the local runner with 1 worker;
+- `bioel link --direct_num_workers=2 --direct_running_mode=multi_processing`.
+Wall time counts everything the command does, model and index loading included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DATA = ROOT.parent / "shared" / "data"
+ABSTRACTS = DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl"
+KBS = {"Disease": ("medic-biosyn", DATA / "medic" / "medic_06Jul2012.txt", "disease-medic.json"),
+       "Chemical": ("mesh-tsv", DATA / "mesh" / "data_mesh_thesaurus.tsv.gz", "chemical-mesh.json")}
+BIOEL = [sys.executable, "-m", "pipelines.cli"]
+
+
+def sh(args: list[str]) -> None:
+    print("$", " ".join(str(a) for a in args), flush=True)
+    subprocess.run([str(a) for a in args], check=True, cwd=ROOT)
+
+
+def prepare(work: Path, model: str) -> dict[str, Path]:
+    """KB -> names -> embeddings -> flat index per entity type, each built once and reused."""
+    indexes = {}
+    for entity_type, (fmt, source, _) in KBS.items():
+        kb, emb, idx = work / f"{entity_type}-kb", work / f"{entity_type}-emb", work / f"{entity_type}-index"
+        if not (kb / "manifest.json").is_file():
+            sh(BIOEL + ["ingest-kb", "--kb", fmt, "--input", source, "--output", kb, "--no-quality"])
+        if not (emb / "manifest.json").is_file():
+            sh(BIOEL + ["embed", "--model", model, "--names", kb, "--output", emb, "--no-quality"])
+        if not (idx / "manifest.json").is_file():
+            sh(BIOEL + ["build-index", "--embeddings", emb, "--output", idx, "--shards", "2", "--index", "flat", "--no-quality"])
+        indexes[entity_type] = idx
+    return indexes
+
+
+def corpus(work: Path, limit: int) -> Path:
+    if not limit:
+        return ABSTRACTS
+    path = work / f"abstracts-{limit}.jsonl"
+    with open(ABSTRACTS) as src, open(path, "w") as dst:
+        for i, line in enumerate(src):
+            if i == limit:
+                break
+            dst.write(line)
+    return path
+
+
+def in_process(args) -> None:
+    """Child mode: the annotator without Beam; prints its figures as JSON."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bioel_core.corpora import Document, read_documents
+    from bioel_core.linking.annotate import AnnotatorSpec
+    from schemas import ANNOTATIONS_SCHEMA
+
+    began = time.perf_counter()
+    spec = AnnotatorSpec(model=args.model, indexes=tuple(json.loads(args.indexes).items()),
+                         stop_lists=tuple(json.loads(args.stop_lists).items()))
+    annotator = spec.open()
+    docs = [d for d in read_documents([args.input], "jsonl") if isinstance(d, Document)]
+    rows = []
+    for start in range(0, len(docs), 64):
+        batch = docs[start:start + 64]
+        for d in batch:
+            annotator.check(d)
+        for r in annotator.annotate(batch):
+            rows.extend(r)
+    pq.write_table(pa.Table.from_pylist(rows, schema=ANNOTATIONS_SCHEMA), args.output)
+    print(json.dumps({"documents": len(docs), "mentions": len(rows), "seconds": time.perf_counter() - began,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def measure(label: str, command: list[str], documents: int, output: Path) -> dict:
+    began = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = subprocess.run([str(c) for c in command], cwd=ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - began
+    if proc.returncode:
+        raise SystemExit(f"{label} failed:\n{proc.stdout}\n{proc.stderr}")
+    rss = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    if output.suffix == ".parquet":
+        mentions = json.loads(proc.stdout.strip().splitlines()[-1])["mentions"]
+    else:
+        mentions = json.loads((output / "manifest.json").read_text())["counts"]["mentions"]["linked"]
+    return {"mode": label, "documents": documents, "mentions": mentions, "seconds": seconds,
+            "abstracts_per_s": documents / seconds, "mentions_per_s": mentions / seconds, "peak_rss_mb": rss}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="model folder (default: the shipped disease model)")
+    parser.add_argument("--work", default=str(ROOT / ".bench" / "bulk_link"), help="cache of KB tables, embeddings, indexes")
+    parser.add_argument("--limit", type=int, default=0, help="first N abstracts only (0: all 2,292)")
+    parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--input", help=argparse.SUPPRESS)
+    parser.add_argument("--indexes", help=argparse.SUPPRESS)
+    parser.add_argument("--stop-lists", help=argparse.SUPPRESS)
+    parser.add_argument("--output", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        in_process(args)
+        return
+    from bioel_core.linking.dense import model_folder
+
+    model = str(model_folder(args.model))
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    indexes = prepare(work, model)
+    stop_lists = {t: ROOT / "models" / "stoplists" / f for t, (_, _, f) in KBS.items() if (ROOT / "models" / "stoplists" / f).is_file()}
+    source = corpus(work, args.limit)
+    documents = sum(1 for line in open(source) if line.strip())
+    index_flags = [f"{t}={p}" for t, p in indexes.items()]
+    stop_flags = ["--stop-list", *[f"{t}={p}" for t, p in stop_lists.items()]] if stop_lists else []
+    link = BIOEL + ["link", "--model", model, "--index", *index_flags, *stop_flags, "--input", source,
+                    "--input-format", "jsonl", "--no-quality"]
+    rows = [
+        measure("in process (bioel_core, no Beam)",
+                [sys.executable, __file__, "--child", "--model", model, "--input", source,
+                 "--indexes", json.dumps({t: str(p) for t, p in indexes.items()}),
+                 "--stop-lists", json.dumps({t: str(p) for t, p in stop_lists.items()}),
+                 "--output", work / "inprocess.parquet"], documents, work / "inprocess.parquet"),
+        measure("bioel link, 1 worker", link + ["--output", work / "out-1", "--runner", "FnApiRunner"], documents, work / "out-1"),
+        measure("bioel link, 2 workers (multi_processing)",
+                link + ["--output", work / "out-2", "--runner", "FnApiRunner", "--direct_num_workers=2",
+                        "--direct_running_mode=multi_processing"], documents, work / "out-2"),
+    ]
+    one, two = rows[1], rows[2]
+    print(f"\nBulk linking, {documents:,} abstracts ({source.name}), model {model}, {os.cpu_count()} CPUs, "
+          f"{platform.python_implementation()} {platform.python_version()}")
+    print(f"{'mode':<42}{'seconds':>9}{'abstracts/s':>13}{'mentions/s':>12}{'mentions':>10}{'peak RSS MB':>13}")
+    for r in rows:
+        print(f"{r['mode']:<42}{r['seconds']:>9.1f}{r['abstracts_per_s']:>13.1f}{r['mentions_per_s']:>12.1f}"
+              f"{r['mentions']:>10,}{r['peak_rss_mb']:>13.0f}")
+    ratio = two["abstracts_per_s"] / one["abstracts_per_s"]
+    print(f"2 workers / 1 worker: {ratio:.2f}x; peak RSS is the largest single process")
+    best = max(rows[1:], key=lambda r: r["abstracts_per_s"])
+    result = {"abstracts_per_s": best["abstracts_per_s"], "mentions_per_s": best["mentions_per_s"], "best_mode": best["mode"],
+              "two_vs_one_worker": ratio, "documents": documents, "model": model, "runs": rows}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""`bioel link` (the bulk-linking Beam pipeline) and `bioel calibrate-nil`: argument parsing only."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from bioel_core.corpora import FORMATS
+
+
+def typed(values: list[str] | None, convert=str) -> tuple[tuple[str, object], ...]:
+    """`[TYPE=]VALUE` flags -> ((type, value), ...); no type = '' (mentions of any type)."""
+    out = []
+    for v in values or ():
+        entity_type, sep, value = v.rpartition("=") if "=" in v else ("", "", v)
+        try:
+            out.append((entity_type, convert(value)))
+        except ValueError:
+            raise ValueError(f"cannot read {v!r}: expected [TYPE=]VALUE") from None
+    types = [t for t, _ in out]
+    if len(set(types)) != len(types):
+        raise ValueError(f"an entity type is given twice in {values}")
+    return tuple(out)
+
+
+def _annotator_spec(args, detect: bool, thresholds: tuple = ()):
+    from bioel_core.linking.annotate import AnnotatorSpec
+
+    return AnnotatorSpec(model=args.model, indexes=typed(args.index), detect=detect, stop_lists=typed(args.stop_list),
+                         nil_thresholds=thresholds, device=args.device)
+
+
+def _add_annotator_flags(parser) -> None:
+    parser.add_argument("--model", help="the model folder the indexes were built with (default: the shipped disease model)")
+    parser.add_argument("--index", required=True, nargs="+", metavar="[TYPE=]INDEX_DIR",
+                        help="a `bioel build-index` folder per entity type, e.g. Disease=idx/medic Chemical=idx/mesh")
+    parser.add_argument("--stop-list", nargs="+", metavar="[TYPE=]JSON",
+                        help="detector stop-lists (models/stoplists/*.json), per entity type")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+
+
+def add_subcommands(subparsers) -> None:
+    ln = subparsers.add_parser("link", help="link a corpus: documents in, annotations (Parquet + PubTator/BioC) out",
+                               description="Beam pipeline; unknown flags go to Beam (--runner, --direct_num_workers, ...). "
+                                           "With --incremental, documents already annotated with the same content, model "
+                                           "and KB versions are kept, not linked again.")
+    ln.add_argument("--input", required=True, nargs="+", help="corpus files (local, gs://, ...; gzip is detected)")
+    ln.add_argument("--input-format", required=True, choices=FORMATS)
+    ln.add_argument("--text-per-line", action="store_true", help="text format: one document per line (ID<TAB>TEXT)")
+    ln.add_argument("--output", required=True, help="output folder (the annotated state)")
+    ln.add_argument("--output-format", default="parquet", choices=["parquet", "pubtator", "bioc-json", "bioc-xml"],
+                    help="besides the Parquet tables, write this run's linked documents in this format")
+    ln.add_argument("--mentions", choices=["detect", "given"], default="detect",
+                    help="detect mentions with the KB dictionaries (default), or link the corpus's own")
+    _add_annotator_flags(ln)
+    ln.add_argument("--nil-threshold", nargs="+", metavar="[TYPE=]SCORE",
+                    help="mentions scored below are NIL (see `bioel calibrate-nil`); default: none are NIL")
+    ln.add_argument("--incremental", action="store_true", help="keep the previous output's documents; link only new or changed ones")
+    ln.add_argument("--num-shards", type=int, default=4)
+    ln.add_argument("--batch-size", type=int, default=64, help="documents per linking batch")
+    ln.add_argument("--no-quality", action="store_true", help="skip the quality report")
+    ln.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical")
+    ln.set_defaults(func=cmd_link)
+
+    cal = subparsers.add_parser("calibrate-nil", help="NIL thresholds that maximize span+concept F1 on a gold PubTator corpus",
+                                description="Detects and links the gold corpus's documents, then picks per entity type the "
+                                            "score below which mentions are better left NIL. Use a dev corpus, not test.")
+    cal.add_argument("--gold", required=True, help="gold annotations, PubTator (e.g. the BC5CDR development set)")
+    _add_annotator_flags(cal)
+    cal.add_argument("--json", help="write the thresholds and their P/R/F1 here")
+    cal.set_defaults(func=cmd_calibrate_nil)
+
+
+def cmd_link(args, beam_args: list[str]) -> int:
+    from pipelines import link_corpus
+    from pipelines.options import pipeline_options
+
+    spec = _annotator_spec(args, args.mentions == "detect", typed(args.nil_threshold, float))
+    manifest = link_corpus.run(args.input, args.input_format, args.output, spec, pipeline_options(beam_args),
+                               output_format=args.output_format, per_line=args.text_per_line, incremental=args.incremental,
+                               num_shards=args.num_shards, batch_size=args.batch_size)
+    docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
+    print(f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
+          f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "
+          f"dead-lettered {docs['dead_lettered'] + manifest['counts']['records']['dead_lettered']:,} -> {args.output}")
+    if not all(manifest["reconciliation"].values()):
+        print(f"error: counts do not reconcile: {json.dumps(manifest['reconciliation'])}", file=sys.stderr)
+        return 3
+    if args.no_quality:
+        return 0
+    from bioel_core.quality import format_summary, report
+
+    summary = report(args.output, fail_on=args.fail_on)
+    print(format_summary(summary))
+    return 0 if summary["passed"] else 4
+
+
+def cmd_calibrate_nil(args) -> int:
+    from bioel_core.linking.annotate import calibrate_on_gold
+
+    gold = args.gold
+    result = calibrate_on_gold(_annotator_spec(args, detect=True), gold)
+    print(f"{'type':<12}{'threshold':>10}{'P':>8}{'R':>8}{'F1':>8}{'F1 no cut':>11}{'kept':>8}{'pred':>8}{'gold':>8}")
+    for entity_type, t in sorted(result.items()):
+        print(f"{entity_type or '(any)':<12}{t.threshold:>10.4f}{100 * t.precision:>8.2f}{100 * t.recall:>8.2f}{100 * t.f1:>8.2f}"
+              f"{100 * t.f1_without_threshold:>11.2f}{t.kept:>8}{t.predictions:>8}{t.gold:>8}")
+    flags = " ".join(f"{k + '=' if k else ''}{v.threshold:.4f}" for k, v in sorted(result.items()))
+    print(f"use: bioel link ... --nil-threshold {flags}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"gold": gold, "thresholds": {k: v.to_dict() for k, v in result.items()}}, indent=2))
+    return 0

@@ -1,0 +1,350 @@
+"""Corpus files -> linked annotations: Parquet `annotations` + `documents` tables, an interchange copy, dead
+letters and a reconciled manifest.
+
+    Inputs | ReadCorpus ─┬─ documents | KeyByDocId ──────────┐
+                         ├─ deletions | KeyByDocId ─────────┤
+     [--incremental]     │   previous documents + annotations ┴─ GroupByDocId | Resolve ─┬─ to link | Batch | DetectAndLink
+                         │                                                              ├─ unchanged / carried (previous rows)
+                         └─ dead letters                                                └─ deleted (tombstones)
+    annotations + documents | KeyByShard | GroupShards | WriteShard (Parquet, + the same as PubTator/BioC when asked)
+
+The output folder holds the whole annotated state. Without --incremental it is this run's inputs only;
+with it, the previous state is carried forward and only documents that are new, changed (content hash) or
+annotated under another model or KB version are linked again; DeleteCitation entries remove documents.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from dataclasses import asdict
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+import bioel_core
+from bioel_core.corpora import FORMATS, DeletedDocument, Document, read_documents
+from bioel_core.corpora.records import Mention, Passage
+from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, content_sha256
+from bioel_core.records import DeadLetter
+from bioel_core.tables import MANIFEST, read_manifest
+from pipelines.ingest_kb import count_as, merge_stats, stable_shard
+from pipelines.outputs import (StagedOutput, check_inputs_exist, join, sha256_of, shard_name, write_json,
+                               write_parquet)
+from pipelines.options import runner_name
+from schemas import ANNOTATIONS_SCHEMA, DEAD_LETTER_SCHEMA, DOCUMENTS_SCHEMA, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+TABLES = ("annotations", "documents", "dead_letter")
+OUTPUT_FORMATS = ("parquet", "pubtator", "bioc-json", "bioc-xml")
+INTERCHANGE_SUFFIX = {"pubtator": ".pubtator", "bioc-json": ".bioc.json", "bioc-xml": ".bioc.xml"}
+STATS_FILE = "_stats.json"
+
+
+class ReadCorpusFn(beam.DoFn):
+    """One input file -> Documents, deletions (tagged) and dead letters (tagged)."""
+
+    def __init__(self, fmt: str, per_line: bool):
+        self.fmt, self.per_line = fmt, per_line
+
+    def process(self, path: str):
+        opener = lambda p: FileSystems.open(p, compression_type="uncompressed")  # noqa: E731 - gzip sniffed by bioel_core
+        for item in read_documents([path], self.fmt, per_line=self.per_line, opener=opener):
+            if isinstance(item, Document):
+                yield item
+            elif isinstance(item, DeletedDocument):
+                yield beam.pvalue.TaggedOutput("deleted", item)
+            else:
+                yield beam.pvalue.TaggedOutput("dead", asdict(item))
+
+
+def _dead(document: Document, reason: str) -> dict:
+    return asdict(DeadLetter(source="link", location=f"document {document.doc_id}", raw=document.text[:2000], reason=reason))
+
+
+class ResolveFn(beam.DoFn):
+    """Everything known about one doc id -> what to do with it this run.
+
+    Several input records for one id: a deletion wins, else the highest PubMed version, then the last
+    content hash in sort order (deterministic); the others are counted as superseded."""
+
+    def __init__(self, with_mentions: bool, versions: tuple[str, str]):
+        self.with_mentions, self.versions = with_mentions, versions
+
+    def process(self, element):
+        doc_id, grouped = element
+        current, deleted = grouped["document"], grouped["deleted"]
+        previous, previous_rows = grouped["previous"], grouped["previous_annotations"]
+        received = len(current) + len(deleted)
+        if received > 1:
+            yield beam.pvalue.TaggedOutput("stats", ("documents.superseded", received - 1))
+        if deleted:
+            yield beam.pvalue.TaggedOutput("stats", ("documents.deleted", 1))
+            yield beam.pvalue.TaggedOutput("documents", {"doc_id": doc_id, "content_sha256": "", "status": "deleted", "mentions": 0,
+                                                         "passages": [], "model_version": self.versions[0],
+                                                         "kb_version": self.versions[1]})
+            return
+        if not current:  # not in this run's inputs: the previous state stands
+            for row in previous:
+                yield beam.pvalue.TaggedOutput("stats", ("documents.carried", 1))
+                yield beam.pvalue.TaggedOutput("documents", row)
+            for row in previous_rows:
+                yield beam.pvalue.TaggedOutput("annotations", row)
+            return
+        hashed = [(content_sha256(d, self.with_mentions), d) for d in current]
+        sha, document = max(hashed, key=lambda h: (_version(h[1]), h[0]))
+        prev = previous[0] if previous else None
+        if prev and prev["status"] == "annotated" and prev["content_sha256"] == sha and \
+                (prev["model_version"], prev["kb_version"]) == self.versions:
+            yield beam.pvalue.TaggedOutput("stats", ("documents.unchanged", 1))
+            yield beam.pvalue.TaggedOutput("documents", prev)
+            for row in previous_rows:
+                yield beam.pvalue.TaggedOutput("annotations", row)
+            return
+        yield sha, document
+
+
+def _version(document: Document) -> int:
+    return int(document.version) if document.version.isdigit() else 0
+
+
+class DetectAndLinkFn(beam.DoFn):
+    """A batch of (content hash, Document) -> annotation rows and document rows. The annotator (encoder, FAISS shards, dictionaries) loads once per
+    worker process in setup."""
+
+    def __init__(self, spec: AnnotatorSpec):
+        self.spec = spec
+
+    def setup(self):
+        self.annotator = self.spec.open()
+
+    def process(self, batch):
+        good = []
+        for sha, document in batch:
+            try:
+                self.annotator.check(document)
+                good.append((sha, document))
+            except DocumentError as err:
+                yield beam.pvalue.TaggedOutput("dead", _dead(document, str(err)))
+        if not good:
+            return
+        for (sha, document), rows in zip(good, self.annotator.annotate([d for _, d in good])):
+            yield beam.pvalue.TaggedOutput("documents", {
+                "doc_id": document.doc_id, "content_sha256": sha, "status": "annotated", "mentions": len(rows),
+                "passages": [{"kind": p.kind, "offset": p.offset, "text": p.text} for p in document.passages],
+                "model_version": self.annotator.model_version, "kb_version": self.annotator.kb_version})
+            yield beam.pvalue.TaggedOutput("stats", ("documents.linked", 1))
+            yield beam.pvalue.TaggedOutput("stats", ("mentions.linked", len(rows)))
+            yield beam.pvalue.TaggedOutput("stats", ("mentions.nil", sum(r["nil"] for r in rows)))
+            yield from rows
+
+
+def as_linked_documents(documents: list[dict], annotations: list[dict]) -> list[Document]:
+    """Documents-table rows with their annotation rows -> Documents whose mentions are the annotations
+    (NIL: no concept id), for the interchange writers. Tombstones are left out."""
+    by_doc: dict[str, list[Mention]] = {}
+    for r in annotations:
+        by_doc.setdefault(r["doc_id"], []).append(Mention(
+            text=r["mention"], doc_id=r["doc_id"], start=r["start"], end=r["end"], entity_type=r["entity_type"],
+            concept_ids=() if r["nil"] else (r["concept_id"],)))
+    return [Document(d["doc_id"], [Passage(p["kind"], p["offset"], p["text"]) for p in d["passages"]], by_doc.get(d["doc_id"], []))
+            for d in documents if d["status"] == "annotated"]
+
+
+class WriteShardFn(beam.DoFn):
+    """One shard: annotations and documents Parquet files (rows sorted so re-runs are byte-stable) and, when
+    asked, the same documents and annotations in an interchange format."""
+
+    def __init__(self, staged: StagedOutput, num_shards: int, output_format: str):
+        self.staged, self.num_shards, self.output_format = staged, num_shards, output_format
+
+    def process(self, element):
+        shard, grouped = element
+        name = shard_name(shard, self.num_shards)
+        annotations = sorted(grouped["annotations"], key=lambda r: (r["doc_id"], r["start"], r["end"], r["entity_type"]))
+        documents = sorted(grouped["documents"], key=lambda r: r["doc_id"])
+        write_parquet(join(self.staged.table_dir("annotations"), name), pa.Table.from_pylist(annotations, schema=ANNOTATIONS_SCHEMA))
+        write_parquet(join(self.staged.table_dir("documents"), name), pa.Table.from_pylist(documents, schema=DOCUMENTS_SCHEMA))
+        if self.output_format != "parquet":
+            linked = as_linked_documents(documents, annotations)
+            path = join(self.staged.table_dir(self.output_format), name.replace(".parquet", INTERCHANGE_SUFFIX[self.output_format]))
+            with FileSystems.create(path) as fh:
+                fh.write(write_interchange(linked, self.output_format).encode())
+        yield name
+
+
+def write_interchange(documents: list[Document], fmt: str) -> str:
+    import io
+
+    from bioel_core.corpora import write_bioc_json, write_bioc_xml, write_pubtator
+
+    buf = io.StringIO()
+    {"pubtator": write_pubtator, "bioc-json": write_bioc_json, "bioc-xml": write_bioc_xml}[fmt](documents, buf)
+    return buf.getvalue()
+
+
+class ReadPreviousFn(beam.DoFn):
+    """A Parquet file of the previous output -> (doc_id, row)."""
+
+    def process(self, path: str):
+        with FileSystems.open(path, compression_type="uncompressed") as fh:
+            for row in pq.read_table(fh).to_pylist():
+                yield row["doc_id"], row
+
+
+def previous_files(output_dir: str) -> dict[str, list[str]]:
+    """The annotations and documents files of a finished previous run in `output_dir` (none if absent)."""
+    if not FileSystems.exists(join(output_dir, MANIFEST)):
+        return {"annotations": [], "documents": []}
+    read_manifest(output_dir)  # refuses an output marked incomplete
+    return {t: sorted(m.path for m in FileSystems.match([join(output_dir, t, "*.parquet")])[0].metadata_list)
+            for t in ("annotations", "documents")}
+
+
+def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: StagedOutput, spec: AnnotatorSpec, *,
+                   per_line: bool, previous: dict[str, list[str]], output_format: str, num_shards: int,
+                   batch_size: int, versions: tuple[str, str]) -> None:
+    read = (p
+            | "Inputs" >> beam.Create(inputs)
+            | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
+
+    def previous_rows(table: str):
+        return (p
+                | f"Previous{table.title()}Files" >> beam.Create(previous[table])
+                | f"ReadPrevious{table.title()}" >> beam.ParDo(ReadPreviousFn()))
+
+    resolved = ({"document": read.documents | "KeyDocuments" >> beam.Map(lambda d: (d.doc_id, d)),
+                 "deleted": read.deleted | "KeyDeletions" >> beam.Map(lambda d: (d.doc_id, d)),
+                 "previous": previous_rows("documents"),
+                 "previous_annotations": previous_rows("annotations")}
+                | "GroupByDocId" >> beam.CoGroupByKey()
+                | "Resolve" >> beam.ParDo(ResolveFn(not spec.detect, versions)).with_outputs(
+                    "documents", "annotations", "stats", main="to_link"))
+
+    linked = (resolved.to_link
+              | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=batch_size)
+              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec)).with_outputs("documents", "dead", "stats", main="annotations"))
+
+    annotations = (resolved.annotations, linked.annotations) | "AllAnnotations" >> beam.Flatten()
+    documents = (resolved.documents, linked.documents) | "AllDocuments" >> beam.Flatten()
+
+    def by_shard(label, pcoll, key):
+        return pcoll | label >> beam.Map(lambda x: (stable_shard(key(x), num_shards), x))
+
+    shards = ({"annotations": by_shard("ShardAnnotations", annotations, lambda r: r["doc_id"]),
+               "documents": by_shard("ShardDocuments", documents, lambda r: r["doc_id"]),
+               # every shard gets a group, and so its files, even without rows: a missing file is then an error
+               "seed": p | "ShardSeeds" >> beam.Create([(s, None) for s in range(num_shards)])}
+              | "GroupShards" >> beam.CoGroupByKey())
+    _ = shards | "WriteShard" >> beam.ParDo(WriteShardFn(staged, num_shards, output_format))
+
+    dead = (read.dead, linked.dead) | "AllDeadLetters" >> beam.Flatten()
+    _ = (dead
+         | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
+         | "GroupDeadLetters" >> beam.GroupByKey()
+         | "WriteDeadLetters" >> beam.ParDo(_WriteDeadLettersFn(staged)))
+
+    counters = (resolved.stats, linked.stats,
+                read.documents | "CountDocumentsRead" >> count_as("records.documents"),
+                read.deleted | "CountDeletionsRead" >> count_as("records.deletions"),
+                read.dead | "CountReadDeadLetters" >> count_as("records.dead_lettered"),
+                linked.dead | "CountLinkDeadLetters" >> count_as("documents.dead_lettered"),
+                annotations | "CountAnnotationsWritten" >> count_as("annotations.written"))
+    _ = (counters
+         | "AllCounters" >> beam.Flatten()
+         | "SumCounters" >> beam.CombinePerKey(merge_stats)
+         | "CountersToDict" >> beam.combiners.ToDict()
+         | "WriteStats" >> beam.Map(lambda d: write_json(join(staged.staging, STATS_FILE), d)))
+
+
+class _WriteDeadLettersFn(beam.DoFn):
+    def __init__(self, staged: StagedOutput):
+        self.staged = staged
+
+    def process(self, element):
+        _, rows = element
+        rows = sorted(rows, key=lambda r: (r["source"], r["location"], r["reason"]))
+        write_parquet(join(self.staged.table_dir("dead_letter"), shard_name(0, 1)), pa.Table.from_pylist(rows, schema=DEAD_LETTER_SCHEMA))
+        yield 1
+
+
+def read_stats_file(staged: StagedOutput) -> dict:
+    with FileSystems.open(join(staged.staging, STATS_FILE), compression_type="uncompressed") as fh:
+        return json.loads(fh.read())
+
+
+def _rows(files: list[str]) -> int:
+    total = 0
+    for f in files:
+        with FileSystems.open(f, compression_type="uncompressed") as fh:
+            total += pq.ParquetFile(fh).metadata.num_rows
+    return total
+
+
+def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: str, staged: StagedOutput, spec: AnnotatorSpec,
+                   versions: tuple[str, str], incremental: bool, previous_documents: int, options: PipelineOptions) -> dict:
+    get = lambda k: stats.get(k, 0)  # noqa: E731
+    records = {"documents": get("records.documents"), "deletions": get("records.deletions"), "dead_lettered": get("records.dead_lettered")}
+    docs = {k: get(f"documents.{k}") for k in ("linked", "unchanged", "deleted", "dead_lettered", "superseded", "carried")}
+    outputs = {}
+    for table in TABLES:
+        files = staged.files(table)
+        outputs[table] = {"files": [f"{table}/{f.rsplit('/', 1)[-1]}" for f in files], "rows": _rows(files)}
+    if output_format != "parquet":
+        found = FileSystems.match([join(staged.table_dir(output_format), "*")])[0].metadata_list
+        outputs[output_format] = {"files": sorted(f"{output_format}/{m.path.rsplit('/', 1)[-1]}" for m in found),
+                                  "documents": outputs["documents"]["rows"] - docs["deleted"]}
+    received = records["documents"] + records["deletions"]
+    reconciliation = {
+        # every record read is linked, unchanged, a deletion, superseded by another record of its id, or dead-lettered
+        "documents": received == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["superseded"] + docs["dead_lettered"],
+        "documents_table": outputs["documents"]["rows"] == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["carried"],
+        "annotations": outputs["annotations"]["rows"] == get("annotations.written"),
+        "dead_letter": outputs["dead_letter"]["rows"] == records["dead_lettered"] + docs["dead_lettered"],
+    }
+    files_in = [{"path": p, **dict(zip(("sha256", "bytes"), sha256_of(p)))} for p in inputs]
+    return {
+        "schema_version": SCHEMA_VERSION, "package_version": bioel_core.__version__, "pipeline": "link", "complete": True,
+        "created_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "input_format": fmt, "output_format": output_format, "inputs": files_in, "incremental": incremental,
+        "previous_documents": previous_documents, "annotator": spec.describe(), "model_version": versions[0],
+        "kb_version": versions[1], "runner": runner_name(options), "options": options.get_all_options(drop_default=True),
+        "counts": {"records": records, "documents": docs,
+                   "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")}},
+        "reconciliation": reconciliation, "outputs": outputs,
+    }
+
+
+def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
+        output_format: str = "parquet", per_line: bool = False, incremental: bool = False, num_shards: int = 4,
+        batch_size: int = 64) -> dict:
+    """Runs the linking pipeline and publishes its output; returns the manifest."""
+    if fmt not in FORMATS:
+        raise ValueError(f"--input-format must be one of {FORMATS}")
+    if output_format not in OUTPUT_FORMATS:
+        raise ValueError(f"--output-format must be one of {OUTPUT_FORMATS}")
+    if num_shards < 1:
+        raise ValueError("--num-shards must be at least 1")
+    check_inputs_exist(inputs)
+    versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
+    previous = previous_files(output_dir) if incremental else {"annotations": [], "documents": []}
+    tables = TABLES + ((output_format,) if output_format != "parquet" else ())
+    staged = StagedOutput(output_dir, tables, derived=("quality",) + tuple(f for f in OUTPUT_FORMATS[1:] if f != output_format))
+    staged.prepare()
+    try:
+        with beam.Pipeline(options=options) as p:
+            build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
+                           num_shards=num_shards, batch_size=batch_size, versions=versions)
+        manifest = build_manifest(read_stats_file(staged), inputs=inputs, fmt=fmt, output_format=output_format, staged=staged,
+                                  spec=spec, versions=versions, incremental=incremental,
+                                  previous_documents=_rows(previous["documents"]), options=options)
+    except BaseException:
+        staged.abandon()
+        raise
+    staged.commit(manifest)
+    return manifest

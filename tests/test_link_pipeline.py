@@ -1,0 +1,200 @@
+"""`bioel link` end to end on a small real chain: the committed MEDIC sample -> tiny model embeddings ->
+flat FAISS shards -> link the committed gold abstracts (PubTator) with detected or given mentions."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from bioel_core.corpora import read_pubtator, write_pubtator
+from bioel_core.index import IndexSpec
+from bioel_core.linking.annotate import AnnotatorSpec
+from bioel_core.models import TransformerEncoder
+from bioel_core.tables import IncompleteOutputError, read_manifest, read_table
+from pipelines import build_index, embed_names, ingest_kb, link_corpus
+from pipelines.options import pipeline_options
+from test_models import make_tiny_bert
+
+ROOT = Path(__file__).resolve().parent.parent
+MEDIC_SAMPLE = str(ROOT / "sample_data" / "medic_sample.txt")
+GOLD_SAMPLE = ROOT / "sample_data" / "gold_ncbi_bc5cdr_sample.pubtator"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    """(model folder, index folder) built by the real pipelines."""
+    root = tmp_path_factory.mktemp("chain")
+    base = make_tiny_bert(root / "tiny-bert")
+    model = str(TransformerEncoder(base, pooling="mean").save(root / "model"))
+    ingest_kb.run("medic-biosyn", [MEDIC_SAMPLE], str(root / "kb"), pipeline_options([]), num_shards=2)
+    embed_names.run(model, str(root / "kb"), str(root / "emb"), pipeline_options([]), num_shards=2)
+    build_index.run(str(root / "emb"), str(root / "index"), pipeline_options([]), num_shards=2, spec=IndexSpec("flat"))
+    return model, str(root / "index")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The committed gold sample split in two files, plus the documents themselves."""
+    docs = read_pubtator(GOLD_SAMPLE)
+    folder = tmp_path_factory.mktemp("corpus")
+    with open(folder / "a.pubtator", "w") as fh:
+        write_pubtator(docs[:20], fh)
+    with open(folder / "b.pubtator", "w") as fh:
+        write_pubtator(docs[20:], fh)
+    return folder, docs
+
+
+def spec(chain, detect=True, **kw) -> AnnotatorSpec:
+    model, index = chain
+    return AnnotatorSpec(model=model, indexes=(("Disease", index),), detect=detect, **kw)
+
+
+def run(chain, inputs, out, *, beam_args=(), detect=True, **kw):
+    return link_corpus.run([str(p) for p in inputs], "pubtator", str(out), spec(chain, detect), pipeline_options(list(beam_args)), **kw)
+
+
+def table(out, name):
+    return read_table(out, name).to_pylist()
+
+
+def test_linking_a_corpus_reconciles_and_every_span_slices_its_text(chain, corpus, tmp_path):
+    folder, docs = corpus
+    manifest = run(chain, [folder / "a.pubtator", folder / "b.pubtator"], tmp_path / "out", output_format="pubtator")
+    assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
+    assert manifest["counts"]["documents"]["linked"] == len(docs) == 40
+    texts = {d.doc_id: d.text for d in docs}
+    rows = table(tmp_path / "out", "annotations")
+    assert len(rows) == manifest["counts"]["mentions"]["linked"] > 40
+    assert all(texts[r["doc_id"]][r["start"]:r["end"]] == r["mention"] for r in rows)
+    assert all(r["concept_id"] and not r["nil"] for r in rows)  # no threshold: nothing is NIL
+    # the interchange copy holds the same annotations
+    written = [d for f in sorted((tmp_path / "out" / "pubtator").iterdir()) for d in read_pubtator(f)]
+    assert sorted((d.doc_id, m.start, m.end, m.concept_ids[0]) for d in written for m in d.mentions) == \
+        sorted((r["doc_id"], r["start"], r["end"], r["concept_id"]) for r in rows)
+
+
+def test_rerun_is_byte_identical_and_two_workers_agree(chain, corpus, tmp_path):
+    folder, _ = corpus
+    inputs = [folder / "a.pubtator", folder / "b.pubtator"]
+    run(chain, inputs, tmp_path / "one")
+    first = {p.name: p.read_bytes() for p in sorted((tmp_path / "one").glob("*/*.parquet"))}
+    run(chain, inputs, tmp_path / "one")
+    assert {p.name: p.read_bytes() for p in sorted((tmp_path / "one").glob("*/*.parquet"))} == first
+    run(chain, inputs, tmp_path / "two", beam_args=["--runner", "DirectRunner", "--direct_num_workers=2",
+                                                    "--direct_running_mode=multi_processing"])
+    assert table(tmp_path / "two", "annotations") == table(tmp_path / "one", "annotations")
+    assert table(tmp_path / "two", "documents") == table(tmp_path / "one", "documents")
+
+
+def test_incremental_links_only_new_or_changed_documents_and_honours_deletions(chain, corpus, tmp_path):
+    folder, docs = corpus
+    run(chain, [folder / "a.pubtator"], tmp_path / "state", incremental=True)
+    # the weekly update: the second half, one changed document of the first half, one deletion
+    changed = docs[3]
+    changed.passages[0] = type(changed.passages[0])(changed.passages[0].kind, 0, changed.passages[0].text.replace("a", "e", 1))
+    update = tmp_path / "update.pubtator"
+    with open(update, "w") as fh:
+        write_pubtator(docs[20:] + [changed], fh)
+    deletion = tmp_path / "delete.xml"
+    deletion.write_text(f'<PubmedArticleSet><DeleteCitation><PMID Version="1">{docs[5].doc_id}</PMID></DeleteCitation></PubmedArticleSet>')
+    manifest = run(chain, [update], tmp_path / "state", incremental=True)
+    counts = manifest["counts"]["documents"]
+    assert (counts["linked"], counts["unchanged"], counts["carried"]) == (21, 0, 19)
+    assert all(manifest["reconciliation"].values())
+    # deletions come from PubMed update files
+    manifest = link_corpus.run([str(deletion)], "pubmed-xml", str(tmp_path / "state"), spec(chain), pipeline_options([]),
+                               incremental=True)
+    assert manifest["counts"]["documents"]["deleted"] == 1 and manifest["counts"]["documents"]["linked"] == 0
+    state = {r["doc_id"]: r for r in table(tmp_path / "state", "documents")}
+    assert state[docs[5].doc_id]["status"] == "deleted"
+    assert docs[5].doc_id not in {r["doc_id"] for r in table(tmp_path / "state", "annotations")}
+    # the same inputs again change nothing
+    before = {p.name: p.read_bytes() for p in sorted((tmp_path / "state").glob("*/*.parquet"))}
+    again = run(chain, [update], tmp_path / "state", incremental=True)
+    assert again["counts"]["documents"]["unchanged"] == 21 and again["counts"]["documents"]["linked"] == 0
+    link_corpus.run([str(deletion)], "pubmed-xml", str(tmp_path / "state"), spec(chain), pipeline_options([]), incremental=True)
+    assert {p.name: p.read_bytes() for p in sorted((tmp_path / "state").glob("*/*.parquet"))} == before
+
+
+def test_a_killed_incremental_run_resumed_ends_like_an_uninterrupted_one(chain, corpus, tmp_path, monkeypatch):
+    folder, _ = corpus
+    run(chain, [folder / "a.pubtator"], tmp_path / "straight", incremental=True)
+    run(chain, [folder / "b.pubtator"], tmp_path / "straight", incremental=True)
+
+    run(chain, [folder / "a.pubtator"], tmp_path / "resumed", incremental=True)
+    real = link_corpus.DetectAndLinkFn.process
+
+    def crash(self, batch):
+        raise RuntimeError("worker lost")
+
+    monkeypatch.setattr(link_corpus.DetectAndLinkFn, "process", crash)
+    with pytest.raises(Exception, match="worker lost"):
+        run(chain, [folder / "b.pubtator"], tmp_path / "resumed", incremental=True)
+    read_manifest(tmp_path / "resumed")  # the previous state still stands, complete
+    monkeypatch.setattr(link_corpus.DetectAndLinkFn, "process", real)
+    run(chain, [folder / "b.pubtator"], tmp_path / "resumed", incremental=True)
+    for name in ("annotations", "documents"):
+        assert table(tmp_path / "resumed", name) == table(tmp_path / "straight", name)
+
+
+def test_bad_documents_are_dead_lettered_and_the_run_completes(chain, tmp_path):
+    bad = tmp_path / "bad.pubtator"
+    bad.write_text(
+        "1|t|Ataxia telangiectasia in a child.\n1|a|No more.\n1\t0\t21\tAtaxia telangiectasia\tDisease\tD001260\n\n"
+        "2|t|Gout.\n2|a|\n2\t0\t90\tGout\tDisease\tD006073\n\n"  # offsets past the text
+        "3|t|Gout.\n3|a|\n3\t1\t5\tGout\tDisease\tD006073\n\n"  # the slice differs from the mention
+        "4|t|\n4|a|\n\n"  # empty document
+        "5|t|Gout.\n5|a|\n5\tnot an annotation\n")  # a malformed line: the reader dead-letters the document
+    manifest = link_corpus.run([str(bad)], "pubtator", str(tmp_path / "out"), spec(chain, detect=False), pipeline_options([]))
+    assert all(manifest["reconciliation"].values()), manifest
+    assert manifest["counts"]["documents"]["linked"] == 1
+    dead = table(tmp_path / "out", "dead_letter")
+    reasons = " | ".join(sorted(d["reason"] for d in dead))
+    # the PubTator reader itself catches spans outside the text and slices that differ; the annotator the rest
+    for reason in ("is outside document 2", "differs from the document text", "empty document", "nor a relation line"):
+        assert reason in reasons
+    assert len(dead) == 4
+    assert [r["mention"] for r in table(tmp_path / "out", "annotations")] == ["Ataxia telangiectasia"]
+
+
+def test_errors_before_any_work(chain, corpus, tmp_path):
+    folder, _ = corpus
+    model, index = chain
+    other = TransformerEncoder(make_tiny_bert(tmp_path / "other-bert"), pooling="cls").save(tmp_path / "other")
+    with pytest.raises(ValueError, match="not the one the indexes"):
+        link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"),
+                        AnnotatorSpec(model=str(other), indexes=(("Disease", index),)), pipeline_options([]))
+    with pytest.raises(FileNotFoundError, match="input file not found"):
+        run(chain, [tmp_path / "missing.pubtator"], tmp_path / "out")
+    with pytest.raises(ValueError, match="no --index"):
+        AnnotatorSpec(model=model, indexes=(("Disease", index),), nil_thresholds=(("Chemical", 0.5),))
+    unfinished = tmp_path / "index-copy"
+    shutil.copytree(index, unfinished)
+    (unfinished / "manifest.json").unlink()
+    with pytest.raises(IncompleteOutputError):
+        link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"),
+                        AnnotatorSpec(model=model, indexes=(("Disease", str(unfinished)),)), pipeline_options([]))
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_nil_threshold_marks_low_scores(chain, corpus, tmp_path):
+    folder, _ = corpus
+    model, index = chain
+    # an index typed '' takes the given mentions of every type (NCBI: SpecificDisease, Modifier, ...)
+    given = AnnotatorSpec(model=model, indexes=(("", index),), detect=False, nil_thresholds=(("", 0.999),))
+    manifest = link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"), given, pipeline_options([]))
+    rows = table(tmp_path / "out", "annotations")
+    assert manifest["counts"]["mentions"]["nil"] == sum(r["nil"] for r in rows) > 0
+    assert {r["entity_type"] for r in rows} >= {"SpecificDisease", "Modifier"}
+    assert all((r["score"] < 0.999) == r["nil"] and (r["concept_id"] is None) == r["nil"] for r in rows)
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["annotator"]["nil_thresholds"] == [["", 0.999]]
