@@ -6,7 +6,6 @@ Flags a verb does not know are passed to Beam as pipeline options (--runner, --d
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -14,6 +13,7 @@ import sys
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES, Normalizer, NormalizerConfig
 from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_train
+from pipelines.cli_common import finish, quality
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -49,24 +49,11 @@ def cmd_ingest_kb(args, beam_args: list[str]) -> int:
     print(f"ingested {args.kb}: {manifest['outputs']['concepts']['rows']:,} concepts, "
           f"{manifest['outputs']['names']['rows']:,} names, {manifest['outputs']['dead_letter']['rows']:,} dead letters "
           f"from {counts['records_read']:,} input records -> {args.output}")
-    if not all(manifest["reconciliation"].values()):
-        print(f"error: counts do not reconcile: {json.dumps(manifest['reconciliation'])}", file=sys.stderr)
-        return 3
-    if args.no_quality:
-        return 0
-    return _quality(args.output, None, args.fail_on)
-
-
-def _quality(table_dir: str, output: str | None, fail_on: str) -> int:
-    from bioel_core.quality import format_summary, report
-
-    summary = report(table_dir, output_dir=output, fail_on=fail_on)
-    print(format_summary(summary))
-    return 0 if summary["passed"] else 4
+    return finish(manifest, args.output, args.no_quality, args.fail_on)
 
 
 def cmd_report(args) -> int:
-    return _quality(args.table, args.output, args.fail_on)
+    return quality(args.table, args.output, args.fail_on)
 
 
 def build_parser() -> argparse.ArgumentParser:

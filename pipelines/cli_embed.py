@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
-
 from bioel_core.linking.dense import DEFAULT_MODEL
 
 
@@ -28,7 +25,7 @@ def add_subcommands(subparsers) -> None:
 
 def cmd_embed(args, beam_args: list[str]) -> int:
     from pipelines import embed_names
-    from pipelines.cli import _quality  # imported here: pipelines.cli imports this module
+    from pipelines.cli_common import finish
     from pipelines.options import pipeline_options
 
     manifest = embed_names.run(args.model, args.names, args.output, pipeline_options(beam_args), pooling=args.pooling,
@@ -36,9 +33,4 @@ def cmd_embed(args, beam_args: list[str]) -> int:
     counts = manifest["counts"]
     print(f"embedded {counts['embedded']:,} of {counts['names_read']:,} names ({counts['dead_lettered']:,} dead letters) "
           f"with {manifest['model']['path']} (dim {manifest['model']['dim']}) -> {args.output}")
-    if not all(manifest["reconciliation"].values()):
-        print(f"error: counts do not reconcile: {json.dumps(manifest['reconciliation'])}", file=sys.stderr)
-        return 3
-    if args.no_quality:
-        return 0
-    return _quality(args.output, None, args.fail_on)
+    return finish(manifest, args.output, args.no_quality, args.fail_on)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from bioel_core.corpora import FORMATS
@@ -74,6 +73,7 @@ def add_subcommands(subparsers) -> None:
 
 def cmd_link(args, beam_args: list[str]) -> int:
     from pipelines import link_corpus
+    from pipelines.cli_common import finish
     from pipelines.options import pipeline_options
 
     spec = _annotator_spec(args, args.mentions == "detect", typed(args.nil_threshold, float))
@@ -84,16 +84,7 @@ def cmd_link(args, beam_args: list[str]) -> int:
     print(f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
           f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "
           f"dead-lettered {docs['dead_lettered'] + manifest['counts']['records']['dead_lettered']:,} -> {args.output}")
-    if not all(manifest["reconciliation"].values()):
-        print(f"error: counts do not reconcile: {json.dumps(manifest['reconciliation'])}", file=sys.stderr)
-        return 3
-    if args.no_quality:
-        return 0
-    from bioel_core.quality import format_summary, report
-
-    summary = report(args.output, fail_on=args.fail_on)
-    print(format_summary(summary))
-    return 0 if summary["passed"] else 4
+    return finish(manifest, args.output, args.no_quality, args.fail_on)
 
 
 def cmd_calibrate_nil(args) -> int:
