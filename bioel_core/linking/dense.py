@@ -5,21 +5,30 @@ the other linkers.
 The model is a bioel model folder (`bioel train` output) or any plain local Hugging Face checkpoint
 (pooling chosen with `pooling`). A saved dense linker keeps the name embeddings (`embeddings.npy`, read
 with allow_pickle=False) and the model's path and fingerprint; loading refuses a model that changed.
+
+`DenseLinker.from_index` searches the FAISS shards of a `bioel build-index` folder instead of encoding
+the dictionary: each hit (a name_id) stands for its name's row, so with flat shards it answers exactly
+as the in-memory linker over the same names; a saved one keeps the index folder's path, not vectors.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
 
 from bioel_core.corpora.records import Candidate
+from bioel_core.embeddings import ModelMismatchError
 from bioel_core.linking.base import Linker
 from bioel_core.linking.dictionary import NameSet
 from bioel_core.linking.exact import NameIndex
 from bioel_core.models import Encoder, TransformerEncoder, load_encoder
 from bioel_core.models.base import CONFIG_FILE
+
+if TYPE_CHECKING:
+    from bioel_core.index import ShardedIndex
 
 EMBEDDINGS = "embeddings.npy"
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "disease-default"
@@ -46,10 +55,15 @@ class DenseLinker(Linker):
     kind = "dense"
 
     def __init__(self, names: NameSet, encoder: Encoder, model_path: str, pooling: str | None = None,
-                 embeddings: np.ndarray | None = None, batch_size: int = 256):
+                 embeddings: np.ndarray | None = None, batch_size: int = 256, shards: ShardedIndex | None = None):
+        """`shards`: search this index folder's FAISS shards instead of embedding the names (see from_index)."""
         super().__init__(names)
         self.encoder, self.model_path, self.pooling, self.batch_size = encoder, model_path, pooling, batch_size
         self.exact = NameIndex(names)
+        self.shards = shards
+        if shards is not None:
+            self._use_shards(shards)
+            return
         if embeddings is None:
             embeddings = encoder.encode(self.exact.row_names, batch_size=batch_size, show_progress=len(names) > 20000)
         if embeddings.shape != (len(self.exact.row_names), encoder.dim):
@@ -64,8 +78,71 @@ class DenseLinker(Linker):
         encoder = open_model(model, pooling, device)
         return cls(names, encoder, str(model_folder(model)), pooling, batch_size=batch_size)
 
+    @classmethod
+    def from_index(cls, index_dir: str | Path, names: NameSet | None = None, encoder: Encoder | None = None, *,
+                   model: str | None = None, pooling: str | None = None, device: str = "cpu", batch_size: int = 256,
+                   verify: bool = True, threads: int | None = None) -> DenseLinker:
+        """A dense linker over the FAISS shards of `index_dir`. `names` default: the names table the index's
+        embeddings were made from; `encoder` default: `model`, else the model recorded in the index manifest.
+        The encoder must be the model the index was built with (same fingerprint)."""
+        from bioel_core.index import ShardedIndex
+
+        shards = ShardedIndex(index_dir, verify=verify, threads=threads)
+        if names is None:
+            names = NameSet.from_names_table(shards.manifest["names"]["path"])
+        recorded = shards.manifest["model"]
+        if encoder is None:
+            pooling = pooling or recorded.get("pooling")
+            encoder = open_model(model or recorded["path"], pooling, device)
+        model_path = str(model_folder(model)) if model else recorded["path"]
+        return cls(names, encoder, model_path, pooling, batch_size=batch_size, shards=shards)
+
+    def _use_shards(self, shards: ShardedIndex) -> None:
+        """Check the model, and map every indexed name_id to the row of its name (-1: not in these names)."""
+        if shards.model_fingerprint != self.encoder.fingerprint():
+            raise ModelMismatchError(
+                f"{shards.folder}: the index was built from embeddings of the model at {shards.manifest['model']['path']} "
+                f"(fingerprint {str(shards.model_fingerprint)[:12]}); this model has fingerprint "
+                f"{self.encoder.fingerprint()[:12]}: queries would not be comparable with the indexed vectors")
+        from bioel_core.tables import read_table
+
+        table = read_table(shards.manifest["names"]["path"], "names", ["name_id", "name_norm"])
+        ids = table.column("name_id").to_numpy()
+        rows = np.fromiter((self.exact.row_of.get(n, -1) for n in table.column("name_norm").to_pylist()),
+                           dtype=np.int64, count=len(ids))
+        order = np.argsort(ids)
+        self._ids, self._rows = ids[order], rows[order]
+        self.embeddings, self.index = None, None
+
+    def _rows_of(self, name_ids: np.ndarray) -> np.ndarray:
+        if not len(self._ids):
+            return np.full(len(name_ids), -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self._ids, name_ids), len(self._ids) - 1)
+        return np.where(self._ids[at] == name_ids, self._rows[at], -1)
+
+    def _ranked_rows(self, vectors: np.ndarray, width: int) -> list[list[tuple[int, float]]]:
+        """Per query, (name row, score) best first, each row once."""
+        if self.shards is None:
+            scores, rows = self.index.search(vectors, min(width, self.index.ntotal))
+            return [[(r, s) for r, s in zip(rows[j], scores[j]) if r >= 0] for j in range(len(vectors))]
+        # a row with several names in the index comes back once per name_id; each name_id is one of its
+        # entries, so width hits still give enough entries to fill k
+        found = self.shards.search(vectors, width)
+        out = []
+        for ids, scores in zip(found.name_ids, found.scores):
+            rows, seen = [], set()
+            for r, s in zip(self._rows_of(ids).tolist(), scores.tolist()):
+                if r >= 0 and r not in seen:
+                    seen.add(r)
+                    rows.append((r, s))
+            out.append(rows)
+        return out
+
     def options(self) -> dict:
-        return {"model": self.model_path, "pooling": self.pooling, "fingerprint": self.encoder.fingerprint()}
+        options = {"model": self.model_path, "pooling": self.pooling, "fingerprint": self.encoder.fingerprint()}
+        if self.shards is not None:
+            options["index"] = str(self.shards.folder.resolve())
+        return options
 
     def search(self, queries: list[str], k: int) -> list[list[Candidate]]:
         out = [self.exact.candidates(self.names, q, k) for q in queries]
@@ -73,14 +150,14 @@ class DenseLinker(Linker):
         if not todo:
             return out
         vectors = self.encoder.encode([queries[i] for i in todo], batch_size=self.batch_size)
-        scores, rows = self.index.search(vectors, min(k + 1, self.index.ntotal))
-        for j, i in enumerate(todo):
-            ranked = [(r, s) for r, s in zip(rows[j], scores[j]) if r >= 0]
+        for j, ranked in enumerate(self._ranked_rows(vectors, k + 1)):
+            i = todo[j]
             self.exact.fill(self.names, out[i], queries[i], ranked, k)
         return out
 
     def _save_state(self, folder: Path) -> None:
-        np.save(folder / EMBEDDINGS, self.embeddings, allow_pickle=False)
+        if self.shards is None:
+            np.save(folder / EMBEDDINGS, self.embeddings, allow_pickle=False)
 
     @classmethod
     def _load_state(cls, folder: Path, names: NameSet, options: dict) -> DenseLinker:
@@ -88,5 +165,7 @@ class DenseLinker(Linker):
         if encoder.fingerprint() != options["fingerprint"]:
             raise ValueError(f"{folder}: the model at {options['model']} is not the one these embeddings were made with "
                              f"(fingerprint {encoder.fingerprint()[:12]} != {options['fingerprint'][:12]})")
+        if options.get("index"):
+            return cls.from_index(options["index"], names, encoder, model=options["model"], pooling=options.get("pooling"))
         embeddings = np.load(folder / EMBEDDINGS, allow_pickle=False)
         return cls(names, encoder, options["model"], options.get("pooling"), embeddings=embeddings)

@@ -113,10 +113,23 @@ def _link_line(stats: dict) -> str:
             f"mentions/document: {_dist(stats['mentions_per_document'])}")
 
 
+def _index_checks(table_dir: Path, manifest: dict):
+    from bioel_core.quality.index_tables import checks
+
+    return checks(table_dir)
+
+
+def _index_line(stats: dict) -> str:
+    return (f"{stats['vectors']:,} vectors ({stats['kind']}, dim {stats['dimension']}) in {stats['num_shards']} shards "
+            f"of {stats['index_bytes']:,} bytes, from {stats['embeddings_rows']:,} embeddings rows; "
+            f"vectors/shard: {_dist(stats['vectors_per_shard'])}; names in {stats['names_dir']}")
+
+
 CHECKS = {
     "ingest-kb": Checks(_kb_checks, _kb_line),
     "embed": Checks(_embedding_checks, _embedding_line),
     "link": Checks(_link_checks, _link_line),
+    "build-index": Checks(_index_checks, _index_line),
 }
 # a manifest without the field is a KB folder: the first pipeline (and hand-made test folders) wrote none
 DEFAULT_PIPELINE = "ingest-kb"

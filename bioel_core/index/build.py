@@ -1,0 +1,98 @@
+"""Building one shard: its FAISS index (serialized in FAISS's native format) and its id map (Parquet).
+
+Pure functions of the shard's rows: rows are put in name_id order first, so the same rows give the same
+files whatever order a runner delivered them in. Flat and IVF shards are byte-identical on re-runs; an
+HNSW graph built with several threads depends on their interleaving (build with threads=1 to pin it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bioel_core.index.layout import ID_MAP_SCHEMA, id_map_file, index_file
+from bioel_core.index.spec import IndexSpec
+
+
+@dataclass
+class ShardFiles:
+    index_bytes: bytes
+    id_map_bytes: bytes
+    record: dict  # this shard's entry in the manifest
+
+
+def normalized(vectors: np.ndarray) -> np.ndarray:
+    """A C-contiguous float32 copy with unit rows (zero rows stay zero): inner product is then cosine."""
+    out = np.array(vectors, dtype=np.float32, order="C", copy=True)
+    faiss.normalize_L2(out)
+    return out
+
+
+def set_search_params(index: faiss.Index, params: dict) -> None:
+    """nprobe / efSearch / refine k_factor from a shard's parameters (FAISS also stores them in the file;
+    setting them here lets a reader override them)."""
+    space = faiss.ParameterSpace()
+    for key, faiss_name in (("nprobe", "nprobe"), ("ef_search", "efSearch"), ("refine_k", "k_factor_rf")):
+        if params.get(key) is not None:
+            space.set_index_parameter(index, faiss_name, params[key])
+
+
+def build_index(vectors: np.ndarray, spec: IndexSpec, seed_key: tuple[int, ...] = ()) -> tuple[faiss.Index, dict]:
+    """One FAISS index over `vectors` (normalized here), rows in the given order; returns it with the
+    parameters it was built with. IVF kinds train on a sample drawn with the seed (spec.seed, *seed_key)."""
+    vectors = normalized(vectors)
+    n, d = vectors.shape
+    params = spec.resolve(n, d)
+    index = faiss.index_factory(d, params["factory"], faiss.METRIC_INNER_PRODUCT)
+    if params["kind"] == "hnsw":
+        index.hnsw.efConstruction = params["ef_construction"]
+    if not index.is_trained:
+        seed = [spec.seed, *seed_key]
+        rng = np.random.default_rng(seed)
+        sample = np.sort(rng.choice(n, size=params["train_size"], replace=False))
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+        ivf.cp.seed = spec.seed  # FAISS's k-means seeding, fixed too
+        if params["kind"] == "ivf-pq":
+            ivf.pq.cp.seed = spec.seed
+        index.train(vectors[sample])
+        params["training"] = {"sample_seed": seed, "kmeans_seed": spec.seed, "kmeans_iterations": ivf.cp.niter}
+    index.add(vectors)
+    set_search_params(index, params)
+    return index, params
+
+
+def serialize(index: faiss.Index) -> bytes:
+    """The bytes faiss.write_index would write."""
+    return faiss.serialize_index(index).tobytes()
+
+
+def id_map_bytes(name_ids: np.ndarray, concept_ids: pa.Array | list[str]) -> bytes:
+    buf = io.BytesIO()
+    table = pa.Table.from_arrays([pa.array(name_ids, pa.int64()), pa.array(concept_ids, pa.string())], schema=ID_MAP_SCHEMA)
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def build_shard(shard: int, num_shards: int, name_ids: np.ndarray, concept_ids: pa.Array | list[str],
+                vectors: np.ndarray, spec: IndexSpec, dimension: int) -> ShardFiles:
+    """Shard `shard` of `num_shards`: rows sorted by name_id, index built, both files serialized."""
+    name_ids = np.asarray(name_ids, dtype=np.int64)
+    order = np.argsort(name_ids, kind="stable")
+    name_ids, vectors = name_ids[order], np.asarray(vectors, dtype=np.float32).reshape(-1, dimension)[order]
+    concept_ids = pa.array(concept_ids, pa.string()).take(pa.array(order))
+    index, params = build_index(vectors, spec, seed_key=(shard,))
+    index_data, ids_data = serialize(index), id_map_bytes(name_ids, concept_ids)
+    record = {
+        "shard": shard, "vectors": int(index.ntotal), "params": params,
+        "index_file": index_file(shard, num_shards), "index_sha256": hashlib.sha256(index_data).hexdigest(),
+        "index_bytes": len(index_data),
+        "id_map_file": id_map_file(shard, num_shards), "id_map_sha256": hashlib.sha256(ids_data).hexdigest(),
+        "id_map_bytes": len(ids_data),
+    }
+    return ShardFiles(index_data, ids_data, record)

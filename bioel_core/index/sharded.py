@@ -1,0 +1,202 @@
+"""Searching every shard of an index folder as one index.
+
+Opening checks everything a search relies on before the first query: the manifest is complete and of
+this schema version, every shard's files are there (a missing one is named), their sha256 match the
+manifest (`verify=True`, the default), each index has the manifest's dimension and as many vectors as its
+id map has rows.
+
+`search` asks every shard for its top k and merges them exactly: the result is the k best of all shards
+by (score descending, name_id ascending). A shard's top k can cut a group of equal scores anywhere, so
+where a shard's k-th score equals the merged k-th score that shard is asked again, deeper, until it has
+returned every vector with that score; with flat shards the result is then exactly one IndexFlatIP over
+all vectors with ties broken by name_id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bioel_core.index.build import normalized, set_search_params
+from bioel_core.index.layout import PIPELINE, check_id_map_schema
+from bioel_core.tables import read_manifest
+from schemas import SCHEMA_VERSION
+
+
+class IndexIntegrityError(ValueError):
+    """An index folder whose files do not match its manifest."""
+
+
+class SearchResult(NamedTuple):
+    scores: np.ndarray  # (q, k) float32, best first; -inf where fewer than k vectors were found
+    name_ids: np.ndarray  # (q, k) int64; -1 where nothing was found
+    concept_ids: np.ndarray  # (q, k) object: str, None where nothing was found
+
+
+@dataclass
+class Shard:
+    number: int
+    index: faiss.Index
+    name_ids: np.ndarray
+    concept_ids: pa.Array
+    params: dict
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_index_manifest(folder: str | Path) -> dict:
+    """A finished build-index manifest of this schema version."""
+    manifest = read_manifest(folder)
+    if manifest.get("pipeline") != PIPELINE:
+        raise ValueError(f"{folder}: written by {manifest.get('pipeline')!r}, not a {PIPELINE} output")
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"{folder}: index schema version {manifest.get('schema_version')}, this bioel reads {SCHEMA_VERSION}")
+    return manifest
+
+
+class ShardedIndex:
+    def __init__(self, folder: str | Path, *, verify: bool = True, threads: int | None = None,
+                 nprobe: int | None = None, ef_search: int | None = None, refine_k: int | None = None):
+        """`threads`: FAISS's OpenMP threads while this index searches (None: FAISS's default, every core).
+        nprobe / ef_search / refine_k override the built values on the shards they apply to."""
+        self.folder = Path(folder)
+        self.threads = threads
+        self.manifest = read_index_manifest(folder)
+        self.dimension = int(self.manifest["index"]["dimension"])
+        records = sorted(self.manifest["shards"], key=lambda r: r["shard"])
+        if [r["shard"] for r in records] != list(range(self.manifest["num_shards"])):
+            raise IndexIntegrityError(f"{folder}: the manifest lists shards {[r['shard'] for r in records]}, "
+                                      f"expected 0..{self.manifest['num_shards'] - 1}")
+        missing = [f for r in records for f in (r["index_file"], r["id_map_file"]) if not (self.folder / f).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{folder}: index shard file(s) missing: {', '.join(missing)}")
+        if verify:
+            for r in records:
+                for key in ("index", "id_map"):
+                    path = self.folder / r[f"{key}_file"]
+                    if file_sha256(path) != r[f"{key}_sha256"]:
+                        raise IndexIntegrityError(f"{path}: sha256 does not match the manifest (corrupted or replaced)")
+        overrides = {"nprobe": nprobe, "ef_search": ef_search, "refine_k": refine_k}
+        self.shards = [self._open_shard(r, overrides) for r in records]
+
+    def _open_shard(self, record: dict, overrides: dict) -> Shard:
+        path = self.folder / record["index_file"]
+        index = faiss.read_index(str(path))
+        if index.d != self.dimension:
+            raise IndexIntegrityError(f"{path}: dimension {index.d}, the manifest says {self.dimension}")
+        if index.ntotal != record["vectors"]:
+            raise IndexIntegrityError(f"{path}: {index.ntotal} vectors, the manifest says {record['vectors']}")
+        ids_path = self.folder / record["id_map_file"]
+        ids = pq.read_table(ids_path)
+        check_id_map_schema(ids.schema, str(ids_path))
+        if ids.num_rows != index.ntotal:
+            raise IndexIntegrityError(f"{ids_path}: {ids.num_rows} rows for {index.ntotal} vectors")
+        params = dict(record["params"])
+        params.update({k: v for k, v in overrides.items() if v is not None and k in params})
+        set_search_params(index, params)
+        return Shard(record["shard"], index, ids.column("name_id").to_numpy(),
+                     ids.column("concept_id").combine_chunks(), params)
+
+    @property
+    def ntotal(self) -> int:
+        return sum(s.ntotal for s in self.shards)
+
+    @property
+    def model_fingerprint(self) -> str | None:
+        return self.manifest.get("model_fingerprint")
+
+    def search(self, queries: np.ndarray, k: int) -> SearchResult:
+        """Top k of every shard merged: (scores, name_ids, concept_ids), each (q, k), best first."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        queries = np.asarray(queries)
+        if queries.ndim != 2 or queries.shape[1] != self.dimension:
+            raise ValueError(f"queries of shape {queries.shape}; this index holds {self.dimension}-d vectors")
+        q = normalized(queries)
+        if self.threads:
+            faiss.omp_set_num_threads(self.threads)
+        nq, everyone = len(q), np.arange(len(q))
+        parts = []  # (shard, query rows, D, I)
+        for shard in self.shards:
+            width = min(k, shard.ntotal)
+            if width:
+                parts.append((shard, everyone, *shard.index.search(q, width)))
+        top = _merge(parts, nq, k)
+        parts += self._deepen_cut_ties(parts, q, k, top[0][:, k - 1])
+        return self._result(_merge(parts, nq, k))
+
+    @staticmethod
+    def _deepen_cut_ties(parts: list, q: np.ndarray, k: int, kth: np.ndarray) -> list:
+        """Where a shard's last returned score equals the merged k-th score, it may hold more vectors of
+        that score that it cut; search it again with doubling widths until its last score falls below.
+        The first answers of those (shard, query) pairs are blanked and the deeper ones returned."""
+        extra = []
+        for shard, _, D, I in list(parts):
+            if D.shape[1] == shard.ntotal:
+                continue
+            todo = np.nonzero((I[:, -1] >= 0) & (D[:, -1] == kth))[0]
+            if not len(todo):
+                continue
+            I[todo] = -1
+            width = D.shape[1]
+            while len(todo):
+                width = min(2 * width, shard.ntotal)
+                D2, I2 = shard.index.search(q[todo], width)
+                done = (width == shard.ntotal) | (I2[:, -1] < 0) | (D2[:, -1] < kth[todo])
+                extra.append((shard, todo[done], D2[done], I2[done]))
+                todo = todo[~done]
+        return extra
+
+    def _result(self, merged) -> SearchResult:
+        scores, name_ids, shard_numbers, rows = merged
+        concept_ids = np.full(scores.shape, None, dtype=object)
+        for shard in self.shards:
+            where = shard_numbers == shard.number
+            if where.any():
+                concept_ids[where] = shard.concept_ids.take(pa.array(rows[where])).to_pylist()
+        return SearchResult(scores, name_ids, concept_ids)
+
+
+def _merge(parts: list, nq: int, k: int):
+    """The k best candidates per query over all parts by (score desc, name_id asc):
+    (scores, name_ids, shard numbers, rows), each (nq, k), padded with -inf / -1."""
+    qi, sc, nid, sh, rw = [], [], [], [], []
+    for shard, qrows, D, I in parts:
+        found = I >= 0
+        qi.append(np.repeat(qrows, D.shape[1])[found.ravel()])
+        sc.append(D[found])
+        rw.append(I[found])
+        nid.append(shard.name_ids[I[found]])
+        sh.append(np.full(int(found.sum()), shard.number))
+    scores = np.full((nq, k), -np.inf, dtype=np.float32)
+    name_ids = np.full((nq, k), -1, dtype=np.int64)
+    shard_of_hit = np.full((nq, k), -1, dtype=np.int64)
+    rows = np.full((nq, k), -1, dtype=np.int64)
+    if not parts:
+        return scores, name_ids, shard_of_hit, rows
+    qi, sc, nid, sh, rw = (np.concatenate(a) for a in (qi, sc, nid, sh, rw))
+    order = np.lexsort((nid, -sc, qi))
+    qi = qi[order]
+    rank = np.arange(len(qi)) - np.searchsorted(qi, qi)
+    keep = rank < k
+    at = (qi[keep], rank[keep])
+    scores[at], name_ids[at] = sc[order][keep], nid[order][keep]
+    shard_of_hit[at], rows[at] = sh[order][keep], rw[order][keep]
+    return scores, name_ids, shard_of_hit, rows

@@ -1,0 +1,115 @@
+"""Checks of a build-index output: the index holds every vector of its embeddings table once, in the shard
+its name_id belongs to, and every id resolves to its concept in the names table the embeddings reference.
+
+Two frames: `id_map` (one row per indexed vector: its name_id, concept_id, shard, and the derived facts),
+and `shards` (one row per shard: vectors by the manifest, the FAISS file and the id map; checksums).
+FAISS files are opened memory-mapped: only their headers are read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import faiss
+import great_expectations as gx
+import great_expectations.expectations as gxe
+import pandas as pd
+import pyarrow.parquet as pq
+
+from bioel_core.embeddings import read_embeddings_manifest
+from bioel_core.index import read_index_manifest, shard_of
+from bioel_core.index.sharded import file_sha256
+from bioel_core.quality.frames import distribution
+from bioel_core.quality.kb_tables import CRITICAL, _tag
+from bioel_core.tables import read_table, table_files
+
+
+def _shard_row(folder: Path, record: dict) -> tuple[dict, pd.DataFrame | None]:
+    index_path, ids_path = folder / record["index_file"], folder / record["id_map_file"]
+    row = {"shard": record["shard"], "vectors": record["vectors"], "index_vectors": None, "dimension": None,
+           "id_map_rows": None, "files_present": index_path.is_file() and ids_path.is_file(), "checksums_match": False}
+    if not row["files_present"]:
+        return row, None
+    index = faiss.read_index(str(index_path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+    ids = pq.read_table(ids_path, columns=["name_id", "concept_id"]).to_pandas()
+    ids["shard"] = record["shard"]
+    row.update(index_vectors=int(index.ntotal), dimension=int(index.d), id_map_rows=len(ids),
+               checksums_match=file_sha256(index_path) == record["index_sha256"] and file_sha256(ids_path) == record["id_map_sha256"])
+    return row, ids
+
+
+def load_frames(index_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    folder = Path(index_dir)
+    manifest = read_index_manifest(folder)
+    emb_dir = manifest["embeddings"]["path"]
+    read_embeddings_manifest(emb_dir)
+    embeddings_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in table_files(emb_dir, "embeddings"))
+    names_dir = manifest["names"]["path"]
+    names = read_table(names_dir, "names", ["name_id", "concept_id"]).to_pandas().set_index("name_id")["concept_id"]
+
+    rows, maps = [], []
+    for record in sorted(manifest["shards"], key=lambda r: r["shard"]):
+        row, ids = _shard_row(folder, record)
+        rows.append(row)
+        if ids is not None:
+            maps.append(ids)
+    shards = pd.DataFrame(rows)
+    id_map = pd.concat(maps, ignore_index=True) if maps else pd.DataFrame({"name_id": [], "concept_id": [], "shard": []})
+    known = id_map["name_id"].isin(names.index)
+    id_map["unknown_name_id"] = id_map["name_id"].where(~known)
+    id_map["concept_mismatch_name_id"] = id_map["name_id"].where(known & (id_map["name_id"].map(names) != id_map["concept_id"]))
+    home = shard_of(id_map["name_id"].to_numpy(dtype="int64"), manifest["num_shards"])
+    id_map["misplaced_name_id"] = id_map["name_id"].where(home != id_map["shard"].to_numpy())
+    counts = {"kind": manifest["index"]["kind"], "dimension": manifest["index"]["dimension"],
+              "num_shards": manifest["num_shards"], "vectors": manifest["vectors"], "embeddings_rows": embeddings_rows,
+              "names_dir": str(names_dir), "index_bytes": sum(r["index_bytes"] for r in manifest["shards"])}
+    return id_map, shards, counts
+
+
+def id_map_suite(embeddings_rows: int) -> gx.ExpectationSuite:
+    return gx.ExpectationSuite(name="id_map", expectations=[
+        _tag(gxe.ExpectColumnValuesToNotBeNull(column="name_id"), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeUnique(
+            column="name_id", description="A name_id is in the index once, across all shards."), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToNotBeNull(column="concept_id"), CRITICAL),
+        _tag(gxe.ExpectTableRowCountToEqual(
+            value=embeddings_rows, description="The index holds as many vectors as the embeddings table it was "
+                                               f"built from has rows ({embeddings_rows:,})."), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeNull(
+            column="unknown_name_id", description="Every indexed name_id is in the names table the embeddings reference "
+                                                  "(listed: ids missing from it)."), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeNull(
+            column="concept_mismatch_name_id",
+            description="Each indexed name's concept_id is its concept_id in the names table."), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeNull(
+            column="misplaced_name_id", description="Each name_id is in the shard shard_of(name_id) assigns it, "
+                                                    "so a refresh rebuilding that shard replaces it."), CRITICAL),
+    ])
+
+
+def shards_suite(num_shards: int, dimension: int) -> gx.ExpectationSuite:
+    return gx.ExpectationSuite(name="shards", expectations=[
+        _tag(gxe.ExpectTableRowCountToEqual(value=num_shards, description="The manifest lists every shard."), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeInSet(
+            column="files_present", value_set=[True], description="Every shard's FAISS file and id map exist."), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeInSet(
+            column="checksums_match", value_set=[True],
+            description="Every shard file's sha256 is the one in the manifest."), CRITICAL),
+        _tag(gxe.ExpectColumnValuesToBeBetween(
+            column="dimension", min_value=dimension, max_value=dimension,
+            description=f"Every FAISS shard has the manifest's dimension ({dimension})."), CRITICAL),
+        _tag(gxe.ExpectColumnPairValuesToBeEqual(
+            column_A="vectors", column_B="index_vectors",
+            description="Each FAISS shard holds the vectors the manifest says."), CRITICAL),
+        _tag(gxe.ExpectColumnPairValuesToBeEqual(
+            column_A="vectors", column_B="id_map_rows", description="Each id map has one row per vector of its shard."),
+             CRITICAL),
+    ])
+
+
+def checks(index_dir: str | Path) -> tuple[dict, dict]:
+    """({table: (frame, suite)}, stats) for the report."""
+    id_map, shards, counts = load_frames(index_dir)
+    stats = {**counts, "vectors_per_shard": distribution(shards["vectors"])}
+    return {"id_map": (id_map, id_map_suite(counts["embeddings_rows"])),
+            "shards": (shards, shards_suite(counts["num_shards"], counts["dimension"]))}, stats

@@ -1,0 +1,204 @@
+"""Embeddings of an embed output -> FAISS shards + id maps + manifest (`bioel build-index`).
+
+    EmbeddingFiles | Spread | ReadChunks ─┬─ (shard, rows) ─┐
+    every shard number, no rows ──────────┼─────────────────┴─ GroupByShard | BuildShard ─ shard records ─┐
+                                          └─ vectors read ────────────────────────────────────────────────┴─ WriteStats
+
+A row's shard is `shard_of(name_id)`, so a refresh that touches few names rebuilds few shards. Each shard
+is built in one DoFn call (the index needs all its vectors at once) from rows put in name_id order, so
+runners and worker counts that deliver rows differently write the same files. Everything is staged and
+published only when the job has finished, the manifest last (pipelines.outputs.StagedOutput).
+`--embeddings` is a local folder (as `bioel embed` writes); `--output` may be any Beam filesystem.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from pathlib import Path
+
+import apache_beam as beam
+import faiss
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+
+import bioel_core
+from bioel_core.embeddings import check_names_unchanged, manifest_sha256, read_embeddings_manifest, vectors_of
+from bioel_core.index import PIPELINE, IndexSpec, build_shard, shard_of
+from bioel_core.index.layout import ID_MAPS, SHARD_ASSIGNMENT, SHARDS
+from bioel_core.tables import table_files
+from pipelines.ingest_kb import STATS_FILE, merge_stats, read_stats_file
+from pipelines.options import runner_name
+from pipelines.outputs import StagedOutput, join, write_json
+from schemas import SCHEMA_VERSION, check_schema
+
+log = logging.getLogger(__name__)
+
+TABLES = (SHARDS, ID_MAPS)
+READ_BATCH_ROWS = 65536
+
+
+def _ipc(table: pa.Table) -> bytes:
+    # Arrow IPC bytes: Beam codes bytes natively, where a table or ndarray would be pickled
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()
+
+
+class ReadChunksFn(beam.DoFn):
+    """One embeddings file -> (shard, Arrow IPC bytes of that shard's rows), a record batch at a time."""
+
+    def __init__(self, num_shards: int):
+        self.num_shards = num_shards
+
+    def process(self, path: str):
+        with FileSystems.open(path, compression_type="uncompressed") as fh:
+            for batch in pq.ParquetFile(fh).iter_batches(batch_size=READ_BATCH_ROWS):
+                table = pa.Table.from_batches([batch])
+                yield beam.pvalue.TaggedOutput("stats", ("vectors_read", table.num_rows))
+                shards = shard_of(table.column("name_id").to_numpy(), self.num_shards)
+                for shard in np.unique(shards):
+                    yield int(shard), _ipc(table.filter(pa.array(shards == shard)))
+
+
+class BuildShardFn(beam.DoFn):
+    """(shard, chunks) -> the shard's .faiss file and id map in the staging folder; yields its manifest record."""
+
+    def __init__(self, staging: str, num_shards: int, spec: IndexSpec, dimension: int, threads: int | None):
+        self.staging, self.num_shards, self.spec, self.dimension, self.threads = staging, num_shards, spec, dimension, threads
+
+    def setup(self):
+        if self.threads:
+            faiss.omp_set_num_threads(self.threads)
+
+    def process(self, element):
+        shard, chunks = element
+        tables = [_from_ipc(c) for c in chunks if c]
+        if tables:
+            table = pa.concat_tables(tables)
+            name_ids, concept_ids = table.column("name_id").to_numpy(), table.column("concept_id")
+            vectors = vectors_of(table.column("vector"), self.dimension)
+        else:  # a shard no name hashed to: an empty index keeps the folder's shard count whole
+            name_ids, concept_ids = np.empty(0, np.int64), pa.array([], pa.string())
+            vectors = np.empty((0, self.dimension), np.float32)
+        built = build_shard(shard, self.num_shards, name_ids, concept_ids, vectors, self.spec, self.dimension)
+        for relative, data in ((built.record["index_file"], built.index_bytes), (built.record["id_map_file"], built.id_map_bytes)):
+            with FileSystems.create(join(self.staging, relative)) as fh:
+                fh.write(data)
+        yield "shards", [built.record]
+
+
+def build_pipeline(p: beam.Pipeline, files: list[str], staged: StagedOutput, *, num_shards: int, spec: IndexSpec,
+                   dimension: int, threads: int | None) -> None:
+    read = (p
+            | "EmbeddingFiles" >> beam.Create(files)
+            | "Spread" >> beam.Reshuffle()
+            | "ReadChunks" >> beam.ParDo(ReadChunksFn(num_shards)).with_outputs("stats", main="chunks"))
+    every_shard = p | "EveryShard" >> beam.Create([(s, b"") for s in range(num_shards)])
+    records = ((read.chunks, every_shard)
+               | "WithEveryShard" >> beam.Flatten()
+               | "GroupByShard" >> beam.GroupByKey()
+               | "BuildShard" >> beam.ParDo(BuildShardFn(staged.staging, num_shards, spec, dimension, threads)))
+    _ = ((read.stats, records)
+         | "AllStats" >> beam.Flatten()
+         | "MergeStats" >> beam.CombinePerKey(merge_stats)
+         | "StatsToDict" >> beam.combiners.ToDict()
+         | "WriteStats" >> beam.Map(lambda d: write_json(join(staged.staging, STATS_FILE), d)))
+
+
+def worker_threads(options: PipelineOptions) -> int | None:
+    """FAISS threads per local worker process, so several processes share the cores instead of each
+    starting one thread per core; None (FAISS's default) otherwise. The same rule as embed_names' for
+    torch, kept here so that build-index workers never import torch."""
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode != "multi_processing":
+        return None
+    cores = len(os.sched_getaffinity(0))
+    return max(1, cores // (direct.direct_num_workers or cores))
+
+
+def check_embeddings_folder(emb_dir: Path) -> dict:
+    """Everything build-index needs to know of its input, refused before any work when unusable."""
+    manifest = read_embeddings_manifest(emb_dir)
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"--embeddings {emb_dir}: manifest schema version {manifest.get('schema_version')}, "
+                         f"this bioel reads {SCHEMA_VERSION}; re-run `bioel embed`")
+    check_names_unchanged(emb_dir)
+    files = table_files(emb_dir, "embeddings")
+    if not files:
+        raise ValueError(f"--embeddings {emb_dir}: no embeddings/*.parquet shards")
+    dims, rows = {}, 0
+    for f in files:
+        meta = pq.ParquetFile(f)
+        check_schema(meta.schema_arrow, "embeddings", str(f))
+        dims[f.name] = meta.schema_arrow.field("vector").type.list_size
+        rows += meta.metadata.num_rows
+    if len(set(dims.values())) > 1:
+        raise ValueError(f"--embeddings {emb_dir}: shards of mixed dimension: {dims}")
+    dimension = next(iter(dims.values()))
+    if dimension != manifest["model"]["dim"]:
+        raise ValueError(f"--embeddings {emb_dir}: vectors have {dimension} dimensions, the manifest's model {manifest['model']['dim']}")
+    if rows == 0:
+        raise ValueError(f"--embeddings {emb_dir}: the embeddings table is empty; nothing to index")
+    return {"manifest": manifest, "files": [str(f) for f in files], "dimension": dimension, "rows": rows}
+
+
+def build_manifest(stats: dict, source: dict, *, emb_dir: Path, num_shards: int, spec: IndexSpec, threads: int | None,
+                   options: PipelineOptions) -> dict:
+    shards = sorted(stats.get("shards", []), key=lambda r: r["shard"])
+    indexed = sum(r["vectors"] for r in shards)
+    counts = {"vectors_read": stats.get("vectors_read", 0), "embeddings_rows": source["rows"], "indexed": indexed}
+    emb = source["manifest"]
+    return {
+        "schema_version": SCHEMA_VERSION, "package_version": bioel_core.__version__, "pipeline": PIPELINE,
+        "complete": True, "created_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "kb": emb.get("kb"), "runner": runner_name(options), "options": options.get_all_options(drop_default=True),
+        "index": {"kind": spec.kind, "metric": "inner_product", "normalized": True, "dimension": source["dimension"],
+                  "faiss_version": faiss.__version__, "faiss_threads": threads, "requested": spec.to_dict(),
+                  "shard_assignment": SHARD_ASSIGNMENT},
+        "num_shards": num_shards, "vectors": indexed, "shards": shards,
+        "embeddings": {"path": str(emb_dir), "manifest_sha256": manifest_sha256(emb_dir), "rows": source["rows"],
+                       "files": [f"embeddings/{Path(f).name}" for f in source["files"]]},
+        "model": emb["model"], "model_fingerprint": emb["model"]["fingerprint"], "names": emb["names"],
+        "counts": counts,
+        "reconciliation": {"vectors": counts["vectors_read"] == counts["embeddings_rows"] == indexed,
+                           "shards": [r["shard"] for r in shards] == list(range(num_shards))},
+    }
+
+
+def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_shards: int, spec: IndexSpec,
+        faiss_threads: int | None = None) -> dict:
+    """Builds the index and publishes it; returns the manifest. `faiss_threads` None: FAISS's default in
+    process, the cores shared out among local worker processes otherwise."""
+    if num_shards < 1:
+        raise ValueError(f"--shards must be at least 1, got {num_shards}")
+    if faiss_threads is not None and faiss_threads < 1:
+        raise ValueError(f"--faiss-threads must be at least 1, got {faiss_threads}")
+    emb_dir = Path(embeddings_dir).resolve()
+    source = check_embeddings_folder(emb_dir)
+    spec.check_dimension(source["dimension"])
+    if "://" not in output_dir and Path(output_dir).resolve() == emb_dir:
+        raise ValueError(f"--output {output_dir} is the embeddings folder; the index goes to a folder of its own")
+    threads = faiss_threads or worker_threads(options)
+    staged = StagedOutput(output_dir, TABLES, derived=("quality",))
+    staged.prepare()
+    try:
+        with beam.Pipeline(options=options) as p:
+            build_pipeline(p, source["files"], staged, num_shards=num_shards, spec=spec, dimension=source["dimension"],
+                           threads=threads)
+        manifest = build_manifest(read_stats_file(staged), source, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
+                                  threads=threads, options=options)
+    except BaseException:
+        staged.abandon()
+        raise
+    staged.commit(manifest)
+    return manifest
