@@ -185,10 +185,8 @@ class AnnotatorSpec:
         return fingerprint, combined_kb_version({t: s["kb_version"] for t, s in sources.items()})
 
     def open(self) -> DocumentAnnotator:
-        from bioel_core.index import ShardedIndex
-        from bioel_core.linking.dense import model_folder, open_model
+        from bioel_core.linking.dense import DenseLinker, open_model
         from bioel_core.linking.dictionary import NameSet
-        from bioel_core.linking.indexed import IndexedDenseLinker
         from bioel_core.text.detect import DictionaryDetector, StopList
 
         encoder = open_model(self.model, device=self.device)
@@ -201,8 +199,7 @@ class AnnotatorSpec:
                 stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
                 detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type, stop_list=stop,
                                                                abbreviations=self.abbreviations)
-            linker = IndexedDenseLinker(names, encoder, ShardedIndex(source["index"]), source["names"], str(model_folder(self.model)),
-                                        batch_size=self.batch_size)
+            linker = DenseLinker.from_index(source["index"], names, encoder, model=self.model, batch_size=self.batch_size)
             targets.append(EntityTarget(entity_type, linker, source["kb_version"], detector, thresholds.get(entity_type)))
         return DocumentAnnotator(targets, encoder.fingerprint(), self.detect, self.max_chars, self.batch_size)
 
