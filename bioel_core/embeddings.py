@@ -7,6 +7,8 @@ rows sorted by name_id within each shard), `dead_letter/` and `manifest.json` (s
 from __future__ import annotations
 
 import hashlib
+import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -15,12 +17,21 @@ import pyarrow as pa
 
 from bioel_core.tables import MANIFEST, read_manifest, read_table
 
+log = logging.getLogger(__name__)
+
 PIPELINE = "embed"
 TEXT_COLUMN = "name_norm"  # the names-table column that is encoded: what NameSet.from_names_table links on
+NORM_TOLERANCE = 1e-3
 
 
 class ModelMismatchError(ValueError):
     """A model that is not the one an embeddings table was made with."""
+
+
+@dataclass(frozen=True)
+class EncodeFailure:
+    """What a text that could not be encoded gets instead of its vector, with why (a dead letter's reason)."""
+    reason: str
 
 
 class Embeddings(NamedTuple):
@@ -86,3 +97,34 @@ def check_names_unchanged(emb_dir: str | Path) -> Path:
         raise ValueError(f"{emb_dir}: the names table at {folder} changed since these embeddings were made "
                          "(its manifest.json differs); re-run `bioel embed`")
     return folder
+
+
+def encode_checked(encoder, texts: list[str]) -> list:
+    """One L2-normalized float32 vector or `EncodeFailure` per text, in input order, the texts encoded as one
+    batch (`encoder`: a bioel_core Encoder). Failures: an empty text; a text that failed alone after its batch
+    failed; a vector that is not finite or not of unit norm. `bioel embed` and `bioel refresh` both encode
+    through here, so a name is dead-lettered by the same rules in either."""
+    out: list = [EncodeFailure("empty text")] * len(texts)
+    todo = [i for i, t in enumerate(texts) if t and t.strip()]
+    try:
+        vectors = encoder.encode([texts[i] for i in todo], batch_size=max(len(todo), 1))
+    except Exception as err:  # one bad text (or a batch too big for the device) must not lose the others
+        log.warning("encoding a batch of %d texts failed (%s: %s); retrying one by one", len(todo), type(err).__name__, err)
+        vectors = [_encode_one(encoder, texts[i]) for i in todo]
+    for i, vector in zip(todo, vectors):
+        out[i] = vector if isinstance(vector, EncodeFailure) else _checked(vector)
+    return out
+
+
+def _encode_one(encoder, text: str):
+    try:
+        return encoder.encode([text], batch_size=1)[0]
+    except Exception as err:
+        return EncodeFailure(f"encoder raised {type(err).__name__}: {err}")
+
+
+def _checked(vector: np.ndarray):
+    norm = float(np.linalg.norm(vector))
+    if not np.isfinite(vector).all() or abs(norm - 1.0) > NORM_TOLERANCE:
+        return EncodeFailure(f"encoder returned a vector that is not finite and of unit norm (norm {norm})")
+    return vector

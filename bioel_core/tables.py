@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -26,6 +27,12 @@ def read_manifest(output_dir: str | Path) -> dict:
     if not manifest.get("complete"):
         raise IncompleteOutputError(f"{path}: output is marked incomplete")
     return manifest
+
+
+def stable_shard(key: str, num_shards: int) -> int:
+    """The Parquet shard of a row keyed `key` (the pipelines shard names by str(name_id)): stable across runs and
+    machines, so a KB refresh writes a new row where `bioel embed` would."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") % num_shards
 
 
 def table_files(output_dir: str | Path, table: str) -> list[Path]:

@@ -12,7 +12,7 @@ import sys
 
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES, Normalizer, NormalizerConfig
-from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_train
+from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train
 from pipelines.cli_common import finish, quality
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
@@ -101,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_embed.add_subcommands(sub)
     cli_index.add_subcommands(sub)
     cli_link.add_subcommands(sub)
+    cli_refresh.add_subcommands(sub)
     return parser
 
 

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import numpy as np
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
+from bioel_core.embeddings import EncodeFailure, encode_checked
 from bioel_core.linking.dense import open_model
 from bioel_core.models import Encoder
 
-log = logging.getLogger(__name__)
-
-NORM_TOLERANCE = 1e-3
-
-
-@dataclass(frozen=True)
-class EncodeFailure:
-    """The `inference` of a text that could not be encoded, with why."""
-    reason: str
+__all__ = ["EncodeFailure", "EncoderModelHandler", "ModelChangedError"]  # EncodeFailure: what a failed text's inference is
 
 
 class ModelChangedError(RuntimeError):
@@ -32,7 +22,7 @@ class EncoderModelHandler(ModelHandler[str, PredictionResult, Encoder]):
 
     Every text gets one `PredictionResult` in input order (what `KeyedModelHandler` zips keys with); its
     `inference` is the vector, or an `EncodeFailure` for an empty text, a text that failed alone after its
-    batch failed, or a vector that is not finite / not of unit norm.
+    batch failed, or a vector that is not finite / not of unit norm (bioel_core.embeddings.encode_checked).
 
     The model is loaded once per worker process (Beam's default, `share_model_across_processes()` False):
     bioel encoders are at most BERT-base size, so a copy per process is cheap, and it spares every batch the
@@ -60,28 +50,4 @@ class EncoderModelHandler(ModelHandler[str, PredictionResult, Encoder]):
 
     def run_inference(self, batch: Sequence[str], model: Encoder, inference_args=None) -> list[PredictionResult]:
         texts = list(batch)
-        inferences: list = [EncodeFailure("empty text")] * len(texts)
-        todo = [i for i, t in enumerate(texts) if t and t.strip()]
-        try:
-            vectors = model.encode([texts[i] for i in todo], batch_size=max(len(todo), 1))
-        except Exception as err:  # one bad text (or a batch too big for the device) must not lose the others
-            log.warning("encoding a batch of %d texts failed (%s: %s); retrying one by one",
-                        len(todo), type(err).__name__, err)
-            vectors = [self._encode_one(model, texts[i]) for i in todo]
-        for i, vector in zip(todo, vectors):
-            inferences[i] = vector if isinstance(vector, EncodeFailure) else _checked(vector)
-        return [PredictionResult(text, inference) for text, inference in zip(texts, inferences)]
-
-    @staticmethod
-    def _encode_one(model: Encoder, text: str):
-        try:
-            return model.encode([text], batch_size=1)[0]
-        except Exception as err:
-            return EncodeFailure(f"encoder raised {type(err).__name__}: {err}")
-
-
-def _checked(vector: np.ndarray):
-    norm = float(np.linalg.norm(vector))
-    if not np.isfinite(vector).all() or abs(norm - 1.0) > NORM_TOLERANCE:
-        return EncodeFailure(f"encoder returned a vector that is not finite and of unit norm (norm {norm})")
-    return vector
+        return [PredictionResult(text, inference) for text, inference in zip(texts, encode_checked(model, texts))]

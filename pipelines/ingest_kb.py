@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import logging
 from dataclasses import asdict
@@ -23,6 +22,7 @@ import bioel_core
 from bioel_core.kb import get_reader
 from bioel_core.normalize import Normalizer, NormalizerConfig, name_id
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
+from bioel_core.tables import stable_shard
 from pipelines.options import runner_name
 from pipelines.outputs import StagedOutput, WriteShardFn, check_inputs_exist, join, sha256_of, write_json
 from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA, SCHEMA_VERSION
@@ -33,10 +33,6 @@ SHARED_NAME_POLICIES = ("keep-all", "genbioel")
 NAME_TYPE_RANK = {"preferred": 0, "fsn": 1, "synonym": 2, "entry_term": 3, "abbreviation": 4}
 TABLES = ("concepts", "names", "dead_letter")
 STATS_FILE = "_stats.json"
-
-
-def stable_shard(key: str, num_shards: int) -> int:
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") % num_shards
 
 
 class ReadKBFn(beam.DoFn):

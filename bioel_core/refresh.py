@@ -1,0 +1,561 @@
+"""KB refresh (`bioel refresh`): when the KB changes, re-encode only the names that changed and rebuild only the
+index shards they live in.
+
+    old names ─┬─ diff by name_id ── names without a vector to carry ── encode (in process) ─┐
+    new names ─┘        └─ diff report (names and concepts)                                  │
+    old embeddings ── unchanged vectors carried ──────────────────────────────────────────────┴─ new embeddings
+    old index ─────── untouched shards copied byte for byte, touched shards rebuilt from the new embeddings ── new index
+
+The diff. A names row is keyed by name_id, a hash of (kb, concept_id, name_norm). A name_id in both tables
+whose row differs (concept_id, name, name_type) is *changed*; a renamed synonym or a name moved to another
+concept gets a new name_id, so it is one *removed* and one *added* name. The report gives that id view and a
+concept view: concepts added, removed, renamed (preferred name changed), and per concept whose names changed
+its names added, removed and changed, so a renamed synonym reads as "-old +new" under its concept.
+
+The embeddings. A row (name_id, concept_id, vector) depends on the model and on (name_id, concept_id,
+name_norm) alone, so a vector is carried over when those are unchanged, changed rows included (their display
+name or type changed, not their text). Every other name of the new KB is encoded: the added names, and the
+names the old run dead-lettered (retried, as a full `bioel embed` would). Encoding goes through
+`encode_checked`, the rules `bioel embed` dead-letters by. The table is laid out as `bioel embed` writes it
+(the same shards by stable_shard(str(name_id)), rows sorted by name_id), so it equals a full re-embed to float
+tolerance, exactly where the encoder is batch-invariant (batch size 1); embeddings shards with no row changed
+are copied byte for byte.
+
+The index. A shard (shard_of(name_id) over the index manifest's shard count) is rebuilt when a row of it was
+removed or added, with the IndexSpec the manifest records; every other shard is copied byte for byte, its
+sha256 checked against the old manifest. For flat shards the result is the index a full build-index writes.
+
+In process, not a Beam job: a KB release changes hundreds to thousands of names out of hundreds of thousands;
+encoding them takes seconds, less than starting a worker pool. Memory is the new vectors plus the vectors of
+the rebuilt shards. When most of the KB changed (a new normalizer changes every name_id), run `bioel embed` and
+`bioel build-index` instead: they spread the same work over workers (a warning says so).
+
+Outputs are new folders, never the inputs: the inputs are read to the end, a re-run after a crash needs them,
+and an embeddings folder and its index cannot be swapped together atomically. Each output is staged in
+OUTPUT/_staging-<run>/ and published as the pipelines publish theirs (the previous manifest removed first,
+tables moved in, manifest last); the embeddings go first, then the index, whose manifest names the new
+embeddings manifest's sha256. A killed refresh publishes nothing unfinished: at worst the new embeddings
+folder is complete and the index folder has no manifest yet (run the refresh again). Local folders only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+import bioel_core
+from bioel_core.embeddings import (TEXT_COLUMN, EncodeFailure, check_model_matches, encode_checked, manifest_sha256,
+                                   read_embeddings_manifest, vectors_of)
+from bioel_core.index import IndexSpec, build_shard, read_index_manifest, shard_of
+from bioel_core.index.layout import ID_MAPS, SHARDS
+from bioel_core.index.sharded import file_sha256
+from bioel_core.linking.dense import open_model
+from bioel_core.tables import MANIFEST, read_manifest, read_table, stable_shard, table_files
+from schemas import DEAD_LETTER_SCHEMA, SCHEMA_VERSION, embeddings_schema
+
+log = logging.getLogger(__name__)
+
+REPORT_FILE = "refresh_report.json"
+NAMES_PIPELINE = "ingest-kb"
+NAME_COLUMNS = ("concept_id", "kb", "name", "name_norm", "name_type")
+VECTOR_KEY = ("concept_id", TEXT_COLUMN)  # with name_id, all an embeddings row depends on besides the model
+RUNNER = "in-process (bioel refresh)"
+
+
+# ---------------------------------------------------------------------------------------------------- the diff
+
+@dataclass
+class NamesDiff:
+    old: pa.Table  # the old names table, rows in name_id order
+    new: pa.Table  # the new one, likewise
+    added: np.ndarray  # rows of `new` whose name_id `old` lacks
+    removed: np.ndarray  # rows of `old` whose name_id `new` lacks
+    common_old: np.ndarray  # rows of both with the same name_id, aligned
+    common_new: np.ndarray
+    changed: np.ndarray  # bool over the common rows: some column other than name_id differs
+
+    def changed_rows(self) -> tuple[pa.Table, pa.Table]:
+        return self.old.take(self.common_old[self.changed]), self.new.take(self.common_new[self.changed])
+
+
+def _by_name_id(names: pa.Table, where: str) -> pa.Table:
+    names = names.take(pc.sort_indices(names, [("name_id", "ascending")]))
+    ids = names.column("name_id").to_numpy()
+    repeated = ids[1:][ids[1:] == ids[:-1]]
+    if len(repeated):  # the diff is keyed by name_id; ingest-kb writes each once
+        raise ValueError(f"{where}: name_id {repeated[0]} appears more than once in the names table")
+    return names
+
+
+def diff_names(old: pa.Table, new: pa.Table) -> NamesDiff:
+    """Two names tables compared by name_id and content."""
+    old, new = _by_name_id(old, "--old"), _by_name_id(new, "--new")
+    _, common_old, common_new = np.intersect1d(old.column("name_id").to_numpy(), new.column("name_id").to_numpy(),
+                                               assume_unique=True, return_indices=True)
+    changed = np.zeros(len(common_old), dtype=bool)
+    for column in NAME_COLUMNS:
+        changed |= pc.not_equal(old.column(column).take(common_old),
+                                new.column(column).take(common_new)).to_numpy(zero_copy_only=False)
+    return NamesDiff(old, new, _others(new.num_rows, common_new), _others(old.num_rows, common_old),
+                     common_old, common_new, changed)
+
+
+def _others(n: int, taken: np.ndarray) -> np.ndarray:
+    keep = np.ones(n, dtype=bool)
+    keep[taken] = False
+    return np.nonzero(keep)[0]
+
+
+def _name_example(row: dict) -> dict:
+    return {k: row[k] for k in ("name_id", "concept_id", "name", "name_type")}
+
+
+def _section(items: list, examples: int) -> dict:
+    return {"count": len(items), "examples": items[:examples]}
+
+
+def diff_report(diff: NamesDiff, old_concepts: pa.Table, new_concepts: pa.Table, examples: int) -> dict:
+    """Names and concepts added, removed, renamed or changed: counts, and up to `examples` of each."""
+    old_pref = dict(zip(old_concepts.column("concept_id").to_pylist(), old_concepts.column("preferred_name").to_pylist()))
+    new_pref = dict(zip(new_concepts.column("concept_id").to_pylist(), new_concepts.column("preferred_name").to_pylist()))
+    added, removed = diff.new.take(diff.added), diff.old.take(diff.removed)
+    changed_old, changed_new = diff.changed_rows()
+
+    def ordered(table: pa.Table, limit: int | None) -> list[dict]:
+        rows = table.take(pc.sort_indices(table, [("concept_id", "ascending"), ("name", "ascending")]))
+        return rows.slice(0, limit).to_pylist() if limit is not None else rows.to_pylist()
+
+    shown_changes = pc.sort_indices(changed_new, [("concept_id", "ascending"), ("name_norm", "ascending")])[:examples]
+    changes = [{"name_id": a["name_id"], "concept_id": b["concept_id"], "name_norm": b["name_norm"],
+                "changes": {c: [a[c], b[c]] for c in NAME_COLUMNS if a[c] != b[c]}}
+               for a, b in zip(changed_old.take(shown_changes).to_pylist(), changed_new.take(shown_changes).to_pylist())]
+
+    kept = old_pref.keys() & new_pref.keys()
+    touched = set()
+    for table in (added, removed, changed_old, changed_new):
+        touched.update(pc.unique(table.column("concept_id")).to_pylist())
+    names_changed = sorted(touched & kept)
+    shown = pa.array(names_changed[:examples], pa.string())
+    per_concept = {c: {"concept_id": c, "preferred_name": new_pref[c], "names_added": [], "names_removed": [],
+                       "names_changed": []} for c in names_changed[:examples]}
+    for key, table in (("names_added", added), ("names_removed", removed)):
+        for row in ordered(table.filter(pc.is_in(table.column("concept_id"), value_set=shown)), None):
+            per_concept[row["concept_id"]][key].append(row["name"])
+    mask = pc.is_in(changed_new.column("concept_id"), value_set=shown)
+    for a, b in zip(changed_old.filter(mask).to_pylist(), changed_new.filter(mask).to_pylist()):
+        per_concept[b["concept_id"]]["names_changed"].append(
+            {"name_norm": b["name_norm"], **{c: [a[c], b[c]] for c in NAME_COLUMNS if a[c] != b[c]}})
+
+    renamed = sorted(c for c in kept if old_pref[c] != new_pref[c])
+    return {
+        "names": {
+            "added": {"count": len(added), "examples": [_name_example(r) for r in ordered(added, examples)]},
+            "removed": {"count": len(removed), "examples": [_name_example(r) for r in ordered(removed, examples)]},
+            "changed": {"count": len(changed_old), "examples": changes},
+            "note": "name_id hashes (kb, concept_id, name_norm): a renamed name or one moved to another concept is "
+                    "one removed and one added name; 'changed' are rows of the same name_id whose other columns differ",
+        },
+        "concepts": {
+            "added": _section([{"concept_id": c, "preferred_name": new_pref[c]} for c in sorted(new_pref.keys() - kept)],
+                              examples),
+            "removed": _section([{"concept_id": c, "preferred_name": old_pref[c]} for c in sorted(old_pref.keys() - kept)],
+                                examples),
+            "renamed": _section([{"concept_id": c, "preferred_name": [old_pref[c], new_pref[c]]} for c in renamed],
+                                examples),
+            "names_changed": {"count": len(names_changed), "examples": list(per_concept.values())},
+        },
+    }
+
+
+def format_summary(report: dict) -> str:
+    """A few lines for the terminal."""
+    n, c, r = report["names"], report["concepts"], report["refresh"]
+    lines = [
+        f"names: +{n['added']['count']:,} -{n['removed']['count']:,} ~{n['changed']['count']:,} (changed in place); "
+        f"concepts: +{c['added']['count']:,} -{c['removed']['count']:,}, {c['renamed']['count']:,} renamed, "
+        f"{c['names_changed']['count']:,} with changed names",
+        f"encoded {r['encoded']:,} names ({r['dead_lettered']:,} dead letters), carried {r['carried']:,} vectors; "
+        f"embeddings shards rewritten {len(r['embeddings_shards_rewritten'])}/{r['embeddings_shards']}, "
+        f"index shards rebuilt {len(r['index_shards_rebuilt'])}/{r['index_shards']}",
+    ]
+    lines += [f"  concept added: {e['concept_id']} {e['preferred_name']}" for e in c["added"]["examples"][:3]]
+    lines += [f"  concept removed: {e['concept_id']} {e['preferred_name']}" for e in c["removed"]["examples"][:3]]
+    lines += [f"  concept renamed: {e['concept_id']} {e['preferred_name'][0]!r} -> {e['preferred_name'][1]!r}"
+              for e in c["renamed"]["examples"][:3]]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ the inputs
+
+@dataclass
+class Inputs:
+    old_names: Path
+    new_names: Path
+    embeddings: Path
+    index: Path
+    emb_manifest: dict
+    index_manifest: dict
+    spec: IndexSpec  # the index's, for the rebuilt shards
+    new_names_manifest: dict
+
+
+def _names_manifest(folder: Path, flag: str) -> dict:
+    manifest = read_manifest(folder)
+    if manifest.get("pipeline") != NAMES_PIPELINE:
+        raise ValueError(f"{flag} {folder}: written by pipeline {manifest.get('pipeline')!r}, not by `bioel ingest-kb`")
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"{flag} {folder}: manifest schema version {manifest.get('schema_version')}, "
+                         f"this bioel reads {SCHEMA_VERSION}")
+    return manifest
+
+
+def part_name(shard: int, num_shards: int) -> str:
+    """An embeddings shard's file name, as `bioel embed` writes it (pipelines.outputs.shard_name)."""
+    return f"part-{shard:05d}-of-{num_shards:05d}.parquet"
+
+
+def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str | Path, index: str | Path,
+                 outputs: list[str | Path]) -> Inputs:
+    """Every refusal that needs no model, before any work: unfinished or foreign folders, embeddings not made
+    from --old, an index not built from --embeddings, missing files, outputs that are inputs."""
+    old, new, emb, idx = (Path(p).resolve() for p in (old_names, new_names, embeddings, index))
+    old_manifest, new_manifest = _names_manifest(old, "--old"), _names_manifest(new, "--new")
+    if old_manifest.get("kb") != new_manifest.get("kb"):
+        raise ValueError(f"--old is KB {old_manifest.get('kb')!r} and --new is KB {new_manifest.get('kb')!r}: "
+                         "a refresh compares two versions of one KB")
+    emb_manifest = read_embeddings_manifest(emb)
+    if emb_manifest.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"--embeddings {emb}: manifest schema version {emb_manifest.get('schema_version')}, "
+                         f"this bioel reads {SCHEMA_VERSION}")
+    if emb_manifest["names"]["manifest_sha256"] != manifest_sha256(old):
+        raise ValueError(f"--old {old} is not the names folder the embeddings at {emb} were made from "
+                         f"({emb_manifest['names']['path']}, by its manifest's sha256); pass that folder as --old")
+    listed = sorted(Path(f).name for f in emb_manifest["outputs"]["embeddings"]["files"])
+    found = [f.name for f in table_files(emb, "embeddings")]
+    layout = {part_name(s, emb_manifest["num_shards"]) for s in range(emb_manifest["num_shards"])}
+    if listed != found or not layout.issuperset(found):
+        raise ValueError(f"--embeddings {emb}: embeddings files {found} are not the {listed} its manifest lists")
+    index_manifest = read_index_manifest(idx)
+    if index_manifest["embeddings"]["manifest_sha256"] != manifest_sha256(emb):
+        raise ValueError(f"--index {idx} was not built from --embeddings {emb} (it names "
+                         f"{index_manifest['embeddings']['path']}, by its manifest's sha256)")
+    requested = index_manifest["index"]["requested"]
+    try:
+        spec = IndexSpec(**requested)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"--index {idx}: its parameters {requested} are not an IndexSpec of this bioel ({err}); "
+                         "run `bioel build-index`") from None
+    missing = [f for r in index_manifest["shards"] for f in (r["index_file"], r["id_map_file"]) if not (idx / f).is_file()]
+    if missing or sorted(r["shard"] for r in index_manifest["shards"]) != list(range(index_manifest["num_shards"])):
+        raise FileNotFoundError(f"--index {idx}: incomplete: shard file(s) missing: {', '.join(missing) or 'none'}, "
+                                f"manifest lists shards {sorted(r['shard'] for r in index_manifest['shards'])}")
+    resolved = [Path(o).resolve() for o in outputs]
+    if len(set(resolved)) < len(resolved):
+        raise ValueError("--output-embeddings and --output-index must be two folders")
+    for out in resolved:
+        if out in (old, new, emb, idx):
+            raise ValueError(f"{out} is an input of this refresh; write the refreshed outputs to new folders")
+    return Inputs(old, new, emb, idx, emb_manifest, index_manifest, spec, new_manifest)
+
+
+# ---------------------------------------------------------------------------------------------- the outputs
+
+class Stage:
+    """OUTPUT/_staging-<run>/ and the commit that publishes it: pipelines.outputs.StagedOutput's protocol, on
+    local folders (bioel_core does not use Beam's filesystems)."""
+
+    def __init__(self, output: Path):
+        self.output = output
+        self.dir = output / f"_staging-{uuid.uuid4().hex[:12]}"
+
+    def prepare(self) -> None:
+        self.output.mkdir(parents=True, exist_ok=True)
+        for stale in self.output.glob("_staging-*"):  # a killed run's; the run that finishes the job clears it
+            shutil.rmtree(stale)
+        self.dir.mkdir()
+
+    def commit(self, manifest: dict) -> None:
+        (self.output / MANIFEST).unlink(missing_ok=True)  # from here on the folder reads as unfinished
+        staged = sorted(self.dir.iterdir())
+        for old in [self.output / "quality", *(self.output / p.name for p in staged)]:  # quality: stale now
+            if old.is_dir():
+                shutil.rmtree(old)
+            elif old.exists():
+                old.unlink()
+        for p in staged:
+            p.rename(self.output / p.name)
+        self.dir.rmdir()
+        (self.output / MANIFEST).write_bytes(json.dumps(manifest, indent=2, sort_keys=True).encode())
+
+    def abandon(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _write_embeddings(path: Path, name_ids: np.ndarray, concept_ids: list[str], vectors: np.ndarray) -> None:
+    """One shard as `bioel embed` writes it: rows in name_id order, zstd."""
+    order = np.argsort(name_ids, kind="stable")
+    dim = vectors.shape[1]
+    table = pa.Table.from_arrays([
+        pa.array(name_ids[order], pa.int64()),
+        pa.array([concept_ids[i] for i in order], pa.string()),
+        pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(vectors[order]).ravel(), pa.float32()), dim),
+    ], schema=embeddings_schema(dim))
+    pq.write_table(table, path, compression="zstd")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------------------------------------- the refresh
+
+@dataclass
+class Encoded:
+    name_ids: np.ndarray
+    concept_ids: list[str]
+    vectors: np.ndarray
+    dead_letters: list[dict]
+
+
+def encode_names(encoder, names: pa.Table, batch_size: int) -> Encoded:
+    """`names` rows encoded in batches of similar length (ties by name_id), as `bioel embed` forms them."""
+    ids = names.column("name_id").to_numpy()
+    concepts, texts = names.column("concept_id").to_pylist(), names.column(TEXT_COLUMN).to_pylist()
+    order = np.lexsort((ids, pc.utf8_length(names.column(TEXT_COLUMN)).to_numpy()))
+    kept, vectors, dead = [], [], []
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        for i, result in zip(rows, encode_checked(encoder, [texts[i] for i in rows])):
+            if isinstance(result, EncodeFailure):
+                dead.append({"source": "encoder", "location": f"name_id {ids[i]}", "raw": texts[i], "reason": result.reason})
+            else:
+                kept.append(i)
+                vectors.append(result)
+    kept = np.array(kept, dtype=np.int64)
+    return Encoded(ids[kept], [concepts[i] for i in kept],
+                   np.stack(vectors).astype(np.float32) if vectors else np.empty((0, encoder.dim), np.float32), dead)
+
+
+def carried_vectors(diff: NamesDiff, old_emb_ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """The name_ids whose old vector stands (the name's concept_id and name_norm are unchanged and the old run
+    embedded it), and how many names kept their text but have no old vector (old dead letters, retried)."""
+    same = np.ones(len(diff.common_old), dtype=bool)
+    for column in VECTOR_KEY:
+        same &= pc.equal(diff.old.column(column).take(diff.common_old),
+                         diff.new.column(column).take(diff.common_new)).to_numpy(zero_copy_only=False)
+    candidates = diff.new.column("name_id").to_numpy()[diff.common_new[same]]
+    embedded = np.isin(candidates, old_emb_ids)
+    return candidates[embedded], int((~embedded).sum())
+
+
+@dataclass
+class RefreshResult:
+    embeddings_manifest: dict
+    index_manifest: dict
+    report: dict
+
+
+def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, embeddings: str | Path, index: str | Path,
+            output_embeddings: str | Path, output_index: str | Path, *, device: str = "cpu",
+            batch_size: int | None = None, examples: int = 10) -> RefreshResult:
+    """Refreshes `embeddings` and `index` (made from `old_names`) to `new_names` into two new folders; returns
+    their manifests and the diff report. `batch_size` None: the one the embeddings were made with."""
+    if examples < 0 or (batch_size is not None and batch_size < 1):
+        raise ValueError("--examples must be at least 0 and --batch-size at least 1")
+    inputs = check_inputs(old_names, new_names, embeddings, index, [output_embeddings, output_index])
+    emb_manifest = inputs.emb_manifest
+    encoder = open_model(model, emb_manifest["model"].get("pooling"), device).eval()
+    check_model_matches(inputs.embeddings, encoder)
+    batch_size = batch_size or emb_manifest["batch_size"]
+
+    diff = diff_names(read_table(inputs.old_names, "names"), read_table(inputs.new_names, "names"))
+    report = diff_report(diff, read_table(inputs.old_names, "concepts", ["concept_id", "preferred_name"]),
+                         read_table(inputs.new_names, "concepts", ["concept_id", "preferred_name"]), examples)
+
+    old_emb_ids = read_table(inputs.embeddings, "embeddings", ["name_id"]).column("name_id").to_numpy()
+    carried, retried = carried_vectors(diff, old_emb_ids)
+    to_encode = diff.new.filter(pa.array(~np.isin(diff.new.column("name_id").to_numpy(), carried)))
+    if to_encode.num_rows > diff.new.num_rows // 2:
+        log.warning("%d of %d names need encoding: `bioel embed` + `bioel build-index` would spread this over workers",
+                    to_encode.num_rows, diff.new.num_rows)
+    log.info("encoding %d names (batch size %d)", to_encode.num_rows, batch_size)
+    encoded = encode_names(encoder, to_encode, batch_size)
+
+    # rows that change: old vectors not carried, and new vectors; their shards are the ones rewritten / rebuilt
+    dropped = old_emb_ids[~np.isin(old_emb_ids, carried)]
+    moved = np.concatenate([dropped, encoded.name_ids])
+    emb_shards, index_shards = emb_manifest["num_shards"], inputs.index_manifest["num_shards"]
+    emb_touched = sorted({stable_shard(str(i), emb_shards) for i in moved.tolist()})
+    index_touched = sorted(set(shard_of(moved, index_shards).tolist()))
+
+    out_emb, out_idx = Stage(Path(output_embeddings).resolve()), Stage(Path(output_index).resolve())
+    try:
+        out_emb.prepare()
+        out_idx.prepare()
+        written = _stage_embeddings(inputs, out_emb.dir, carried, encoded, emb_touched)
+        records, vectors_read = _stage_index(inputs, out_idx.dir, out_emb.dir, index_touched)
+        report["refresh"] = {
+            "carried": int(len(carried)), "encoded": to_encode.num_rows, "embedded": int(len(encoded.name_ids)),
+            "dead_lettered": len(encoded.dead_letters), "retried_dead_letters": retried,
+            "embeddings_shards": emb_shards, "embeddings_shards_rewritten": emb_touched,
+            "index_shards": index_shards, "index_shards_rebuilt": index_touched,
+        }
+        report["old"] = {"names": str(inputs.old_names), "names_manifest_sha256": manifest_sha256(inputs.old_names),
+                         "embeddings": str(inputs.embeddings), "index": str(inputs.index)}
+        report["new"] = {"names": str(inputs.new_names), "names_manifest_sha256": manifest_sha256(inputs.new_names),
+                         "embeddings": str(out_emb.output), "index": str(out_idx.output)}
+        (out_emb.dir / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True))
+        emb_out_manifest = _embeddings_manifest(inputs, Path(model), device, batch_size, written, report)
+    except BaseException:
+        out_emb.abandon()
+        out_idx.abandon()
+        raise
+    out_emb.commit(emb_out_manifest)
+    try:
+        index_out_manifest = _index_manifest(inputs, out_emb.output, records, vectors_read, report)
+    except BaseException:
+        out_idx.abandon()
+        raise
+    out_idx.commit(index_out_manifest)
+    return RefreshResult(emb_out_manifest, index_out_manifest, report)
+
+
+def _stage_embeddings(inputs: Inputs, staging: Path, carried: np.ndarray, encoded: Encoded, touched: list[int]) -> dict:
+    """The new embeddings and dead_letter tables in `staging`; returns their files and rows for the manifest."""
+    num_shards, dim = inputs.emb_manifest["num_shards"], inputs.emb_manifest["model"]["dim"]
+    (staging / "embeddings").mkdir()
+    (staging / "dead_letter").mkdir()
+    new_shard = np.array([stable_shard(str(i), num_shards) for i in encoded.name_ids.tolist()], dtype=np.int64)
+    for shard in range(num_shards):
+        name = part_name(shard, num_shards)
+        source, target = inputs.embeddings / "embeddings" / name, staging / "embeddings" / name
+        if shard not in touched:
+            if source.exists():
+                shutil.copyfile(source, target)
+            continue
+        old = pq.read_table(source) if source.exists() else embeddings_schema(dim).empty_table()
+        old = old.filter(pc.is_in(old.column("name_id"), value_set=pa.array(carried, pa.int64())))
+        mine = np.nonzero(new_shard == shard)[0]
+        if old.num_rows + len(mine):  # `bioel embed` writes no file for a shard no name hashes to
+            _write_embeddings(target, np.concatenate([old.column("name_id").to_numpy(), encoded.name_ids[mine]]),
+                              old.column("concept_id").to_pylist() + [encoded.concept_ids[i] for i in mine],
+                              np.concatenate([vectors_of(old.column("vector"), dim), encoded.vectors[mine]]))
+    if encoded.dead_letters:
+        dead = sorted(encoded.dead_letters, key=lambda d: d["location"])
+        pq.write_table(pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA),
+                       staging / "dead_letter" / part_name(0, 1), compression="zstd")
+    return {table: {"files": [f"{table}/{f.name}" for f in sorted((staging / table).glob("*.parquet"))],
+                    "rows": sum(pq.ParquetFile(f).metadata.num_rows for f in (staging / table).glob("*.parquet"))}
+            for table in ("embeddings", "dead_letter")}
+
+
+def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touched: list[int]) -> tuple[list[dict], int]:
+    """Untouched shards copied (sha256 checked), touched ones rebuilt from the new embeddings; returns the
+    shard records and how many embeddings rows were read."""
+    manifest = inputs.index_manifest
+    num_shards, dim = manifest["num_shards"], manifest["index"]["dimension"]
+    (staging / SHARDS).mkdir()
+    (staging / ID_MAPS).mkdir()
+    records = []
+    for record in manifest["shards"]:
+        if record["shard"] in touched:
+            continue
+        for key in ("index", "id_map"):
+            target = staging / record[f"{key}_file"]
+            shutil.copyfile(inputs.index / record[f"{key}_file"], target)
+            if file_sha256(target) != record[f"{key}_sha256"]:
+                raise ValueError(f"{inputs.index / record[f'{key}_file']}: sha256 does not match the index manifest "
+                                 "(corrupted or replaced); run `bioel build-index`")
+        records.append(record)
+
+    rows: dict[int, list[pa.Table]] = {s: [] for s in touched}
+    vectors_read = 0
+    for path in sorted((embeddings_staging / "embeddings").glob("*.parquet")):
+        ids = pq.read_table(path, columns=["name_id"]).column("name_id").to_numpy()
+        vectors_read += len(ids)
+        shards = shard_of(ids, num_shards)
+        if np.isin(shards, touched).any():
+            table = pq.read_table(path)
+            for shard in touched:
+                if (shards == shard).any():
+                    rows[shard].append(table.filter(pa.array(shards == shard)))
+    threads = manifest["index"].get("faiss_threads")
+    before = faiss.omp_get_max_threads()
+    if threads:  # as the index was built (an HNSW graph depends on its build threads)
+        faiss.omp_set_num_threads(threads)
+    try:
+        for shard in touched:
+            table = pa.concat_tables(rows.pop(shard) or [embeddings_schema(dim).empty_table()])
+            built = build_shard(shard, num_shards, table.column("name_id").to_numpy(), table.column("concept_id"),
+                                vectors_of(table.column("vector"), dim), inputs.spec, dim)
+            (staging / built.record["index_file"]).write_bytes(built.index_bytes)
+            (staging / built.record["id_map_file"]).write_bytes(built.id_map_bytes)
+            records.append(built.record)
+    finally:
+        faiss.omp_set_num_threads(before)
+    return sorted(records, key=lambda r: r["shard"]), vectors_read
+
+
+def _refresh_section(inputs: Inputs, report: dict) -> dict:
+    r, n = report["refresh"], report["names"]
+    return {"report": REPORT_FILE,
+            "old_names": {"path": str(inputs.old_names), "manifest_sha256": report["old"]["names_manifest_sha256"]},
+            "new_names": {"path": str(inputs.new_names), "manifest_sha256": report["new"]["names_manifest_sha256"]},
+            "counts": {"names_added": n["added"]["count"], "names_removed": n["removed"]["count"],
+                       "names_changed": n["changed"]["count"], "carried": r["carried"], "encoded": r["encoded"],
+                       "dead_lettered": r["dead_lettered"]}}
+
+
+def _embeddings_manifest(inputs: Inputs, model: Path, device: str, batch_size: int, outputs: dict,
+                         report: dict) -> dict:
+    old, names_rows = inputs.emb_manifest, inputs.new_names_manifest["outputs"]["names"]["rows"]
+    counts = {"names_read": report["refresh"]["carried"] + report["refresh"]["encoded"],
+              "embedded": report["refresh"]["carried"] + report["refresh"]["embedded"],
+              "dead_lettered": report["refresh"]["dead_lettered"]}
+    return {
+        **old, "package_version": bioel_core.__version__, "created_utc": _now(), "runner": RUNNER, "options": {},
+        "model": {**old["model"], "path": str(model.resolve())},  # the same fingerprint, checked
+        "names": {"path": str(inputs.new_names), "manifest_sha256": report["new"]["names_manifest_sha256"],
+                  "column": TEXT_COLUMN, "normalizer_version": inputs.new_names_manifest["normalizer"]["version"],
+                  "rows": names_rows},
+        "device": device, "batch_size": batch_size, "counts": counts,
+        "reconciliation": {"names": counts["names_read"] == counts["embedded"] + counts["dead_lettered"],
+                           "names_table": counts["names_read"] == names_rows,
+                           "embeddings": counts["embedded"] == outputs["embeddings"]["rows"],
+                           "dead_letter": counts["dead_lettered"] == outputs["dead_letter"]["rows"]},
+        "outputs": outputs,
+        "refresh": {**_refresh_section(inputs, report),
+                    "old_embeddings": {"path": str(inputs.embeddings), "manifest_sha256": manifest_sha256(inputs.embeddings)},
+                    "shards_rewritten": report["refresh"]["embeddings_shards_rewritten"]},
+    }
+
+
+def _index_manifest(inputs: Inputs, emb_dir: Path, records: list[dict], vectors_read: int, report: dict) -> dict:
+    old = inputs.index_manifest
+    emb = read_embeddings_manifest(emb_dir)
+    indexed = sum(r["vectors"] for r in records)
+    rows = emb["outputs"]["embeddings"]["rows"]
+    return {
+        **old, "package_version": bioel_core.__version__, "created_utc": _now(), "runner": RUNNER, "options": {},
+        "vectors": indexed, "shards": records,
+        "embeddings": {"path": str(emb_dir), "manifest_sha256": manifest_sha256(emb_dir), "rows": rows,
+                       "files": emb["outputs"]["embeddings"]["files"]},
+        "model": emb["model"], "model_fingerprint": emb["model"]["fingerprint"], "names": emb["names"],
+        "counts": {"vectors_read": vectors_read, "embeddings_rows": rows, "indexed": indexed},
+        "reconciliation": {"vectors": vectors_read == rows == indexed,
+                           "shards": [r["shard"] for r in records] == list(range(old["num_shards"]))},
+        "refresh": {**_refresh_section(inputs, report),
+                    "old_index": {"path": str(inputs.index), "manifest_sha256": manifest_sha256(inputs.index)},
+                    "shards_rebuilt": report["refresh"]["index_shards_rebuilt"], "faiss_version": faiss.__version__},
+    }
