@@ -34,7 +34,7 @@ from bioel_core.tables import table_files
 from pipelines.ingest_kb import STATS_FILE, merge_stats, read_stats_file
 from pipelines.options import runner_name
 from pipelines.outputs import StagedOutput, join, write_json
-from schemas import SCHEMA_VERSION, check_schema
+from schemas import SCHEMA_VERSION, check_schema, embeddings_schema
 
 log = logging.getLogger(__name__)
 
@@ -82,15 +82,13 @@ class BuildShardFn(beam.DoFn):
 
     def process(self, element):
         shard, chunks = element
+        # IPC tables are views over the chunk bytes; the vectors are copied once, into the array build_shard owns
         tables = [_from_ipc(c) for c in chunks if c]
-        if tables:
-            table = pa.concat_tables(tables)
-            name_ids, concept_ids = table.column("name_id").to_numpy(), table.column("concept_id")
-            vectors = vectors_of(table.column("vector"), self.dimension)
-        else:  # a shard no name hashed to: an empty index keeps the folder's shard count whole
-            name_ids, concept_ids = np.empty(0, np.int64), pa.array([], pa.string())
-            vectors = np.empty((0, self.dimension), np.float32)
-        built = build_shard(shard, self.num_shards, name_ids, concept_ids, vectors, self.spec, self.dimension)
+        if not tables:  # a shard no name hashed to: an empty index keeps the folder's shard count whole
+            tables = [embeddings_schema(self.dimension).empty_table()]
+        table = pa.concat_tables(tables)
+        built = build_shard(shard, self.num_shards, table.column("name_id").to_numpy(), table.column("concept_id"),
+                            vectors_of(table.column("vector"), self.dimension), self.spec, self.dimension)
         for relative, data in ((built.record["index_file"], built.index_bytes), (built.record["id_map_file"], built.id_map_bytes)):
             with FileSystems.create(join(self.staging, relative)) as fh:
                 fh.write(data)

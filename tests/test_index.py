@@ -199,7 +199,7 @@ def test_approximate_kinds_save_load_and_recall_against_flat(approximate, kind, 
         assert params["nlist"] <= params["train_size"] // 39 and params["training"]["sample_seed"] == [0, 0]
         assert built[kind]["shards"][1]["params"]["training"]["sample_seed"] == [0, 1]
     if kind == "ivf-pq":
-        assert params["factory"].endswith("Refine(SQ8)") and 32 % params["pq_m"] == 0
+        assert params["factory"].endswith("Refine(SQfp16)") and 32 % params["pq_m"] == 0
         assert sum(r["index_bytes"] for r in built[kind]["shards"]) < 3000 * 32 * 4  # smaller than the float32 vectors
 
 
@@ -215,7 +215,8 @@ def test_small_ivf_shards_are_built_flat_and_say_so():
     params = IndexSpec(kind="ivf-pq").resolve(500, 32)
     assert params == {"kind": "flat", "factory": "Flat", "requested": "ivf-pq"}
     big = IndexSpec(kind="ivf-pq").resolve(1_000_000, 384)
-    assert big["nlist"] == 4096 and big["nprobe"] == 256 and big["pq_m"] == 96 and big["pq_nbits"] == 8
+    assert big["nlist"] == 4096 and big["nprobe"] == 64 and big["pq_m"] == 48 and big["pq_nbits"] == 8
+    assert big["factory"] == "IVF4096,PQ48x8np,Refine(SQfp16)" and big["refine_k"] == 16
     with pytest.raises(ValueError, match="does not divide"):
         IndexSpec(kind="ivf-pq", pq_m=7).resolve(5000, 32)
 
@@ -290,6 +291,15 @@ def test_killed_run_leaves_nothing_complete_and_a_rerun_finishes(ties, tmp_path,
         ShardedIndex(out)
     build(ties[0] / "emb", out, shards=4)
     assert not list(out.glob("_staging-*")) and ShardedIndex(out).ntotal == 600
+
+
+def test_shards_no_name_hashed_to_are_empty_but_present(tmp_path):
+    vectors = sign_vectors(5, 16, seed=6)
+    emb, ids = kb_folders(tmp_path, vectors)
+    manifest = build(emb, tmp_path / "idx", "hnsw", shards=8)
+    assert [r["vectors"] for r in manifest["shards"]].count(0) >= 3 and manifest["vectors"] == 5
+    got = ShardedIndex(tmp_path / "idx").search(vectors, 2)
+    assert got.name_ids[:, 0].tolist() == ids.tolist()
 
 
 def test_refusals_before_any_work(tmp_path):

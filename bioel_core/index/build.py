@@ -44,9 +44,12 @@ def set_search_params(index: faiss.Index, params: dict) -> None:
 
 
 def build_index(vectors: np.ndarray, spec: IndexSpec, seed_key: tuple[int, ...] = ()) -> tuple[faiss.Index, dict]:
-    """One FAISS index over `vectors` (normalized here), rows in the given order; returns it with the
-    parameters it was built with. IVF kinds train on a sample drawn with the seed (spec.seed, *seed_key)."""
-    vectors = normalized(vectors)
+    """One FAISS index over `vectors` (normalized here, on a copy), rows in the given order; returns it with
+    the parameters it was built with. IVF kinds train on a sample drawn with the seed (spec.seed, *seed_key)."""
+    return _build_normalized(normalized(vectors), spec, seed_key)
+
+
+def _build_normalized(vectors: np.ndarray, spec: IndexSpec, seed_key: tuple[int, ...]) -> tuple[faiss.Index, dict]:
     n, d = vectors.shape
     params = spec.resolve(n, d)
     index = faiss.index_factory(d, params["factory"], faiss.METRIC_INNER_PRODUCT)
@@ -81,15 +84,21 @@ def id_map_bytes(name_ids: np.ndarray, concept_ids: pa.Array | list[str]) -> byt
 
 def build_shard(shard: int, num_shards: int, name_ids: np.ndarray, concept_ids: pa.Array | list[str],
                 vectors: np.ndarray, spec: IndexSpec, dimension: int) -> ShardFiles:
-    """Shard `shard` of `num_shards`: rows sorted by name_id, index built, both files serialized."""
+    """Shard `shard` of `num_shards`: rows sorted by name_id, index built, both files serialized.
+    A shard can hold millions of vectors: each copy is dropped as soon as the next one exists."""
     name_ids = np.asarray(name_ids, dtype=np.int64)
     order = np.argsort(name_ids, kind="stable")
     name_ids, vectors = name_ids[order], np.asarray(vectors, dtype=np.float32).reshape(-1, dimension)[order]
+    faiss.normalize_L2(vectors)  # in place: the reordering above already made a copy
     concept_ids = pa.array(concept_ids, pa.string()).take(pa.array(order))
-    index, params = build_index(vectors, spec, seed_key=(shard,))
-    index_data, ids_data = serialize(index), id_map_bytes(name_ids, concept_ids)
+    index, params = _build_normalized(vectors, spec, (shard,))
+    del vectors
+    index_data = serialize(index)
+    ntotal = int(index.ntotal)
+    del index
+    ids_data = id_map_bytes(name_ids, concept_ids)
     record = {
-        "shard": shard, "vectors": int(index.ntotal), "params": params,
+        "shard": shard, "vectors": ntotal, "params": params,
         "index_file": index_file(shard, num_shards), "index_sha256": hashlib.sha256(index_data).hexdigest(),
         "index_bytes": len(index_data),
         "id_map_file": id_map_file(shard, num_shards), "id_map_sha256": hashlib.sha256(ids_data).hexdigest(),

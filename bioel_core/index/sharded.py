@@ -139,11 +139,11 @@ class ShardedIndex:
             if width:
                 parts.append((shard, everyone, *shard.index.search(q, width)))
         top = _merge(parts, nq, k)
-        parts += self._deepen_cut_ties(parts, q, k, top[0][:, k - 1])
+        parts += self._deepen_cut_ties(parts, q, top[0][:, k - 1])
         return self._result(_merge(parts, nq, k))
 
     @staticmethod
-    def _deepen_cut_ties(parts: list, q: np.ndarray, k: int, kth: np.ndarray) -> list:
+    def _deepen_cut_ties(parts: list, q: np.ndarray, kth: np.ndarray) -> list:
         """Where a shard's last returned score equals the merged k-th score, it may hold more vectors of
         that score that it cut; search it again with doubling widths until its last score falls below.
         The first answers of those (shard, query) pairs are blanked and the deeper ones returned."""

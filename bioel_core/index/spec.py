@@ -4,11 +4,14 @@ Every kind scores by inner product on L2-normalized vectors (cosine). A paramete
 from the shard's vector count n and dimension d when that shard is built (`IndexSpec.resolve`):
 
 - ivf-*: nlist = the power of two nearest 4·sqrt(n) (FAISS's guideline is 4–16·sqrt(n)), at most
-  train_size / 39 (k-means wants ≥ 39 points per list); nprobe = nlist / 16, at least 8 (≈ 6% of the lists);
-  training sample = min(n, 50·nlist) rows (PQ also wants ≥ 39·2^nbits of them).
-- ivf-pq: pq_m = d / 4 sub-quantizers (96 bytes a 384-d vector, 16x smaller than float32), 8 bits each,
-  fewer bits when the sample is too small for 2^nbits centroids; the PQ shortlist is re-ranked with 8-bit
-  scalar-quantized copies of the vectors (refine "sq8", one byte a dimension) over refine_k·k candidates.
+  train_size / 39 (k-means wants ≥ 39 points per list); nprobe = nlist / 64, at least 8; training
+  sample = min(n, 50·nlist) rows (PQ also wants ≥ 39·2^nbits of them).
+- ivf-pq: pq_m = d / 8 sub-quantizers (48 bytes a 384-d vector; d / 4 trains 20x slower for a better
+  shortlist the re-ranking makes up for), 8 bits each, fewer when the sample is too small for 2^nbits
+  centroids; the PQ shortlist of refine_k·k = 16·k candidates is re-ranked with float16 copies of the
+  vectors (refine "fp16", 2 bytes a dimension). "sq8" (1 byte a dimension) halves that store but cannot
+  order neighbours whose scores differ by less than ~1e-3, and recall@10 stays below 0.98 of flat at 1M
+  vectors. Measured figures: benchmarks/index_scale.py.
 - hnsw: M = 32, efConstruction = 40 (FAISS's default); efSearch = 16·log2(n), at least 64.
 - A shard of an IVF kind with fewer than MIN_TRAINED vectors is built flat: exhaustive search over so few
   vectors is as fast, exact, and k-means on them would be noise. The manifest records what each shard is.
@@ -37,8 +40,8 @@ class IndexSpec:
     nprobe: int | None = None
     pq_m: int | None = None
     pq_nbits: int = 8
-    refine: str = "sq8"
-    refine_k: int = 4
+    refine: str = "fp16"
+    refine_k: int = 16
     hnsw_m: int = 32
     ef_construction: int = 40
     ef_search: int | None = None
@@ -80,10 +83,10 @@ class IndexSpec:
         nlist_guess = self.nlist or _pow2(4 * math.sqrt(n))
         train = min(n, self.train_size or TRAIN_PER_LIST * nlist_guess)
         nlist = max(1, min(nlist_guess, train // POINTS_PER_CENTROID))
-        out = {"kind": self.kind, "nlist": nlist, "nprobe": min(nlist, self.nprobe or max(8, nlist // 16))}
+        out = {"kind": self.kind, "nlist": nlist, "nprobe": min(nlist, self.nprobe or max(8, nlist // 64))}
         if self.kind == "ivf-flat":
             return {**out, "factory": f"IVF{nlist},Flat", "train_size": train}
-        pq_m = self.pq_m or _largest_divisor_at_most(d, max(1, d // 4))
+        pq_m = self.pq_m or _largest_divisor_at_most(d, max(1, d // 8))
         if self.train_size is None:
             train = min(n, max(train, POINTS_PER_CENTROID << self.pq_nbits))
         nbits = max(1, min(self.pq_nbits, int(math.log2(train / POINTS_PER_CENTROID))))
