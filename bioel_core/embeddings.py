@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from bioel_core.tables import MANIFEST, read_manifest, read_table
+from bioel_core.tables import MANIFEST, read_manifest, read_output_manifest, read_table
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +40,9 @@ class Embeddings(NamedTuple):
     vectors: np.ndarray  # float32, (n, dim), L2-normalized
 
 
-def read_embeddings_manifest(emb_dir: str | Path) -> dict:
+def read_embeddings_manifest(emb_dir: str | Path, flag: str = "") -> dict:
     """The manifest of a finished embed output; any other folder (an ingest output, an unfinished run) is an error."""
-    manifest = read_manifest(emb_dir)
-    if manifest.get("pipeline") != PIPELINE:
-        raise ValueError(f"{emb_dir}: written by pipeline {manifest.get('pipeline')!r}, not by `bioel {PIPELINE}`")
-    return manifest
+    return read_output_manifest(emb_dir, PIPELINE, flag)
 
 
 def vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:

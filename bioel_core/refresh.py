@@ -61,13 +61,12 @@ from bioel_core.index import IndexSpec, build_shard, read_index_manifest, shard_
 from bioel_core.index.layout import ID_MAPS, SHARDS
 from bioel_core.index.sharded import file_sha256
 from bioel_core.linking.dense import open_model
-from bioel_core.tables import MANIFEST, read_manifest, read_table, stable_shard, table_files
-from schemas import DEAD_LETTER_SCHEMA, SCHEMA_VERSION, embeddings_schema
+from bioel_core.tables import KB_PIPELINE, MANIFEST, read_output_manifest, read_table, stable_shard, table_files
+from schemas import DEAD_LETTER_SCHEMA, embeddings_schema
 
 log = logging.getLogger(__name__)
 
 REPORT_FILE = "refresh_report.json"
-NAMES_PIPELINE = "ingest-kb"
 NAME_COLUMNS = ("concept_id", "kb", "name", "name_norm", "name_type")
 VECTOR_KEY = ("concept_id", TEXT_COLUMN)  # with name_id, all an embeddings row depends on besides the model
 RUNNER = "in-process (bioel refresh)"
@@ -210,16 +209,6 @@ class Inputs:
     new_names_manifest: dict
 
 
-def _names_manifest(folder: Path, flag: str) -> dict:
-    manifest = read_manifest(folder)
-    if manifest.get("pipeline") != NAMES_PIPELINE:
-        raise ValueError(f"{flag} {folder}: written by pipeline {manifest.get('pipeline')!r}, not by `bioel ingest-kb`")
-    if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{flag} {folder}: manifest schema version {manifest.get('schema_version')}, "
-                         f"this bioel reads {SCHEMA_VERSION}")
-    return manifest
-
-
 def part_name(shard: int, num_shards: int) -> str:
     """An embeddings shard's file name, as `bioel embed` writes it (pipelines.outputs.shard_name)."""
     return f"part-{shard:05d}-of-{num_shards:05d}.parquet"
@@ -230,14 +219,11 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
     """Every refusal that needs no model, before any work: unfinished or foreign folders, embeddings not made
     from --old, an index not built from --embeddings, missing files, outputs that are inputs."""
     old, new, emb, idx = (Path(p).resolve() for p in (old_names, new_names, embeddings, index))
-    old_manifest, new_manifest = _names_manifest(old, "--old"), _names_manifest(new, "--new")
+    old_manifest, new_manifest = read_output_manifest(old, KB_PIPELINE, "--old"), read_output_manifest(new, KB_PIPELINE, "--new")
     if old_manifest.get("kb") != new_manifest.get("kb"):
         raise ValueError(f"--old is KB {old_manifest.get('kb')!r} and --new is KB {new_manifest.get('kb')!r}: "
                          "a refresh compares two versions of one KB")
-    emb_manifest = read_embeddings_manifest(emb)
-    if emb_manifest.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"--embeddings {emb}: manifest schema version {emb_manifest.get('schema_version')}, "
-                         f"this bioel reads {SCHEMA_VERSION}")
+    emb_manifest = read_embeddings_manifest(emb, "--embeddings")
     if emb_manifest["names"]["manifest_sha256"] != manifest_sha256(old):
         raise ValueError(f"--old {old} is not the names folder the embeddings at {emb} were made from "
                          f"({emb_manifest['names']['path']}, by its manifest's sha256); pass that folder as --old")

@@ -9,9 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas import TABLE_SCHEMAS, check_schema
+from schemas import SCHEMA_VERSION, TABLE_SCHEMAS, check_schema
 
 MANIFEST = "manifest.json"
+KB_PIPELINE = "ingest-kb"  # the verb whose outputs (concepts, names) every later stage reads
 
 
 class IncompleteOutputError(RuntimeError):
@@ -26,6 +27,19 @@ def read_manifest(output_dir: str | Path) -> dict:
     manifest = json.loads(path.read_text())
     if not manifest.get("complete"):
         raise IncompleteOutputError(f"{path}: output is marked incomplete")
+    return manifest
+
+
+def read_output_manifest(output_dir: str | Path, pipeline: str, flag: str = "") -> dict:
+    """The manifest of a finished `bioel {pipeline}` output of this bioel's schema version; any other folder
+    (another verb's output, an unfinished run, an older layout) is refused, naming the `flag` it came from."""
+    where = f"{flag} {output_dir}".strip()
+    manifest = read_manifest(output_dir)
+    if manifest.get("pipeline") != pipeline:
+        raise ValueError(f"{where}: written by pipeline {manifest.get('pipeline')!r}, not by `bioel {pipeline}`")
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"{where}: manifest schema version {manifest.get('schema_version')}, "
+                         f"this bioel reads {SCHEMA_VERSION}; re-run `bioel {pipeline}`")
     return manifest
 
 

@@ -126,10 +126,7 @@ def worker_threads(options: PipelineOptions) -> int | None:
 
 def check_embeddings_folder(emb_dir: Path) -> dict:
     """Everything build-index needs to know of its input, refused before any work when unusable."""
-    manifest = read_embeddings_manifest(emb_dir)
-    if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"--embeddings {emb_dir}: manifest schema version {manifest.get('schema_version')}, "
-                         f"this bioel reads {SCHEMA_VERSION}; re-run `bioel embed`")
+    manifest = read_embeddings_manifest(emb_dir, "--embeddings")
     check_names_unchanged(emb_dir)
     files = table_files(emb_dir, "embeddings")
     if not files:

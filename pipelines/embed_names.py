@@ -28,7 +28,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 import bioel_core
 from bioel_core.embeddings import PIPELINE, TEXT_COLUMN, manifest_sha256
 from bioel_core.linking.dense import model_folder, open_model
-from bioel_core.tables import read_manifest, table_files
+from bioel_core.tables import KB_PIPELINE, read_output_manifest, table_files
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
 from pipelines.ingest_kb import STATS_FILE, count_as, read_stats_file, stable_shard
 from pipelines.options import runner_name
@@ -38,7 +38,6 @@ from schemas import DEAD_LETTER_SCHEMA, SCHEMA_VERSION, check_schema, embeddings
 log = logging.getLogger(__name__)
 
 TABLES = ("embeddings", "dead_letter")
-NAMES_PIPELINE = "ingest-kb"
 
 
 class ReadNameBatchesFn(beam.DoFn):
@@ -127,12 +126,7 @@ def build_pipeline(p: beam.Pipeline, name_files: list[str], staged: StagedOutput
 
 def check_names_folder(names_dir: Path) -> tuple[dict, list[str]]:
     """The names folder's manifest and shard files, refused before any work when unfinished or of another version."""
-    manifest = read_manifest(names_dir)
-    if manifest.get("pipeline") != NAMES_PIPELINE:
-        raise ValueError(f"--names {names_dir}: written by pipeline {manifest.get('pipeline')!r}, not by `bioel ingest-kb`")
-    if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"--names {names_dir}: manifest schema version {manifest.get('schema_version')}, "
-                         f"this bioel reads {SCHEMA_VERSION}; re-run the ingest")
+    manifest = read_output_manifest(names_dir, KB_PIPELINE, "--names")
     files = table_files(names_dir, "names")
     for f in files:
         check_schema(pq.read_schema(f), "names", str(f))

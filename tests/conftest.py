@@ -19,3 +19,15 @@ def shared_file(relative: str) -> Path:
     if not path.exists():
         pytest.skip(f"benchmark data not present: {path}")
     return path
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Torch on one thread for a module: CI's cores are shared (torch's spinning pool slows a tiny model
+    tenfold), and one thread keeps every forward pass's float sums in one order."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -31,13 +31,7 @@ KB_INPUTS = [str(FIXTURES / "biosyn/medic_raw.txt"), str(FIXTURES / "biosyn/dict
 POISON = "louis bar syndrome"  # a name of the fixture that the failing-encoder tests refuse to encode
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    # the CI machine's cores are shared: torch's spinning thread pool slows a tiny model down tenfold
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@ import json
 import shutil
 
 import apache_beam as beam
-import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to

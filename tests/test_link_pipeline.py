@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from bioel_core.corpora import read_pubtator, write_pubtator
 from bioel_core.index import IndexSpec
@@ -22,12 +21,7 @@ MEDIC_SAMPLE = str(ROOT / "sample_data" / "medic_sample.txt")
 GOLD_SAMPLE = ROOT / "sample_data" / "gold_ncbi_bc5cdr_sample.pubtator"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -59,13 +59,7 @@ QUERIES = ["heart attack", "colon cancer", "x linked disease", "familial breast 
            "breast cancers", "type 2 diabetes syndrome"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    # shared cores; and one thread keeps every forward pass's float sums in one order
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def ingest(root, name, text):

@@ -26,8 +26,7 @@ import pyarrow.parquet as pq
 
 from bioel_core.index.build import normalized, set_search_params
 from bioel_core.index.layout import PIPELINE, check_id_map_schema
-from bioel_core.tables import read_manifest
-from schemas import SCHEMA_VERSION
+from bioel_core.tables import read_output_manifest
 
 
 class IndexIntegrityError(ValueError):
@@ -61,14 +60,9 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def read_index_manifest(folder: str | Path) -> dict:
+def read_index_manifest(folder: str | Path, flag: str = "") -> dict:
     """A finished build-index manifest of this schema version."""
-    manifest = read_manifest(folder)
-    if manifest.get("pipeline") != PIPELINE:
-        raise ValueError(f"{folder}: written by {manifest.get('pipeline')!r}, not a {PIPELINE} output")
-    if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{folder}: index schema version {manifest.get('schema_version')}, this bioel reads {SCHEMA_VERSION}")
-    return manifest
+    return read_output_manifest(folder, PIPELINE, flag)
 
 
 class ShardedIndex:
