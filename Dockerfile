@@ -16,6 +16,6 @@ COPY schemas ./schemas
 COPY models ./models
 RUN pip install --no-cache-dir --no-deps .
 
-ENV HF_HUB_OFFLINE=1 GX_ANALYTICS_ENABLED=false
+ENV HF_HUB_OFFLINE=1 GX_ANALYTICS_ENABLED=false BIOEL_DEFAULT_MODEL=/opt/bioel/models/disease-default
 # The Beam SDK harness stays the entrypoint so the image works as a worker; launch jobs with `bioel ...`.
 ENTRYPOINT ["/opt/apache/beam/boot"]

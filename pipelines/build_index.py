@@ -185,15 +185,12 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
         raise ValueError(f"--output {output_dir} is the embeddings folder; the index goes to a folder of its own")
     threads = faiss_threads or worker_threads(options)
     staged = StagedOutput(output_dir, TABLES, derived=("quality",))
-    staged.prepare()
-    try:
+
+    def build() -> dict:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, source["files"], staged, num_shards=num_shards, spec=spec, dimension=source["dimension"],
                            threads=threads)
-        manifest = build_manifest(read_stats_file(staged), source, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
-                                  threads=threads, options=options)
-    except BaseException:
-        staged.abandon()
-        raise
-    staged.commit(manifest)
-    return manifest
+        return build_manifest(read_stats_file(staged), source, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
+                              threads=threads, options=options)
+
+    return staged.publish(build)

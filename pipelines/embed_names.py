@@ -204,15 +204,12 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     handler = EncoderModelHandler(model["path"], pooling=pooling, device=device, batch_size=batch_size,
                                   fingerprint=model["fingerprint"], torch_threads=worker_threads(options))
     staged = StagedOutput(output_dir, TABLES, derived=("quality",))
-    staged.prepare()
-    try:
+
+    def build() -> dict:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, name_files, staged, handler, dim=model["dim"], batch_size=batch_size, num_shards=num_shards)
-        manifest = build_manifest(read_stats_file(staged), staged=staged, model=model, names_dir=names,
-                                  names_manifest=names_manifest, options=options, device=device,
-                                  batch_size=batch_size, num_shards=num_shards)
-    except BaseException:
-        staged.abandon()
-        raise
-    staged.commit(manifest)
-    return manifest
+        return build_manifest(read_stats_file(staged), staged=staged, model=model, names_dir=names,
+                              names_manifest=names_manifest, options=options, device=device,
+                              batch_size=batch_size, num_shards=num_shards)
+
+    return staged.publish(build)

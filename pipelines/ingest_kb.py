@@ -258,16 +258,13 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
     check_inputs_exist(inputs)
     reader = get_reader(kb_format, **reader_options)
     staged = StagedOutput(output_dir, TABLES, derived=("quality",))
-    staged.prepare()
-    try:
+
+    def build() -> dict:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, kb_format, reader.input_groups(inputs), staged, reader_options=reader_options, normalizer=normalizer,
                            shared_names=shared_names, num_shards=num_shards)
-        manifest = build_manifest(read_stats_file(staged), kb_format=kb_format, kb=reader.kb,
-                                  id_pattern=reader.id_pattern.pattern, inputs=inputs, staged=staged, options=options,
-                                  normalizer=normalizer, shared_names=shared_names, reader_options=reader_options)
-    except BaseException:
-        staged.abandon()
-        raise
-    staged.commit(manifest)
-    return manifest
+        return build_manifest(read_stats_file(staged), kb_format=kb_format, kb=reader.kb,
+                              id_pattern=reader.id_pattern.pattern, inputs=inputs, staged=staged, options=options,
+                              normalizer=normalizer, shared_names=shared_names, reader_options=reader_options)
+
+    return staged.publish(build)

@@ -335,16 +335,13 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     previous = previous_files(output_dir) if incremental else {"annotations": [], "documents": []}
     tables = TABLES + ((output_format,) if output_format != "parquet" else ())
     staged = StagedOutput(output_dir, tables, derived=("quality",) + tuple(f for f in OUTPUT_FORMATS[1:] if f != output_format))
-    staged.prepare()
-    try:
+
+    def build() -> dict:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
                            num_shards=num_shards, batch_size=batch_size, versions=versions)
-        manifest = build_manifest(read_stats_file(staged), inputs=inputs, fmt=fmt, output_format=output_format, staged=staged,
-                                  spec=spec, versions=versions, incremental=incremental,
-                                  previous_documents=_rows(previous["documents"]), options=options)
-    except BaseException:
-        staged.abandon()
-        raise
-    staged.commit(manifest)
-    return manifest
+        return build_manifest(read_stats_file(staged), inputs=inputs, fmt=fmt, output_format=output_format, staged=staged,
+                              spec=spec, versions=versions, incremental=incremental,
+                              previous_documents=_rows(previous["documents"]), options=options)
+
+    return staged.publish(build)

@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import uuid
+from collections.abc import Callable
 
 import apache_beam as beam
 import pyarrow as pa
@@ -110,6 +111,18 @@ class StagedOutput:
         folder = where or self.table_dir(table)
         found = FileSystems.match([join(folder, "*.parquet")])[0].metadata_list
         return sorted(m.path for m in found)
+
+    def publish(self, build: Callable[[], dict]) -> dict:
+        """Prepare the staging folder, run `build` (it writes the tables there and returns the manifest) and
+        commit; a failure, a kill included, removes the staging folder and re-raises."""
+        self.prepare()
+        try:
+            manifest = build()
+        except BaseException:
+            self.abandon()
+            raise
+        self.commit(manifest)
+        return manifest
 
     def commit(self, manifest: dict) -> None:
         """Replace the previous output with the staged one; the manifest goes last."""

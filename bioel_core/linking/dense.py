@@ -13,6 +13,7 @@ as the in-memory linker over the same names; a saved one keeps the index folder'
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from bioel_core.index import ShardedIndex
 
 EMBEDDINGS = "embeddings.npy"
-DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "disease-default"
+# The checkout's models/ folder; an installed package (a worker image) names its copy with BIOEL_DEFAULT_MODEL.
+DEFAULT_MODEL = Path(os.environ.get("BIOEL_DEFAULT_MODEL") or Path(__file__).resolve().parents[2] / "models" / "disease-default")
 
 
 def model_folder(model: str | Path | None) -> Path:

@@ -1,0 +1,48 @@
+"""The benchmark KBs: MEDIC for diseases, the MeSH 2024 thesaurus restricted to tree D (Chemicals and Drugs)
+for chemicals, each ingested, embedded and indexed (flat, 2 shards) once with the `bioel` verbs and reused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+STOP_LISTS = ROOT / "models" / "stoplists"
+BIOEL = [sys.executable, "-m", "pipelines.cli"]
+
+# entity type -> (ingest-kb flags, stop list file)
+KBS = {
+    "Disease": (["--kb", "medic-biosyn", "--input", DATA / "medic" / "medic_06Jul2012.txt"], "disease-medic.json"),
+    "Chemical": (["--kb", "mesh-tsv", "--input", DATA / "mesh" / "data_mesh_thesaurus.tsv.gz", DATA / "mesh" / "data_mesh_trees.tsv",
+                  "--mesh-tree-prefix", "D"], "chemical-mesh.json"),
+}
+
+
+def sh(args: list) -> None:
+    print("$", " ".join(str(a) for a in args), flush=True)
+    subprocess.run([str(a) for a in args], check=True, cwd=ROOT)
+
+
+def model_tag(model: str) -> str:
+    """A short name for the model's weights (its fingerprint), so a retrained model gets outputs of its own."""
+    from bioel_core.linking.dense import open_model
+
+    return open_model(model).fingerprint()[:12]
+
+
+def prepare(work: Path, model: str) -> dict[str, dict[str, Path]]:
+    """Entity type -> {"kb", "index", "stop_list"} folders/files, built once into `work` with `model`."""
+    out, tag = {}, model_tag(model)
+    for entity_type, (ingest_flags, stop_list) in KBS.items():
+        kb = work / f"{entity_type}-kb"
+        emb, idx = work / f"{entity_type}-emb-{tag}", work / f"{entity_type}-index-{tag}"
+        if not (kb / "manifest.json").is_file():
+            sh(BIOEL + ["ingest-kb", *ingest_flags, "--output", kb, "--no-quality"])
+        if not (emb / "manifest.json").is_file():
+            sh(BIOEL + ["embed", "--model", model, "--names", kb, "--output", emb, "--no-quality"])
+        if not (idx / "manifest.json").is_file():
+            sh(BIOEL + ["build-index", "--embeddings", emb, "--output", idx, "--shards", "2", "--index", "flat", "--no-quality"])
+        out[entity_type] = {"kb": kb, "index": idx, "stop_list": STOP_LISTS / stop_list}
+    return out
