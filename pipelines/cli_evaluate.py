@@ -42,7 +42,7 @@ def add_subcommands(subparsers) -> None:
     ev.set_defaults(func=cmd_evaluate)
 
     pr = subparsers.add_parser("probe", help="ResCNN-paper probing: shuffled n-grams and attention windows (dense linker)")
-    pr.add_argument("--model", required=True, help="a bioel model folder or a local HF checkpoint")
+    pr.add_argument("--model", help="a bioel model folder or a local HF checkpoint (default: the shipped disease model)")
     pr.add_argument("--pooling", choices=["cls", "mean"], help="a plain HF checkpoint's pooling (default cls)")
     pr.add_argument("--dataset", required=True, help="a BioSyn-format dataset folder")
     pr.add_argument("--split", choices=sorted(TRAIN_FOLDER), default="dev")
@@ -109,15 +109,16 @@ def cmd_evaluate(args) -> int:
 
 def cmd_probe(args) -> int:
     from bioel_core.evaluation.probing import format_probe, probe
-    from bioel_core.linking.dense import open_model
+    from bioel_core.linking.dense import model_folder, open_model
 
     dataset = Path(args.dataset)
     queries = [q for q in read_query_folder(dataset / f"processed_{args.split}") if q.concept_ids]
     names = NameSet.from_biosyn(dataset / f"{args.split}_dictionary.txt")
     rows = probe(open_model(args.model, args.pooling, args.device), names, queries, args.k, args.seed)
-    print(format_probe(rows, f"probing {args.model} on {dataset.name} {args.split} (n = {len(queries):,})"))
+    model = str(model_folder(args.model))
+    print(format_probe(rows, f"probing {model} on {dataset.name} {args.split} (n = {len(queries):,})"))
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": args.model, "dataset": dataset.name, "split": args.split, "rows": rows}, indent=2))
+        Path(args.json).write_text(json.dumps({"model": model, "dataset": dataset.name, "split": args.split, "rows": rows}, indent=2))
     return 0
 
 
