@@ -69,14 +69,20 @@ def in_process(args) -> None:
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
+# Runs a mode's command and reports on stderr's last line the peak RSS of its largest process (workers included):
+# this process's own RUSAGE_CHILDREN would carry the largest of every earlier mode into the later ones.
+PEAK_RSS_WRAPPER = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
+                    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+
+
 def measure(label: str, command: list[str], documents: int, output: Path) -> dict:
     began = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    proc = subprocess.run([str(c) for c in command], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_WRAPPER, *[str(c) for c in command]], cwd=ROOT,
+                          capture_output=True, text=True)
     seconds = time.perf_counter() - began
     if proc.returncode:
         raise SystemExit(f"{label} failed:\n{proc.stdout}\n{proc.stderr}")
-    rss = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    rss = int(proc.stderr.strip().splitlines()[-1]) / 1024
     if output.suffix == ".parquet":
         mentions = json.loads(proc.stdout.strip().splitlines()[-1])["mentions"]
     else:
