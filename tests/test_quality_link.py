@@ -44,7 +44,7 @@ def index_dir(tmp_path_factory):
     emb.mkdir()
     index.mkdir()
     (emb / "manifest.json").write_text(json.dumps({
-        "complete": True, "pipeline": "embed", "names": {"path": str(kb), "manifest_sha256": manifest_sha256(kb)}}))
+        "complete": True, "pipeline": "embed", "schema_version": SCHEMA_VERSION, "names": {"path": str(kb), "manifest_sha256": manifest_sha256(kb)}}))
     (index / "manifest.json").write_text(json.dumps({
         "complete": True, "pipeline": "build-index", "schema_version": SCHEMA_VERSION,
         "embeddings": {"path": str(emb)}, "model": {"fingerprint": MODEL}}))
