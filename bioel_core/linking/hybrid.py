@@ -17,8 +17,9 @@ from bioel_core.linking.dense import DenseLinker
 from bioel_core.linking.dictionary import NameSet
 from bioel_core.linking.tfidf import TfidfLinker, top_rows
 
-# best of {0, 0.1, 0.25, 0.5, 1} on NCBI-disease dev with untrained MiniLM (benchmarks/RESULTS.md); re-tune per model
-DEFAULT_SPARSE_WEIGHT = 0.1
+# best of {0.1, 0.25, 0.5} on NCBI- and BC5CDR-disease dev with the shipped disease model (benchmarks/RESULTS.md);
+# re-tune per model
+DEFAULT_SPARSE_WEIGHT = 0.25
 
 
 class HybridLinker(Linker):
