@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/index_scale.py [--n 1000000] [--dim 384] [--json OUT] [--threads 2]
         [--kinds flat ivf-flat ivf-pq hnsw] [--pq-refines fp16 sq8 ...] [--nprobe-sweep 32 64 ...] [--ef-sweep 64 128 ...]
-        [--refine-k-sweep 2 4 ...]
+        [--refine-k-sweep 2 4 ...] [--ef-construction 40]
 
 Vectors are a two-level Gaussian mixture, L2-normalized: random unit "topic" centres, concept centres
 around them, names around their concept (≈ 20 names a concept, ≈ 50 concepts a topic, sizes log-normal),
@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refine-k", type=int, default=IndexSpec.refine_k)
     ap.add_argument("--nprobe", type=int)
     ap.add_argument("--ef-search", type=int)
+    ap.add_argument("--ef-construction", type=int, default=IndexSpec.ef_construction)
     ap.add_argument("--nprobe-sweep", type=int, nargs="*", default=[])
     ap.add_argument("--ef-sweep", type=int, nargs="*", default=[])
     ap.add_argument("--refine-k-sweep", type=int, nargs="*", default=[])
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind, refine in runs:
         label = f"{kind} {refine}" if kind == "ivf-pq" else kind
         spec = IndexSpec(kind=kind, pq_m=args.pq_m, refine=refine, refine_k=args.refine_k, nprobe=args.nprobe,
-                         ef_search=args.ef_search, seed=args.seed)
+                         ef_search=args.ef_search, ef_construction=args.ef_construction, seed=args.seed)
         row = measure(label, spec, base, queries, truth, args.k, sweeps)
         if kind == "flat":
             truth = row.pop("truth")

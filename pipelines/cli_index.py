@@ -23,7 +23,7 @@ def add_subcommands(subparsers) -> None:
                     help="ivf-pq: re-rank the PQ shortlist with vectors stored as fp16 (default), sq8, flat, or none")
     bi.add_argument("--refine-k", type=int, default=IndexSpec.refine_k, help="ivf-pq: shortlist = refine-k x k (default 16)")
     bi.add_argument("--hnsw-m", type=int, default=IndexSpec.hnsw_m, help="hnsw: links per node (default 32)")
-    bi.add_argument("--ef-construction", type=int, default=IndexSpec.ef_construction, help="hnsw: build beam (default 40)")
+    bi.add_argument("--ef-construction", type=int, default=IndexSpec.ef_construction, help="hnsw: build beam (default 160)")
     bi.add_argument("--ef-search", type=int, help="hnsw: search beam (default 16 log2(vectors), at least 64)")
     bi.add_argument("--train-size", type=int, help="ivf-*: training sample per shard (default 50 x nlist)")
     bi.add_argument("--seed", type=int, default=0, help="seed of the training samples and k-means")
