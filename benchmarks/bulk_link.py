@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.kbs import BIOEL, DATA, prepare  # noqa: E402
+from benchmarks.kbs import BIOEL, DATA, annotator_flags, prepare  # noqa: E402
 
 ABSTRACTS = DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl"
 
@@ -116,9 +116,7 @@ def main() -> None:
     stop_lists = {t: kb["stop_list"] for t, kb in kbs.items()}
     source = corpus(work, args.limit)
     documents = sum(1 for line in open(source) if line.strip())
-    index_flags = [f"{t}={p}" for t, p in indexes.items()]
-    stop_flags = ["--stop-list", *[f"{t}={p}" for t, p in stop_lists.items()]] if stop_lists else []
-    link = BIOEL + ["link", "--model", model, "--index", *index_flags, *stop_flags, "--input", source,
+    link = BIOEL + ["link", "--model", model, *annotator_flags(kbs), "--input", source,
                     "--input-format", "jsonl", "--no-quality"]
     rows = [
         measure("in process (bioel_core, no Beam)",

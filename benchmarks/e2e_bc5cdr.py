@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.kbs import BIOEL, DATA, model_tag, prepare, sh  # noqa: E402
+from benchmarks.kbs import BIOEL, DATA, annotator_flags, model_tag, prepare, sh  # noqa: E402
 from bioel_core.corpora import read_pubtator  # noqa: E402
 from bioel_core.evaluation.e2e import e2e_scores, plain_id  # noqa: E402
 from bioel_core.tables import read_table  # noqa: E402
@@ -54,8 +54,7 @@ def link(kbs: dict, model: str, output: Path, thresholds: dict[str, float]) -> P
     if not (output / "manifest.json").is_file():
         nil = ["--nil-threshold", *[f"{t}={v}" for t, v in thresholds.items()]] if thresholds else []
         sh(BIOEL + ["link", "--model", model, "--input", CORPUS / "CDR_TestSet.PubTator.txt", "--input-format", "pubtator",
-                    "--mentions", "detect", "--index", *[f"{t}={kb['index']}" for t, kb in kbs.items()],
-                    "--stop-list", *[f"{t}={kb['stop_list']}" for t, kb in kbs.items()], *nil,
+                    "--mentions", "detect", *annotator_flags(kbs), *nil,
                     "--output", output, "--output-format", "pubtator", "--no-quality", "--runner", "FnApiRunner"])
     merged = output.with_suffix(".pubtator")
     merged.write_text("".join(p.read_text() for p in sorted((output / "pubtator").glob("*.pubtator"))))
@@ -77,8 +76,7 @@ def main() -> None:
     calibration = work / f"e2e-nil-{tag}.json"
     if not calibration.is_file():
         sh(BIOEL + ["calibrate-nil", "--gold", CORPUS / "CDR_DevelopmentSet.PubTator.txt", "--model", model,
-                    "--index", *[f"{t}={kb['index']}" for t, kb in kbs.items()],
-                    "--stop-list", *[f"{t}={kb['stop_list']}" for t, kb in kbs.items()], "--json", calibration])
+                    *annotator_flags(kbs), "--json", calibration])
     thresholds = {t: v["threshold"] for t, v in json.loads(calibration.read_text())["thresholds"].items()}
 
     gold = read_pubtator(CORPUS / "CDR_TestSet.PubTator.txt")

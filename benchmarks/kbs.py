@@ -3,6 +3,7 @@ for chemicals, each ingested, embedded and indexed (flat, 2 shards) once with th
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ def sh(args: list) -> None:
     subprocess.run([str(a) for a in args], check=True, cwd=ROOT)
 
 
+@functools.cache
 def model_tag(model: str) -> str:
     """A short name for the model's weights (its fingerprint), so a retrained model gets outputs of its own."""
     from bioel_core.linking.dense import open_model
@@ -46,3 +48,9 @@ def prepare(work: Path, model: str) -> dict[str, dict[str, Path]]:
             sh(BIOEL + ["build-index", "--embeddings", emb, "--output", idx, "--shards", "2", "--index", "flat", "--no-quality"])
         out[entity_type] = {"kb": kb, "index": idx, "stop_list": STOP_LISTS / stop_list}
     return out
+
+
+def annotator_flags(kbs: dict[str, dict[str, Path]]) -> list[str]:
+    """The `--index` and `--stop-list` flags of `bioel link` / `calibrate-nil` for the prepared KBs."""
+    return ["--index", *[f"{t}={kb['index']}" for t, kb in kbs.items()],
+            "--stop-list", *[f"{t}={kb['stop_list']}" for t, kb in kbs.items()]]
