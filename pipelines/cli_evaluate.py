@@ -99,11 +99,12 @@ def cmd_evaluate(args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     if args.record_in_card:
-        if args.linker not in ("dense", "hybrid") or not args.model:
-            raise ValueError("--record-in-card needs --linker dense or hybrid, and --model MODEL_DIR")
+        if args.linker not in ("dense", "hybrid"):
+            raise ValueError("--record-in-card needs --linker dense or hybrid")
+        from bioel_core.linking.dense import model_folder
         from bioel_core.training.recipe import record_scores
 
-        record_scores(args.model, report)
+        record_scores(model_folder(args.model), report)
     return 0
 
 
