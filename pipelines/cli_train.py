@@ -20,7 +20,7 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--train-dataset", nargs="+", help="BioSyn dataset folder(s) whose training mentions fine-tune the model")
     tr.add_argument("--train-split", default="traindev", help="processed_SPLIT used for fine-tuning (train to tune on dev)")
     tr.add_argument("--output", required=True, help="model folder to write")
-    tr.add_argument("--device", default="cpu", help="cpu or cuda")
+    tr.add_argument("--device", default="auto", help="auto (default: cuda when available, else cpu), cpu or cuda[:N]")
     tr.add_argument("--align-epochs", type=int, default=1, help="0 skips self-alignment")
     tr.add_argument("--align-max-steps", type=int)
     tr.add_argument("--finetune-epochs", type=int, default=3)
@@ -43,6 +43,7 @@ def add_subcommands(subparsers) -> None:
 
 
 def cmd_train(args) -> int:
+    from bioel_core.models import resolve_device
     from bioel_core.training.loop import TrainConfig
 
     lr = args.lr or DEFAULT_LR[args.encoder]
@@ -53,7 +54,7 @@ def cmd_train(args) -> int:
 
     card = run_training(encoder_kind=args.encoder, names_dir=args.names, output=args.output, init=args.init,
                         pooling=args.pooling, train_datasets=args.train_dataset, train_split=args.train_split,
-                        device=args.device,
+                        device=resolve_device(args.device),
                         align=config(args.align_epochs, args.align_max_steps) if args.align_epochs > 0 else None,
                         finetune=config(args.finetune_epochs, args.finetune_max_steps, args.finetune_loss) if args.finetune_epochs > 0 else None,
                         max_pairs_per_concept=args.max_pairs_per_concept, hard_negatives=args.hard_negatives,

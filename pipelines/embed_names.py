@@ -28,6 +28,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 import bioel_core
 from bioel_core.embeddings import PIPELINE, TEXT_COLUMN, manifest_sha256
 from bioel_core.linking.dense import model_folder, open_model
+from bioel_core.models import resolve_device
 from bioel_core.tables import KB_PIPELINE, read_output_manifest, table_files
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
 from pipelines.ingest_kb import STATS_FILE, count_as, read_stats_file, stable_shard
@@ -181,10 +182,7 @@ def build_manifest(stats: dict, *, staged: StagedOutput, model: dict, names_dir:
 def open_checked_model(model_dir: str | None, pooling: str | None, device: str):
     """The model the job will run, loaded once in the driver: fails before any work when it is missing or
     unusable, and gives the fingerprint, config and dimension for the manifest."""
-    import torch
-
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: no CUDA device is available here")
+    resolve_device(device)
     folder = model_folder(model_dir)
     encoder = open_model(model_dir, pooling, "cpu")
     return {"path": str(folder), "fingerprint": encoder.fingerprint(), "config": encoder.config(), "dim": encoder.dim,

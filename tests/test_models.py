@@ -13,7 +13,7 @@ from tokenizers.models import WordPiece
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
 from bioel_core.models import (ENCODERS, EmbeddingMismatchError, ResCNNEncoder, TransformerEncoder,
-                               UnsafeCheckpointError, default_base_checkpoint, load_encoder)
+                               UnsafeCheckpointError, default_base_checkpoint, load_encoder, resolve_device)
 from bioel_core.models.checkpoints import resolve_reference
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + (
@@ -200,3 +200,14 @@ def test_registry_and_unknown_type(tmp_path):
     (tmp_path / "bioel_encoder.json").write_text(json.dumps({"encoder_type": "word2vec"}))
     with pytest.raises(ValueError, match="unknown encoder_type"):
         load_encoder(tmp_path)
+
+
+def test_resolve_device_auto_follows_cuda_availability_and_explicit_cuda_without_one_is_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu"
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(ValueError, match="--device cuda:1: no CUDA device"):
+        resolve_device("cuda:1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == "cuda"
+    assert resolve_device("cuda:1") == "cuda:1"

@@ -14,6 +14,16 @@ from bioel_core.models.transformer import TransformerEncoder
 ENCODERS: dict[str, type[Encoder]] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder)}
 
 
+def resolve_device(requested: str) -> str:
+    """`auto` -> cuda when a CUDA device is visible, else cpu; an explicit cuda[:N] without one is an error
+    here rather than a torch failure deep inside the first batch."""
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {requested}: no CUDA device is available here")
+    return requested
+
+
 def load_encoder(directory: str | Path, device: str | torch.device = "cpu") -> Encoder:
     """A saved model folder, by its `encoder_type`; a plain HF checkpoint folder loads as a CLS TransformerEncoder."""
     directory = Path(directory)
@@ -26,4 +36,4 @@ def load_encoder(directory: str | Path, device: str | torch.device = "cpu") -> E
 
 
 __all__ = ["ENCODERS", "EmbeddingMismatchError", "Encoder", "ResCNNEncoder", "TransformerEncoder",
-           "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder"]
+           "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder", "resolve_device"]
