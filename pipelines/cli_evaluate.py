@@ -102,7 +102,7 @@ def cmd_evaluate(args) -> int:
         if args.linker not in ("dense", "hybrid"):
             raise ValueError("--record-in-card needs --linker dense or hybrid")
         from bioel_core.linking.dense import model_folder
-        from bioel_core.training.recipe import record_scores
+        from bioel_core.models.cards import record_scores
 
         record_scores(model_folder(args.model), report)
     return 0

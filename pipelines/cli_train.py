@@ -41,6 +41,14 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--no-progress", action="store_true")
     tr.set_defaults(func=cmd_train)
 
+    en = subparsers.add_parser("ensemble", help="combine trained models into one (weighted mean of their cosines)",
+                               description="Writes a model folder that references its members (never copies them) with "
+                                           "their fingerprints; every verb that takes --model takes it. Choose the weights on dev.")
+    en.add_argument("--member", nargs="+", action="append", required=True, metavar="PATH WEIGHT [POOLING]",
+                    help="a model folder (or HF checkpoint, then with its pooling: cls or mean) and its weight; repeat per member")
+    en.add_argument("--output", required=True, help="ensemble folder to write")
+    en.set_defaults(func=cmd_ensemble)
+
 
 def cmd_train(args) -> int:
     from bioel_core.models import resolve_device
@@ -61,4 +69,21 @@ def cmd_train(args) -> int:
                         save_dtype=args.save_dtype,
                         command=["bioel", *sys.argv[1:]], progress=not args.no_progress)
     print(f"trained {args.encoder} -> {args.output} in {card['training_seconds'] / 60:.1f} min; card: {args.output}/MODEL_CARD.md")
+    return 0
+
+
+def cmd_ensemble(args) -> int:
+    from bioel_core.models.ensemble import make_ensemble
+
+    specs = []
+    for member in args.member:
+        if len(member) not in (2, 3):
+            raise ValueError(f"--member {' '.join(member)}: expected PATH WEIGHT [POOLING]")
+        try:
+            weight = float(member[1])
+        except ValueError:
+            raise ValueError(f"--member {' '.join(member)}: weight {member[1]!r} is not a number") from None
+        specs.append((member[0], weight, member[2] if len(member) == 3 else None))
+    card = make_ensemble(specs, args.output, command=["bioel", *sys.argv[1:]])
+    print(f"ensemble of {len(specs)} members -> {args.output} (dim {card['encoder']['dim']}); card: {args.output}/MODEL_CARD.md")
     return 0

@@ -1,4 +1,5 @@
-"""Text encoders (`Encoder`): a transformer over any local HF checkpoint and the ResCNN, saved as folders."""
+"""Text encoders (`Encoder`): a transformer over any local HF checkpoint and the ResCNN, saved as folders, and
+ensembles of them (references to member folders)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import torch
 
 from bioel_core.models.base import CONFIG_FILE, Encoder, read_config
 from bioel_core.models.checkpoints import UnsafeCheckpointError, default_base_checkpoint
+from bioel_core.models.ensemble import EnsembleEncoder, MemberChangedError
 from bioel_core.models.rescnn import EmbeddingMismatchError, ResCNNEncoder
 from bioel_core.models.transformer import TransformerEncoder
 
-ENCODERS: dict[str, type[Encoder]] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder)}
+ENCODERS: dict[str, type] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder, EnsembleEncoder)}
 
 
 def resolve_device(requested: str) -> str:
@@ -35,5 +37,6 @@ def load_encoder(directory: str | Path, device: str | torch.device = "cpu") -> E
     return ENCODERS[encoder_type].load(directory, device)
 
 
-__all__ = ["ENCODERS", "EmbeddingMismatchError", "Encoder", "ResCNNEncoder", "TransformerEncoder",
+__all__ = ["ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "MemberChangedError", "ResCNNEncoder",
+           "TransformerEncoder",
            "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder", "resolve_device"]

@@ -24,19 +24,22 @@ from bioel_core.corpora.pubtator import split_ids
 from bioel_core.linking.dictionary import NameSet
 from bioel_core.models import Encoder, ResCNNEncoder, TransformerEncoder, default_base_checkpoint, load_encoder
 from bioel_core.models.base import CONFIG_FILE
+from bioel_core.models.cards import write_card
 from bioel_core.text.preprocess import split_composite
 from bioel_core.training.hard_negatives import HardNegativeBatcher
 from bioel_core.training.loop import TrainConfig, train
 from bioel_core.training.pairs import alignment_pairs, mention_pairs
 
-CARD_JSON, CARD_MD = "card.json", "MODEL_CARD.md"
 DEFAULT_LR = {"transformer": 2e-5, "rescnn": 1e-3}
 
 
 def new_encoder(kind: str, init: str | None, pooling: str | None, device: str) -> Encoder:
     """A fresh encoder: `init` is a bioel model folder (continue training it) or an HF checkpoint."""
     if init and (Path(init) / CONFIG_FILE).is_file():
-        return load_encoder(init, device)
+        encoder = load_encoder(init, device)
+        if not isinstance(encoder, Encoder):
+            raise ValueError(f"--init {init}: a {encoder.encoder_type} is not trained as one; train its members")
+        return encoder
     base = Path(init) if init else default_base_checkpoint()
     if kind == "transformer":
         return TransformerEncoder(base, pooling=pooling or "cls").to(device)
@@ -132,43 +135,3 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
     write_card(out, card)
     shutil.rmtree(workdir)
     return card
-
-
-def write_card(model_dir: str | Path, card: dict) -> None:
-    model_dir = Path(model_dir)
-    (model_dir / CARD_JSON).write_text(json.dumps(card, indent=2, sort_keys=True))
-    lines = [f"# Model card: {card['model']}", "", f"Trained by `bioel train` (bioel {card['bioel_version']}).", "",
-             "## Command", "", "```", card["command"], "```", "",
-             "## Encoder", "", "```json", json.dumps(card["encoder"], indent=2), "```", "",
-             f"Fingerprint: `{card['fingerprint']}`; initialised from `{card['init']}`; weights stored as {card['save_dtype']}.", ""]
-    if "trainable_parameters" in card:
-        lines += [f"Trainable parameters: {card['trainable_parameters']:,} (token embeddings frozen, read from the base package).", ""]
-    lines += ["## Data", ""] + [f"- {k}: {v}" for k, v in card["data"].items()] + ["", "## Training", ""]
-    for stage, s in card["stages"].items():
-        c = s["config"]
-        lines.append(f"- {stage}: {s['pairs']:,} pairs, {s['steps']:,} steps (batch {c['batch_size']} pairs, lr {c['learning_rate']}, "
-                     f"{c.get('loss', 'multi-similarity')} loss, margin {c['margin']}, seed {c['seed']}), loss {s['first_loss']:.4f} -> {s['mean_loss_last_50']:.4f} "
-                     f"(mean of the last 50), {s['seconds'] / 60:.1f} min")
-    hw = card["hardware"]
-    lines += ["", f"Hardware: {hw['device']}{' (' + hw['cuda'] + ')' if hw['cuda'] else ''}, {hw['cpu_count']} CPUs, torch {hw['torch']}; "
-              f"training time {card['training_seconds'] / 60:.1f} min.", "", "## Scores (BioSyn protocol)", ""]
-    if card["scores"]:
-        lines += ["| dataset | split | n | acc@1 | acc@5 |", "|---|---|---:|---:|---:|"]
-        for key in sorted(card["scores"]):
-            s = card["scores"][key]
-            lines.append(f"| {s['dataset']} | {s['split']} | {s['n']:,} | {s['acc@1']:.2f} | {s['acc@5']:.2f} |")
-        lines.append("")
-        lines.append("Recorded by `bioel evaluate --linker dense --model THIS_FOLDER --record-in-card`.")
-    else:
-        lines.append("Not evaluated yet: `bioel evaluate --linker dense --model THIS_FOLDER --record-in-card`.")
-    (model_dir / CARD_MD).write_text("\n".join(lines) + "\n")
-
-
-def record_scores(model_dir: str | Path, report: dict) -> None:
-    """Adds an evaluation report (from `bioel evaluate`) to the model card."""
-    path = Path(model_dir) / CARD_JSON
-    if not path.is_file():
-        raise FileNotFoundError(f"{model_dir}: no {CARD_JSON}; only models trained by `bioel train` carry a card")
-    card = json.loads(path.read_text())
-    card["scores"][f"{report['dataset']}/{report['split']}"] = {k: report[k] for k in ("dataset", "split", "n", "acc@1", "acc@5")}
-    write_card(model_dir, card)

@@ -1,0 +1,68 @@
+"""Model cards: `card.json` (data) and `MODEL_CARD.md` (the same, for people) in a model folder.
+
+A trained model's card holds the command, data, stages, losses, hardware and time (`bioel train`); an
+ensemble's holds its members (`bioel ensemble`); `bioel evaluate --record-in-card` adds scores to either.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import bioel_core
+
+CARD_JSON, CARD_MD = "card.json", "MODEL_CARD.md"
+
+
+def write_card(model_dir: str | Path, card: dict) -> None:
+    model_dir = Path(model_dir)
+    (model_dir / CARD_JSON).write_text(json.dumps(card, indent=2, sort_keys=True))
+    made_by = "`bioel ensemble`" if "members" in card else "`bioel train`"
+    lines = [f"# Model card: {card['model']}", "", f"Made by {made_by} (bioel {card['bioel_version']}).", "",
+             "## Command", "", "```", card["command"], "```", ""]
+    lines += _ensemble_lines(card) if "members" in card else _training_lines(card)
+    lines += ["## Scores (BioSyn protocol)", ""]
+    if card["scores"]:
+        lines += ["| dataset | split | n | acc@1 | acc@5 |", "|---|---|---:|---:|---:|"]
+        for key in sorted(card["scores"]):
+            s = card["scores"][key]
+            lines.append(f"| {s['dataset']} | {s['split']} | {s['n']:,} | {s['acc@1']:.2f} | {s['acc@5']:.2f} |")
+        lines.append("")
+        lines.append("Recorded by `bioel evaluate --linker dense --model THIS_FOLDER --record-in-card`.")
+    else:
+        lines.append("Not evaluated yet: `bioel evaluate --linker dense --model THIS_FOLDER --record-in-card`.")
+    (model_dir / CARD_MD).write_text("\n".join(lines) + "\n")
+
+
+def _training_lines(card: dict) -> list[str]:
+    lines = ["## Encoder", "", "```json", json.dumps(card["encoder"], indent=2), "```", "",
+             f"Fingerprint: `{card['fingerprint']}`; initialised from `{card['init']}`; weights stored as {card['save_dtype']}.", ""]
+    if "trainable_parameters" in card:
+        lines += [f"Trainable parameters: {card['trainable_parameters']:,} (token embeddings frozen, read from the base package).", ""]
+    lines += ["## Data", ""] + [f"- {k}: {v}" for k, v in card["data"].items()] + ["", "## Training", ""]
+    for stage, s in card["stages"].items():
+        c = s["config"]
+        lines.append(f"- {stage}: {s['pairs']:,} pairs, {s['steps']:,} steps (batch {c['batch_size']} pairs, lr {c['learning_rate']}, "
+                     f"{c.get('loss', 'multi-similarity')} loss, margin {c['margin']}, seed {c['seed']}), loss {s['first_loss']:.4f} -> {s['mean_loss_last_50']:.4f} "
+                     f"(mean of the last 50), {s['seconds'] / 60:.1f} min")
+    hw = card["hardware"]
+    return lines + ["", f"Hardware: {hw['device']}{' (' + hw['cuda'] + ')' if hw['cuda'] else ''}, {hw['cpu_count']} CPUs, torch {hw['torch']}; "
+                    f"training time {card['training_seconds'] / 60:.1f} min.", ""]
+
+
+def _ensemble_lines(card: dict) -> list[str]:
+    lines = ["## Members", "", "Ranked by the weighted mean of the members' cosines (one index over their weighted, "
+             "concatenated unit vectors).", "", "| member | encoder | weight | fingerprint |", "|---|---|---:|---|"]
+    for member in card["members"]:
+        lines.append(f"| `{member['source']}` | {member['encoder_type']} | {member['weight']:g} | `{member['fingerprint'][:16]}` |")
+    return lines + ["", f"Fingerprint: `{card['fingerprint']}`.", ""]
+
+
+def record_scores(model_dir: str | Path, report: dict) -> None:
+    """Adds an evaluation report (from `bioel evaluate`) to the model card."""
+    path = Path(model_dir) / CARD_JSON
+    if not path.is_file():
+        raise FileNotFoundError(f"{model_dir}: no {CARD_JSON}; only models trained by `bioel train` carry a card")
+    card = json.loads(path.read_text())
+    card["scores"][f"{report['dataset']}/{report['split']}"] = {k: report[k] for k in ("dataset", "split", "n", "acc@1", "acc@5")}
+    write_card(model_dir, card)
