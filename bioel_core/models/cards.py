@@ -54,7 +54,10 @@ def _ensemble_lines(card: dict) -> list[str]:
     lines = ["## Members", "", "Ranked by the weighted mean of the members' cosines (one index over their weighted, "
              "concatenated unit vectors).", "", "| member | encoder | weight | fingerprint |", "|---|---|---:|---|"]
     for member in card["members"]:
-        lines.append(f"| `{member['source']}` | {member['encoder_type']} | {member['weight']:g} | `{member['fingerprint'][:16]}` |")
+        source = member["source"]
+        where = source.get("path") or f"{source['package']} package, {source['checkpoint']}/"
+        pooling = f", {source['pooling']} pooling" if "pooling" in source else ""
+        lines.append(f"| `{where}`{pooling} | {member['encoder_type']} | {member['weight']:g} | `{member['fingerprint'][:16]}` |")
     return lines + ["", f"Fingerprint: `{card['fingerprint']}`.", ""]
 
 
