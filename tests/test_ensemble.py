@@ -16,6 +16,7 @@ from bioel_core.models.cards import record_scores
 from bioel_core.models.ensemble import make_ensemble
 from bioel_core.training.recipe import new_encoder
 from pipelines import cli
+from pipelines.handlers import EncodeFailure, EncoderModelHandler
 from test_models import TEXTS, make_tiny_bert, perturb, tiny_rescnn
 
 QUERIES = ["heart disease", "ovarian cancer", "diabetes type 2"]
@@ -113,3 +114,13 @@ def test_scores_are_recorded_in_an_ensemble_card(members):
     record_scores(members / "ensemble", {"dataset": "ncbi-disease", "split": "dev", "n": 787, "acc@1": 91.36, "acc@5": 95.17})
     assert json.loads((members / "ensemble" / "card.json").read_text())["scores"]["ncbi-disease/dev"]["acc@1"] == 91.36
     assert "| ncbi-disease | dev | 787 | 91.36 | 95.17 |" in (members / "ensemble" / "MODEL_CARD.md").read_text()
+
+
+def test_the_beam_encode_handler_runs_an_ensemble_folder(members):
+    make_ensemble([(str(members / "rescnn"), 1.0, None), (str(members / "bert"), 1.0, "mean")], members / "ensemble")
+    expected = load_encoder(members / "ensemble")
+    handler = EncoderModelHandler(str(members / "ensemble"), fingerprint=expected.fingerprint())
+    model = handler.load_model()
+    results = handler.run_inference(TEXTS + [""], model)
+    np.testing.assert_allclose(np.stack([r.inference for r in results[:-1]]), expected.encode(TEXTS), atol=1e-6)
+    assert isinstance(results[-1].inference, EncodeFailure)
