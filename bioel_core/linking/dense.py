@@ -25,8 +25,7 @@ from bioel_core.embeddings import ModelMismatchError
 from bioel_core.linking.base import Linker
 from bioel_core.linking.dictionary import NameSet
 from bioel_core.linking.exact import NameIndex
-from bioel_core.models import Encoder, TransformerEncoder, load_encoder
-from bioel_core.models.base import CONFIG_FILE
+from bioel_core.models import Encoder, open_encoder
 
 if TYPE_CHECKING:
     from bioel_core.index import ShardedIndex
@@ -42,15 +41,11 @@ def model_folder(model: str | Path | None) -> Path:
 
 
 def open_model(model: str | Path | None, pooling: str | None = None, device: str = "cpu") -> Encoder:
-    """A bioel model folder, or a plain HF checkpoint with the given pooling (default cls, as SapBERT)."""
+    """The --model folder (default: the shipped disease model), through `open_encoder`."""
     folder = model_folder(model)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder not found: {folder}" + ("" if model else " (the default disease model is not shipped in this checkout)"))
-    if not (folder / CONFIG_FILE).is_file():
-        return TransformerEncoder(folder, pooling=pooling or "cls").to(device)
-    if pooling is not None:
-        raise ValueError(f"{folder} is a bioel model folder: its pooling is fixed by its config; drop --pooling")
-    return load_encoder(folder, device)
+    return open_encoder(folder, pooling, device)
 
 
 class DenseLinker(Linker):

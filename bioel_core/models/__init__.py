@@ -37,6 +37,18 @@ def load_encoder(directory: str | Path, device: str | torch.device = "cpu") -> E
     return ENCODERS[encoder_type].load(directory, device)
 
 
+def open_encoder(folder: str | Path, pooling: str | None = None, device: str | torch.device = "cpu") -> Encoder:
+    """A bioel model folder (its pooling fixed by its config), or a plain HF checkpoint read with `pooling`
+    (default cls, as SapBERT)."""
+    folder = Path(folder)
+    if not (folder / CONFIG_FILE).is_file():
+        return TransformerEncoder(folder, pooling=pooling or "cls").to(device)
+    if pooling is not None:
+        raise ValueError(f"{folder} is a bioel model folder: its pooling is fixed by its config; drop --pooling")
+    return load_encoder(folder, device)
+
+
 __all__ = ["ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "MemberChangedError", "ResCNNEncoder",
            "TransformerEncoder",
-           "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder", "resolve_device"]
+           "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder", "open_encoder",
+           "resolve_device"]

@@ -30,11 +30,15 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     return memoryview(flat.view(torch.uint8).numpy())
 
 
-def read_config(directory: str | Path) -> dict:
+def read_config(directory: str | Path, encoder_type: str | None = None) -> dict:
+    """The folder's config; with `encoder_type`, checked to be of that type."""
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{directory}: no {CONFIG_FILE} (not a bioel model folder)")
-    return json.loads(path.read_text())
+    config = json.loads(path.read_text())
+    if encoder_type is not None and config.get("encoder_type") != encoder_type:
+        raise ValueError(f"{directory}: encoder_type {config.get('encoder_type')!r}, expected {encoder_type!r}")
+    return config
 
 
 def write_config(directory: Path, config: dict) -> None:
@@ -131,7 +135,4 @@ class Encoder(torch.nn.Module, metaclass=abc.ABCMeta):
     @classmethod
     def folder_config(cls, directory: str | Path) -> dict:
         """The folder's config, checked to be of this class's encoder_type."""
-        config = read_config(directory)
-        if config.get("encoder_type") != cls.encoder_type:
-            raise ValueError(f"{directory}: encoder_type {config.get('encoder_type')!r}, expected {cls.encoder_type!r}")
-        return config
+        return read_config(directory, cls.encoder_type)

@@ -65,7 +65,7 @@ def record_scores(model_dir: str | Path, report: dict) -> None:
     """Adds an evaluation report (from `bioel evaluate`) to the model card."""
     path = Path(model_dir) / CARD_JSON
     if not path.is_file():
-        raise FileNotFoundError(f"{model_dir}: no {CARD_JSON}; only models trained by `bioel train` carry a card")
+        raise FileNotFoundError(f"{model_dir}: no {CARD_JSON}; only models made by `bioel train` or `bioel ensemble` carry a card")
     card = json.loads(path.read_text())
     card["scores"][f"{report['dataset']}/{report['split']}"] = {k: report[k] for k in ("dataset", "split", "n", "acc@1", "acc@5")}
     write_card(model_dir, card)

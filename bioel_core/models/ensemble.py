@@ -46,15 +46,18 @@ class EnsembleEncoder(torch.nn.Module):
         self.members = torch.nn.ModuleList(members)
         self.member_weights = [float(w) for w in weights]
         self.sources = [dict(s) for s in sources]
+        # hashed once: members are never trained through the ensemble (forward refuses), and hashing a
+        # transformer's weights on every fingerprint()/config() call would repeat ~100 MB of sha256
+        self.member_fingerprints = [m.fingerprint() for m in members]
 
     @classmethod
     def from_folders(cls, specs: Sequence[tuple[str | Path, float, str | None]], device: str = "cpu") -> EnsembleEncoder:
         """(model folder or HF checkpoint, weight, pooling for a plain HF checkpoint or None) per member."""
-        from bioel_core.linking.dense import open_model
+        from bioel_core.models import open_encoder
 
         members, sources = [], []
         for folder, _, pooling in specs:
-            members.append(open_model(folder, pooling, device))
+            members.append(open_encoder(folder, pooling, device))
             plain = not (Path(folder) / CONFIG_FILE).is_file()
             sources.append({**checkpoint_reference(folder), **({"pooling": pooling or "cls"} if plain else {})})
         return cls(members, [w for _, w, _ in specs], sources)
@@ -74,57 +77,54 @@ class EnsembleEncoder(torch.nn.Module):
         total = sum(self.member_weights)
         parts = [np.sqrt(w / total, dtype=np.float32) * m.encode(texts, batch_size=batch_size, show_progress=show_progress)
                  for m, w in zip(self.members, self.member_weights)]
-        return np.concatenate(parts, axis=1).astype(np.float32, copy=False)
+        return np.concatenate(parts, axis=1)
 
     def config(self) -> dict:
         return {"encoder_type": self.encoder_type, "dim": self.dim,
-                "members": [{"weight": w, "config": m.config(), "fingerprint": m.fingerprint()}
-                            for m, w in zip(self.members, self.member_weights)]}
+                "members": [{"weight": w, "config": m.config(), "fingerprint": f}
+                            for m, w, f in zip(self.members, self.member_weights, self.member_fingerprints)]}
 
     def fingerprint(self) -> str:
         """sha256 over the members' fingerprints, configs and weights: the ensemble changes when any of them does."""
         return hashlib.sha256(json.dumps(self.config(), sort_keys=True).encode()).hexdigest()
 
+    def saved_config(self, directory: str | Path) -> dict:
+        """The config `save(directory)` writes: `config()` plus each member's source, paths relative to the
+        folder so the ensemble and its members can move together (models/)."""
+        config = self.config()
+        for member, source in zip(config["members"], self.sources):
+            if "path" in source:
+                source = {**source, "path": os.path.relpath(Path(source["path"]).resolve(), Path(directory).resolve())}
+            member["source"] = source
+        return config
+
     def save(self, directory: str | Path, dtype: str = "float32") -> Path:
         """Writes the references only; `dtype` is the members' business (kept for the Encoder signature)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        sources = []
-        for source in self.sources:
-            if "path" in source:  # relative, so the ensemble and its members can move together (models/)
-                source = {**source, "path": os.path.relpath(Path(source["path"]).resolve(), directory.resolve())}
-            sources.append(source)
-        config = self.config()
-        for member, source in zip(config["members"], sources):
-            member["source"] = source
-        write_config(directory, config)
+        write_config(directory, self.saved_config(directory))
         return directory
 
     @classmethod
     def load(cls, directory: str | Path, device: str | torch.device = "cpu") -> EnsembleEncoder:
-        from bioel_core.models import load_encoder
-        from bioel_core.models.transformer import TransformerEncoder
+        from bioel_core.models import open_encoder
 
         directory = Path(directory)
-        config = read_config(directory)
-        if config.get("encoder_type") != cls.encoder_type:
-            raise ValueError(f"{directory}: encoder_type {config.get('encoder_type')!r}, expected {cls.encoder_type!r}")
+        config = read_config(directory, cls.encoder_type)
         members, sources = [], []
-        for i, spec in enumerate(config["members"]):
+        for spec in config["members"]:
             source = spec["source"]
             if "path" in source:
-                folder = (directory / source["path"]).resolve()
-                source = {**source, "path": str(folder)}
-            folder = resolve_reference(source)
-            member = (TransformerEncoder(folder, pooling=source["pooling"]).to(device) if "pooling" in source
-                      else load_encoder(folder, device))
-            if member.fingerprint() != spec["fingerprint"]:
-                raise MemberChangedError(
-                    f"{directory}: member {i} at {folder} has fingerprint {member.fingerprint()[:12]}, but the ensemble "
-                    f"was made with {spec['fingerprint'][:12]}; re-create the ensemble (bioel ensemble) and re-score it")
-            members.append(member)
+                source = {**source, "path": str((directory / source["path"]).resolve())}
+            members.append(open_encoder(resolve_reference(source), source.get("pooling"), device))
             sources.append(source)
-        return cls(members, [m["weight"] for m in config["members"]], sources)
+        ensemble = cls(members, [m["weight"] for m in config["members"]], sources)
+        for i, (spec, found) in enumerate(zip(config["members"], ensemble.member_fingerprints)):
+            if found != spec["fingerprint"]:
+                raise MemberChangedError(
+                    f"{directory}: member {i} at {resolve_reference(sources[i])} has fingerprint {found[:12]}, but the "
+                    f"ensemble was made with {spec['fingerprint'][:12]}; re-create the ensemble (bioel ensemble) and re-score it")
+        return ensemble
 
 
 def make_ensemble(specs: list[tuple[str, float, str | None]], output: str | Path, command: list[str] | None = None) -> dict:
@@ -132,7 +132,7 @@ def make_ensemble(specs: list[tuple[str, float, str | None]], output: str | Path
     out = Path(output)
     encoder = EnsembleEncoder.from_folders(specs)
     encoder.save(out)
-    saved = json.loads((out / CONFIG_FILE).read_text())
+    saved = encoder.saved_config(out)
     card = {"model": out.name, "encoder": {"encoder_type": encoder.encoder_type, "dim": encoder.dim},
             "fingerprint": encoder.fingerprint(), "command": " ".join(command or sys.argv),
             "members": [{"source": m["source"], "encoder_type": m["config"]["encoder_type"], "weight": m["weight"],
