@@ -106,7 +106,7 @@ def main() -> None:
     if args.child:
         in_process(args)
         return
-    from bioel_core.linking.dense import model_folder
+    from bioel_core.models import model_folder
 
     model = str(model_folder(args.model))
     work = Path(args.work)

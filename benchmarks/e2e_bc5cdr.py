@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.kbs import BIOEL, DATA, annotator_flags, model_tag, prepare, sh  # noqa: E402
 from bioel_core.corpora import read_pubtator  # noqa: E402
+from bioel_core.tables import data_root  # noqa: E402
 from bioel_core.evaluation.e2e import e2e_scores, plain_id  # noqa: E402
 from bioel_core.tables import read_table  # noqa: E402
 
@@ -57,7 +58,7 @@ def link(kbs: dict, model: str, output: Path, thresholds: dict[str, float]) -> P
                     "--mentions", "detect", *annotator_flags(kbs), *nil,
                     "--output", output, "--output-format", "pubtator", "--no-quality", "--runner", "FnApiRunner"])
     merged = output.with_suffix(".pubtator")
-    merged.write_text("".join(p.read_text() for p in sorted((output / "pubtator").glob("*.pubtator"))))
+    merged.write_text("".join(p.read_text() for p in sorted((data_root(output) / "pubtator").glob("*.pubtator"))))
     return merged
 
 
@@ -67,7 +68,7 @@ def main() -> None:
     parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with bulk_link.py) and runs")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
-    from bioel_core.linking.dense import model_folder
+    from bioel_core.models import model_folder
 
     model = str(model_folder(args.model))
     work = Path(args.work)

@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from bioel_core.embeddings import read_embeddings  # noqa: E402
-from bioel_core.linking.dense import DEFAULT_MODEL  # noqa: E402
+from bioel_core.models import DEFAULT_MODEL  # noqa: E402
 from bioel_core.models import default_base_checkpoint  # noqa: E402
 from bioel_core.tables import read_manifest, read_table  # noqa: E402
 from schemas import NAMES_SCHEMA  # noqa: E402
@@ -52,7 +52,7 @@ CHILD_IN_PROCESS = """
 import json, resource, sys, time
 import numpy as np
 sys.path.insert(0, {repo!r})
-from bioel_core.linking.dense import open_model
+from bioel_core.models import open_model
 from bioel_core.tables import read_table
 t0 = time.perf_counter()
 names = read_table({names!r}, "names", ["name_id", "name_norm"])

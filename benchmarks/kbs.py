@@ -29,7 +29,7 @@ def sh(args: list) -> None:
 @functools.cache
 def model_tag(model: str) -> str:
     """A short name for the model's weights (its fingerprint), so a retrained model gets outputs of its own."""
-    from bioel_core.linking.dense import open_model
+    from bioel_core.models import open_model
 
     return open_model(model).fingerprint()[:12]
 

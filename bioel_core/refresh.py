@@ -31,20 +31,18 @@ the rebuilt shards. When most of the KB changed (a new normalizer changes every 
 `bioel build-index` instead: they spread the same work over workers (a warning says so).
 
 Outputs are new folders, never the inputs: the inputs are read to the end, a re-run after a crash needs them,
-and an embeddings folder and its index cannot be swapped together atomically. Each output is staged in
-OUTPUT/_staging-<run>/ and published as the pipelines publish theirs (the previous manifest removed first,
-tables moved in, manifest last); the embeddings go first, then the index, whose manifest names the new
-embeddings manifest's sha256. A killed refresh publishes nothing unfinished: at worst the new embeddings
-folder is complete and the index folder has no manifest yet (run the refresh again). Local folders only.
+and an embeddings folder and its index cannot be swapped together atomically. Each output is published as
+every pipeline publishes (bioel_core.outputs: a new generation, then the manifest pointer moved); the
+embeddings go first, then the index, whose manifest names the new embeddings manifest's sha256. A killed
+refresh publishes nothing unfinished: at worst the new embeddings folder is published and the index folder
+still holds its previous state or none (run the refresh again). Local folders only.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,14 +52,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-import bioel_core
 from bioel_core.embeddings import (TEXT_COLUMN, EncodeFailure, check_model_matches, encode_checked, manifest_sha256,
                                    read_embeddings_manifest, vectors_of)
 from bioel_core.index import IndexSpec, build_shard, read_index_manifest, shard_of
 from bioel_core.index.layout import ID_MAPS, SHARDS
 from bioel_core.index.sharded import file_sha256
-from bioel_core.linking.dense import open_model
-from bioel_core.tables import KB_PIPELINE, MANIFEST, read_output_manifest, read_table, stable_shard, table_files
+from bioel_core.models import open_model
+from bioel_core.outputs import (LocalFileSystem, Manifest, OutputFolder, embeddings_table, name_batches, shard_name,
+                                write_parquet)
+from bioel_core.tables import KB_PIPELINE, data_root, read_output_manifest, read_table, stable_shard, table_files
 from schemas import DEAD_LETTER_SCHEMA, embeddings_schema
 
 log = logging.getLogger(__name__)
@@ -209,11 +208,6 @@ class Inputs:
     new_names_manifest: dict
 
 
-def part_name(shard: int, num_shards: int) -> str:
-    """An embeddings shard's file name, as `bioel embed` writes it (pipelines.outputs.shard_name)."""
-    return f"part-{shard:05d}-of-{num_shards:05d}.parquet"
-
-
 def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str | Path, index: str | Path,
                  outputs: list[str | Path]) -> Inputs:
     """Every refusal that needs no model, before any work: unfinished or foreign folders, embeddings not made
@@ -229,7 +223,7 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
                          f"({emb_manifest['names']['path']}, by its manifest's sha256); pass that folder as --old")
     listed = sorted(Path(f).name for f in emb_manifest["outputs"]["embeddings"]["files"])
     found = [f.name for f in table_files(emb, "embeddings")]
-    layout = {part_name(s, emb_manifest["num_shards"]) for s in range(emb_manifest["num_shards"])}
+    layout = {shard_name(s, emb_manifest["num_shards"]) for s in range(emb_manifest["num_shards"])}
     if listed != found or not layout.issuperset(found):
         raise ValueError(f"--embeddings {emb}: embeddings files {found} are not the {listed} its manifest lists")
     index_manifest = read_index_manifest(idx)
@@ -242,7 +236,8 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
     except (TypeError, ValueError) as err:
         raise ValueError(f"--index {idx}: its parameters {requested} are not an IndexSpec of this bioel ({err}); "
                          "run `bioel build-index`") from None
-    missing = [f for r in index_manifest["shards"] for f in (r["index_file"], r["id_map_file"]) if not (idx / f).is_file()]
+    idx_root = data_root(idx, index_manifest)
+    missing = [f for r in index_manifest["shards"] for f in (r["index_file"], r["id_map_file"]) if not (idx_root / f).is_file()]
     if missing or sorted(r["shard"] for r in index_manifest["shards"]) != list(range(index_manifest["num_shards"])):
         raise FileNotFoundError(f"--index {idx}: incomplete: shard file(s) missing: {', '.join(missing) or 'none'}, "
                                 f"manifest lists shards {sorted(r['shard'] for r in index_manifest['shards'])}")
@@ -253,55 +248,6 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
         if out in (old, new, emb, idx):
             raise ValueError(f"{out} is an input of this refresh; write the refreshed outputs to new folders")
     return Inputs(old, new, emb, idx, emb_manifest, index_manifest, spec, new_manifest)
-
-
-# ---------------------------------------------------------------------------------------------- the outputs
-
-class Stage:
-    """OUTPUT/_staging-<run>/ and the commit that publishes it: pipelines.outputs.StagedOutput's protocol, on
-    local folders (bioel_core does not use Beam's filesystems)."""
-
-    def __init__(self, output: Path):
-        self.output = output
-        self.dir = output / f"_staging-{uuid.uuid4().hex[:12]}"
-
-    def prepare(self) -> None:
-        self.output.mkdir(parents=True, exist_ok=True)
-        for stale in self.output.glob("_staging-*"):  # a killed run's; the run that finishes the job clears it
-            shutil.rmtree(stale)
-        self.dir.mkdir()
-
-    def commit(self, manifest: dict) -> None:
-        (self.output / MANIFEST).unlink(missing_ok=True)  # from here on the folder reads as unfinished
-        staged = sorted(self.dir.iterdir())
-        for old in [self.output / "quality", *(self.output / p.name for p in staged)]:  # quality: stale now
-            if old.is_dir():
-                shutil.rmtree(old)
-            elif old.exists():
-                old.unlink()
-        for p in staged:
-            p.rename(self.output / p.name)
-        self.dir.rmdir()
-        (self.output / MANIFEST).write_bytes(json.dumps(manifest, indent=2, sort_keys=True).encode())
-
-    def abandon(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _write_embeddings(path: Path, name_ids: np.ndarray, concept_ids: list[str], vectors: np.ndarray) -> None:
-    """One shard as `bioel embed` writes it: rows in name_id order, zstd."""
-    order = np.argsort(name_ids, kind="stable")
-    dim = vectors.shape[1]
-    table = pa.Table.from_arrays([
-        pa.array(name_ids[order], pa.int64()),
-        pa.array([concept_ids[i] for i in order], pa.string()),
-        pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(vectors[order]).ravel(), pa.float32()), dim),
-    ], schema=embeddings_schema(dim))
-    pq.write_table(table, path, compression="zstd")
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # ---------------------------------------------------------------------------------------------- the refresh
@@ -318,10 +264,8 @@ def encode_names(encoder, names: pa.Table, batch_size: int) -> Encoded:
     """`names` rows encoded in batches of similar length (ties by name_id), as `bioel embed` forms them."""
     ids = names.column("name_id").to_numpy()
     concepts, texts = names.column("concept_id").to_pylist(), names.column(TEXT_COLUMN).to_pylist()
-    order = np.lexsort((ids, pc.utf8_length(names.column(TEXT_COLUMN)).to_numpy()))
     kept, vectors, dead = [], [], []
-    for start in range(0, len(order), batch_size):
-        rows = order[start:start + batch_size]
+    for rows in name_batches(ids, names.column(TEXT_COLUMN), batch_size):
         for i, result in zip(rows, encode_checked(encoder, [texts[i] for i in rows])):
             if isinstance(result, EncodeFailure):
                 dead.append({"source": "encoder", "location": f"name_id {ids[i]}", "raw": texts[i], "reason": result.reason})
@@ -385,47 +329,45 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
     emb_touched = sorted({stable_shard(str(i), emb_shards) for i in moved.tolist()})
     index_touched = sorted(set(shard_of(moved, index_shards).tolist()))
 
-    out_emb, out_idx = Stage(Path(output_embeddings).resolve()), Stage(Path(output_index).resolve())
-    try:
-        out_emb.prepare()
-        out_idx.prepare()
-        written = _stage_embeddings(inputs, out_emb.dir, carried, encoded, emb_touched)
-        records, vectors_read = _stage_index(inputs, out_idx.dir, out_emb.dir, index_touched)
-        report["refresh"] = {
-            "carried": int(len(carried)), "encoded": to_encode.num_rows, "embedded": int(len(encoded.name_ids)),
-            "dead_lettered": len(encoded.dead_letters), "retried_dead_letters": retried,
-            "embeddings_shards": emb_shards, "embeddings_shards_rewritten": emb_touched,
-            "index_shards": index_shards, "index_shards_rebuilt": index_touched,
-        }
-        report["old"] = {"names": str(inputs.old_names), "names_manifest_sha256": manifest_sha256(inputs.old_names),
-                         "embeddings": str(inputs.embeddings), "index": str(inputs.index)}
-        report["new"] = {"names": str(inputs.new_names), "names_manifest_sha256": manifest_sha256(inputs.new_names),
-                         "embeddings": str(out_emb.output), "index": str(out_idx.output)}
-        (out_emb.dir / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True))
-        emb_out_manifest = _embeddings_manifest(inputs, Path(model), device, batch_size, written, report)
-    except BaseException:
-        out_emb.abandon()
-        out_idx.abandon()
-        raise
-    out_emb.commit(emb_out_manifest)
-    try:
-        index_out_manifest = _index_manifest(inputs, out_emb.output, records, vectors_read, report)
-    except BaseException:
-        out_idx.abandon()
-        raise
-    out_idx.commit(index_out_manifest)
+    fs = LocalFileSystem()
+    out_emb = OutputFolder(fs, str(Path(output_embeddings).resolve()), ("embeddings", "dead_letter"))
+    out_idx = OutputFolder(fs, str(Path(output_index).resolve()), (SHARDS, ID_MAPS))
+    report["refresh"] = {
+        "carried": int(len(carried)), "encoded": to_encode.num_rows, "embedded": int(len(encoded.name_ids)),
+        "dead_lettered": len(encoded.dead_letters), "retried_dead_letters": retried,
+        "embeddings_shards": emb_shards, "embeddings_shards_rewritten": emb_touched,
+        "index_shards": index_shards, "index_shards_rebuilt": index_touched,
+    }
+    report["old"] = {"names": str(inputs.old_names), "names_manifest_sha256": manifest_sha256(inputs.old_names),
+                     "embeddings": str(inputs.embeddings), "index": str(inputs.index)}
+    report["new"] = {"names": str(inputs.new_names), "names_manifest_sha256": manifest_sha256(inputs.new_names),
+                     "embeddings": out_emb.output_dir, "index": out_idx.output_dir}
+
+    def build_embeddings() -> Manifest:
+        _stage_embeddings(inputs, Path(out_emb.root), carried, encoded, emb_touched)
+        (Path(out_emb.root) / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True))
+        outputs = {table: out_emb.table_outputs(table) for table in out_emb.tables}
+        return _embeddings_manifest(inputs, Path(model), device, batch_size, outputs, report)
+
+    emb_out_manifest = out_emb.publish(build_embeddings).to_dict()
+
+    def build_index() -> Manifest:
+        records, vectors_read = _stage_index(inputs, Path(out_idx.root), data_root(out_emb.output_dir), index_touched)
+        return _index_manifest(inputs, Path(out_emb.output_dir), records, vectors_read, report,
+                               {table: out_idx.table_outputs(table, rows=False) for table in out_idx.tables})
+
+    index_out_manifest = out_idx.publish(build_index).to_dict()
     return RefreshResult(emb_out_manifest, index_out_manifest, report)
 
 
-def _stage_embeddings(inputs: Inputs, staging: Path, carried: np.ndarray, encoded: Encoded, touched: list[int]) -> dict:
-    """The new embeddings and dead_letter tables in `staging`; returns their files and rows for the manifest."""
+def _stage_embeddings(inputs: Inputs, staging: Path, carried: np.ndarray, encoded: Encoded, touched: list[int]) -> None:
+    """The new embeddings and dead_letter tables in `staging` (a new generation)."""
     num_shards, dim = inputs.emb_manifest["num_shards"], inputs.emb_manifest["model"]["dim"]
-    (staging / "embeddings").mkdir()
-    (staging / "dead_letter").mkdir()
+    fs, old_root = LocalFileSystem(), data_root(inputs.embeddings, inputs.emb_manifest)
     new_shard = np.array([stable_shard(str(i), num_shards) for i in encoded.name_ids.tolist()], dtype=np.int64)
     for shard in range(num_shards):
-        name = part_name(shard, num_shards)
-        source, target = inputs.embeddings / "embeddings" / name, staging / "embeddings" / name
+        name = shard_name(shard, num_shards)
+        source, target = old_root / "embeddings" / name, staging / "embeddings" / name
         if shard not in touched:
             if source.exists():
                 shutil.copyfile(source, target)
@@ -434,16 +376,13 @@ def _stage_embeddings(inputs: Inputs, staging: Path, carried: np.ndarray, encode
         old = old.filter(pc.is_in(old.column("name_id"), value_set=pa.array(carried, pa.int64())))
         mine = np.nonzero(new_shard == shard)[0]
         if old.num_rows + len(mine):  # `bioel embed` writes no file for a shard no name hashes to
-            _write_embeddings(target, np.concatenate([old.column("name_id").to_numpy(), encoded.name_ids[mine]]),
-                              old.column("concept_id").to_pylist() + [encoded.concept_ids[i] for i in mine],
-                              np.concatenate([vectors_of(old.column("vector"), dim), encoded.vectors[mine]]))
+            write_parquet(fs, str(target), embeddings_table(
+                np.concatenate([old.column("name_id").to_numpy(), encoded.name_ids[mine]]),
+                old.column("concept_id").to_pylist() + [encoded.concept_ids[i] for i in mine],
+                np.concatenate([vectors_of(old.column("vector"), dim), encoded.vectors[mine]]), dim))
     if encoded.dead_letters:
         dead = sorted(encoded.dead_letters, key=lambda d: d["location"])
-        pq.write_table(pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA),
-                       staging / "dead_letter" / part_name(0, 1), compression="zstd")
-    return {table: {"files": [f"{table}/{f.name}" for f in sorted((staging / table).glob("*.parquet"))],
-                    "rows": sum(pq.ParquetFile(f).metadata.num_rows for f in (staging / table).glob("*.parquet"))}
-            for table in ("embeddings", "dead_letter")}
+        write_parquet(fs, str(staging / "dead_letter" / shard_name(0, 1)), pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
 
 
 def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touched: list[int]) -> tuple[list[dict], int]:
@@ -451,17 +390,16 @@ def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touche
     shard records and how many embeddings rows were read."""
     manifest = inputs.index_manifest
     num_shards, dim = manifest["num_shards"], manifest["index"]["dimension"]
-    (staging / SHARDS).mkdir()
-    (staging / ID_MAPS).mkdir()
+    old_root = data_root(inputs.index, manifest)
     records = []
     for record in manifest["shards"]:
         if record["shard"] in touched:
             continue
         for key in ("index", "id_map"):
             target = staging / record[f"{key}_file"]
-            shutil.copyfile(inputs.index / record[f"{key}_file"], target)
+            shutil.copyfile(old_root / record[f"{key}_file"], target)
             if file_sha256(target) != record[f"{key}_sha256"]:
-                raise ValueError(f"{inputs.index / record[f'{key}_file']}: sha256 does not match the index manifest "
+                raise ValueError(f"{old_root / record[f'{key}_file']}: sha256 does not match the index manifest "
                                  "(corrupted or replaced); run `bioel build-index`")
         records.append(record)
 
@@ -503,45 +441,54 @@ def _refresh_section(inputs: Inputs, report: dict) -> dict:
                        "dead_lettered": r["dead_lettered"]}}
 
 
+def _refreshed(old: dict, **changes) -> Manifest:
+    """A refreshed output's manifest: the old one's verb-specific fields, updated by `changes`."""
+    previous = Manifest.from_dict(old)
+    details = {**previous.details, **{k: v for k, v in changes.items() if k not in _COMMON}}
+    return Manifest(pipeline=previous.pipeline, runner=RUNNER, details=details,
+                    **{k: v for k, v in changes.items() if k in _COMMON})
+
+
+_COMMON = ("inputs", "counts", "reconciliation", "outputs")
+
+
 def _embeddings_manifest(inputs: Inputs, model: Path, device: str, batch_size: int, outputs: dict,
-                         report: dict) -> dict:
+                         report: dict) -> Manifest:
     old, names_rows = inputs.emb_manifest, inputs.new_names_manifest["outputs"]["names"]["rows"]
     counts = {"names_read": report["refresh"]["carried"] + report["refresh"]["encoded"],
               "embedded": report["refresh"]["carried"] + report["refresh"]["embedded"],
               "dead_lettered": report["refresh"]["dead_lettered"]}
-    return {
-        **old, "package_version": bioel_core.__version__, "created_utc": _now(), "runner": RUNNER, "options": {},
-        "model": {**old["model"], "path": str(model.resolve())},  # the same fingerprint, checked
-        "names": {"path": str(inputs.new_names), "manifest_sha256": report["new"]["names_manifest_sha256"],
-                  "column": TEXT_COLUMN, "normalizer_version": inputs.new_names_manifest["normalizer"]["version"],
-                  "rows": names_rows},
-        "device": device, "batch_size": batch_size, "counts": counts,
-        "reconciliation": {"names": counts["names_read"] == counts["embedded"] + counts["dead_lettered"],
-                           "names_table": counts["names_read"] == names_rows,
-                           "embeddings": counts["embedded"] == outputs["embeddings"]["rows"],
-                           "dead_letter": counts["dead_lettered"] == outputs["dead_letter"]["rows"]},
-        "outputs": outputs,
-        "refresh": {**_refresh_section(inputs, report),
-                    "old_embeddings": {"path": str(inputs.embeddings), "manifest_sha256": manifest_sha256(inputs.embeddings)},
-                    "shards_rewritten": report["refresh"]["embeddings_shards_rewritten"]},
-    }
+    names = {"path": str(inputs.new_names), "manifest_sha256": report["new"]["names_manifest_sha256"],
+             "column": TEXT_COLUMN, "normalizer_version": inputs.new_names_manifest["normalizer"]["version"],
+             "rows": names_rows}
+    return _refreshed(
+        old, inputs=[{"path": names["path"], "manifest_sha256": names["manifest_sha256"]}], counts=counts, outputs=outputs,
+        reconciliation={"names": counts["names_read"] == counts["embedded"] + counts["dead_lettered"],
+                        "names_table": counts["names_read"] == names_rows,
+                        "embeddings": counts["embedded"] == outputs["embeddings"]["rows"],
+                        "dead_letter": counts["dead_lettered"] == outputs["dead_letter"]["rows"]},
+        model={**old["model"], "path": str(model.resolve())},  # the same fingerprint, checked
+        names=names, device=device, batch_size=batch_size,
+        refresh={**_refresh_section(inputs, report),
+                 "old_embeddings": {"path": str(inputs.embeddings), "manifest_sha256": manifest_sha256(inputs.embeddings)},
+                 "shards_rewritten": report["refresh"]["embeddings_shards_rewritten"]})
 
 
-def _index_manifest(inputs: Inputs, emb_dir: Path, records: list[dict], vectors_read: int, report: dict) -> dict:
+def _index_manifest(inputs: Inputs, emb_dir: Path, records: list[dict], vectors_read: int, report: dict,
+                    outputs: dict) -> Manifest:
     old = inputs.index_manifest
     emb = read_embeddings_manifest(emb_dir)
     indexed = sum(r["vectors"] for r in records)
     rows = emb["outputs"]["embeddings"]["rows"]
-    return {
-        **old, "package_version": bioel_core.__version__, "created_utc": _now(), "runner": RUNNER, "options": {},
-        "vectors": indexed, "shards": records,
-        "embeddings": {"path": str(emb_dir), "manifest_sha256": manifest_sha256(emb_dir), "rows": rows,
-                       "files": emb["outputs"]["embeddings"]["files"]},
-        "model": emb["model"], "model_fingerprint": emb["model"]["fingerprint"], "names": emb["names"],
-        "counts": {"vectors_read": vectors_read, "embeddings_rows": rows, "indexed": indexed},
-        "reconciliation": {"vectors": vectors_read == rows == indexed,
-                           "shards": [r["shard"] for r in records] == list(range(old["num_shards"]))},
-        "refresh": {**_refresh_section(inputs, report),
-                    "old_index": {"path": str(inputs.index), "manifest_sha256": manifest_sha256(inputs.index)},
-                    "shards_rebuilt": report["refresh"]["index_shards_rebuilt"], "faiss_version": faiss.__version__},
-    }
+    embeddings = {"path": str(emb_dir), "manifest_sha256": manifest_sha256(emb_dir), "rows": rows,
+                  "files": emb["outputs"]["embeddings"]["files"]}
+    return _refreshed(
+        old, inputs=[{"path": embeddings["path"], "manifest_sha256": embeddings["manifest_sha256"]}], outputs=outputs,
+        counts={"vectors_read": vectors_read, "embeddings_rows": rows, "indexed": indexed},
+        reconciliation={"vectors": vectors_read == rows == indexed,
+                        "shards": [r["shard"] for r in records] == list(range(old["num_shards"]))},
+        vectors=indexed, shards=records, embeddings=embeddings, model=emb["model"],
+        model_fingerprint=emb["model"]["fingerprint"], names=emb["names"],
+        refresh={**_refresh_section(inputs, report),
+                 "old_index": {"path": str(inputs.index), "manifest_sha256": manifest_sha256(inputs.index)},
+                 "shards_rebuilt": report["refresh"]["index_shards_rebuilt"], "faiss_version": faiss.__version__})

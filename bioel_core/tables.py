@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bioel_core.outputs.layout import MANIFEST
 from schemas import SCHEMA_VERSION, TABLE_SCHEMAS, check_schema
 
-MANIFEST = "manifest.json"
 KB_PIPELINE = "ingest-kb"  # the verb whose outputs (concepts, names) every later stage reads
 
 
@@ -49,13 +49,19 @@ def stable_shard(key: str, num_shards: int) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") % num_shards
 
 
+def data_root(output_dir: str | Path, manifest: dict | None = None) -> Path:
+    """Where a finished output's tables are: the generation its manifest names (the folder itself for a
+    hand-made folder whose manifest names none)."""
+    manifest = read_manifest(output_dir) if manifest is None else manifest
+    return Path(output_dir) / manifest.get("generation", "")
+
+
 def table_files(output_dir: str | Path, table: str) -> list[Path]:
-    return sorted((Path(output_dir) / table).glob("*.parquet"))
+    return sorted((data_root(output_dir) / table).glob("*.parquet"))
 
 
 def read_table(output_dir: str | Path, table: str, columns: list[str] | None = None) -> pa.Table:
     """All shards of `table` under a finished output folder, schema-checked, in shard order."""
-    read_manifest(output_dir)
     files = table_files(output_dir, table)
     parts = []
     for f in files:

@@ -7,13 +7,12 @@
 A row's shard is `shard_of(name_id)`, so a refresh that touches few names rebuilds few shards. Each shard
 is built in one DoFn call (the index needs all its vectors at once) from rows put in name_id order, so
 runners and worker counts that deliver rows differently write the same files. Everything is staged and
-published only when the job has finished, the manifest last (pipelines.outputs.StagedOutput).
+published only when the job has finished, by moving the manifest pointer (bioel_core.outputs).
 `--embeddings` is a local folder (as `bioel embed` writes); `--output` may be any Beam filesystem.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import os
 from pathlib import Path
@@ -26,15 +25,15 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
-import bioel_core
 from bioel_core.embeddings import check_names_unchanged, manifest_sha256, read_embeddings_manifest, vectors_of
 from bioel_core.index import PIPELINE, IndexSpec, build_shard, shard_of
 from bioel_core.index.layout import ID_MAPS, SHARD_ASSIGNMENT, SHARDS
+from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
 from bioel_core.tables import table_files
-from pipelines.ingest_kb import STATS_FILE, merge_stats, read_stats_file
+from pipelines.counting import WriteStats, read_stats
 from pipelines.options import runner_name
-from pipelines.outputs import StagedOutput, join, write_json
-from schemas import SCHEMA_VERSION, check_schema, embeddings_schema
+from pipelines.outputs import filesystem_for
+from schemas import check_schema, embeddings_schema
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +89,12 @@ class BuildShardFn(beam.DoFn):
         built = build_shard(shard, self.num_shards, table.column("name_id").to_numpy(), table.column("concept_id"),
                             vectors_of(table.column("vector"), self.dimension), self.spec, self.dimension)
         for relative, data in ((built.record["index_file"], built.index_bytes), (built.record["id_map_file"], built.id_map_bytes)):
-            with FileSystems.create(join(self.staging, relative)) as fh:
-                fh.write(data)
+            path = FileSystems.join(self.staging, relative)
+            filesystem_for(path).write(path, data)
         yield "shards", [built.record]
 
 
-def build_pipeline(p: beam.Pipeline, files: list[str], staged: StagedOutput, *, num_shards: int, spec: IndexSpec,
+def build_pipeline(p: beam.Pipeline, files: list[str], staged: OutputFolder, *, num_shards: int, spec: IndexSpec,
                    dimension: int, threads: int | None) -> None:
     read = (p
             | "EmbeddingFiles" >> beam.Create(files)
@@ -105,12 +104,8 @@ def build_pipeline(p: beam.Pipeline, files: list[str], staged: StagedOutput, *, 
     records = ((read.chunks, every_shard)
                | "WithEveryShard" >> beam.Flatten()
                | "GroupByShard" >> beam.GroupByKey()
-               | "BuildShard" >> beam.ParDo(BuildShardFn(staged.staging, num_shards, spec, dimension, threads)))
-    _ = ((read.stats, records)
-         | "AllStats" >> beam.Flatten()
-         | "MergeStats" >> beam.CombinePerKey(merge_stats)
-         | "StatsToDict" >> beam.combiners.ToDict()
-         | "WriteStats" >> beam.Map(lambda d: write_json(join(staged.staging, STATS_FILE), d)))
+               | "BuildShard" >> beam.ParDo(BuildShardFn(staged.root, num_shards, spec, dimension, threads)))
+    _ = (read.stats, records) | "WriteStats" >> WriteStats(staged.root)
 
 
 def worker_threads(options: PipelineOptions) -> int | None:
@@ -147,35 +142,32 @@ def check_embeddings_folder(emb_dir: Path) -> dict:
     return {"manifest": manifest, "files": [str(f) for f in files], "dimension": dimension, "rows": rows}
 
 
-def build_manifest(stats: dict, source: dict, *, emb_dir: Path, num_shards: int, spec: IndexSpec, threads: int | None,
-                   options: PipelineOptions) -> dict:
+def build_manifest(stats: dict, source: dict, *, staged: OutputFolder, emb_dir: Path, num_shards: int, spec: IndexSpec,
+                   threads: int | None, options: PipelineOptions) -> Manifest:
     shards = sorted(stats.get("shards", []), key=lambda r: r["shard"])
     indexed = sum(r["vectors"] for r in shards)
     counts = {"vectors_read": stats.get("vectors_read", 0), "embeddings_rows": source["rows"], "indexed": indexed}
     emb = source["manifest"]
-    return {
-        "schema_version": SCHEMA_VERSION, "package_version": bioel_core.__version__, "pipeline": PIPELINE,
-        "complete": True, "created_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "kb": emb.get("kb"), "runner": runner_name(options), "options": options.get_all_options(drop_default=True),
-        "index": {"kind": spec.kind, "metric": "inner_product", "normalized": True, "dimension": source["dimension"],
+    embeddings = {"path": str(emb_dir), "manifest_sha256": manifest_sha256(emb_dir), "rows": source["rows"],
+                  "files": [f"embeddings/{Path(f).name}" for f in source["files"]]}
+    return Manifest(
+        pipeline=PIPELINE, inputs=[{"path": embeddings["path"], "manifest_sha256": embeddings["manifest_sha256"]}],
+        counts=counts, runner=runner_name(options), options=options.get_all_options(drop_default=True),
+        reconciliation={"vectors": counts["vectors_read"] == counts["embeddings_rows"] == indexed,
+                        "shards": [r["shard"] for r in shards] == list(range(num_shards))},
+        outputs={table: staged.table_outputs(table, rows=False) for table in TABLES},
+        details={"kb": emb.get("kb"), "index": {"kind": spec.kind, "metric": "inner_product", "normalized": True, "dimension": source["dimension"],
                   "faiss_version": faiss.__version__, "faiss_threads": threads, "requested": spec.to_dict(),
                   "shard_assignment": SHARD_ASSIGNMENT},
-        "num_shards": num_shards, "vectors": indexed, "shards": shards,
-        "embeddings": {"path": str(emb_dir), "manifest_sha256": manifest_sha256(emb_dir), "rows": source["rows"],
-                       "files": [f"embeddings/{Path(f).name}" for f in source["files"]]},
-        "model": emb["model"], "model_fingerprint": emb["model"]["fingerprint"], "names": emb["names"],
-        "counts": counts,
-        "reconciliation": {"vectors": counts["vectors_read"] == counts["embeddings_rows"] == indexed,
-                           "shards": [r["shard"] for r in shards] == list(range(num_shards))},
-    }
+                 "num_shards": num_shards, "vectors": indexed, "shards": shards, "embeddings": embeddings,
+                 "model": emb["model"], "model_fingerprint": emb["model"]["fingerprint"], "names": emb["names"]})
 
 
 def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_shards: int, spec: IndexSpec,
         faiss_threads: int | None = None) -> dict:
     """Builds the index and publishes it; returns the manifest. `faiss_threads` None: FAISS's default in
     process, the cores shared out among local worker processes otherwise."""
-    if num_shards < 1:
-        raise ValueError(f"--shards must be at least 1, got {num_shards}")
+    check_num_shards(num_shards, "--shards")
     if faiss_threads is not None and faiss_threads < 1:
         raise ValueError(f"--faiss-threads must be at least 1, got {faiss_threads}")
     emb_dir = Path(embeddings_dir).resolve()
@@ -184,13 +176,13 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
     if "://" not in output_dir and Path(output_dir).resolve() == emb_dir:
         raise ValueError(f"--output {output_dir} is the embeddings folder; the index goes to a folder of its own")
     threads = faiss_threads or worker_threads(options)
-    staged = StagedOutput(output_dir, TABLES, derived=("quality",))
+    staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
-    def build() -> dict:
+    def build() -> Manifest:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, source["files"], staged, num_shards=num_shards, spec=spec, dimension=source["dimension"],
                            threads=threads)
-        return build_manifest(read_stats_file(staged), source, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
+        return build_manifest(read_stats(staged.root), source, staged=staged, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
                               threads=threads, options=options)
 
-    return staged.publish(build)
+    return staged.publish(build).to_dict()

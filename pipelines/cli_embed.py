@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bioel_core.linking.dense import DEFAULT_MODEL
+from bioel_core.models import DEFAULT_MODEL
 
 
 def add_subcommands(subparsers) -> None:

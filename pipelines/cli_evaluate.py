@@ -101,7 +101,7 @@ def cmd_evaluate(args) -> int:
     if args.record_in_card:
         if args.linker not in ("dense", "hybrid"):
             raise ValueError("--record-in-card needs --linker dense or hybrid")
-        from bioel_core.linking.dense import model_folder
+        from bioel_core.models import model_folder
         from bioel_core.models.cards import record_scores
 
         record_scores(model_folder(args.model), report)
@@ -110,7 +110,7 @@ def cmd_evaluate(args) -> int:
 
 def cmd_probe(args) -> int:
     from bioel_core.evaluation.probing import format_probe, probe
-    from bioel_core.linking.dense import model_folder, open_model
+    from bioel_core.models import model_folder, open_model
 
     dataset = Path(args.dataset)
     queries = [q for q in read_query_folder(dataset / f"processed_{args.split}") if q.concept_ids]

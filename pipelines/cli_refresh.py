@@ -9,7 +9,7 @@ def add_subcommands(subparsers) -> None:
         description="Diffs two ingest-kb outputs of one KB by name_id, encodes the names that have no vector to carry "
                     "over (in process: a KB release changes few names; when most changed, run embed and build-index "
                     "instead), and writes a refreshed embeddings folder and index folder, equal to a full re-run, "
-                    "with a diff report (OUTPUT_EMBEDDINGS/refresh_report.json) and quality reports. The outputs are "
+                    "with a diff report (refresh_report.json in the new embeddings generation) and quality reports. The outputs are "
                     "new folders: the inputs are never modified.")
     rf.add_argument("--old", required=True, help="the ingest-kb output the embeddings were made from")
     rf.add_argument("--new", required=True, help="the ingest-kb output of the new KB version")
@@ -29,12 +29,13 @@ def add_subcommands(subparsers) -> None:
 
 def cmd_refresh(args) -> int:
     from bioel_core.refresh import REPORT_FILE, format_summary, refresh
+    from bioel_core.tables import data_root
     from pipelines.cli_common import finish
 
     result = refresh(args.old, args.new, args.model, args.embeddings, args.index, args.output_embeddings,
                      args.output_index, device=args.device, batch_size=args.batch_size, examples=args.examples)
     print(format_summary(result.report))
-    print(f"refreshed -> {args.output_embeddings}, {args.output_index}; report: {args.output_embeddings}/{REPORT_FILE}")
+    print(f"refreshed -> {args.output_embeddings}, {args.output_index}; report: {data_root(args.output_embeddings) / REPORT_FILE}")
     # both outputs are checked and reported, whichever fails first
     codes = [finish(result.embeddings_manifest, args.output_embeddings, args.no_quality, args.fail_on),
              finish(result.index_manifest, args.output_index, args.no_quality, args.fail_on)]

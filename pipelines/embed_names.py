@@ -11,30 +11,27 @@ Beam filesystem.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import os
 from pathlib import Path
 
 import apache_beam as beam
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
-import bioel_core
 from bioel_core.embeddings import PIPELINE, TEXT_COLUMN, manifest_sha256
-from bioel_core.linking.dense import model_folder, open_model
-from bioel_core.models import resolve_device
-from bioel_core.tables import KB_PIPELINE, read_output_manifest, table_files
+from bioel_core.models import model_folder, open_model, resolve_device
+from bioel_core.outputs import (Manifest, OutputFolder, check_num_shards, embeddings_table, name_batches, shard_name,
+                                write_parquet)
+from bioel_core.tables import KB_PIPELINE, read_output_manifest, stable_shard, table_files
+from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
-from pipelines.ingest_kb import STATS_FILE, count_as, read_stats_file, stable_shard
 from pipelines.options import runner_name
-from pipelines.outputs import StagedOutput, WriteShardFn, join, shard_name, write_json, write_parquet
-from schemas import DEAD_LETTER_SCHEMA, SCHEMA_VERSION, check_schema, embeddings_schema
+from pipelines.outputs import WriteShardFn, filesystem_for
+from schemas import DEAD_LETTER_SCHEMA, check_schema
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +58,8 @@ class ReadNameBatchesFn(beam.DoFn):
         ids = table.column("name_id").to_numpy()
         concepts = table.column("concept_id").to_pylist()
         texts = table.column(TEXT_COLUMN).to_pylist()
-        order = np.lexsort((ids, pc.utf8_length(table.column(TEXT_COLUMN)).to_numpy()))
-        for start in range(0, len(order), self.batch_size):
-            yield [((int(ids[i]), concepts[i]), texts[i]) for i in order[start:start + self.batch_size]]
+        for rows in name_batches(ids, table.column(TEXT_COLUMN), self.batch_size):
+            yield [((int(ids[i]), concepts[i]), texts[i]) for i in rows]
 
 
 def route_result(element):
@@ -85,19 +81,14 @@ class WriteEmbeddingShardFn(beam.DoFn):
 
     def process(self, element):
         shard, rows = element
-        rows = sorted(rows)
-        vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
-        table = pa.Table.from_arrays([
-            pa.array([r[0] for r in rows], pa.int64()),
-            pa.array([r[1] for r in rows], pa.string()),
-            pa.FixedSizeListArray.from_arrays(pa.array(vectors, pa.float32()), self.dim),
-        ], schema=embeddings_schema(self.dim))
-        path = join(self.folder, shard_name(shard, self.num_shards))
-        write_parquet(path, table)
+        vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
+        table = embeddings_table(np.array([r[0] for r in rows], np.int64), [r[1] for r in rows], vectors, self.dim)
+        path = FileSystems.join(self.folder, shard_name(shard, self.num_shards))
+        write_parquet(filesystem_for(path), path, table)
         yield path
 
 
-def build_pipeline(p: beam.Pipeline, name_files: list[str], staged: StagedOutput, handler: EncoderModelHandler, *,
+def build_pipeline(p: beam.Pipeline, name_files: list[str], staged: OutputFolder, handler: EncoderModelHandler, *,
                    dim: int, batch_size: int, num_shards: int) -> None:
     read = (p
             | "NameFiles" >> beam.Create(name_files)
@@ -118,11 +109,7 @@ def build_pipeline(p: beam.Pipeline, name_files: list[str], staged: StagedOutput
     counters = (read.stats,
                 results.vectors | "CountEmbedded" >> count_as("embedded"),
                 results.dead | "CountDeadLettered" >> count_as("dead_lettered"))
-    _ = (counters
-         | "AllCounters" >> beam.Flatten()
-         | "SumCounters" >> beam.CombinePerKey(sum)
-         | "CountersToDict" >> beam.combiners.ToDict()
-         | "WriteStats" >> beam.Map(lambda d: write_json(join(staged.staging, STATS_FILE), d)))
+    _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
 def check_names_folder(names_dir: Path) -> tuple[dict, list[str]]:
@@ -144,21 +131,10 @@ def worker_threads(options: PipelineOptions) -> int | None:
     return max(1, cores // (direct.direct_num_workers or cores))
 
 
-def parquet_rows(files: list[str]) -> int:
-    total = 0
-    for f in files:
-        with FileSystems.open(f, compression_type="uncompressed") as fh:
-            total += pq.ParquetFile(fh).metadata.num_rows
-    return total
-
-
-def build_manifest(stats: dict, *, staged: StagedOutput, model: dict, names_dir: Path, names_manifest: dict,
-                   options: PipelineOptions, device: str, batch_size: int, num_shards: int) -> dict:
+def build_manifest(stats: dict, *, staged: OutputFolder, model: dict, names_dir: Path, names_manifest: dict,
+                   options: PipelineOptions, device: str, batch_size: int, num_shards: int) -> Manifest:
     counts = {k: stats.get(k, 0) for k in ("names_read", "embedded", "dead_lettered")}
-    outputs = {}
-    for table in TABLES:
-        files = staged.files(table)
-        outputs[table] = {"files": [f"{table}/{f.rsplit('/', 1)[-1]}" for f in files], "rows": parquet_rows(files)}
+    outputs = {table: staged.table_outputs(table) for table in TABLES}
     names_rows = names_manifest["outputs"]["names"]["rows"]
     reconciliation = {
         "names": counts["names_read"] == counts["embedded"] + counts["dead_lettered"],
@@ -166,17 +142,14 @@ def build_manifest(stats: dict, *, staged: StagedOutput, model: dict, names_dir:
         "embeddings": counts["embedded"] == outputs["embeddings"]["rows"],
         "dead_letter": counts["dead_lettered"] == outputs["dead_letter"]["rows"],
     }
-    return {
-        "schema_version": SCHEMA_VERSION, "package_version": bioel_core.__version__, "pipeline": PIPELINE,
-        "complete": True, "created_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "kb": names_manifest.get("kb"), "runner": runner_name(options),
-        "options": options.get_all_options(drop_default=True),
-        "model": model,
-        "names": {"path": str(names_dir), "manifest_sha256": manifest_sha256(names_dir), "column": TEXT_COLUMN,
-                  "normalizer_version": names_manifest["normalizer"]["version"], "rows": names_rows},
-        "device": device, "batch_size": batch_size, "num_shards": num_shards,
-        "counts": counts, "reconciliation": reconciliation, "outputs": outputs,
-    }
+    names = {"path": str(names_dir), "manifest_sha256": manifest_sha256(names_dir), "column": TEXT_COLUMN,
+             "normalizer_version": names_manifest["normalizer"]["version"], "rows": names_rows}
+    return Manifest(
+        pipeline=PIPELINE, inputs=[{"path": names["path"], "manifest_sha256": names["manifest_sha256"]}],
+        counts=counts, reconciliation=reconciliation, outputs=outputs, runner=runner_name(options),
+        options=options.get_all_options(drop_default=True),
+        details={"kb": names_manifest.get("kb"), "model": model, "names": names, "device": device,
+                 "batch_size": batch_size, "num_shards": num_shards})
 
 
 def open_checked_model(model_dir: str | None, pooling: str | None, device: str):
@@ -192,8 +165,9 @@ def open_checked_model(model_dir: str | None, pooling: str | None, device: str):
 def run(model_dir: str | None, names_dir: str, output_dir: str, options: PipelineOptions, *, pooling: str | None = None,
         device: str = "cpu", batch_size: int = 256, num_shards: int = 4) -> dict:
     """Runs the embed pipeline and publishes its output; returns the manifest. `model_dir` None = the shipped default."""
-    if batch_size < 1 or num_shards < 1:
-        raise ValueError("--batch-size and --num-shards must be at least 1")
+    check_num_shards(num_shards)
+    if batch_size < 1:
+        raise ValueError(f"--batch-size must be at least 1, got {batch_size}")
     names = Path(names_dir).resolve()
     names_manifest, name_files = check_names_folder(names)
     model = open_checked_model(model_dir, pooling, device)
@@ -201,13 +175,13 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
         raise ValueError(f"--output {output_dir} is the names or model folder; embeddings go to a folder of their own")
     handler = EncoderModelHandler(model["path"], pooling=pooling, device=device, batch_size=batch_size,
                                   fingerprint=model["fingerprint"], torch_threads=worker_threads(options))
-    staged = StagedOutput(output_dir, TABLES, derived=("quality",))
+    staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
-    def build() -> dict:
+    def build() -> Manifest:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, name_files, staged, handler, dim=model["dim"], batch_size=batch_size, num_shards=num_shards)
-        return build_manifest(read_stats_file(staged), staged=staged, model=model, names_dir=names,
+        return build_manifest(read_stats(staged.root), staged=staged, model=model, names_dir=names,
                               names_manifest=names_manifest, options=options, device=device,
                               batch_size=batch_size, num_shards=num_shards)
 
-    return staged.publish(build)
+    return staged.publish(build).to_dict()

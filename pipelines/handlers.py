@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from bioel_core.embeddings import EncodeFailure, encode_checked
-from bioel_core.linking.dense import open_model
+from bioel_core.models import open_model
 from bioel_core.models import Encoder
 
 __all__ = ["EncodeFailure", "EncoderModelHandler", "ModelChangedError"]  # EncodeFailure: what a failed text's inference is

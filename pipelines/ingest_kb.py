@@ -8,31 +8,28 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import logging
 from dataclasses import asdict
 
 import apache_beam as beam
-import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-import bioel_core
 from bioel_core.kb import get_reader
 from bioel_core.normalize import Normalizer, NormalizerConfig, name_id
+from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.tables import stable_shard
+from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.options import runner_name
-from pipelines.outputs import StagedOutput, WriteShardFn, check_inputs_exist, join, sha256_of, write_json
-from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA, SCHEMA_VERSION
+from pipelines.outputs import WriteShardFn, check_inputs_exist, filesystem_for, sha256_of
+from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA
 
 log = logging.getLogger(__name__)
 
 SHARED_NAME_POLICIES = ("keep-all", "genbioel")
 NAME_TYPE_RANK = {"preferred": 0, "fsn": 1, "synonym": 2, "entry_term": 3, "abbreviation": 4}
 TABLES = ("concepts", "names", "dead_letter")
-STATS_FILE = "_stats.json"
 
 
 class ReadKBFn(beam.DoFn):
@@ -125,16 +122,6 @@ def keep_in_smallest_concept(element):
         yield beam.pvalue.TaggedOutput("stats", ("names.dropped_shared", len(sized_rows) - 1))
 
 
-def count_as(key: str):
-    return beam.Map(lambda _: (key, 1))
-
-
-def merge_stats(values):
-    """Combines counters (ints) and read-stats lists alike."""
-    values = list(values)
-    return sum(values, []) if values and isinstance(values[0], list) else sum(values)
-
-
 class WriteSharded(beam.PTransform):
     def __init__(self, folder, schema, num_shards, shard_key, sort_key):
         super().__init__()
@@ -149,7 +136,7 @@ class WriteSharded(beam.PTransform):
                 | "WriteShard" >> beam.ParDo(WriteShardFn(self.folder, self.schema, n, self.sort_key)))
 
 
-def build_pipeline(p: beam.Pipeline, kb_format: str, input_groups: list[list[str]], staged: StagedOutput, *,
+def build_pipeline(p: beam.Pipeline, kb_format: str, input_groups: list[list[str]], staged: OutputFolder, *,
                    reader_options: dict, normalizer: Normalizer, shared_names: str, num_shards: int) -> None:
     read = (p
             | "InputGroups" >> beam.Create(input_groups)
@@ -190,20 +177,11 @@ def build_pipeline(p: beam.Pipeline, kb_format: str, input_groups: list[list[str
         concepts.rows | "CountConceptsWritten" >> count_as("concepts.written"),
         names | "CountNamesWritten" >> count_as("names.written"),
     )
-    _ = (counters
-         | "AllCounters" >> beam.Flatten()
-         | "SumCounters" >> beam.CombinePerKey(merge_stats)
-         | "CountersToDict" >> beam.combiners.ToDict()
-         | "WriteStats" >> beam.Map(lambda d: write_json(join(staged.staging, STATS_FILE), d)))
+    _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
-def read_stats_file(staged: StagedOutput) -> dict:
-    with FileSystems.open(join(staged.staging, STATS_FILE), compression_type="uncompressed") as fh:
-        return json.loads(fh.read())
-
-
-def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inputs: list[str], staged: StagedOutput,
-                   options: PipelineOptions, normalizer: Normalizer, shared_names: str, reader_options: dict) -> dict:
+def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inputs: list[str], staged: OutputFolder,
+                   options: PipelineOptions, normalizer: Normalizer, shared_names: str, reader_options: dict) -> Manifest:
     read_stats = sorted(stats.get("read_stats", []), key=lambda s: s["source"])
     files_in = []
     for path in inputs:
@@ -218,10 +196,7 @@ def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inp
         c.setdefault(key, 0)
     for key in ("emitted", "duplicates_within_concept", "dropped_shared", "dead_lettered", "written"):
         n.setdefault(key, 0)
-    outputs = {}
-    for table in TABLES:
-        files = staged.files(table)
-        outputs[table] = {"files": [f"{table}/{f.rsplit('/', 1)[-1]}" for f in files], "rows": _parquet_rows(files)}
+    outputs = {table: staged.table_outputs(table) for table in TABLES}
     reconciliation = {
         "records": records["records_read"] == records["records_accepted"] + records["dead_lettered"] + records["filtered"],
         "concepts": c["emitted"] == c["written"] + c["merged_duplicates"] and c["written"] == outputs["concepts"]["rows"],
@@ -229,23 +204,12 @@ def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inp
                  and n["written"] == outputs["names"]["rows"],
         "dead_letter": outputs["dead_letter"]["rows"] == records["dead_lettered"] + n["dead_lettered"],
     }
-    return {
-        "schema_version": SCHEMA_VERSION, "package_version": bioel_core.__version__, "pipeline": "ingest-kb",
-        "complete": True, "created_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "kb": kb, "format": kb_format, "id_pattern": id_pattern, "reader_options": reader_options,
-        "runner": runner_name(options), "options": options.get_all_options(drop_default=True),
-        "normalizer": normalizer.to_dict(), "shared_name_policy": shared_names,
-        "inputs": files_in, "counts": {**records, "concepts": c, "names": n},
-        "reconciliation": reconciliation, "outputs": outputs,
-    }
-
-
-def _parquet_rows(files: list[str]) -> int:
-    total = 0
-    for f in files:
-        with FileSystems.open(f, compression_type="uncompressed") as fh:
-            total += pq.ParquetFile(fh).metadata.num_rows
-    return total
+    return Manifest(
+        pipeline="ingest-kb", inputs=files_in, counts={**records, "concepts": c, "names": n},
+        reconciliation=reconciliation, outputs=outputs, runner=runner_name(options),
+        options=options.get_all_options(drop_default=True),
+        details={"kb": kb, "format": kb_format, "id_pattern": id_pattern, "reader_options": reader_options,
+                 "normalizer": normalizer.to_dict(), "shared_name_policy": shared_names})
 
 
 def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOptions, *, reader_options: dict | None = None,
@@ -255,16 +219,17 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
     normalizer = normalizer or Normalizer()
     if shared_names not in SHARED_NAME_POLICIES:
         raise ValueError(f"--shared-names must be one of {SHARED_NAME_POLICIES}")
+    check_num_shards(num_shards)
     check_inputs_exist(inputs)
     reader = get_reader(kb_format, **reader_options)
-    staged = StagedOutput(output_dir, TABLES, derived=("quality",))
+    staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
-    def build() -> dict:
+    def build() -> Manifest:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, kb_format, reader.input_groups(inputs), staged, reader_options=reader_options, normalizer=normalizer,
                            shared_names=shared_names, num_shards=num_shards)
-        return build_manifest(read_stats_file(staged), kb_format=kb_format, kb=reader.kb,
+        return build_manifest(read_stats(staged.root), kb_format=kb_format, kb=reader.kb,
                               id_pattern=reader.id_pattern.pattern, inputs=inputs, staged=staged, options=options,
                               normalizer=normalizer, shared_names=shared_names, reader_options=reader_options)
 
-    return staged.publish(build)
+    return staged.publish(build).to_dict()

@@ -15,8 +15,6 @@ annotated under another model or KB version are linked again; DeleteCitation ent
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import logging
 from dataclasses import asdict
 
@@ -26,24 +24,23 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-import bioel_core
 from bioel_core.corpora import FORMATS, DeletedDocument, Document, read_documents
 from bioel_core.corpora.records import Mention, Passage
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, content_sha256
+from bioel_core.outputs import (Manifest, OutputError, OutputFolder, check_num_shards, parquet_rows, read_pointer, shard_name,
+                                write_parquet)
 from bioel_core.records import DeadLetter
-from bioel_core.tables import MANIFEST, read_manifest
-from pipelines.ingest_kb import count_as, merge_stats, stable_shard
-from pipelines.outputs import (StagedOutput, check_inputs_exist, join, sha256_of, shard_name, write_json,
-                               write_parquet)
+from bioel_core.tables import stable_shard
+from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.options import runner_name
-from schemas import ANNOTATIONS_SCHEMA, DEAD_LETTER_SCHEMA, DOCUMENTS_SCHEMA, SCHEMA_VERSION
+from pipelines.outputs import WriteShardFn, check_inputs_exist, filesystem_for, input_records
+from schemas import ANNOTATIONS_SCHEMA, DEAD_LETTER_SCHEMA, DOCUMENTS_SCHEMA
 
 log = logging.getLogger(__name__)
 
 TABLES = ("annotations", "documents", "dead_letter")
 OUTPUT_FORMATS = ("parquet", "pubtator", "bioc-json", "bioc-xml")
 INTERCHANGE_SUFFIX = {"pubtator": ".pubtator", "bioc-json": ".bioc.json", "bioc-xml": ".bioc.xml"}
-STATS_FILE = "_stats.json"
 
 
 class ReadCorpusFn(beam.DoFn):
@@ -156,26 +153,25 @@ def as_linked_documents(documents: list[dict], annotations: list[dict]) -> list[
             for d in documents if d["status"] == "annotated"]
 
 
-class WriteShardFn(beam.DoFn):
+class WriteLinkedShardFn(beam.DoFn):
     """One shard: annotations and documents Parquet files (rows sorted so re-runs are byte-stable) and, when
     asked, the same documents and annotations in an interchange format."""
 
-    def __init__(self, staged: StagedOutput, num_shards: int, output_format: str):
-        self.staged, self.num_shards, self.output_format = staged, num_shards, output_format
+    def __init__(self, root: str, num_shards: int, output_format: str):
+        self.root, self.num_shards, self.output_format = root, num_shards, output_format
 
     def process(self, element):
         shard, grouped = element
-        name = shard_name(shard, self.num_shards)
+        fs = filesystem_for(self.root)
         annotations = sorted(grouped["annotations"], key=lambda r: (r["doc_id"], r["start"], r["end"], r["entity_type"]))
         documents = sorted(grouped["documents"], key=lambda r: r["doc_id"])
-        write_parquet(join(self.staged.table_dir("annotations"), name), pa.Table.from_pylist(annotations, schema=ANNOTATIONS_SCHEMA))
-        write_parquet(join(self.staged.table_dir("documents"), name), pa.Table.from_pylist(documents, schema=DOCUMENTS_SCHEMA))
+        for table, rows, schema in (("annotations", annotations, ANNOTATIONS_SCHEMA), ("documents", documents, DOCUMENTS_SCHEMA)):
+            write_parquet(fs, fs.join(self.root, table, shard_name(shard, self.num_shards)), pa.Table.from_pylist(rows, schema=schema))
         if self.output_format != "parquet":
             linked = as_linked_documents(documents, annotations)
-            path = join(self.staged.table_dir(self.output_format), name.replace(".parquet", INTERCHANGE_SUFFIX[self.output_format]))
-            with FileSystems.create(path) as fh:
-                fh.write(write_interchange(linked, self.output_format).encode())
-        yield name
+            path = fs.join(self.root, self.output_format, shard_name(shard, self.num_shards, INTERCHANGE_SUFFIX[self.output_format]))
+            fs.write(path, write_interchange(linked, self.output_format).encode())
+        yield shard
 
 
 def write_interchange(documents: list[Document], fmt: str) -> str:
@@ -198,15 +194,19 @@ class ReadPreviousFn(beam.DoFn):
 
 
 def previous_files(output_dir: str) -> dict[str, list[str]]:
-    """The annotations and documents files of a finished previous run in `output_dir` (none if absent)."""
-    if not FileSystems.exists(join(output_dir, MANIFEST)):
+    """The annotations and documents files of the state published in `output_dir` (none if there is none),
+    as its manifest lists them."""
+    fs = filesystem_for(output_dir)
+    pointer = read_pointer(fs, output_dir)
+    if pointer is None:
         return {"annotations": [], "documents": []}
-    read_manifest(output_dir)  # refuses an output marked incomplete
-    return {t: sorted(m.path for m in FileSystems.match([join(output_dir, t, "*.parquet")])[0].metadata_list)
-            for t in ("annotations", "documents")}
+    if pointer.get("pipeline") != "link" or not pointer.get("complete"):
+        raise OutputError(f"--output {output_dir}: holds no finished `bioel link` state to continue with --incremental")
+    root = fs.join(output_dir, pointer["generation"]) if pointer.get("generation") else output_dir
+    return {t: sorted(fs.join(root, f) for f in pointer["outputs"][t]["files"]) for t in ("annotations", "documents")}
 
 
-def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: StagedOutput, spec: AnnotatorSpec, *,
+def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: OutputFolder, spec: AnnotatorSpec, *,
                    per_line: bool, previous: dict[str, list[str]], output_format: str, num_shards: int,
                    batch_size: int, versions: tuple[str, str]) -> None:
     read = (p
@@ -241,13 +241,14 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Staged
                # every shard gets a group, and so its files, even without rows: a missing file is then an error
                "seed": p | "ShardSeeds" >> beam.Create([(s, None) for s in range(num_shards)])}
               | "GroupShards" >> beam.CoGroupByKey())
-    _ = shards | "WriteShard" >> beam.ParDo(WriteShardFn(staged, num_shards, output_format))
+    _ = shards | "WriteShard" >> beam.ParDo(WriteLinkedShardFn(staged.root, num_shards, output_format))
 
     dead = (read.dead, linked.dead) | "AllDeadLetters" >> beam.Flatten()
     _ = (dead
          | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
          | "GroupDeadLetters" >> beam.GroupByKey()
-         | "WriteDeadLetters" >> beam.ParDo(_WriteDeadLettersFn(staged)))
+         | "WriteDeadLetters" >> beam.ParDo(WriteShardFn(staged.table_dir("dead_letter"), DEAD_LETTER_SCHEMA, 1,
+                                                         lambda r: (r["source"], r["location"], r["reason"]))))
 
     counters = (resolved.stats, linked.stats,
                 read.documents | "CountDocumentsRead" >> count_as("records.documents"),
@@ -255,49 +256,17 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Staged
                 read.dead | "CountReadDeadLetters" >> count_as("records.dead_lettered"),
                 linked.dead | "CountLinkDeadLetters" >> count_as("documents.dead_lettered"),
                 annotations | "CountAnnotationsWritten" >> count_as("annotations.written"))
-    _ = (counters
-         | "AllCounters" >> beam.Flatten()
-         | "SumCounters" >> beam.CombinePerKey(merge_stats)
-         | "CountersToDict" >> beam.combiners.ToDict()
-         | "WriteStats" >> beam.Map(lambda d: write_json(join(staged.staging, STATS_FILE), d)))
+    _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
-class _WriteDeadLettersFn(beam.DoFn):
-    def __init__(self, staged: StagedOutput):
-        self.staged = staged
-
-    def process(self, element):
-        _, rows = element
-        rows = sorted(rows, key=lambda r: (r["source"], r["location"], r["reason"]))
-        write_parquet(join(self.staged.table_dir("dead_letter"), shard_name(0, 1)), pa.Table.from_pylist(rows, schema=DEAD_LETTER_SCHEMA))
-        yield 1
-
-
-def read_stats_file(staged: StagedOutput) -> dict:
-    with FileSystems.open(join(staged.staging, STATS_FILE), compression_type="uncompressed") as fh:
-        return json.loads(fh.read())
-
-
-def _rows(files: list[str]) -> int:
-    total = 0
-    for f in files:
-        with FileSystems.open(f, compression_type="uncompressed") as fh:
-            total += pq.ParquetFile(fh).metadata.num_rows
-    return total
-
-
-def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: str, staged: StagedOutput, spec: AnnotatorSpec,
-                   versions: tuple[str, str], incremental: bool, previous_documents: int, options: PipelineOptions) -> dict:
+def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: str, staged: OutputFolder, spec: AnnotatorSpec,
+                   versions: tuple[str, str], incremental: bool, previous_documents: int, options: PipelineOptions) -> Manifest:
     get = lambda k: stats.get(k, 0)  # noqa: E731
     records = {"documents": get("records.documents"), "deletions": get("records.deletions"), "dead_lettered": get("records.dead_lettered")}
     docs = {k: get(f"documents.{k}") for k in ("linked", "unchanged", "deleted", "dead_lettered", "superseded", "carried")}
-    outputs = {}
-    for table in TABLES:
-        files = staged.files(table)
-        outputs[table] = {"files": [f"{table}/{f.rsplit('/', 1)[-1]}" for f in files], "rows": _rows(files)}
+    outputs = {table: staged.table_outputs(table) for table in TABLES}
     if output_format != "parquet":
-        found = FileSystems.match([join(staged.table_dir(output_format), "*")])[0].metadata_list
-        outputs[output_format] = {"files": sorted(f"{output_format}/{m.path.rsplit('/', 1)[-1]}" for m in found),
+        outputs[output_format] = {**staged.table_outputs(output_format, rows=False),
                                   "documents": outputs["documents"]["rows"] - docs["deleted"]}
     received = records["documents"] + records["deletions"]
     reconciliation = {
@@ -307,17 +276,13 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
         "annotations": outputs["annotations"]["rows"] == get("annotations.written"),
         "dead_letter": outputs["dead_letter"]["rows"] == records["dead_lettered"] + docs["dead_lettered"],
     }
-    files_in = [{"path": p, **dict(zip(("sha256", "bytes"), sha256_of(p)))} for p in inputs]
-    return {
-        "schema_version": SCHEMA_VERSION, "package_version": bioel_core.__version__, "pipeline": "link", "complete": True,
-        "created_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "input_format": fmt, "output_format": output_format, "inputs": files_in, "incremental": incremental,
-        "previous_documents": previous_documents, "annotator": spec.describe(), "model_version": versions[0],
-        "kb_version": versions[1], "runner": runner_name(options), "options": options.get_all_options(drop_default=True),
-        "counts": {"records": records, "documents": docs,
-                   "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")}},
-        "reconciliation": reconciliation, "outputs": outputs,
-    }
+    return Manifest(
+        pipeline="link", inputs=input_records(inputs), reconciliation=reconciliation, outputs=outputs,
+        counts={"records": records, "documents": docs, "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")}},
+        runner=runner_name(options), options=options.get_all_options(drop_default=True),
+        details={"input_format": fmt, "output_format": output_format, "incremental": incremental,
+                 "previous_documents": previous_documents, "annotator": spec.describe(), "model_version": versions[0],
+                 "kb_version": versions[1]})
 
 
 def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
@@ -328,20 +293,19 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
         raise ValueError(f"--input-format must be one of {FORMATS}")
     if output_format not in OUTPUT_FORMATS:
         raise ValueError(f"--output-format must be one of {OUTPUT_FORMATS}")
-    if num_shards < 1:
-        raise ValueError("--num-shards must be at least 1")
+    check_num_shards(num_shards)
     check_inputs_exist(inputs)
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
     previous = previous_files(output_dir) if incremental else {"annotations": [], "documents": []}
     tables = TABLES + ((output_format,) if output_format != "parquet" else ())
-    staged = StagedOutput(output_dir, tables, derived=("quality",) + tuple(f for f in OUTPUT_FORMATS[1:] if f != output_format))
+    staged = OutputFolder(filesystem_for(output_dir), output_dir, tables)
 
-    def build() -> dict:
+    def build() -> Manifest:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
                            num_shards=num_shards, batch_size=batch_size, versions=versions)
-        return build_manifest(read_stats_file(staged), inputs=inputs, fmt=fmt, output_format=output_format, staged=staged,
+        return build_manifest(read_stats(staged.root), inputs=inputs, fmt=fmt, output_format=output_format, staged=staged,
                               spec=spec, versions=versions, incremental=incremental,
-                              previous_documents=_rows(previous["documents"]), options=options)
+                              previous_documents=parquet_rows(staged.fs, previous["documents"]), options=options)
 
-    return staged.publish(build)
+    return staged.publish(build).to_dict()

@@ -5,6 +5,7 @@
 set -euo pipefail
 OUT=${1:-demo_output}
 BIOEL=".venv/bin/bioel"
+PY=".venv/bin/python"
 RUNNER="--runner FnApiRunner"
 export HF_HUB_OFFLINE=1 GX_ANALYTICS_ENABLED=false
 
@@ -22,15 +23,18 @@ $BIOEL link --input sample_data/abstracts_sample.jsonl --input-format jsonl --in
   --stop-list "Disease=models/stoplists/disease-medic.json" --output "$OUT/links" --output-format pubtator $RUNNER
 
 echo; echo "== 5/5 score: the links against the sample's gold disease annotations (NCBI and BC5CDR disease types)"
-cat "$OUT"/links/pubtator/*.pubtator > "$OUT/links.pubtator"
+# an output's tables live in the generation its manifest names (a re-run publishes a new one atomically)
+generation() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1] + "/manifest.json"))["generation"])' "$1"; }
+LINKS="$OUT/links/$(generation "$OUT/links")"
+cat "$LINKS"/pubtator/*.pubtator > "$OUT/links.pubtator"
 $BIOEL evaluate-e2e --gold sample_data/gold_ncbi_bc5cdr_sample.pubtator --pred "$OUT/links.pubtator" \
   --types Disease SpecificDisease DiseaseClass Modifier CompositeMention
 
 echo
 echo "Results:"
-echo "  KB tables      $OUT/kb/{concepts,names}/   quality: $OUT/kb/quality/data_docs/index.html"
-echo "  embeddings     $OUT/embeddings/embeddings/ quality: $OUT/embeddings/quality/data_docs/index.html"
-echo "  FAISS index    $OUT/index/shards/          quality: $OUT/index/quality/data_docs/index.html"
-echo "  annotations    $OUT/links/annotations/  $OUT/links/documents/  $OUT/links/pubtator/"
+echo "  KB tables      $OUT/kb/$(generation "$OUT/kb")/{concepts,names}/   quality: $OUT/kb/quality/data_docs/index.html"
+echo "  embeddings     $OUT/embeddings/$(generation "$OUT/embeddings")/embeddings/ quality: $OUT/embeddings/quality/data_docs/index.html"
+echo "  FAISS index    $OUT/index/$(generation "$OUT/index")/shards/          quality: $OUT/index/quality/data_docs/index.html"
+echo "  annotations    $LINKS/{annotations,documents,pubtator}/"
 echo "                 quality: $OUT/links/quality/data_docs/index.html"
-echo "  dead letters   $OUT/*/dead_letter/   manifests: $OUT/*/manifest.json"
+echo "  dead letters   $OUT/*/gen-*/dead_letter/   manifests (each names its generation): $OUT/*/manifest.json"

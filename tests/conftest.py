@@ -1,3 +1,4 @@
+import json
 import os
 from pathlib import Path
 
@@ -31,3 +32,26 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def assert_published(out: Path) -> dict:
+    """`out` holds its manifest, the generation it names and perhaps its quality report: nothing a run left
+    behind (no other generation, no staged pointer, no lock). Returns the manifest."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert sorted(p.name for p in out.iterdir() if p.name != "quality") == sorted(["manifest.json", manifest["generation"]])
+    return manifest
+
+
+def assert_unpublished(out: Path) -> None:
+    """A run that failed before publishing into a new folder left nothing in it."""
+    assert not out.exists() or sorted(p.name for p in out.iterdir()) == []
+
+
+def table_bytes(out: Path) -> dict[str, bytes]:
+    """Every Parquet file of a published output, by its path in the generation: what byte-identical re-runs compare."""
+    from bioel_core.tables import data_root
+
+    root = data_root(out)
+    found = {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.glob("*/*.parquet"))}
+    assert found, f"{out}: no tables"
+    return found

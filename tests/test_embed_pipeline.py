@@ -19,7 +19,7 @@ from bioel_core.embeddings import ModelMismatchError, check_model_matches, read_
 from bioel_core.models import Encoder, TransformerEncoder, load_encoder
 from bioel_core.quality import format_summary, report
 from bioel_core.tables import IncompleteOutputError, read_manifest, read_table, table_files
-from conftest import FIXTURES
+from conftest import FIXTURES, assert_published, assert_unpublished
 from pipelines import cli, embed_names, ingest_kb
 from pipelines.handlers import EncodeFailure, EncoderModelHandler, ModelChangedError
 from pipelines.options import pipeline_options
@@ -142,7 +142,7 @@ def test_run_writes_reconciled_vectors_equal_to_encoder_encode(embedded, model_d
     expected = dict(zip(names["name_id"], encoder.encode(names["name_norm"])))
     np.testing.assert_allclose(emb.vectors, np.stack([expected[i] for i in emb.name_ids.tolist()]), atol=1e-5)
     check_model_matches(out, encoder)
-    assert not list(out.glob("_staging-*"))
+    assert_published(out)
 
 
 def test_rerun_gives_identical_files(embedded, model_dir, names_dir, tmp_path):
@@ -194,7 +194,7 @@ def test_bad_inputs_are_refused_before_any_work(names_dir, model_dir, tmp_path, 
     elif breakage == "not-a-model":
         model = str(FIXTURES / "biosyn")
     elif breakage == "default-model":
-        monkeypatch.setattr("bioel_core.linking.dense.DEFAULT_MODEL", tmp_path / "models" / "disease-default")
+        monkeypatch.setattr("bioel_core.models.DEFAULT_MODEL", tmp_path / "models" / "disease-default")
         model = None
     elif breakage == "output-is-names":
         out = names
@@ -226,7 +226,7 @@ def test_a_killed_run_leaves_nothing_complete_and_a_rerun_finishes(model_dir, na
     monkeypatch.setattr(embed_names, "write_parquet", die)
     with pytest.raises(Exception, match="worker killed"):
         embed_names.run(model_dir, str(names_dir), str(out), pipeline_options([]))
-    assert not (out / "manifest.json").exists() and not list(out.glob("_staging-*"))
+    assert_unpublished(out)
     with pytest.raises(IncompleteOutputError):
         read_embeddings(out)
     monkeypatch.undo()

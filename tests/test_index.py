@@ -19,7 +19,8 @@ from bioel_core.embeddings import ModelMismatchError, manifest_sha256
 from bioel_core.index import IndexIntegrityError, IndexSpec, ShardedIndex, shard_of
 from bioel_core.normalize import Normalizer, name_id
 from bioel_core.quality import report
-from bioel_core.tables import IncompleteOutputError
+from bioel_core.tables import IncompleteOutputError, data_root
+from conftest import assert_published, assert_unpublished
 from pipelines import build_index, cli
 from pipelines.options import pipeline_options
 from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA, embeddings_schema
@@ -99,7 +100,8 @@ def build(emb, out, kind="flat", shards=3, extra=(), **spec):
 
 
 def shard_files(folder):
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.glob("*/shard-*"))}
+    root = data_root(folder)
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.glob("*/shard-*"))}
 
 
 @pytest.fixture(scope="module")
@@ -227,14 +229,14 @@ def copy_index(ties, tmp_path):
 
 def test_missing_shard_is_named(ties, tmp_path):
     folder = copy_index(ties, tmp_path)
-    (folder / "shards/shard-00002-of-00004.faiss").unlink()
+    (data_root(folder) / "shards/shard-00002-of-00004.faiss").unlink()
     with pytest.raises(FileNotFoundError, match="shard-00002-of-00004.faiss"):
         ShardedIndex(folder)
 
 
 def test_corrupted_shard_fails_its_checksum_unless_verify_is_off(ties, tmp_path):
     folder = copy_index(ties, tmp_path)
-    path = folder / "shards/shard-00001-of-00004.faiss"
+    path = data_root(folder) / "shards/shard-00001-of-00004.faiss"
     data = bytearray(path.read_bytes())
     data[-5] ^= 0x40  # a vector value, not the header: the file still loads
     path.write_bytes(bytes(data))
@@ -280,17 +282,18 @@ def test_killed_run_leaves_nothing_complete_and_a_rerun_finishes(ties, tmp_path,
         raise RuntimeError("worker died")
 
     with monkeypatch.context() as m:
-        m.setattr(build_index, "read_stats_file", explode)
+        m.setattr(build_index, "read_stats", explode)
         with pytest.raises(RuntimeError):
             build(ties[0] / "emb", out, shards=4)
-    assert not (out / "manifest.json").exists() and not list(out.glob("_staging-*"))
-    killed = out / "_staging-deadbeef0000" / "shards"  # what a SIGKILL leaves: staging, no manifest
+    assert_unpublished(out)
+    killed = out / "gen-20261124T000000Z-deadbeef0000" / "shards"  # what a SIGKILL leaves: a generation, no manifest
     killed.mkdir(parents=True)
     (killed / "shard-00000-of-00004.faiss").write_bytes(b"half written")
     with pytest.raises(IncompleteOutputError):
         ShardedIndex(out)
     build(ties[0] / "emb", out, shards=4)
-    assert not list(out.glob("_staging-*")) and ShardedIndex(out).ntotal == 600
+    assert_published(out)
+    assert ShardedIndex(out).ntotal == 600
 
 
 def test_shards_no_name_hashed_to_are_empty_but_present(tmp_path):
@@ -338,11 +341,11 @@ def test_quality_passes_on_a_good_index_and_fails_on_a_tampered_id_map(ties, tmp
     assert summary["passed"] and summary["critical_failures"] == 0 and summary["pipeline"] == "build-index"
     assert summary["stats"]["vectors"] == summary["stats"]["embeddings_rows"] == 600
 
-    path = folder / "id_maps/shard-00003-of-00004.parquet"
+    path = data_root(folder) / "id_maps/shard-00003-of-00004.parquet"
     table = pq.read_table(path)
     name_ids = table.column("name_id").to_numpy().copy()
     name_ids[0] = 42  # an id the names table does not have, and not of this shard
-    name_ids[1] = pq.read_table(folder / "id_maps/shard-00000-of-00004.parquet").column("name_id")[0].as_py()
+    name_ids[1] = pq.read_table(data_root(folder) / "id_maps/shard-00000-of-00004.parquet").column("name_id")[0].as_py()
     pq.write_table(table.set_column(0, "name_id", pa.array(name_ids, pa.int64())), path)
     failed = {(c["table"], c["column"], c["expectation"]) for c in report(folder)["checks"] if not c["success"]}
     assert ("id_map", "unknown_name_id", "expect_column_values_to_be_null") in failed
@@ -354,7 +357,7 @@ def test_quality_passes_on_a_good_index_and_fails_on_a_tampered_id_map(ties, tmp
 
 def test_quality_counts_vectors_against_the_embeddings_table(ties, tmp_path):
     folder = copy_index(ties, tmp_path)
-    path = folder / "id_maps/shard-00000-of-00004.parquet"
+    path = data_root(folder) / "id_maps/shard-00000-of-00004.parquet"
     pq.write_table(pq.read_table(path).slice(1), path)
     failed = {(c["table"], c["expectation"]) for c in report(folder)["checks"] if not c["success"]}
     assert ("id_map", "expect_table_row_count_to_equal") in failed
@@ -370,7 +373,7 @@ def test_cli_build_index(ties, tmp_path, capsys):
     assert ShardedIndex(tmp_path / "i").shards[0].params["ef_search"] == 50
     code = cli.main(["build-index", "--embeddings", emb, "--output", str(tmp_path / "j"), "--shards", "0"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and "--shards must be at least 1" in err
+    assert code == 2 and len(err.splitlines()) == 1 and "--shards must be a whole number of at least 1" in err
 
 
 # ---- the dense linker over an index folder --------------------------------------------------------------

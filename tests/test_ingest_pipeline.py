@@ -7,7 +7,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from bioel_core.normalize import Normalizer, name_id
-from bioel_core.tables import IncompleteOutputError, read_manifest, read_table
+from bioel_core.tables import IncompleteOutputError, data_root, read_manifest, read_table
 from conftest import FIXTURES, shared_file
 from pipelines import cli, ingest_kb
 from pipelines.options import pipeline_options
@@ -65,7 +65,7 @@ def test_rerun_gives_identical_files(tmp_path):
     ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(b), local(), num_shards=3)
     ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(b), local(), num_shards=3)  # over an existing output
     for table in ("concepts", "names"):
-        fa, fb = sorted((a / table).iterdir()), sorted((b / table).iterdir())
+        fa, fb = sorted((data_root(a) / table).iterdir()), sorted((data_root(b) / table).iterdir())
         assert [f.name for f in fa] == [f.name for f in fb]
         assert all(x.read_bytes() == y.read_bytes() for x, y in zip(fa, fb))
 
@@ -97,10 +97,10 @@ def test_failed_run_leaves_no_complete_looking_output(tmp_path, monkeypatch):
     def explode(*_a, **_k):
         raise RuntimeError("worker died")
 
-    monkeypatch.setattr(ingest_kb, "read_stats_file", explode)
+    monkeypatch.setattr(ingest_kb, "read_stats", explode)
     with pytest.raises(RuntimeError):
         ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(out), local())
-    assert not (out / "manifest.json").exists() and not list(out.glob("_staging-*"))
+    assert sorted(p.name for p in out.iterdir()) == []  # no manifest, no generation, no lock
     with pytest.raises(IncompleteOutputError):
         read_table(out, "names")
 
@@ -141,11 +141,13 @@ def test_mesh_thesaurus_gives_30764_concepts(tmp_path):
 
 def test_rerun_after_a_killed_run_clears_its_staging(tmp_path):
     out = tmp_path / "kb"
-    killed = out / "_staging-deadbeef0000" / "names"
-    killed.mkdir(parents=True)
-    (killed / "part-00000-of-00004.parquet").write_bytes(b"half written")
+    for left in ("_staging-deadbeef0000", "gen-20261124T000000Z-deadbeef0000"):  # older and current layouts
+        killed = out / left / "names"
+        killed.mkdir(parents=True)
+        (killed / "part-00000-of-00004.parquet").write_bytes(b"half written")
     ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(out), local())
-    assert not list(out.glob("_staging-*")) and read_manifest(out)["complete"]
+    manifest = read_manifest(out)
+    assert sorted(p.name for p in out.iterdir()) == sorted([manifest["generation"], "manifest.json"])
     (out / "quality").mkdir()
     ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(out), local())
     assert not (out / "quality").exists()  # a report of the previous tables is stale

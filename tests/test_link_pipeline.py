@@ -11,7 +11,8 @@ from bioel_core.corpora import read_pubtator, write_pubtator
 from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import TransformerEncoder
-from bioel_core.tables import IncompleteOutputError, read_manifest, read_table
+from bioel_core.tables import IncompleteOutputError, data_root, read_manifest, read_table
+from conftest import table_bytes
 from pipelines import build_index, embed_names, ingest_kb, link_corpus
 from pipelines.options import pipeline_options
 from test_models import make_tiny_bert
@@ -72,7 +73,7 @@ def test_linking_a_corpus_reconciles_and_every_span_slices_its_text(chain, corpu
     assert all(texts[r["doc_id"]][r["start"]:r["end"]] == r["mention"] for r in rows)
     assert all(r["concept_id"] and not r["nil"] for r in rows)  # no threshold: nothing is NIL
     # the interchange copy holds the same annotations
-    written = [d for f in sorted((tmp_path / "out" / "pubtator").iterdir()) for d in read_pubtator(f)]
+    written = [d for f in sorted((data_root(tmp_path / "out") / "pubtator").iterdir()) for d in read_pubtator(f)]
     assert sorted((d.doc_id, m.start, m.end, m.concept_ids[0]) for d in written for m in d.mentions) == \
         sorted((r["doc_id"], r["start"], r["end"], r["concept_id"]) for r in rows)
 
@@ -81,9 +82,9 @@ def test_rerun_is_byte_identical_and_two_workers_agree(chain, corpus, tmp_path):
     folder, _ = corpus
     inputs = [folder / "a.pubtator", folder / "b.pubtator"]
     run(chain, inputs, tmp_path / "one")
-    first = {p.name: p.read_bytes() for p in sorted((tmp_path / "one").glob("*/*.parquet"))}
+    first = table_bytes(tmp_path / "one")
     run(chain, inputs, tmp_path / "one")
-    assert {p.name: p.read_bytes() for p in sorted((tmp_path / "one").glob("*/*.parquet"))} == first
+    assert table_bytes(tmp_path / "one") == first
     run(chain, inputs, tmp_path / "two", beam_args=["--runner", "DirectRunner", "--direct_num_workers=2",
                                                     "--direct_running_mode=multi_processing"])
     assert table(tmp_path / "two", "annotations") == table(tmp_path / "one", "annotations")
@@ -113,11 +114,11 @@ def test_incremental_links_only_new_or_changed_documents_and_honours_deletions(c
     assert state[docs[5].doc_id]["status"] == "deleted"
     assert docs[5].doc_id not in {r["doc_id"] for r in table(tmp_path / "state", "annotations")}
     # the same inputs again change nothing
-    before = {p.name: p.read_bytes() for p in sorted((tmp_path / "state").glob("*/*.parquet"))}
+    before = table_bytes(tmp_path / "state")
     again = run(chain, [update], tmp_path / "state", incremental=True)
     assert again["counts"]["documents"]["unchanged"] == 21 and again["counts"]["documents"]["linked"] == 0
     link_corpus.run([str(deletion)], "pubmed-xml", str(tmp_path / "state"), spec(chain), pipeline_options([]), incremental=True)
-    assert {p.name: p.read_bytes() for p in sorted((tmp_path / "state").glob("*/*.parquet"))} == before
+    assert table_bytes(tmp_path / "state") == before
 
 
 def test_a_killed_incremental_run_resumed_ends_like_an_uninterrupted_one(chain, corpus, tmp_path, monkeypatch):

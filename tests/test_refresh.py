@@ -18,7 +18,8 @@ from bioel_core.index import IndexSpec, ShardedIndex, shard_of
 from bioel_core.models import Encoder, TransformerEncoder, load_encoder
 from bioel_core.quality import format_summary, report
 from bioel_core.refresh import REPORT_FILE, diff_names, refresh
-from bioel_core.tables import IncompleteOutputError, read_manifest, read_table, stable_shard, table_files
+from bioel_core.tables import IncompleteOutputError, data_root, read_manifest, read_table, stable_shard, table_files
+from conftest import assert_published, assert_unpublished
 from pipelines import build_index, cli, embed_names, ingest_kb
 from pipelines.options import pipeline_options
 from test_models import make_tiny_bert
@@ -91,7 +92,8 @@ def run_refresh(kb, out, **kwargs):
 
 
 def files(folder, pattern):
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.glob(pattern))}
+    root = data_root(folder)
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.glob(pattern))}
 
 
 @pytest.fixture(scope="module")
@@ -170,12 +172,12 @@ def test_refreshed_folders_are_normal_outputs(kb, refreshed):
     for folder in (out / "emb", out / "idx"):
         summary = report(folder, output_dir=out / f"quality-{folder.name}")
         assert summary["passed"], format_summary(summary)
-    assert not list(out.glob("*/_staging-*"))
+    assert_published(out / "emb") and assert_published(out / "idx")
 
 
 def test_diff_report_lists_exactly_the_changes(refreshed):
     out, result, _ = refreshed
-    report_ = json.loads((out / "emb" / REPORT_FILE).read_text())
+    report_ = json.loads((data_root(out / "emb") / REPORT_FILE).read_text())
     assert report_ == json.loads(json.dumps(result.report))
     names, concepts = report_["names"], report_["concepts"]
     assert sorted(n["name"].lower() for n in names["added"]["examples"]) == ADDED
@@ -263,7 +265,7 @@ def test_bad_inputs_are_refused_before_any_work(kb, tmp_path, monkeypatch, break
         args[key] = tmp_path / key
         shutil.copytree(kb[key], args[key])
         if key == "idx":  # the copied index still names the original embeddings, which are intact
-            next((args["idx"] / "shards").iterdir()).unlink()
+            next((data_root(args["idx"]) / "shards").iterdir()).unlink()
         elif breakage == "embeddings-unfinished":
             (args["emb"] / "manifest.json").unlink()
         else:
@@ -289,11 +291,11 @@ def test_a_killed_refresh_leaves_nothing_complete_and_a_rerun_finishes(kb, tmp_p
     def die(*_a, **_k):
         raise RuntimeError("killed")
 
-    monkeypatch.setattr(refresh_module, "build_shard", die)  # killed while staging: nothing published
+    monkeypatch.setattr(refresh_module, "build_shard", die)  # killed building the index: it publishes nothing
     with pytest.raises(RuntimeError, match="killed"):
         run_refresh(kb, out)
-    for folder in (out / "emb", out / "idx"):
-        assert not (folder / "manifest.json").exists() and not list(folder.glob("_staging-*"))
+    assert_unpublished(out / "idx")
+    assert files(out / "emb", "embeddings/*") == files(kb["full_emb"], "embeddings/*")  # published first, and right
     monkeypatch.undo()
     monkeypatch.setattr(refresh_module, "_index_manifest", die)  # killed between the two publications
     with pytest.raises(RuntimeError, match="killed"):
@@ -306,7 +308,8 @@ def test_a_killed_refresh_leaves_nothing_complete_and_a_rerun_finishes(kb, tmp_p
         run_refresh(kb, out)
         assert files(out / "idx", "*/shard-*") == files(kb["full_idx"], "*/shard-*")
         assert files(out / "emb", "embeddings/*") == files(kb["full_emb"], "embeddings/*")
-        assert not list(out.glob("*/_staging-*")) and ShardedIndex(out / "idx").ntotal == 26
+        assert_published(out / "emb") and assert_published(out / "idx")
+        assert ShardedIndex(out / "idx").ntotal == 26
 
 
 def test_cli_refresh(kb, tmp_path, capsys):
@@ -316,7 +319,7 @@ def test_cli_refresh(kb, tmp_path, capsys):
                      "--output-index", str(out / "idx"), "--examples", "2", "--no-quality"])
     printed = capsys.readouterr().out
     assert code == 0 and "names: +5 -5 ~3" in printed and "index shards rebuilt" in printed and REPORT_FILE in printed
-    assert len(json.loads((out / "emb" / REPORT_FILE).read_text())["names"]["added"]["examples"]) == 2
+    assert len(json.loads((data_root(out / "emb") / REPORT_FILE).read_text())["names"]["added"]["examples"]) == 2
     code = cli.main(["refresh", "--old", str(kb["new"]), "--new", str(kb["new"]), "--model", kb["model"],
                      "--embeddings", str(kb["emb"]), "--index", str(kb["idx"]), "--output-embeddings", str(out / "e2"),
                      "--output-index", str(out / "i2")])

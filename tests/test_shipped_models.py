@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bioel_core.linking.dense import DEFAULT_MODEL, open_model
+from bioel_core.models import DEFAULT_MODEL, open_model
 from bioel_core.models import ResCNNEncoder
 
 SHIPPED = sorted(p.parent for p in (Path(__file__).resolve().parents[1] / "models").glob("*/card.json"))

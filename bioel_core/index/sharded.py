@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from bioel_core.index.build import normalized, set_search_params
 from bioel_core.index.layout import PIPELINE, check_id_map_schema
-from bioel_core.tables import read_output_manifest
+from bioel_core.tables import data_root, read_output_manifest
 
 
 class IndexIntegrityError(ValueError):
@@ -73,31 +73,32 @@ class ShardedIndex:
         self.folder = Path(folder)
         self.threads = threads
         self.manifest = read_index_manifest(folder)
+        self.root = data_root(folder, self.manifest)  # the generation holding the shard files
         self.dimension = int(self.manifest["index"]["dimension"])
         records = sorted(self.manifest["shards"], key=lambda r: r["shard"])
         if [r["shard"] for r in records] != list(range(self.manifest["num_shards"])):
             raise IndexIntegrityError(f"{folder}: the manifest lists shards {[r['shard'] for r in records]}, "
                                       f"expected 0..{self.manifest['num_shards'] - 1}")
-        missing = [f for r in records for f in (r["index_file"], r["id_map_file"]) if not (self.folder / f).is_file()]
+        missing = [f for r in records for f in (r["index_file"], r["id_map_file"]) if not (self.root / f).is_file()]
         if missing:
             raise FileNotFoundError(f"{folder}: index shard file(s) missing: {', '.join(missing)}")
         if verify:
             for r in records:
                 for key in ("index", "id_map"):
-                    path = self.folder / r[f"{key}_file"]
+                    path = self.root / r[f"{key}_file"]
                     if file_sha256(path) != r[f"{key}_sha256"]:
                         raise IndexIntegrityError(f"{path}: sha256 does not match the manifest (corrupted or replaced)")
         overrides = {"nprobe": nprobe, "ef_search": ef_search, "refine_k": refine_k}
         self.shards = [self._open_shard(r, overrides) for r in records]
 
     def _open_shard(self, record: dict, overrides: dict) -> Shard:
-        path = self.folder / record["index_file"]
+        path = self.root / record["index_file"]
         index = faiss.read_index(str(path))
         if index.d != self.dimension:
             raise IndexIntegrityError(f"{path}: dimension {index.d}, the manifest says {self.dimension}")
         if index.ntotal != record["vectors"]:
             raise IndexIntegrityError(f"{path}: {index.ntotal} vectors, the manifest says {record['vectors']}")
-        ids_path = self.folder / record["id_map_file"]
+        ids_path = self.root / record["id_map_file"]
         ids = pq.read_table(ids_path)
         check_id_map_schema(ids.schema, str(ids_path))
         if ids.num_rows != index.ntotal:

@@ -171,7 +171,7 @@ class AnnotatorSpec:
     def versions(self) -> tuple[str, str]:
         """(model version, KB version), after checking before any work that the model folder is the one
         every index was built with."""
-        from bioel_core.linking.dense import open_model
+        from bioel_core.models import open_model
 
         sources = self._sources()
         fingerprints = {s["fingerprint"] for s in sources.values()}
@@ -185,7 +185,8 @@ class AnnotatorSpec:
         return fingerprint, combined_kb_version({t: s["kb_version"] for t, s in sources.items()})
 
     def open(self) -> DocumentAnnotator:
-        from bioel_core.linking.dense import DenseLinker, open_model
+        from bioel_core.linking.dense import DenseLinker
+        from bioel_core.models import open_model
         from bioel_core.linking.dictionary import NameSet
         from bioel_core.text.detect import DictionaryDetector, StopList
 

@@ -13,7 +13,6 @@ as the in-memory linker over the same names; a saved one keeps the index folder'
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,27 +24,12 @@ from bioel_core.embeddings import ModelMismatchError
 from bioel_core.linking.base import Linker
 from bioel_core.linking.dictionary import NameSet
 from bioel_core.linking.exact import NameIndex
-from bioel_core.models import Encoder, open_encoder
+from bioel_core.models import Encoder, model_folder, open_model
 
 if TYPE_CHECKING:
     from bioel_core.index import ShardedIndex
 
 EMBEDDINGS = "embeddings.npy"
-# The checkout's models/ folder; an installed package (a worker image) names its copy with BIOEL_DEFAULT_MODEL.
-DEFAULT_MODEL = Path(os.environ.get("BIOEL_DEFAULT_MODEL") or Path(__file__).resolve().parents[2] / "models" / "disease-default")
-
-
-def model_folder(model: str | Path | None) -> Path:
-    """The folder a --model value names, the shipped default when none is given."""
-    return (Path(model) if model else DEFAULT_MODEL).resolve()
-
-
-def open_model(model: str | Path | None, pooling: str | None = None, device: str = "cpu") -> Encoder:
-    """The --model folder (default: the shipped disease model), through `open_encoder`."""
-    folder = model_folder(model)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"model folder not found: {folder}" + ("" if model else " (the default disease model is not shipped in this checkout)"))
-    return open_encoder(folder, pooling, device)
 
 
 class DenseLinker(Linker):

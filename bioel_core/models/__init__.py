@@ -3,6 +3,7 @@ ensembles of them (references to member folders)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -14,6 +15,8 @@ from bioel_core.models.rescnn import EmbeddingMismatchError, ResCNNEncoder
 from bioel_core.models.transformer import TransformerEncoder
 
 ENCODERS: dict[str, type] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder, EnsembleEncoder)}
+# The checkout's models/ folder; an installed package (a worker image) names its copy with BIOEL_DEFAULT_MODEL.
+DEFAULT_MODEL = Path(os.environ.get("BIOEL_DEFAULT_MODEL") or Path(__file__).resolve().parents[2] / "models" / "disease-default")
 
 
 def resolve_device(requested: str) -> str:
@@ -48,7 +51,20 @@ def open_encoder(folder: str | Path, pooling: str | None = None, device: str | t
     return load_encoder(folder, device)
 
 
-__all__ = ["ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "MemberChangedError", "ResCNNEncoder",
+def model_folder(model: str | Path | None) -> Path:
+    """The folder a --model value names, the shipped default when none is given."""
+    return (Path(model) if model else DEFAULT_MODEL).resolve()
+
+
+def open_model(model: str | Path | None, pooling: str | None = None, device: str = "cpu") -> Encoder:
+    """The one way every verb opens its --model (default: the shipped disease model), through `open_encoder`."""
+    folder = model_folder(model)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model folder not found: {folder}" + ("" if model else " (the default disease model is not shipped in this checkout)"))
+    return open_encoder(folder, pooling, device)
+
+
+__all__ = ["DEFAULT_MODEL", "ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "MemberChangedError", "ResCNNEncoder",
            "TransformerEncoder",
-           "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder", "open_encoder",
+           "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder", "model_folder", "open_encoder", "open_model",
            "resolve_device"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import bioel_core
 
 CARD_JSON, CARD_MD = "card.json", "MODEL_CARD.md"
 

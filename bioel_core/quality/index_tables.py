@@ -21,7 +21,7 @@ from bioel_core.index import read_index_manifest, shard_of
 from bioel_core.index.sharded import file_sha256
 from bioel_core.quality.frames import distribution
 from bioel_core.quality.kb_tables import CRITICAL, _tag
-from bioel_core.tables import read_table, table_files
+from bioel_core.tables import data_root, read_table, table_files
 
 
 def _shard_row(folder: Path, record: dict) -> tuple[dict, pd.DataFrame | None]:
@@ -49,7 +49,7 @@ def load_frames(index_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict
 
     rows, maps = [], []
     for record in sorted(manifest["shards"], key=lambda r: r["shard"]):
-        row, ids = _shard_row(folder, record)
+        row, ids = _shard_row(data_root(folder, manifest), record)
         rows.append(row)
         if ids is not None:
             maps.append(ids)

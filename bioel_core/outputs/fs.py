@@ -1,0 +1,93 @@
+"""The small filesystem interface the output layer works through.
+
+Pipelines pass an adapter over Beam's FileSystems (gs://, s3://, ...); `bioel refresh` and local paths use
+`LocalFileSystem`. Only what publishing needs: no directory semantics are assumed beyond "a path prefix",
+which is all an object store has.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+
+class FileSystem(Protocol):
+    def join(self, *parts: str) -> str: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def mkdirs(self, path: str) -> None: ...
+
+    def children(self, folder: str) -> list[str]:
+        """Names of the files and folders directly inside `folder`, sorted."""
+
+    def open(self, path: str) -> BinaryIO: ...
+
+    def write(self, path: str, data: bytes) -> None: ...
+
+    def create_new(self, path: str, data: bytes) -> bool:
+        """Write `path` only if it does not exist; False when it does (as atomically as the store allows)."""
+
+    def rename(self, source: str, target: str) -> None:
+        """Move a file, replacing `target`: one atomic step on POSIX disks, a whole-object copy on object stores."""
+
+    def delete(self, path: str) -> None:
+        """Remove a file or a folder with everything in it; a missing path is no error."""
+
+
+class LocalFileSystem:
+    def join(self, *parts: str) -> str:
+        return os.path.join(*parts)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def mkdirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def children(self, folder: str) -> list[str]:
+        return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+    def open(self, path: str) -> BinaryIO:
+        return open(path, "rb")
+
+    def write(self, path: str, data: bytes) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def create_new(self, path: str, data: bytes) -> bool:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return True
+
+    def rename(self, source: str, target: str) -> None:
+        os.replace(source, target)
+        _fsync_dir(os.path.dirname(target) or ".")
+
+    def delete(self, path: str) -> None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+
+
+def _fsync_dir(folder: str) -> None:
+    """Make a rename durable: without it a power cut can undo the pointer move on some filesystems."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def is_local(path: str) -> bool:
+    return "://" not in str(path)

@@ -1,0 +1,80 @@
+"""What an output folder holds and how its files are named and written, for every verb and `bioel refresh`.
+
+    OUTPUT/manifest.json            the pointer: the finished manifest, naming the generation that holds the tables
+    OUTPUT/gen-<time>-<run>/TABLE/  part-00000-of-00004.parquet ... (and interchange copies, index shards)
+    OUTPUT/quality/                 the report of the current generation (derived, rewritten after each publish)
+    OUTPUT/_lock.json               present while a run writes here
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from bioel_core.outputs.fs import FileSystem
+from schemas import embeddings_schema
+
+MANIFEST = "manifest.json"
+STATS_FILE = "_stats.json"  # the job's counters, written by the pipeline into its generation folder
+QUALITY = "quality"
+
+
+def shard_name(index: int, num_shards: int, suffix: str = ".parquet") -> str:
+    return f"part-{index:05d}-of-{num_shards:05d}{suffix}"
+
+
+def check_num_shards(num_shards: int, flag: str = "--num-shards") -> None:
+    if not isinstance(num_shards, int) or num_shards < 1:
+        raise ValueError(f"{flag} must be a whole number of at least 1, got {num_shards!r}")
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    """One table as Parquet bytes: zstd, no timestamps, so equal tables give equal bytes."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def write_parquet(fs: FileSystem, path: str, table: pa.Table) -> None:
+    fs.write(path, parquet_bytes(table))
+
+
+def write_json(fs: FileSystem, path: str, obj) -> None:
+    fs.write(path, json.dumps(obj, indent=2, sort_keys=True).encode())
+
+
+def read_json(fs: FileSystem, path: str):
+    with fs.open(path) as fh:
+        return json.loads(fh.read())
+
+
+def parquet_rows(fs: FileSystem, paths: list[str]) -> int:
+    total = 0
+    for path in paths:
+        with fs.open(path) as fh:
+            total += pq.ParquetFile(fh).metadata.num_rows
+    return total
+
+
+def embeddings_table(name_ids: np.ndarray, concept_ids: list[str], vectors: np.ndarray, dim: int) -> pa.Table:
+    """An embeddings shard as `bioel embed` and `bioel refresh` write it: rows sorted by name_id, the vectors
+    moved into Arrow without Python floats."""
+    order = np.argsort(name_ids, kind="stable")
+    return pa.Table.from_arrays([
+        pa.array(np.asarray(name_ids)[order], pa.int64()),
+        pa.array([concept_ids[i] for i in order], pa.string()),
+        pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(vectors[order], dtype=np.float32).ravel(),
+                                                   pa.float32()), dim),
+    ], schema=embeddings_schema(dim))
+
+
+def name_batches(name_ids: np.ndarray, texts: pa.ChunkedArray | pa.Array, batch_size: int) -> list[np.ndarray]:
+    """Row numbers of a names table cut into encoder batches: sorted by text length (a padded batch costs as
+    much as its longest name), ties by name_id, so every run forms the same batches and writes the same floats."""
+    order = np.lexsort((np.asarray(name_ids), pc.utf8_length(texts).to_numpy(zero_copy_only=False)))
+    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]

@@ -1,0 +1,60 @@
+"""The typed manifest every verb writes: what ran, on which inputs, what it counted, whether the counts
+reconcile, and where its tables are. Serialized as one flat JSON object (`manifest.json`, see
+schemas/manifest.md): the common fields below plus the verb's own `details` (its model, KB, index...),
+which later stages read by key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+import bioel_core
+from schemas import SCHEMA_VERSION
+
+VERBS = ("ingest-kb", "embed", "build-index", "link")
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Manifest:
+    pipeline: str  # the verb that wrote the folder: one of VERBS
+    inputs: list  # files read ({path, sha256, bytes, ...}) or folders ({path, manifest_sha256})
+    counts: dict
+    reconciliation: dict  # name -> bool: rows in = rows out + dead letters, per table
+    outputs: dict  # table -> {"files": [paths relative to the generation folder], "rows": n}
+    runner: str
+    options: dict = field(default_factory=dict)  # the Beam options the job ran with
+    details: dict = field(default_factory=dict)  # the verb's own fields, written at the top level
+    generation: str = ""  # the folder (inside the output folder) holding the tables; set by publishing
+    schema_version: str = SCHEMA_VERSION
+    package_version: str = bioel_core.__version__
+    created_utc: str = field(default_factory=utc_now)
+    complete: bool = True
+
+    def __post_init__(self):
+        if self.pipeline not in VERBS:
+            raise ValueError(f"unknown pipeline {self.pipeline!r}; one of {VERBS}")
+        clash = self.details.keys() & {f.name for f in fields(self)}
+        if clash:
+            raise ValueError(f"manifest details may not redefine {sorted(clash)}")
+
+    @property
+    def reconciled(self) -> bool:
+        return all(self.reconciliation.values())
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        return {**out.pop("details"), **out}
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True).encode()
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Manifest:
+        names = {f.name for f in fields(cls)} - {"details"}
+        return cls(**{k: v for k, v in d.items() if k in names}, details={k: v for k, v in d.items() if k not in names})

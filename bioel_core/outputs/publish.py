@@ -1,0 +1,184 @@
+"""Publishing an output folder so that a kill at any instant leaves the previous state or the new one.
+
+Each run writes its tables into a new generation folder inside the output folder; publishing is one small
+write, of `manifest.json`, which names that generation (readers follow it: bioel_core.tables). The pointer
+is written beside itself and renamed over the old one: one atomic step on a POSIX disk, and on an object
+store a single-object write that is either whole or absent. Only once the pointer has moved are the old
+generation and the derived folders (its quality report) removed.
+
+    lock ─ recover ─ build (new generation) ─ stage pointer ─ move pointer ─ remove old ─ unlock
+
+A run holds `_lock.json` while it writes: a second run into the same folder refuses instead of deleting the
+first's work. A lock left by a killed run on this host (its process is gone) is taken over; one from another
+host must be removed by hand, since its owner may still be running. Recovery (under the lock) deletes
+whatever a killed run left: generations the pointer does not name, a staged pointer, pre-generation staging.
+
+Fault injection for tests: with BIOEL_FAULT_AT=<step> in the environment the process kills itself (SIGKILL)
+when it reaches that step, so tests kill a publishing run at every step without relying on timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import uuid
+from collections.abc import Callable
+
+from bioel_core.outputs.fs import FileSystem
+from bioel_core.outputs.layout import MANIFEST, QUALITY, parquet_rows
+from bioel_core.outputs.manifest import Manifest, utc_now
+
+LOCK = "_lock.json"
+STAGED_POINTER = MANIFEST + ".next"
+GENERATION_PREFIX = "gen-"
+LEGACY_STAGING_PREFIX = "_staging-"  # what publishing before generations left behind when killed
+FAULT_ENV = "BIOEL_FAULT_AT"
+STEPS = ("locked", "recovered", "built", "pointer_staged", "pointer_moved", "old_removed")
+
+
+class OutputError(RuntimeError):
+    pass
+
+
+class ConcurrentRunError(OutputError):
+    pass
+
+
+def fault_point(step: str) -> None:
+    if os.environ.get(FAULT_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def read_pointer(fs: FileSystem, output_dir: str) -> dict | None:
+    path = fs.join(output_dir, MANIFEST)
+    if not fs.exists(path):
+        return None
+    with fs.open(path) as fh:
+        return json.loads(fh.read())
+
+
+class OutputFolder:
+    """One run's new generation inside `output_dir`, and the publish that makes it the folder's state.
+
+    `tables`: the folders the run writes in its generation; `derived`: folders beside the generations that
+    are computed from the tables afterwards (a quality report), stale once a new generation is published."""
+
+    def __init__(self, fs: FileSystem, output_dir: str, tables: tuple[str, ...], derived: tuple[str, ...] = (QUALITY,)):
+        self.fs, self.output_dir = fs, str(output_dir).rstrip("/")
+        self.tables, self.derived = tables, derived
+        run = uuid.uuid4().hex[:12]
+        self.run_id = run
+        self.generation = f"{GENERATION_PREFIX}{utc_now().replace(':', '').replace('-', '')}-{run}"
+        self.root = fs.join(self.output_dir, self.generation)
+
+    def table_dir(self, table: str) -> str:
+        return self.fs.join(self.root, table)
+
+    def files(self, table: str) -> list[str]:
+        folder = self.table_dir(table)
+        return [self.fs.join(folder, name) for name in self.fs.children(folder)]
+
+    def table_outputs(self, table: str, rows: bool = True) -> dict:
+        """The manifest's entry for one table: its files (relative to the generation) and, for Parquet, rows."""
+        files = self.files(table)
+        entry = {"files": [f"{table}/{f.rsplit('/', 1)[-1]}" for f in files]}
+        if rows:
+            entry["rows"] = parquet_rows(self.fs, files)
+        return entry
+
+    def publish(self, build: Callable[[], Manifest]) -> Manifest:
+        """Lock, recover what a killed run left, run `build` (it writes the tables into this generation and
+        returns the manifest), move the pointer to the new generation, remove the old one, unlock. A failure
+        before the pointer moves removes the new generation and leaves the previous state as it was."""
+        self._lock()
+        try:
+            fault_point("locked")
+            previous = self.recover()
+            fault_point("recovered")
+            for table in self.tables:
+                self.fs.mkdirs(self.table_dir(table))
+            try:
+                manifest = build()
+                manifest.generation = self.generation
+                fault_point("built")
+                self._move_pointer(manifest)
+            except BaseException:
+                self.fs.delete(self.root)
+                raise
+            fault_point("pointer_moved")
+            self._remove_previous(previous)
+            fault_point("old_removed")
+        finally:
+            self._unlock()
+        return manifest
+
+    def recover(self) -> dict | None:
+        """Delete what killed runs left (the lock must be held); returns the pointer in force, if any."""
+        pointer = read_pointer(self.fs, self.output_dir)
+        current = (pointer or {}).get("generation", "")
+        for name in self.fs.children(self.output_dir):
+            stale_generation = name.startswith(GENERATION_PREFIX) and name != current and name != self.generation
+            if stale_generation or name.startswith(LEGACY_STAGING_PREFIX) or name == STAGED_POINTER:
+                self.fs.delete(self.fs.join(self.output_dir, name))
+        return pointer
+
+    def _move_pointer(self, manifest: Manifest) -> None:
+        staged = self.fs.join(self.output_dir, STAGED_POINTER)
+        self.fs.write(staged, manifest.to_json())
+        fault_point("pointer_staged")
+        self.fs.rename(staged, self.fs.join(self.output_dir, MANIFEST))
+
+    def _remove_previous(self, previous: dict | None) -> None:
+        stale = list(self.derived)
+        if previous is not None:
+            if previous.get("generation"):
+                stale.append(previous["generation"])
+            else:  # a folder published before generations: its tables sat beside the manifest
+                stale.extend(t for t in self.tables if t not in self.derived)
+        for name in stale:
+            self.fs.delete(self.fs.join(self.output_dir, name))
+
+    # ------------------------------------------------------------------------------------------ the lock
+    def _lock(self) -> None:
+        path = self.fs.join(self.output_dir, LOCK)
+        mine = {"run": self.run_id, "pid": os.getpid(), "host": socket.gethostname(), "started_utc": utc_now()}
+        for _ in range(2):
+            try:  # the lock is also the probe that the folder can be written, before any work
+                self.fs.mkdirs(self.output_dir)
+                if self.fs.create_new(path, json.dumps(mine).encode()):
+                    return
+            except OSError as err:
+                raise OutputError(f"output folder {self.output_dir} is not writable: {err}") from None
+            holder = self._holder(path)
+            if holder is None or not _abandoned(holder):
+                break
+            self.fs.delete(path)  # its run was killed on this host: take over (recovery follows)
+        who = f"run {holder.get('run')} (pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started_utc')})" \
+            if holder else "another run"
+        raise ConcurrentRunError(f"{self.output_dir} is being written by {who}; wait for it to finish, or delete "
+                                 f"{path} if that run is gone")
+
+    def _holder(self, path: str) -> dict | None:
+        try:
+            with self.fs.open(path) as fh:
+                return json.loads(fh.read())
+        except (OSError, ValueError):
+            return None
+
+    def _unlock(self) -> None:
+        self.fs.delete(self.fs.join(self.output_dir, LOCK))
+
+
+def _abandoned(holder: dict) -> bool:
+    """True when the lock's run was on this host and its process no longer exists."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
