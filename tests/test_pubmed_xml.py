@@ -131,7 +131,8 @@ def test_text_one_document_per_file(tmp_path):
     path = _write(tmp_path, "12345.txt.gz", gzip.compress("\ufeffTitle line\nSecond line, café.\n".encode()))
     (doc,) = read_text(str(path))
     assert doc.doc_id == "12345" and doc.passages[0].kind == "text"
-    assert doc.text == "Title line\nSecond line, café.\n"  # verbatim: offsets count into the file's text
+    # offsets count into the file's text; the trailing newline is not part of the document
+    assert doc.text == "Title line\nSecond line, café."
 
 
 def test_text_one_document_per_line(tmp_path):

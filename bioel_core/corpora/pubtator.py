@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
-from bioel_core.corpora.sink import Output, text_output
+from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
 
 NIL_ID = "-1"
 _TEXT_LINE = re.compile(r"^([^|\t]+)\|([ta])\|(.*)$")
@@ -129,7 +129,7 @@ _FIELD_BREAKS = re.compile(r"[\t\n\r]")
 
 def id_field(m: Mention) -> str:
     """The id field to write: the corpus' own while it still means `concept_ids`, else the ids joined by `|`."""
-    if m.id_field and split_ids(m.id_field) == m.concept_ids:
+    if m.id_field is not None and split_ids(m.id_field) == m.concept_ids:
         return m.id_field
     return "|".join(m.concept_ids) or NIL_ID
 
@@ -141,6 +141,8 @@ def format_pubtator(doc: Document) -> str:
 
     if not doc.doc_id.strip() or "|" in doc.doc_id or _FIELD_BREAKS.search(doc.doc_id):
         raise refuse("the id is empty or holds '|', a tab or a line break")
+    if any(LONE_SURROGATE.search(x) for x in strings([p.text for p in doc.passages] + [m.entity_type for m in doc.mentions])):
+        raise refuse("a lone surrogate, which has no UTF-8 form")
     try:
         text = doc.text.translate(_LINE_BREAKS)
     except ValueError as err:
@@ -156,6 +158,8 @@ def format_pubtator(doc: Document) -> str:
         row = [doc.doc_id, str(m.start), str(m.end), text[m.start:m.end], m.entity_type, id_field(m)]
         if m.parts:
             row.append("|".join(m.parts))
+        elif not row[-1]:
+            row.pop()  # the corpus stated no id column
         if any(_FIELD_BREAKS.search(f) for f in row[4:]):
             raise refuse(f"mention {m.text!r}: a tab or line break in its type, ids or parts")
         lines.append("\t".join(row))

@@ -31,7 +31,7 @@ class Mention:
     link_text: str = ""
     # The id field exactly as the corpus wrote it (PubTator column 6, the BioC id infon); writers emit it while it
     # still splits to `concept_ids`, because the split is lossy (tmVar `c|SUB|G|Ex2+860|C`).
-    id_field: str = ""
+    id_field: str | None = None  # None: not read from a corpus (detected or linked)
 
 
 @dataclass(frozen=True)
