@@ -68,7 +68,10 @@ def document_from_dict(d: dict, source: str, id_keys: tuple[str, ...] = DEFAULT_
         full = doc.text
     except ValueError as err:
         raise FormatError(source, where, str(err)) from err
-    doc.mentions.extend(_mention(a, doc_id, full, source, where, id_keys) for a in annotations)
+    # in span order: BioC may state one annotation in its passage, sentence or document, and a round trip
+    # (which puts each in the innermost unit holding it) must give the same list
+    mentions = [_mention(a, doc_id, full, source, where, id_keys) for a in annotations]
+    doc.mentions.extend(sorted(mentions, key=lambda m: (m.start, m.end)))
     return doc
 
 
@@ -130,15 +133,16 @@ def document_to_dict(doc: Document, id_key: str = "identifier") -> dict:
     passages: list[dict] = []
     units: list[tuple[int, int, dict]] = []  # (start, end, passage or sentence dict) that can hold annotations
     for p in doc.passages:
+        # every key present, as the BioC JSON spec (and the `bioc` package's reader) expects
         unit = {"offset": p.offset, "text": p.text, "annotations": []}
         if p.sentence_of is None:
-            passages.append({"infons": {"type": p.kind, **dict(p.infons)}, **unit, "relations": []})
+            passages.append({"infons": {"type": p.kind, **dict(p.infons)}, **unit, "sentences": [], "relations": []})
             units.append((p.offset, p.offset + len(p.text), passages[-1]))
             continue
         last = passages[-1] if passages else None
-        if not (last and "sentences" in last and last["offset"] == p.sentence_of and last["_key"] == (p.kind, p.infons)):
-            last = {"infons": {"type": p.kind, **dict(p.infons)}, "offset": p.sentence_of, "sentences": [], "relations": [],
-                    "_key": (p.kind, p.infons)}
+        if not (last and last["sentences"] and last["offset"] == p.sentence_of and last["_key"] == (p.kind, p.infons)):
+            last = {"infons": {"type": p.kind, **dict(p.infons)}, "offset": p.sentence_of, "annotations": [], "sentences": [],
+                    "relations": [], "_key": (p.kind, p.infons)}
             passages.append(last)
         last["sentences"].append({"infons": {}, **unit, "relations": []})
         units.append((p.offset, p.offset + len(p.text), last["sentences"][-1]))
@@ -328,7 +332,7 @@ def _add_unit(parent: ET.Element, tag: str, unit: dict) -> None:
     el = _sub(parent, tag)
     _add_infons(el, unit["infons"])
     _sub(el, "offset", str(unit["offset"]))
-    if "sentences" in unit:
+    if unit.get("sentences"):
         for s in unit["sentences"]:
             _add_unit(el, "sentence", s)
     else:

@@ -3,7 +3,7 @@
 One `Document` per `PubmedArticle` (id = MedlineCitation/PMID, `version` = its Version attribute) and per
 `PubmedBookArticle` (BookDocument/PMID; title = ArticleTitle, else Book/BookTitle); one `DeletedDocument`
 per PMID of a `DeleteCitation`. Passages are laid out as PubTator does, so offsets agree across formats:
-title at offset 0, abstract at len(title) + 1; the abstract is the AbstractText sections joined by one
+title at offset 0, abstract at len(title) + 1 (no abstract passage without abstract text); the abstract is the AbstractText sections joined by one
 space, a labelled section written `LABEL: text`. Inline markup (<i>, <sup>, MathML, ...) is kept as its
 text, and every whitespace run becomes one space (PubTator's texts are single lines).
 
@@ -93,8 +93,8 @@ class _Reader:
         if not (title or abstract):
             yield self.dead(el, "neither a title nor an abstract with text")
             return
-        yield Document(pmid_el.text.strip(), [Passage("title", 0, title), Passage("abstract", len(title) + 1, abstract)],
-                       version=(pmid_el.get("Version") or "").strip())
+        passages = [Passage("title", 0, title)] + ([Passage("abstract", len(title) + 1, abstract)] if abstract else [])
+        yield Document(pmid_el.text.strip(), passages, version=(pmid_el.get("Version") or "").strip())
 
     def read(self, stream) -> Iterator[PubmedItem]:
         # iterparse's own engine, fed by hand so each chunk is checked as UTF-8 before expat sees it

@@ -55,7 +55,7 @@ class _DocBuilder:
 
     def build(self) -> Document:
         passages = [Passage("title", 0, self.title or "")]
-        if self.abstract is not None:
+        if self.abstract:  # an empty `a` line adds no passage: the text does not end in the separator space
             passages.append(Passage("abstract", len(self.title or "") + 1, self.abstract))
         return Document(self.doc_id, passages, self.mentions, self.relations)
 
@@ -148,8 +148,9 @@ def format_pubtator(doc: Document) -> str:
     except ValueError as err:
         raise refuse(str(err)) from err
     first = min(doc.passages, key=lambda p: p.offset, default=None)
-    title = first.text.translate(_LINE_BREAKS) if first is not None and first.kind == "title" and first.offset == 0 else ""
-    if not title or text[len(title):len(title) + 1] not in ("", " "):
+    starts = first is not None and first.kind == "title" and first.offset == 0
+    title = text[:len(first.text)] if starts else text
+    if text[len(title):len(title) + 1] not in ("", " "):  # no separator space after the title: keep offsets
         title = text
     lines = [f"{doc.doc_id}|t|{title}", f"{doc.doc_id}|a|{text[len(title) + 1:]}"]
     for m in doc.mentions:
