@@ -105,11 +105,13 @@ def _mention(a: dict, doc_id: str, full: str, source: str, where: str, id_keys: 
         raise FormatError(source, ann_where, f"span {start}-{end} is outside the document (length {len(full)})")
     if len(locs) == 1 and full[start:end].strip() != text.strip():
         raise FormatError(source, ann_where, f"annotation text {text!r} differs from the document text {full[start:end]!r}")
-    id_field = next((infons[k] for k in id_keys if infons.get(k)), "")
+    id_key = next((k for k in id_keys if infons.get(k)), None)
+    id_field = infons[id_key] if id_key else ""
     parts = tuple(x for x in infons.get("parts", "").split("|") if x)
+    rest = tuple((k, v) for k, v in infons.items() if k not in ("type", "parts", id_key))
     return Mention(text=full[start:end] if len(locs) == 1 else text, doc_id=doc_id, start=start, end=end,
                    entity_type=infons.get("type", ""), concept_ids=split_ids(id_field), parts=parts,
-                   ann_id=str(a.get("id", "")), id_field=id_field)
+                   ann_id=str(a.get("id", "")), id_field=id_field, infons=rest)
 
 
 def _relation(r: dict) -> Relation:
@@ -156,6 +158,7 @@ def document_to_dict(doc: Document, id_key: str = "identifier") -> dict:
             infons[id_key] = ids
         if m.parts:
             infons["parts"] = "|".join(m.parts)
+        infons.update(m.infons)
         ann = {"id": m.ann_id or str(n), "infons": infons, "text": m.text, "locations": [{"offset": m.start, "length": m.end - m.start}]}
         owner = next((u for s, e, u in units if s <= m.start and m.end <= e), None)
         (owner["annotations"] if owner is not None else loose).append(ann)

@@ -32,6 +32,7 @@ class Mention:
     # The id field exactly as the corpus wrote it (PubTator column 6, the BioC id infon); writers emit it while it
     # still splits to `concept_ids`, because the split is lossy (tmVar `c|SUB|G|Ex2+860|C`).
     id_field: str | None = None  # None: not read from a corpus (detected or linked)
+    infons: tuple[tuple[str, str], ...] = ()  # BioC annotation infons other than type, the id and parts
 
 
 @dataclass(frozen=True)
