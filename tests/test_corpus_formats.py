@@ -36,8 +36,8 @@ def _only_documents(items):
 @pytest.mark.parametrize("fmt", sorted(ROUND_TRIP))
 def test_round_trip_is_identical(tmp_path, fmt):
     """Titles and no titles, sentence passages, document-level annotations, annotation and passage infons,
-    relations with nodes and infons,
-    `|` / `+` / tmVar ids, `-1`, and Sjögren, β-catenin, CJK and emoji (offsets in code points)."""
+    relations with nodes and infons, `|` / `+` / tmVar ids, `-1`, and Sjögren, β-catenin, CJK and emoji
+    (offsets in code points)."""
     docs = READERS[fmt](ROUND_TRIP[fmt])
     out = tmp_path / "out"
     assert WRITERS[fmt](docs, out) == len(docs)
@@ -224,7 +224,7 @@ def test_written_bioc_is_read_by_the_bioc_package(tmp_path, fmt):
     r1 = next(r for r in doc.relations if r.id == "R1")
     assert [(n.refid, n.role) for n in r1.nodes] == [("T3", "Gene"), ("T2", "Disease")] and r1.infons["score"] == "0.91"
     assert doc.passages[0].infons == {"type": "title", "section_type": "TITLE"}
-    assert sentences[0].annotations[1].infons == {"type": "Gene", "identifier": "1499", "database": "ncbi_gene"}
+    assert next(a for a in sentences[0].annotations if a.id == "T3").infons == {"type": "Gene", "identifier": "1499", "database": "ncbi_gene"}
 
 
 # ---- 11: what PubTator (or XML) cannot hold is refused, never mis-written ----
