@@ -12,7 +12,7 @@ import pytest
 from bioc import biocjson, biocxml
 
 from bioel_core.corpora import (Document, Mention, Passage, read_bioc_json, read_bioc_xml, read_documents,
-                                read_pubtator, read_text, write_bioc_json, write_bioc_xml, write_pubtator)
+                                read_pubtator, read_text, write_bioc_json, write_bioc_xml)
 from bioel_core.corpora.interchange import WRITERS, unwritable, write_interchange
 from bioel_core.corpora.pubtator import format_pubtator
 from bioel_core.corpora.records import UnwritableDocument
@@ -255,3 +255,14 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def test_bioc_passage_with_both_text_and_sentences_is_read_when_they_agree(tmp_path):
+    doc = json.loads((CORPORA / "pubtator_central.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    abstract = doc["passages"][1]
+    abstract["text"] = " ".join(s["text"] for s in abstract["sentences"])
+    (read,) = read_documents([_write(tmp_path, "both.json", json.dumps(doc, ensure_ascii=False))], "bioc-json")
+    assert read == read_bioc_xml(ROUND_TRIP["bioc-xml"])[0]
+    abstract["text"] = abstract["text"].replace("Patients", "Patience")
+    (dead,) = read_documents([_write(tmp_path, "differ.json", json.dumps(doc, ensure_ascii=False))], "bioc-json")
+    assert isinstance(dead, DeadLetter) and "differs from the passage text" in dead.reason

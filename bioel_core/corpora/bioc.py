@@ -53,10 +53,14 @@ def document_from_dict(d: dict, source: str, id_keys: tuple[str, ...] = DEFAULT_
         kind = infons.pop("type", "")
         rest = tuple(infons.items())
         sentences = p.get("sentences") or []
-        if sentences and (p.get("text") or ""):
-            raise FormatError(source, f"{where}, passage at {offset}", "passage has both text and sentences")
+        whole = p.get("text") or ""
         for s in sentences:  # BioC: a passage holds its text or its sentences
-            passages.append(Passage(kind, _int(s, "offset", source, where), s.get("text") or "", rest, sentence_of=offset))
+            s_offset, s_text = _int(s, "offset", source, where), s.get("text") or ""
+            # some producers state both; accepted while they agree, as the sentences are then the same text
+            if whole and whole[s_offset - offset:s_offset - offset + len(s_text)] != s_text:
+                raise FormatError(source, f"{where}, passage at {offset}",
+                                  f"the sentence at {s_offset} differs from the passage text at that offset")
+            passages.append(Passage(kind, s_offset, s_text, rest, sentence_of=offset))
             relations.extend(s.get("relations") or [])
         if not sentences:
             passages.append(Passage(kind, offset, p.get("text") or "", rest))
