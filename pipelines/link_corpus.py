@@ -25,6 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core.corpora import FORMATS, DeletedDocument, Document, read_documents
+from bioel_core.corpora.interchange import unwritable, write_interchange
 from bioel_core.corpora.records import Mention, Passage
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, content_sha256
 from bioel_core.outputs import (Manifest, OutputError, OutputFolder, check_num_shards, parquet_rows, read_pointer, shard_name,
@@ -114,8 +115,8 @@ class DetectAndLinkFn(beam.DoFn):
     """A batch of (content hash, Document) -> annotation rows and document rows. The annotator (encoder, FAISS shards, dictionaries) loads once per
     worker process in setup."""
 
-    def __init__(self, spec: AnnotatorSpec):
-        self.spec = spec
+    def __init__(self, spec: AnnotatorSpec, output_format: str = "parquet"):
+        self.spec, self.output_format = spec, output_format
 
     def setup(self):
         self.annotator = self.spec.open()
@@ -125,9 +126,17 @@ class DetectAndLinkFn(beam.DoFn):
         for sha, document in batch:
             try:
                 self.annotator.check(document)
-                good.append((sha, document))
             except DocumentError as err:
                 yield beam.pvalue.TaggedOutput("dead", _dead(document, str(err)))
+                continue
+            # refused before linking, so the document is one dead letter and the counts still reconcile; the
+            # interchange copy holds the text and the annotation rows, not the input's own mentions
+            reason = unwritable(Document(document.doc_id, document.passages), self.output_format) \
+                if self.output_format != "parquet" else None
+            if reason:
+                yield beam.pvalue.TaggedOutput("dead", _dead(document, reason))
+                continue
+            good.append((sha, document))
         if not good:
             return
         for (sha, document), rows in zip(good, self.annotator.annotate([d for _, d in good])):
@@ -174,16 +183,6 @@ class WriteLinkedShardFn(beam.DoFn):
         yield shard
 
 
-def write_interchange(documents: list[Document], fmt: str) -> str:
-    import io
-
-    from bioel_core.corpora import write_bioc_json, write_bioc_xml, write_pubtator
-
-    buf = io.StringIO()
-    {"pubtator": write_pubtator, "bioc-json": write_bioc_json, "bioc-xml": write_bioc_xml}[fmt](documents, buf)
-    return buf.getvalue()
-
-
 class ReadPreviousFn(beam.DoFn):
     """A Parquet file of the previous output -> (doc_id, row)."""
 
@@ -228,7 +227,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
 
     linked = (resolved.to_link
               | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=batch_size)
-              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec)).with_outputs("documents", "dead", "stats", main="annotations"))
+              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec, output_format)).with_outputs("documents", "dead", "stats", main="annotations"))
 
     annotations = (resolved.annotations, linked.annotations) | "AllAnnotations" >> beam.Flatten()
     documents = (resolved.documents, linked.documents) | "AllDocuments" >> beam.Flatten()

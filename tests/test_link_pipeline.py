@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bioel_core.corpora import read_pubtator, write_pubtator
+from bioel_core.corpora import Document, read_pubtator, write_pubtator
 from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import TransformerEncoder
@@ -193,3 +193,36 @@ def test_nil_threshold_marks_low_scores(chain, corpus, tmp_path):
     assert {r["entity_type"] for r in rows} >= {"SpecificDisease", "Modifier"}
     assert all((r["score"] < 0.999) == r["nil"] and (r["concept_id"] is None) == r["nil"] for r in rows)
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["annotator"]["nil_thresholds"] == [["", 0.999]]
+
+
+@pytest.mark.parametrize("output_format", ["pubtator", "bioc-json", "bioc-xml"])
+def test_link_writes_every_interchange_format_from_plain_text_and_reads_it_back(chain, tmp_path, output_format):
+    """Issue 13: bioc-json/bioc-xml crashed on every input (a StringIO given to path-only writers), and three
+    ordinary text files (a trailing newline, a line break and a tab inside) aborted a PubTator job. A document
+    the output format cannot hold (a `|` in its id, for PubTator) is one dead letter; the run completes."""
+    from bioel_core.corpora import read_documents
+
+    plain = sorted(str(p) for p in (ROOT / "tests" / "fixtures" / "corpora" / "plain").glob("*.txt"))
+    (tmp_path / "ids.txt").write_text("ok-1\tFamotidine caused delirium.\nbad|2\tGout and delirium.\n")
+    options = pipeline_options([])
+    out = tmp_path / "out"
+    manifest = link_corpus.run(plain, "text", str(out), spec(chain), options, output_format=output_format)
+    assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
+    assert manifest["counts"]["documents"]["linked"] == 3
+    per_line = link_corpus.run([str(tmp_path / "ids.txt")], "text", str(tmp_path / "out2"), spec(chain), options,
+                               output_format=output_format, per_line=True)
+    assert all(per_line["reconciliation"].values()), per_line["reconciliation"]
+    dead = table(tmp_path / "out2", "dead_letter")
+    if output_format == "pubtator":
+        assert per_line["counts"]["documents"]["linked"] == 1
+        assert [d["location"] for d in dead] == ["document bad|2"] and "cannot be written as PubTator" in dead[0]["reason"]
+    else:
+        assert per_line["counts"]["documents"]["linked"] == 2 and not dead
+    rows = table(out, "annotations")
+    files = sorted(str(f) for f in (out / output_format).iterdir() if f.stat().st_size)  # a shard without documents is empty
+    written = [d for d in read_documents(files, output_format)]
+    assert all(isinstance(d, Document) for d in written)
+    texts = {d.doc_id: d.text for d in written}
+    assert set(texts) == {"p1", "p2", "p3"} and texts["p1"].startswith("There is no PPI")
+    assert sorted((d.doc_id, m.start, m.end, m.text) for d in written for m in d.mentions) == \
+        sorted((r["doc_id"], r["start"], r["end"], r["mention"]) for r in rows)

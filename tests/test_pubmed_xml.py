@@ -88,9 +88,21 @@ def test_article_without_text_is_dead_lettered(tmp_path):
 
 @pytest.mark.parametrize("make, location, reason", [
     (lambda p: _variant(p, "bad.xml", b"<Title>Invented reports</Title>", b"<Title>Invented reports</Titl>"),
-     r"article 2 \(PMID 1000002\), line 96, column 41", "malformed XML: mismatched tag"),
+     "article 2 (PMID 1000002), line 96, column 41", "malformed XML: mismatched tag"),
     (lambda p: _variant(p, "latin1.xml", "Revue inventée".encode(), "Revue inventée".encode("latin-1")),
-     r"article 3 \(PMID 1000003\), line 143", "invalid UTF-8"),
+     "article 3 (PMID 1000003), line 143", "invalid UTF-8"),
+])
+def test_damaged_article_is_one_dead_letter_and_the_rest_is_read(tmp_path, make, location, reason):
+    """Issue 13 case 10: a malformed or undecodable article no longer ends the file."""
+    items = read_pubmed_xml(make(tmp_path))
+    dead = [i for i in items if isinstance(i, DeadLetter)]
+    assert len(items) == 4 and len(dead) == 1
+    assert dead[0].location == location and dead[0].reason.startswith(reason)
+    assert [i.doc_id for i in items if isinstance(i, Document)] == [d.doc_id for d in read_pubmed_xml(BASELINE)
+                                                                     if d.doc_id not in location]
+
+
+@pytest.mark.parametrize("make, location, reason", [
     (lambda p: _cut(p, "cut.xml", BASELINE.read_bytes(), b"<Title>Revue"),
      r"article 3 \(PMID 1000003\), line 143, column 16", "malformed XML: no element found"),
     (lambda p: _cut(p, "cut.xml.gz", (PUBMED / "pubmed25n0001_sample.xml.gz").read_bytes(), None),
@@ -131,7 +143,8 @@ def test_text_one_document_per_file(tmp_path):
     path = _write(tmp_path, "12345.txt.gz", gzip.compress("\ufeffTitle line\nSecond line, café.\n".encode()))
     (doc,) = read_text(str(path))
     assert doc.doc_id == "12345" and doc.passages[0].kind == "text"
-    assert doc.text == "Title line\nSecond line, café.\n"  # verbatim: offsets count into the file's text
+    # offsets count into the file's text; the trailing newline is not part of the document
+    assert doc.text == "Title line\nSecond line, café."
 
 
 def test_text_one_document_per_line(tmp_path):
@@ -217,3 +230,37 @@ def test_shared_abstracts_through_the_dispatcher():
     path = shared_file("pubmed_abstracts/abstracts_ncbi_bc5cdr.jsonl")
     items = list(read_documents([path], "jsonl"))
     assert len(items) == 2292 and all(isinstance(i, Document) for i in items)
+
+
+# ---- issue 13 case 10: damaged articles and the legacy MEDLINE layout ----
+
+def test_malformed_articles_are_one_dead_letter_each_and_later_articles_are_read():
+    path = PUBMED / "pubmed_damaged_sample.xml"
+    items = read_pubmed_xml(path)
+    assert [type(i).__name__ for i in items] == ["Document", "DeadLetter", "DeadLetter", "DeadLetter", "Document",
+                                                 "DeletedDocument"]
+    assert [i.doc_id for i in items if not isinstance(i, DeadLetter)] == ["3000101", "3000105", "3000001"]
+    bare_lt, cut, bare_amp = items[1:4]
+    assert bare_lt.location.startswith("article 2 (PMID 3000102), line 16") and bare_lt.reason == "malformed XML: not well-formed (invalid token)"
+    assert cut.location == "article 3 (PMID 3000103), line 20" and "not closed before the next record" in cut.reason
+    assert bare_amp.location == "article 4 (PMID 3000104), line 29, column 32" and bare_amp.reason.startswith("malformed XML")
+    assert all(d.source == str(path) and d.raw.startswith("<PubmedArticle>") for d in (bare_lt, cut, bare_amp))
+    # the dispatcher the link pipeline uses: every record is accounted for
+    assert [type(i).__name__ for i in read_documents([path], "pubmed-xml")] == [type(i).__name__ for i in items]
+
+
+def test_legacy_medline_citation_set_is_read_with_its_deletions():
+    path = PUBMED / "medline_legacy_sample.xml"
+    first, second, *deleted = read_pubmed_xml(path)
+    assert (first.doc_id, first.version, first.title) == ("2000101", "1", "Sjögren syndrome after famotidine: a case report.")
+    assert first.abstract == "A patient developed sicca symptoms and delirium."  # not CommentsCorrections' PMID
+    assert (second.doc_id, second.title, second.abstract) == ("2000102", "[Beta-catenin in gout].", "")
+    assert deleted == [DeletedDocument("2000050", "1", str(path)), DeletedDocument("2000051", "1", str(path))]
+
+
+def test_stray_content_between_articles_is_dead_lettered(tmp_path):
+    data = BASELINE.read_bytes().replace(b"</PubmedArticle>\n<PubmedArticle>", b"</PubmedArticle>\nstray text</Oops>\n<PubmedArticle>", 1)
+    items = read_pubmed_xml(_write(tmp_path, "stray.xml", data))
+    dead = [i for i in items if isinstance(i, DeadLetter)]
+    assert [d.reason for d in dead] == ["text outside any record of <PubmedArticleSet>", "malformed XML: stray end tag in <PubmedArticleSet>"]
+    assert len([i for i in items if isinstance(i, Document)]) == 4

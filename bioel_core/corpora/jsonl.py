@@ -31,7 +31,7 @@ def parse_jsonl(lines: Iterable[str], source: str = "<jsonl>") -> Iterator[Docum
             raise FormatError(source, where, "title and abstract must be strings")
         if not (title or abstract):
             raise FormatError(source, where, f"document {pmid} has neither title nor abstract")
-        yield Document(pmid, [Passage("title", 0, title), Passage("abstract", len(title) + 1, abstract)])
+        yield Document(pmid, [Passage("title", 0, title)] + ([Passage("abstract", len(title) + 1, abstract)] if abstract else []))
 
 
 def read_jsonl(path: str | Path) -> list[Document]:

@@ -1,23 +1,31 @@
-"""NLM PubMed XML (`PubmedArticleSet`, as in the annual baseline and the daily update files), streamed.
+"""NLM PubMed XML (`PubmedArticleSet`, as in the annual baseline and the daily update files, and the legacy
+`MedlineCitationSet` of pre-2016 MEDLINE files), streamed.
 
-One `Document` per `PubmedArticle` (id = MedlineCitation/PMID, `version` = its Version attribute) and per
-`PubmedBookArticle` (BookDocument/PMID; title = ArticleTitle, else Book/BookTitle); one `DeletedDocument`
-per PMID of a `DeleteCitation`. Passages are laid out as PubTator does, so offsets agree across formats:
-title at offset 0, abstract at len(title) + 1; the abstract is the AbstractText sections joined by one
-space, a labelled section written `LABEL: text`. Inline markup (<i>, <sup>, MathML, ...) is kept as its
-text, and every whitespace run becomes one space (PubTator's texts are single lines).
+One `Document` per `PubmedArticle` (id = MedlineCitation/PMID, `version` = its Version attribute), per
+`PubmedBookArticle` (BookDocument/PMID; title = ArticleTitle, else Book/BookTitle) and per bare
+`MedlineCitation` of a `MedlineCitationSet`; one `DeletedDocument` per PMID of a `DeleteCitation` (either set).
+Passages are laid out as PubTator does, so offsets agree across formats:
+title at offset 0, abstract at len(title) + 1 (no abstract passage without abstract text); the abstract
+is the AbstractText sections joined by one space, a labelled section written `LABEL: text`. Inline markup
+(<i>, <sup>, MathML, ...) is kept as its text, and every whitespace run becomes one space (PubTator's texts
+are single lines).
 
-Faults: an article without a PMID, without any title or abstract text, or an unexpected element in the
-set is yielded as a `DeadLetter` (file, article ordinal and PMID, reason, the article's XML) and reading
-goes on. Malformed XML, invalid UTF-8, a truncated or corrupt gzip stream, an empty file or another root
-element raise `FormatError` naming the file, the article being read and the line; what was yielded
-before stands. Memory holds one article: each is cleared once read.
+Each record (a child element of the set) is cut out of the byte stream at its start and end tags and parsed
+on its own, so a damaged record is one `DeadLetter` and the records after it are still read: malformed XML
+(mismatched or unclosed tags, a bare `<` or `&`), invalid UTF-8, an article not closed before the next one
+starts, no PMID, no title or abstract text, an unexpected element. The dead letter names the file, the
+record ordinal and PMID (when it can be found), the line and column, and holds the record's text.
+(lxml's recovering parser was tried for this and rejected: on a mismatched tag or a bare `<` it silently
+truncates the text and folds the following articles into the damaged one, with no error to report.)
+A fault that leaves the rest of the file unreadable raises `FormatError` naming the file, the record being
+read and the line: a truncated or corrupt gzip stream, a file that ends inside a record or before the set's
+end tag, an empty file, another root element; what was yielded before stands. Memory holds one record.
 """
 
 from __future__ import annotations
 
-import codecs
 import gzip
+import re
 import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Iterator
@@ -26,10 +34,20 @@ from bioel_core.corpora.records import DeletedDocument, Document, FormatError, P
 from bioel_core.kb.io import Opener, open_binary
 from bioel_core.records import DeadLetter
 
-ROOT = "PubmedArticleSet"
-ARTICLE, BOOK_ARTICLE, DELETE = "PubmedArticle", "PubmedBookArticle", "DeleteCitation"
+ROOTS = ("PubmedArticleSet", "MedlineCitationSet")
+ARTICLE, BOOK_ARTICLE, CITATION, DELETE = "PubmedArticle", "PubmedBookArticle", "MedlineCitation", "DeleteCitation"
 CHUNK = 1 << 16
 PubmedItem = Document | DeletedDocument | DeadLetter
+
+_NAME = re.compile(rb"<([A-Za-z_][\w.:-]*)")
+_PMID = re.compile(rb"<PMID[^>]*>\s*([^<\s]+)")
+_SPACE = re.compile(rb"\s*")
+_AT = re.compile(r": line \d+, column \d+$")
+
+
+def _message(err: ET.ParseError) -> str:
+    """The parser's message without its position, which counts from the record and is given in file terms."""
+    return _AT.sub("", str(err))
 
 
 def _text(el: ET.Element | None) -> str:
@@ -46,121 +64,231 @@ def _abstract(sections: Iterator[ET.Element]) -> str:
     return " ".join(parts)
 
 
-# per record kind: the element holding PMID and texts, the title paths in order of preference, the abstract
+# per record kind: the element holding PMID and texts ("." = the record), the title paths in order of preference,
+# the abstract
 _LAYOUTS = {
     ARTICLE: ("MedlineCitation", ("Article/ArticleTitle",), "Article/Abstract/AbstractText"),
     BOOK_ARTICLE: ("BookDocument", ("ArticleTitle", "Book/BookTitle"), "Abstract/AbstractText"),
+    CITATION: (".", ("Article/ArticleTitle",), "Article/Abstract/AbstractText"),
 }
+_RECORDS = {"PubmedArticleSet": (ARTICLE, BOOK_ARTICLE, DELETE), "MedlineCitationSet": (CITATION, DELETE)}
 
 
 class _Reader:
     def __init__(self, source: str):
         self.source = source
-        self.ordinal = 0  # articles (records of the set) started
-        self.pmid = ""  # PMID of the record being read, once seen
-        self.depth = 0
-        self.root: ET.Element | None = None
+        self.ordinal = 0  # records of the set started
+        self.buf = b""  # unread bytes; buf[0] is on line self.line
+        self.line = 1
+        self.eof = False
+        self.seen_text = False
 
-    def where(self) -> str:
-        """The record a fault hit: the one being read, or (between records) the next one."""
-        if self.depth < 2:
-            return f"after article {self.ordinal}" if self.ordinal else "before the first article"
-        return f"article {self.ordinal} (PMID {self.pmid})" if self.pmid else f"article {self.ordinal}"
+    # ---- bytes in -------------------------------------------------------------------------------------
 
-    def dead(self, el: ET.Element, reason: str) -> DeadLetter:
-        return DeadLetter(self.source, self.where(), ET.tostring(el, encoding="unicode")[:2000], reason)
+    def more(self, stream) -> bool:
+        """Appends a chunk to the buffer; False at the end of the stream."""
+        if self.eof:
+            return False
+        try:
+            chunk = self.read(CHUNK)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+            raise FormatError(self.source, self.where_partial(), f"truncated or corrupt gzip stream: {err}") from err
+        self.eof = not chunk
+        self.seen_text = self.seen_text or bool(chunk.strip())
+        self.buf += chunk
+        return bool(chunk)
 
-    def record(self, el: ET.Element) -> Iterator[PubmedItem]:
+    def need(self, stream, pattern: bytes | re.Pattern, start: int = 0) -> int:
+        """Index of `pattern` in the buffer at or after `start` (reading on as needed), -1 at the end of the stream."""
+        while True:
+            at = self.buf.find(pattern, start) if isinstance(pattern, bytes) else \
+                (m.start() if (m := pattern.search(self.buf, start)) else -1)
+            if at >= 0 or not self.more(stream):
+                return at
+
+    def consume(self, n: int) -> bytes:
+        taken, self.buf = self.buf[:n], self.buf[n:]
+        self.line += taken.count(b"\n")
+        return taken
+
+    def skip_space(self, stream) -> None:
+        while True:
+            self.consume(_SPACE.match(self.buf).end())
+            if self.buf or not self.more(stream):
+                return
+
+    # ---- places ---------------------------------------------------------------------------------------
+
+    def where(self, ordinal: int, raw: bytes) -> str:
+        m = _PMID.search(raw)
+        return f"article {ordinal} (PMID {m.group(1).decode('utf-8', 'replace')})" if m else f"article {ordinal}"
+
+    def where_partial(self) -> str:
+        """The record a stream fault hit: the one whose bytes are buffered, or (between records) the next one."""
+        rest = self.buf.lstrip()
+        if rest.startswith(b"<") and not rest.startswith((b"</", b"<!", b"<?")):
+            return self.where(self.ordinal + 1, rest)
+        return f"after article {self.ordinal}" if self.ordinal else "before the first article"
+
+    # ---- records --------------------------------------------------------------------------------------
+
+    def record(self, el: ET.Element, where: str, raw: str) -> Iterator[PubmedItem]:
+        def dead(reason: str) -> DeadLetter:
+            return DeadLetter(self.source, where, raw[:2000], reason)
+
         if el.tag == DELETE:
             for pmid_el in el.iterfind("PMID"):
                 pmid = (pmid_el.text or "").strip()
                 if pmid:
                     yield DeletedDocument(pmid, (pmid_el.get("Version") or "").strip(), self.source)
                 else:
-                    yield self.dead(el, "DeleteCitation has an empty PMID")
+                    yield dead("DeleteCitation has an empty PMID")
             return
-        if el.tag not in _LAYOUTS:
-            yield self.dead(el, f"unexpected element <{el.tag}> in <{ROOT}>")
+        if el.tag not in self.kinds or el.tag not in _LAYOUTS:
+            yield dead(f"unexpected element <{el.tag}> in <{self.root}>")
             return
         body_path, title_paths, abstract_path = _LAYOUTS[el.tag]
         body = el.find(body_path)
         pmid_el = body.find("PMID") if body is not None else None
         if pmid_el is None or not (pmid_el.text or "").strip():
-            yield self.dead(el, f"{el.tag} has no {body_path}/PMID")
+            yield dead(f"{el.tag} has no {'PMID' if body_path == '.' else body_path + '/PMID'}")
             return
         title = next((t for t in (_text(body.find(p)) for p in title_paths) if t), "")
         abstract = _abstract(body.iterfind(abstract_path))
         if not (title or abstract):
-            yield self.dead(el, "neither a title nor an abstract with text")
+            yield dead("neither a title nor an abstract with text")
             return
-        yield Document(pmid_el.text.strip(), [Passage("title", 0, title), Passage("abstract", len(title) + 1, abstract)],
-                       version=(pmid_el.get("Version") or "").strip())
+        passages = [Passage("title", 0, title)] + ([Passage("abstract", len(title) + 1, abstract)] if abstract else [])
+        yield Document(pmid_el.text.strip(), passages, version=(pmid_el.get("Version") or "").strip())
+
+    def parse(self, raw: bytes, line: int) -> Iterator[PubmedItem]:
+        """One record's bytes (starting on `line` of the file) -> its items, or one dead letter."""
+        self.ordinal += 1
+        where = self.where(self.ordinal, raw)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            at = line + raw[:err.start].count(b"\n")
+            yield DeadLetter(self.source, f"{where}, line {at}", raw[:2000].decode("utf-8", "replace"),
+                             f"invalid UTF-8: {err.reason} (byte {raw[err.start:err.start + 1]!r})")
+            return
+        try:
+            el = ET.fromstring(text)
+        except ET.ParseError as err:
+            yield DeadLetter(self.source, f"{where}, {self.position(err, line, raw)}", text[:2000], f"malformed XML: {_message(err)}")
+            return
+        yield from self.record(el, where, text)
+
+    @staticmethod
+    def position(err: ET.ParseError, line: int, raw: bytes) -> str:
+        row, col = err.position
+        # ParseError's column on the record's first line counts from the record's start, not the file line's
+        first = raw.find(b"<")
+        return f"line {line + row - 1}, column {col + (first if row == 1 else 0)}"
 
     def read(self, stream) -> Iterator[PubmedItem]:
-        # iterparse's own engine, fed by hand so each chunk is checked as UTF-8 before expat sees it
-        parser = ET.XMLPullParser(events=("start", "end"))
-        utf8 = codecs.getincrementaldecoder("utf-8")()  # expat's own message for bad bytes does not say so
-        lines = 1  # line at the start of the current chunk
-        seen_text = False
         # read1: a buffered read(n) would drop the text decompressed before a truncated gzip's end
-        read = getattr(stream, "read1", stream.read)
+        self.read = getattr(stream, "read1", stream.read)
+        self.root = self.prolog(stream)
+        if self.root is None:
+            return
+        self.kinds = _RECORDS[self.root]
         while True:
-            try:
-                chunk = read(CHUNK)
-            except (EOFError, gzip.BadGzipFile, zlib.error) as err:
-                raise FormatError(self.source, self.where(), f"truncated or corrupt gzip stream: {err}") from err
-            bad_utf8 = None
-            try:
-                utf8.decode(chunk, final=not chunk)
-            except UnicodeDecodeError as err:
-                # err.object is the decoder's undecoded tail of the last chunk + this one; parse up to the bad
-                # byte first, so the fault is placed in the article that holds it
-                bad_utf8 = (lines + err.object[:err.start].count(b"\n"),
-                            f"invalid UTF-8: {err.reason} (byte {err.object[err.start:err.start + 1]!r})")
-                chunk = chunk[:max(0, err.start - (len(err.object) - len(chunk)))]
-            lines += chunk.count(b"\n")
-            seen_text = seen_text or bool(chunk.strip())
-            if chunk:
-                parser.feed(chunk)  # a syntax error is queued and raised by read_events after the events before it
-            elif bad_utf8 is None:
-                if not seen_text:
-                    raise FormatError(self.source, "file", "empty file")
-                try:
-                    parser.close()
-                except ET.ParseError as err:  # truncated XML: an element left open
-                    raise self.malformed(err) from err
-            yield from self.events(parser)
-            if bad_utf8 is not None:
-                raise FormatError(self.source, f"{self.where()}, line {bad_utf8[0]}", bad_utf8[1])
-            if not chunk:
-                return
+            self.skip_space(stream)
+            while len(self.buf) < 4 and self.more(stream):  # enough to tell "<!--" from "<" + name
+                pass
+            if not self.buf:
+                raise FormatError(self.source, f"after article {self.ordinal}, line {self.line}",
+                                  f"malformed XML: the file ends before </{self.root}> (truncated?)")
+            if self.buf.startswith(b"</"):
+                end = self.need(stream, b">")
+                tag = self.consume(end + 1 if end >= 0 else len(self.buf))
+                if tag[2:-1].strip() == self.root.encode():
+                    return
+                yield DeadLetter(self.source, f"after article {self.ordinal}, line {self.line}", tag.decode("utf-8", "replace"),
+                                 f"malformed XML: stray end tag in <{self.root}>")
+            elif self.buf.startswith((b"<!--", b"<?")):
+                close = b"-->" if self.buf.startswith(b"<!--") else b"?>"
+                end = self.need(stream, close)
+                self.consume(end + len(close) if end >= 0 else len(self.buf))
+            elif self.buf.startswith(b"<"):
+                yield from self.element(stream)
+            else:
+                end = self.need(stream, b"<")
+                line = self.line
+                junk = self.consume(end if end >= 0 else len(self.buf))
+                yield DeadLetter(self.source, f"after article {self.ordinal}, line {line}", junk[:2000].decode("utf-8", "replace"),
+                                 f"text outside any record of <{self.root}>")
 
-    def events(self, parser: ET.XMLPullParser) -> Iterator[PubmedItem]:
-        try:
-            for event, el in parser.read_events():
-                if event == "start":
-                    self.depth += 1
-                    if self.root is None:
-                        self.root = el
-                        if el.tag != ROOT:
-                            raise FormatError(self.source, "line 1", f"root element is <{el.tag}>, not <{ROOT}>")
-                    elif self.depth == 2:
-                        self.ordinal += 1
-                        self.pmid = ""
+    def element(self, stream) -> Iterator[PubmedItem]:
+        """The record starting the buffer: up to its end tag, or (unclosed) up to the next record's start."""
+        self.need(stream, b">")
+        m = _NAME.match(self.buf)
+        line = self.line
+        if m is None:  # "<" not starting a tag: let the parser name the fault
+            end = self.need(stream, b"<", 1)
+            yield from self.parse(self.consume(end if end >= 0 else len(self.buf)), line)
+            return
+        name = m.group(1)
+        start_end = self.need(stream, b">")
+        if start_end >= 0 and self.buf[start_end - 1:start_end] == b"/":  # <Tag .../>
+            yield from self.parse(self.consume(start_end + 1), line)
+            return
+        end_tag = re.compile(rb"</" + re.escape(name) + rb"\s*>")
+        # the same start tag again, or any record kind's: a record it never closed ends there
+        next_start = re.compile(rb"<(?:" + b"|".join(re.escape(k.encode()) for k in (*self.kinds, name.decode())) + rb")[\s>/]")
+        end = self.need(stream, end_tag, m.end())
+        nxt = next_start.search(self.buf, m.end(), end if end >= 0 else len(self.buf))
+        if nxt is not None:
+            raw = self.consume(nxt.start())
+            self.ordinal += 1
+            yield DeadLetter(self.source, f"{self.where(self.ordinal, raw)}, line {line}", raw[:2000].decode("utf-8", "replace"),
+                             f"malformed XML: <{name.decode()}> is not closed before the next record starts")
+            return
+        if end < 0:  # the stream ended inside the record: the file is cut
+            raw = self.consume(len(self.buf))
+            where = self.where(self.ordinal + 1, raw)
+            try:
+                ET.fromstring(raw)
+                reason, at = "the file ends inside the record", f"line {line}"
+            except ET.ParseError as err:
+                reason, at = _message(err), self.position(err, line, raw)
+            raise FormatError(self.source, f"{where}, {at}", f"malformed XML: {reason}")
+        yield from self.parse(self.consume(end_tag.match(self.buf, end).end()), line)
+
+    def prolog(self, stream) -> str | None:
+        """Skips the XML declaration, DOCTYPE and comments; returns the root's name (None: an empty set)."""
+        self.more(stream)
+        if self.buf.startswith(b"\xef\xbb\xbf"):
+            self.buf = self.buf[3:]
+        while True:
+            self.skip_space(stream)
+            while len(self.buf) < 4 and self.more(stream):  # enough to tell "<!--" from "<" + name
+                pass
+            if not self.buf:
+                raise FormatError(self.source, "file", "empty file" if not self.seen_text else "no root element")
+            for opening, close in ((b"<?", b"?>"), (b"<!--", b"-->")):
+                if self.buf.startswith(opening):
+                    end = self.need(stream, close)
+                    self.consume(end + len(close) if end >= 0 else len(self.buf))
+                    break
+            else:
+                if self.buf.startswith(b"<!DOCTYPE"):
+                    end = self.need(stream, b">")
+                    bracket = self.buf.find(b"[", 0, end if end >= 0 else len(self.buf))
+                    if bracket >= 0:  # an internal subset: the DOCTYPE ends at "]>"
+                        end = self.need(stream, re.compile(rb"\]\s*>"), bracket)
+                        end = self.buf.find(b">", end) if end >= 0 else -1
+                    self.consume(end + 1 if end >= 0 else len(self.buf))
                     continue
-                # the record's own PMID: MedlineCitation's or BookDocument's (depth 4), DeleteCitation's (3)
-                if el.tag == "PMID" and self.depth in (3, 4) and not self.pmid:
-                    self.pmid = (el.text or "").strip()
-                elif self.depth == 2:
-                    yield from self.record(el)
-                    self.root.clear()  # drops the finished article: memory stays at one article
-                self.depth -= 1
-        except ET.ParseError as err:
-            raise self.malformed(err) from err
-
-    def malformed(self, err: ET.ParseError) -> FormatError:
-        line, col = err.position
-        return FormatError(self.source, f"{self.where()}, line {line}, column {col}", f"malformed XML: {err}")
+                break
+        end = self.need(stream, b">")
+        m = _NAME.match(self.buf)
+        name = m.group(1).decode("utf-8", "replace") if m else self.buf[:40].decode("utf-8", "replace")
+        if name not in ROOTS:
+            raise FormatError(self.source, f"line {self.line}", f"root element is <{name}>, not <{ROOTS[0]}> or <{ROOTS[1]}>")
+        tag = self.consume(end + 1 if end >= 0 else len(self.buf))
+        return None if tag.endswith(b"/>") else name
 
 
 def iter_pubmed_xml(path: str, opener: Opener | None = None) -> Iterator[PubmedItem]:

@@ -6,6 +6,20 @@ or `+` (NCBI composites), `-1` for no concept; BC5CDR states a composite's sub-m
 column. Relation: `PMID kind arg arg ...` (BC5CDR `CID chemical disease`). The offsets count into
 title + ' ' + abstract, and every annotation's text must be exactly that slice: a line that breaks any
 rule raises FormatError naming file, line and reason.
+
+Writing (one rule each, in `format_pubtator`):
+- Offsets are Unicode code points (Python `str` indices) into title + ' ' + abstract, as on reading.
+- A line cannot hold a line break or a tab, so each `\n`, `\r` and `\t` of the text is written as one space:
+  same length, so every offset stays valid (the mention texts are the same slices of the written text).
+- The `t` line is the document's title passage when it starts the text and a space (or the end) follows it;
+  otherwise (plain text, BioC without a title) the whole text is the `t` line and the `a` line is empty, so
+  offsets are unchanged. (An empty `t` line would shift every offset by the separator space.)
+- Column 6 is the mention's id field as read (`Mention.id_field`) while it still splits to its concept ids,
+  else the ids joined by `|` (`-1` for none).
+- A document PubTator cannot hold raises UnwritableDocument: an id that is empty or holds `|`, a tab or a
+  line break (the `|t|` line ends the id at the first `|`, and PMIDs never hold one, so a reader cannot
+  accept it unambiguously), a tab or line break in a type, id field or relation, a mention without a span
+  inside the text, a relation whose kind is a number (it would read as an annotation).
 """
 
 from __future__ import annotations
@@ -13,9 +27,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TextIO
 
-from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation
+from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
+from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
 
 NIL_ID = "-1"
 _TEXT_LINE = re.compile(r"^([^|\t]+)\|([ta])\|(.*)$")
@@ -41,7 +55,7 @@ class _DocBuilder:
 
     def build(self) -> Document:
         passages = [Passage("title", 0, self.title or "")]
-        if self.abstract is not None:
+        if self.abstract:  # an empty `a` line adds no passage: the text does not end in the separator space
             passages.append(Passage("abstract", len(self.title or "") + 1, self.abstract))
         return Document(self.doc_id, passages, self.mentions, self.relations)
 
@@ -98,9 +112,10 @@ def _annotation(fields: list[str], doc: _DocBuilder, source: str, where: str) ->
         if full[start:end].strip() != text.strip():
             raise FormatError(source, where, f"annotation text {text!r} differs from the document text {full[start:end]!r} at {start}-{end}")
         text = full[start:end]
-    ids = split_ids(fields[5]) if len(fields) > 5 else ()
+    id_field = fields[5] if len(fields) > 5 else ""
     parts = tuple(p for p in fields[6].split("|") if p) if len(fields) > 6 else ()
-    return Mention(text=text, doc_id=doc.doc_id, start=start, end=end, entity_type=etype, concept_ids=ids, parts=parts)
+    return Mention(text=text, doc_id=doc.doc_id, start=start, end=end, entity_type=etype, concept_ids=split_ids(id_field),
+                   parts=parts, id_field=id_field)
 
 
 def read_pubtator(path: str | Path) -> list[Document]:
@@ -108,33 +123,59 @@ def read_pubtator(path: str | Path) -> list[Document]:
         return list(parse_pubtator(fh, str(path)))
 
 
+_LINE_BREAKS = str.maketrans("\n\r\t", "   ")
+_FIELD_BREAKS = re.compile(r"[\t\n\r]")
+
+
+def id_field(m: Mention) -> str:
+    """The id field to write: the corpus' own while it still means `concept_ids`, else the ids joined by `|`."""
+    if m.id_field is not None and split_ids(m.id_field) == m.concept_ids:
+        return m.id_field
+    return "|".join(m.concept_ids) or NIL_ID
+
+
 def format_pubtator(doc: Document) -> str:
-    """One document as PubTator text, ending with the blank separator line."""
-    text = doc.text
-    title = doc.title
-    if "\n" in text or "\t" in text or "\n" in title:
-        raise ValueError(f"document {doc.doc_id}: PubTator cannot hold text with newlines or tabs")
-    if text[: len(title)] != title:
-        raise ValueError(f"document {doc.doc_id}: the title passage must start the document for PubTator")
+    """One document as PubTator text, ending with the blank separator line; UnwritableDocument if it cannot be."""
+    def refuse(reason: str) -> UnwritableDocument:
+        return UnwritableDocument(f"document {doc.doc_id!r} cannot be written as PubTator: {reason}")
+
+    if not doc.doc_id.strip() or "|" in doc.doc_id or _FIELD_BREAKS.search(doc.doc_id):
+        raise refuse("the id is empty or holds '|', a tab or a line break")
+    if any(LONE_SURROGATE.search(x) for x in strings([p.text for p in doc.passages] + [m.entity_type for m in doc.mentions])):
+        raise refuse("a lone surrogate, which has no UTF-8 form")
+    try:
+        text = doc.text.translate(_LINE_BREAKS)
+    except ValueError as err:
+        raise refuse(str(err)) from err
+    first = min(doc.passages, key=lambda p: p.offset, default=None)
+    starts = first is not None and first.kind == "title" and first.offset == 0
+    title = text[:len(first.text)] if starts else text
+    if text[len(title):len(title) + 1] not in ("", " "):  # no separator space after the title: keep offsets
+        title = text
     lines = [f"{doc.doc_id}|t|{title}", f"{doc.doc_id}|a|{text[len(title) + 1:]}"]
     for m in doc.mentions:
-        if m.start is None or m.end is None:
-            raise ValueError(f"document {doc.doc_id}: mention {m.text!r} has no span; PubTator needs offsets")
-        row = [doc.doc_id, str(m.start), str(m.end), m.text, m.entity_type, "|".join(m.concept_ids) or NIL_ID]
+        if m.start is None or m.end is None or not 0 <= m.start < m.end <= len(text):
+            raise refuse(f"mention {m.text!r} has no span inside the text ({m.start}-{m.end}, length {len(text)})")
+        row = [doc.doc_id, str(m.start), str(m.end), text[m.start:m.end], m.entity_type, id_field(m)]
         if m.parts:
             row.append("|".join(m.parts))
+        elif not row[-1]:
+            row.pop()  # the corpus stated no id column
+        if any(_FIELD_BREAKS.search(f) for f in row[4:]):
+            raise refuse(f"mention {m.text!r}: a tab or line break in its type, ids or parts")
         lines.append("\t".join(row))
-    lines.extend("\t".join([doc.doc_id, r.kind, *r.args]) for r in doc.relations)
+    for r in doc.relations:
+        if r.kind.isdigit() or not r.args or any(_FIELD_BREAKS.search(f) for f in (r.kind, *r.args)):
+            raise refuse(f"relation {r.kind!r} {r.args!r}: a numeric kind, no arguments, or a tab or line break")
+        lines.append("\t".join([doc.doc_id, r.kind, *r.args]))
     return "\n".join(lines) + "\n\n"
 
 
-def write_pubtator(docs: Iterable[Document], out: str | Path | TextIO) -> int:
-    """Write documents; returns how many. `out` is a path or an open text file."""
-    if isinstance(out, (str, Path)):
-        with open(out, "w", encoding="utf-8") as fh:
-            return write_pubtator(docs, fh)
+def write_pubtator(docs: Iterable[Document], out: Output) -> int:
+    """Write documents; returns how many. `out` is a path or an open text stream."""
     n = 0
-    for doc in docs:
-        out.write(format_pubtator(doc))
-        n += 1
+    with text_output(out) as fh:
+        for doc in docs:
+            fh.write(format_pubtator(doc))
+            n += 1
     return n

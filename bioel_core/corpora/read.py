@@ -27,12 +27,12 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from bioel_core.corpora.bioc import _xml_document_dict, document_from_dict
+from bioel_core.corpora.bioc import _xml_document_dict, document_from_dict, iter_bioc_json_text
 from bioel_core.corpora.jsonl import parse_jsonl
 from bioel_core.corpora.pubmed_xml import iter_pubmed_xml
 from bioel_core.corpora.pubtator import parse_pubtator
 from bioel_core.corpora.records import DeletedDocument, Document, FormatError
-from bioel_core.corpora.text import decoded_lines, iter_text
+from bioel_core.corpora.text import BOM, decoded_lines, iter_text
 from bioel_core.kb.io import Opener, open_binary
 from bioel_core.records import DeadLetter
 
@@ -79,14 +79,16 @@ def _jsonl(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
                 yield DeadLetter(path, f"line {lineno}", line[:2000], err.reason)
 
 
-def _bioc_document(d: object, path: str, raw: str | None = None) -> CorpusItem:
+def _bioc_document(d: object, path: str, where: str, raw: str | None = None) -> CorpusItem:
     """`raw` is the document's source line when there is one; otherwise it is serialized only on a fault."""
+    if not isinstance(d, dict):
+        return DeadLetter(path, where, (raw if raw is not None else json.dumps(d, ensure_ascii=False))[:2000],
+                          "a BioC document must be a JSON object")
     try:
-        if not isinstance(d, dict):
-            raise FormatError(path, "document", "a BioC document must be a JSON object")
         return document_from_dict(d, path)
     except FormatError as err:
-        return DeadLetter(path, err.location, (raw if raw is not None else json.dumps(d, ensure_ascii=False))[:2000], err.reason)
+        location = err.location if where == "file" else f"{where}, {err.location}"
+        return DeadLetter(path, location, (raw if raw is not None else json.dumps(d, ensure_ascii=False))[:2000], err.reason)
 
 
 def _bioc_xml(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
@@ -108,7 +110,7 @@ def _bioc_xml(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
 
 
 def _bioc_json(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
-    """A collection, a list of documents, one document, or one document per line (as read_bioc_json)."""
+    """Every layout read_bioc_json reads; a bad line or document is one dead letter."""
     try:
         with open_binary(path, opener) as fh:
             raw = fh.read()
@@ -121,24 +123,11 @@ def _bioc_json(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
         raise FormatError(path, f"line {line}", f"invalid UTF-8: {err.reason} at byte {err.start}") from err
     if not text.strip():
         raise FormatError(path, "file", "empty file")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    doc = json.loads(line)
-                except json.JSONDecodeError as err:
-                    yield DeadLetter(path, f"line {lineno}", line[:2000], f"not JSON: {err.msg}")
-                    continue
-                yield _bioc_document(doc, path, line)
-        return
-    if isinstance(data, dict):
-        data = data["documents"] if "documents" in data else [data]
-    if not isinstance(data, list):
-        raise FormatError(path, "top level", "expected a BioC collection, a list of documents or a document")
-    for doc in data:
-        yield _bioc_document(doc, path)
+    for item in iter_bioc_json_text(text.removeprefix(BOM), path):
+        if isinstance(item, FormatError):
+            yield DeadLetter(path, item.location, "", item.reason)
+        else:
+            yield _bioc_document(item[1], path, item[0], item[2])
 
 
 FORMATS = ("pubmed-xml", "pubtator", "bioc-xml", "bioc-json", "jsonl", "text")

@@ -29,13 +29,22 @@ class Mention:
     parts: tuple[str, ...] = ()
     ann_id: str = ""  # BioC annotation id, kept so relations can refer to it
     link_text: str = ""
+    # The id field exactly as the corpus wrote it (PubTator column 6, the BioC id infon); writers emit it while it
+    # still splits to `concept_ids`, because the split is lossy (tmVar `c|SUB|G|Ex2+860|C`).
+    id_field: str | None = None  # None: not read from a corpus (detected or linked)
+    infons: tuple[tuple[str, str], ...] = ()  # BioC annotation infons other than type, the id and parts
 
 
 @dataclass(frozen=True)
 class Passage:
+    """A run of text at its document offset. A BioC passage stated as sentences becomes one Passage per
+    sentence (`sentence_of` = the BioC passage's own offset), so every table that stores passages keeps the text."""
+
     kind: str  # "title", "abstract", ... (BioC passage type infon)
     offset: int
     text: str
+    infons: tuple[tuple[str, str], ...] = ()  # BioC passage infons other than `type`, in file order
+    sentence_of: int | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,8 @@ class Relation:
     args: tuple[str, ...]
     roles: tuple[str, ...] = ()
     rel_id: str = ""
+    infons: tuple[tuple[str, str], ...] = ()  # BioC: every infon verbatim, the kind's included
+    nodes: bool = False  # BioC: args/roles are `<node refid role>` (annotation ids), not infons
 
 
 @dataclass
@@ -98,6 +109,10 @@ class Candidate:
     concept_ids: tuple[str, ...]
     name: str
     score: float
+
+
+class UnwritableDocument(ValueError):
+    """A document an output format cannot hold (e.g. a `|` in a PubTator document id); the caller dead-letters it."""
 
 
 class FormatError(ValueError):

@@ -2,7 +2,8 @@
 
 - One document per file (default): id = the file name without a trailing `.gz` and then without its last
   extension (`abstracts/12345.txt.gz` -> `12345`); one passage of kind `text` at offset 0 holding the file's
-  text verbatim (a leading byte-order mark dropped), so offsets are character offsets into the file.
+  text (a leading byte-order mark and trailing whitespace, e.g. the final newline, dropped: nothing before any
+  character moves), so offsets are character offsets into the file.
 - One document per line (`per_line=True`): a line `ID<TAB>TEXT` gives id ID and text TEXT (everything after
   the first tab); a line without a tab gives id `STEM:LINE` (file stem as above, 1-based line number).
   Blank lines are skipped; line ends are not part of the text.
@@ -75,7 +76,7 @@ def iter_text(path: str, per_line: bool = False, opener: Opener | None = None) -
         if not text.strip():
             yield DeadLetter(source, "file", text[:2000], "empty file")
             return
-        yield Document(stem, [Passage("text", 0, text)])
+        yield Document(stem, [Passage("text", 0, text.rstrip())])
         return
     for item in decoded_lines(source, opener):
         if isinstance(item, DeadLetter):
@@ -90,7 +91,7 @@ def iter_text(path: str, per_line: bool = False, opener: Opener | None = None) -
         elif not doc_id.strip() or not text.strip():
             yield DeadLetter(source, f"line {lineno}", line[:2000], "'ID<TAB>TEXT' line with an empty id or text")
             continue
-        yield Document(doc_id.strip(), [Passage("text", 0, text)])
+        yield Document(doc_id.strip(), [Passage("text", 0, text.rstrip())])
 
 
 def read_text(path: str, per_line: bool = False, opener: Opener | None = None) -> list[Document | DeadLetter]:
