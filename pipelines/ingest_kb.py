@@ -98,7 +98,7 @@ def merge_concepts(element):
     records = sorted(records, key=lambda r: (r.preferred_name, r.definition or "", r.semantic_types, r.alt_ids))
     first = records[0]
     yield {
-        "concept_id": concept_id, "kb": first.kb, "preferred_name": first.preferred_name,
+        "concept_id": concept_id, "vocabulary": first.vocabulary, "kb": first.kb, "preferred_name": first.preferred_name,
         "semantic_types": sorted({t for r in records for t in r.semantic_types}),
         "definition": next((r.definition for r in records if r.definition), None),
         "alt_ids": sorted({a for r in records for a in r.alt_ids} - {concept_id}),

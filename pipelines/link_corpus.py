@@ -29,6 +29,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 import bioel_core
 from bioel_core.corpora import FORMATS, DeletedDocument, Document, read_documents
 from bioel_core.corpora.records import Mention, Passage
+from bioel_core.kb.vocab import qualify
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, content_sha256
 from bioel_core.records import DeadLetter
 from bioel_core.tables import MANIFEST, read_manifest
@@ -144,14 +145,27 @@ class DetectAndLinkFn(beam.DoFn):
             yield from rows
 
 
-def as_linked_documents(documents: list[dict], annotations: list[dict]) -> list[Document]:
+ID_PREFIXES = ("none", "vocabulary")
+
+
+def interchange_id(row: dict, id_prefix: str) -> str:
+    """The id an interchange file gets: bare (`D003920`), or qualified with its vocabulary as PubTator3 writes
+    it (`MESH:D003920`) when `id_prefix` is "vocabulary" (an id of no known vocabulary stays bare)."""
+    if id_prefix == "vocabulary" and row.get("vocabulary"):
+        return qualify(row["vocabulary"], row["concept_id"])
+    return row["concept_id"]
+
+
+def as_linked_documents(documents: list[dict], annotations: list[dict], id_prefix: str = "none") -> list[Document]:
     """Documents-table rows with their annotation rows -> Documents whose mentions are the annotations
     (NIL: no concept id), for the interchange writers. Tombstones are left out."""
+    if id_prefix not in ID_PREFIXES:
+        raise ValueError(f"--id-prefix must be one of {ID_PREFIXES}, got {id_prefix!r}")
     by_doc: dict[str, list[Mention]] = {}
     for r in annotations:
         by_doc.setdefault(r["doc_id"], []).append(Mention(
             text=r["mention"], doc_id=r["doc_id"], start=r["start"], end=r["end"], entity_type=r["entity_type"],
-            concept_ids=() if r["nil"] else (r["concept_id"],)))
+            concept_ids=() if r["nil"] else (interchange_id(r, id_prefix),)))
     return [Document(d["doc_id"], [Passage(p["kind"], p["offset"], p["text"]) for p in d["passages"]], by_doc.get(d["doc_id"], []))
             for d in documents if d["status"] == "annotated"]
 
@@ -160,8 +174,8 @@ class WriteShardFn(beam.DoFn):
     """One shard: annotations and documents Parquet files (rows sorted so re-runs are byte-stable) and, when
     asked, the same documents and annotations in an interchange format."""
 
-    def __init__(self, staged: StagedOutput, num_shards: int, output_format: str):
-        self.staged, self.num_shards, self.output_format = staged, num_shards, output_format
+    def __init__(self, staged: StagedOutput, num_shards: int, output_format: str, id_prefix: str = "none"):
+        self.staged, self.num_shards, self.output_format, self.id_prefix = staged, num_shards, output_format, id_prefix
 
     def process(self, element):
         shard, grouped = element
@@ -171,7 +185,7 @@ class WriteShardFn(beam.DoFn):
         write_parquet(join(self.staged.table_dir("annotations"), name), pa.Table.from_pylist(annotations, schema=ANNOTATIONS_SCHEMA))
         write_parquet(join(self.staged.table_dir("documents"), name), pa.Table.from_pylist(documents, schema=DOCUMENTS_SCHEMA))
         if self.output_format != "parquet":
-            linked = as_linked_documents(documents, annotations)
+            linked = as_linked_documents(documents, annotations, self.id_prefix)
             path = join(self.staged.table_dir(self.output_format), name.replace(".parquet", INTERCHANGE_SUFFIX[self.output_format]))
             with FileSystems.create(path) as fh:
                 fh.write(write_interchange(linked, self.output_format).encode())
@@ -208,7 +222,7 @@ def previous_files(output_dir: str) -> dict[str, list[str]]:
 
 def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: StagedOutput, spec: AnnotatorSpec, *,
                    per_line: bool, previous: dict[str, list[str]], output_format: str, num_shards: int,
-                   batch_size: int, versions: tuple[str, str]) -> None:
+                   batch_size: int, versions: tuple[str, str], id_prefix: str = "none") -> None:
     read = (p
             | "Inputs" >> beam.Create(inputs)
             | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
@@ -241,7 +255,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Staged
                # every shard gets a group, and so its files, even without rows: a missing file is then an error
                "seed": p | "ShardSeeds" >> beam.Create([(s, None) for s in range(num_shards)])}
               | "GroupShards" >> beam.CoGroupByKey())
-    _ = shards | "WriteShard" >> beam.ParDo(WriteShardFn(staged, num_shards, output_format))
+    _ = shards | "WriteShard" >> beam.ParDo(WriteShardFn(staged, num_shards, output_format, id_prefix))
 
     dead = (read.dead, linked.dead) | "AllDeadLetters" >> beam.Flatten()
     _ = (dead
@@ -322,12 +336,14 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
 
 def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
         output_format: str = "parquet", per_line: bool = False, incremental: bool = False, num_shards: int = 4,
-        batch_size: int = 64) -> dict:
+        batch_size: int = 64, id_prefix: str = "none") -> dict:
     """Runs the linking pipeline and publishes its output; returns the manifest."""
     if fmt not in FORMATS:
         raise ValueError(f"--input-format must be one of {FORMATS}")
     if output_format not in OUTPUT_FORMATS:
         raise ValueError(f"--output-format must be one of {OUTPUT_FORMATS}")
+    if id_prefix not in ID_PREFIXES:
+        raise ValueError(f"--id-prefix must be one of {ID_PREFIXES}")
     if num_shards < 1:
         raise ValueError("--num-shards must be at least 1")
     check_inputs_exist(inputs)
@@ -339,7 +355,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     def build() -> dict:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
-                           num_shards=num_shards, batch_size=batch_size, versions=versions)
+                           num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix)
         return build_manifest(read_stats_file(staged), inputs=inputs, fmt=fmt, output_format=output_format, staged=staged,
                               spec=spec, versions=versions, incremental=incremental,
                               previous_documents=_rows(previous["documents"]), options=options)

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
 from bioel_core.kb.io import Opener, ReaderContext, iter_lines, open_binary, tsv_rows
+from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 THESAURUS_COLUMNS = ["DescriptorUI", "DescriptorName", "ConceptUI", "TermUI", "TermName",
@@ -30,6 +31,7 @@ def _header(path: str, opener: Opener | None) -> list[str]:
 
 class MeshTsvReader(KBReader):
     kb = "mesh"
+    vocabulary = MESH
     id_pattern = re.compile(r"D\d{6,9}")
 
     def __init__(self, include_permuted: bool = True, tree_prefixes: Sequence[str] = ()):
@@ -95,7 +97,8 @@ class MeshTsvReader(KBReader):
             if descriptor not in seen:
                 seen.add(descriptor)
                 yield ConceptRecord(concept_id=descriptor, kb=self.kb, preferred_name=row["DescriptorName"].strip(),
-                                    semantic_types=tuple(sorted(trees.get(descriptor, ()))))
+                                    semantic_types=tuple(sorted(trees.get(descriptor, ()))),
+                                    vocabulary=self.vocabulary)
             if row["RecordPreferredTermYN"] == "Y":
                 name_type = "preferred"
             elif row["LexicalTag"] in ABBREVIATION_TAGS:

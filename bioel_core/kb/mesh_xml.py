@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
 from bioel_core.kb.io import Opener, ReaderContext, open_binary
+from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, NameRecord
 
 ABBREVIATION_TAGS = {"ABB", "ACR"}
@@ -26,6 +27,7 @@ RECORD = "DescriptorRecord"
 
 class MeshXmlReader(KBReader):
     kb = "mesh"
+    vocabulary = MESH
     id_pattern = re.compile(r"D\d{6,9}")
 
     def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
@@ -88,7 +90,7 @@ class MeshXmlReader(KBReader):
         tree_numbers = tuple(t.strip() for t in (e.text or "" for e in elem.iterfind("TreeNumberList/TreeNumber")) if t.strip())
         ctx.accept()
         yield ConceptRecord(concept_id=ui, kb=self.kb, preferred_name=name, semantic_types=tree_numbers,
-                            definition=definition or None)
+                            definition=definition or None, vocabulary=self.vocabulary)
         for term in (t for c in concepts for t in c.iterfind("TermList/Term")):
             text = (term.findtext("String") or "").strip()
             if not text:
