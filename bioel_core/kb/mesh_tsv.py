@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import Opener, ReaderContext, iter_lines, open_binary, tsv_rows
+from bioel_core.kb.io import Opener, ReaderContext, iter_lines, open_kb_file, tsv_rows
 from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
@@ -23,7 +23,7 @@ def _header(path: str, opener: Opener | None) -> list[str]:
     """The first line's columns (only to tell a trees file from a thesaurus); a broken file reads as []
     here and is dead-lettered when it is read for real."""
     try:
-        with open_binary(path, opener) as fh:
+        with open_kb_file(path, opener) as fh:
             return fh.readline().decode("utf-8", "replace").rstrip("\r\n").split("\t")
     except (EOFError, OSError, zlib.error):
         return []

@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import Opener, ReaderContext, open_binary
+from bioel_core.kb.io import Opener, ReaderContext, open_kb_file
 from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, NameRecord
 
@@ -42,7 +42,7 @@ class MeshXmlReader(KBReader):
         depth = 0
         ui = ""  # DescriptorUI of the record being read, for error locations
         try:
-            with open_binary(path, opener) as fh:
+            with open_kb_file(path, opener) as fh:
                 for event, elem in ET.iterparse(fh, events=("start", "end")):
                     if event == "start":
                         depth += 1
