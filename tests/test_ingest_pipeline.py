@@ -175,3 +175,16 @@ def test_cli_ingests_a_dictionary_of_any_scheme_with_its_vocabulary(tmp_path, ca
     assert read_table(out, "dead_letter").num_rows == 0
     code = cli.main(["ingest-kb", "--kb", "biosyn-dict", "--id-pattern", "(", "--input", DICTIONARY, "--output", str(tmp_path / "x")])
     assert code == 2 and "--id-pattern '(' is not a regular expression" in capsys.readouterr().err
+
+
+def test_control_characters_are_cleaned_and_an_empty_name_dead_lettered(tmp_path):
+    path = tmp_path / "medic.txt"
+    path.write_bytes(b"D000152||Acne\x00Vulgaris|\x00\x01|Acne \x7fvulgaris\n")
+    out = tmp_path / "kb"
+    manifest = ingest_kb.run("medic-biosyn", [str(path)], str(out), local(), num_shards=1)
+    assert all(manifest["reconciliation"].values())
+    assert read_table(out, "concepts").to_pylist()[0]["preferred_name"] == "Acne Vulgaris"
+    names = rows(out, "names")
+    assert [(r["name"], r["name_norm"]) for r in names] == [("Acne Vulgaris", "acne vulgaris")]  # one name_id: kept once
+    dead = read_table(out, "dead_letter").to_pylist()
+    assert [(d["location"], d["reason"], d["raw"]) for d in dead] == [("concept D000152", "name is of control characters only", "\x00\x01")]
