@@ -192,3 +192,32 @@ def test_nil_threshold_marks_low_scores(chain, corpus, tmp_path):
     assert {r["entity_type"] for r in rows} >= {"SpecificDisease", "Modifier"}
     assert all((r["score"] < 0.999) == r["nil"] and (r["concept_id"] is None) == r["nil"] for r in rows)
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["annotator"]["nil_thresholds"] == [["", 0.999]]
+
+
+def test_annotations_carry_vocabulary_and_alt_ids_and_pubtator_can_write_prefixed_ids(chain, corpus, tmp_path):
+    # ids carried no vocabulary: an OMIM number and a MeSH id looked alike in every output
+    folder, _ = corpus
+    run(chain, [folder / "a.pubtator"], tmp_path / "out", output_format="pubtator", id_prefix="vocabulary")
+    kb = {r["concept_id"]: r for r in read_table(Path(chain[1]).parent / "kb", "concepts").to_pylist()}
+    rows = table(tmp_path / "out", "annotations")
+    assert rows and all((r["vocabulary"], r["alt_ids"]) == (kb[r["concept_id"]]["vocabulary"], kb[r["concept_id"]]["alt_ids"])
+                        for r in rows)
+    assert {r["vocabulary"] for r in rows} <= {"MESH", "OMIM"}
+    written = [d for f in sorted((tmp_path / "out" / "pubtator").iterdir()) for d in read_pubtator(f)]
+    assert sorted((d.doc_id, m.start, m.concept_ids[0]) for d in written for m in d.mentions) == \
+        sorted((r["doc_id"], r["start"], f"{r['vocabulary']}:{r['concept_id']}") for r in rows)
+
+
+def test_as_linked_documents_id_prefix():
+    documents = [{"doc_id": "1", "status": "annotated", "passages": [{"kind": "title", "offset": 0, "text": "Gout and AT."}]}]
+    rows = [{"doc_id": "1", "start": 0, "end": 4, "mention": "Gout", "entity_type": "Disease", "concept_id": "D006073",
+             "vocabulary": "MESH", "nil": False},
+            {"doc_id": "1", "start": 9, "end": 11, "mention": "AT", "entity_type": "Disease", "concept_id": "208900",
+             "vocabulary": "OMIM", "nil": False},
+            {"doc_id": "1", "start": 0, "end": 4, "mention": "Gout", "entity_type": "Chemical", "concept_id": None,
+             "vocabulary": None, "nil": True}]
+    ids = lambda prefix: [m.concept_ids for m in link_corpus.as_linked_documents(documents, rows, prefix)[0].mentions]  # noqa: E731
+    assert ids("none") == [("D006073",), ("208900",), ()]
+    assert ids("vocabulary") == [("MESH:D006073",), ("OMIM:208900",), ()]
+    with pytest.raises(ValueError, match="--id-prefix"):
+        ids("mesh")
