@@ -22,11 +22,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.kbs import BIOEL, DATA, annotator_flags, model_tag, prepare, sh  # noqa: E402
+from benchmarks.kbs import BIOEL, DATA, annotator_flags, built, model_tag, prepare, sh  # noqa: E402
 from bioel_core.corpora import read_pubtator  # noqa: E402
 from bioel_core.evaluation.e2e import e2e_scores  # noqa: E402
 from bioel_core.kb.vocab import plain_id  # noqa: E402
 from bioel_core.tables import read_table  # noqa: E402
+from schemas import SCHEMA_VERSION  # noqa: E402
 
 CORPUS = DATA / "bc5cdr-corpus"
 TYPES = ("Disease", "Chemical")
@@ -53,7 +54,7 @@ def unlinkable(gold_docs, ids_by_type: dict[str, set[str]]) -> dict[str, dict[st
 
 def link(kbs: dict, model: str, output: Path, thresholds: dict[str, float]) -> Path:
     """`bioel link` over the raw test abstracts; returns the PubTator file of its predictions."""
-    if not (output / "manifest.json").is_file():
+    if not built(output):
         nil = ["--nil-threshold", *[f"{t}={v}" for t, v in thresholds.items()]] if thresholds else []
         sh(BIOEL + ["link", "--model", model, "--input", CORPUS / "CDR_TestSet.PubTator.txt", "--input-format", "pubtator",
                     "--mentions", "detect", *annotator_flags(kbs), *nil,
@@ -75,7 +76,8 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     kbs, tag = prepare(work, model), model_tag(model)
-    calibration = work / f"e2e-nil-{tag}.json"
+    # the thresholds depend on the KB tables too: a new schema version (new ids) calibrates again
+    calibration = work / f"e2e-nil-{tag}-schema{SCHEMA_VERSION}.json"
     if not calibration.is_file():
         sh(BIOEL + ["calibrate-nil", "--gold", CORPUS / "CDR_DevelopmentSet.PubTator.txt", "--model", model,
                     *annotator_flags(kbs), "--json", calibration])
