@@ -6,7 +6,8 @@ against the gold PubTator file (strict and partial micro P/R/F1, diseases to MED
 The KBs are built once with the `bioel` verbs (benchmarks/kbs.py). NIL thresholds are calibrated with
 `bioel calibrate-nil` on the BC5CDR development set, never on test. The test abstracts are linked by
 `bioel link --mentions detect` (the gold spans in the input are ignored) twice: with no NIL threshold and
-with the dev thresholds. Gold annotations whose ids are in neither KB (MeSH supplementary concepts, chemical
+with the dev thresholds; its PubTator output writes ids as PubTator3 does (`--id-prefix vocabulary`: `MESH:D003920`),
+which the scoring compares with the gold's bare ids. Gold annotations whose ids are in neither KB (MeSH supplementary concepts, chemical
 ids outside tree D, ...) cannot be linked by any system restricted to these KBs; they are counted.
 """
 
@@ -21,11 +22,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.kbs import BIOEL, DATA, annotator_flags, model_tag, prepare, sh  # noqa: E402
+from benchmarks.kbs import BIOEL, DATA, annotator_flags, built, model_tag, prepare, sh  # noqa: E402
 from bioel_core.corpora import read_pubtator  # noqa: E402
 from bioel_core.tables import data_root  # noqa: E402
-from bioel_core.evaluation.e2e import e2e_scores, plain_id  # noqa: E402
+from bioel_core.evaluation.e2e import e2e_scores  # noqa: E402
+from bioel_core.kb.vocab import plain_id  # noqa: E402
 from bioel_core.tables import read_table  # noqa: E402
+from schemas import SCHEMA_VERSION  # noqa: E402
 
 CORPUS = DATA / "bc5cdr-corpus"
 TYPES = ("Disease", "Chemical")
@@ -52,11 +55,11 @@ def unlinkable(gold_docs, ids_by_type: dict[str, set[str]]) -> dict[str, dict[st
 
 def link(kbs: dict, model: str, output: Path, thresholds: dict[str, float]) -> Path:
     """`bioel link` over the raw test abstracts; returns the PubTator file of its predictions."""
-    if not (output / "manifest.json").is_file():
+    if not built(output):
         nil = ["--nil-threshold", *[f"{t}={v}" for t, v in thresholds.items()]] if thresholds else []
         sh(BIOEL + ["link", "--model", model, "--input", CORPUS / "CDR_TestSet.PubTator.txt", "--input-format", "pubtator",
                     "--mentions", "detect", *annotator_flags(kbs), *nil,
-                    "--output", output, "--output-format", "pubtator", "--no-quality", "--runner", "FnApiRunner"])
+                    "--output", output, "--output-format", "pubtator", "--id-prefix", "vocabulary", "--no-quality", "--runner", "FnApiRunner"])
     merged = output.with_suffix(".pubtator")
     merged.write_text("".join(p.read_text() for p in sorted((data_root(output) / "pubtator").glob("*.pubtator"))))
     return merged
@@ -74,7 +77,8 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     kbs, tag = prepare(work, model), model_tag(model)
-    calibration = work / f"e2e-nil-{tag}.json"
+    # the thresholds depend on the KB tables too: a new schema version (new ids) calibrates again
+    calibration = work / f"e2e-nil-{tag}-schema{SCHEMA_VERSION}.json"
     if not calibration.is_file():
         sh(BIOEL + ["calibrate-nil", "--gold", CORPUS / "CDR_DevelopmentSet.PubTator.txt", "--model", model,
                     *annotator_flags(kbs), "--json", calibration])

@@ -4,6 +4,7 @@ for chemicals, each ingested, embedded and indexed (flat, 2 shards) once with th
 from __future__ import annotations
 
 import functools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -34,17 +35,25 @@ def model_tag(model: str) -> str:
     return open_model(model).fingerprint()[:12]
 
 
+def built(folder: Path) -> bool:
+    """A finished output of this bioel's schema version (a cache from an older version is built again)."""
+    from schemas import SCHEMA_VERSION
+
+    manifest = folder / "manifest.json"
+    return manifest.is_file() and json.loads(manifest.read_text()).get("schema_version") == SCHEMA_VERSION
+
+
 def prepare(work: Path, model: str) -> dict[str, dict[str, Path]]:
     """Entity type -> {"kb", "index", "stop_list"} folders/files, built once into `work` with `model`."""
     out, tag = {}, model_tag(model)
     for entity_type, (ingest_flags, stop_list) in KBS.items():
         kb = work / f"{entity_type}-kb"
         emb, idx = work / f"{entity_type}-emb-{tag}", work / f"{entity_type}-index-{tag}"
-        if not (kb / "manifest.json").is_file():
+        if not built(kb):
             sh(BIOEL + ["ingest-kb", *ingest_flags, "--output", kb, "--no-quality"])
-        if not (emb / "manifest.json").is_file():
+        if not built(emb):
             sh(BIOEL + ["embed", "--model", model, "--names", kb, "--output", emb, "--no-quality"])
-        if not (idx / "manifest.json").is_file():
+        if not built(idx):
             sh(BIOEL + ["build-index", "--embeddings", emb, "--output", idx, "--shards", "2", "--index", "flat", "--no-quality"])
         out[entity_type] = {"kb": kb, "index": idx, "stop_list": STOP_LISTS / stop_list}
     return out

@@ -14,6 +14,15 @@ import unicodedata
 from dataclasses import asdict, dataclass
 
 PUNCTUATION_POLICIES = ("split", "remove", "keep")
+# Unicode category Cc (C0, DEL, C1): NUL and the like reach names from broken dumps and never mean anything there
+_CONTROL = re.compile(r"[ ]*[\x00-\x1f\x7f-\x9f]+[ ]*")
+
+
+def clean_text(text: str) -> str:
+    """`text` with each run of control characters (tab and newline included) made one space, trimmed: the one
+    rule for names (ingest-kb writes names cleaned and dead-letters one left empty) and, through the
+    Normalizer, for everything matched against them."""
+    return _CONTROL.sub(" ", text).strip()
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class Normalizer:
 
     def __call__(self, text: str) -> str:
         cfg = self.config
+        text = clean_text(text)
         if cfg.unicode_form:
             text = unicodedata.normalize(cfg.unicode_form, text)
         if cfg.lowercase:

@@ -16,7 +16,8 @@ class ConceptRecord:
     preferred_name: str
     semantic_types: tuple[str, ...] = ()
     definition: str | None = None
-    alt_ids: tuple[str, ...] = ()
+    alt_ids: tuple[str, ...] = ()  # other ids of the concept, qualified `VOCAB:ID` (bioel_core.kb.vocab)
+    vocabulary: str = ""  # the scheme concept_id belongs to (MESH, OMIM, UMLS, SNOMEDCT, a user's own)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ def _reader_options(args) -> dict:
     if args.kb == "mesh-tsv":
         return {"include_permuted": not args.mesh_exclude_permuted, "tree_prefixes": args.mesh_tree_prefix or ()}
     if args.kb == "biosyn-dict":
-        return {"kb": args.kb_name}
+        return {"kb": args.kb_name, "id_pattern": args.id_pattern, "vocabulary": args.vocabulary}
     return {}
 
 
@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--keep-case", action="store_true", help="do not lowercase")
     ingest.add_argument("--unicode-form", choices=["NFKC", "NFC", "none"], default="NFKC")
     ingest.add_argument("--kb-name", default="medic", help="biosyn-dict: the kb column value (default medic)")
+    ingest.add_argument("--vocabulary", help="biosyn-dict: the vocabulary of every id in the dictionary (e.g. SNOMEDCT, UMLS); "
+                                             "default: MeSH and OMIM ids by their shape, others by a VOCAB: prefix, else LOCAL")
+    ingest.add_argument("--id-pattern", help="biosyn-dict: a regular expression every id must match (others are "
+                                             "dead-lettered); default: any id")
     ingest.add_argument("--umls-languages", nargs="+", default=["ENG"], help="umls: LAT values kept")
     ingest.add_argument("--umls-sabs", nargs="+", help="umls: source vocabularies kept (default all)")
     ingest.add_argument("--umls-ttys", nargs="+", help="umls: term types kept (default all)")

@@ -50,6 +50,9 @@ def add_subcommands(subparsers) -> None:
     ln.add_argument("--output", required=True, help="output folder (the annotated state)")
     ln.add_argument("--output-format", default="parquet", choices=["parquet", "pubtator", "bioc-json", "bioc-xml"],
                     help="besides the Parquet tables, write this run's linked documents in this format")
+    ln.add_argument("--id-prefix", choices=["none", "vocabulary"], default="none",
+                    help="ids in the PubTator/BioC copies: bare (D003920, default) or with their vocabulary as PubTator3 "
+                         "writes them (MESH:D003920); the Parquet tables always have both columns")
     ln.add_argument("--mentions", choices=["detect", "given"], default="detect",
                     help="detect mentions with the KB dictionaries (default), or link the corpus's own")
     _add_annotator_flags(ln)
@@ -79,7 +82,7 @@ def cmd_link(args, beam_args: list[str]) -> int:
     spec = _annotator_spec(args, args.mentions == "detect", typed(args.nil_threshold, float))
     manifest = link_corpus.run(args.input, args.input_format, args.output, spec, pipeline_options(beam_args),
                                output_format=args.output_format, per_line=args.text_per_line, incremental=args.incremental,
-                               num_shards=args.num_shards, batch_size=args.batch_size)
+                               num_shards=args.num_shards, batch_size=args.batch_size, id_prefix=args.id_prefix)
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
     print(f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
           f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "

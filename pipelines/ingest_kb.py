@@ -16,7 +16,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core.kb import get_reader
-from bioel_core.normalize import Normalizer, NormalizerConfig, name_id
+from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
 from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.tables import stable_shard
@@ -64,15 +64,17 @@ class NormalizeNameFn(beam.DoFn):
         self.normalize = Normalizer(self.normalizer_config)
 
     def process(self, rec: NameRecord):
-        norm = self.normalize(rec.name)
+        name = clean_text(rec.name)
+        norm = self.normalize(name)
         if not norm:
+            why = "of control characters only" if not name else "empty after normalization"
             yield beam.pvalue.TaggedOutput("dead", {
                 "source": "normalizer", "location": f"concept {rec.concept_id}", "raw": rec.name,
-                "reason": "name is empty after normalization"})
+                "reason": f"name is {why}"})
             yield beam.pvalue.TaggedOutput("stats", ("names.dead_lettered", 1))
             return
         yield {"name_id": name_id(rec.kb, rec.concept_id, norm), "concept_id": rec.concept_id, "kb": rec.kb,
-               "name": rec.name, "name_norm": norm, "name_type": rec.name_type}
+               "name": name, "name_norm": norm, "name_type": rec.name_type}
 
 
 def _name_preference(row: dict) -> tuple:
@@ -95,7 +97,7 @@ def merge_concepts(element):
     records = sorted(records, key=lambda r: (r.preferred_name, r.definition or "", r.semantic_types, r.alt_ids))
     first = records[0]
     yield {
-        "concept_id": concept_id, "kb": first.kb, "preferred_name": first.preferred_name,
+        "concept_id": concept_id, "vocabulary": first.vocabulary, "kb": first.kb, "preferred_name": clean_text(first.preferred_name),
         "semantic_types": sorted({t for r in records for t in r.semantic_types}),
         "definition": next((r.definition for r in records if r.definition), None),
         "alt_ids": sorted({a for r in records for a in r.alt_ids} - {concept_id}),

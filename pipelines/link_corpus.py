@@ -27,6 +27,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from bioel_core.corpora import FORMATS, DeletedDocument, Document, read_documents
 from bioel_core.corpora.interchange import unwritable, write_interchange
 from bioel_core.corpora.records import Mention, Passage
+from bioel_core.kb.vocab import qualify
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, content_sha256
 from bioel_core.outputs import (Manifest, OutputError, OutputFolder, check_num_shards, parquet_rows, read_pointer, shard_name,
                                 write_parquet)
@@ -150,14 +151,27 @@ class DetectAndLinkFn(beam.DoFn):
             yield from rows
 
 
-def as_linked_documents(documents: list[dict], annotations: list[dict]) -> list[Document]:
+ID_PREFIXES = ("none", "vocabulary")
+
+
+def interchange_id(row: dict, id_prefix: str) -> str:
+    """The id an interchange file gets: bare (`D003920`), or qualified with its vocabulary as PubTator3 writes
+    it (`MESH:D003920`) when `id_prefix` is "vocabulary" (an id of no known vocabulary stays bare)."""
+    if id_prefix == "vocabulary" and row.get("vocabulary"):
+        return qualify(row["vocabulary"], row["concept_id"])
+    return row["concept_id"]
+
+
+def as_linked_documents(documents: list[dict], annotations: list[dict], id_prefix: str = "none") -> list[Document]:
     """Documents-table rows with their annotation rows -> Documents whose mentions are the annotations
     (NIL: no concept id), for the interchange writers. Tombstones are left out."""
+    if id_prefix not in ID_PREFIXES:
+        raise ValueError(f"--id-prefix must be one of {ID_PREFIXES}, got {id_prefix!r}")
     by_doc: dict[str, list[Mention]] = {}
     for r in annotations:
         by_doc.setdefault(r["doc_id"], []).append(Mention(
             text=r["mention"], doc_id=r["doc_id"], start=r["start"], end=r["end"], entity_type=r["entity_type"],
-            concept_ids=() if r["nil"] else (r["concept_id"],)))
+            concept_ids=() if r["nil"] else (interchange_id(r, id_prefix),)))
     return [Document(d["doc_id"], [Passage(p["kind"], p["offset"], p["text"]) for p in d["passages"]], by_doc.get(d["doc_id"], []))
             for d in documents if d["status"] == "annotated"]
 
@@ -166,8 +180,8 @@ class WriteLinkedShardFn(beam.DoFn):
     """One shard: annotations and documents Parquet files (rows sorted so re-runs are byte-stable) and, when
     asked, the same documents and annotations in an interchange format."""
 
-    def __init__(self, root: str, num_shards: int, output_format: str):
-        self.root, self.num_shards, self.output_format = root, num_shards, output_format
+    def __init__(self, root: str, num_shards: int, output_format: str, id_prefix: str = "none"):
+        self.root, self.num_shards, self.output_format, self.id_prefix = root, num_shards, output_format, id_prefix
 
     def process(self, element):
         shard, grouped = element
@@ -177,7 +191,7 @@ class WriteLinkedShardFn(beam.DoFn):
         for table, rows, schema in (("annotations", annotations, ANNOTATIONS_SCHEMA), ("documents", documents, DOCUMENTS_SCHEMA)):
             write_parquet(fs, fs.join(self.root, table, shard_name(shard, self.num_shards)), pa.Table.from_pylist(rows, schema=schema))
         if self.output_format != "parquet":
-            linked = as_linked_documents(documents, annotations)
+            linked = as_linked_documents(documents, annotations, self.id_prefix)
             path = fs.join(self.root, self.output_format, shard_name(shard, self.num_shards, INTERCHANGE_SUFFIX[self.output_format]))
             fs.write(path, write_interchange(linked, self.output_format).encode())
         yield shard
@@ -207,7 +221,7 @@ def previous_files(output_dir: str) -> dict[str, list[str]]:
 
 def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: OutputFolder, spec: AnnotatorSpec, *,
                    per_line: bool, previous: dict[str, list[str]], output_format: str, num_shards: int,
-                   batch_size: int, versions: tuple[str, str]) -> None:
+                   batch_size: int, versions: tuple[str, str], id_prefix: str = "none") -> None:
     read = (p
             | "Inputs" >> beam.Create(inputs)
             | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
@@ -240,7 +254,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
                # every shard gets a group, and so its files, even without rows: a missing file is then an error
                "seed": p | "ShardSeeds" >> beam.Create([(s, None) for s in range(num_shards)])}
               | "GroupShards" >> beam.CoGroupByKey())
-    _ = shards | "WriteShard" >> beam.ParDo(WriteLinkedShardFn(staged.root, num_shards, output_format))
+    _ = shards | "WriteShard" >> beam.ParDo(WriteLinkedShardFn(staged.root, num_shards, output_format, id_prefix))
 
     dead = (read.dead, linked.dead) | "AllDeadLetters" >> beam.Flatten()
     _ = (dead
@@ -259,7 +273,8 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
 
 
 def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: str, staged: OutputFolder, spec: AnnotatorSpec,
-                   versions: tuple[str, str], incremental: bool, previous_documents: int, options: PipelineOptions) -> Manifest:
+                   versions: tuple[str, str], incremental: bool, previous_documents: int, options: PipelineOptions,
+                   id_prefix: str = "none") -> Manifest:
     get = lambda k: stats.get(k, 0)  # noqa: E731
     records = {"documents": get("records.documents"), "deletions": get("records.deletions"), "dead_lettered": get("records.dead_lettered")}
     docs = {k: get(f"documents.{k}") for k in ("linked", "unchanged", "deleted", "dead_lettered", "superseded", "carried")}
@@ -279,19 +294,21 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
         pipeline="link", inputs=input_records(inputs), reconciliation=reconciliation, outputs=outputs,
         counts={"records": records, "documents": docs, "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")}},
         runner=runner_name(options), options=options.get_all_options(drop_default=True),
-        details={"input_format": fmt, "output_format": output_format, "incremental": incremental,
+        details={"input_format": fmt, "output_format": output_format, "id_prefix": id_prefix, "incremental": incremental,
                  "previous_documents": previous_documents, "annotator": spec.describe(), "model_version": versions[0],
                  "kb_version": versions[1]})
 
 
 def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
         output_format: str = "parquet", per_line: bool = False, incremental: bool = False, num_shards: int = 4,
-        batch_size: int = 64) -> dict:
+        batch_size: int = 64, id_prefix: str = "none") -> dict:
     """Runs the linking pipeline and publishes its output; returns the manifest."""
     if fmt not in FORMATS:
         raise ValueError(f"--input-format must be one of {FORMATS}")
     if output_format not in OUTPUT_FORMATS:
         raise ValueError(f"--output-format must be one of {OUTPUT_FORMATS}")
+    if id_prefix not in ID_PREFIXES:
+        raise ValueError(f"--id-prefix must be one of {ID_PREFIXES}")
     check_num_shards(num_shards)
     check_inputs_exist(inputs)
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
@@ -302,9 +319,10 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     def build() -> Manifest:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
-                           num_shards=num_shards, batch_size=batch_size, versions=versions)
+                           num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix)
         return build_manifest(read_stats(staged.root), inputs=inputs, fmt=fmt, output_format=output_format, staged=staged,
                               spec=spec, versions=versions, incremental=incremental,
-                              previous_documents=parquet_rows(staged.fs, previous["documents"]), options=options)
+                              previous_documents=parquet_rows(staged.fs, previous["documents"]), options=options,
+                              id_prefix=id_prefix)
 
     return staged.publish(build).to_dict()

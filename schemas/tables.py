@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: concepts.vocabulary; annotations.vocabulary and alt_ids
 VERSION_KEY = b"bioel.schema_version"
 TABLE_KEY = b"bioel.table"
 
@@ -14,12 +14,13 @@ def _versioned(table: str, fields: list[pa.Field]) -> pa.Schema:
 
 
 CONCEPTS_SCHEMA = _versioned("concepts", [
-    pa.field("concept_id", pa.string(), nullable=False),
+    pa.field("concept_id", pa.string(), nullable=False),  # bare, in `vocabulary` (D003920, not MESH:D003920)
+    pa.field("vocabulary", pa.string(), nullable=False),  # MESH, OMIM, UMLS, SNOMEDCT, or a dictionary's declared one
     pa.field("kb", pa.string(), nullable=False),
     pa.field("preferred_name", pa.string(), nullable=False),
     pa.field("semantic_types", pa.list_(pa.string()), nullable=False),
     pa.field("definition", pa.string()),
-    pa.field("alt_ids", pa.list_(pa.string()), nullable=False),
+    pa.field("alt_ids", pa.list_(pa.string()), nullable=False),  # other ids of the concept, qualified: OMIM:208900
 ])
 
 NAMES_SCHEMA = _versioned("names", [
@@ -60,7 +61,9 @@ ANNOTATIONS_SCHEMA = _versioned("annotations", [
     pa.field("mention", pa.string(), nullable=False),  # the text slice [start, end)
     pa.field("link_text", pa.string(), nullable=False),  # what was linked: the mention, or an abbreviation's long form
     pa.field("entity_type", pa.string(), nullable=False),
-    pa.field("concept_id", pa.string()),  # null when NIL
+    pa.field("concept_id", pa.string()),  # null when NIL; bare, as in the concepts table
+    pa.field("vocabulary", pa.string()),  # the concept id's vocabulary (null when NIL)
+    pa.field("alt_ids", pa.list_(pa.string()), nullable=False),  # the concept's alt ids, qualified (empty when NIL)
     pa.field("matched_name", pa.string()),
     pa.field("score", pa.float32(), nullable=False),
     pa.field("nil", pa.bool_(), nullable=False),  # score below the threshold: not forced onto a concept

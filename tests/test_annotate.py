@@ -68,3 +68,16 @@ def test_content_hash_changes_with_text_and_given_mentions_only_when_they_count(
     with_m = doc("Gout.", mentions=[Mention("Gout", "42", 0, 4, "Disease")])
     assert content_sha256(with_m, False) == content_sha256(a, False)
     assert content_sha256(with_m, True) != content_sha256(a, True)
+
+
+def test_rows_carry_the_concepts_vocabulary_and_alt_ids():
+    concepts = {"D001260": ("MESH", ("OMIM:208900",)), "D001943": ("MESH", ()), "D009369": ("MESH", ())}
+    disease = target("Disease", DISEASES)
+    disease.concepts = concepts
+    annotator = DocumentAnnotator([disease], model_version="m1")
+    [rows] = annotator.annotate([doc("Ataxia telangiectasia and breast cancer.")])
+    assert [(r["concept_id"], r["vocabulary"], r["alt_ids"]) for r in rows] == [
+        ("D001260", "MESH", ["OMIM:208900"]), ("D001943", "MESH", [])]
+    nil = DocumentAnnotator([target("Disease", DISEASES, threshold=1.5)], model_version="m1")
+    [rows] = nil.annotate([doc("Ataxia telangiectasia.")])
+    assert [(r["concept_id"], r["vocabulary"], r["alt_ids"]) for r in rows] == [(None, None, [])]

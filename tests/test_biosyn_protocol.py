@@ -47,10 +47,12 @@ class GoldLinker:
 
 def test_any_shared_id_counts_and_ids_are_split_on_bar_and_plus():
     gold = gold_ids(Mention("m", concept_ids=("D001943+D010051", " D1|OMIM:2 ")))
-    assert gold == {"D001943", "D010051", "D1", "OMIM:2"}
+    assert gold == {"D001943", "D010051", "D1", "2"}  # a known vocabulary's prefix is not part of the id
     assert is_correct(("D9", "D010051"), gold)  # a MeSH|OMIM name sharing one id
     assert is_correct(("D9|D1",), gold)
     assert not is_correct(("D9", "OMIM:3"), gold)
+    # a KB table qualifies alt ids (OMIM:2) and PubTator3 prefixes MeSH ids: neither makes a right answer wrong
+    assert is_correct(("D9", "OMIM:2"), gold) and is_correct(("MESH:D1",), gold)
 
 
 def test_every_sub_mention_must_hit_and_the_rank_is_the_worst_one():

@@ -197,7 +197,7 @@ def _write_names_table(folder: Path) -> None:
     (folder / "names").mkdir()
     ids = list(dict.fromkeys(c for c, _, _ in rows))
     trees = {c: t for c, _, t in rows}
-    pq.write_table(pa.table({"concept_id": ids, "kb": ["mesh"] * 3, "preferred_name": ["Anemia", "ALL", "Albumins"],
+    pq.write_table(pa.table({"concept_id": ids, "vocabulary": ["MESH"] * 3, "kb": ["mesh"] * 3, "preferred_name": ["Anemia", "ALL", "Albumins"],
                              "semantic_types": [[trees[c]] for c in ids], "definition": [None] * 3, "alt_ids": [[]] * 3},
                             schema=TABLE_SCHEMAS["concepts"]), folder / "concepts" / "part-00000-of-00001.parquet")
     pq.write_table(pa.table({"name_id": [name_id("mesh", c, NORM(n)) for c, n, _ in rows], "concept_id": [c for c, _, _ in rows],

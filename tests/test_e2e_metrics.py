@@ -101,3 +101,20 @@ def test_bc5cdr_test_gold_against_itself_is_100():
     assert s["strict"]["f1"] == s["partial"]["f1"] == 100.0
     assert s["strict"]["n_gold"] + s["gold_without_concept"] <= 9809
     assert e2e_scores(gold, gold, entity_types=["Disease"])["strict"]["f1"] == 100.0
+
+
+def test_vocabulary_prefixes_and_alt_ids_do_not_make_a_right_answer_wrong():
+    from bioel_core.evaluation.e2e import annotation_mentions
+
+    gold = [m("A", 0, 5, "D003920"), m("A", 10, 20, "D001260"), m("A", 30, 35, "MESH:D009369")]
+    rows = [  # annotation rows: PubTator3-style prefixes, and an alt id that is the gold one
+        {"doc_id": "A", "start": 0, "end": 5, "mention": "x", "entity_type": "Disease", "concept_id": "D003920",
+         "vocabulary": "MESH", "alt_ids": [], "nil": False},
+        {"doc_id": "A", "start": 10, "end": 20, "mention": "x", "entity_type": "Disease", "concept_id": "208900",
+         "vocabulary": "OMIM", "alt_ids": ["MESH:D001260"], "nil": False},
+        {"doc_id": "A", "start": 30, "end": 35, "mention": "x", "entity_type": "Disease", "concept_id": None,
+         "vocabulary": None, "alt_ids": [], "nil": True}]
+    s = e2e_scores(gold, annotation_mentions(rows))
+    assert (s["strict"]["correct_pred"], s["strict"]["n_pred"], s["pred_without_concept"]) == (2, 2, 1)
+    prefixed = [m("A", 0, 5, "MESH:D003920"), m("A", 10, 20, "OMIM:208900"), m("A", 30, 35, "mesh:D009369")]
+    assert e2e_scores(gold, prefixed)["strict"]["correct_pred"] == 2  # the OMIM id is not the MeSH gold

@@ -23,7 +23,7 @@ from bioel_core.tables import IncompleteOutputError, data_root
 from conftest import assert_published, assert_unpublished
 from pipelines import build_index, cli
 from pipelines.options import pipeline_options
-from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA, embeddings_schema
+from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA, SCHEMA_VERSION, embeddings_schema
 
 FINGERPRINT = "ab" * 32
 MULTI = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
@@ -36,7 +36,7 @@ def write_names(out, name_ids, concept_ids, name_norms, alt_ids=None):
     concepts = sorted(set(concept_ids))
     alt_ids = alt_ids or {}
     pq.write_table(pa.table({
-        "concept_id": concepts, "kb": ["medic"] * len(concepts), "preferred_name": concepts,
+        "concept_id": concepts, "vocabulary": ["MESH"] * len(concepts), "kb": ["medic"] * len(concepts), "preferred_name": concepts,
         "semantic_types": [[]] * len(concepts), "definition": [None] * len(concepts),
         "alt_ids": [alt_ids.get(c, []) for c in concepts]}, schema=CONCEPTS_SCHEMA), out / "concepts/part-00000-of-00001.parquet")
     n = len(name_ids)
@@ -45,7 +45,7 @@ def write_names(out, name_ids, concept_ids, name_norms, alt_ids=None):
                             schema=NAMES_SCHEMA), out / "names/part-00000-of-00001.parquet")
     pq.write_table(DEAD_LETTER_SCHEMA.empty_table(), out / "dead_letter/part-00000-of-00001.parquet")
     (out / "manifest.json").write_text(json.dumps({
-        "schema_version": "1.0", "pipeline": "ingest-kb", "complete": True, "kb": "medic", "id_pattern": r"D\d{6}",
+        "schema_version": SCHEMA_VERSION, "pipeline": "ingest-kb", "complete": True, "kb": "medic", "id_pattern": r"D\d{6}",
         "normalizer": Normalizer().to_dict(), "outputs": {"names": {"rows": n}}}))
     return out
 
@@ -64,7 +64,7 @@ def write_embeddings(out, names_dir, name_ids, concept_ids, vectors, *, files=2,
         ], schema=embeddings_schema(d)), out / f"embeddings/part-{f:05d}-of-{files:05d}.parquet")
     pq.write_table(DEAD_LETTER_SCHEMA.empty_table(), out / "dead_letter/part-00000-of-00001.parquet")
     (out / "manifest.json").write_text(json.dumps({
-        "schema_version": "1.0", "pipeline": "embed", "complete": True, "kb": "medic",
+        "schema_version": SCHEMA_VERSION, "pipeline": "embed", "complete": True, "kb": "medic",
         "model": {"path": model_path, "fingerprint": fingerprint, "config": {}, "dim": d, "pooling": None},
         "names": {"path": str(names_dir), "manifest_sha256": manifest_sha256(names_dir), "rows": len(name_ids)}}))
     return out

@@ -6,6 +6,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from bioel_core.kb.biosyn import MEDIC_ID
 from bioel_core.normalize import Normalizer, name_id
 from bioel_core.tables import IncompleteOutputError, data_root, read_manifest, read_table
 from conftest import FIXTURES, shared_file
@@ -28,7 +29,7 @@ def test_read_normalize_dedup_steps_on_test_pipeline():
     with BeamTestPipeline(runner="FnApiRunner") as p:
         names = (p
                  | beam.Create([[DICTIONARY]])
-                 | beam.ParDo(ingest_kb.ReadKBFn("biosyn-dict", {})).with_outputs("concepts", "dead", "stats", main="names"))
+                 | beam.ParDo(ingest_kb.ReadKBFn("biosyn-dict", {"id_pattern": MEDIC_ID.pattern})).with_outputs("concepts", "dead", "stats", main="names"))
         normalized = names.names | beam.ParDo(ingest_kb.NormalizeNameFn(Normalizer().config)).with_outputs("dead", "stats", main="rows")
         deduped = (normalized.rows
                    | beam.Map(lambda r: (r["name_id"], r)) | beam.GroupByKey()
@@ -47,7 +48,7 @@ def test_ingest_writes_reconciled_tables(tmp_path):
     assert manifest["inputs"][0]["sha256"] and manifest["normalizer"]["version"].startswith("norm-")
     concepts = {r["concept_id"]: r for r in rows(out, "concepts")}
     assert set(concepts) == {"C565588", "C567755", "D001260", "C", "D015458"}
-    assert concepts["D001260"]["alt_ids"] == ["208900"]
+    assert concepts["D001260"]["alt_ids"] == ["OMIM:208900"] and concepts["D001260"]["vocabulary"] == "MESH"
     # read as MEDIC lines, the dictionary states D001260 twice more and D015458 twice: three merges
     assert manifest["counts"]["concepts"]["merged_duplicates"] == 3
     names = rows(out, "names")
@@ -162,3 +163,30 @@ def test_cli_ingest_with_quality_report_on_relative_paths(tmp_path, monkeypatch,
     assert summary["passed"] and summary["critical_failures"] == 0
     assert (tmp_path / "kb/quality/data_docs/index.html").is_file()
     assert cli.main(["report", "--table", "kb", "--fail-on", "warning"]) == 0
+
+
+def test_cli_ingests_a_dictionary_of_any_scheme_with_its_vocabulary(tmp_path, capsys):
+    # --kb biosyn-dict took MEDIC-shaped ids only; a SNOMED CT dictionary was dead-lettered line by line
+    out = tmp_path / "kb"
+    assert cli.main(["ingest-kb", "--kb", "biosyn-dict", "--kb-name", "snomed-dict", "--vocabulary", "SNOMEDCT",
+                     "--id-pattern", r"(?:SNOMEDCT:)?\d{6,18}", "--input", str(FIXTURES / "biosyn/snomed_dictionary.txt"),
+                     "--output", str(out), "--num-shards", "1"]) == 0
+    concepts = {r["concept_id"]: r for r in rows(out, "concepts")}
+    assert {c: (r["vocabulary"], r["alt_ids"]) for c, r in concepts.items()} == {
+        "22298006": ("SNOMEDCT", []), "195967001": ("SNOMEDCT", ["SNOMEDCT:304527002"]), "38341003": ("SNOMEDCT", [])}
+    assert read_table(out, "dead_letter").num_rows == 0
+    code = cli.main(["ingest-kb", "--kb", "biosyn-dict", "--id-pattern", "(", "--input", DICTIONARY, "--output", str(tmp_path / "x")])
+    assert code == 2 and "--id-pattern '(' is not a regular expression" in capsys.readouterr().err
+
+
+def test_control_characters_are_cleaned_and_an_empty_name_dead_lettered(tmp_path):
+    path = tmp_path / "medic.txt"
+    path.write_bytes(b"D000152||Acne\x00Vulgaris|\x00\x01|Acne \x7fvulgaris\n")
+    out = tmp_path / "kb"
+    manifest = ingest_kb.run("medic-biosyn", [str(path)], str(out), local(), num_shards=1)
+    assert all(manifest["reconciliation"].values())
+    assert read_table(out, "concepts").to_pylist()[0]["preferred_name"] == "Acne Vulgaris"
+    names = rows(out, "names")
+    assert [(r["name"], r["name_norm"]) for r in names] == [("Acne Vulgaris", "acne vulgaris")]  # one name_id: kept once
+    dead = read_table(out, "dead_letter").to_pylist()
+    assert [(d["location"], d["reason"], d["raw"]) for d in dead] == [("concept D000152", "name is of control characters only", "\x00\x01")]

@@ -3,6 +3,7 @@ import gzip
 import pytest
 
 from bioel_core.kb import get_reader
+from bioel_core.kb.biosyn import MEDIC_ID, BioSynDictionaryReader
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from conftest import FIXTURES
 
@@ -16,7 +17,7 @@ def split(items):
 def test_medic_biosyn_reader_exact_records():
     concepts, names, dead, stats = split(get_reader("medic-biosyn").read([str(FIXTURES / "biosyn/medic_raw.txt")]))
     assert [c.concept_id for c in concepts] == ["C565588", "C567755", "D001260", "C"]
-    assert concepts[1] == ConceptRecord("C567755", "medic", "Tooth Agenesis, Selective, 6", alt_ids=("613097",))
+    assert concepts[1] == ConceptRecord("C567755", "medic", "Tooth Agenesis, Selective, 6", alt_ids=("OMIM:613097",), vocabulary="MESH")
     assert [(n.concept_id, n.name, n.name_type) for n in names if n.concept_id == "D001260"] == [
         ("D001260", "Ataxia Telangiectasia", "preferred"), ("D001260", "Louis-Bar Syndrome", "synonym"), ("D001260", "AT", "synonym")]
     assert dead == []
@@ -25,12 +26,62 @@ def test_medic_biosyn_reader_exact_records():
 
 def test_biosyn_dictionary_reader_ids_whitespace_and_bad_lines():
     path = str(FIXTURES / "biosyn/dictionary.txt")
-    concepts, names, dead, stats = split(get_reader("biosyn-dict").read([path]))
-    assert [(c.concept_id, c.alt_ids) for c in concepts] == [("D001260", ("208900",)), ("D015458", ())]
+    # --id-pattern enforces a scheme: the MEDIC one here
+    concepts, names, dead, stats = split(get_reader("biosyn-dict", id_pattern=MEDIC_ID.pattern).read([path]))
+    assert [(c.concept_id, c.alt_ids, c.vocabulary) for c in concepts] == [("D001260", ("OMIM:208900",), "MESH"), ("D015458", (), "MESH")]
     assert [n.name for n in names] == ["ataxia telangiectasia", "louis bar syndrome", "t cell leukemia", "leukemia t cell"]
     assert [(d.location, d.source) for d in dead] == [("line 5", path), ("line 6", path)]
-    assert "does not match" in dead[0].reason and "ID||name" in dead[1].reason
+    assert "does not match" in dead[0].reason and "||name" in dead[1].reason
     assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (6, 4, 2)
+    # with no pattern any id is taken: 'not-an-id' is an id of the dictionary's own vocabulary
+    concepts, _, dead, _ = split(get_reader("biosyn-dict").read([path]))
+    assert ("not-an-id", "LOCAL") in [(c.concept_id, c.vocabulary) for c in concepts] and [d.location for d in dead] == ["line 6"]
+
+
+def test_medic_concept_id_is_the_mesh_id_whatever_the_order(tmp_path):
+    # some MEDIC lines list the OMIM id first: the OMIM number became the concept id and the MeSH id an alt id,
+    # so 6.6% of BC5CDR disease links were bare OMIM numbers that MeSH gold counts wrong
+    path = str(FIXTURES / "biosyn/medic_omim_first.txt")
+    concepts, names, dead, _ = split(get_reader("medic-biosyn").read([path]))
+    assert dead == []
+    assert [(c.concept_id, c.vocabulary, c.alt_ids) for c in concepts] == [
+        ("613162", "OMIM", ()),  # OMIM only: an OMIM concept, and it says so
+        ("D019082", "MESH", ("OMIM:270400",)),
+        ("D001260", "MESH", ("OMIM:208900",)),
+        ("C536126", "MESH", ("OMIM:236670",))]
+    assert {n.concept_id for n in names if n.name.startswith("Sjogren")} == {"D019082"}
+    # a BioSyn dictionary of MEDIC ids gets the same rule
+    dictionary = FIXTURES / "biosyn/dictionary.txt"
+    flipped = tmp_path / "flipped.txt"
+    flipped.write_text("".join(line.replace("D001260|208900", "208900|D001260") + "\n"
+                               for line in dictionary.read_text().splitlines()[:2]))
+    concepts, _, _, _ = split(BioSynDictionaryReader().read([str(flipped)]))
+    assert [(c.concept_id, c.alt_ids) for c in concepts] == [("D001260", ("OMIM:208900",))]
+
+
+def test_dictionary_of_another_scheme_with_its_declared_vocabulary():
+    # a SNOMED CT dictionary was dead-lettered line by line (ids had to be MEDIC-shaped)
+    path = str(FIXTURES / "biosyn/snomed_dictionary.txt")
+    concepts, names, dead, stats = split(get_reader("biosyn-dict", kb="snomed-dict", vocabulary="snomedct",
+                                                    id_pattern=r"(?:SNOMEDCT:)?\d{6,18}").read([path]))
+    assert dead == [] and stats[0].records_accepted == 4
+    assert [(c.concept_id, c.vocabulary, c.alt_ids, c.kb) for c in concepts] == [
+        ("22298006", "SNOMEDCT", (), "snomed-dict"), ("195967001", "SNOMEDCT", ("SNOMEDCT:304527002",), "snomed-dict"),
+        ("38341003", "SNOMEDCT", (), "snomed-dict")]  # a written SNOMEDCT: prefix is the declared vocabulary's
+    assert [(n.concept_id, n.name_type) for n in names][:2] == [("22298006", "preferred"), ("22298006", "synonym")]
+    # a pattern still dead-letters what it does not match, naming the line
+    _, _, dead, _ = split(get_reader("biosyn-dict", id_pattern=r"C\d{7}").read([path]))
+    assert [d.location for d in dead] == ["line 1", "line 2", "line 3", "line 4"] and "C\\d{7}" in dead[0].reason
+
+
+def test_composite_lines_name_each_of_their_concepts():
+    # BioSyn's composite lines (D008581+D012008||recurrent meningitis) were dead-lettered
+    path = str(FIXTURES / "biosyn/composite_dictionary.txt")
+    concepts, names, dead, stats = split(get_reader("biosyn-dict").read([path]))
+    assert dead == [] and (stats[0].records_read, stats[0].records_accepted) == (4, 4)
+    assert [(n.concept_id, n.name, n.name_type) for n in names if "recurrent meningitis" in n.name] == [
+        ("D008581", "recurrent meningitis", "synonym"), ("D012008", "recurrent meningitis", "synonym")]
+    assert [(c.concept_id, c.alt_ids) for c in concepts][2:] == [("D001943", ("OMIM:114480",)), ("D010051", ())]
 
 
 def test_bad_inputs_become_dead_letters(tmp_path):
@@ -62,8 +113,8 @@ def test_mesh_tsv_reader_with_trees():
     assert reader.input_groups(paths) == [paths]
     concepts, names, dead, stats = split(reader.read(paths))
     assert concepts == [
-        ConceptRecord("D000001", "mesh", "Calcimycin", semantic_types=("D02.355.291.933.125",)),
-        ConceptRecord("D001260", "mesh", "Ataxia Telangiectasia", semantic_types=("C10.574.500.100",)),
+        ConceptRecord("D000001", "mesh", "Calcimycin", semantic_types=("D02.355.291.933.125",), vocabulary="MESH"),
+        ConceptRecord("D001260", "mesh", "Ataxia Telangiectasia", semantic_types=("C10.574.500.100",), vocabulary="MESH"),
     ]
     assert [(n.name, n.name_type) for n in names if n.concept_id == "D001260"] == [
         ("Ataxia Telangiectasia", "preferred"), ("Louis-Bar Syndrome", "entry_term"), ("AT", "abbreviation")]

@@ -14,30 +14,31 @@ CHEMICALS_TSV = FIXTURES / "CTD_chemicals.tsv"
 HEADER_LINES = 9
 
 DISEASE_CONCEPTS = [
-    ConceptRecord("MESH:C538288", "ctd-diseases", "10p Deletion Syndrome (Partial)",
-                  ("C10.597.606.643/C538288", "C16.131.077.327/C538288", "C16.320.180.190/C538288"), None, ()),
-    ConceptRecord("MESH:D000008", "ctd-diseases", "Abdominal Neoplasms", ("C04.588.033",),
-                  "Tumors or cancer of the ABDOMEN.", ("DO:DOID:0060135",)),
-    ConceptRecord("MESH:D000014", "ctd-diseases", "Abnormalities, Drug-Induced", ("C16.131.042",),
+    ConceptRecord("C538288", "ctd-diseases", "10p Deletion Syndrome (Partial)",
+                  ("C10.597.606.643/C538288", "C16.131.077.327/C538288", "C16.320.180.190/C538288"), None, (), "MESH"),
+    ConceptRecord("D000008", "ctd-diseases", "Abdominal Neoplasms", ("C04.588.033",),
+                  "Tumors or cancer of the ABDOMEN.", ("DO:DOID:0060135",), "MESH"),
+    ConceptRecord("D000014", "ctd-diseases", "Abnormalities, Drug-Induced", ("C16.131.042",),
                   "Congenital abnormalities caused by medicinal substances or drugs of abuse given to or taken by the "
-                  "mother, or to which she is inadvertently exposed during pregnancy.", ("DO:DOID:0060211",)),
-    ConceptRecord("OMIM:305400", "ctd-diseases", "Aarskog syndrome", ("C16.131.621.046",), None,
-                  ("DO:DOID:0050654", "MESH:C535331")),
+                  "mother, or to which she is inadvertently exposed during pregnancy.", ("DO:DOID:0060211",), "MESH"),
+    # an OMIM-primary CTD disease: the id's vocabulary is OMIM, its MeSH alternative an alt id
+    ConceptRecord("305400", "ctd-diseases", "Aarskog syndrome", ("C16.131.621.046",), None,
+                  ("DO:DOID:0050654", "MESH:C535331"), "OMIM"),
 ]
 DISEASE_NAMES = [
-    ("MESH:C538288", "10p Deletion Syndrome (Partial)", "preferred"),
-    ("MESH:C538288", "Chromosome 10, 10p- Partial", "synonym"),
-    ("MESH:C538288", "Chromosome 10, monosomy 10p", "synonym"),
-    ("MESH:C538288", "Monosomy 10p", "synonym"),
-    ("MESH:D000008", "Abdominal Neoplasms", "preferred"),
-    ("MESH:D000008", "Abdominal Neoplasm", "synonym"),
-    ("MESH:D000008", "Cancer of Abdomen", "synonym"),
-    ("MESH:D000014", "Abnormalities, Drug-Induced", "preferred"),
-    ("MESH:D000014", "Abnormalities, Drug Induced", "synonym"),
-    ("MESH:D000014", "Drug-Induced Abnormalities", "synonym"),
-    ("OMIM:305400", "Aarskog syndrome", "preferred"),
-    ("OMIM:305400", "Faciogenital Dysplasia", "synonym"),
-    ("OMIM:305400", "Scrotal shawl syndrome", "synonym"),
+    ("C538288", "10p Deletion Syndrome (Partial)", "preferred"),
+    ("C538288", "Chromosome 10, 10p- Partial", "synonym"),
+    ("C538288", "Chromosome 10, monosomy 10p", "synonym"),
+    ("C538288", "Monosomy 10p", "synonym"),
+    ("D000008", "Abdominal Neoplasms", "preferred"),
+    ("D000008", "Abdominal Neoplasm", "synonym"),
+    ("D000008", "Cancer of Abdomen", "synonym"),
+    ("D000014", "Abnormalities, Drug-Induced", "preferred"),
+    ("D000014", "Abnormalities, Drug Induced", "synonym"),
+    ("D000014", "Drug-Induced Abnormalities", "synonym"),
+    ("305400", "Aarskog syndrome", "preferred"),
+    ("305400", "Faciogenital Dysplasia", "synonym"),
+    ("305400", "Scrotal shawl syndrome", "synonym"),
 ]
 
 
@@ -65,16 +66,16 @@ def test_diseases(path):
 def test_chemicals():
     concepts, names, dead, stats = split(CtdChemicalsReader().read([str(CHEMICALS_TSV)]))
     assert concepts[1] == ConceptRecord(
-        "MESH:D001241", "ctd-chemicals", "Aspirin", ("D02.241.223.100.050.500.050.100", "D02.241.511.390.050.100"),
+        "D001241", "ctd-chemicals", "Aspirin", ("D02.241.223.100.050.500.050.100", "D02.241.511.390.050.100"),
         "The prototypical analgesic used in the treatment of mild to moderate pain. It has anti-inflammatory and "
         "antipyretic properties and acts as an inhibitor of cyclooxygenase which results in the inhibition of the "
-        "biosynthesis of prostaglandins.", ())
-    assert [c.concept_id for c in concepts] == ["MESH:C112297", "MESH:D001241", "MESH:D000001"]
+        "biosynthesis of prostaglandins.", (), "MESH")
+    assert [c.concept_id for c in concepts] == ["C112297", "D001241", "D000001"]
     assert concepts[0].preferred_name == "10,10-bis(4-pyridinylmethyl)-9(10H)-anthracenone" and concepts[0].definition is None
-    assert [n for n in names if n[0] == "MESH:D000001"] == [
-        ("MESH:D000001", "Calcimycin", "preferred"), ("MESH:D000001", "A 23187", "synonym"),
-        ("MESH:D000001", "A-23187", "synonym"), ("MESH:D000001", "A23187", "synonym"),
-        ("MESH:D000001", "Antibiotic A23187", "synonym")]
+    assert [n for n in names if n[0] == "D000001"] == [
+        ("D000001", "Calcimycin", "preferred"), ("D000001", "A 23187", "synonym"),
+        ("D000001", "A-23187", "synonym"), ("D000001", "A23187", "synonym"),
+        ("D000001", "Antibiotic A23187", "synonym")]
     assert len(names) == 3 + 6 + 5
     assert dead == [] and stats[0].records_accepted == 3 and stats[0].reconciles()
 
@@ -176,3 +177,57 @@ def test_truncated_gzip_and_empty_file(tmp_path):
     assert [s.source for s in stats] == [str(gz), str(empty)]
     assert all(s.reconciles() for s in stats)
     assert (stats[1].records_read, stats[1].dead_lettered) == (1, 1)
+
+
+CHEMICALS_13 = FIXTURES / "CTD_chemicals_13col.csv"
+
+
+def test_current_13_column_chemicals_read_by_header_names(tmp_path):
+    # CTD_chemicals since 2025: 13 columns, synonyms split into MESHSynonyms and CTDCuratedSynonyms; the
+    # 8-column reading dead-lettered the header ("lacks ['Synonyms']") and every row ("expected 8 found 13")
+    for path in (CHEMICALS_13, tmp_path / "CTD_chemicals.csv.gz"):
+        if path.suffix == ".gz":
+            path.write_bytes(gzip.compress(CHEMICALS_13.read_bytes()))
+        concepts, names, dead, stats = split(CtdChemicalsReader().read([str(path)]))
+        assert dead == []
+        assert [(c.concept_id, c.vocabulary) for c in concepts] == [("D001241", "MESH"), ("D000001", "MESH"), ("C112297", "MESH")]
+        aspirin = concepts[0]
+        assert aspirin.preferred_name == "Aspirin" and aspirin.definition.startswith("The prototypical analgesic")
+        assert aspirin.semantic_types == ("D02.241.223.100.050.500.050.100", "D02.241.511.390.050.100")
+        assert [n[1:] for n in names if n[0] == "D001241"] == [
+            ("Aspirin", "preferred"), ("Acetylsalicylic Acid", "synonym"), ("Acylpyrin", "synonym"), ("Easprin", "synonym"),
+            ("2-(acetyloxy)benzoic acid", "synonym"), ("ASA", "synonym")]
+        assert [n[1] for n in names if n[0] == "C112297"] == ["10,10-bis(4-pyridinylmethyl)-9(10H)-anthracenone", "XE991"]
+        assert concepts[2].definition is None
+        assert (stats[0].records_read, stats[0].records_accepted) == (3, 3) and stats[0].reconciles()
+
+
+def test_columns_are_found_by_name_in_any_order(tmp_path):
+    text = DISEASES_TSV.read_text().splitlines()
+    order = [7, 1, 0, 2, 3, 4, 5, 6, 8]  # Synonyms first, then DiseaseID before DiseaseName
+    out = []
+    for line in text:
+        if line.startswith("# DiseaseName"):
+            cols = line[2:].split("\t")
+            out.append("# " + "\t".join(cols[i] for i in order))
+        elif line.startswith("#"):
+            out.append(line)
+        else:
+            cols = line.split("\t")
+            out.append("\t".join(cols[i] for i in order))
+    path = tmp_path / "CTD_diseases.tsv"
+    path.write_text("\n".join(out) + "\n")
+    concepts, names, dead, _ = split(CtdDiseasesReader().read([str(path)]))
+    assert (concepts, names, dead) == (DISEASE_CONCEPTS, DISEASE_NAMES, [])
+
+
+def test_files_without_header_use_the_layout_of_their_column_count(tmp_path):
+    old = [line for line in lines(CHEMICALS_TSV) if not line.startswith(b"#")]  # the old 8-column layout
+    new = [line for line in lines(CHEMICALS_13) if not line.startswith(b"#")]
+    (tmp_path / "old.tsv").write_bytes(b"".join(old))
+    (tmp_path / "new.csv").write_bytes(b"".join(new) + b"Odd,MESH:D000002,x\n")
+    concepts, names, dead, stats = split(CtdChemicalsReader().read([str(tmp_path / "old.tsv"), str(tmp_path / "new.csv")]))
+    assert [c.concept_id for c in concepts] == ["C112297", "D001241", "D000001", "D001241", "D000001", "C112297"]
+    assert ("D000001", "Antibiotic A23187", "synonym") in names and ("D001241", "ASA", "synonym") in names
+    assert [(d.location, d.reason) for d in dead] == [("line 4", "expected 8 or 13 comma-separated columns, found 3")]
+    assert all(s.reconciles() for s in stats)

@@ -11,14 +11,14 @@ CALCIMYCIN = ConceptRecord(
     "D000001", "mesh", "Calcimycin", ("D03.633.100.221.173",),
     "An ionophorous, polyether antibiotic from Streptomyces chartreusensis. It binds and transports CALCIUM and other "
     "divalent cations across membranes and uncouples oxidative phosphorylation while inhibiting ATPase of rat liver "
-    "mitochondria.")
+    "mitochondria.", vocabulary="MESH")
 AIDS = ConceptRecord(
     "D000163", "mesh", "Acquired Immunodeficiency Syndrome",
     ("C01.221.812.281.401", "C01.925.782.815.616.400.080", "C20.673.480.080"),
     "An acquired defect of cellular immunity associated with infection by the human immunodeficiency virus (HIV), a "
     "CD4-positive T-lymphocyte count under 200 cells/microliter or less than 14% of total lymphocytes, and increased "
-    "susceptibility to opportunistic infections and malignant neoplasms.")
-MI = ConceptRecord("D009203", "mesh", "Myocardial Infarction", ("C14.280.647.500", "C14.907.585.500", "C23.550.513.355.750"))
+    "susceptibility to opportunistic infections and malignant neoplasms.", vocabulary="MESH")
+MI = ConceptRecord("D009203", "mesh", "Myocardial Infarction", ("C14.280.647.500", "C14.907.585.500", "C23.550.513.355.750"), vocabulary="MESH")
 NAMES = [
     ("D000001", "Calcimycin", "preferred"),
     ("D000001", "A-23187", "entry_term"),

@@ -30,10 +30,10 @@ def test_with_us_language_refset():
     concepts, names, dead, stats = read([CONCEPTS, LANGUAGE, DESCRIPTIONS], language_refset_ids=[US])
     assert dead == []
     assert concepts == [
-        ConceptRecord("22298006", "snomed", "Myocardial infarction", DISORDER),
-        ConceptRecord("38341003", "snomed", "Hypertensive disorder, systemic arterial", DISORDER),
-        ConceptRecord("50960005", "snomed", "Hemorrhage", ("morphologic abnormality",)),
-        ConceptRecord("195967001", "snomed", "Asthma", DISORDER),
+        ConceptRecord("22298006", "snomed", "Myocardial infarction", DISORDER, vocabulary="SNOMEDCT"),
+        ConceptRecord("38341003", "snomed", "Hypertensive disorder, systemic arterial", DISORDER, vocabulary="SNOMEDCT"),
+        ConceptRecord("50960005", "snomed", "Hemorrhage", ("morphologic abnormality",), vocabulary="SNOMEDCT"),
+        ConceptRecord("195967001", "snomed", "Asthma", DISORDER, vocabulary="SNOMEDCT"),
     ]
     assert names == [
         ("22298006", "Myocardial infarction", "fsn"),
@@ -61,7 +61,7 @@ def test_with_us_language_refset():
 
 def test_gb_refset_gives_its_own_preferred_name():
     concepts, names, _, stats = read([CONCEPTS, LANGUAGE, DESCRIPTIONS], language_refset_ids=[GB])
-    assert concepts == [ConceptRecord("50960005", "snomed", "Haemorrhage", ("morphologic abnormality",))]
+    assert concepts == [ConceptRecord("50960005", "snomed", "Haemorrhage", ("morphologic abnormality",), vocabulary="SNOMEDCT")]
     assert names == [("50960005", "Hemorrhage", "synonym"), ("50960005", "Haemorrhage", "preferred"),
                      ("50960005", "Bleeding", "synonym"), ("50960005", "Hemorrhage", "fsn")]
     assert stats[str(DESCRIPTIONS)].skipped_by_filter["not in language refset"] == 10
@@ -71,7 +71,7 @@ def test_all_refsets_when_no_ids_given():
     concepts, names, _, stats = read([CONCEPTS, LANGUAGE, DESCRIPTIONS])
     # preferred in any refset counts as preferred; the first preferred synonym read names the concept
     assert ("50960005", "Haemorrhage", "preferred") in names and ("50960005", "Hemorrhage", "preferred") in names
-    assert concepts[2] == ConceptRecord("50960005", "snomed", "Hemorrhage", ("morphologic abnormality",))
+    assert concepts[2] == ConceptRecord("50960005", "snomed", "Hemorrhage", ("morphologic abnormality",), vocabulary="SNOMEDCT")
     assert stats[str(DESCRIPTIONS)].records_accepted == 13
     assert stats[str(LANGUAGE)].records_accepted == 16
 
@@ -102,7 +102,7 @@ def test_fsn_with_inner_parentheses_keeps_them_in_the_name(tmp_path):
                     "751689013\t20170731\t1\t900000000000207008\t22298006\ten\t900000000000003001\t"
                     "Infarction (acute) of myocardium (disorder)\t900000000000448009\n")
     concepts, names, _, _ = read([CONCEPTS, desc])
-    assert concepts == [ConceptRecord("22298006", "snomed", "Infarction (acute) of myocardium", DISORDER)]
+    assert concepts == [ConceptRecord("22298006", "snomed", "Infarction (acute) of myocardium", DISORDER, vocabulary="SNOMEDCT")]
     assert names == [("22298006", "Infarction (acute) of myocardium", "fsn")]
 
 

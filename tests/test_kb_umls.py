@@ -51,9 +51,9 @@ def test_concepts_names_types_and_definitions():
     concepts, names, dead, stats = read([FIXTURES / f for f in FILES])
     assert dead == []
     assert concepts == [
-        ConceptRecord("C0004096", "umls", "Asthma", (DISEASE,), ASTHMA_DEF),
-        ConceptRecord("C0011849", "umls", "Diabetes Mellitus", (DISEASE,), DM_DEF),
-        ConceptRecord("C0027051", "umls", "Myocardial Infarction", (DISEASE, "T046:Pathologic Function"), MI_DEF),
+        ConceptRecord("C0004096", "umls", "Asthma", (DISEASE,), ASTHMA_DEF, vocabulary="UMLS"),
+        ConceptRecord("C0011849", "umls", "Diabetes Mellitus", (DISEASE,), DM_DEF, vocabulary="UMLS"),
+        ConceptRecord("C0027051", "umls", "Myocardial Infarction", (DISEASE, "T046:Pathologic Function"), MI_DEF, vocabulary="UMLS"),
     ]
     assert names_of(names, "C0004096") == [("Asthma", "preferred"), ("Asthma, Bronchial", "synonym")]
     # the preferred atom (TS=P, STT=PF, ISPREF=Y) is the second row here, not the first

@@ -219,10 +219,39 @@ def test_link_writes_every_interchange_format_from_plain_text_and_reads_it_back(
     else:
         assert per_line["counts"]["documents"]["linked"] == 2 and not dead
     rows = table(out, "annotations")
-    files = sorted(str(f) for f in (out / output_format).iterdir() if f.stat().st_size)  # a shard without documents is empty
+    files = sorted(str(f) for f in (data_root(out) / output_format).iterdir() if f.stat().st_size)  # a shard without documents is empty
     written = [d for d in read_documents(files, output_format)]
     assert all(isinstance(d, Document) for d in written)
     texts = {d.doc_id: d.text for d in written}
     assert set(texts) == {"p1", "p2", "p3"} and texts["p1"].startswith("There is no PPI")
     assert sorted((d.doc_id, m.start, m.end, m.text) for d in written for m in d.mentions) == \
         sorted((r["doc_id"], r["start"], r["end"], r["mention"]) for r in rows)
+
+
+def test_annotations_carry_vocabulary_and_alt_ids_and_pubtator_can_write_prefixed_ids(chain, corpus, tmp_path):
+    # ids carried no vocabulary: an OMIM number and a MeSH id looked alike in every output
+    folder, _ = corpus
+    run(chain, [folder / "a.pubtator"], tmp_path / "out", output_format="pubtator", id_prefix="vocabulary")
+    kb = {r["concept_id"]: r for r in read_table(Path(chain[1]).parent / "kb", "concepts").to_pylist()}
+    rows = table(tmp_path / "out", "annotations")
+    assert rows and all((r["vocabulary"], r["alt_ids"]) == (kb[r["concept_id"]]["vocabulary"], kb[r["concept_id"]]["alt_ids"])
+                        for r in rows)
+    assert {r["vocabulary"] for r in rows} <= {"MESH", "OMIM"}
+    written = [d for f in sorted((data_root(tmp_path / "out") / "pubtator").iterdir()) for d in read_pubtator(f)]
+    assert sorted((d.doc_id, m.start, m.concept_ids[0]) for d in written for m in d.mentions) == \
+        sorted((r["doc_id"], r["start"], f"{r['vocabulary']}:{r['concept_id']}") for r in rows)
+
+
+def test_as_linked_documents_id_prefix():
+    documents = [{"doc_id": "1", "status": "annotated", "passages": [{"kind": "title", "offset": 0, "text": "Gout and AT."}]}]
+    rows = [{"doc_id": "1", "start": 0, "end": 4, "mention": "Gout", "entity_type": "Disease", "concept_id": "D006073",
+             "vocabulary": "MESH", "nil": False},
+            {"doc_id": "1", "start": 9, "end": 11, "mention": "AT", "entity_type": "Disease", "concept_id": "208900",
+             "vocabulary": "OMIM", "nil": False},
+            {"doc_id": "1", "start": 0, "end": 4, "mention": "Gout", "entity_type": "Chemical", "concept_id": None,
+             "vocabulary": None, "nil": True}]
+    ids = lambda prefix: [m.concept_ids for m in link_corpus.as_linked_documents(documents, rows, prefix)[0].mentions]  # noqa: E731
+    assert ids("none") == [("D006073",), ("208900",), ()]
+    assert ids("vocabulary") == [("MESH:D006073",), ("OMIM:208900",), ()]
+    with pytest.raises(ValueError, match="--id-prefix"):
+        ids("mesh")

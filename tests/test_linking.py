@@ -114,8 +114,8 @@ def _write_names_table(folder: Path) -> None:
     rows = [("D006527", "Wilson Disease"), ("D006527", "Hepatolenticular Degeneration"), ("D003693", "Delirium")]
     (folder / "concepts").mkdir(parents=True)
     (folder / "names").mkdir()
-    concepts = pa.table({"concept_id": ["D006527", "D003693"], "kb": ["medic"] * 2, "preferred_name": ["Wilson Disease", "Delirium"],
-                         "semantic_types": [[], []], "definition": [None, None], "alt_ids": [["277900"], []]},
+    concepts = pa.table({"concept_id": ["D006527", "D003693"], "vocabulary": ["MESH"] * 2, "kb": ["medic"] * 2, "preferred_name": ["Wilson Disease", "Delirium"],
+                         "semantic_types": [[], []], "definition": [None, None], "alt_ids": [["OMIM:277900"], []]},
                         schema=TABLE_SCHEMAS["concepts"])
     names = pa.table({"name_id": [name_id("medic", c, norm(n)) for c, n in rows], "concept_id": [c for c, _ in rows],
                       "kb": ["medic"] * 3, "name": [n for _, n in rows], "name_norm": [norm(n) for _, n in rows],
@@ -129,9 +129,9 @@ def test_nameset_from_names_table_uses_concept_and_alt_ids(tmp_path):
     _write_names_table(tmp_path / "kb")
     ns = NameSet.load(tmp_path / "kb")
     assert ns.names == ["wilson disease", "hepatolenticular degeneration", "delirium"]
-    assert ns.concept_ids[0] == ("D006527", "277900") and ns.concept_ids[2] == ("D003693",)
+    assert ns.concept_ids[0] == ("D006527", "OMIM:277900") and ns.concept_ids[2] == ("D003693",)
     (cands,) = build_linker("tfidf", ns).link(["Hepatolenticular degenerations"], k=1)
-    assert cands[0].concept_ids == ("D006527", "277900")
+    assert cands[0].concept_ids == ("D006527", "OMIM:277900")
 
 
 @needs_data

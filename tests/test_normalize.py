@@ -31,3 +31,14 @@ def test_name_id_is_stable_and_fits_int64():
     assert 0 <= a < 2**63
     assert a != name_id("medic", "D001261", "ataxia telangiectasia")
     assert a != name_id("mesh", "D001260", "ataxia telangiectasia")
+
+
+def test_control_characters_become_one_space():
+    # names kept NUL and other control characters (issue 13): one rule, applied by the normalizer and ingest-kb
+    from bioel_core.normalize import clean_text
+
+    assert clean_text("Acne\x00Vulgaris") == "Acne Vulgaris"
+    assert clean_text("\x01Aspirin \x7f\x9f tablets\x1f") == "Aspirin tablets"
+    assert clean_text("\x00\x00") == "" and clean_text("plain name") == "plain name"
+    assert Normalizer()("Acne\x00Vulgaris") == "acne vulgaris"
+    assert Normalizer(NormalizerConfig(punctuation="keep", lowercase=False))("A\x00-B") == "A -B"

@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bioel_core.quality import format_summary, report
-from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA
+from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA, SCHEMA_VERSION
 
 ID_PATTERN = r"(?:MESH:)?D\d{6}|OMIM:\d{6}"
 CONCEPTS = [("D000001", "Calcimycin"), ("D000002", "Temefos"), ("OMIM:123456", "Some syndrome")]
@@ -25,7 +25,7 @@ def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2):
         (out / table).mkdir(parents=True)
     ids, preferred = zip(*concepts)
     pq.write_table(pa.table({
-        "concept_id": ids, "kb": ["medic"] * len(ids), "preferred_name": preferred,
+        "concept_id": ids, "vocabulary": ["MESH"] * len(ids), "kb": ["medic"] * len(ids), "preferred_name": preferred,
         "semantic_types": [[]] * len(ids), "definition": [None] * len(ids), "alt_ids": [[]] * len(ids),
     }, schema=CONCEPTS_SCHEMA), out / "concepts" / "part-00000-of-00001.parquet")
     columns = dict(zip(["name_id", "concept_id", "name", "name_norm", "name_type"], map(list, zip(*names))))
@@ -35,7 +35,7 @@ def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2):
         pq.write_table(table.slice(s * step, step), out / "names" / f"part-{s:05d}-of-{shards:05d}.parquet")
     pq.write_table(DEAD_LETTER_SCHEMA.empty_table(), out / "dead_letter" / "part-00000-of-00001.parquet")
     (out / "manifest.json").write_text(json.dumps(
-        {"schema_version": "1.0", "complete": True, "kb": "medic", "id_pattern": ID_PATTERN}))
+        {"schema_version": SCHEMA_VERSION, "complete": True, "kb": "medic", "id_pattern": ID_PATTERN}))
     return out
 
 

@@ -59,6 +59,7 @@ def good_rows(kb_version):
         start = texts[doc_id].index(mention)
         annotations.append({"doc_id": doc_id, "start": start, "end": start + len(mention), "mention": mention,
                             "link_text": mention, "entity_type": "Disease", "concept_id": concept,
+                            "vocabulary": None if concept is None else "MESH", "alt_ids": [],
                             "matched_name": mention, "score": score, "nil": concept is None,
                             "model_version": MODEL, "kb_version": kb_version})
     documents = [{"doc_id": d, "content_sha256": "0" * 64, "status": "annotated",

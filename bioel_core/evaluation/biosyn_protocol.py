@@ -2,7 +2,8 @@
 
 - Every query line counts (duplicates included).
 - A mention is split on `|` and `+` into sub-mentions; each sub-mention gets its own top k.
-- A candidate is correct when its id set shares any id with the gold ids (gold split on `|` and `+`).
+- A candidate is correct when its id set shares any id with the gold ids (gold split on `|` and `+`); ids are
+  compared without a known vocabulary prefix (`OMIM:208900` = `208900`), since a KB table qualifies its alt ids.
 - acc@k: a query is a hit only when every sub-mention has a correct candidate in its top k.
 MAP (not part of BioSyn's protocol, reported beside it): per sub-mention, average precision over the
 correct candidates in the top k (0 without one); averaged over a query's sub-mentions, then over queries.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from bioel_core.corpora.pubtator import split_ids
 from bioel_core.corpora.records import Candidate, Mention
+from bioel_core.kb.vocab import plain_id
 from bioel_core.text.preprocess import QueryPreprocessor, split_composite
 
 
@@ -45,11 +47,11 @@ class QueryResult:
 
 
 def gold_ids(mention: Mention) -> frozenset[str]:
-    return frozenset(i for field in mention.concept_ids for i in split_ids(field))
+    return frozenset(plain_id(i) for field in mention.concept_ids for i in split_ids(field))
 
 
 def is_correct(candidate_ids: Iterable[str], gold: frozenset[str]) -> bool:
-    return any(i.strip() in gold for cid in candidate_ids for i in cid.split("|"))
+    return any(plain_id(i) in gold for cid in candidate_ids for i in cid.split("|"))
 
 
 def score_query(mention: Mention, sub_mentions: Sequence[str], candidates: Sequence[Sequence[Candidate]]) -> QueryResult:

@@ -4,23 +4,26 @@ A predicted annotation is correct when a gold annotation of the same document sh
 and has the same span (strict) or an overlapping one (partial). Precision = correct predictions /
 predictions; recall = gold annotations matched by some correct prediction / gold annotations. Annotations
 without a concept (PubTator `-1`) are left out on both sides and counted apart; identical annotations are
-counted once. Ids are compared without `MESH:` / `OMIM:` prefixes, as BioSyn's dictionaries write them.
+counted once. Ids are compared without a known vocabulary prefix (`MESH:D003920` = `D003920`:
+bioel_core.kb.vocab.plain_id), so gold and predictions may write them either way; a prediction that carries
+its concept's alt ids (`annotation_mentions`) is right when any of them is gold.
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from bioel_core.corpora.records import Document, Mention
+from bioel_core.kb.vocab import plain_id
 
-_PREFIX = re.compile(r"^(?:MESH|OMIM):", re.IGNORECASE)
 
-
-def plain_id(concept_id: str) -> str:
-    return _PREFIX.sub("", concept_id.strip())
+def annotation_mentions(rows: Iterable[dict]) -> list[Mention]:
+    """Annotations-table rows as predicted mentions whose ids are the concept id and its alt ids (NIL: none)."""
+    return [Mention(text=r["mention"], doc_id=r["doc_id"], start=r["start"], end=r["end"], entity_type=r["entity_type"],
+                    concept_ids=() if r["nil"] or r["concept_id"] is None else (r["concept_id"], *(r.get("alt_ids") or ())))
+            for r in rows]
 
 
 @dataclass(frozen=True)

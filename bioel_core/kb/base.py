@@ -20,6 +20,8 @@ KBItem = ConceptRecord | NameRecord | DeadLetter | ReadStats
 class KBReader:
     #: value written in the `kb` column
     kb: str = ""
+    #: the vocabulary of the concept ids this reader writes (the concepts table's `vocabulary` column)
+    vocabulary: str = ""
     #: a concept id that does not match is dead-lettered
     id_pattern: re.Pattern = re.compile(r".+")
 

@@ -1,7 +1,15 @@
 """BioSyn dictionaries (`ID||name`) and the raw BioSyn MEDIC file (`MESH[|OMIM]||preferred|syn|...`).
 
-A dictionary id field may join several ids of one concept with `|` (MeSH + OMIM); the first is the
-concept id and the rest are alt ids. Whitespace around ids is stripped (two NCBI test lines have it).
+An id field joins the ids of one concept with `|` (MeSH + OMIM in MEDIC). MEDIC's concept id is its MeSH id
+whatever the order on the line (some lines list the OMIM id first); the other ids become alt ids, qualified
+`OMIM:...`. Whitespace around ids is stripped (two NCBI test lines have it).
+
+A dictionary (`biosyn-dict`) takes ids of any scheme. Its vocabulary is declared (`vocabulary="SNOMEDCT"`:
+every id of the file is in it; a written `SNOMEDCT:` prefix is dropped) or, by default, read from each id:
+MeSH and OMIM ids by their shape (MeSH first, as in MEDIC), other ids by a `VOCAB:` prefix, and an id with
+neither is in the dictionary's own vocabulary `LOCAL`. A composite line (`D008581+D012008||recurrent
+meningitis`, BioSyn's composite mentions) gives its name to each of its concepts: BioSyn's evaluation counts
+a name right when any of its ids is gold, and a name linked to several concepts keeps all their ids.
 """
 
 from __future__ import annotations
@@ -12,11 +20,13 @@ from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
 from bioel_core.kb.io import Opener, ReaderContext, parse_lines
+from bioel_core.kb.vocab import MESH, medic_vocabulary, mesh_first, split_prefix
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
-# MeSH descriptor/supplementary ids, optionally prefixed, or OMIM numbers (BioSyn strips the prefixes);
+# MeSH descriptor/supplementary ids or OMIM numbers, optionally prefixed (BioSyn strips the prefixes);
 # MEDIC's root concept "Diseases" has the bare MeSH category id C.
 MEDIC_ID = re.compile(r"(?:MESH:)?(?:[CD]\d{6,9}|C)|(?:OMIM:)?\d{6}")
+LOCAL = "LOCAL"  # the vocabulary of a dictionary id that names none
 
 
 def split_ids(field: str) -> list[str]:
@@ -33,12 +43,16 @@ class BioSynDictionaryReader(KBReader):
     """One name per line; concepts are emitted on first sight of their id within a file."""
 
     kb = "medic"
-    id_pattern = MEDIC_ID
+    vocabulary = ""  # "" = read from each id (see the module doc)
 
-    def __init__(self, kb: str = "medic", id_pattern: str | None = None):
+    def __init__(self, kb: str = "medic", id_pattern: str | None = None, vocabulary: str | None = None):
         self.kb = kb
+        self.vocabulary = (vocabulary or "").upper()
         if id_pattern:
-            self.id_pattern = re.compile(id_pattern)
+            try:
+                self.id_pattern = re.compile(id_pattern)
+            except re.error as err:
+                raise ValueError(f"--id-pattern {id_pattern!r} is not a regular expression: {err}") from None
 
     def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
         for path in paths:
@@ -47,29 +61,40 @@ class BioSynDictionaryReader(KBReader):
             yield from parse_lines(path, ctx, lambda lineno, line: self._parse(ctx, seen, lineno, line), opener)
             yield ctx.stats
 
+    def classify(self, raw_id: str) -> tuple[str, str]:
+        """(vocabulary, bare id) of one id as the dictionary writes it."""
+        if self.vocabulary:
+            prefix, bare = split_prefix(raw_id)
+            return self.vocabulary, bare if prefix == self.vocabulary else raw_id
+        prefix, bare = split_prefix(raw_id)
+        return medic_vocabulary(raw_id) or ((prefix, bare) if prefix else (LOCAL, raw_id))
+
     def _parse(self, ctx: ReaderContext, seen: set[str], lineno: int, line: str) -> Iterator[KBItem]:
         ids_field, sep, name = line.partition("||")
-        ids = split_ids(ids_field)
-        if not sep or not ids or not name.strip():
-            yield ctx.dead(f"line {lineno}", line, "expected 'ID||name' with a non-empty id and name")
+        concepts = [split_ids(part) for part in ids_field.split("+")]
+        if not sep or not all(concepts) or not name.strip():
+            yield ctx.dead(f"line {lineno}", line, "expected 'ID[|ALT][+ID...]||name' with non-empty ids and name")
             return
-        if (dead := bad_id(self, ids, ctx, lineno, line)) is not None:
+        if (dead := bad_id(self, [i for ids in concepts for i in ids], ctx, lineno, line)) is not None:
             yield dead
             return
         ctx.accept()
-        concept_id, name = ids[0], name.strip()
-        if concept_id not in seen:
-            seen.add(concept_id)
-            yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=name, alt_ids=tuple(ids[1:]))
-            yield NameRecord(concept_id, self.kb, name, "preferred")
-        else:
-            yield NameRecord(concept_id, self.kb, name, "synonym")
+        name = name.strip()
+        for ids in concepts:
+            vocabulary, concept_id, alt_ids = mesh_first([self.classify(i) for i in ids])
+            if concept_id not in seen:
+                seen.add(concept_id)
+                yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=name, alt_ids=alt_ids, vocabulary=vocabulary)
+                yield NameRecord(concept_id, self.kb, name, "preferred")
+            else:
+                yield NameRecord(concept_id, self.kb, name, "synonym")
 
 
 class MedicBioSynReader(KBReader):
     """Raw BioSyn MEDIC: one concept per line, preferred name first, then synonyms."""
 
     kb = "medic"
+    vocabulary = MESH
     id_pattern = MEDIC_ID
 
     def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
@@ -90,8 +115,9 @@ class MedicBioSynReader(KBReader):
             yield dead
             return
         ctx.accept()
-        concept_id = ids[0]
-        yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=names[0], alt_ids=tuple(ids[1:]))
+        # every id matched MEDIC_ID, so each is MeSH or OMIM
+        vocabulary, concept_id, alt_ids = mesh_first([medic_vocabulary(i) for i in ids])
+        yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=names[0], alt_ids=alt_ids, vocabulary=vocabulary)
         yield NameRecord(concept_id, self.kb, names[0], "preferred")
         for syn in names[1:]:
             yield NameRecord(concept_id, self.kb, syn, "synonym")

@@ -1,9 +1,14 @@
 """CTD's published vocabularies, CTD_diseases (MEDIC) and CTD_chemicals, as .tsv or .csv, optionally gzipped.
 
-Lines starting with '#' are comments; the one after '# Fields:' names the columns. CSV (chosen by a
-'.csv' in the file name) is parsed a line at a time, since CTD fields never span lines, so a malformed
-line is dead-lettered alone. Lists inside a field are '|'-separated. Each file is read independently,
-one concept per line, in constant memory.
+Lines starting with '#' are comments; the one after '# Fields:' names the columns, and every row is read by
+those NAMES, never by position: CTD adds and reorders columns between releases (CTD_chemicals grew from 8
+columns to 13, its synonyms now split into MESHSynonyms and CTDCuratedSynonyms). A file with no such header
+is read with the known layout of its column count. CSV (chosen by a '.csv' in the file name) is parsed a line
+at a time, since CTD fields never span lines, so a malformed line is dead-lettered alone. Lists inside a
+field are '|'-separated. Each file is read independently, one concept per line, in constant memory.
+
+Ids are `MESH:D...` / `OMIM:...`: the vocabulary goes to its own column and the concept id is stored bare;
+alt ids (`DO:DOID:...`, `OMIM:...`) are already qualified and kept as written.
 """
 
 from __future__ import annotations
@@ -14,7 +19,11 @@ from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
 from bioel_core.kb.io import Opener, ReaderContext, iter_lines
+from bioel_core.kb.vocab import MESH, medic_vocabulary
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
+
+# every column CTD has used for a concept's synonyms; those a file has are all read
+SYNONYM_COLUMNS = ("Synonyms", "MESHSynonyms", "CTDCuratedSynonyms")
 
 
 def split_list(field: str) -> tuple[str, ...]:
@@ -28,9 +37,11 @@ def split_line(line: str, is_csv: bool) -> list[str]:
 
 
 class CtdReader(KBReader):
-    """Shared by both vocabularies; subclasses name the columns."""
+    """Shared by both vocabularies; subclasses name their columns and the layouts CTD has published."""
 
-    columns: list[str] = []
+    vocabulary = MESH
+    #: known column layouts, for files without a '# Fields:' header (told apart by their column count)
+    layouts: tuple[list[str], ...] = ()
     name_column = ""
     id_column = ""
     alt_ids_column: str | None = None
@@ -42,7 +53,7 @@ class CtdReader(KBReader):
     def _read_file(self, path: str, opener: Opener | None) -> Iterator[KBItem]:
         ctx = ReaderContext(path)
         is_csv = ".csv" in path.rsplit("/", 1)[-1].lower()
-        columns = self.columns
+        columns: list[str] | None = None  # from the header; None: by the row's column count
         after_fields = False
         for item in iter_lines(path, ctx, opener):
             if isinstance(item, DeadLetter):
@@ -65,53 +76,65 @@ class CtdReader(KBReader):
             except csv.Error as err:
                 yield ctx.dead(f"line {lineno}", line, f"malformed CSV line: {err}")
                 continue
-            if len(cols) != len(columns):
+            row_columns = columns or next((c for c in self.layouts if len(c) == len(cols)), None)
+            if row_columns is None or len(cols) != len(row_columns):
                 sep = "comma" if is_csv else "tab"
-                yield ctx.dead(f"line {lineno}", line, f"expected {len(columns)} {sep}-separated columns, found {len(cols)}")
+                expected = len(columns) if columns else " or ".join(str(len(c)) for c in self.layouts)
+                yield ctx.dead(f"line {lineno}", line, f"expected {expected} {sep}-separated columns, found {len(cols)}")
                 continue
-            row = dict(zip(columns, cols))
-            concept_id, name = row[self.id_column].strip(), row[self.name_column].strip()
-            if (dead := self.check_id(concept_id, ctx, f"line {lineno}", line)) is not None:
-                yield dead
-                continue
-            if not name:
-                yield ctx.dead(f"line {lineno}", line, f"empty {self.name_column}")
-                continue
-            ctx.accept()
-            yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=name,
-                                semantic_types=split_list(row["TreeNumbers"]),
-                                definition=row["Definition"].strip() or None,
-                                alt_ids=split_list(row[self.alt_ids_column]) if self.alt_ids_column else ())
-            yield NameRecord(concept_id, self.kb, name, "preferred")
-            for synonym in split_list(row["Synonyms"]):
-                yield NameRecord(concept_id, self.kb, synonym, "synonym")
+            yield from self._row(dict(zip(row_columns, cols)), ctx, lineno, line)
         yield ctx.stats
 
+    def _row(self, row: dict[str, str], ctx: ReaderContext, lineno: int, line: str) -> Iterator[KBItem]:
+        raw_id, name = row[self.id_column].strip(), row[self.name_column].strip()
+        if (dead := self.check_id(raw_id, ctx, f"line {lineno}", line)) is not None:
+            yield dead
+            return
+        if not name:
+            yield ctx.dead(f"line {lineno}", line, f"empty {self.name_column}")
+            return
+        ctx.accept()
+        vocabulary, concept_id = medic_vocabulary(raw_id)  # the id pattern admits MeSH and OMIM ids only
+        yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=name,
+                            semantic_types=split_list(row.get("TreeNumbers", "")),
+                            definition=row.get("Definition", "").strip() or None,
+                            alt_ids=split_list(row.get(self.alt_ids_column, "")) if self.alt_ids_column else (),
+                            vocabulary=vocabulary)
+        yield NameRecord(concept_id, self.kb, name, "preferred")
+        for column in SYNONYM_COLUMNS:
+            for synonym in split_list(row.get(column, "")):
+                yield NameRecord(concept_id, self.kb, synonym, "synonym")
+
     def _header(self, line: str, lineno: int, is_csv: bool, ctx: ReaderContext) -> tuple[list[str] | None, DeadLetter | None]:
-        """The column names CTD lists after '# Fields:' (older releases lack some trailing columns), or a
-        DeadLetter when the columns this reader needs are missing; the default columns are used then."""
+        """The column names CTD lists after '# Fields:', or a DeadLetter when the id or name column is missing
+        (rows are then read by the known layouts)."""
         try:
             header = [c.strip() for c in split_line(line[1:].strip(), is_csv)]
         except csv.Error as err:
             return None, ctx.dead(f"line {lineno}", line, f"malformed column header: {err}")
-        used = {self.name_column, self.id_column, "Definition", "TreeNumbers", "Synonyms", self.alt_ids_column} - {None}
-        missing = sorted(used - set(header))
+        missing = sorted({self.name_column, self.id_column} - set(header))
         if missing:
-            return None, ctx.dead(f"line {lineno}", line, f"column header lacks {missing}; reading with the default columns {self.columns}")
+            return None, ctx.dead(f"line {lineno}", line, f"column header lacks {missing}; reading rows by the known "
+                                                          f"{self.kb} layouts of {', '.join(str(len(c)) for c in self.layouts)} columns")
         return header, None
 
 
 class CtdDiseasesReader(CtdReader):
     kb = "ctd-diseases"
-    id_pattern = re.compile(r"MESH:[CD]\d{6,9}|OMIM:\d{6}")
-    columns = ["DiseaseName", "DiseaseID", "AltDiseaseIDs", "Definition", "ParentIDs", "TreeNumbers",
-               "ParentTreeNumbers", "Synonyms", "SlimMappings"]
+    # the prefix is optional so that the stored (bare) ids match the pattern the quality suite checks
+    id_pattern = re.compile(r"(?:MESH:)?[CD]\d{6,9}|(?:OMIM:)?\d{6}")
+    layouts = (["DiseaseName", "DiseaseID", "AltDiseaseIDs", "Definition", "ParentIDs", "TreeNumbers",
+                "ParentTreeNumbers", "Synonyms", "SlimMappings"],
+               ["DiseaseName", "DiseaseID", "AltDiseaseIDs", "Definition", "ParentIDs", "TreeNumbers",
+                "ParentTreeNumbers", "Synonyms"])
     name_column, id_column, alt_ids_column = "DiseaseName", "DiseaseID", "AltDiseaseIDs"
 
 
 class CtdChemicalsReader(CtdReader):
     kb = "ctd-chemicals"
-    id_pattern = re.compile(r"MESH:[CD]\d{6,9}")
-    columns = ["ChemicalName", "ChemicalID", "CasRN", "Definition", "ParentIDs", "TreeNumbers",
-               "ParentTreeNumbers", "Synonyms"]
+    id_pattern = re.compile(r"(?:MESH:)?[CD]\d{6,9}")
+    layouts = (["ChemicalName", "ChemicalID", "CasRN", "Definition", "ParentIDs", "TreeNumbers", "ParentTreeNumbers",
+                "Synonyms"],
+               ["ChemicalName", "ChemicalID", "CasRN", "PubChemCID", "PubChemSID", "DTXSID", "InChIKey", "Definition",
+                "ParentIDs", "TreeNumbers", "ParentTreeNumbers", "MESHSynonyms", "CTDCuratedSynonyms"])
     name_column, id_column = "ChemicalName", "ChemicalID"

@@ -5,6 +5,7 @@ the bookkeeping that lets every reader account for each input record (accepted, 
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
@@ -24,10 +25,23 @@ def open_binary(path: str, opener: Opener | None = None) -> BinaryIO:
         raw.seek(0)
         stream: BinaryIO = raw
     else:  # e.g. a remote stream: re-prepend the two bytes
-        import io
-
         stream = io.BufferedReader(_Prepended(head, raw))  # type: ignore[arg-type]
     return gzip.GzipFile(fileobj=stream) if head == GZIP_MAGIC else stream
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def open_kb_file(path: str, opener: Opener | None = None) -> BinaryIO:
+    """`open_binary` for KB dumps, past a UTF-8 byte-order mark: files saved by Windows tools start with one,
+    which would otherwise stick to the first id or column name (a dead-lettered first record, an unrecognised
+    header). Every KB reader opens its files here."""
+    stream = open_binary(path, opener)
+    if not hasattr(stream, "peek"):
+        stream = io.BufferedReader(stream)  # type: ignore[arg-type]
+    if stream.peek(3)[:3] == UTF8_BOM:
+        stream.read(3)
+    return stream
 
 
 class _Prepended:
@@ -73,11 +87,11 @@ class ReaderContext:
 
 
 def iter_lines(path: str, ctx: ReaderContext, opener: Opener | None = None) -> Iterator[tuple[int, str] | DeadLetter]:
-    """Yield (line_number, text) for each line (newline stripped), or a DeadLetter (already counted) for a
-    line that is not UTF-8, a truncated or corrupt gzip stream, or an empty file."""
+    """Yield (line_number, text) for each line (newline stripped; a byte-order mark is skipped), or a DeadLetter
+    (already counted) for a line that is not UTF-8, a truncated or corrupt gzip stream, or an empty file."""
     lineno = 0
     try:
-        with open_binary(path, opener) as fh:
+        with open_kb_file(path, opener) as fh:
             for lineno, raw in enumerate(fh, start=1):
                 try:
                     text = raw.decode("utf-8")

@@ -9,7 +9,8 @@ import zlib
 from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import Opener, ReaderContext, iter_lines, open_binary, tsv_rows
+from bioel_core.kb.io import Opener, ReaderContext, iter_lines, open_kb_file, tsv_rows
+from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 THESAURUS_COLUMNS = ["DescriptorUI", "DescriptorName", "ConceptUI", "TermUI", "TermName",
@@ -22,7 +23,7 @@ def _header(path: str, opener: Opener | None) -> list[str]:
     """The first line's columns (only to tell a trees file from a thesaurus); a broken file reads as []
     here and is dead-lettered when it is read for real."""
     try:
-        with open_binary(path, opener) as fh:
+        with open_kb_file(path, opener) as fh:
             return fh.readline().decode("utf-8", "replace").rstrip("\r\n").split("\t")
     except (EOFError, OSError, zlib.error):
         return []
@@ -30,6 +31,7 @@ def _header(path: str, opener: Opener | None) -> list[str]:
 
 class MeshTsvReader(KBReader):
     kb = "mesh"
+    vocabulary = MESH
     id_pattern = re.compile(r"D\d{6,9}")
 
     def __init__(self, include_permuted: bool = True, tree_prefixes: Sequence[str] = ()):
@@ -95,7 +97,8 @@ class MeshTsvReader(KBReader):
             if descriptor not in seen:
                 seen.add(descriptor)
                 yield ConceptRecord(concept_id=descriptor, kb=self.kb, preferred_name=row["DescriptorName"].strip(),
-                                    semantic_types=tuple(sorted(trees.get(descriptor, ()))))
+                                    semantic_types=tuple(sorted(trees.get(descriptor, ()))),
+                                    vocabulary=self.vocabulary)
             if row["RecordPreferredTermYN"] == "Y":
                 name_type = "preferred"
             elif row["LexicalTag"] in ABBREVIATION_TAGS:

@@ -16,7 +16,8 @@ import zlib
 from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import Opener, ReaderContext, open_binary
+from bioel_core.kb.io import Opener, ReaderContext, open_kb_file
+from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, NameRecord
 
 ABBREVIATION_TAGS = {"ABB", "ACR"}
@@ -26,6 +27,7 @@ RECORD = "DescriptorRecord"
 
 class MeshXmlReader(KBReader):
     kb = "mesh"
+    vocabulary = MESH
     id_pattern = re.compile(r"D\d{6,9}")
 
     def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
@@ -40,7 +42,7 @@ class MeshXmlReader(KBReader):
         depth = 0
         ui = ""  # DescriptorUI of the record being read, for error locations
         try:
-            with open_binary(path, opener) as fh:
+            with open_kb_file(path, opener) as fh:
                 for event, elem in ET.iterparse(fh, events=("start", "end")):
                     if event == "start":
                         depth += 1
@@ -88,7 +90,7 @@ class MeshXmlReader(KBReader):
         tree_numbers = tuple(t.strip() for t in (e.text or "" for e in elem.iterfind("TreeNumberList/TreeNumber")) if t.strip())
         ctx.accept()
         yield ConceptRecord(concept_id=ui, kb=self.kb, preferred_name=name, semantic_types=tree_numbers,
-                            definition=definition or None)
+                            definition=definition or None, vocabulary=self.vocabulary)
         for term in (t for c in concepts for t in c.iterfind("TermList/Term")):
             text = (term.findtext("String") or "").strip()
             if not text:

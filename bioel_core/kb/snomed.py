@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from bioel_core.kb.base import KBItem, KBReader
 from bioel_core.kb.io import Opener, ReaderContext, tsv_rows
+from bioel_core.kb.vocab import SNOMEDCT
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 CONCEPT_COLUMNS = ["id", "effectiveTime", "active", "moduleId", "definitionStatusId"]
@@ -50,6 +51,7 @@ class ConceptNames:
 
 class SnomedReader(KBReader):
     kb = "snomed"
+    vocabulary = SNOMEDCT
     id_pattern = re.compile(r"\d{6,18}")
 
     def __init__(self, language_refset_ids: Sequence[str] | None = None, acceptability: str = "any"):
@@ -85,7 +87,7 @@ class SnomedReader(KBReader):
             yield from self._read_descriptions(path, active, acceptability, names, opener)
         for concept_id, c in names.items():
             yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=c.preferred or c.fsn or c.first_synonym,
-                                semantic_types=(c.tag,) if c.tag else ())
+                                semantic_types=(c.tag,) if c.tag else (), vocabulary=self.vocabulary)
 
     def _rows(self, path: str, columns: list[str], id_columns: tuple[str, ...], ctx: ReaderContext,
               opener: Opener | None) -> Iterator[tuple[int, str, dict[str, str]] | DeadLetter]:

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from bioel_core.kb.base import KBItem, KBReader
 from bioel_core.kb.io import Opener, ReaderContext, iter_lines
+from bioel_core.kb.vocab import UMLS
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 FIELDS = {
@@ -80,6 +81,7 @@ class Cursor:
 
 class UmlsReader(KBReader):
     kb = "umls"
+    vocabulary = UMLS
     id_pattern = re.compile(r"C\d{7}")
 
     def __init__(self, languages: Sequence[str] | None = ("ENG",), sabs: Sequence[str] | None = None,
@@ -197,7 +199,7 @@ class UmlsReader(KBReader):
     def _concept(self, cui: str, rows: list[Row], semantic_types: tuple[str, ...], definition: str | None) -> Iterator[KBItem]:
         preferred = next((row for row in rows if is_preferred(row.fields)), rows[0])
         yield ConceptRecord(concept_id=cui, kb=self.kb, preferred_name=preferred.fields["STR"],
-                            semantic_types=semantic_types, definition=definition)
+                            semantic_types=semantic_types, definition=definition, vocabulary=self.vocabulary)
         for row in rows:
             if row is preferred:
                 name_type = "preferred"

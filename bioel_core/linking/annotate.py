@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from bioel_core.corpora.records import Document, Mention
 from bioel_core.linking.base import Linker
@@ -34,6 +34,16 @@ class EntityTarget:
     kb_version: str
     detector: MentionDetector | None = None
     nil_threshold: float | None = None
+    #: concept id -> (vocabulary, alt ids), from the KB's concepts table; what annotation rows carry beside the id
+    concepts: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+
+
+def concept_lookup(kb_dir: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """concept id -> (vocabulary, alt ids) of an ingest-kb output."""
+    from bioel_core.tables import read_table
+
+    t = read_table(kb_dir, "concepts", ["concept_id", "vocabulary", "alt_ids"]).to_pydict()
+    return {c: (v, tuple(a)) for c, v, a in zip(t["concept_id"], t["vocabulary"], t["alt_ids"])}
 
 
 def content_sha256(document: Document, with_mentions: bool) -> str:
@@ -118,9 +128,12 @@ class DocumentAnnotator:
                 target, top = self.target_of(m), best[(i, j)]
                 score = top.score if top else 0.0
                 nil = top is None or (target.nil_threshold is not None and score < target.nil_threshold)
+                concept_id = None if nil else top.concept_ids[0]
+                vocabulary, alt_ids = target.concepts.get(concept_id, (None, ())) if concept_id else (None, ())
                 rows.append({"doc_id": document.doc_id, "start": m.start, "end": m.end, "mention": m.text,
                              "link_text": m.link_text or m.text, "entity_type": m.entity_type,
-                             "concept_id": None if nil else top.concept_ids[0], "matched_name": top.name if top else None,
+                             "concept_id": concept_id, "vocabulary": vocabulary, "alt_ids": list(alt_ids),
+                             "matched_name": top.name if top else None,
                              "score": float(score), "nil": nil, "model_version": self.model_version,
                              "kb_version": target.kb_version})
             out.append(rows)
@@ -201,7 +214,8 @@ class AnnotatorSpec:
                 detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type, stop_list=stop,
                                                                abbreviations=self.abbreviations)
             linker = DenseLinker.from_index(source["index"], names, encoder, model=self.model, batch_size=self.batch_size)
-            targets.append(EntityTarget(entity_type, linker, source["kb_version"], detector, thresholds.get(entity_type)))
+            targets.append(EntityTarget(entity_type, linker, source["kb_version"], detector, thresholds.get(entity_type),
+                                        concept_lookup(source["names"])))
         return DocumentAnnotator(targets, encoder.fingerprint(), self.detect, self.max_chars, self.batch_size)
 
     def describe(self) -> dict:
@@ -231,5 +245,5 @@ def calibrate_on_gold(spec: AnnotatorSpec, gold_pubtator: str, batch_size: int =
             for r in rows:
                 ids = gold.get((r["entity_type"], r["doc_id"], r["start"], r["end"]), set())
                 scores[r["entity_type"]].append(r["score"])
-                correct[r["entity_type"]].append(r["concept_id"] is not None and plain_id(r["concept_id"]) in ids)
+                correct[r["entity_type"]].append(not r["nil"] and any(plain_id(i) in ids for i in (r["concept_id"], *r["alt_ids"])))
     return {t: calibrate_threshold(scores[t], correct[t], sum(1 for k in gold if k[0] == t)) for t in annotator.targets}

@@ -1,0 +1,55 @@
+"""Concept-id vocabularies: which scheme an id belongs to, and its one qualified form `VOCAB:ID`.
+
+A concept id is stored bare, in the vocabulary the concepts table's `vocabulary` column names (MeSH
+`D003920` with `MESH`); alt ids may come from other vocabularies and are stored qualified (`OMIM:208900`).
+`qualify` writes the form PubTator3 emits (`MESH:D003920`); `plain_id` is what scoring compares.
+"""
+
+from __future__ import annotations
+
+import re
+
+MESH, OMIM, UMLS, SNOMEDCT = "MESH", "OMIM", "UMLS", "SNOMEDCT"
+#: vocabularies bioel's readers write; their prefixes are the ones scoring ignores
+KNOWN = (MESH, OMIM, UMLS, SNOMEDCT)
+_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(.+)")
+_KNOWN_PREFIX = re.compile(rf"^(?:{'|'.join(KNOWN)}):", re.IGNORECASE)
+# MeSH descriptors (D), supplementary concepts (C) and MEDIC's root "Diseases" (the bare category C); OMIM numbers
+MESH_ID = re.compile(r"[CD]\d{6,9}|C")
+OMIM_ID = re.compile(r"\d{6}")
+
+
+def qualify(vocabulary: str, concept_id: str) -> str:
+    """`MESH`, `D003920` -> `MESH:D003920`."""
+    return f"{vocabulary}:{concept_id}"
+
+
+def split_prefix(concept_id: str) -> tuple[str | None, str]:
+    """`OMIM:208900` -> ("OMIM", "208900"); an id with no `VOCAB:` prefix -> (None, id)."""
+    m = _PREFIX.fullmatch(concept_id)
+    return (m.group(1).upper(), m.group(2)) if m else (None, concept_id)
+
+
+def plain_id(concept_id: str) -> str:
+    """The id with the prefix of a known vocabulary dropped (`MESH:D003920` -> `D003920`), so gold written
+    either way compares equal; other prefixes are part of the id (`HP:0000118`)."""
+    return _KNOWN_PREFIX.sub("", concept_id.strip())
+
+
+def medic_vocabulary(concept_id: str) -> tuple[str, str] | None:
+    """(vocabulary, bare id) of a MeSH or OMIM id, prefixed or not (`D001260`, `MESH:D001260`, `208900`,
+    `OMIM:208900`); None for anything else."""
+    prefix, bare = split_prefix(concept_id)
+    if prefix in (None, MESH) and MESH_ID.fullmatch(bare):
+        return MESH, bare
+    if prefix in (None, OMIM) and OMIM_ID.fullmatch(bare):
+        return OMIM, bare
+    return None
+
+
+def mesh_first(ids: list[tuple[str, str]]) -> tuple[str, str, tuple[str, ...]]:
+    """(vocabulary, concept id, qualified alt ids) of one concept's (vocabulary, id) pairs: the MeSH id is the
+    concept id whatever the order on the line (MEDIC lists some OMIM ids first); the others become alt ids."""
+    ordered = sorted(ids, key=lambda v: v[0] != MESH)  # stable: otherwise the line's order
+    (vocabulary, concept_id), rest = ordered[0], ordered[1:]
+    return vocabulary, concept_id, tuple(qualify(v, i) for v, i in rest)
