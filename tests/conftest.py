@@ -48,10 +48,11 @@ def assert_unpublished(out: Path) -> None:
 
 
 def table_bytes(out: Path) -> dict[str, bytes]:
-    """Every Parquet file of a published output, by its path in the generation: what byte-identical re-runs compare."""
+    """Every table file (Parquet, index shard, interchange copy) of a published output, by its path in the
+    generation: what byte-identical re-runs compare."""
     from bioel_core.tables import data_root
 
     root = data_root(out)
-    found = {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.glob("*/*.parquet"))}
+    found = {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.glob("*/*")) if p.is_file()}
     assert found, f"{out}: no tables"
     return found

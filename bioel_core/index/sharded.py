@@ -117,8 +117,13 @@ class ShardedIndex:
     def model_fingerprint(self) -> str | None:
         return self.manifest.get("model_fingerprint")
 
-    def search(self, queries: np.ndarray, k: int) -> SearchResult:
-        """Top k of every shard merged: (scores, name_ids, concept_ids), each (q, k), best first."""
+    def search(self, queries: np.ndarray, k: int, exact_scores: bool = False) -> SearchResult:
+        """Top k of every shard merged: (scores, name_ids, concept_ids), each (q, k), best first.
+
+        `exact_scores`: each hit's score recomputed in float64 from the vector its shard stores (then rounded
+        to float32) and the hits re-ranked by it, ties by name_id. FAISS's own scores depend on how many
+        queries are searched together (it switches to BLAS at 20 queries, whose blocking follows the batch
+        shape), so without this a query's score changes in the last bits with its batch."""
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         queries = np.asarray(queries)
@@ -135,7 +140,21 @@ class ShardedIndex:
                 parts.append((shard, everyone, *shard.index.search(q, width)))
         top = _merge(parts, nq, k)
         parts += self._deepen_cut_ties(parts, q, top[0][:, k - 1])
-        return self._result(_merge(parts, nq, k))
+        merged = _merge(parts, nq, k)
+        return self._result(self._rescored(q, merged) if exact_scores else merged)
+
+    def _rescored(self, q: np.ndarray, merged):
+        scores, name_ids, shard_numbers, rows = merged
+        exact = np.full(scores.shape, -np.inf, dtype=np.float32)
+        for shard in self.shards:
+            where = shard_numbers == shard.number
+            if where.any():
+                stored = _stored_vectors(shard.index, rows[where]).astype(np.float64)
+                queries = np.broadcast_to(q[:, None, :], (*scores.shape, q.shape[1]))[where].astype(np.float64)
+                exact[where] = np.einsum("ij,ij->i", queries, stored).astype(np.float32)
+        order = np.lexsort((np.where(name_ids < 0, np.iinfo(np.int64).max, name_ids), -exact), axis=1)
+        pick = lambda a: np.take_along_axis(a, order, axis=1)  # noqa: E731
+        return pick(exact), pick(name_ids), pick(shard_numbers), pick(rows)
 
     @staticmethod
     def _deepen_cut_ties(parts: list, q: np.ndarray, kth: np.ndarray) -> list:
@@ -167,6 +186,15 @@ class ShardedIndex:
             if where.any():
                 concept_ids[where] = shard.concept_ids.take(pa.array(rows[where])).to_pylist()
         return SearchResult(scores, name_ids, concept_ids)
+
+
+def _stored_vectors(index: faiss.Index, rows: np.ndarray) -> np.ndarray:
+    """The vectors an index stores at `rows` (a PQ index's decoded codes; a refined one's refinement vectors)."""
+    try:
+        return index.reconstruct_batch(rows.astype(np.int64))
+    except RuntimeError:  # an IVF index reconstructs by id only once it has a direct map
+        faiss.extract_index_ivf(index).make_direct_map()
+        return index.reconstruct_batch(rows.astype(np.int64))
 
 
 def _merge(parts: list, nq: int, k: int):

@@ -213,7 +213,8 @@ class AnnotatorSpec:
                 stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
                 detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type, stop_list=stop,
                                                                abbreviations=self.abbreviations)
-            linker = DenseLinker.from_index(source["index"], names, encoder, model=self.model, batch_size=self.batch_size)
+            linker = DenseLinker.from_index(source["index"], names, encoder, model=self.model, batch_size=self.batch_size,
+                                            reproducible=True)  # annotations must not depend on how documents are batched
             targets.append(EntityTarget(entity_type, linker, source["kb_version"], detector, thresholds.get(entity_type),
                                         concept_lookup(source["names"])))
         return DocumentAnnotator(targets, encoder.fingerprint(), self.detect, self.max_chars, self.batch_size)

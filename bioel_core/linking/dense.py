@@ -30,16 +30,24 @@ if TYPE_CHECKING:
     from bioel_core.index import ShardedIndex
 
 EMBEDDINGS = "embeddings.npy"
+# with reproducible scores, hits are re-ranked by their exact score: search a few past k so that a hit FAISS
+# placed just below the cut by a rounding difference can still come back
+RESCORE_MARGIN = 8
 
 
 class DenseLinker(Linker):
     kind = "dense"
 
     def __init__(self, names: NameSet, encoder: Encoder, model_path: str, pooling: str | None = None,
-                 embeddings: np.ndarray | None = None, batch_size: int = 256, shards: ShardedIndex | None = None):
-        """`shards`: search this index folder's FAISS shards instead of embedding the names (see from_index)."""
+                 embeddings: np.ndarray | None = None, batch_size: int = 256, shards: ShardedIndex | None = None,
+                 reproducible: bool = False):
+        """`shards`: search this index folder's FAISS shards instead of embedding the names (see from_index).
+        `reproducible`: a query's candidates and scores do not depend on the other queries it is linked with
+        (batch-invariant encoding, exact float64 scores), so bulk linking writes the same bytes whatever its
+        batching, worker count or thread count; slower to encode."""
         super().__init__(names)
         self.encoder, self.model_path, self.pooling, self.batch_size = encoder, model_path, pooling, batch_size
+        self.reproducible = reproducible
         self.exact = NameIndex(names)
         self.shards = shards
         if shards is not None:
@@ -62,7 +70,7 @@ class DenseLinker(Linker):
     @classmethod
     def from_index(cls, index_dir: str | Path, names: NameSet | None = None, encoder: Encoder | None = None, *,
                    model: str | None = None, pooling: str | None = None, device: str = "cpu", batch_size: int = 256,
-                   verify: bool = True, threads: int | None = None) -> DenseLinker:
+                   verify: bool = True, threads: int | None = None, reproducible: bool = False) -> DenseLinker:
         """A dense linker over the FAISS shards of `index_dir`. `names` default: the names table the index's
         embeddings were made from; `encoder` default: `model`, else the model recorded in the index manifest.
         The encoder must be the model the index was built with (same fingerprint)."""
@@ -76,7 +84,7 @@ class DenseLinker(Linker):
             pooling = pooling or recorded.get("pooling")
             encoder = open_model(model or recorded["path"], pooling, device)
         model_path = str(model_folder(model)) if model else recorded["path"]
-        return cls(names, encoder, model_path, pooling, batch_size=batch_size, shards=shards)
+        return cls(names, encoder, model_path, pooling, batch_size=batch_size, shards=shards, reproducible=reproducible)
 
     def _use_shards(self, shards: ShardedIndex) -> None:
         """Check the model, and map every indexed name_id to the row of its name (-1: not in these names)."""
@@ -103,12 +111,16 @@ class DenseLinker(Linker):
 
     def _ranked_rows(self, vectors: np.ndarray, width: int) -> list[list[tuple[int, float]]]:
         """Per query, (name row, score) best first, each row once."""
+        if self.reproducible:
+            width += RESCORE_MARGIN
         if self.shards is None:
             scores, rows = self.index.search(vectors, min(width, self.index.ntotal))
+            if self.reproducible:
+                scores, rows = self._rescored(vectors, scores, rows)
             return [[(r, s) for r, s in zip(rows[j], scores[j]) if r >= 0] for j in range(len(vectors))]
         # a row with several names in the index comes back once per name_id; each name_id is one of its
         # entries, so width hits still give enough entries to fill k
-        found = self.shards.search(vectors, width)
+        found = self.shards.search(vectors, width, exact_scores=self.reproducible)
         out = []
         for ids, scores in zip(found.name_ids, found.scores):
             rows, seen = [], set()
@@ -118,6 +130,14 @@ class DenseLinker(Linker):
                     rows.append((r, s))
             out.append(rows)
         return out
+
+    def _rescored(self, vectors: np.ndarray, scores: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """In-memory hits re-scored in float64 and re-ranked, ties by row (ShardedIndex.search's exact_scores)."""
+        stored = self.embeddings[np.maximum(rows, 0)].astype(np.float64)
+        exact = np.einsum("qd,qkd->qk", vectors.astype(np.float64), stored).astype(np.float32)
+        exact[rows < 0] = -np.inf
+        order = np.lexsort((np.where(rows < 0, np.iinfo(np.int64).max, rows), -exact), axis=1)
+        return np.take_along_axis(exact, order, axis=1), np.take_along_axis(rows, order, axis=1)
 
     def options(self) -> dict:
         options = {"model": self.model_path, "pooling": self.pooling, "fingerprint": self.encoder.fingerprint()}
@@ -130,7 +150,7 @@ class DenseLinker(Linker):
         todo = [i for i, c in enumerate(out) if len(c) < k]
         if not todo:
             return out
-        vectors = self.encoder.encode([queries[i] for i in todo], batch_size=self.batch_size)
+        vectors = self.encoder.encode([queries[i] for i in todo], batch_size=self.batch_size, batch_invariant=self.reproducible)
         for j, ranked in enumerate(self._ranked_rows(vectors, k + 1)):
             i = todo[j]
             self.exact.fill(self.names, out[i], queries[i], ranked, k)

@@ -72,10 +72,12 @@ class EnsembleEncoder(torch.nn.Module):
     def tokenize(self, texts):
         raise TypeError("an ensemble has no tokenizer of its own: each member tokenizes for itself")
 
-    def encode(self, texts: list[str], batch_size: int = 256, show_progress: bool = False) -> np.ndarray:
-        """(n, dim) float32, L2-normalized, in input order."""
+    def encode(self, texts: list[str], batch_size: int = 256, show_progress: bool = False,
+               batch_invariant: bool = False) -> np.ndarray:
+        """(n, dim) float32, L2-normalized, in input order (`batch_invariant`: see Encoder.encode)."""
         total = sum(self.member_weights)
-        parts = [np.sqrt(w / total, dtype=np.float32) * m.encode(texts, batch_size=batch_size, show_progress=show_progress)
+        parts = [np.sqrt(w / total, dtype=np.float32) * m.encode(texts, batch_size=batch_size, show_progress=show_progress,
+                                                                  batch_invariant=batch_invariant)
                  for m, w in zip(self.members, self.member_weights)]
         return np.concatenate(parts, axis=1)
 
