@@ -28,10 +28,12 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 import bioel_core
 from bioel_core.embeddings import check_names_unchanged, manifest_sha256, read_embeddings_manifest, vectors_of
+from bioel_core.guards import check_output_folder
 from bioel_core.index import PIPELINE, IndexSpec, build_shard, shard_of
 from bioel_core.index.layout import ID_MAPS, SHARD_ASSIGNMENT, SHARDS
 from bioel_core.tables import table_files
 from pipelines.ingest_kb import STATS_FILE, merge_stats, read_stats_file
+from pipelines.guards import refuse_empty
 from pipelines.options import runner_name
 from pipelines.outputs import StagedOutput, join, write_json
 from schemas import SCHEMA_VERSION, check_schema, embeddings_schema
@@ -181,8 +183,7 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
     emb_dir = Path(embeddings_dir).resolve()
     source = check_embeddings_folder(emb_dir)
     spec.check_dimension(source["dimension"])
-    if "://" not in output_dir and Path(output_dir).resolve() == emb_dir:
-        raise ValueError(f"--output {output_dir} is the embeddings folder; the index goes to a folder of its own")
+    check_output_folder(output_dir, PIPELINE, [("--embeddings", str(emb_dir))])
     threads = faiss_threads or worker_threads(options)
     staged = StagedOutput(output_dir, TABLES, derived=("quality",))
 
@@ -190,7 +191,7 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, source["files"], staged, num_shards=num_shards, spec=spec, dimension=source["dimension"],
                            threads=threads)
-        return build_manifest(read_stats_file(staged), source, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
-                              threads=threads, options=options)
+        return refuse_empty(build_manifest(read_stats_file(staged), source, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
+                                           threads=threads, options=options), staged)
 
     return staged.publish(build)

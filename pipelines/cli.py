@@ -1,6 +1,7 @@
 """The `bioel` command: argument parsing only, then a call into a pipeline or bioel_core.
 
-Flags a verb does not know are passed to Beam as pipeline options (--runner, --direct_num_workers, ...).
+Flags a verb does not know are passed to Beam as pipeline options (--runner, --direct_num_workers, ...) when Beam
+defines them; any other flag is an error (Beam would drop it with a warning and the job would run without it).
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import logging
 import os
 import sys
 
+from bioel_core.guards import EmptyOutputError
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES, Normalizer, NormalizerConfig
 from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train
-from pipelines.cli_common import finish, quality
+from pipelines.cli_common import finish, positive_int, quality
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -67,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--kb", required=True, choices=sorted(READERS), help="input format")
     ingest.add_argument("--input", required=True, nargs="+", help="input files (local, gs://, ...)")
     ingest.add_argument("--output", required=True, help="output folder")
-    ingest.add_argument("--num-shards", type=int, default=4, help="Parquet shards per table (default 4)")
+    ingest.add_argument("--num-shards", type=positive_int, default=4, help="Parquet shards per table (default 4)")
     ingest.add_argument("--shared-names", choices=["keep-all", "genbioel"], default="keep-all",
                         help="a name shared by several concepts: keep it with all (default), or GenBioEL's rule "
                              "(keep it only in the concept with fewest names)")
@@ -110,6 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and args.verb not in BEAM_VERBS:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        from pipelines.options import unknown_flag_error
+
+        verb_parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.verb]  # noqa: SLF001
+        error = unknown_flag_error(extra, [s for a in verb_parser._actions for s in a.option_strings])  # noqa: SLF001
+        if error:
+            print(f"bioel {args.verb}: error: {error}", file=sys.stderr)
+            return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Beam warns at import that the GCP client libraries are absent; irrelevant unless gs:// paths are used,
     # and then the GCS filesystem raises its own clear error.
@@ -118,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Beam verbs also take the flags meant for Beam; every other verb takes its parsed arguments only
         return args.func(args, extra) if args.verb in BEAM_VERBS else int(args.func(args) or 0)
+    except EmptyOutputError as err:  # the job ran but nothing came out: nothing was published
+        print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
+        return 3
     except (FileNotFoundError, PermissionError, ValueError, RuntimeError) as err:
         print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from bioel_core.corpora import FORMATS
+from pipelines.cli_common import positive_int
 
 
 def typed(values: list[str] | None, convert=str) -> tuple[tuple[str, object], ...]:
@@ -56,8 +57,8 @@ def add_subcommands(subparsers) -> None:
     ln.add_argument("--nil-threshold", nargs="+", metavar="[TYPE=]SCORE",
                     help="mentions scored below are NIL (see `bioel calibrate-nil`); default: none are NIL")
     ln.add_argument("--incremental", action="store_true", help="keep the previous output's documents; link only new or changed ones")
-    ln.add_argument("--num-shards", type=int, default=4)
-    ln.add_argument("--batch-size", type=int, default=64, help="documents per linking batch")
+    ln.add_argument("--num-shards", type=positive_int, default=4)
+    ln.add_argument("--batch-size", type=positive_int, default=64, help="documents per linking batch")
     ln.add_argument("--no-quality", action="store_true", help="skip the quality report")
     ln.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical")
     ln.set_defaults(func=cmd_link)

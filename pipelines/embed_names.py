@@ -27,11 +27,13 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 import bioel_core
 from bioel_core.embeddings import PIPELINE, TEXT_COLUMN, manifest_sha256
+from bioel_core.guards import check_output_folder
 from bioel_core.linking.dense import model_folder, open_model
 from bioel_core.models import resolve_device
 from bioel_core.tables import KB_PIPELINE, read_output_manifest, table_files
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
 from pipelines.ingest_kb import STATS_FILE, count_as, read_stats_file, stable_shard
+from pipelines.guards import refuse_empty
 from pipelines.options import runner_name
 from pipelines.outputs import StagedOutput, WriteShardFn, join, shard_name, write_json, write_parquet
 from schemas import DEAD_LETTER_SCHEMA, SCHEMA_VERSION, check_schema, embeddings_schema
@@ -197,8 +199,7 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     names = Path(names_dir).resolve()
     names_manifest, name_files = check_names_folder(names)
     model = open_checked_model(model_dir, pooling, device)
-    if "://" not in output_dir and Path(output_dir).resolve() in (names, Path(model["path"])):
-        raise ValueError(f"--output {output_dir} is the names or model folder; embeddings go to a folder of their own")
+    check_output_folder(output_dir, PIPELINE, [("--names", str(names)), ("--model", model["path"])])
     handler = EncoderModelHandler(model["path"], pooling=pooling, device=device, batch_size=batch_size,
                                   fingerprint=model["fingerprint"], torch_threads=worker_threads(options))
     staged = StagedOutput(output_dir, TABLES, derived=("quality",))
@@ -206,8 +207,8 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     def build() -> dict:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, name_files, staged, handler, dim=model["dim"], batch_size=batch_size, num_shards=num_shards)
-        return build_manifest(read_stats_file(staged), staged=staged, model=model, names_dir=names,
-                              names_manifest=names_manifest, options=options, device=device,
-                              batch_size=batch_size, num_shards=num_shards)
+        return refuse_empty(build_manifest(read_stats_file(staged), staged=staged, model=model, names_dir=names,
+                                           names_manifest=names_manifest, options=options, device=device,
+                                           batch_size=batch_size, num_shards=num_shards), staged)
 
     return staged.publish(build)

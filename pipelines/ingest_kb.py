@@ -19,10 +19,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 import bioel_core
+from bioel_core.guards import check_input_files, check_output_folder
 from bioel_core.kb import get_reader
 from bioel_core.normalize import Normalizer, NormalizerConfig, name_id
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.tables import stable_shard
+from pipelines.guards import refuse_empty
 from pipelines.options import runner_name
 from pipelines.outputs import StagedOutput, WriteShardFn, check_inputs_exist, join, sha256_of, write_json
 from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA, SCHEMA_VERSION
@@ -255,7 +257,11 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
     normalizer = normalizer or Normalizer()
     if shared_names not in SHARED_NAME_POLICIES:
         raise ValueError(f"--shared-names must be one of {SHARED_NAME_POLICIES}")
+    if num_shards < 1:
+        raise ValueError(f"--num-shards must be at least 1, got {num_shards}")
     check_inputs_exist(inputs)
+    check_input_files(inputs)
+    check_output_folder(output_dir, "ingest-kb", [("--input", p) for p in inputs])
     reader = get_reader(kb_format, **reader_options)
     staged = StagedOutput(output_dir, TABLES, derived=("quality",))
 
@@ -263,8 +269,9 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, kb_format, reader.input_groups(inputs), staged, reader_options=reader_options, normalizer=normalizer,
                            shared_names=shared_names, num_shards=num_shards)
-        return build_manifest(read_stats_file(staged), kb_format=kb_format, kb=reader.kb,
-                              id_pattern=reader.id_pattern.pattern, inputs=inputs, staged=staged, options=options,
-                              normalizer=normalizer, shared_names=shared_names, reader_options=reader_options)
+        return refuse_empty(build_manifest(read_stats_file(staged), kb_format=kb_format, kb=reader.kb,
+                                           id_pattern=reader.id_pattern.pattern, inputs=inputs, staged=staged, options=options,
+                                           normalizer=normalizer, shared_names=shared_names, reader_options=reader_options),
+                            staged)
 
     return staged.publish(build)

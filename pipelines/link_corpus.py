@@ -28,6 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import bioel_core
 from bioel_core.corpora import FORMATS, DeletedDocument, Document, read_documents
+from bioel_core.guards import check_input_files, check_output_folder
 from bioel_core.corpora.records import Mention, Passage
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, content_sha256
 from bioel_core.records import DeadLetter
@@ -35,6 +36,7 @@ from bioel_core.tables import MANIFEST, read_manifest
 from pipelines.ingest_kb import count_as, merge_stats, stable_shard
 from pipelines.outputs import (StagedOutput, check_inputs_exist, join, sha256_of, shard_name, write_json,
                                write_parquet)
+from pipelines.guards import refuse_empty
 from pipelines.options import runner_name
 from schemas import ANNOTATIONS_SCHEMA, DEAD_LETTER_SCHEMA, DOCUMENTS_SCHEMA, SCHEMA_VERSION
 
@@ -331,6 +333,9 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     if num_shards < 1:
         raise ValueError("--num-shards must be at least 1")
     check_inputs_exist(inputs)
+    check_input_files(inputs)
+    check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + [("--index", d) for _, d in spec.indexes]
+                        + [("--model", spec.model)] * bool(spec.model) + [("--stop-list", s) for _, s in spec.stop_lists])
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
     previous = previous_files(output_dir) if incremental else {"annotations": [], "documents": []}
     tables = TABLES + ((output_format,) if output_format != "parquet" else ())
@@ -340,8 +345,8 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
                            num_shards=num_shards, batch_size=batch_size, versions=versions)
-        return build_manifest(read_stats_file(staged), inputs=inputs, fmt=fmt, output_format=output_format, staged=staged,
-                              spec=spec, versions=versions, incremental=incremental,
-                              previous_documents=_rows(previous["documents"]), options=options)
+        return refuse_empty(build_manifest(read_stats_file(staged), inputs=inputs, fmt=fmt, output_format=output_format,
+                                           staged=staged, spec=spec, versions=versions, incremental=incremental,
+                                           previous_documents=_rows(previous["documents"]), options=options), staged)
 
     return staged.publish(build)

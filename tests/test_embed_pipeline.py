@@ -180,7 +180,7 @@ def _retag(path, version: bytes):
     ("no-model", FileNotFoundError, "model folder not found"),
     ("not-a-model", FileNotFoundError, "no \\*.safetensors weights"),
     ("default-model", FileNotFoundError, "not shipped in this checkout"),
-    ("output-is-names", ValueError, "is the names or model folder"),
+    ("output-is-names", ValueError, r"is \(or holds\) the --names"),
 ])
 def test_bad_inputs_are_refused_before_any_work(names_dir, model_dir, tmp_path, monkeypatch, breakage, error, message):
     names, model, out = tmp_path / "kb", model_dir, tmp_path / "emb"

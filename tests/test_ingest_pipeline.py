@@ -160,3 +160,85 @@ def test_cli_ingest_with_quality_report_on_relative_paths(tmp_path, monkeypatch,
     assert summary["passed"] and summary["critical_failures"] == 0
     assert (tmp_path / "kb/quality/data_docs/index.html").is_file()
     assert cli.main(["report", "--table", "kb", "--fail-on", "warning"]) == 0
+
+
+def _cli(capsys, *argv) -> tuple[int, str]:
+    """Exit code and stderr of `bioel ...`; argparse's own refusals (SystemExit) count as their code."""
+    try:
+        code = cli.main([str(a) for a in argv])
+    except SystemExit as exit_:
+        code = exit_.code
+    return code, capsys.readouterr().err.strip()
+
+
+def test_misspelled_flags_are_refused_before_any_work_and_beam_flags_pass(tmp_path, capsys):
+    out = tmp_path / "kb"
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--nmu-shards", "2")
+    assert code == 2 and len(err.splitlines()) == 1 and "--nmu-shards" in err and "did you mean --num-shards?" in err
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--direct_num_worker=2")
+    assert code == 2 and "did you mean --direct_num_workers?" in err
+    assert not out.exists()
+    # Beam's own options (any registered PipelineOptions class's) still reach Beam
+    code, _ = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--num-shards", "3",
+                   "--no-quality", "--runner", "DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory",
+                   "--temp_location", tmp_path, "--experiments", "x", "--project", "p")
+    assert code == 0 and len(read_manifest(out)["outputs"]["names"]["files"]) == 3
+
+
+def test_zero_shards_and_a_directory_input_are_one_line_errors(tmp_path, capsys):
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", tmp_path / "o", "--num-shards", "0")
+    assert code == 2 and "--num-shards: must be at least 1, got 0" in err and "Traceback" not in err
+    with pytest.raises(ValueError, match="--num-shards must be at least 1"):
+        ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(tmp_path / "o"), local(), num_shards=0)
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", FIXTURES / "biosyn", "--output", tmp_path / "o")
+    assert code == 2 and len(err.splitlines()) == 1 and "biosyn: is a directory, not a file" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_input_inside_the_output_or_another_verbs_output_is_refused(tmp_path, capsys):
+    out = tmp_path / "kb"
+    out.mkdir()
+    shutil.copy(MEDIC_RAW, out / "medic.txt")
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", out / "medic.txt", "--output", out)
+    assert code == 2 and len(err.splitlines()) == 1 and "is (or holds) the --input" in err
+    (out / "manifest.json").write_text(json.dumps({"pipeline": "embed", "complete": True}))
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out)
+    assert code == 2 and "holds a `bioel embed` output" in err
+    assert json.loads((out / "manifest.json").read_text())["pipeline"] == "embed"  # untouched
+
+
+def _bad_crc_gzip(src: str, dest) -> str:
+    import gzip
+
+    data = bytearray(gzip.compress(open(src, "rb").read()))
+    data[-8] ^= 0xFF  # the CRC32 trailer: every byte decompresses, the checksum fails at the very end
+    dest.write_bytes(bytes(data))
+    return str(dest)
+
+
+def test_a_gzip_failing_its_checksum_contributes_only_a_dead_letter(tmp_path):
+    from bioel_core.kb.io import CORRUPT_INPUT_POLICY
+
+    corrupt = _bad_crc_gzip(MEDIC_RAW, tmp_path / "medic.txt.gz")
+    manifest = ingest_kb.run("medic-biosyn", [corrupt, DICTIONARY], str(tmp_path / "kb"), local(), num_shards=1)
+    assert all(manifest["reconciliation"].values())
+    per_file = {f["path"]: f for f in manifest["inputs"]}
+    assert per_file[corrupt]["records_accepted"] == 0 and per_file[corrupt]["dead_lettered"] == 1
+    dead = [d for d in read_table(tmp_path / "kb", "dead_letter").to_pylist() if d["source"] == corrupt]
+    assert [(d["location"], d["reason"][:43]) for d in dead] == [("file", "truncated or corrupt gzip stream: CRC check")]
+    assert {r["concept_id"] for r in rows(tmp_path / "kb", "names")} == {"D001260", "D015458"}  # the dictionary's only
+    assert CORRUPT_INPUT_POLICY == "dead-letter-file"
+
+
+@pytest.mark.parametrize("content", [b"", bytes(range(256)) * 4, b"no pipes here\nnor here\n"],
+                         ids=["empty", "random-bytes", "every-line-dead"])
+def test_inputs_that_yield_no_rows_exit_3_and_keep_the_previous_output(tmp_path, capsys, content):
+    out = tmp_path / "kb"
+    assert _cli(capsys, "ingest-kb", "--kb", "biosyn-dict", "--input", DICTIONARY, "--output", out, "--no-quality")[0] == 0
+    before = (out / "manifest.json").read_bytes()
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    code, err = _cli(capsys, "ingest-kb", "--kb", "biosyn-dict", "--input", bad, "--output", out, "--no-quality")
+    assert code == 3 and len(err.splitlines()) == 1 and "no rows:" in err and "first dead letters:" in err, err
+    assert str(bad) in err  # names the file and the reason of its dead letters
+    assert (out / "manifest.json").read_bytes() == before and not list(out.glob("_staging-*"))
