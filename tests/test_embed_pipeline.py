@@ -277,3 +277,19 @@ def test_cli_embed_with_a_plain_checkpoint_then_report(names_dir, model_dir, tmp
     code = cli.main(["embed", "--model", str(tmp_path / "nope"), "--names", str(names_dir), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "model folder not found" in err
+
+
+def test_a_pickle_renamed_to_safetensors_and_zero_shards_are_one_line_errors(names_dir, model_dir, tmp_path, capsys):
+    import pickle
+
+    fake = tmp_path / "fake-model"
+    shutil.copytree(model_dir, fake)
+    weights = sorted(fake.glob("*.safetensors"))[0]
+    weights.write_bytes(pickle.dumps({"weight": [0.0] * 64}))
+    code = cli.main(["embed", "--model", str(fake), "--names", str(names_dir), "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and f"{weights}: not a safetensors file" in err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["embed", "--names", str(names_dir), "--output", str(tmp_path / "o"), "--num-shards", "0"])
+    assert exit_.value.code == 2 and "--num-shards: must be at least 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
