@@ -192,3 +192,55 @@ def test_nil_threshold_marks_low_scores(chain, corpus, tmp_path):
     assert {r["entity_type"] for r in rows} >= {"SpecificDisease", "Modifier"}
     assert all((r["score"] < 0.999) == r["nil"] and (r["concept_id"] is None) == r["nil"] for r in rows)
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["annotator"]["nil_thresholds"] == [["", 0.999]]
+
+
+def link_cli(chain, capsys, *argv) -> tuple[int, str]:
+    """`bioel link --model M --index Disease=I --input-format pubtator --no-quality ARGV`: exit code and stderr."""
+    from pipelines import cli
+
+    model, index = chain
+    code = cli.main(["link", "--model", model, "--index", f"Disease={index}", "--input-format", "pubtator", "--no-quality",
+                     *map(str, argv)])
+    return code, capsys.readouterr().err.strip()
+
+
+def test_a_misspelled_flag_is_refused_and_the_state_is_kept(chain, corpus, tmp_path, capsys):
+    folder, _ = corpus
+    out = tmp_path / "state"
+    assert link_cli(chain, capsys, "--input", folder / "a.pubtator", folder / "b.pubtator", "--output", out)[0] == 0
+    before = (out / "manifest.json").read_bytes()
+    code, err = link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", out, "--incremantal")
+    assert code == 2 and len(err.splitlines()) == 1 and "--incremantal; did you mean --incremental?" in err
+    assert (out / "manifest.json").read_bytes() == before
+
+
+def test_another_verbs_folder_is_never_an_output(chain, corpus, tmp_path, capsys):
+    folder, _ = corpus
+    model, index = chain
+    root = Path(index).parent
+    for target, says in ((index, "is (or holds) the --index"), (root / "kb", "holds a `bioel ingest-kb` output"),
+                         (root / "emb", "holds a `bioel embed` output")):
+        before = (Path(target) / "manifest.json").read_bytes()
+        code, err = link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", target)
+        assert code == 2 and len(err.splitlines()) == 1 and says in err, err
+        assert (Path(target) / "manifest.json").read_bytes() == before
+    from pipelines import cli
+
+    code = cli.main(["ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_SAMPLE, "--output", str(root / "emb")])
+    assert code == 2 and "holds a `bioel embed` output" in capsys.readouterr().err
+
+
+def test_a_run_whose_every_document_is_dead_lettered_exits_3_and_publishes_nothing(chain, corpus, tmp_path, capsys):
+    folder, _ = corpus
+    out = tmp_path / "state"
+    assert link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", out)[0] == 0
+    before = (out / "manifest.json").read_bytes()
+    bad = tmp_path / "bad.pubtator"
+    bad.write_text("4|t|\n4|a|\n\n5|t|Gout.\n5|a|\n5\tnot an annotation\n")  # an empty document, a malformed one
+    code, err = link_cli(chain, capsys, "--input", bad, "--output", out, "--incremental")
+    assert "Traceback" not in err
+    err = [line for line in err.splitlines() if line.startswith("bioel ")]  # not transformers' progress bar
+    assert code == 3 and len(err) == 1 and "no rows: 2 input records read" in err[0]
+    err = err[0]
+    assert "empty document" in err and "nor a relation line" in err
+    assert (out / "manifest.json").read_bytes() == before and not list(out.glob("_staging-*"))
