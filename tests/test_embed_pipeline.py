@@ -293,3 +293,16 @@ def test_a_pickle_renamed_to_safetensors_and_zero_shards_are_one_line_errors(nam
         cli.main(["embed", "--names", str(names_dir), "--output", str(tmp_path / "o"), "--num-shards", "0"])
     assert exit_.value.code == 2 and "--num-shards: must be at least 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_quality_reports_an_empty_embeddings_table_as_critical(embedded, tmp_path):
+    from bioel_core.quality import report
+    from conftest import empty_table
+
+    out = tmp_path / "emb"
+    shutil.copytree(embedded[0], out)
+    empty_table(out, "embeddings")
+    summary = report(out)
+    assert [(c["table"], c["severity"]) for c in summary["checks"]
+            if c["expectation"] == "expect_table_row_count_to_be_between" and not c["success"]] == [("embeddings", "critical")]
+    assert not summary["passed"]

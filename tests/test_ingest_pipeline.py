@@ -242,3 +242,17 @@ def test_inputs_that_yield_no_rows_exit_3_and_keep_the_previous_output(tmp_path,
     assert code == 3 and len(err.splitlines()) == 1 and "no rows:" in err and "first dead letters:" in err, err
     assert str(bad) in err  # names the file and the reason of its dead letters
     assert (out / "manifest.json").read_bytes() == before and not list(out.glob("_staging-*"))
+
+
+def test_quality_reports_empty_kb_tables_from_a_non_empty_input_as_critical(tmp_path, capsys):
+    from bioel_core.quality import report
+    from conftest import empty_table
+
+    ingest_kb.run("biosyn-dict", [DICTIONARY], str(tmp_path / "kb"), local(), num_shards=2)
+    empty_table(tmp_path / "kb", "concepts")
+    empty_table(tmp_path / "kb", "names")
+    summary = report(tmp_path / "kb")
+    empty = {c["table"] for c in summary["checks"] if c["expectation"] == "expect_table_row_count_to_be_between"
+             and not c["success"] and c["severity"] == "critical"}
+    assert empty == {"concepts", "names"} and not summary["passed"]
+    assert cli.main(["report", "--table", str(tmp_path / "kb")]) == 4

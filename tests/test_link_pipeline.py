@@ -244,3 +244,16 @@ def test_a_run_whose_every_document_is_dead_lettered_exits_3_and_publishes_nothi
     err = err[0]
     assert "empty document" in err and "nor a relation line" in err
     assert (out / "manifest.json").read_bytes() == before and not list(out.glob("_staging-*"))
+
+
+def test_quality_reports_an_empty_annotations_table_of_linked_documents_as_critical(chain, corpus, tmp_path):
+    from bioel_core.quality import report
+    from conftest import empty_table
+
+    folder, _ = corpus
+    run(chain, [folder / "a.pubtator"], tmp_path / "out")
+    empty_table(tmp_path / "out", "annotations")
+    summary = report(tmp_path / "out")
+    assert [(c["table"], c["severity"]) for c in summary["checks"]
+            if c["expectation"] == "expect_table_row_count_to_be_between" and not c["success"]] == [("annotations", "critical")]
+    assert not summary["passed"]
