@@ -30,7 +30,7 @@ import bioel_core
 from bioel_core.corpora import FORMATS, DeletedDocument, Document, read_documents
 from bioel_core.guards import check_input_files, check_output_folder
 from bioel_core.corpora.records import Mention, Passage
-from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, content_sha256
+from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, check_document, content_sha256
 from bioel_core.records import DeadLetter
 from bioel_core.tables import MANIFEST, read_manifest
 from pipelines.ingest_kb import count_as, merge_stats, stable_shard
@@ -72,16 +72,36 @@ def _dead(document: Document, reason: str) -> dict:
 class ResolveFn(beam.DoFn):
     """Everything known about one doc id -> what to do with it this run.
 
-    Several input records for one id: a deletion wins, else the highest PubMed version, then the last
-    content hash in sort order (deterministic); the others are counted as superseded."""
+    Every input record is first checked as the annotator would (`check_document`): an invalid one (blank,
+    oversized, mentions off the text) is dead-lettered and never chosen. Among the rest a deletion wins, else
+    the highest PubMed version, then the last content hash in sort order (deterministic); the others are
+    counted as superseded. When every record of an id is invalid, its previous state (document and
+    annotations) is kept: a bad re-delivery never removes a good document."""
 
-    def __init__(self, with_mentions: bool, versions: tuple[str, str]):
-        self.with_mentions, self.versions = with_mentions, versions
+    def __init__(self, with_mentions: bool, versions: tuple[str, str], settings: str = "", max_chars: int | None = None):
+        self.with_mentions, self.versions, self.settings = with_mentions, versions, settings
+        self.max_chars = max_chars
+
+    def _valid(self, documents: list[Document]):
+        """(valid copies, dead letters of the invalid ones)."""
+        valid, dead = [], []
+        limit = {} if self.max_chars is None else {"max_chars": self.max_chars}
+        for d in documents:
+            try:
+                check_document(d, not self.with_mentions, **limit)
+                valid.append(d)
+            except DocumentError as err:
+                dead.append(_dead(d, str(err)))
+        return valid, dead
 
     def process(self, element):
         doc_id, grouped = element
         current, deleted = grouped["document"], grouped["deleted"]
         previous, previous_rows = grouped["previous"], grouped["previous_annotations"]
+        current, dead = self._valid(list(current))
+        for letter in dead:
+            yield beam.pvalue.TaggedOutput("dead", letter)
+            yield beam.pvalue.TaggedOutput("stats", ("documents.dead_lettered", 1))
         received = len(current) + len(deleted)
         if received > 1:
             yield beam.pvalue.TaggedOutput("stats", ("documents.superseded", received - 1))
@@ -91,14 +111,14 @@ class ResolveFn(beam.DoFn):
                                                          "passages": [], "model_version": self.versions[0],
                                                          "kb_version": self.versions[1]})
             return
-        if not current:  # not in this run's inputs: the previous state stands
+        if not current:  # not in this run's inputs, or only invalid copies: the previous state stands
             for row in previous:
-                yield beam.pvalue.TaggedOutput("stats", ("documents.carried", 1))
+                yield beam.pvalue.TaggedOutput("stats", ("documents.kept_previous" if dead else "documents.carried", 1))
                 yield beam.pvalue.TaggedOutput("documents", row)
             for row in previous_rows:
                 yield beam.pvalue.TaggedOutput("annotations", row)
             return
-        hashed = [(content_sha256(d, self.with_mentions), d) for d in current]
+        hashed = [(content_sha256(d, self.with_mentions, self.settings), d) for d in current]
         sha, document = max(hashed, key=lambda h: (_version(h[1]), h[0]))
         prev = previous[0] if previous else None
         if prev and prev["status"] == "annotated" and prev["content_sha256"] == sha and \
@@ -210,7 +230,7 @@ def previous_files(output_dir: str) -> dict[str, list[str]]:
 
 def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: StagedOutput, spec: AnnotatorSpec, *,
                    per_line: bool, previous: dict[str, list[str]], output_format: str, num_shards: int,
-                   batch_size: int, versions: tuple[str, str]) -> None:
+                   batch_size: int, versions: tuple[str, str], settings: str = "") -> None:
     read = (p
             | "Inputs" >> beam.Create(inputs)
             | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
@@ -225,8 +245,8 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Staged
                  "previous": previous_rows("documents"),
                  "previous_annotations": previous_rows("annotations")}
                 | "GroupByDocId" >> beam.CoGroupByKey()
-                | "Resolve" >> beam.ParDo(ResolveFn(not spec.detect, versions)).with_outputs(
-                    "documents", "annotations", "stats", main="to_link"))
+                | "Resolve" >> beam.ParDo(ResolveFn(not spec.detect, versions, settings, spec.max_chars)).with_outputs(
+                    "documents", "annotations", "dead", "stats", main="to_link"))
 
     linked = (resolved.to_link
               | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=batch_size)
@@ -245,7 +265,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Staged
               | "GroupShards" >> beam.CoGroupByKey())
     _ = shards | "WriteShard" >> beam.ParDo(WriteShardFn(staged, num_shards, output_format))
 
-    dead = (read.dead, linked.dead) | "AllDeadLetters" >> beam.Flatten()
+    dead = (read.dead, resolved.dead, linked.dead) | "AllDeadLetters" >> beam.Flatten()
     _ = (dead
          | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
          | "GroupDeadLetters" >> beam.GroupByKey()
@@ -292,7 +312,8 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
                    versions: tuple[str, str], incremental: bool, previous_documents: int, options: PipelineOptions) -> dict:
     get = lambda k: stats.get(k, 0)  # noqa: E731
     records = {"documents": get("records.documents"), "deletions": get("records.deletions"), "dead_lettered": get("records.dead_lettered")}
-    docs = {k: get(f"documents.{k}") for k in ("linked", "unchanged", "deleted", "dead_lettered", "superseded", "carried")}
+    docs = {k: get(f"documents.{k}") for k in ("linked", "unchanged", "deleted", "dead_lettered", "superseded", "carried",
+                                                "kept_previous")}
     outputs = {}
     for table in TABLES:
         files = staged.files(table)
@@ -305,7 +326,9 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
     reconciliation = {
         # every record read is linked, unchanged, a deletion, superseded by another record of its id, or dead-lettered
         "documents": received == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["superseded"] + docs["dead_lettered"],
-        "documents_table": outputs["documents"]["rows"] == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["carried"],
+        # kept_previous: an earlier document whose every copy this run was dead-lettered keeps its state
+        "documents_table": outputs["documents"]["rows"] == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["carried"]
+                           + docs["kept_previous"],
         "annotations": outputs["annotations"]["rows"] == get("annotations.written"),
         "dead_letter": outputs["dead_letter"]["rows"] == records["dead_lettered"] + docs["dead_lettered"],
     }
@@ -337,6 +360,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + [("--index", d) for _, d in spec.indexes]
                         + [("--model", spec.model)] * bool(spec.model) + [("--stop-list", s) for _, s in spec.stop_lists])
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
+    settings = spec.settings_sha256()
     previous = previous_files(output_dir) if incremental else {"annotations": [], "documents": []}
     tables = TABLES + ((output_format,) if output_format != "parquet" else ())
     staged = StagedOutput(output_dir, tables, derived=("quality",) + tuple(f for f in OUTPUT_FORMATS[1:] if f != output_format))
@@ -344,7 +368,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     def build() -> dict:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
-                           num_shards=num_shards, batch_size=batch_size, versions=versions)
+                           num_shards=num_shards, batch_size=batch_size, versions=versions, settings=settings)
         return refuse_empty(build_manifest(read_stats_file(staged), inputs=inputs, fmt=fmt, output_format=output_format,
                                            staged=staged, spec=spec, versions=versions, incremental=incremental,
                                            previous_documents=_rows(previous["documents"]), options=options), staged)
