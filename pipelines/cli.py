@@ -58,8 +58,16 @@ def cmd_report(args) -> int:
     return quality(args.table, args.output, args.fail_on)
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """Argument errors as one line (`bioel VERB: error: ...`), exit 2, like every other bioel refusal; the usage
+    is one `--help` away. Subparsers inherit the class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bioel", description=__doc__.splitlines()[0])
+    parser = _OneLineErrors(prog="bioel", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO)")
     sub = parser.add_subparsers(dest="verb", required=True)
 

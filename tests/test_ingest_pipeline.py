@@ -187,7 +187,7 @@ def test_misspelled_flags_are_refused_before_any_work_and_beam_flags_pass(tmp_pa
 
 def test_zero_shards_and_a_directory_input_are_one_line_errors(tmp_path, capsys):
     code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", tmp_path / "o", "--num-shards", "0")
-    assert code == 2 and "--num-shards: must be at least 1, got 0" in err and "Traceback" not in err
+    assert code == 2 and err == "bioel ingest-kb: error: argument --num-shards: must be at least 1, got 0"
     with pytest.raises(ValueError, match="--num-shards must be at least 1"):
         ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(tmp_path / "o"), local(), num_shards=0)
     code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", FIXTURES / "biosyn", "--output", tmp_path / "o")
