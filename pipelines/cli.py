@@ -117,9 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra and args.verb not in BEAM_VERBS:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:  # argparse exits on a bad argument (and on --help): return its code, as every other refusal does
+        args, extra = parser.parse_known_args(argv)
+        if extra and args.verb not in BEAM_VERBS:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 2
     if extra:
         from pipelines.options import unknown_flag_error
 

@@ -163,11 +163,8 @@ def test_cli_ingest_with_quality_report_on_relative_paths(tmp_path, monkeypatch,
 
 
 def _cli(capsys, *argv) -> tuple[int, str]:
-    """Exit code and stderr of `bioel ...`; argparse's own refusals (SystemExit) count as their code."""
-    try:
-        code = cli.main([str(a) for a in argv])
-    except SystemExit as exit_:
-        code = exit_.code
+    """Exit code and stderr of `bioel ...`."""
+    code = cli.main([str(a) for a in argv])
     return code, capsys.readouterr().err.strip()
 
 
