@@ -54,6 +54,7 @@ import pyarrow.parquet as pq
 
 from bioel_core.embeddings import (TEXT_COLUMN, EncodeFailure, check_model_matches, encode_checked, manifest_sha256,
                                    read_embeddings_manifest, vectors_of)
+from bioel_core.guards import check_output_folder
 from bioel_core.index import IndexSpec, build_shard, read_index_manifest, shard_of
 from bioel_core.index.layout import ID_MAPS, SHARDS
 from bioel_core.index.sharded import file_sha256
@@ -304,6 +305,10 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
     if examples < 0 or (batch_size is not None and batch_size < 1):
         raise ValueError("--examples must be at least 0 and --batch-size at least 1")
     inputs = check_inputs(old_names, new_names, embeddings, index, [output_embeddings, output_index])
+    sources = [("--old", inputs.old_names), ("--new", inputs.new_names), ("--embeddings", inputs.embeddings),
+               ("--index", inputs.index), ("--model", model)]
+    check_output_folder(str(output_embeddings), "embed", sources)
+    check_output_folder(str(output_index), "build-index", sources)
     emb_manifest = inputs.emb_manifest
     encoder = open_model(model, emb_manifest["model"].get("pooling"), device).eval()
     check_model_matches(inputs.embeddings, encoder)

@@ -26,11 +26,13 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from bioel_core.embeddings import check_names_unchanged, manifest_sha256, read_embeddings_manifest, vectors_of
+from bioel_core.guards import check_output_folder
 from bioel_core.index import PIPELINE, IndexSpec, build_shard, shard_of
 from bioel_core.index.layout import ID_MAPS, SHARD_ASSIGNMENT, SHARDS
 from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
 from bioel_core.tables import table_files
 from pipelines.counting import WriteStats, read_stats
+from pipelines.guards import refuse_empty
 from pipelines.options import runner_name
 from pipelines.outputs import filesystem_for
 from schemas import check_schema, embeddings_schema
@@ -173,8 +175,7 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
     emb_dir = Path(embeddings_dir).resolve()
     source = check_embeddings_folder(emb_dir)
     spec.check_dimension(source["dimension"])
-    if "://" not in output_dir and Path(output_dir).resolve() == emb_dir:
-        raise ValueError(f"--output {output_dir} is the embeddings folder; the index goes to a folder of its own")
+    check_output_folder(output_dir, PIPELINE, [("--embeddings", str(emb_dir))])
     threads = faiss_threads or worker_threads(options)
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
@@ -182,7 +183,7 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, source["files"], staged, num_shards=num_shards, spec=spec, dimension=source["dimension"],
                            threads=threads)
-        return build_manifest(read_stats(staged.root), source, staged=staged, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
-                              threads=threads, options=options)
+        return refuse_empty(build_manifest(read_stats(staged.root), source, staged=staged, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
+                              threads=threads, options=options), staged)
 
     return staged.publish(build).to_dict()

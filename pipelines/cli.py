@@ -1,6 +1,7 @@
 """The `bioel` command: argument parsing only, then a call into a pipeline or bioel_core.
 
-Flags a verb does not know are passed to Beam as pipeline options (--runner, --direct_num_workers, ...).
+Flags a verb does not know are passed to Beam as pipeline options (--runner, --direct_num_workers, ...) when Beam
+defines them; any other flag is an error (Beam would drop it with a warning and the job would run without it).
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import logging
 import os
 import sys
 
+from bioel_core.guards import EmptyOutputError
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES, Normalizer, NormalizerConfig
 from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train
-from pipelines.cli_common import finish, quality
+from pipelines.cli_common import finish, positive_int, quality
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -56,8 +58,16 @@ def cmd_report(args) -> int:
     return quality(args.table, args.output, args.fail_on)
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """Argument errors as one line (`bioel VERB: error: ...`), exit 2, like every other bioel refusal; the usage
+    is one `--help` away. Subparsers inherit the class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bioel", description=__doc__.splitlines()[0])
+    parser = _OneLineErrors(prog="bioel", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO)")
     sub = parser.add_subparsers(dest="verb", required=True)
 
@@ -67,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--kb", required=True, choices=sorted(READERS), help="input format")
     ingest.add_argument("--input", required=True, nargs="+", help="input files (local, gs://, ...)")
     ingest.add_argument("--output", required=True, help="output folder")
-    ingest.add_argument("--num-shards", type=int, default=4, help="Parquet shards per table (default 4)")
+    ingest.add_argument("--num-shards", type=positive_int, default=4, help="Parquet shards per table (default 4)")
     ingest.add_argument("--shared-names", choices=["keep-all", "genbioel"], default="keep-all",
                         help="a name shared by several concepts: keep it with all (default), or GenBioEL's rule "
                              "(keep it only in the concept with fewest names)")
@@ -111,9 +121,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra and args.verb not in BEAM_VERBS:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:  # argparse exits on a bad argument (and on --help): return its code, as every other refusal does
+        args, extra = parser.parse_known_args(argv)
+        if extra and args.verb not in BEAM_VERBS:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 2
+    if extra:
+        from pipelines.options import unknown_flag_error
+
+        verb_parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.verb]  # noqa: SLF001
+        error = unknown_flag_error(extra, [s for a in verb_parser._actions for s in a.option_strings])  # noqa: SLF001
+        if error:
+            print(f"bioel {args.verb}: error: {error}", file=sys.stderr)
+            return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Beam warns at import that the GCP client libraries are absent; irrelevant unless gs:// paths are used,
     # and then the GCS filesystem raises its own clear error.
@@ -122,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Beam verbs also take the flags meant for Beam; every other verb takes its parsed arguments only
         return args.func(args, extra) if args.verb in BEAM_VERBS else int(args.func(args) or 0)
+    except EmptyOutputError as err:  # the job ran but nothing came out: nothing was published
+        print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
+        return 3
     except (FileNotFoundError, PermissionError, ValueError, RuntimeError) as err:
         print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
         return 2

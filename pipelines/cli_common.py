@@ -3,8 +3,20 @@ quality report on the output (exit codes 3 and 4)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts (shards, batch sizes): a 0 would divide by zero deep inside a worker."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def quality(table_dir: str, output: str | None, fail_on: str) -> int:

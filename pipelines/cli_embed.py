@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from bioel_core.models import DEFAULT_MODEL
 
+from pipelines.cli_common import positive_int
+
 
 def add_subcommands(subparsers) -> None:
     em = subparsers.add_parser("embed", help="names table -> one vector per name (Parquet) + manifest + quality report",
@@ -15,8 +17,8 @@ def add_subcommands(subparsers) -> None:
     em.add_argument("--names", required=True, help="an ingest-kb output folder")
     em.add_argument("--output", required=True, help="output folder")
     em.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
-    em.add_argument("--batch-size", type=int, default=256, help="names per encoder call (default 256)")
-    em.add_argument("--num-shards", type=int, default=4, help="Parquet shards (default 4)")
+    em.add_argument("--batch-size", type=positive_int, default=256, help="names per encoder call (default 256)")
+    em.add_argument("--num-shards", type=positive_int, default=4, help="Parquet shards (default 4)")
     em.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical",
                     help="quality failures that make the command exit non-zero")
     em.add_argument("--no-quality", action="store_true", help="skip the quality report")

@@ -14,6 +14,7 @@ from bioel_core.corpora import read_pubtator, read_query_folder
 from bioel_core.evaluation import e2e_scores, evaluate, subpopulation_scores
 from bioel_core.linking import LINKERS, NameSet, build_linker, load_linker
 from bioel_core.text import QueryPreprocessor
+from pipelines.cli_common import positive_int
 
 # training mentions for the subpopulations: the ones a model evaluated on this split may have seen
 TRAIN_FOLDER = {"dev": "processed_train", "test": "processed_traindev"}
@@ -36,7 +37,7 @@ def add_subcommands(subparsers) -> None:
     ev.add_argument("--device", default="cpu", help="dense: cpu or cuda")
     ev.add_argument("--sparse-weight", type=float, help="hybrid: weight of the TF-IDF cosine (tune on dev)")
     ev.add_argument("--record-in-card", action="store_true", help="dense: add the scores to the model's card")
-    ev.add_argument("--k", type=int, default=5, help="candidates per sub-mention (default 5)")
+    ev.add_argument("--k", type=positive_int, default=5, help="candidates per sub-mention (default 5)")
     ev.add_argument("--typos", help="a `typo||correction` map applied to queries (already applied in BioSyn's processed data)")
     ev.add_argument("--json", help="write the scores as JSON here")
     ev.set_defaults(func=cmd_evaluate)
@@ -46,7 +47,7 @@ def add_subcommands(subparsers) -> None:
     pr.add_argument("--pooling", choices=["cls", "mean"], help="a plain HF checkpoint's pooling (default cls)")
     pr.add_argument("--dataset", required=True, help="a BioSyn-format dataset folder")
     pr.add_argument("--split", choices=sorted(TRAIN_FOLDER), default="dev")
-    pr.add_argument("--k", type=int, default=5)
+    pr.add_argument("--k", type=positive_int, default=5)
     pr.add_argument("--seed", type=int, default=0)
     pr.add_argument("--device", default="cpu")
     pr.add_argument("--json", help="write the rows as JSON here")

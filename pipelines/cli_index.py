@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from bioel_core.index.spec import KINDS, REFINES, IndexSpec
 
+from pipelines.cli_common import positive_int
+
 
 def add_subcommands(subparsers) -> None:
     bi = subparsers.add_parser("build-index", help="embeddings -> FAISS shards + id maps + manifest + quality report",
@@ -13,21 +15,21 @@ def add_subcommands(subparsers) -> None:
                                            "to Beam (e.g. --direct_num_workers=2 --direct_running_mode=multi_processing).")
     bi.add_argument("--embeddings", required=True, help="an embed output folder")
     bi.add_argument("--output", required=True, help="index folder to write")
-    bi.add_argument("--shards", type=int, required=True, help="number of shards (a name's shard: splitmix64(name_id) mod N)")
+    bi.add_argument("--shards", type=positive_int, required=True, help="number of shards (a name's shard: splitmix64(name_id) mod N)")
     bi.add_argument("--index", choices=KINDS, default="flat", help="index kind (default flat: exact)")
-    bi.add_argument("--nlist", type=int, help="ivf-*: inverted lists per shard (default ~4 sqrt(vectors), a power of two)")
-    bi.add_argument("--nprobe", type=int, help="ivf-*: lists searched per query (default nlist/64, at least 8)")
-    bi.add_argument("--pq-m", type=int, help="ivf-pq: sub-quantizers, must divide the dimension (default dim/8)")
-    bi.add_argument("--pq-nbits", type=int, default=IndexSpec.pq_nbits, help="ivf-pq: bits per sub-quantizer (default 8)")
+    bi.add_argument("--nlist", type=positive_int, help="ivf-*: inverted lists per shard (default ~4 sqrt(vectors), a power of two)")
+    bi.add_argument("--nprobe", type=positive_int, help="ivf-*: lists searched per query (default nlist/64, at least 8)")
+    bi.add_argument("--pq-m", type=positive_int, help="ivf-pq: sub-quantizers, must divide the dimension (default dim/8)")
+    bi.add_argument("--pq-nbits", type=positive_int, default=IndexSpec.pq_nbits, help="ivf-pq: bits per sub-quantizer (default 8)")
     bi.add_argument("--refine", choices=sorted(REFINES), default=IndexSpec.refine,
                     help="ivf-pq: re-rank the PQ shortlist with vectors stored as fp16 (default), sq8, flat, or none")
-    bi.add_argument("--refine-k", type=int, default=IndexSpec.refine_k, help="ivf-pq: shortlist = refine-k x k (default 16)")
-    bi.add_argument("--hnsw-m", type=int, default=IndexSpec.hnsw_m, help="hnsw: links per node (default 32)")
-    bi.add_argument("--ef-construction", type=int, default=IndexSpec.ef_construction, help="hnsw: build beam (default 160)")
-    bi.add_argument("--ef-search", type=int, help="hnsw: search beam (default 16 log2(vectors), at least 64)")
-    bi.add_argument("--train-size", type=int, help="ivf-*: training sample per shard (default 50 x nlist)")
+    bi.add_argument("--refine-k", type=positive_int, default=IndexSpec.refine_k, help="ivf-pq: shortlist = refine-k x k (default 16)")
+    bi.add_argument("--hnsw-m", type=positive_int, default=IndexSpec.hnsw_m, help="hnsw: links per node (default 32)")
+    bi.add_argument("--ef-construction", type=positive_int, default=IndexSpec.ef_construction, help="hnsw: build beam (default 160)")
+    bi.add_argument("--ef-search", type=positive_int, help="hnsw: search beam (default 16 log2(vectors), at least 64)")
+    bi.add_argument("--train-size", type=positive_int, help="ivf-*: training sample per shard (default 50 x nlist)")
     bi.add_argument("--seed", type=int, default=0, help="seed of the training samples and k-means")
-    bi.add_argument("--faiss-threads", type=int,
+    bi.add_argument("--faiss-threads", type=positive_int,
                     help="FAISS threads per worker (default: FAISS's own in process; the cores shared out among local workers)")
     bi.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical",
                     help="quality failures that make the command exit non-zero")

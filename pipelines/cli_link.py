@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from bioel_core.corpora import FORMATS
+from pipelines.cli_common import positive_int
 
 
 def typed(values: list[str] | None, convert=str) -> tuple[tuple[str, object], ...]:
@@ -59,8 +60,8 @@ def add_subcommands(subparsers) -> None:
     ln.add_argument("--nil-threshold", nargs="+", metavar="[TYPE=]SCORE",
                     help="mentions scored below are NIL (see `bioel calibrate-nil`); default: none are NIL")
     ln.add_argument("--incremental", action="store_true", help="keep the previous output's documents; link only new or changed ones")
-    ln.add_argument("--num-shards", type=int, default=4)
-    ln.add_argument("--batch-size", type=int, default=64, help="documents per linking batch")
+    ln.add_argument("--num-shards", type=positive_int, default=4)
+    ln.add_argument("--batch-size", type=positive_int, default=64, help="documents per linking batch")
     ln.add_argument("--no-quality", action="store_true", help="skip the quality report")
     ln.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical")
     ln.set_defaults(func=cmd_link)
@@ -86,6 +87,7 @@ def cmd_link(args, beam_args: list[str]) -> int:
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
     print(f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
           f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "
+          f"kept (bad re-delivery) {docs['kept_previous']:,}, "
           f"dead-lettered {docs['dead_lettered'] + manifest['counts']['records']['dead_lettered']:,} -> {args.output}")
     return finish(manifest, args.output, args.no_quality, args.fail_on)
 

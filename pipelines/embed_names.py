@@ -23,12 +23,14 @@ from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from bioel_core.embeddings import PIPELINE, TEXT_COLUMN, manifest_sha256
+from bioel_core.guards import check_output_folder
 from bioel_core.models import model_folder, open_model, resolve_device
 from bioel_core.outputs import (Manifest, OutputFolder, check_num_shards, embeddings_table, name_batches, shard_name,
                                 write_parquet)
 from bioel_core.tables import KB_PIPELINE, read_output_manifest, stable_shard, table_files
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
+from pipelines.guards import refuse_empty
 from pipelines.options import runner_name
 from pipelines.outputs import WriteShardFn, filesystem_for
 from schemas import DEAD_LETTER_SCHEMA, check_schema
@@ -171,8 +173,7 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     names = Path(names_dir).resolve()
     names_manifest, name_files = check_names_folder(names)
     model = open_checked_model(model_dir, pooling, device)
-    if "://" not in output_dir and Path(output_dir).resolve() in (names, Path(model["path"])):
-        raise ValueError(f"--output {output_dir} is the names or model folder; embeddings go to a folder of their own")
+    check_output_folder(output_dir, PIPELINE, [("--names", str(names)), ("--model", model["path"])])
     handler = EncoderModelHandler(model["path"], pooling=pooling, device=device, batch_size=batch_size,
                                   fingerprint=model["fingerprint"], torch_threads=worker_threads(options))
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
@@ -180,8 +181,8 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     def build() -> Manifest:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, name_files, staged, handler, dim=model["dim"], batch_size=batch_size, num_shards=num_shards)
-        return build_manifest(read_stats(staged.root), staged=staged, model=model, names_dir=names,
+        return refuse_empty(build_manifest(read_stats(staged.root), staged=staged, model=model, names_dir=names,
                               names_manifest=names_manifest, options=options, device=device,
-                              batch_size=batch_size, num_shards=num_shards)
+                              batch_size=batch_size, num_shards=num_shards), staged)
 
     return staged.publish(build).to_dict()

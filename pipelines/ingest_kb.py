@@ -15,12 +15,15 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from bioel_core.guards import check_input_files, check_output_folder
 from bioel_core.kb import get_reader
+from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
 from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
+from pipelines.guards import refuse_empty
 from pipelines.options import runner_name
 from pipelines.outputs import WriteShardFn, check_inputs_exist, filesystem_for, sha256_of
 from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA
@@ -210,7 +213,7 @@ def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inp
         pipeline="ingest-kb", inputs=files_in, counts={**records, "concepts": c, "names": n},
         reconciliation=reconciliation, outputs=outputs, runner=runner_name(options),
         options=options.get_all_options(drop_default=True),
-        details={"kb": kb, "format": kb_format, "id_pattern": id_pattern, "reader_options": reader_options,
+        details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "kb": kb, "format": kb_format, "id_pattern": id_pattern, "reader_options": reader_options,
                  "normalizer": normalizer.to_dict(), "shared_name_policy": shared_names})
 
 
@@ -223,6 +226,8 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
         raise ValueError(f"--shared-names must be one of {SHARED_NAME_POLICIES}")
     check_num_shards(num_shards)
     check_inputs_exist(inputs)
+    check_input_files(inputs)
+    check_output_folder(output_dir, "ingest-kb", [("--input", p) for p in inputs])
     reader = get_reader(kb_format, **reader_options)
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
@@ -230,8 +235,8 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, kb_format, reader.input_groups(inputs), staged, reader_options=reader_options, normalizer=normalizer,
                            shared_names=shared_names, num_shards=num_shards)
-        return build_manifest(read_stats(staged.root), kb_format=kb_format, kb=reader.kb,
+        return refuse_empty(build_manifest(read_stats(staged.root), kb_format=kb_format, kb=reader.kb,
                               id_pattern=reader.id_pattern.pattern, inputs=inputs, staged=staged, options=options,
-                              normalizer=normalizer, shared_names=shared_names, reader_options=reader_options)
+                              normalizer=normalizer, shared_names=shared_names, reader_options=reader_options), staged)
 
     return staged.publish(build).to_dict()

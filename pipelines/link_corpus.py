@@ -25,15 +25,18 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core.corpora import FORMATS, DeletedDocument, Document, read_documents
+from bioel_core.guards import check_input_files, check_output_folder
+from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.corpora.interchange import unwritable, write_interchange
 from bioel_core.corpora.records import Mention, Passage
 from bioel_core.kb.vocab import qualify
-from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, content_sha256
+from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, check_document, content_sha256
 from bioel_core.outputs import (Manifest, OutputError, OutputFolder, check_num_shards, parquet_rows, read_pointer, shard_name,
                                 write_parquet)
 from bioel_core.records import DeadLetter
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
+from pipelines.guards import refuse_empty
 from pipelines.options import runner_name
 from pipelines.outputs import WriteShardFn, check_inputs_exist, filesystem_for, input_records
 from schemas import ANNOTATIONS_SCHEMA, DEAD_LETTER_SCHEMA, DOCUMENTS_SCHEMA
@@ -69,16 +72,36 @@ def _dead(document: Document, reason: str) -> dict:
 class ResolveFn(beam.DoFn):
     """Everything known about one doc id -> what to do with it this run.
 
-    Several input records for one id: a deletion wins, else the highest PubMed version, then the last
-    content hash in sort order (deterministic); the others are counted as superseded."""
+    Every input record is first checked as the annotator would (`check_document`): an invalid one (blank,
+    oversized, mentions off the text) is dead-lettered and never chosen. Among the rest a deletion wins, else
+    the highest PubMed version, then the last content hash in sort order (deterministic); the others are
+    counted as superseded. When every record of an id is invalid, its previous state (document and
+    annotations) is kept: a bad re-delivery never removes a good document."""
 
-    def __init__(self, with_mentions: bool, versions: tuple[str, str]):
-        self.with_mentions, self.versions = with_mentions, versions
+    def __init__(self, with_mentions: bool, versions: tuple[str, str], settings: str = "", max_chars: int | None = None):
+        self.with_mentions, self.versions, self.settings = with_mentions, versions, settings
+        self.max_chars = max_chars
+
+    def _valid(self, documents: list[Document]):
+        """(valid copies, dead letters of the invalid ones)."""
+        valid, dead = [], []
+        limit = {} if self.max_chars is None else {"max_chars": self.max_chars}
+        for d in documents:
+            try:
+                check_document(d, not self.with_mentions, **limit)
+                valid.append(d)
+            except DocumentError as err:
+                dead.append(_dead(d, str(err)))
+        return valid, dead
 
     def process(self, element):
         doc_id, grouped = element
         current, deleted = grouped["document"], grouped["deleted"]
         previous, previous_rows = grouped["previous"], grouped["previous_annotations"]
+        current, dead = self._valid(list(current))
+        for letter in dead:
+            yield beam.pvalue.TaggedOutput("dead", letter)
+            yield beam.pvalue.TaggedOutput("stats", ("documents.dead_lettered", 1))
         received = len(current) + len(deleted)
         if received > 1:
             yield beam.pvalue.TaggedOutput("stats", ("documents.superseded", received - 1))
@@ -88,14 +111,14 @@ class ResolveFn(beam.DoFn):
                                                          "passages": [], "model_version": self.versions[0],
                                                          "kb_version": self.versions[1]})
             return
-        if not current:  # not in this run's inputs: the previous state stands
+        if not current:  # not in this run's inputs, or only invalid copies: the previous state stands
             for row in previous:
-                yield beam.pvalue.TaggedOutput("stats", ("documents.carried", 1))
+                yield beam.pvalue.TaggedOutput("stats", ("documents.kept_previous" if dead else "documents.carried", 1))
                 yield beam.pvalue.TaggedOutput("documents", row)
             for row in previous_rows:
                 yield beam.pvalue.TaggedOutput("annotations", row)
             return
-        hashed = [(content_sha256(d, self.with_mentions), d) for d in current]
+        hashed = [(content_sha256(d, self.with_mentions, self.settings), d) for d in current]
         sha, document = max(hashed, key=lambda h: (_version(h[1]), h[0]))
         prev = previous[0] if previous else None
         if prev and prev["status"] == "annotated" and prev["content_sha256"] == sha and \
@@ -221,7 +244,7 @@ def previous_files(output_dir: str) -> dict[str, list[str]]:
 
 def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: OutputFolder, spec: AnnotatorSpec, *,
                    per_line: bool, previous: dict[str, list[str]], output_format: str, num_shards: int,
-                   batch_size: int, versions: tuple[str, str], id_prefix: str = "none") -> None:
+                   batch_size: int, versions: tuple[str, str], id_prefix: str = "none", settings: str = "") -> None:
     read = (p
             | "Inputs" >> beam.Create(inputs)
             | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
@@ -236,8 +259,8 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
                  "previous": previous_rows("documents"),
                  "previous_annotations": previous_rows("annotations")}
                 | "GroupByDocId" >> beam.CoGroupByKey()
-                | "Resolve" >> beam.ParDo(ResolveFn(not spec.detect, versions)).with_outputs(
-                    "documents", "annotations", "stats", main="to_link"))
+                | "Resolve" >> beam.ParDo(ResolveFn(not spec.detect, versions, settings, spec.max_chars)).with_outputs(
+                    "documents", "annotations", "dead", "stats", main="to_link"))
 
     linked = (resolved.to_link
               | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=batch_size)
@@ -256,7 +279,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
               | "GroupShards" >> beam.CoGroupByKey())
     _ = shards | "WriteShard" >> beam.ParDo(WriteLinkedShardFn(staged.root, num_shards, output_format, id_prefix))
 
-    dead = (read.dead, linked.dead) | "AllDeadLetters" >> beam.Flatten()
+    dead = (read.dead, resolved.dead, linked.dead) | "AllDeadLetters" >> beam.Flatten()
     _ = (dead
          | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
          | "GroupDeadLetters" >> beam.GroupByKey()
@@ -277,7 +300,8 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
                    id_prefix: str = "none") -> Manifest:
     get = lambda k: stats.get(k, 0)  # noqa: E731
     records = {"documents": get("records.documents"), "deletions": get("records.deletions"), "dead_lettered": get("records.dead_lettered")}
-    docs = {k: get(f"documents.{k}") for k in ("linked", "unchanged", "deleted", "dead_lettered", "superseded", "carried")}
+    docs = {k: get(f"documents.{k}") for k in ("linked", "unchanged", "deleted", "dead_lettered", "superseded", "carried",
+                                                "kept_previous")}
     outputs = {table: staged.table_outputs(table) for table in TABLES}
     if output_format != "parquet":
         outputs[output_format] = {**staged.table_outputs(output_format, rows=False),
@@ -286,7 +310,9 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
     reconciliation = {
         # every record read is linked, unchanged, a deletion, superseded by another record of its id, or dead-lettered
         "documents": received == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["superseded"] + docs["dead_lettered"],
-        "documents_table": outputs["documents"]["rows"] == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["carried"],
+        # kept_previous: an earlier document whose every copy this run was dead-lettered keeps its state
+        "documents_table": outputs["documents"]["rows"] == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["carried"]
+                           + docs["kept_previous"],
         "annotations": outputs["annotations"]["rows"] == get("annotations.written"),
         "dead_letter": outputs["dead_letter"]["rows"] == records["dead_lettered"] + docs["dead_lettered"],
     }
@@ -294,7 +320,7 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
         pipeline="link", inputs=input_records(inputs), reconciliation=reconciliation, outputs=outputs,
         counts={"records": records, "documents": docs, "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")}},
         runner=runner_name(options), options=options.get_all_options(drop_default=True),
-        details={"input_format": fmt, "output_format": output_format, "id_prefix": id_prefix, "incremental": incremental,
+        details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "input_format": fmt, "output_format": output_format, "id_prefix": id_prefix, "incremental": incremental,
                  "previous_documents": previous_documents, "annotator": spec.describe(), "model_version": versions[0],
                  "kb_version": versions[1]})
 
@@ -311,7 +337,11 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
         raise ValueError(f"--id-prefix must be one of {ID_PREFIXES}")
     check_num_shards(num_shards)
     check_inputs_exist(inputs)
+    check_input_files(inputs)
+    check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + [("--index", d) for _, d in spec.indexes]
+                        + [("--model", spec.model)] * bool(spec.model) + [("--stop-list", s) for _, s in spec.stop_lists])
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
+    settings = spec.settings_sha256()
     previous = previous_files(output_dir) if incremental else {"annotations": [], "documents": []}
     tables = TABLES + ((output_format,) if output_format != "parquet" else ())
     staged = OutputFolder(filesystem_for(output_dir), output_dir, tables)
@@ -319,10 +349,11 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     def build() -> Manifest:
         with beam.Pipeline(options=options) as p:
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
-                           num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix)
-        return build_manifest(read_stats(staged.root), inputs=inputs, fmt=fmt, output_format=output_format, staged=staged,
-                              spec=spec, versions=versions, incremental=incremental,
-                              previous_documents=parquet_rows(staged.fs, previous["documents"]), options=options,
-                              id_prefix=id_prefix)
+                           num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix,
+                           settings=settings)
+        return refuse_empty(build_manifest(read_stats(staged.root), inputs=inputs, fmt=fmt, output_format=output_format,
+                                           staged=staged, spec=spec, versions=versions, incremental=incremental,
+                                           previous_documents=parquet_rows(staged.fs, previous["documents"]),
+                                           options=options, id_prefix=id_prefix), staged)
 
     return staged.publish(build).to_dict()

@@ -7,6 +7,8 @@ wanted in scheduled jobs). It honours --direct_num_workers and --direct_running_
 
 from __future__ import annotations
 
+import argparse
+import difflib
 import logging
 
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
@@ -36,3 +38,45 @@ def pipeline_options(beam_args: list[str]) -> PipelineOptions:
 
 def runner_name(options: PipelineOptions) -> str:
     return str(options.view_as(StandardOptions).runner).split(".")[-1]
+
+
+def _all_option_classes() -> list[type]:
+    """Every PipelineOptions subclass imported so far (runners and IOs register theirs by subclassing)."""
+    seen: dict[str, type] = {}
+    stack = list(PipelineOptions.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        seen.setdefault(f"{cls.__module__}.{cls.__qualname__}", cls)
+        stack.extend(cls.__subclasses__())
+    return list(seen.values())
+
+
+def beam_parser():
+    """An argument parser holding every option Beam's own option classes define (as PipelineOptions builds it)."""
+    from apache_beam.options.pipeline_options import _BeamArgumentParser
+
+    parser = _BeamArgumentParser(allow_abbrev=False, add_help=False)
+    for cls in _all_option_classes():
+        try:
+            cls._add_argparse_args(parser)  # noqa: SLF001 - Beam's own registration hook
+        except argparse.ArgumentError:  # a flag two classes define: the first registration stands
+            pass
+    return parser
+
+
+def unknown_flag_error(extra: list[str], verb_flags: list[str]) -> str | None:
+    """None when every flag in `extra` (what the verb's own parser left) is one of Beam's options; else a
+    one-line error naming the first unknown flag and the nearest known one (Beam would drop it with a warning,
+    so a misspelled --incremental or --num-shards would silently change what the job does)."""
+    parser = beam_parser()
+    _, unknown = parser.parse_known_args(extra)
+    if not unknown:
+        return None
+    bad = next((u for u in unknown if u.startswith("-")), unknown[0])
+    if not bad.startswith("-"):
+        return f"unrecognized argument {bad!r}"
+    name = bad.split("=", 1)[0]
+    known = sorted(set(verb_flags) | {s for a in parser._actions for s in a.option_strings})  # noqa: SLF001
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]}?" if near else " (neither a flag of this verb nor a Beam pipeline option)"
+    return f"unknown flag {name}{hint}"

@@ -56,3 +56,14 @@ def table_bytes(out: Path) -> dict[str, bytes]:
     found = {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.glob("*/*")) if p.is_file()}
     assert found, f"{out}: no tables"
     return found
+
+
+def empty_table(output_dir, table: str) -> None:
+    """Rewrite every shard of `table` in a finished output folder as an empty table of the same schema (what a
+    run whose every row was dead-lettered leaves), for the quality checks."""
+    import pyarrow.parquet as pq
+
+    from bioel_core.tables import data_root
+
+    for shard in sorted((data_root(output_dir) / table).glob("*.parquet")):
+        pq.write_table(pq.read_schema(shard).empty_table(), shard)

@@ -180,7 +180,7 @@ def _retag(path, version: bytes):
     ("no-model", FileNotFoundError, "model folder not found"),
     ("not-a-model", FileNotFoundError, "no \\*.safetensors weights"),
     ("default-model", FileNotFoundError, "not shipped in this checkout"),
-    ("output-is-names", ValueError, "is the names or model folder"),
+    ("output-is-names", ValueError, r"is \(or holds\) the --names"),
 ])
 def test_bad_inputs_are_refused_before_any_work(names_dir, model_dir, tmp_path, monkeypatch, breakage, error, message):
     names, model, out = tmp_path / "kb", model_dir, tmp_path / "emb"
@@ -277,3 +277,31 @@ def test_cli_embed_with_a_plain_checkpoint_then_report(names_dir, model_dir, tmp
     code = cli.main(["embed", "--model", str(tmp_path / "nope"), "--names", str(names_dir), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "model folder not found" in err
+
+
+def test_a_pickle_renamed_to_safetensors_and_zero_shards_are_one_line_errors(names_dir, model_dir, tmp_path, capsys):
+    import pickle
+
+    fake = tmp_path / "fake-model"
+    shutil.copytree(model_dir, fake)
+    weights = sorted(fake.glob("*.safetensors"))[0]
+    weights.write_bytes(pickle.dumps({"weight": [0.0] * 64}))
+    code = cli.main(["embed", "--model", str(fake), "--names", str(names_dir), "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and f"{weights}: not a safetensors file" in err
+    code = cli.main(["embed", "--names", str(names_dir), "--output", str(tmp_path / "o"), "--num-shards", "0"])
+    assert code == 2 and capsys.readouterr().err.strip() == "bioel embed: error: argument --num-shards: must be at least 1, got 0"
+    assert not (tmp_path / "o").exists()
+
+
+def test_quality_reports_an_empty_embeddings_table_as_critical(embedded, tmp_path):
+    from bioel_core.quality import report
+    from conftest import empty_table
+
+    out = tmp_path / "emb"
+    shutil.copytree(embedded[0], out)
+    empty_table(out, "embeddings")
+    summary = report(out)
+    assert [(c["table"], c["severity"]) for c in summary["checks"]
+            if c["expectation"] == "expect_table_row_count_to_be_between" and not c["success"]] == [("embeddings", "critical")]
+    assert not summary["passed"]

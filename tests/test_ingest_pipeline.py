@@ -9,7 +9,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from bioel_core.kb.biosyn import MEDIC_ID
 from bioel_core.normalize import Normalizer, name_id
 from bioel_core.tables import IncompleteOutputError, data_root, read_manifest, read_table
-from conftest import FIXTURES, shared_file
+from conftest import FIXTURES, assert_published, shared_file
 from pipelines import cli, ingest_kb
 from pipelines.options import pipeline_options
 
@@ -57,7 +57,7 @@ def test_ingest_writes_reconciled_tables(tmp_path):
     assert at[0]["name_id"] == name_id("medic", "D001260", "ataxia telangiectasia")
     dead = read_table(out, "dead_letter").to_pylist()
     assert sorted(d["location"] for d in dead) == ["line 5", "line 6"]
-    assert not list(out.glob("_staging-*"))
+    assert_published(out)
 
 
 def test_rerun_gives_identical_files(tmp_path):
@@ -190,3 +190,97 @@ def test_control_characters_are_cleaned_and_an_empty_name_dead_lettered(tmp_path
     assert [(r["name"], r["name_norm"]) for r in names] == [("Acne Vulgaris", "acne vulgaris")]  # one name_id: kept once
     dead = read_table(out, "dead_letter").to_pylist()
     assert [(d["location"], d["reason"], d["raw"]) for d in dead] == [("concept D000152", "name is of control characters only", "\x00\x01")]
+
+
+def _cli(capsys, *argv) -> tuple[int, str]:
+    """Exit code and stderr of `bioel ...`."""
+    code = cli.main([str(a) for a in argv])
+    return code, capsys.readouterr().err.strip()
+
+
+def test_misspelled_flags_are_refused_before_any_work_and_beam_flags_pass(tmp_path, capsys):
+    out = tmp_path / "kb"
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--nmu-shards", "2")
+    assert code == 2 and len(err.splitlines()) == 1 and "--nmu-shards" in err and "did you mean --num-shards?" in err
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--direct_num_worker=2")
+    assert code == 2 and "did you mean --direct_num_workers?" in err
+    assert not out.exists()
+    # Beam's own options (any registered PipelineOptions class's) still reach Beam
+    code, _ = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--num-shards", "3",
+                   "--no-quality", "--runner", "DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory",
+                   "--temp_location", tmp_path, "--experiments", "x", "--project", "p")
+    assert code == 0 and len(read_manifest(out)["outputs"]["names"]["files"]) == 3
+
+
+def test_zero_shards_and_a_directory_input_are_one_line_errors(tmp_path, capsys):
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", tmp_path / "o", "--num-shards", "0")
+    assert code == 2 and err == "bioel ingest-kb: error: argument --num-shards: must be at least 1, got 0"
+    with pytest.raises(ValueError, match="--num-shards must be a whole number of at least 1"):
+        ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(tmp_path / "o"), local(), num_shards=0)
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", FIXTURES / "biosyn", "--output", tmp_path / "o")
+    assert code == 2 and len(err.splitlines()) == 1 and "biosyn: is a directory, not a file" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_input_inside_the_output_or_another_verbs_output_is_refused(tmp_path, capsys):
+    out = tmp_path / "kb"
+    out.mkdir()
+    shutil.copy(MEDIC_RAW, out / "medic.txt")
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", out / "medic.txt", "--output", out)
+    assert code == 2 and len(err.splitlines()) == 1 and "is (or holds) the --input" in err
+    (out / "manifest.json").write_text(json.dumps({"pipeline": "embed", "complete": True}))
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out)
+    assert code == 2 and "holds a `bioel embed` output" in err
+    assert json.loads((out / "manifest.json").read_text())["pipeline"] == "embed"  # untouched
+
+
+def _bad_crc_gzip(src: str, dest) -> str:
+    import gzip
+
+    data = bytearray(gzip.compress(open(src, "rb").read()))
+    data[-8] ^= 0xFF  # the CRC32 trailer: every byte decompresses, the checksum fails at the very end
+    dest.write_bytes(bytes(data))
+    return str(dest)
+
+
+def test_a_gzip_failing_its_checksum_contributes_only_a_dead_letter(tmp_path):
+    from bioel_core.kb.io import CORRUPT_INPUT_POLICY
+
+    corrupt = _bad_crc_gzip(MEDIC_RAW, tmp_path / "medic.txt.gz")
+    manifest = ingest_kb.run("medic-biosyn", [corrupt, DICTIONARY], str(tmp_path / "kb"), local(), num_shards=1)
+    assert all(manifest["reconciliation"].values())
+    per_file = {f["path"]: f for f in manifest["inputs"]}
+    assert per_file[corrupt]["records_accepted"] == 0 and per_file[corrupt]["dead_lettered"] == 1
+    dead = [d for d in read_table(tmp_path / "kb", "dead_letter").to_pylist() if d["source"] == corrupt]
+    assert [(d["location"], d["reason"][:43]) for d in dead] == [("file", "truncated or corrupt gzip stream: CRC check")]
+    assert {r["concept_id"] for r in rows(tmp_path / "kb", "names")} == {"D001260", "D015458"}  # the dictionary's only
+    assert CORRUPT_INPUT_POLICY == "dead-letter-file"
+
+
+@pytest.mark.parametrize("content", [b"", bytes(range(256)) * 4, b"no pipes here\nnor here\n"],
+                         ids=["empty", "random-bytes", "every-line-dead"])
+def test_inputs_that_yield_no_rows_exit_3_and_keep_the_previous_output(tmp_path, capsys, content):
+    out = tmp_path / "kb"
+    assert _cli(capsys, "ingest-kb", "--kb", "biosyn-dict", "--input", DICTIONARY, "--output", out, "--no-quality")[0] == 0
+    before = (out / "manifest.json").read_bytes()
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    code, err = _cli(capsys, "ingest-kb", "--kb", "biosyn-dict", "--input", bad, "--output", out, "--no-quality")
+    assert code == 3 and len(err.splitlines()) == 1 and "no rows:" in err and "first dead letters:" in err, err
+    assert str(bad) in err  # names the file and the reason of its dead letters
+    assert (out / "manifest.json").read_bytes() == before
+    assert_published(out)
+
+
+def test_quality_reports_empty_kb_tables_from_a_non_empty_input_as_critical(tmp_path, capsys):
+    from bioel_core.quality import report
+    from conftest import empty_table
+
+    ingest_kb.run("biosyn-dict", [DICTIONARY], str(tmp_path / "kb"), local(), num_shards=2)
+    empty_table(tmp_path / "kb", "concepts")
+    empty_table(tmp_path / "kb", "names")
+    summary = report(tmp_path / "kb")
+    empty = {c["table"] for c in summary["checks"] if c["expectation"] == "expect_table_row_count_to_be_between"
+             and not c["success"] and c["severity"] == "critical"}
+    assert empty == {"concepts", "names"} and not summary["passed"]
+    assert cli.main(["report", "--table", str(tmp_path / "kb")]) == 4

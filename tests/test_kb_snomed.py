@@ -165,9 +165,9 @@ def test_file_level_faults(tmp_path):
     assert dead[1].reason == "empty file"
     assert dead[2].reason.startswith("header is not the RF2 header")
     assert dead[3].source == str(gz) and "truncated or corrupt gzip stream" in dead[3].reason
-    # no concept is active without the concept file, so every description read is filtered
+    # a gzip that fails its check contributes no record (CORRUPT_INPUT_POLICY), only its dead letter
     assert concepts == [] and names == []
-    assert stats[str(gz)].skipped_by_filter["concept not active"] > 0
+    assert (stats[str(gz)].records_read, stats[str(gz)].dead_lettered) == (1, 1)
     assert len(stats) == 4 and all(s.reconciles() for s in stats.values())
 
 

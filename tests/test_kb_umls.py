@@ -151,15 +151,15 @@ def test_bad_rows_are_dead_lettered(tmp_path):
     assert all(s.reconciles() for s in stats.values())
 
 
-def test_truncated_gzip_keeps_earlier_concepts(tmp_path):
+def test_truncated_gzip_gives_one_dead_letter_and_no_record(tmp_path):
     conso, sty, mrdef = copy_fixtures(tmp_path, gz=True)
     data = conso.read_bytes()
     conso.write_bytes(data[: len(data) - 40])
     concepts, _, dead, stats = read([conso, sty, mrdef])
     assert len(dead) == 1 and dead[0].source == str(conso)
-    assert dead[0].location.startswith("after line ")
+    assert dead[0].location == "file"  # verified before any line is read (CORRUPT_INPUT_POLICY)
     assert "truncated or corrupt gzip stream" in dead[0].reason
-    assert concepts[0].concept_id == "C0004096"
+    assert concepts == []
     assert all(s.reconciles() for s in stats.values())
 
 

@@ -12,7 +12,7 @@ from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import TransformerEncoder
 from bioel_core.tables import IncompleteOutputError, data_root, read_manifest, read_table
-from conftest import table_bytes
+from conftest import assert_published, table_bytes
 from pipelines import build_index, embed_names, ingest_kb, link_corpus
 from pipelines.options import pipeline_options
 from test_models import make_tiny_bert
@@ -255,3 +255,136 @@ def test_as_linked_documents_id_prefix():
     assert ids("vocabulary") == [("MESH:D006073",), ("OMIM:208900",), ()]
     with pytest.raises(ValueError, match="--id-prefix"):
         ids("mesh")
+
+
+def link_cli(chain, capsys, *argv) -> tuple[int, str]:
+    """`bioel link --model M --index Disease=I --input-format pubtator --no-quality ARGV`: exit code and stderr."""
+    from pipelines import cli
+
+    model, index = chain
+    code = cli.main(["link", "--model", model, "--index", f"Disease={index}", "--input-format", "pubtator", "--no-quality",
+                     *map(str, argv)])
+    return code, capsys.readouterr().err.strip()
+
+
+def test_a_misspelled_flag_is_refused_and_the_state_is_kept(chain, corpus, tmp_path, capsys):
+    folder, _ = corpus
+    out = tmp_path / "state"
+    assert link_cli(chain, capsys, "--input", folder / "a.pubtator", folder / "b.pubtator", "--output", out)[0] == 0
+    before = (out / "manifest.json").read_bytes()
+    code, err = link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", out, "--incremantal")
+    assert code == 2 and len(err.splitlines()) == 1 and "--incremantal; did you mean --incremental?" in err
+    assert (out / "manifest.json").read_bytes() == before
+
+
+def test_another_verbs_folder_is_never_an_output(chain, corpus, tmp_path, capsys):
+    folder, _ = corpus
+    model, index = chain
+    root = Path(index).parent
+    for target, says in ((index, "is (or holds) the --index"), (root / "kb", "holds a `bioel ingest-kb` output"),
+                         (root / "emb", "holds a `bioel embed` output")):
+        before = (Path(target) / "manifest.json").read_bytes()
+        code, err = link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", target)
+        assert code == 2 and len(err.splitlines()) == 1 and says in err, err
+        assert (Path(target) / "manifest.json").read_bytes() == before
+    from pipelines import cli
+
+    code = cli.main(["ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_SAMPLE, "--output", str(root / "emb")])
+    assert code == 2 and "holds a `bioel embed` output" in capsys.readouterr().err
+
+
+def test_a_run_whose_every_document_is_dead_lettered_exits_3_and_publishes_nothing(chain, corpus, tmp_path, capsys):
+    folder, _ = corpus
+    out = tmp_path / "state"
+    assert link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", out)[0] == 0
+    before = (out / "manifest.json").read_bytes()
+    bad = tmp_path / "bad.pubtator"
+    bad.write_text("4|t|\n4|a|\n\n5|t|Gout.\n5|a|\n5\tnot an annotation\n")  # an empty document, a malformed one
+    code, err = link_cli(chain, capsys, "--input", bad, "--output", out, "--incremental")
+    assert "Traceback" not in err
+    err = [line for line in err.splitlines() if line.startswith("bioel ")]  # not transformers' progress bar
+    assert code == 3 and len(err) == 1 and "no rows: 2 input records read" in err[0]
+    err = err[0]
+    assert "empty document" in err and "nor a relation line" in err
+    assert (out / "manifest.json").read_bytes() == before
+    assert_published(out)
+
+
+def test_quality_reports_an_empty_annotations_table_of_linked_documents_as_critical(chain, corpus, tmp_path):
+    from bioel_core.quality import report
+    from conftest import empty_table
+
+    folder, _ = corpus
+    run(chain, [folder / "a.pubtator"], tmp_path / "out")
+    empty_table(tmp_path / "out", "annotations")
+    summary = report(tmp_path / "out")
+    assert [(c["table"], c["severity"]) for c in summary["checks"]
+            if c["expectation"] == "expect_table_row_count_to_be_between" and not c["success"]] == [("annotations", "critical")]
+    assert not summary["passed"]
+
+
+def _article_versions(tmp_path, long_text: str):
+    """The committed PubMed sample's first article twice: version 1 as is, version 2 with `long_text` as abstract."""
+    xml = (ROOT / "tests" / "fixtures" / "pubmed" / "pubmed25n0001_sample.xml").read_text()
+    article = xml[xml.index("<PubmedArticle>"):xml.index("</PubmedArticle>") + len("</PubmedArticle>")]
+    v2 = article.replace('<PMID Version="1">1000001</PMID>', '<PMID Version="2">1000001</PMID>', 1)
+    v2 = v2[:v2.index("<AbstractText>") + 14] + long_text + v2[v2.index("</AbstractText>"):]
+    path = tmp_path / "versions.xml"
+    path.write_text(f"<PubmedArticleSet>{article}{v2}</PubmedArticleSet>")
+    return path
+
+
+def test_among_copies_of_a_document_a_valid_one_wins(chain, tmp_path):
+    # version 2 is the newer, but longer than the limit: it is dead-lettered and version 1 is linked
+    path = _article_versions(tmp_path, "Gout and delirium. " * 40)
+    manifest = link_corpus.run([str(path)], "pubmed-xml", str(tmp_path / "out"), spec(chain, max_chars=300), pipeline_options([]))
+    docs = manifest["counts"]["documents"]
+    assert (docs["linked"], docs["superseded"], docs["dead_lettered"]) == (1, 0, 1)
+    assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
+    (row,) = table(tmp_path / "out", "documents")
+    assert row["doc_id"] == "1000001" and "Famotidine caused delirium" in "".join(p["text"] for p in row["passages"])
+    (dead,) = table(tmp_path / "out", "dead_letter")
+    assert dead["location"] == "document 1000001" and "exceeds the limit of 300" in dead["reason"]
+
+
+def test_a_blank_redelivery_keeps_the_previous_document_and_its_annotations(chain, corpus, tmp_path):
+    folder, docs = corpus
+    out = tmp_path / "state"
+    run(chain, [folder / "a.pubtator"], out, incremental=True)
+    kept = docs[2].doc_id
+    before_docs = {r["doc_id"]: r for r in table(out, "documents")}
+    before_rows = [r for r in table(out, "annotations") if r["doc_id"] == kept]
+    assert before_rows
+    update = tmp_path / "update.pubtator"
+    with open(update, "w") as fh:
+        write_pubtator([docs[25]], fh)
+        fh.write(f"\n{kept}|t|\n{kept}|a|\n")  # the same id re-delivered blank
+    manifest = run(chain, [update], out, incremental=True)
+    counts = manifest["counts"]["documents"]
+    assert (counts["linked"], counts["kept_previous"], counts["dead_lettered"], counts["carried"]) == (1, 1, 1, 19)
+    assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
+    assert {r["doc_id"]: r for r in table(out, "documents")}[kept] == before_docs[kept]
+    assert [r for r in table(out, "annotations") if r["doc_id"] == kept] == before_rows
+    assert [d["location"] for d in table(out, "dead_letter")] == [f"document {kept}"]
+
+
+def test_changed_annotation_settings_relink_every_document(chain, corpus, tmp_path):
+    folder, _ = corpus
+    model, index = chain
+    out = tmp_path / "state"
+    run(chain, [folder / "a.pubtator"], out, incremental=True)
+    again = run(chain, [folder / "a.pubtator"], out, incremental=True)
+    assert again["counts"]["documents"]["unchanged"] == 20  # same settings: nothing to do
+    for changed in ({"nil_thresholds": (("Disease", 0.999),)}, {"detect": False}):
+        manifest = link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(out),
+                                   AnnotatorSpec(model=model, indexes=(("Disease", index),), **changed), pipeline_options([]),
+                                   incremental=True)
+        docs = manifest["counts"]["documents"]
+        assert (docs["linked"], docs["unchanged"]) == (20, 0), changed
+    stop = tmp_path / "stop.json"
+    stop.write_text(json.dumps(["gout"]))
+    with_stop = AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=(("Disease", str(stop)),))
+    first = with_stop.settings_sha256()
+    assert first != spec(chain).settings_sha256()
+    stop.write_text(json.dumps(["gout", "pain"]))  # the same path with other contents is another setting
+    assert with_stop.settings_sha256() != first

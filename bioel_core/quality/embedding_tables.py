@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from bioel_core.embeddings import check_names_unchanged, read_embeddings_manifest, vectors_of
-from bioel_core.quality.kb_tables import CRITICAL, _tag
+from bioel_core.quality.kb_tables import CRITICAL, _tag, rows_from_input
 from bioel_core.tables import read_table
 
 NORM_TOLERANCE = 1e-3
@@ -44,9 +44,10 @@ def load_frame(emb_dir: str | Path) -> tuple[pd.DataFrame, dict]:
     return frame, counts
 
 
-def embeddings_suite(dim: int, expected_rows: int) -> gx.ExpectationSuite:
+def embeddings_suite(dim: int, expected_rows: int, names: int = 0) -> gx.ExpectationSuite:
     low, high = 1.0 - NORM_TOLERANCE, 1.0 + NORM_TOLERANCE
     return gx.ExpectationSuite(name="embeddings", expectations=[
+        rows_from_input("embeddings", names),
         _tag(gxe.ExpectColumnValuesToBeUnique(column="name_id"), CRITICAL),
         _tag(gxe.ExpectColumnValuesToBeBetween(
             column="dim", min_value=dim, max_value=dim,
@@ -72,7 +73,7 @@ def embeddings_suite(dim: int, expected_rows: int) -> gx.ExpectationSuite:
 def checks(emb_dir: str | Path) -> tuple[dict, dict]:
     """({table: (frame, suite)}, stats) for the report."""
     frame, counts = load_frame(emb_dir)
-    suite = embeddings_suite(counts["dim"], counts["names"] - counts["dead_letters"])
+    suite = embeddings_suite(counts["dim"], counts["names"] - counts["dead_letters"], counts["names"])
     norms = frame["norm"].dropna()
     stats = {**counts, "norm": {"min": round(float(norms.min()), 6) if len(norms) else None,
                                 "max": round(float(norms.max()), 6) if len(norms) else None}}

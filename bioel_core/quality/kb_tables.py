@@ -34,8 +34,17 @@ def _non_empty(column: str) -> list[gxe.Expectation]:
     ]
 
 
-def concepts_suite(id_pattern: str, max_names_per_concept: int) -> gx.ExpectationSuite:
+def rows_from_input(table: str, records_in: int) -> gxe.Expectation:
+    """A table left empty although its input had records (all dead-lettered, a reader that read nothing) is
+    critical: every other check passes vacuously on an empty table."""
+    return _tag(gxe.ExpectTableRowCountToBeBetween(
+        min_value=1 if records_in > 0 else 0,
+        description=f"A non-empty input ({records_in:,} records) gives a non-empty {table} table."), CRITICAL)
+
+
+def concepts_suite(id_pattern: str, max_names_per_concept: int, records_in: int = 0) -> gx.ExpectationSuite:
     return gx.ExpectationSuite(name="concepts", expectations=[
+        rows_from_input("concepts", records_in),
         _tag(gxe.ExpectColumnValuesToNotBeNull(column="concept_id"), CRITICAL),
         _tag(gxe.ExpectColumnValuesToBeUnique(column="concept_id"), CRITICAL),
         _tag(gxe.ExpectColumnValuesToMatchRegex(column="concept_id", regex=anchored(id_pattern)), CRITICAL),
@@ -49,8 +58,9 @@ def concepts_suite(id_pattern: str, max_names_per_concept: int) -> gx.Expectatio
     ])
 
 
-def names_suite(id_pattern: str, max_name_length: int) -> gx.ExpectationSuite:
+def names_suite(id_pattern: str, max_name_length: int, records_in: int = 0) -> gx.ExpectationSuite:
     return gx.ExpectationSuite(name="names", expectations=[
+        rows_from_input("names", records_in),
         _tag(gxe.ExpectColumnValuesToBeUnique(column="name_id"), CRITICAL),
         _tag(gxe.ExpectColumnValuesToNotBeNull(column="concept_id"), CRITICAL),
         _tag(gxe.ExpectColumnValuesToMatchRegex(column="concept_id", regex=anchored(id_pattern)), CRITICAL),

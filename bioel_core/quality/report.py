@@ -77,9 +77,10 @@ def _kb_checks(table_dir: Path, manifest: dict, *, max_names_per_concept: int = 
     if not manifest.get("id_pattern"):
         raise ValueError(f"{table_dir}: the manifest has no id_pattern; re-run the ingest with this bioel version")
     frames = load_frames(table_dir)
+    records_in = manifest.get("counts", {}).get("records_read", 0)
     return {
-        "concepts": (frames.concepts, concepts_suite(manifest["id_pattern"], max_names_per_concept)),
-        "names": (frames.names, names_suite(manifest["id_pattern"], max_name_length)),
+        "concepts": (frames.concepts, concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in)),
+        "names": (frames.names, names_suite(manifest["id_pattern"], max_name_length, records_in)),
     }, table_stats(frames)
 
 

@@ -1,0 +1,112 @@
+"""Refusals every pipeline verb makes, each rule in one place: an output folder that belongs to another verb or
+is one of the job's own inputs, an input that is a folder, and a finished job that produced no rows at all.
+
+Plain functions over paths and manifest dicts (no Beam), so the pipelines and the output layer share them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import BinaryIO
+
+PIPELINES = ("ingest-kb", "embed", "build-index", "link")
+MANIFEST = "manifest.json"
+
+
+class EmptyOutputError(RuntimeError):
+    """A job that read its inputs but has no row to publish (the CLI exits 3; nothing is published)."""
+
+
+def _local(path: str) -> Path | None:
+    """A local path resolved (symlinks, `..`), or None for a URI (gs://, s3://): those compare as strings."""
+    return None if "://" in str(path) else Path(path).resolve()
+
+
+def _same_or_inside(inner: str, outer: str) -> bool:
+    a, b = _local(inner), _local(outer)
+    if a is None or b is None:
+        a_s, b_s = str(inner).rstrip("/"), str(outer).rstrip("/")
+        return a_s == b_s or a_s.startswith(b_s + "/")
+    return a == b or b in a.parents
+
+
+def check_output_folder(output: str, pipeline: str, inputs: Iterable[tuple[str, str]] = ()) -> None:
+    """Refuse, before any work, an --output that another verb wrote (its manifest's `pipeline`) or that is (or
+    holds) one of this job's inputs: publishing replaces the folder's tables, which would destroy them.
+
+    `inputs` are (flag, path) pairs, e.g. [("--index", "idx/medic"), ("--input", "corpus.xml")]."""
+    if pipeline not in PIPELINES:
+        raise ValueError(f"unknown pipeline {pipeline!r}; known: {PIPELINES}")
+    for flag, path in inputs:
+        if path and _same_or_inside(path, output):
+            raise ValueError(f"--output {output} is (or holds) the {flag} {path} of this job; write to a folder of its own")
+    local = _local(output)
+    if local is None:  # remote outputs: the staging layer's own checks apply
+        return
+    manifest = local / MANIFEST
+    if not manifest.is_file():
+        return
+    try:
+        written_by = json.loads(manifest.read_text()).get("pipeline")
+    except (ValueError, AttributeError) as err:
+        raise ValueError(f"--output {output}: {manifest} is not a readable manifest ({err}); refusing to replace it") from None
+    if written_by != pipeline:
+        raise ValueError(f"--output {output} holds a `bioel {written_by}` output ({manifest}); "
+                         f"`bioel {pipeline}` will not overwrite it: choose another folder")
+
+
+def check_input_files(paths: Iterable[str], flag: str = "--input") -> None:
+    """Refuse a folder where a file is expected, naming it (the readers would fail deep inside a worker)."""
+    for path in paths:
+        local = _local(path)
+        if local is not None and local.is_dir():
+            raise ValueError(f"{flag} {path}: is a directory, not a file; name the files in it (or a glob)")
+
+
+def dead_letter_sample(files: Iterable[str], opener: Callable[[str], BinaryIO] | None = None, limit: int = 3) -> list[str]:
+    """The first few dead letters of the dead_letter Parquet files, as 'location: reason' lines."""
+    import pyarrow.parquet as pq
+
+    out: list[str] = []
+    for f in files:
+        with (opener or (lambda p: open(p, "rb")))(f) as fh:
+            for row in pq.read_table(fh, columns=["source", "location", "reason"]).to_pylist():
+                out.append(f"{row['source']} {row['location']}: {row['reason']}")
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+def _rows_out(manifest: dict) -> tuple[int, int]:
+    """(records read, rows that came out of them) for each pipeline's manifest."""
+    counts, outputs = manifest.get("counts", {}), manifest.get("outputs", {})
+    rows = lambda t: outputs.get(t, {}).get("rows", 0)  # noqa: E731
+    kind = manifest.get("pipeline")
+    if kind == "ingest-kb":
+        return counts.get("records_read", 0), min(rows("concepts"), rows("names"))
+    if kind == "embed":
+        return counts.get("names_read", 0), rows("embeddings")
+    if kind == "build-index":
+        return counts.get("vectors_read", 0), manifest.get("vectors", 0)
+    if kind == "link":
+        records, docs = counts["records"], counts["documents"]
+        read = records["documents"] + records["deletions"] + records["dead_lettered"]
+        # a record came out when it was linked, kept unchanged or deleted (a superseded one implies a winner)
+        return read, docs["linked"] + docs["unchanged"] + docs["deleted"]
+    raise ValueError(f"manifest of unknown pipeline {kind!r}")
+
+
+def check_not_empty(manifest: dict, dead_letters: Iterable[str] | Callable[[], Iterable[str]] = ()) -> None:
+    """Raise EmptyOutputError when a job's inputs yielded no row at all (an empty file, random bytes, a
+    dictionary whose every line is dead-lettered, a corpus whose every document is): call it on the manifest
+    before publishing, so the previous output stands. `dead_letters`: a few 'location: reason' lines to name,
+    or a function returning them (called only when the output is empty)."""
+    read, out = _rows_out(manifest)
+    if out:
+        return
+    sample = list(dead_letters() if callable(dead_letters) else dead_letters)
+    reasons = f"; first dead letters: {' | '.join(sample)}" if sample else ""
+    raise EmptyOutputError(f"no rows: {read:,} input records read, none produced a row "
+                           f"(all dead-lettered or filtered); nothing published{reasons}")
