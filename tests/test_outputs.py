@@ -1,0 +1,122 @@
+"""The output layer on its own (bioel_core.outputs), on the local filesystem: the lock, recovery, publishing,
+the typed manifest. The kill-at-every-step behaviour through the real verbs is in test_publish_kills.py."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bioel_core.outputs import (LOCK, MANIFEST, ConcurrentRunError, LocalFileSystem, Manifest, OutputError, OutputFolder,
+                                read_pointer)
+from bioel_core.tables import data_root, read_manifest
+
+
+def manifest(**counts) -> Manifest:
+    return Manifest(pipeline="ingest-kb", inputs=[], counts=counts, reconciliation={"rows": True}, outputs={},
+                    runner="test", details={"kb": "medic"})
+
+
+def publish(out, text: str, fail: bool = False) -> OutputFolder:
+    folder = OutputFolder(LocalFileSystem(), str(out), ("names",))
+
+    def build() -> Manifest:
+        (Path(folder.root) / "names" / "part-00000-of-00001.parquet").write_text(text)
+        if fail:
+            raise RuntimeError("worker died")
+        return manifest(rows=len(text))
+
+    folder.publish(build)
+    return folder
+
+
+def test_publish_moves_the_pointer_to_a_new_generation_and_removes_the_old(tmp_path):
+    out = tmp_path / "out"
+    first = publish(out, "one")
+    assert read_manifest(out)["generation"] == first.generation
+    (out / "quality").mkdir()  # a report of the first generation
+    second = publish(out, "two")
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, second.generation])  # old generation, report gone
+    assert (data_root(out) / "names" / "part-00000-of-00001.parquet").read_text() == "two"
+
+
+def test_a_failed_build_leaves_the_previous_state_and_no_trace(tmp_path):
+    out = tmp_path / "out"
+    first = publish(out, "one")
+    before = (out / MANIFEST).read_bytes()
+    with pytest.raises(RuntimeError, match="worker died"):
+        publish(out, "two", fail=True)
+    assert (out / MANIFEST).read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, first.generation])
+
+
+def test_recovery_removes_what_killed_runs_left_and_keeps_the_published_generation(tmp_path):
+    out = tmp_path / "out"
+    first = publish(out, "one")
+    for left in ("gen-20260101T000000Z-aaaaaaaaaaaa", "_staging-bbbbbbbbbbbb"):
+        (out / left / "names").mkdir(parents=True)
+    (out / (MANIFEST + ".next")).write_text("{half")
+    (out / "notes.txt").write_text("a user's file")  # not ours: never removed
+    folder = OutputFolder(LocalFileSystem(), str(out), ("names",))
+    assert folder.recover()["generation"] == first.generation
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, first.generation, "notes.txt"])
+
+
+def test_a_second_run_into_a_folder_being_written_refuses_and_touches_nothing(tmp_path):
+    out = tmp_path / "out"
+    publish(out, "one")
+    holder = {"run": "r1", "pid": os.getpid(), "host": socket.gethostname(), "started_utc": "now"}
+    (out / LOCK).write_text(json.dumps(holder))  # a live run: this very process
+    (out / "gen-20990101T000000Z-inprogress00" / "names").mkdir(parents=True)  # its generation, being written
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(ConcurrentRunError, match=f"pid {os.getpid()}"):
+        publish(out, "two")
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_a_lock_left_by_a_dead_process_on_this_host_is_taken_over(tmp_path):
+    out = tmp_path / "out"
+    publish(out, "one")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (out / LOCK).write_text(json.dumps({"run": "r0", "pid": int(dead.stdout), "host": socket.gethostname()}))
+    second = publish(out, "two")
+    assert read_manifest(out)["generation"] == second.generation and not (out / LOCK).exists()
+    (out / LOCK).write_text(json.dumps({"run": "r9", "pid": 1, "host": "another-host"}))  # may still be running
+    with pytest.raises(ConcurrentRunError, match="another-host"):
+        publish(out, "three")
+
+
+def test_an_unwritable_output_is_one_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OutputError, match="not writable"):
+        publish(blocker / "sub", "one")
+
+
+def test_a_folder_published_before_generations_is_read_and_replaced(tmp_path):
+    out = tmp_path / "out"
+    (out / "names").mkdir(parents=True)
+    (out / "names" / "part-00000-of-00001.parquet").write_text("legacy")
+    (out / MANIFEST).write_text(manifest().to_json().decode())  # no generation: tables beside the manifest
+    assert data_root(out) == out
+    new = publish(out, "new")
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, new.generation])
+
+
+def test_the_manifest_round_trips_and_refuses_clashing_or_unknown_fields():
+    m = manifest(rows=3)
+    m.generation = "gen-x"
+    flat = json.loads(m.to_json())
+    assert flat["kb"] == "medic" and flat["counts"] == {"rows": 3} and flat["pipeline"] == "ingest-kb"
+    assert Manifest.from_dict(flat) == m and m.reconciled
+    with pytest.raises(ValueError, match="redefine"):
+        Manifest(pipeline="embed", inputs=[], counts={}, reconciliation={}, outputs={}, runner="x", details={"counts": 1})
+    with pytest.raises(ValueError, match="unknown pipeline"):
+        Manifest(pipeline="ingest", inputs=[], counts={}, reconciliation={}, outputs={}, runner="x")
+
+
+def test_read_pointer_of_an_empty_folder_is_none(tmp_path):
+    assert read_pointer(LocalFileSystem(), str(tmp_path)) is None
