@@ -93,7 +93,7 @@ def cmd_link(args, beam_args: list[str]) -> int:
 
 
 def cmd_calibrate_nil(args) -> int:
-    from bioel_core.linking.annotate import calibrate_on_gold
+    from bioel_core.evaluation.nil_calibration import calibrate_on_gold
 
     gold = args.gold
     result = calibrate_on_gold(_annotator_spec(args, detect=True), gold)

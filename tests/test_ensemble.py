@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bioel_core.linking.dense import DenseLinker
-from bioel_core.linking.dictionary import NameSet
+from bioel_core.names import NameSet
 from bioel_core.models import EnsembleEncoder, MemberChangedError, load_encoder
 from bioel_core.models.cards import record_scores
 from bioel_core.models.ensemble import make_ensemble

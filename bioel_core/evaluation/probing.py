@@ -18,7 +18,7 @@ import torch
 from bioel_core.corpora.records import Mention
 from bioel_core.evaluation.biosyn_protocol import evaluate
 from bioel_core.linking.dense import DenseLinker
-from bioel_core.linking.dictionary import NameSet
+from bioel_core.names import NameSet
 from bioel_core.models import Encoder, TransformerEncoder
 
 SHUFFLES = {"shuffle unigrams": 1, "shuffle bigrams": 2, "shuffle trigrams": 3}

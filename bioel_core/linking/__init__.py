@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bioel_core.corpora.records import Candidate
 from bioel_core.linking.base import Linker, read_config
-from bioel_core.linking.dictionary import NameSet
+from bioel_core.names import NameSet
 
 # name -> "module:Class"
 LINKERS: dict[str, str] = {

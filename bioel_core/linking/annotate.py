@@ -224,7 +224,7 @@ class AnnotatorSpec:
     def open(self) -> DocumentAnnotator:
         from bioel_core.linking.dense import DenseLinker
         from bioel_core.models import open_model
-        from bioel_core.linking.dictionary import NameSet
+        from bioel_core.names import NameSet
         from bioel_core.text.detect import DictionaryDetector, StopList
 
         encoder = open_model(self.model, device=self.device)
@@ -245,30 +245,3 @@ class AnnotatorSpec:
 
     def describe(self) -> dict:
         return asdict(self)
-
-
-def calibrate_on_gold(spec: AnnotatorSpec, gold_pubtator: str, batch_size: int = 64) -> dict:
-    """Per entity type, the NIL threshold maximizing strict span+concept F1 on a gold PubTator corpus."""
-    from bioel_core.corpora import read_pubtator
-    from bioel_core.evaluation.e2e import plain_id
-    from bioel_core.linking.nil import calibrate_threshold
-
-    documents = read_pubtator(gold_pubtator)
-    annotator = spec.open()
-    gold: dict[tuple, set[str]] = {}
-    for d in documents:
-        for m in d.mentions:
-            target = annotator.target_of(m)
-            if target is not None and m.concept_ids:
-                key = (target.entity_type, d.doc_id, m.start, m.end)
-                gold.setdefault(key, set()).update(plain_id(i) for c in m.concept_ids for i in c.split("|"))
-    scores: dict[str, list[float]] = {t: [] for t in annotator.targets}
-    correct: dict[str, list[bool]] = {t: [] for t in annotator.targets}
-    for start in range(0, len(documents), batch_size):
-        batch = documents[start:start + batch_size]
-        for rows in annotator.annotate(batch):
-            for r in rows:
-                ids = gold.get((r["entity_type"], r["doc_id"], r["start"], r["end"]), set())
-                scores[r["entity_type"]].append(r["score"])
-                correct[r["entity_type"]].append(not r["nil"] and any(plain_id(i) in ids for i in (r["concept_id"], *r["alt_ids"])))
-    return {t: calibrate_threshold(scores[t], correct[t], sum(1 for k in gold if k[0] == t)) for t in annotator.targets}

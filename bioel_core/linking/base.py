@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bioel_core.corpora.records import Candidate, Mention
-from bioel_core.linking.dictionary import NameSet
+from bioel_core.names import NameSet
 from bioel_core.normalize import Normalizer, NormalizerConfig
 from bioel_core.text.abbreviations import abbreviation_map, expand_abbreviations
 

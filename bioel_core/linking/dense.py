@@ -22,7 +22,7 @@ import numpy as np
 from bioel_core.corpora.records import Candidate
 from bioel_core.embeddings import ModelMismatchError
 from bioel_core.linking.base import Linker
-from bioel_core.linking.dictionary import NameSet
+from bioel_core.names import NameSet
 from bioel_core.linking.exact import NameIndex
 from bioel_core.models import Encoder, model_folder, open_model
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bioel_core.corpora.records import Candidate
 from bioel_core.linking.base import Linker
-from bioel_core.linking.dictionary import NameSet
+from bioel_core.names import NameSet
 
 
 class NameIndex:

@@ -14,7 +14,7 @@ import numpy as np
 from bioel_core.corpora.records import Candidate
 from bioel_core.linking.base import Linker
 from bioel_core.linking.dense import DenseLinker
-from bioel_core.linking.dictionary import NameSet
+from bioel_core.names import NameSet
 from bioel_core.linking.tfidf import TfidfLinker, top_rows
 
 # best of {0.1, 0.25, 0.5} on NCBI- and BC5CDR-disease dev with the shipped disease model (benchmarks/RESULTS.md);

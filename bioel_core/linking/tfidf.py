@@ -19,7 +19,7 @@ from sklearn.preprocessing import normalize as l2_normalize
 
 from bioel_core.corpora.records import Candidate
 from bioel_core.linking.base import Linker
-from bioel_core.linking.dictionary import NameSet
+from bioel_core.names import NameSet
 from bioel_core.linking.exact import NameIndex
 
 # char_wb pads each word with spaces, so n-grams never straddle two words and word edges count;

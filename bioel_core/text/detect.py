@@ -192,7 +192,7 @@ class DictionaryDetector(MentionDetector):
 
     @classmethod
     def from_name_set(cls, names, **options) -> DictionaryDetector:
-        """From a `bioel_core.linking.dictionary.NameSet` (its names and normalizer)."""
+        """From a `bioel_core.names.NameSet` (its names and normalizer)."""
         return cls(names.names, names.normalizer, source=names.source, **options)
 
     @classmethod
@@ -203,7 +203,7 @@ class DictionaryDetector(MentionDetector):
         names of concepts with a semantic type starting with one of them (MeSH tree numbers: "D" = chemicals
         and drugs; UMLS: "T047"), so a detector for one entity type ignores the KB's other branches."""
         # imported here: tables need pyarrow and the schemas package, the detector itself does not
-        from bioel_core.linking.dictionary import NameSet
+        from bioel_core.names import NameSet
         from bioel_core.tables import read_table
 
         names = NameSet.from_names_table(table_dir)

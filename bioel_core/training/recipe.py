@@ -21,7 +21,7 @@ import torch
 import bioel_core
 from bioel_core.corpora.biosyn import read_query_folder
 from bioel_core.corpora.pubtator import split_ids
-from bioel_core.linking.dictionary import NameSet
+from bioel_core.names import NameSet
 from bioel_core.models import Encoder, ResCNNEncoder, TransformerEncoder, default_base_checkpoint, load_encoder
 from bioel_core.models.base import CONFIG_FILE
 from bioel_core.models.cards import write_card
