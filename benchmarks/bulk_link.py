@@ -91,12 +91,18 @@ def measure(label: str, command: list[str], documents: int, output: Path) -> dic
             "abstracts_per_s": documents / seconds, "mentions_per_s": mentions / seconds, "peak_rss_mb": rss}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def abstracts_parser(description: str) -> argparse.ArgumentParser:
+    """The flags of every benchmark over the shared abstracts."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model", help="model folder (default: the shipped disease model)")
     parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with e2e_bc5cdr.py) and runs")
     parser.add_argument("--limit", type=int, default=0, help="first N abstracts only (0: all 2,292)")
     parser.add_argument("--json", help="write the figures here")
+    return parser
+
+
+def main() -> None:
+    parser = abstracts_parser(__doc__.splitlines()[0])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--indexes", help=argparse.SUPPRESS)

@@ -12,7 +12,6 @@ Exits 1 when any file differs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bulk_link import ABSTRACTS, corpus  # noqa: E402
+from benchmarks.bulk_link import ABSTRACTS, abstracts_parser, corpus  # noqa: E402
 from benchmarks.kbs import BIOEL, annotator_flags, prepare  # noqa: E402
 from bioel_core.tables import data_root  # noqa: E402
 
@@ -35,12 +34,7 @@ def table_bytes(folder: Path) -> dict[str, bytes]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="model folder (default: the shipped disease model)")
-    parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings and indexes, and the runs")
-    parser.add_argument("--limit", type=int, default=0, help="first N abstracts only (0: all 2,292)")
-    parser.add_argument("--json", help="write the result here")
-    args = parser.parse_args()
+    args = abstracts_parser(__doc__.splitlines()[0]).parse_args()
 
     from bioel_core.models import model_folder
 
