@@ -12,11 +12,21 @@ def add_subcommands(subparsers) -> None:
                                description="Stage 1 aligns the KB's synonyms (multi-similarity loss, online hard-pair mining); "
                                            "stage 2 fine-tunes on a BioSyn dataset's training mentions. Re-running the same "
                                            "command after a stop resumes from the last checkpoint.")
-    tr.add_argument("--encoder", choices=["transformer", "rescnn"], required=True)
+    tr.add_argument("--encoder", choices=["transformer", "rescnn", "collective"], required=True,
+                    help="collective: the document model that detects and links in one pass (--train-corpus, --dev-corpus, "
+                         "--names TYPE=KB_DIR ...)")
     tr.add_argument("--init", help="HF checkpoint or bioel model folder to start from (default: the packaged MiniLM)")
     tr.add_argument("--pooling", choices=["cls", "mean", "max", "attention"],
                     help="transformer: cls (default) or mean; rescnn: max (default) or attention")
-    tr.add_argument("--names", required=True, help="an ingest-kb output folder (the KB's names)")
+    tr.add_argument("--names", required=True, nargs="+", metavar="[TYPE=]KB_DIR",
+                    help="an ingest-kb output folder (the KB's names); collective: one per entity type, TYPE=KB_DIR")
+    tr.add_argument("--train-corpus", nargs="+", help="collective: gold PubTator documents to train on")
+    tr.add_argument("--dev-corpus", nargs="+", help="collective: gold PubTator documents to choose the epoch and decoding on")
+    tr.add_argument("--name-model", help="collective: the frozen name encoder (default: the shipped disease model)")
+    tr.add_argument("--mention-pooling", choices=["endpoints", "mean"], default="endpoints",
+                    help="collective: mention vectors from W[h_start; h_end] (default) or the mean of the span's tokens")
+    tr.add_argument("--epochs", type=int, default=8, help="collective: epochs (the best on dev is kept)")
+    tr.add_argument("--max-minutes", type=float, help="collective: wall-clock budget; ends with the best model so far")
     tr.add_argument("--train-dataset", nargs="+", help="BioSyn dataset folder(s) whose training mentions fine-tune the model")
     tr.add_argument("--train-split", default="traindev", help="processed_SPLIT used for fine-tuning (train to tune on dev)")
     tr.add_argument("--output", required=True, help="model folder to write")
@@ -37,7 +47,8 @@ def add_subcommands(subparsers) -> None:
                          "model) in its batch instead of random batches (default 0: random)")
     tr.add_argument("--max-pairs-per-concept", type=int, default=50)
     tr.add_argument("--seed", type=int, default=0)
-    tr.add_argument("--save-dtype", choices=["float32", "float16"], default="float32")
+    tr.add_argument("--save-dtype", choices=["float32", "float16"],
+                    help="weights on disk (default float32; collective: float16, which keeps the folder under 50 MB)")
     tr.add_argument("--no-progress", action="store_true")
     tr.set_defaults(func=cmd_train)
 
@@ -54,6 +65,11 @@ def cmd_train(args) -> int:
     from bioel_core.models import resolve_device
     from bioel_core.training.loop import TrainConfig
 
+    if args.encoder == "collective":
+        return cmd_train_collective(args)
+    if len(args.names) != 1 or "=" in args.names[0]:
+        raise ValueError(f"--encoder {args.encoder} takes one --names folder, got {args.names}")
+    args.names, args.save_dtype = args.names[0], args.save_dtype or "float32"
     lr = args.lr or DEFAULT_LR[args.encoder]
 
     def config(epochs: int, max_steps: int | None, loss: str = "multi-similarity") -> TrainConfig:
@@ -69,6 +85,27 @@ def cmd_train(args) -> int:
                         save_dtype=args.save_dtype,
                         command=["bioel", *sys.argv[1:]], progress=not args.no_progress)
     print(f"trained {args.encoder} -> {args.output} in {card['training_seconds'] / 60:.1f} min; card: {args.output}/MODEL_CARD.md")
+    return 0
+
+
+def cmd_train_collective(args) -> int:
+    from bioel_core.models import resolve_device
+    from bioel_core.training.collective import CollectiveTrainConfig, run_collective_training
+    from pipelines.cli_link import typed
+
+    names = dict(typed(args.names))
+    if not args.train_corpus or not args.dev_corpus or "" in names:
+        raise ValueError("--encoder collective needs --train-corpus, --dev-corpus and --names TYPE=KB_DIR per entity type")
+    config = CollectiveTrainConfig(epochs=args.epochs, seed=args.seed, max_minutes=args.max_minutes,
+                                   **({"learning_rate": args.lr} if args.lr else {}))
+    args.save_dtype = args.save_dtype or "float16"
+    card = run_collective_training(train_corpus=args.train_corpus, dev_corpus=args.dev_corpus, names=names,
+                                   output=args.output, name_model=args.name_model, init=args.init, config=config,
+                                   device=resolve_device(args.device), mention_pooling=args.mention_pooling,
+                                   save_dtype=args.save_dtype, command=["bioel", *sys.argv[1:]])
+    dev = card["collective"]["dev"]
+    print(f"trained collective -> {args.output} in {card['training_seconds'] / 60:.1f} min; dev strict F1 "
+          f"{100 * dev['f1']:.2f}; card: {args.output}/MODEL_CARD.md")
     return 0
 
 

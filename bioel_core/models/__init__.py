@@ -10,11 +10,12 @@ import torch
 
 from bioel_core.models.base import CONFIG_FILE, Encoder, read_config
 from bioel_core.models.checkpoints import UnsafeCheckpointError, default_base_checkpoint
+from bioel_core.models.collective import CollectiveEncoder
 from bioel_core.models.ensemble import EnsembleEncoder, MemberChangedError
 from bioel_core.models.rescnn import EmbeddingMismatchError, ResCNNEncoder
 from bioel_core.models.transformer import TransformerEncoder
 
-ENCODERS: dict[str, type] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder, EnsembleEncoder)}
+ENCODERS: dict[str, type] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder, EnsembleEncoder, CollectiveEncoder)}
 # The checkout's models/ folder; an installed package (a worker image) names its copy with BIOEL_DEFAULT_MODEL.
 DEFAULT_MODEL = Path(os.environ.get("BIOEL_DEFAULT_MODEL") or Path(__file__).resolve().parents[2] / "models" / "disease-default")
 
@@ -64,7 +65,7 @@ def open_model(model: str | Path | None, pooling: str | None = None, device: str
     return open_encoder(folder, pooling, device)
 
 
-__all__ = ["DEFAULT_MODEL", "ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "MemberChangedError", "ResCNNEncoder",
+__all__ = ["CollectiveEncoder", "DEFAULT_MODEL", "ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "MemberChangedError", "ResCNNEncoder",
            "TransformerEncoder",
            "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder", "model_folder", "open_encoder", "open_model",
            "resolve_device"]

@@ -19,7 +19,10 @@ def write_card(model_dir: str | Path, card: dict) -> None:
     made_by = "`bioel ensemble`" if "members" in card else "`bioel train`"
     lines = [f"# Model card: {card['model']}", "", f"Made by {made_by} (bioel {card['bioel_version']}).", "",
              "## Command", "", "```", card["command"], "```", ""]
-    lines += _ensemble_lines(card) if "members" in card else _training_lines(card)
+    if "collective" in card:
+        lines += _collective_lines(card)
+    else:
+        lines += _ensemble_lines(card) if "members" in card else _training_lines(card)
     lines += ["## Scores (BioSyn protocol)", ""]
     if card["scores"]:
         lines += ["| dataset | split | n | acc@1 | acc@5 |", "|---|---|---:|---:|---:|"]
@@ -47,6 +50,26 @@ def _training_lines(card: dict) -> list[str]:
     hw = card["hardware"]
     return lines + ["", f"Hardware: {hw['device']}{' (' + hw['cuda'] + ')' if hw['cuda'] else ''}, {hw['cpu_count']} CPUs, torch {hw['torch']}; "
                     f"training time {card['training_seconds'] / 60:.1f} min.", ""]
+
+
+def _collective_lines(card: dict) -> list[str]:
+    c, hw = card["collective"], card["hardware"]
+    lines = ["## Model", "", "```json", json.dumps(card["encoder"], indent=2), "```", "",
+             f"Fingerprint: `{card['fingerprint']}`; document encoder initialised from `{card['init']}`; weights stored as "
+             f"{card['save_dtype']}. The name encoder is frozen (only the document side was trained).", "",
+             "## Data", ""] + [f"- {k}: {v}" for k, v in card["data"].items()]
+    lines += ["", "## Training (dev strict F1 after each epoch, spans at 0.5, mention vectors)", "",
+              "| epoch | span loss | link loss | BIO loss | dev P | dev R | dev F1 | minutes |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for e in c["epochs"]:
+        lines.append(f"| {e['epoch']} | {e['loss']['span']:.4f} | {e['loss']['link']:.4f} | {e['loss']['bio']:.4f} | "
+                     f"{100 * e['dev']['precision']:.2f} | {100 * e['dev']['recall']:.2f} | {100 * e['dev']['f1']:.2f} | {e['minutes']:.1f} |")
+    d, b = c["dev"], c["dev_bio"]
+    lines += ["", f"Best epoch {c['best_epoch']}. Decoding chosen on the whole dev corpus: {json.dumps(c['decoding'])}: "
+              f"dev strict P/R/F1 {100 * d['precision']:.2f} / {100 * d['recall']:.2f} / {100 * d['f1']:.2f}; the BIO decoder "
+              f"with the same linking {100 * b['precision']:.2f} / {100 * b['recall']:.2f} / {100 * b['f1']:.2f}.", "",
+              f"Hardware: {hw['device']}{' (' + hw['cuda'] + ')' if hw['cuda'] else ''}, {hw['cpu_count']} CPUs, torch {hw['torch']}; "
+              f"training time {card['training_seconds'] / 60:.1f} min.", ""]
+    return lines
 
 
 def _ensemble_lines(card: dict) -> list[str]:

@@ -62,7 +62,7 @@ def batch_loss(encoder, batch: list[Pair], config: TrainConfig) -> torch.Tensor:
     return multi_similarity_loss(embeddings, pos, neg, config.neg_scale, config.pos_scale, config.offset)
 
 
-def _save_checkpoint(folder: Path, encoder, optimizer: torch.optim.Optimizer, step: int, config: TrainConfig) -> None:
+def save_checkpoint(folder: Path, encoder, optimizer: torch.optim.Optimizer, step: int, config: TrainConfig) -> None:
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     encoder.save(tmp / "model")
@@ -77,7 +77,7 @@ def _save_checkpoint(folder: Path, encoder, optimizer: torch.optim.Optimizer, st
     tmp.rename(folder)
 
 
-def _load_optimizer_state(folder: Path, optimizer: torch.optim.Optimizer) -> int:
+def load_optimizer_state(folder: Path, optimizer: torch.optim.Optimizer) -> int:
     meta = json.loads((folder / "state.json").read_text())
     tensors = load_file(str(folder / "optimizer.safetensors"))
     torch.set_rng_state(tensors.pop("rng.torch"))
@@ -112,7 +112,7 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
     start = 0
     if checkpoint.is_dir() and load_encoder is not None:
         encoder.load_state_dict(load_encoder(checkpoint / "model").state_dict())
-        start = _load_optimizer_state(checkpoint, optimizer)
+        start = load_optimizer_state(checkpoint, optimizer)
     steps_per_epoch = batcher.steps_per_epoch() if batcher else math.ceil(len(pairs) / config.batch_size)
     total = steps_per_epoch * config.epochs
     if config.max_steps is not None:
@@ -142,7 +142,7 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
             if step % config.checkpoint_every == 0 and step < total:
-                _save_checkpoint(checkpoint, encoder, optimizer, step, config)
+                save_checkpoint(checkpoint, encoder, optimizer, step, config)
     bar.close()
     encoder.eval()
     shutil.rmtree(checkpoint, ignore_errors=True)  # finished: the final model is the artifact

@@ -1,0 +1,288 @@
+"""The collective document model (Bhowmik et al., `../shared/papers/002_*`): one transformer pass over a whole
+document finds its mentions and gives each a vector in the name space of a name encoder, so every mention of the
+document is detected and linked from one encoding, with its context.
+
+    document text ── WordPiece (offsets kept) ── windows of <= `window` pieces, `overlap` shared ── transformer
+        └─ token states h (each token from the window where it sits farthest from an edge)
+            ├─ span scores: every span of <= `max_span` pieces that starts and ends on word boundaries, per entity
+            │  type t: w_s·h_start + w_e·h_end + Σ_q w_m·h_q + b  (sigmoid; overlaps resolved best first)
+            ├─ BIO tags per token (the paper's comparison decoder)
+            └─ mention vectors: W[h_start; h_end] + b ("endpoints", the paper's linker) or W·mean(h_span) + b ("mean")
+
+Names are encoded by the `names` encoder (a bioel name encoder, frozen: only the document side learns), so
+`bioel embed --model THIS` writes name vectors in the mention space and the FAISS shards serve it unchanged.
+Offsets map back to characters exactly: a span's characters are [offset(start).begin, offset(end).end).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from transformers import AutoModel, AutoTokenizer
+
+from bioel_core.models.base import CONFIG_FILE, STORAGE_DTYPES, read_config, tensor_bytes, write_config
+from bioel_core.models.checkpoints import require_safetensors
+
+MENTION_POOLINGS = ("endpoints", "mean")
+DOCUMENT_DIR, NAMES_DIR, HEADS_FILE = "document", "names", "heads.safetensors"
+
+
+class Piece(NamedTuple):
+    start: int  # character offsets into the document text
+    end: int
+    word: int  # the word (pre-tokenizer unit) the piece belongs to
+
+
+@dataclass
+class Encoded:
+    """One document through the transformer: its pieces and their states."""
+    pieces: list[Piece]
+    states: torch.Tensor  # (n_pieces, hidden)
+    spans: torch.Tensor  # (n_spans, 2) piece indices [start, end], inclusive
+
+
+@dataclass
+class DetectedSpan:
+    start: int  # characters
+    end: int
+    entity_type: str
+    score: float
+    piece_span: tuple[int, int]
+
+
+def word_spans(pieces: Sequence[Piece], max_span: int) -> np.ndarray:
+    """(n, 2) inclusive piece ranges of at most `max_span` pieces that start at a word's first piece and end at
+    a word's last piece (a mention never splits a word), in (start, end) order."""
+    n = len(pieces)
+    if not n:
+        return np.zeros((0, 2), dtype=np.int64)
+    words = np.array([p.word for p in pieces])
+    first = np.ones(n, dtype=bool)
+    first[1:] = words[1:] != words[:-1]
+    last = np.ones(n, dtype=bool)
+    last[:-1] = words[:-1] != words[1:]
+    out = [(i, j) for i in np.nonzero(first)[0] for j in range(i, min(n, i + max_span)) if last[j]]
+    return np.array(out, dtype=np.int64).reshape(-1, 2)
+
+
+def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
+    """[start, end) piece ranges of at most `size` covering 0..n, consecutive ones sharing `overlap` pieces."""
+    if n <= size:
+        return [(0, n)]
+    step, out, start = size - overlap, [], 0
+    while True:
+        out.append((start, min(n, start + size)))
+        if start + size >= n:
+            return out
+        start += step
+
+
+def owner_window(n: int, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """For each piece, the window in which it is farthest from an edge (most context on both sides)."""
+    best, owner = np.full(n, -1), np.zeros(n, dtype=np.int64)
+    for w, (a, b) in enumerate(ranges):
+        idx = np.arange(a, b)
+        room = np.minimum(idx - a, b - 1 - idx)
+        better = room > best[idx]
+        best[idx[better]], owner[idx[better]] = room[better], w
+    return owner
+
+
+class CollectiveEncoder(torch.nn.Module):
+    encoder_type = "collective"
+
+    def __init__(self, document_dir: str | Path, names, entity_types: Sequence[str], *, max_span: int = 10,
+                 window: int = 512, overlap: int = 128, mention_pooling: str = "endpoints", names_source: dict | None = None,
+                 decoding: dict | None = None):
+        super().__init__()
+        if mention_pooling not in MENTION_POOLINGS:
+            raise ValueError(f"mention_pooling must be one of {MENTION_POOLINGS}, got {mention_pooling!r}")
+        if not entity_types:
+            raise ValueError("a collective model needs at least one entity type")
+        document_dir = require_safetensors(document_dir)
+        self.tokenizer = AutoTokenizer.from_pretrained(document_dir, local_files_only=True)
+        self.document = AutoModel.from_pretrained(document_dir, local_files_only=True, use_safetensors=True, dtype=torch.float32)
+        if window > self.document.config.max_position_embeddings or window <= overlap + 2:
+            raise ValueError(f"window {window} must fit the model's {self.document.config.max_position_embeddings} "
+                             f"positions and exceed the overlap {overlap} + 2")
+        self.names = names.eval()
+        for p in self.names.parameters():
+            p.requires_grad_(False)
+        self.names_source = names_source or {}
+        # chosen on dev after training (bioel_core.training.collective.tune_on_dev): span thresholds per type, link_with
+        self.decoding = decoding or {"thresholds": {t: 0.5 for t in entity_types}, "link_with": "collective"}
+        self.entity_types = list(entity_types)
+        self.max_span, self.window, self.overlap, self.mention_pooling = max_span, window, overlap, mention_pooling
+        hidden, types = self.document.config.hidden_size, len(self.entity_types)
+        self.span_start = torch.nn.Linear(hidden, types)
+        self.span_end = torch.nn.Linear(hidden, types, bias=False)
+        self.span_inside = torch.nn.Linear(hidden, types, bias=False)
+        self.bio = torch.nn.Linear(hidden, 1 + 2 * types)  # O, then B-t, I-t per type
+        self.mention = torch.nn.Linear(2 * hidden if mention_pooling == "endpoints" else hidden, names.dim)
+
+    # ---------------------------------------------------------------------------------- the name side
+    @property
+    def dim(self) -> int:
+        return self.names.dim
+
+    def encode(self, texts: list[str], batch_size: int = 256, show_progress: bool = False,
+               batch_invariant: bool = False) -> np.ndarray:
+        """Name vectors: the frozen name encoder's (what `bioel embed` writes)."""
+        return self.names.encode(texts, batch_size=batch_size, show_progress=show_progress, batch_invariant=batch_invariant)
+
+    # ------------------------------------------------------------------------------ the document side
+    def pieces(self, text: str) -> tuple[list[int], list[Piece]]:
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        words = enc.word_ids()
+        return enc["input_ids"], [Piece(a, b, w) for (a, b), w in zip(enc["offset_mapping"], words)]
+
+    def encode_document(self, text: str) -> Encoded:
+        """Token states of the whole document (windows merged) and its candidate spans."""
+        ids, pieces = self.pieces(text)
+        n, hidden = len(ids), self.document.config.hidden_size
+        states = torch.zeros((n, hidden), device=self.device)
+        if n:
+            ranges = windows(n, self.window - 2, self.overlap)
+            owner = torch.from_numpy(owner_window(n, ranges)).to(self.device)
+            cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+            for w, (a, b) in enumerate(ranges):
+                batch = torch.tensor([[cls, *ids[a:b], sep]], device=self.device)
+                out = self.document(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state[0, 1:-1]
+                mine = owner[a:b] == w
+                states = states.index_copy(0, torch.arange(a, b, device=self.device)[mine], out[mine])
+        return Encoded(pieces, states, torch.from_numpy(word_spans(pieces, self.max_span)).to(self.device))
+
+    def span_logits(self, encoded: Encoded) -> torch.Tensor:
+        """(n_spans, n_types) logits of being a mention of each type."""
+        h, spans = encoded.states, encoded.spans
+        if not len(spans):
+            return h.new_zeros((0, len(self.entity_types)))
+        inside = torch.cat([h.new_zeros((1, len(self.entity_types))), torch.cumsum(self.span_inside(h), dim=0)])
+        return self.span_start(h)[spans[:, 0]] + self.span_end(h)[spans[:, 1]] + inside[spans[:, 1] + 1] - inside[spans[:, 0]]
+
+    def bio_logits(self, encoded: Encoded) -> torch.Tensor:
+        return self.bio(encoded.states)
+
+    def mention_vectors(self, encoded: Encoded, spans: torch.Tensor) -> torch.Tensor:
+        """(m, dim) L2-normalized vectors of the given inclusive piece ranges."""
+        h = encoded.states
+        if self.mention_pooling == "endpoints":
+            x = torch.cat([h[spans[:, 0]], h[spans[:, 1]]], dim=-1)
+        else:
+            sums = torch.cat([h.new_zeros((1, h.shape[1])), torch.cumsum(h, dim=0)])
+            x = (sums[spans[:, 1] + 1] - sums[spans[:, 0]]) / (spans[:, 1] - spans[:, 0] + 1).unsqueeze(-1)
+        return F.normalize(self.mention(x), dim=-1)
+
+    # -------------------------------------------------------------------------------------- decoding
+    def decode_spans(self, encoded: Encoded, logits: torch.Tensor, thresholds: dict[str, float]) -> list[DetectedSpan]:
+        """Spans scored above their type's threshold, overlaps resolved best first (one type per span)."""
+        probs = torch.sigmoid(logits).detach().cpu().numpy()
+        spans = encoded.spans.cpu().numpy()
+        found = []
+        for t, entity_type in enumerate(self.entity_types):
+            for k in np.nonzero(probs[:, t] >= thresholds.get(entity_type, 0.5))[0]:
+                found.append((float(probs[k, t]), int(spans[k, 0]), int(spans[k, 1]), entity_type))
+        return self._non_overlapping(encoded, found)
+
+    def decode_bio(self, encoded: Encoded, logits: torch.Tensor) -> list[DetectedSpan]:
+        """Spans of B(-I)* runs of one type (the BIO decoder); a run also ends where a word would be split."""
+        tags = logits.argmax(-1).cpu().numpy()
+        probs = torch.softmax(logits, -1).max(-1).values.detach().cpu().numpy()
+        found, i, n = [], 0, len(tags)
+        while i < n:
+            tag = int(tags[i])
+            if tag == 0 or tag % 2 == 0:  # O, or an I- without its B-
+                i += 1
+                continue
+            t, j = (tag - 1) // 2, i
+            while j + 1 < n and int(tags[j + 1]) == 2 + 2 * t:
+                j += 1
+            while j + 1 < n and encoded.pieces[j + 1].word == encoded.pieces[j].word:  # finish the word
+                j += 1
+            found.append((float(probs[i:j + 1].mean()), i, j, self.entity_types[t]))
+            i = j + 1
+        return self._non_overlapping(encoded, found)
+
+    @staticmethod
+    def _non_overlapping(encoded: Encoded, found: list) -> list[DetectedSpan]:
+        taken = np.zeros(len(encoded.pieces), dtype=bool)
+        out = []
+        for score, i, j, entity_type in sorted(found, key=lambda f: (-f[0], f[1], f[2], f[3])):
+            if not taken[i:j + 1].any():
+                taken[i:j + 1] = True
+                out.append(DetectedSpan(encoded.pieces[i].start, encoded.pieces[j].end, entity_type, score, (i, j)))
+        return sorted(out, key=lambda s: (s.start, s.end))
+
+    # ------------------------------------------------------------------------------------ persistence
+    @property
+    def device(self) -> torch.device:
+        return next(self.document.parameters()).device
+
+    def heads(self) -> dict[str, torch.Tensor]:
+        return {f"{name}.{k}": v for name in ("span_start", "span_end", "span_inside", "bio", "mention")
+                for k, v in getattr(self, name).state_dict().items()}
+
+    def config(self) -> dict:
+        return {"encoder_type": self.encoder_type, "entity_types": self.entity_types, "max_span": self.max_span,
+                "window": self.window, "overlap": self.overlap, "mention_pooling": self.mention_pooling,
+                "dim": self.dim, "document_model_type": self.document.config.model_type, "names": self.names.config()}
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        return {**{f"document.{k}": v for k, v in self.document.state_dict().items()}, **self.heads()}
+
+    def fingerprint(self) -> str:
+        """sha256 over the config, the document side's weights and the name encoder's fingerprint."""
+        digest = hashlib.sha256(json.dumps(self.config(), sort_keys=True).encode())
+        digest.update(self.names.fingerprint().encode())
+        for name, tensor in sorted(self.weights().items()):
+            digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+            digest.update(tensor_bytes(tensor))
+        return digest.hexdigest()
+
+    def save(self, directory: str | Path, dtype: str = "float32") -> Path:
+        """document/ (HF model + tokenizer), names/ (the name encoder's own folder), heads.safetensors, config."""
+        if dtype not in STORAGE_DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        cast = lambda t: t.detach().to("cpu", STORAGE_DTYPES[dtype]).contiguous() if t.is_floating_point() else t.detach().cpu()  # noqa: E731
+        self.document.save_pretrained(directory / DOCUMENT_DIR, state_dict={k: cast(v) for k, v in self.document.state_dict().items()})
+        self.tokenizer.save_pretrained(directory / DOCUMENT_DIR)
+        self.names.save(directory / NAMES_DIR, dtype=dtype)
+        save_file({k: cast(v) for k, v in self.heads().items()}, str(directory / HEADS_FILE))
+        write_config(directory, {**self.config(), "storage_dtype": dtype, "names_source": self.names_source,
+                                 "decoding": self.decoding})
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path, device: str | torch.device = "cpu") -> CollectiveEncoder:
+        from bioel_core.models import load_encoder  # the name encoder is any bioel model folder
+
+        directory = Path(directory)
+        config = read_config(directory, cls.encoder_type)
+        model = cls(directory / DOCUMENT_DIR, load_encoder(directory / NAMES_DIR), config["entity_types"],
+                    max_span=config["max_span"], window=config["window"], overlap=config["overlap"],
+                    mention_pooling=config["mention_pooling"], names_source=config.get("names_source"),
+                    decoding=config.get("decoding"))
+        heads = require_safetensors(directory) / HEADS_FILE
+        state = {k: v.float() for k, v in load_file(str(heads)).items()}
+        for name in ("span_start", "span_end", "span_inside", "bio", "mention"):
+            getattr(model, name).load_state_dict({k.split(".", 1)[1]: v for k, v in state.items() if k.startswith(name + ".")})
+        return model.to(device).eval()
+
+    @classmethod
+    def folder_config(cls, directory: str | Path) -> dict:
+        return read_config(directory, cls.encoder_type)
+
+
+def is_collective(folder: str | Path) -> bool:
+    path = Path(folder) / CONFIG_FILE
+    return path.is_file() and json.loads(path.read_text()).get("encoder_type") == CollectiveEncoder.encoder_type

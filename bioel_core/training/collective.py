@@ -1,0 +1,363 @@
+"""Training the collective document model (`bioel train --encoder collective`).
+
+Per document, one forward pass, three losses summed:
+- span loss: binary cross-entropy of every candidate span x entity type against the gold spans (a gold span that
+  does not start and end on word boundaries of the WordPiece split cannot be a candidate and is counted apart);
+- linking loss: for each gold mention whose concept is in its type's KB, softmax cross-entropy of the scaled
+  cosines between its mention vector and [its concept's nearest name, `random_negatives` random names of other
+  concepts, `hard_negatives` nearest names of other concepts]. The name vectors are the frozen name encoder's,
+  computed once; hard negatives are searched with the current mention vector at every step (fresher than the
+  paper's once per epoch, at the cost of one exact FAISS search per mention);
+- BIO loss: token cross-entropy of the BIO tags (the comparison decoder).
+AdamW with linear warm-up and decay, gradients accumulated over `documents_per_step` documents; after every epoch
+the dev corpus is scored end to end (strict P/R/F1, spans decoded at 0.5) and the best epoch is kept; a wall-clock
+budget ends training cleanly with the best model so far. Checkpoints (model folder + optimizer + RNG in
+safetensors) make a killed run resumable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import faiss
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from bioel_core.corpora.records import Document
+from bioel_core.kb.vocab import plain_id
+from bioel_core.models.collective import CollectiveEncoder, Encoded
+from bioel_core.training.loop import load_optimizer_state, save_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CollectiveTrainConfig:
+    epochs: int = 8
+    learning_rate: float = 5e-5  # the transformer
+    head_learning_rate: float = 1e-3  # spans, BIO, mention projection
+    weight_decay: float = 0.01
+    warmup: float = 0.1  # fraction of the steps
+    documents_per_step: int = 4
+    random_negatives: int = 10
+    hard_negatives: int = 10
+    scale: float = 20.0  # cosine -> logit
+    span_weight: float = 1.0
+    link_weight: float = 1.0
+    bio_weight: float = 1.0
+    seed: int = 0
+    max_minutes: float | None = None
+    epoch_dev_documents: int = 150  # the dev documents scored after each epoch to pick the best (all are used to tune)
+    thresholds: list = field(default_factory=lambda: [0.3, 0.4, 0.5, 0.6, 0.7])
+
+
+class NameSpace:
+    """One entity type's names in the frozen name space: vectors, their concepts, an exact index."""
+
+    def __init__(self, vectors: np.ndarray, concept_ids: list[str]):
+        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self.concept_ids = concept_ids
+        self.rows_of: dict[str, list[int]] = {}
+        for row, concept in enumerate(concept_ids):
+            self.rows_of.setdefault(concept, []).append(row)
+        self.index = faiss.IndexFlatIP(self.vectors.shape[1])
+        self.index.add(self.vectors)
+
+    @classmethod
+    def from_names_table(cls, names_dir: str | Path, encoder) -> NameSpace:
+        from bioel_core.embeddings import TEXT_COLUMN
+        from bioel_core.tables import read_table
+
+        table = read_table(names_dir, "names", ["concept_id", TEXT_COLUMN]).to_pydict()
+        return cls(encoder.encode(table[TEXT_COLUMN], batch_size=512), table["concept_id"])
+
+    def best(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        scores, rows = self.index.search(np.ascontiguousarray(vectors, dtype=np.float32), 1)
+        return scores[:, 0], rows[:, 0]
+
+
+def gold_piece_spans(encoded: Encoded, document: Document, entity_types: list[str]) -> tuple[dict, int]:
+    """{(start piece, end piece, type index): gold concept ids} for the document's mentions of known types whose
+    characters start and end on piece boundaries; and how many mentions could not be aligned."""
+    starts = {p.start: i for i, p in enumerate(encoded.pieces)}
+    ends = {p.end: i for i, p in enumerate(encoded.pieces)}
+    out, unaligned = {}, 0
+    for m in document.mentions:
+        if m.entity_type not in entity_types:
+            continue
+        i, j = starts.get(m.start), ends.get(m.end)
+        if i is None or j is None or j < i:
+            unaligned += 1
+            continue
+        ids = {plain_id(x) for c in m.concept_ids for x in c.replace("+", "|").split("|") if x and x != "-1"}
+        out[(i, j, entity_types.index(m.entity_type))] = ids
+    return out, unaligned
+
+
+def span_loss(logits: torch.Tensor, spans: torch.Tensor, gold: dict) -> torch.Tensor:
+    """Mean binary cross-entropy over candidate spans x types, 1 for the gold (span, type) pairs."""
+    target = torch.zeros_like(logits)
+    index = {(int(a), int(b)): k for k, (a, b) in enumerate(spans.tolist())}
+    for (i, j, t) in gold:
+        if (i, j) in index:
+            target[index[(i, j)], t] = 1.0
+    return F.binary_cross_entropy_with_logits(logits, target) if logits.numel() else logits.sum()
+
+
+def bio_targets(n: int, gold: dict) -> torch.Tensor:
+    tags = torch.zeros(n, dtype=torch.long)
+    for (i, j, t) in sorted(gold, key=lambda g: (g[1] - g[0], g)):  # longer spans last: they win overlaps
+        tags[i] = 1 + 2 * t
+        tags[i + 1:j + 1] = 2 + 2 * t
+    return tags
+
+
+def link_loss(mentions: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor, scale: float) -> torch.Tensor:
+    """Softmax cross-entropy of scale * cosine: each mention (m, d) against its positive (m, d) first and its
+    negatives (m, k, d); all vectors L2-normalized."""
+    pos = (mentions * positives).sum(-1, keepdim=True)
+    neg = torch.einsum("md,mkd->mk", mentions, negatives)
+    logits = scale * torch.cat([pos, neg], dim=1)
+    return F.cross_entropy(logits, torch.zeros(len(mentions), dtype=torch.long, device=mentions.device))
+
+
+def _negatives(space: NameSpace, vector: np.ndarray, gold: set[str], config: CollectiveTrainConfig,
+               rng: random.Random) -> list[int]:
+    _, rows = space.index.search(vector[None].astype(np.float32), config.hard_negatives + 32)
+    hard = [int(r) for r in rows[0] if r >= 0 and space.concept_ids[r] not in gold][:config.hard_negatives]
+    randoms = []
+    while len(randoms) < config.random_negatives:
+        r = rng.randrange(len(space.concept_ids))
+        if space.concept_ids[r] not in gold:
+            randoms.append(r)
+    return hard + randoms
+
+
+def document_loss(model: CollectiveEncoder, document: Document, spaces: dict[str, NameSpace],
+                  config: CollectiveTrainConfig, rng: random.Random) -> tuple[torch.Tensor, dict]:
+    encoded = model.encode_document(document.text)
+    gold, unaligned = gold_piece_spans(encoded, document, model.entity_types)
+    loss_span = span_loss(model.span_logits(encoded), encoded.spans, gold)
+    loss_bio = F.cross_entropy(model.bio_logits(encoded), bio_targets(len(encoded.pieces), gold).to(model.device)) \
+        if encoded.pieces else encoded.states.sum()
+    linkable = []
+    for (i, j, t), ids in sorted(gold.items()):
+        space = spaces[model.entity_types[t]]
+        rows = [r for c in sorted(ids) for r in space.rows_of.get(c, [])]
+        if rows:
+            linkable.append((i, j, space, rows, ids))
+    loss_link = encoded.states.sum() * 0
+    if linkable:
+        vectors = model.mention_vectors(encoded, torch.tensor([(i, j) for i, j, *_ in linkable], device=model.device))
+        current = vectors.detach().cpu().numpy()
+        positives, negatives = [], []
+        for k, (_, _, space, rows, ids) in enumerate(linkable):
+            positives.append(space.vectors[rows[int(np.argmax(space.vectors[rows] @ current[k]))]])
+            negatives.append(space.vectors[_negatives(space, current[k], ids, config, rng)])
+        loss_link = link_loss(vectors, torch.from_numpy(np.stack(positives)).to(model.device),
+                              torch.from_numpy(np.stack(negatives)).to(model.device), config.scale)
+    total = config.span_weight * loss_span + config.link_weight * loss_link + config.bio_weight * loss_bio
+    return total, {"span": loss_span.item(), "link": loss_link.item(), "bio": loss_bio.item(), "unaligned": unaligned,
+                   "mentions": len(gold), "linkable": len(linkable)}
+
+
+@torch.no_grad()
+def predict(model: CollectiveEncoder, document: Document, spaces: dict[str, NameSpace], thresholds: dict[str, float],
+            decoder: str = "spans", link_with: str = "collective", encoded: Encoded | None = None
+            ) -> list[tuple[int, int, str, str, float]]:
+    """(start, end, type, concept id, score) per detected mention. `link_with`: collective (the mention vector),
+    surface (the name encoder on the span's text), both (their normalized sum). `encoded`: the document's
+    encoding when already computed (tuning decodes one encoding many ways)."""
+    encoded = encoded or model.encode_document(document.text)
+    if decoder == "spans":
+        found = model.decode_spans(encoded, model.span_logits(encoded), thresholds)
+    else:
+        found = model.decode_bio(encoded, model.bio_logits(encoded))
+    if not found:
+        return []
+    vectors = query_vectors(model, encoded, document.text, found, link_with)
+    out = []
+    for s, v in zip(found, vectors):
+        score, row = spaces[s.entity_type].best(v[None])
+        out.append((s.start, s.end, s.entity_type, spaces[s.entity_type].concept_ids[int(row[0])], float(score[0])))
+    return out
+
+
+def query_vectors(model: CollectiveEncoder, encoded: Encoded, text: str, found, link_with: str) -> np.ndarray:
+    collective = model.mention_vectors(encoded, torch.tensor([s.piece_span for s in found], device=model.device)).cpu().numpy()
+    if link_with == "collective":
+        return collective
+    surface = model.encode([text[s.start:s.end] for s in found], batch_invariant=True)
+    if link_with == "surface":
+        return surface
+    both = collective.astype(np.float64) + surface
+    return (both / np.linalg.norm(both, axis=1, keepdims=True)).astype(np.float32)
+
+
+@torch.no_grad()
+def e2e_scores(model, documents: list[Document], spaces, thresholds, decoder="spans", link_with="collective",
+               encoded: list[Encoded] | None = None) -> dict:
+    """Strict micro P/R/F1 (exact span, type and concept) over documents."""
+    tp = predicted = gold_count = 0
+    for k, d in enumerate(documents):
+        gold = {(m.start, m.end, m.entity_type): {plain_id(x) for c in m.concept_ids for x in c.replace("+", "|").split("|")}
+                for m in d.mentions if m.entity_type in model.entity_types}
+        gold_count += len(gold)
+        for start, end, t, concept, _ in predict(model, d, spaces, thresholds, decoder, link_with,
+                                                 encoded[k] if encoded else None):
+            predicted += 1
+            tp += concept in gold.get((start, end, t), ())
+    p, r = tp / max(predicted, 1), tp / max(gold_count, 1)
+    return {"precision": p, "recall": r, "f1": 2 * p * r / max(p + r, 1e-12), "predicted": predicted, "gold": gold_count}
+
+
+def train_collective(model: CollectiveEncoder, train_docs: list[Document], dev_docs: list[Document],
+                     spaces: dict[str, NameSpace], config: CollectiveTrainConfig, output: str | Path) -> dict:
+    """Trains in place, keeps the best dev epoch in `output` (saved model folder); returns the training record."""
+    output, checkpoint = Path(output), Path(output).with_name(Path(output).name + ".checkpoint")
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    heads = [p for n, p in model.named_parameters() if not n.startswith(("document.", "names."))]
+    optimizer = torch.optim.AdamW([{"params": list(model.document.parameters()), "lr": config.learning_rate},
+                                   {"params": heads, "lr": config.head_learning_rate}], weight_decay=config.weight_decay)
+    steps_per_epoch = math.ceil(len(train_docs) / config.documents_per_step)
+    total_steps = steps_per_epoch * config.epochs
+    warmup = max(1, int(config.warmup * total_steps))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup))))
+    record = {"config": asdict(config), "epochs": [], "best": None}
+    start_epoch = 0
+    if (checkpoint / "state.json").is_file():
+        state = json.loads((checkpoint / "state.json").read_text())
+        model.load_state_dict(CollectiveEncoder.load(checkpoint / "model").state_dict())
+        load_optimizer_state(checkpoint, optimizer)
+        record, start_epoch = state["config"]["record"], state["step"] // steps_per_epoch
+        for _ in range(state["step"]):
+            schedule.step()
+        log.info("resumed from %s at epoch %d", checkpoint, start_epoch)
+    began = time.monotonic()
+    best_f1 = record["best"]["dev"]["f1"] if record["best"] else -1.0
+    for epoch in range(start_epoch, config.epochs):
+        model.train()
+        model.names.eval()
+        order = list(range(len(train_docs)))
+        random.Random(config.seed + epoch).shuffle(order)
+        totals = {"span": 0.0, "link": 0.0, "bio": 0.0}
+        bar = tqdm(range(0, len(order), config.documents_per_step), desc=f"epoch {epoch + 1}/{config.epochs}", unit="step")
+        for start in bar:
+            optimizer.zero_grad()
+            for i in order[start:start + config.documents_per_step]:
+                loss, parts = document_loss(model, train_docs[i], spaces, config, rng)
+                (loss / config.documents_per_step).backward()
+                for k in totals:
+                    totals[k] += parts[k]
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+            optimizer.step()
+            schedule.step()
+            bar.set_postfix({k: f"{v / (start + config.documents_per_step):.3f}" for k, v in totals.items()})
+            if config.max_minutes and (time.monotonic() - began) / 60 > config.max_minutes:
+                break
+        model.eval()
+        dev = e2e_scores(model, dev_docs[:config.epoch_dev_documents], spaces, {t: 0.5 for t in model.entity_types})
+        entry = {"epoch": epoch + 1, "loss": {k: v / len(train_docs) for k, v in totals.items()}, "dev": dev,
+                 "minutes": (time.monotonic() - began) / 60}
+        record["epochs"].append(entry)
+        log.info("epoch %d: dev strict F1 %.4f (P %.4f R %.4f)", epoch + 1, dev["f1"], dev["precision"], dev["recall"])
+        print(json.dumps(entry), flush=True)
+        if dev["f1"] > best_f1:
+            best_f1, record["best"] = dev["f1"], entry
+            model.save(output)
+        save_checkpoint(checkpoint, model, optimizer, (epoch + 1) * steps_per_epoch,
+                        _CheckpointConfig(record=record))
+        if config.max_minutes and (time.monotonic() - began) / 60 > config.max_minutes:
+            log.info("stopping: the %.0f-minute budget is spent", config.max_minutes)
+            break
+    return record
+
+
+@dataclass
+class _CheckpointConfig:
+    """What a checkpoint's state.json keeps beside the step: the training record so far."""
+    record: dict
+
+
+def tune_on_dev(model: CollectiveEncoder, dev_docs: list[Document], spaces: dict[str, NameSpace],
+                config: CollectiveTrainConfig) -> dict:
+    """The decoding settings with the best dev strict F1: one span threshold per type (the others at 0.5, then
+    coordinate-wise), then how mentions are linked. Returns them with every score tried."""
+    with torch.no_grad():
+        encoded = [model.encode_document(d.text) for d in dev_docs]
+    score = lambda th, **kw: e2e_scores(model, dev_docs, spaces, th, encoded=encoded, **kw)  # noqa: E731
+    thresholds = {t: 0.5 for t in model.entity_types}
+    tried = []
+    for t in model.entity_types:
+        best = None
+        for value in config.thresholds:
+            scores = score({**thresholds, t: value})
+            tried.append({"threshold": {**thresholds, t: value}, "link_with": "collective", **scores})
+            if best is None or scores["f1"] > best[1]:
+                best = (value, scores["f1"])
+        thresholds[t] = best[0]
+    links = {w: score(thresholds, link_with=w) for w in ("collective", "surface", "both")}
+    tried += [{"threshold": thresholds, "link_with": w, **s} for w, s in links.items()]
+    link_with = max(links, key=lambda w: links[w]["f1"])
+    bio = score(thresholds, decoder="bio", link_with=link_with)
+    return {"thresholds": thresholds, "link_with": link_with, "dev": links[link_with], "dev_bio": bio, "tried": tried}
+
+
+def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], names: dict[str, str], output: str | Path,
+                            name_model: str | None, init: str | None, config: CollectiveTrainConfig, device: str,
+                            mention_pooling: str = "endpoints", save_dtype: str = "float16", command: list[str]) -> dict:
+    """The whole `bioel train --encoder collective` job: build, train, tune decoding on dev, save, write the card."""
+    import os
+    import platform
+
+    import bioel_core
+    from bioel_core.corpora import read_pubtator
+    from bioel_core.models import default_base_checkpoint, model_folder, open_model
+    from bioel_core.models.cards import write_card
+    from bioel_core.models.checkpoints import checkpoint_reference
+
+    began = time.monotonic()
+    torch.manual_seed(config.seed)
+    name_encoder = open_model(name_model)
+    base = Path(init) if init else default_base_checkpoint()
+    train_docs = [d for path in train_corpus for d in read_pubtator(path)]
+    dev_docs = [d for path in dev_corpus for d in read_pubtator(path)]
+    if not train_docs or not dev_docs:
+        raise ValueError(f"no documents: {len(train_docs)} in --train-corpus {train_corpus}, {len(dev_docs)} in --dev-corpus {dev_corpus}")
+    types = sorted(names)
+    model = CollectiveEncoder(base, name_encoder, types, mention_pooling=mention_pooling,
+                              names_source={"path": str(model_folder(name_model))}).to(device)
+    log.info("encoding the names of %s with the frozen name encoder", ", ".join(types))
+    spaces = {t: NameSpace.from_names_table(names[t], name_encoder) for t in types}
+    record = train_collective(model, train_docs, dev_docs, spaces, config, output)
+    if record["best"] is None:
+        raise ValueError("training ended before the first epoch was scored on dev (raise --max-minutes)")
+    best = CollectiveEncoder.load(output, device)
+    tuned = tune_on_dev(best, dev_docs, spaces, config)
+    best.decoding = {"thresholds": tuned["thresholds"], "link_with": tuned["link_with"]}
+    best.save(output, dtype=save_dtype)
+    card = {
+        "model": Path(output).name, "bioel_version": bioel_core.__version__, "command": " ".join(command),
+        "encoder": best.config(), "fingerprint": best.fingerprint(), "init": str(checkpoint_reference(base)),
+        "save_dtype": save_dtype, "scores": {},
+        "data": {"train_corpus": train_corpus, "dev_corpus": dev_corpus, "names": names,
+                 "train_documents": len(train_docs), "dev_documents": len(dev_docs), "seed": config.seed},
+        "collective": {"epochs": record["epochs"], "best_epoch": record["best"]["epoch"], "config": record["config"],
+                       "decoding": best.decoding, "dev": tuned["dev"], "dev_bio": tuned["dev_bio"],
+                       "tuning": tuned["tried"]},
+        "hardware": {"device": device, "cuda": torch.cuda.get_device_name(0) if device.startswith("cuda") else "",
+                     "cpu_count": os.cpu_count(), "torch": torch.__version__, "platform": platform.platform()},
+        "training_seconds": time.monotonic() - began,
+    }
+    write_card(output, card)
+    return card
