@@ -28,7 +28,7 @@ def _annotator_spec(args, detect: bool, thresholds: tuple = ()):
     from bioel_core.linking.annotate import AnnotatorSpec
 
     return AnnotatorSpec(model=args.model, indexes=typed(args.index), detect=detect, stop_lists=typed(args.stop_list),
-                         nil_thresholds=thresholds, device=args.device)
+                         nil_thresholds=thresholds, device=args.device, detector=args.detector)
 
 
 def _add_annotator_flags(parser) -> None:
@@ -38,6 +38,10 @@ def _add_annotator_flags(parser) -> None:
     parser.add_argument("--stop-list", nargs="+", metavar="[TYPE=]JSON",
                         help="detector stop-lists (models/stoplists/*.json), per entity type")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--detector", choices=["dictionary", "model"], default="dictionary",
+                        help="with --mentions detect: the KB dictionaries (default), or the span detector of a collective "
+                             "--model (`bioel train --encoder collective`), which finds and links every mention of a "
+                             "document in one pass")
 
 
 def add_subcommands(subparsers) -> None:

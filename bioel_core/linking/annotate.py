@@ -18,6 +18,7 @@ from bioel_core.corpora.records import Document, Mention
 from bioel_core.linking.base import Linker
 from bioel_core.text.detect import MentionDetector
 
+DETECTORS = ("dictionary", "model")
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
 
 
@@ -97,11 +98,14 @@ def combined_kb_version(kb_versions: dict[str, str]) -> str:
 
 class DocumentAnnotator:
     def __init__(self, targets: Sequence[EntityTarget], model_version: str, detect: bool = True,
-                 max_chars: int = MAX_DOCUMENT_CHARS, batch_size: int = 256):
+                 max_chars: int = MAX_DOCUMENT_CHARS, batch_size: int = 256, document_model=None):
+        """`document_model`: a collective model (bioel_core.models.collective) that finds (detect) or encodes
+        (given) every mention of a document in one pass; each mention is then linked by its vector."""
         if not targets:
             raise ValueError("at least one entity type with its KB index is needed")
-        if detect and any(t.detector is None for t in targets):
+        if detect and document_model is None and any(t.detector is None for t in targets):
             raise ValueError("mention detection needs a detector for every entity type")
+        self.document_model = document_model
         self.targets = {t.entity_type: t for t in targets}
         self.model_version, self.detect, self.max_chars, self.batch_size = model_version, detect, max_chars, batch_size
         self.kb_version = combined_kb_version({t.entity_type: t.kb_version for t in targets})
@@ -122,6 +126,11 @@ class DocumentAnnotator:
 
     def annotate(self, documents: Sequence[Document]) -> list[list[dict]]:
         """Annotation rows (the annotations table's columns) per document, in order; call `check` first."""
+        found, best = self._one_pass(documents) if self.document_model is not None else self._by_text(documents)
+        return [self._rows(document, mentions, best, i) for i, (document, mentions) in enumerate(zip(documents, found))]
+
+    def _by_text(self, documents: Sequence[Document]) -> tuple[list[list[Mention]], dict]:
+        """Mentions from the detectors (or given), linked by their text in one batched call per entity type."""
         found = [self.mentions(d) for d in documents]
         best: dict[tuple[int, int], tuple] = {}
         for target in self.targets.values():
@@ -131,23 +140,55 @@ class DocumentAnnotator:
             texts = [found[i][j].link_text or found[i][j].text for i, j in where]
             for key, candidates in zip(where, target.linker.link(texts, k=1, batch_size=self.batch_size)):
                 best[key] = candidates[0] if candidates else None
-        out = []
-        for i, (document, mentions) in enumerate(zip(documents, found)):
-            rows = []
-            for j, m in enumerate(mentions):
-                target, top = self.target_of(m), best[(i, j)]
-                score = top.score if top else 0.0
-                nil = top is None or (target.nil_threshold is not None and score < target.nil_threshold)
-                concept_id = None if nil else top.concept_ids[0]
-                vocabulary, alt_ids = target.concepts.get(concept_id, (None, ())) if concept_id else (None, ())
-                rows.append({"doc_id": document.doc_id, "start": m.start, "end": m.end, "mention": m.text,
-                             "link_text": m.link_text or m.text, "entity_type": m.entity_type,
-                             "concept_id": concept_id, "vocabulary": vocabulary, "alt_ids": list(alt_ids),
-                             "matched_name": top.name if top else None,
-                             "score": float(score), "nil": nil, "model_version": self.model_version,
-                             "kb_version": target.kb_version})
-            out.append(rows)
-        return out
+        return found, best
+
+    def _one_pass(self, documents: Sequence[Document]) -> tuple[list[list[Mention]], dict]:
+        """Each document encoded once by the document model: its mentions (detected, or the given ones) and their
+        vectors, each searched in its entity type's index. Per document, so results never depend on the batch."""
+        import torch
+
+        model, found, best = self.document_model, [], {}
+        with torch.no_grad():
+            for i, document in enumerate(documents):
+                text = document.text
+                encoded = model.encode_document(text)
+                if self.detect:
+                    spans = [s for s in model.decode_spans(encoded, model.span_logits(encoded), model.decoding["thresholds"])
+                             if s.entity_type in self.targets]
+                    mentions = [Mention(text[s.start:s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
+                    pieces = [s.piece_span for s in spans]
+                else:
+                    mentions = [m for m in document.mentions if self.target_of(m) is not None]
+                    pieces = [model.covering_span(encoded, m.start, m.end) for m in mentions]
+                found.append(mentions)
+                linkable = [j for j, p in enumerate(pieces) if p is not None]
+                for j in set(range(len(mentions))) - set(linkable):
+                    best[(i, j)] = None
+                if not linkable:
+                    continue
+                vectors = model.query_vectors(encoded, text, [pieces[j] for j in linkable], model.decoding["link_with"])
+                for target in self.targets.values():
+                    mine = [k for k, j in enumerate(linkable) if self.target_of(mentions[j]) is target]
+                    if mine:
+                        for k, candidates in zip(mine, target.linker.search_vectors(vectors[mine], 1)):
+                            best[(i, linkable[k])] = candidates[0] if candidates else None
+        return found, best
+
+    def _rows(self, document: Document, mentions: list[Mention], best: dict, i: int) -> list[dict]:
+        rows = []
+        for j, m in enumerate(mentions):
+            target, top = self.target_of(m), best[(i, j)]
+            score = top.score if top else 0.0
+            nil = top is None or (target.nil_threshold is not None and score < target.nil_threshold)
+            concept_id = None if nil else top.concept_ids[0]
+            vocabulary, alt_ids = target.concepts.get(concept_id, (None, ())) if concept_id else (None, ())
+            rows.append({"doc_id": document.doc_id, "start": m.start, "end": m.end, "mention": m.text,
+                         "link_text": m.link_text or m.text, "entity_type": m.entity_type,
+                         "concept_id": concept_id, "vocabulary": vocabulary, "alt_ids": list(alt_ids),
+                         "matched_name": top.name if top else None,
+                         "score": float(score), "nil": nil, "model_version": self.model_version,
+                         "kb_version": target.kb_version})
+        return rows
 
 
 
@@ -167,8 +208,11 @@ class AnnotatorSpec:
     max_chars: int = MAX_DOCUMENT_CHARS
     batch_size: int = 256
     abbreviations: bool = True
+    detector: str = "dictionary"  # with detect: the KB dictionaries, or the collective model's span detector
 
     def __post_init__(self):
+        if self.detector not in DETECTORS:
+            raise ValueError(f"--detector must be one of {DETECTORS}, got {self.detector!r}")
         if not self.indexes:
             raise ValueError("at least one --index is needed")
         known = {t for t, _ in self.indexes}
@@ -201,7 +245,11 @@ class AnnotatorSpec:
         if len(fingerprints) > 1:
             raise ValueError(f"the indexes were built with different models: {sorted(f[:12] for f in fingerprints)}")
         fingerprint = fingerprints.pop()
-        found = open_model(self.model).fingerprint()
+        model = open_model(self.model)
+        if self.detect and self.detector == "model" and not _is_document_model(model):
+            raise ValueError(f"--detector model needs a collective model (`bioel train --encoder collective`); "
+                             f"{self.model or 'the default model'} is a {model.config().get('encoder_type')} name encoder")
+        found = model.fingerprint()
         if found != fingerprint:
             raise ValueError(f"the model {self.model or '(default)'} (fingerprint {found[:12]}) is not the one the indexes "
                              f"were built with ({fingerprint[:12]}); pass that model with --model")
@@ -215,7 +263,7 @@ class AnnotatorSpec:
             with open(path, "rb") as fh:
                 return hashlib.sha256(fh.read()).hexdigest()
 
-        payload = {"detect": self.detect, "abbreviations": self.abbreviations,
+        payload = {"detect": self.detect, "detector": self.detector, "abbreviations": self.abbreviations,
                    "stop_lists": sorted((t, file_sha(p)) for t, p in self.stop_lists),
                    "nil_thresholds": sorted((t, float(v)) for t, v in self.nil_thresholds),
                    "indexes": sorted((t, file_sha(f"{d.rstrip('/')}/manifest.json")) for t, d in self.indexes)}
@@ -228,12 +276,14 @@ class AnnotatorSpec:
         from bioel_core.text.detect import DictionaryDetector, StopList
 
         encoder = open_model(self.model, device=self.device)
+        # the document model finds the mentions (--detector model) or encodes the given ones in one pass
+        one_pass = _is_document_model(encoder) and (self.detector == "model" or not self.detect)
         stop_lists, thresholds = dict(self.stop_lists), dict(self.nil_thresholds)
         targets = []
         for entity_type, source in self._sources().items():
             names = NameSet.from_names_table(source["names"])
             detector = None
-            if self.detect:
+            if self.detect and not one_pass:
                 stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
                 detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type, stop_list=stop,
                                                                abbreviations=self.abbreviations)
@@ -241,7 +291,12 @@ class AnnotatorSpec:
                                             reproducible=True)  # annotations must not depend on how documents are batched
             targets.append(EntityTarget(entity_type, linker, source["kb_version"], detector, thresholds.get(entity_type),
                                         concept_lookup(source["names"])))
-        return DocumentAnnotator(targets, encoder.fingerprint(), self.detect, self.max_chars, self.batch_size)
+        return DocumentAnnotator(targets, encoder.fingerprint(), self.detect, self.max_chars, self.batch_size,
+                                 document_model=encoder.eval() if one_pass else None)
 
     def describe(self) -> dict:
         return asdict(self)
+
+
+def _is_document_model(encoder) -> bool:
+    return getattr(encoder, "encoder_type", None) == "collective"

@@ -156,6 +156,16 @@ class DenseLinker(Linker):
             self.exact.fill(self.names, out[i], queries[i], ranked, k)
         return out
 
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Candidate]]:
+        """The k best concepts for query vectors made elsewhere (a document model's mention vectors), by the
+        same ranking as `search` without its exact-name shortcut."""
+        out: list[list[Candidate]] = []
+        for ranked in self._ranked_rows(np.ascontiguousarray(vectors, dtype=np.float32), k + 1):
+            found: list[Candidate] = []
+            self.exact.fill(self.names, found, "", ranked, k)
+            out.append(found)
+        return out
+
     def _save_state(self, folder: Path) -> None:
         if self.shards is None:
             np.save(folder / EMBEDDINGS, self.embeddings, allow_pickle=False)

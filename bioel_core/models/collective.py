@@ -100,7 +100,7 @@ class CollectiveEncoder(torch.nn.Module):
     encoder_type = "collective"
 
     def __init__(self, document_dir: str | Path, names, entity_types: Sequence[str], *, max_span: int = 10,
-                 window: int = 512, overlap: int = 128, mention_pooling: str = "endpoints", names_source: dict | None = None,
+                 window: int | None = None, overlap: int = 128, mention_pooling: str = "endpoints", names_source: dict | None = None,
                  decoding: dict | None = None):
         super().__init__()
         if mention_pooling not in MENTION_POOLINGS:
@@ -110,6 +110,8 @@ class CollectiveEncoder(torch.nn.Module):
         document_dir = require_safetensors(document_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(document_dir, local_files_only=True)
         self.document = AutoModel.from_pretrained(document_dir, local_files_only=True, use_safetensors=True, dtype=torch.float32)
+        window = window or min(512, self.document.config.max_position_embeddings)  # the model's positions, at most 512
+        overlap = min(overlap, window // 4)
         if window > self.document.config.max_position_embeddings or window <= overlap + 2:
             raise ValueError(f"window {window} must fit the model's {self.document.config.max_position_embeddings} "
                              f"positions and exceed the overlap {overlap} + 2")
@@ -180,6 +182,29 @@ class CollectiveEncoder(torch.nn.Module):
             sums = torch.cat([h.new_zeros((1, h.shape[1])), torch.cumsum(h, dim=0)])
             x = (sums[spans[:, 1] + 1] - sums[spans[:, 0]]) / (spans[:, 1] - spans[:, 0] + 1).unsqueeze(-1)
         return F.normalize(self.mention(x), dim=-1)
+
+    LINK_WITH = ("collective", "surface", "both")
+
+    def query_vectors(self, encoded: Encoded, text: str, piece_spans: Sequence[tuple[int, int]], link_with: str) -> np.ndarray:
+        """The vectors mentions are searched with, float32 (m, dim): collective (the mention vector), surface (the
+        name encoder on the span's text, batch-invariant) or both (their normalized sum)."""
+        if link_with not in self.LINK_WITH:
+            raise ValueError(f"link_with must be one of {self.LINK_WITH}, got {link_with!r}")
+        spans = torch.tensor(list(piece_spans), dtype=torch.long, device=self.device).reshape(-1, 2)
+        collective = self.mention_vectors(encoded, spans).detach().cpu().numpy()
+        if link_with == "collective":
+            return collective
+        pieces = encoded.pieces
+        surface = self.encode([text[pieces[i].start:pieces[j].end] for i, j in piece_spans], batch_invariant=True)
+        if link_with == "surface":
+            return surface
+        both = collective.astype(np.float64) + surface
+        return (both / np.linalg.norm(both, axis=1, keepdims=True)).astype(np.float32)
+
+    def covering_span(self, encoded: Encoded, start: int, end: int) -> tuple[int, int] | None:
+        """The pieces a character span [start, end) covers (a given mention need not start on a piece boundary)."""
+        inside = [k for k, p in enumerate(encoded.pieces) if p.end > start and p.start < end]
+        return (inside[0], inside[-1]) if inside else None
 
     # -------------------------------------------------------------------------------------- decoding
     def decode_spans(self, encoded: Encoded, logits: torch.Tensor, thresholds: dict[str, float]) -> list[DetectedSpan]:

@@ -183,23 +183,12 @@ def predict(model: CollectiveEncoder, document: Document, spaces: dict[str, Name
         found = model.decode_bio(encoded, model.bio_logits(encoded))
     if not found:
         return []
-    vectors = query_vectors(model, encoded, document.text, found, link_with)
+    vectors = model.query_vectors(encoded, document.text, [s.piece_span for s in found], link_with)
     out = []
     for s, v in zip(found, vectors):
         score, row = spaces[s.entity_type].best(v[None])
         out.append((s.start, s.end, s.entity_type, spaces[s.entity_type].concept_ids[int(row[0])], float(score[0])))
     return out
-
-
-def query_vectors(model: CollectiveEncoder, encoded: Encoded, text: str, found, link_with: str) -> np.ndarray:
-    collective = model.mention_vectors(encoded, torch.tensor([s.piece_span for s in found], device=model.device)).cpu().numpy()
-    if link_with == "collective":
-        return collective
-    surface = model.encode([text[s.start:s.end] for s in found], batch_invariant=True)
-    if link_with == "surface":
-        return surface
-    both = collective.astype(np.float64) + surface
-    return (both / np.linalg.norm(both, axis=1, keepdims=True)).astype(np.float32)
 
 
 @torch.no_grad()

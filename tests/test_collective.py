@@ -1,0 +1,200 @@
+"""The collective document model: windows, spans and offsets, the losses on hand-computed cases, save/load, a tiny
+training run, and `bioel link` with the model as detector (and for given mentions) on the committed sample."""
+
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from bioel_core.corpora import Document, Mention, Passage, read_pubtator
+from bioel_core.index import IndexSpec
+from bioel_core.linking.annotate import AnnotatorSpec
+from bioel_core.models import CollectiveEncoder, TransformerEncoder, open_model
+from bioel_core.models.collective import owner_window, windows, word_spans
+from bioel_core.training.collective import (CollectiveTrainConfig, NameSpace, bio_targets, document_loss,
+                                            gold_piece_spans, link_loss, span_loss)
+from conftest import SAMPLE_DATA, table_bytes
+from pipelines import build_index, embed_names, ingest_kb, link_corpus
+from pipelines.options import pipeline_options
+from test_models import make_tiny_bert
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+TEXT = ("Familial breast and ovarian cancer syndrome (Sjögren-β ✓) of the colon. Heart attack, myocardial "
+        "infarction; type 2 diabetes: x linked disease of the colon.")
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory):
+    root = tmp_path_factory.mktemp("collective")
+    bert = make_tiny_bert(root / "bert")
+    names = TransformerEncoder(bert, pooling="mean").save(root / "names")
+    return root, bert, names
+
+
+def tiny(bases, **kwargs) -> CollectiveEncoder:
+    _, bert, names = bases
+    torch.manual_seed(0)
+    return CollectiveEncoder(bert, open_model(str(names)), ["Chemical", "Disease"], **kwargs).eval()
+
+
+def test_windows_cover_every_piece_and_each_piece_takes_its_most_central_window():
+    assert windows(5, 8, 2) == [(0, 5)]
+    ranges = windows(10, 4, 2)
+    assert ranges == [(0, 4), (2, 6), (4, 8), (6, 10)]
+    owner = owner_window(10, ranges)
+    assert owner.tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 3, 3] or owner.tolist() == [0, 0, 0, 1, 1, 2, 2, 3, 3, 3]
+    assert all(ranges[w][0] <= i < ranges[w][1] for i, w in enumerate(owner))
+
+
+def test_spans_start_and_end_on_word_boundaries_and_slice_the_text_across_windows(bases):
+    model = tiny(bases, window=16, overlap=6, max_span=4)
+    long_text = " ".join([TEXT] * 6)  # many windows of 14 pieces
+    encoded = model.encode_document(long_text)
+    n = len(encoded.pieces)
+    assert n > 60 and encoded.states.shape == (n, 32)
+    assert bool(torch.isfinite(encoded.states).all()) and bool((encoded.states.abs().sum(-1) > 0).all())
+    words = [p.word for p in encoded.pieces]
+    for i, j in encoded.spans.tolist():
+        assert 0 <= j - i < 4
+        assert i == 0 or words[i - 1] != words[i]
+        assert j == n - 1 or words[j + 1] != words[j]
+    # every piece's characters are the text it came from; a span's characters are one slice of the text
+    assert all(0 <= p.start < p.end <= len(long_text) for p in encoded.pieces)
+    start = long_text.index("Sjögren")
+    covered = model.covering_span(encoded, start, start + len("Sjögren"))
+    assert long_text[encoded.pieces[covered[0]].start:encoded.pieces[covered[1]].end] == "Sjögren"
+    assert word_spans([], 10).shape == (0, 2)
+
+
+def test_span_loss_on_a_hand_computed_case():
+    logits = torch.tensor([[0.0, 1.0], [2.0, -1.0]])  # two spans x two types
+    spans = torch.tensor([[0, 0], [1, 2]])
+    loss = span_loss(logits, spans, {(1, 2, 0): {"D1"}})
+    expected = (math.log(2) + math.log(1 + math.e) + math.log(1 + math.exp(-2)) + math.log(1 + math.exp(-1))) / 4
+    assert float(loss) == pytest.approx(expected, abs=1e-6)
+
+
+def test_link_loss_on_a_hand_computed_case():
+    mentions = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    positives = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    negatives = torch.tensor([[[0.0, 1.0]], [[0.0, 1.0]]])
+    loss = link_loss(mentions, positives, negatives, scale=2.0)
+    # first mention: logits (2, 0); second: (0, 2)
+    expected = (math.log(1 + math.exp(-2)) + math.log(1 + math.exp(2))) / 2
+    assert float(loss) == pytest.approx(expected, abs=1e-6)
+
+
+def test_bio_targets_mark_begin_and_inside_per_type():
+    tags = bio_targets(6, {(1, 3, 1): {"D"}, (5, 5, 0): {"C"}})
+    assert tags.tolist() == [0, 3, 4, 4, 0, 1]
+
+
+def test_save_then_load_gives_identical_outputs(bases, tmp_path):
+    model = tiny(bases, window=24, overlap=8)
+    with torch.no_grad():
+        for p in model.mention.parameters():
+            p.add_(0.1)
+    model.decoding = {"thresholds": {"Chemical": 0.3, "Disease": 0.6}, "link_with": "both"}
+    model.save(tmp_path / "m")
+    again = CollectiveEncoder.load(tmp_path / "m")
+    assert again.fingerprint() == model.fingerprint() and again.decoding == model.decoding
+    with torch.no_grad():
+        a, b = model.encode_document(TEXT), again.encode_document(TEXT)
+        assert torch.equal(model.span_logits(a), again.span_logits(b))
+        assert torch.equal(model.mention_vectors(a, a.spans[:5]), again.mention_vectors(b, b.spans[:5]))
+    assert np.array_equal(model.encode(["heart attack"]), again.encode(["heart attack"]))
+
+
+def tiny_corpus() -> list[Document]:
+    out = []
+    for k in range(6):
+        text = "heart attack of the colon and type 2 diabetes" if k % 2 else "breast cancer and myocardial infarction"
+        mentions = []
+        for name, concept in (("heart attack", "D1"), ("type 2 diabetes", "D2"), ("breast cancer", "D3"),
+                              ("myocardial infarction", "D1")):
+            if name in text:
+                start = text.index(name)
+                mentions.append(Mention(name, str(k), start, start + len(name), "Disease", (concept,)))
+        out.append(Document(str(k), [Passage("title", 0, text)], mentions))
+    return out
+
+
+def test_a_tiny_training_run_lowers_the_loss(bases):
+    model = tiny(bases, window=32, overlap=8)
+    names = ["heart attack", "myocardial infarction", "type 2 diabetes", "breast cancer", "colon cancer", "x linked disease"]
+    space = NameSpace(model.encode(names), ["D1", "D1", "D2", "D3", "D4", "D5"])
+    spaces = {"Disease": space, "Chemical": space}
+    config = CollectiveTrainConfig(random_negatives=2, hard_negatives=2)
+    docs = tiny_corpus()
+    gold, unaligned = gold_piece_spans(model.encode_document(docs[0].text), docs[0], model.entity_types)
+    assert len(gold) == 2 and unaligned == 0
+
+    def total() -> float:
+        with torch.no_grad():
+            return sum(document_loss(model, d, spaces, config, random.Random(0))[0].item() for d in docs)
+
+    before = total()
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    for _ in range(8):
+        for d in docs:
+            optimizer.zero_grad()
+            document_loss(model, d, spaces, config, random.Random(0))[0].backward()
+            optimizer.step()
+    model.eval()
+    assert total() < 0.7 * before
+
+
+@pytest.fixture(scope="module")
+def collective_chain(bases, tmp_path_factory):
+    """A collective model (untrained, every span a candidate) with a KB, embeddings and index built by the pipelines."""
+    root = tmp_path_factory.mktemp("collective-chain")
+    model = tiny(bases)
+    model.decoding = {"thresholds": {"Chemical": 0.0, "Disease": 0.0}, "link_with": "both"}
+    folder = str(model.save(root / "model"))
+    options = pipeline_options([])
+    ingest_kb.run("medic-biosyn", [str(SAMPLE_DATA / "medic_sample.txt")], str(root / "kb"), options, num_shards=2)
+    embed_names.run(folder, str(root / "kb"), str(root / "emb"), options, num_shards=2)
+    build_index.run(str(root / "emb"), str(root / "index"), options, num_shards=2, spec=IndexSpec("flat"))
+    corpus = root / "corpus.pubtator"
+    docs = read_pubtator(SAMPLE_DATA / "gold_ncbi_bc5cdr_sample.pubtator")[:8]
+    from bioel_core.corpora import write_pubtator
+
+    with open(corpus, "w") as fh:
+        write_pubtator(docs, fh)
+    return folder, str(root / "index"), corpus, docs
+
+
+def test_link_with_the_model_detector_reconciles_and_two_workers_write_the_same_bytes(collective_chain, tmp_path):
+    model, index, corpus, docs = collective_chain
+    spec = AnnotatorSpec(model=model, indexes=(("Disease", index),), detector="model")
+    one = link_corpus.run([str(corpus)], "pubtator", str(tmp_path / "one"), spec, pipeline_options([]))
+    assert all(one["reconciliation"].values()) and one["counts"]["documents"]["linked"] == len(docs)
+    assert one["counts"]["mentions"]["linked"] > len(docs)
+    two = link_corpus.run([str(corpus)], "pubtator", str(tmp_path / "two"), spec, pipeline_options(
+        ["--runner", "DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]), batch_size=3)
+    assert all(two["reconciliation"].values())
+    assert table_bytes(tmp_path / "one") == table_bytes(tmp_path / "two")
+    from bioel_core.tables import read_table
+
+    texts = {d.doc_id: d.text for d in docs}
+    rows = read_table(tmp_path / "one", "annotations").to_pylist()
+    assert all(texts[r["doc_id"]][r["start"]:r["end"]] == r["mention"] for r in rows)
+
+
+def test_given_mentions_are_linked_in_one_pass_per_document(collective_chain, tmp_path):
+    model, index, corpus, docs = collective_chain
+    spec = AnnotatorSpec(model=model, indexes=(("", index),), detect=False)
+    manifest = link_corpus.run([str(corpus)], "pubtator", str(tmp_path / "given"), spec, pipeline_options([]))
+    assert all(manifest["reconciliation"].values())
+    assert manifest["counts"]["mentions"]["linked"] == sum(len(d.mentions) for d in docs)
+
+
+def test_the_model_detector_needs_a_collective_model(collective_chain, tmp_path):
+    _, index, corpus, _ = collective_chain
+    names_only = AnnotatorSpec(model=None, indexes=(("Disease", index),), detector="model")
+    with pytest.raises(ValueError, match="--detector model needs a collective model"):
+        names_only.versions()
