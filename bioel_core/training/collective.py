@@ -131,10 +131,12 @@ def link_loss(mentions: torch.Tensor, positives: torch.Tensor, negatives: torch.
 
 def _negatives(space: NameSpace, vector: np.ndarray, gold: set[str], config: CollectiveTrainConfig,
                rng: random.Random) -> list[int]:
-    _, rows = space.index.search(vector[None].astype(np.float32), config.hard_negatives + 32)
+    """`hard_negatives` nearest names of other concepts, then random names of other concepts to fill the rest."""
+    gold_names = sum(len(space.rows_of.get(c, ())) for c in gold)
+    _, rows = space.index.search(vector[None].astype(np.float32), config.hard_negatives + gold_names)
     hard = [int(r) for r in rows[0] if r >= 0 and space.concept_ids[r] not in gold][:config.hard_negatives]
     randoms = []
-    while len(randoms) < config.random_negatives:
+    while len(hard) + len(randoms) < config.hard_negatives + config.random_negatives:
         r = rng.randrange(len(space.concept_ids))
         if space.concept_ids[r] not in gold:
             randoms.append(r)
