@@ -54,7 +54,7 @@ def in_process(args) -> None:
 
     began = time.perf_counter()
     spec = AnnotatorSpec(model=args.model, indexes=tuple(json.loads(args.indexes).items()),
-                         stop_lists=tuple(json.loads(args.stop_lists).items()))
+                         stop_lists=tuple(json.loads(args.stop_lists).items()), detector=args.detector)
     annotator = spec.open()
     docs = [d for d in read_documents([args.input], "jsonl") if isinstance(d, Document)]
     rows = []
@@ -97,6 +97,8 @@ def abstracts_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--model", help="model folder (default: the shipped disease model)")
     parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with e2e_bc5cdr.py) and runs")
     parser.add_argument("--limit", type=int, default=0, help="first N abstracts only (0: all 2,292)")
+    parser.add_argument("--detector", choices=["dictionary", "model"], default="dictionary",
+                        help="mention detector; model needs a collective --model (e.g. models/bc5cdr-collective)")
     parser.add_argument("--json", help="write the figures here")
     return parser
 
@@ -123,12 +125,12 @@ def main() -> None:
     source = corpus(work, args.limit)
     documents = sum(1 for line in open(source) if line.strip())
     link = BIOEL + ["link", "--model", model, *annotator_flags(kbs), "--input", source,
-                    "--input-format", "jsonl", "--no-quality"]
+                    "--input-format", "jsonl", "--detector", args.detector, "--no-quality"]
     rows = [
         measure("in process (bioel_core, no Beam)",
                 [sys.executable, __file__, "--child", "--model", model, "--input", source,
                  "--indexes", json.dumps({t: str(p) for t, p in indexes.items()}),
-                 "--stop-lists", json.dumps({t: str(p) for t, p in stop_lists.items()}),
+                 "--stop-lists", json.dumps({t: str(p) for t, p in stop_lists.items()}), "--detector", args.detector,
                  "--output", work / "bulk-inprocess.parquet"], documents, work / "bulk-inprocess.parquet"),
         measure("bioel link, 1 worker", link + ["--output", work / "bulk-out-1", "--runner", "FnApiRunner"], documents, work / "bulk-out-1"),
         measure("bioel link, 2 workers (multi_processing)",

@@ -1,7 +1,7 @@
 """End-to-end linking on the BC5CDR test corpus: raw abstracts in, detected and linked spans out, scored
 against the gold PubTator file (strict and partial micro P/R/F1, diseases to MEDIC, chemicals to MeSH tree D).
 
-    .venv/bin/python benchmarks/e2e_bc5cdr.py [--model DIR] [--work DIR] [--json OUT]
+    .venv/bin/python benchmarks/e2e_bc5cdr.py [--model DIR] [--collective DIR] [--work DIR] [--json OUT]
 
 The KBs are built once with the `bioel` verbs (benchmarks/kbs.py). NIL thresholds are calibrated with
 `bioel calibrate-nil` on the BC5CDR development set, never on test. The test abstracts are linked by
@@ -9,6 +9,12 @@ The KBs are built once with the `bioel` verbs (benchmarks/kbs.py). NIL threshold
 with the dev thresholds; its PubTator output writes ids as PubTator3 does (`--id-prefix vocabulary`: `MESH:D003920`),
 which the scoring compares with the gold's bare ids. Gold annotations whose ids are in neither KB (MeSH supplementary concepts, chemical
 ids outside tree D, ...) cannot be linked by any system restricted to these KBs; they are counted.
+
+Detectors side by side: the KB dictionaries (`--detector dictionary`, linking with --model), and the collective
+model (`--collective DIR`, default models/bc5cdr-collective when present): its exhaustive span detector through
+`bioel link --detector model` (NIL thresholds calibrated on dev with the same detector), and its BIO decoder run in
+process (no NIL threshold). The same detectors are also run on the NCBI-disease test corpus (raw abstracts,
+diseases only: every NCBI mention type is a disease, linked to MEDIC).
 """
 
 from __future__ import annotations
@@ -53,11 +59,12 @@ def unlinkable(gold_docs, ids_by_type: dict[str, set[str]]) -> dict[str, dict[st
     return out
 
 
-def link(kbs: dict, model: str, output: Path, thresholds: dict[str, float]) -> Path:
+def link(kbs: dict, model: str, output: Path, thresholds: dict[str, float], detector: str = "dictionary",
+         corpus: Path = CORPUS / "CDR_TestSet.PubTator.txt") -> Path:
     """`bioel link` over the raw test abstracts; returns the PubTator file of its predictions."""
     if not built(output):
         nil = ["--nil-threshold", *[f"{t}={v}" for t, v in thresholds.items()]] if thresholds else []
-        sh(BIOEL + ["link", "--model", model, "--input", CORPUS / "CDR_TestSet.PubTator.txt", "--input-format", "pubtator",
+        sh(BIOEL + ["link", "--model", model, "--input", corpus, "--input-format", "pubtator", "--detector", detector,
                     "--mentions", "detect", *annotator_flags(kbs), *nil,
                     "--output", output, "--output-format", "pubtator", "--id-prefix", "vocabulary", "--no-quality", "--runner", "FnApiRunner"])
     merged = output.with_suffix(".pubtator")
@@ -65,40 +72,95 @@ def link(kbs: dict, model: str, output: Path, thresholds: dict[str, float]) -> P
     return merged
 
 
+def calibrated(work: Path, kbs: dict, model: str, tag: str, detector: str) -> dict[str, float]:
+    """NIL thresholds from `bioel calibrate-nil` on the BC5CDR development set (cached per model, detector, schema)."""
+    # the thresholds depend on the KB tables too: a new schema version (new ids) calibrates again
+    calibration = work / f"e2e-nil-{tag}-{detector}-schema{SCHEMA_VERSION}.json"
+    if not calibration.is_file():
+        sh(BIOEL + ["calibrate-nil", "--gold", CORPUS / "CDR_DevelopmentSet.PubTator.txt", "--model", model,
+                    "--detector", detector, *annotator_flags(kbs), "--json", calibration])
+    return {t: v["threshold"] for t, v in json.loads(calibration.read_text())["thresholds"].items()}
+
+
+def bio_predictions(collective: str, kbs: dict, docs) -> list:
+    """The collective model's BIO decoder in process: Documents whose mentions are its linked spans."""
+    from bioel_core.corpora import Document, Mention
+    from bioel_core.models import CollectiveEncoder
+    from bioel_core.training.collective import NameSpace, predict
+
+    model = CollectiveEncoder.load(collective)
+    spaces = {t: NameSpace.from_names_table(kbs[t]["kb"], model) for t in model.entity_types if t in kbs}
+    out = []
+    for d in docs:
+        found = predict(model, d, spaces, model.decoding["thresholds"], decoder="bio", link_with=model.decoding["link_with"])
+        out.append(Document(d.doc_id, d.passages, [Mention(d.text[a:b], d.doc_id, a, b, t, (c,)) for a, b, t, c, _ in found]))
+    return out
+
+
+def ncbi_corpus(work: Path) -> Path:
+    """The NCBI-disease test set with every mention typed Disease (its four types are all diseases)."""
+    from dataclasses import replace
+
+    from bioel_core.corpora import Document, write_pubtator
+
+    docs = [Document(d.doc_id, d.passages, [replace(m, entity_type="Disease") for m in d.mentions])
+            for d in read_pubtator(DATA / "ncbi-disease" / "raw_corpus" / "NCBItestset_corpus.txt")]
+    path = work / "ncbi-test-disease.pubtator"
+    with open(path, "w") as fh:
+        write_pubtator(docs, fh)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="model folder (default: the shipped disease model)")
+    parser.add_argument("--collective", help="collective model folder (default: models/bc5cdr-collective when present)")
     parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with bulk_link.py) and runs")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     from bioel_core.models import model_folder
 
     model = str(model_folder(args.model))
+    default_collective = ROOT / "models" / "bc5cdr-collective"
+    collective = args.collective or (str(default_collective) if (default_collective / "bioel_encoder.json").is_file() else None)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    kbs, tag = prepare(work, model), model_tag(model)
-    # the thresholds depend on the KB tables too: a new schema version (new ids) calibrates again
-    calibration = work / f"e2e-nil-{tag}-schema{SCHEMA_VERSION}.json"
-    if not calibration.is_file():
-        sh(BIOEL + ["calibrate-nil", "--gold", CORPUS / "CDR_DevelopmentSet.PubTator.txt", "--model", model,
-                    *annotator_flags(kbs), "--json", calibration])
-    thresholds = {t: v["threshold"] for t, v in json.loads(calibration.read_text())["thresholds"].items()}
-
     gold = read_pubtator(CORPUS / "CDR_TestSet.PubTator.txt")
-    missing = unlinkable(gold, {t: kb_ids(kbs[t]["kb"]) for t in TYPES})
-    runs = {"no NIL threshold": {}, "NIL thresholds from dev": thresholds}
-    rows = []
-    for label, cut in runs.items():
-        pred = read_pubtator(link(kbs, model, work / f"e2e-test-{tag}-{'nil' if cut else 'all'}", cut))
-        for types in (TYPES, ("Disease",), ("Chemical",)):
-            rows.append({"run": label, "types": "+".join(types), **e2e_scores(gold, pred, types)})
+    ncbi = ncbi_corpus(work)
+    ncbi_gold = read_pubtator(ncbi)
+    detectors = [("dictionary", model)] + ([("model", collective)] if collective else [])
+    rows, thresholds_used, missing = [], {}, None
+    for detector, folder in detectors:
+        kbs, tag = prepare(work, folder), model_tag(folder)
+        if missing is None:
+            missing = unlinkable(gold, {t: kb_ids(kbs[t]["kb"]) for t in TYPES})
+        thresholds = calibrated(work, kbs, folder, tag, detector)
+        thresholds_used[detector] = thresholds
+        label = "dictionary" if detector == "dictionary" else "model spans"
+        for run, cut in (("no NIL threshold", {}), ("NIL thresholds from dev", thresholds)):
+            pred = read_pubtator(link(kbs, folder, work / f"e2e-test-{tag}-{detector}-{'nil' if cut else 'all'}", cut, detector))
+            for types in (TYPES, ("Disease",), ("Chemical",)):
+                rows.append({"corpus": "BC5CDR", "detector": label, "run": run, "types": "+".join(types), **e2e_scores(gold, pred, types)})
+        disease = {"Disease": kbs["Disease"]}
+        pred = read_pubtator(link(disease, folder, work / f"e2e-ncbi-{tag}-{detector}", {}, detector, ncbi))
+        rows.append({"corpus": "NCBI-disease", "detector": label, "run": "no NIL threshold", "types": "Disease",
+                     **e2e_scores(ncbi_gold, pred, None)})
+        if detector == "model":
+            pred = bio_predictions(folder, kbs, gold)
+            for types in (TYPES, ("Disease",), ("Chemical",)):
+                rows.append({"corpus": "BC5CDR", "detector": "model BIO", "run": "no NIL threshold", "types": "+".join(types),
+                             **e2e_scores(gold, pred, types)})
+            pred = bio_predictions(folder, disease, ncbi_gold)
+            rows.append({"corpus": "NCBI-disease", "detector": "model BIO", "run": "no NIL threshold", "types": "Disease",
+                         **e2e_scores(ncbi_gold, pred, None)})
 
-    print(f"\nBC5CDR test, end to end ({len(gold)} abstracts), model {model}")
-    print(f"NIL thresholds (calibrated on BC5CDR dev): {thresholds}")
-    print(f"{'run':<26}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}")
+    print(f"\nEnd to end on raw abstracts: BC5CDR test ({len(gold)}), NCBI-disease test ({len(ncbi_gold)}); "
+          f"dictionary detector with {model}; collective model {collective or '(none)'}")
+    print(f"NIL thresholds (calibrated on BC5CDR dev): {thresholds_used}")
+    print(f"{'corpus':<14}{'detector':<13}{'run':<25}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}")
     for r in rows:
         s, p = r["strict"], r["partial"]
-        print(f"{r['run']:<26}{r['types']:<18}{s['precision']:>9.2f}{s['recall']:>7.2f}{s['f1']:>7.2f}"
+        print(f"{r['corpus']:<14}{r['detector']:<13}{r['run']:<25}{r['types']:<18}{s['precision']:>9.2f}{s['recall']:>7.2f}{s['f1']:>7.2f}"
               f"{p['precision']:>11.2f}{p['recall']:>7.2f}{p['f1']:>7.2f}{s['n_pred']:>7}{s['n_gold']:>7}")
     for name, (strict, partial) in PUBLISHED.items():
         print(f"published: {name}: strict F1 {strict}, partial F1 {partial}")
@@ -106,8 +168,9 @@ def main() -> None:
         print(f"gold {t} annotations with an id: {c['with_id']:,}; with no id in the {t} KB (unlinkable): "
               f"{c['unlinkable']:,} ({100 * c['unlinkable'] / max(1, c['with_id']):.1f}%)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": model, "thresholds": thresholds, "unlinkable": missing, "runs": rows,
-                                               "cpu_count": os.cpu_count(), "python": platform.python_version()}, indent=2))
+        Path(args.json).write_text(json.dumps({"model": model, "collective": collective, "thresholds": thresholds_used,
+                                               "unlinkable": missing, "runs": rows, "cpu_count": os.cpu_count(),
+                                               "python": platform.python_version()}, indent=2))
 
 
 if __name__ == "__main__":

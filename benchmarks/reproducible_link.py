@@ -50,13 +50,13 @@ def main() -> None:
     def link(inputs: Path, output: Path, *extra: str) -> float:
         began = time.perf_counter()
         command = [*BIOEL, "link", "--model", model, *annotator_flags(kbs), "--input", str(inputs), "--input-format",
-                   "jsonl", "--output", str(output), "--no-quality", "--runner", "FnApiRunner", *extra]
+                   "jsonl", "--detector", args.detector, "--output", str(output), "--no-quality", "--runner", "FnApiRunner", *extra]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode:
             raise SystemExit(f"{' '.join(command)} failed:\n{proc.stdout}\n{proc.stderr}")
         return time.perf_counter() - began
 
-    runs = work / "repro"
+    runs = work / f"repro-{args.detector}"
     seconds = {
         "in process": link(source, runs / "one"),
         "in process, again over its own output": link(source, runs / "one-again"),

@@ -162,6 +162,22 @@ class CollectiveEncoder(torch.nn.Module):
                 states = states.index_copy(0, torch.arange(a, b, device=self.device)[mine], out[mine])
         return Encoded(pieces, states, torch.from_numpy(word_spans(pieces, self.max_span)).to(self.device))
 
+    def encode_around(self, text: str, start: int, end: int, context: int = 64) -> tuple[Encoded, tuple[int, int]] | None:
+        """One mention on its own: the transformer over the mention's pieces and `context` pieces on each side only,
+        and the mention's piece span in that window (None when it covers no piece). The per-mention baseline the
+        collective pass is compared with (benchmarks/collective_speed.py)."""
+        ids, pieces = self.pieces(text)
+        inside = [k for k, p in enumerate(pieces) if p.end > start and p.start < end]
+        if not inside:
+            return None
+        a = max(0, inside[0] - context)
+        b = min(len(ids), inside[-1] + 1 + context, a + self.window - 2)
+        batch = torch.tensor([[self.tokenizer.cls_token_id, *ids[a:b], self.tokenizer.sep_token_id]], device=self.device)
+        states = self.document(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state[0, 1:-1]
+        window = pieces[a:b]
+        spans = torch.from_numpy(word_spans(window, self.max_span)).to(self.device)
+        return Encoded(window, states, spans), (inside[0] - a, min(inside[-1], b - 1) - a)
+
     def span_logits(self, encoded: Encoded) -> torch.Tensor:
         """(n_spans, n_types) logits of being a mention of each type."""
         h, spans = encoded.states, encoded.spans
