@@ -12,8 +12,8 @@ from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-from bioel_core.models import (ENCODERS, EmbeddingMismatchError, EnsembleEncoder, ResCNNEncoder, TransformerEncoder,
-                               UnsafeCheckpointError, default_base_checkpoint, load_encoder, resolve_device)
+from bioel_core.models import (ENCODERS, CollectiveEncoder, EmbeddingMismatchError, EnsembleEncoder, ResCNNEncoder,
+                               TransformerEncoder, UnsafeCheckpointError, default_base_checkpoint, load_encoder, resolve_device)
 from bioel_core.models.checkpoints import resolve_reference
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + (
@@ -196,7 +196,8 @@ def test_pickle_only_checkpoint_is_refused(tiny_bert, tmp_path):
 
 
 def test_registry_and_unknown_type(tmp_path):
-    assert ENCODERS == {"transformer": TransformerEncoder, "rescnn": ResCNNEncoder, "ensemble": EnsembleEncoder}
+    assert ENCODERS == {"transformer": TransformerEncoder, "rescnn": ResCNNEncoder, "ensemble": EnsembleEncoder,
+                        "collective": CollectiveEncoder}
     (tmp_path / "bioel_encoder.json").write_text(json.dumps({"encoder_type": "word2vec"}))
     with pytest.raises(ValueError, match="unknown encoder_type"):
         load_encoder(tmp_path)
