@@ -66,9 +66,15 @@ def _collective_lines(card: dict) -> list[str]:
     d, b = c["dev"], c["dev_bio"]
     lines += ["", f"Best epoch {c['best_epoch']}. Decoding chosen on the whole dev corpus: {json.dumps(c['decoding'])}: "
               f"dev strict P/R/F1 {100 * d['precision']:.2f} / {100 * d['recall']:.2f} / {100 * d['f1']:.2f}; the BIO decoder "
-              f"with the same linking {100 * b['precision']:.2f} / {100 * b['recall']:.2f} / {100 * b['f1']:.2f}.", "",
-              f"Hardware: {hw['device']}{' (' + hw['cuda'] + ')' if hw['cuda'] else ''}, {hw['cpu_count']} CPUs, torch {hw['torch']}; "
-              f"training time {card['training_seconds'] / 60:.1f} min.", ""]
+              f"with the same linking {100 * b['precision']:.2f} / {100 * b['recall']:.2f} / {100 * b['f1']:.2f}.", ""]
+    if c.get("test"):
+        lines += ["## End to end on test (`python benchmarks/e2e_bc5cdr.py`, raw abstracts, strict / partial F1)", "",
+                  "| corpus | decoder | run | types | strict P | strict R | strict F1 | partial F1 |", "|---|---|---|---|---:|---:|---:|---:|"]
+        lines += [f"| {r['corpus']} | {r['detector']} | {r['run']} | {r['types']} | {r['strict']['precision']:.2f} | "
+                  f"{r['strict']['recall']:.2f} | {r['strict']['f1']:.2f} | {r['partial']['f1']:.2f} |" for r in c["test"]]
+        lines += [""]
+    lines += [f"Hardware: {hw['device']}{' (' + hw['cuda'] + ')' if hw['cuda'] else ''}, {hw['cpu_count']} CPUs, torch {hw['torch']}; "
+                           f"training time {card['training_seconds'] / 60:.1f} min.", ""]
     return lines
 
 
