@@ -74,7 +74,7 @@ def _collective_lines(card: dict) -> list[str]:
                   f"{r['strict']['recall']:.2f} | {r['strict']['f1']:.2f} | {r['partial']['f1']:.2f} |" for r in c["test"]]
         lines += [""]
     lines += [f"Hardware: {hw['device']}{' (' + hw['cuda'] + ')' if hw['cuda'] else ''}, {hw['cpu_count']} CPUs, torch {hw['torch']}; "
-                           f"training time {card['training_seconds'] / 60:.1f} min.", ""]
+              f"training time {card['training_seconds'] / 60:.1f} min.", ""]
     return lines
 
 
