@@ -339,7 +339,9 @@ def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], n
     best.save(output, dtype=save_dtype)
     card = {
         "model": Path(output).name, "bioel_version": bioel_core.__version__, "command": " ".join(command),
-        "encoder": best.config(), "fingerprint": best.fingerprint(), "init": str(checkpoint_reference(base)),
+        # the fingerprint of the folder as saved (float16 weights load back as other floats than trained)
+        "encoder": best.config(), "fingerprint": CollectiveEncoder.load(output).fingerprint(),
+        "init": str(checkpoint_reference(base)),
         "save_dtype": save_dtype, "scores": {},
         "data": {"train_corpus": train_corpus, "dev_corpus": dev_corpus, "names": names,
                  "train_documents": len(train_docs), "dev_documents": len(dev_docs), "seed": config.seed},
