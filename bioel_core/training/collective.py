@@ -183,6 +183,7 @@ def predict(model: CollectiveEncoder, document: Document, spaces: dict[str, Name
         found = model.decode_spans(encoded, model.span_logits(encoded), thresholds)
     else:
         found = model.decode_bio(encoded, model.bio_logits(encoded))
+    found = [s for s in found if s.entity_type in spaces]  # types with no KB here are not linked
     if not found:
         return []
     vectors = model.query_vectors(encoded, document.text, [s.piece_span for s in found], link_with)
