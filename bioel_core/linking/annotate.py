@@ -259,9 +259,7 @@ class AnnotatorSpec:
         """Every setting besides the model fingerprint and KB versions that changes annotations: detection or given
         mentions, abbreviations, the stop lists' contents, the NIL thresholds and the indexes' manifests (kind and
         parameters of the search). Part of each document's incremental key (`content_sha256`)."""
-        def file_sha(path) -> str:
-            with open(path, "rb") as fh:
-                return hashlib.sha256(fh.read()).hexdigest()
+        from bioel_core.index.sharded import file_sha256 as file_sha
 
         payload = {"detect": self.detect, "detector": self.detector, "abbreviations": self.abbreviations,
                    "stop_lists": sorted((t, file_sha(p)) for t, p in self.stop_lists),
