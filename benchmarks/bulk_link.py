@@ -97,7 +97,7 @@ def abstracts_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--model", help="model folder (default: the shipped disease model)")
     parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with e2e_bc5cdr.py) and runs")
     parser.add_argument("--limit", type=int, default=0, help="first N abstracts only (0: all 2,292)")
-    parser.add_argument("--detector", choices=["dictionary", "model"], default="dictionary",
+    parser.add_argument("--detector", choices=["dictionary", "model", "both"], default="dictionary",
                         help="mention detector; model needs a collective --model (e.g. models/bc5cdr-collective)")
     parser.add_argument("--json", help="write the figures here")
     return parser

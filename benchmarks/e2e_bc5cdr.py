@@ -12,8 +12,8 @@ ids outside tree D, ...) cannot be linked by any system restricted to these KBs;
 
 Detectors side by side: the KB dictionaries (`--detector dictionary`, linking with --model), and the collective
 model (`--collective DIR`, default models/bc5cdr-collective when present): its exhaustive span detector through
-`bioel link --detector model` (NIL thresholds calibrated on dev with the same detector), and its BIO decoder run in
-process (no NIL threshold). The same detectors are also run on the NCBI-disease test corpus (raw abstracts,
+`bioel link --detector model`, both together (`--detector both`; NIL thresholds calibrated on dev with the same
+detector), and its BIO decoder run in process (no NIL threshold). The same detectors are also run on the NCBI-disease test corpus (raw abstracts,
 diseases only: every NCBI mention type is a disease, linked to MEDIC).
 """
 
@@ -128,7 +128,7 @@ def main() -> None:
     gold = read_pubtator(CORPUS / "CDR_TestSet.PubTator.txt")
     ncbi = ncbi_corpus(work)
     ncbi_gold = read_pubtator(ncbi)
-    detectors = [("dictionary", model)] + ([("model", collective)] if collective else [])
+    detectors = [("dictionary", model)] + ([("model", collective), ("both", collective)] if collective else [])
     rows, thresholds_used, missing = [], {}, None
     for detector, folder in detectors:
         kbs, tag = prepare(work, folder), model_tag(folder)
@@ -136,7 +136,7 @@ def main() -> None:
             missing = unlinkable(gold, {t: kb_ids(kbs[t]["kb"]) for t in TYPES})
         thresholds = calibrated(work, kbs, folder, tag, detector)
         thresholds_used[detector] = thresholds
-        label = "dictionary" if detector == "dictionary" else "model spans"
+        label = {"dictionary": "dictionary", "model": "model spans", "both": "dict+model"}[detector]
         for run, cut in (("no NIL threshold", {}), ("NIL thresholds from dev", thresholds)):
             pred = read_pubtator(link(kbs, folder, work / f"e2e-test-{tag}-{detector}-{'nil' if cut else 'all'}", cut, detector))
             for types in (TYPES, ("Disease",), ("Chemical",)):

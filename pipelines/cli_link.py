@@ -38,10 +38,11 @@ def _add_annotator_flags(parser) -> None:
     parser.add_argument("--stop-list", nargs="+", metavar="[TYPE=]JSON",
                         help="detector stop-lists (models/stoplists/*.json), per entity type")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--detector", choices=["dictionary", "model"], default="dictionary",
-                        help="with --mentions detect: the KB dictionaries (default), or the span detector of a collective "
+    parser.add_argument("--detector", choices=["dictionary", "model", "both"], default="dictionary",
+                        help="with --mentions detect: the KB dictionaries (default); the span detector of a collective "
                              "--model (`bioel train --encoder collective`), which finds and links every mention of a "
-                             "document in one pass")
+                             "document in one pass; or both (longest span first: the dictionaries' spans linked by their "
+                             "text, the model's by their vectors)")
 
 
 def add_subcommands(subparsers) -> None:

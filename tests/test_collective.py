@@ -168,9 +168,10 @@ def collective_chain(bases, tmp_path_factory):
     return folder, str(root / "index"), corpus, docs
 
 
-def test_link_with_the_model_detector_reconciles_and_two_workers_write_the_same_bytes(collective_chain, tmp_path):
+@pytest.mark.parametrize("detector", ["model", "both"])
+def test_link_with_the_model_detector_reconciles_and_two_workers_write_the_same_bytes(collective_chain, tmp_path, detector):
     model, index, corpus, docs = collective_chain
-    spec = AnnotatorSpec(model=model, indexes=(("Disease", index),), detector="model")
+    spec = AnnotatorSpec(model=model, indexes=(("Disease", index),), detector=detector)
     one = link_corpus.run([str(corpus)], "pubtator", str(tmp_path / "one"), spec, pipeline_options([]))
     assert all(one["reconciliation"].values()) and one["counts"]["documents"]["linked"] == len(docs)
     assert one["counts"]["mentions"]["linked"] > len(docs)
@@ -183,6 +184,24 @@ def test_link_with_the_model_detector_reconciles_and_two_workers_write_the_same_
     texts = {d.doc_id: d.text for d in docs}
     rows = read_table(tmp_path / "one", "annotations").to_pylist()
     assert all(texts[r["doc_id"]][r["start"]:r["end"]] == r["mention"] for r in rows)
+
+
+def test_both_detectors_keep_the_longest_span_and_link_each_as_its_own_detector_does(collective_chain):
+    model, index, _, docs = collective_chain
+    stop = (("Disease", str(SAMPLE_DATA.parent / "models" / "stoplists" / "disease-medic.json")),)
+    runs = {d: AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=stop, detector=d).open().annotate(docs)
+            for d in ("dictionary", "model", "both")}
+    from_dictionary = 0
+    for dictionary, by_model, both in zip(runs["dictionary"], runs["model"], runs["both"]):
+        expected = []  # longest first, then the earlier start; of the same span, the dictionary's
+        for row in sorted(dictionary + by_model, key=lambda r: (-(r["end"] - r["start"]), r["start"])):
+            if all(row["end"] <= k["start"] or k["end"] <= row["start"] for k in expected):
+                expected.append(row)
+        expected.sort(key=lambda r: (r["start"], r["end"]))
+        assert [(r["start"], r["end"], r["concept_id"], r["score"]) for r in both] == \
+               [(r["start"], r["end"], r["concept_id"], r["score"]) for r in expected]
+        from_dictionary += sum(r in dictionary for r in expected)
+    assert 0 < from_dictionary < sum(len(b) for b in runs["both"])  # both detectors contribute
 
 
 def test_given_mentions_are_linked_in_one_pass_per_document(collective_chain, tmp_path):

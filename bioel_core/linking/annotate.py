@@ -18,7 +18,9 @@ from bioel_core.corpora.records import Document, Mention
 from bioel_core.linking.base import Linker
 from bioel_core.text.detect import MentionDetector
 
-DETECTORS = ("dictionary", "model")
+# with detection: the KB dictionaries, a collective model's span detector, or both (longest span first; the
+# dictionary's spans are linked by their text, the model's by their vectors)
+DETECTORS = ("dictionary", "model", "both")
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
 
 
@@ -81,7 +83,8 @@ def check_document(document: Document, detect: bool, max_chars: int = MAX_DOCUME
 
 
 def _without_overlaps(mentions: list[Mention]) -> list[Mention]:
-    """Across entity types the longest span wins; on equal length the earlier target (and start) does."""
+    """Across entity types and detectors the longest span wins, then the earlier start; of the same span, the
+    earlier in the list (the earlier target; the dictionary's before the model's)."""
     kept: list[Mention] = []
     for m in sorted(mentions, key=lambda m: (-(m.end - m.start), m.start)):
         if all(m.end <= k.start or k.end <= m.start for k in kept):
@@ -144,7 +147,9 @@ class DocumentAnnotator:
 
     def _one_pass(self, documents: Sequence[Document]) -> tuple[list[list[Mention]], dict]:
         """Each document encoded once by the document model: its mentions (detected, or the given ones) and their
-        vectors, each searched in its entity type's index. Per document, so results never depend on the batch."""
+        vectors, each searched in its entity type's index. With dictionaries too (`--detector both`), their spans
+        join the model's, longest first, and are linked by their text. Per document, so results never depend on
+        the batch."""
         import torch
 
         model, found, best = self.document_model, [], {}
@@ -155,23 +160,31 @@ class DocumentAnnotator:
                 if self.detect:
                     spans = [s for s in model.decode_spans(encoded, model.span_logits(encoded), model.decoding["thresholds"])
                              if s.entity_type in self.targets]
-                    mentions = [Mention(text[s.start:s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
-                    pieces = [s.piece_span for s in spans]
+                    detected = [Mention(text[s.start:s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
+                    piece_span = {id(m): s.piece_span for m, s in zip(detected, spans)}
+                    dictionary = [m for t in self.targets.values() if t.detector for m in t.detector.detect(document)]
+                    mentions = _without_overlaps(dictionary + detected)
+                    pieces = [piece_span.get(id(m)) for m in mentions]
+                    by_text = [j for j, p in enumerate(pieces) if p is None]  # the dictionary's spans
                 else:
                     mentions = [m for m in document.mentions if self.target_of(m) is not None]
                     pieces = [model.covering_span(encoded, m.start, m.end) for m in mentions]
+                    by_text = []
+                    for j in (j for j, p in enumerate(pieces) if p is None):  # covers no word piece: nothing to encode
+                        best[(i, j)] = None
                 found.append(mentions)
-                linkable = [j for j, p in enumerate(pieces) if p is not None]
-                for j in set(range(len(mentions))) - set(linkable):
-                    best[(i, j)] = None
-                if not linkable:
-                    continue
-                vectors = model.query_vectors(encoded, text, [pieces[j] for j in linkable], model.decoding["link_with"])
+                by_vector = [j for j, p in enumerate(pieces) if p is not None]
+                if by_vector:
+                    vectors = model.query_vectors(encoded, text, [pieces[j] for j in by_vector], model.decoding["link_with"])
                 for target in self.targets.values():
-                    mine = [k for k, j in enumerate(linkable) if self.target_of(mentions[j]) is target]
+                    mine = [k for k, j in enumerate(by_vector) if self.target_of(mentions[j]) is target]
                     if mine:
                         for k, candidates in zip(mine, target.linker.search_vectors(vectors[mine], 1)):
-                            best[(i, linkable[k])] = candidates[0] if candidates else None
+                            best[(i, by_vector[k])] = candidates[0] if candidates else None
+                    mine = [j for j in by_text if self.target_of(mentions[j]) is target]
+                    texts = [mentions[j].link_text or mentions[j].text for j in mine]
+                    for j, candidates in zip(mine, target.linker.link(texts, k=1, batch_size=self.batch_size) if mine else ()):
+                        best[(i, j)] = candidates[0] if candidates else None
         return found, best
 
     def _rows(self, document: Document, mentions: list[Mention], best: dict, i: int) -> list[dict]:
@@ -208,7 +221,7 @@ class AnnotatorSpec:
     max_chars: int = MAX_DOCUMENT_CHARS
     batch_size: int = 256
     abbreviations: bool = True
-    detector: str = "dictionary"  # with detect: the KB dictionaries, or the collective model's span detector
+    detector: str = "dictionary"  # with detect: one of DETECTORS
 
     def __post_init__(self):
         if self.detector not in DETECTORS:
@@ -245,15 +258,19 @@ class AnnotatorSpec:
         if len(fingerprints) > 1:
             raise ValueError(f"the indexes were built with different models: {sorted(f[:12] for f in fingerprints)}")
         fingerprint = fingerprints.pop()
-        model = open_model(self.model)
-        if self.detect and self.detector == "model" and not _is_document_model(model):
-            raise ValueError(f"--detector model needs a collective model (`bioel train --encoder collective`); "
-                             f"{self.model or 'the default model'} is a {model.config().get('encoder_type')} name encoder")
+        model = self._checked(open_model(self.model))
         found = model.fingerprint()
         if found != fingerprint:
             raise ValueError(f"the model {self.model or '(default)'} (fingerprint {found[:12]}) is not the one the indexes "
                              f"were built with ({fingerprint[:12]}); pass that model with --model")
         return fingerprint, combined_kb_version({t: s["kb_version"] for t, s in sources.items()})
+
+    def _checked(self, model):
+        """The model, after checking that it can do what the detector asks of it."""
+        if self.detect and self.detector != "dictionary" and not _is_document_model(model):
+            raise ValueError(f"--detector {self.detector} needs a collective model (`bioel train --encoder collective`); "
+                             f"{self.model or 'the default model'} is a {model.config().get('encoder_type')} name encoder")
+        return model
 
     def settings_sha256(self) -> str:
         """Every setting besides the model fingerprint and KB versions that changes annotations: detection or given
@@ -273,15 +290,15 @@ class AnnotatorSpec:
         from bioel_core.names import NameSet
         from bioel_core.text.detect import DictionaryDetector, StopList
 
-        encoder = open_model(self.model, device=self.device)
+        encoder = self._checked(open_model(self.model, device=self.device))
         # the document model finds the mentions (--detector model) or encodes the given ones in one pass
-        one_pass = _is_document_model(encoder) and (self.detector == "model" or not self.detect)
+        one_pass = _is_document_model(encoder) and (self.detector != "dictionary" or not self.detect)
         stop_lists, thresholds = dict(self.stop_lists), dict(self.nil_thresholds)
         targets = []
         for entity_type, source in self._sources().items():
             names = NameSet.from_names_table(source["names"])
             detector = None
-            if self.detect and not one_pass:
+            if self.detect and self.detector != "model":
                 stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
                 detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type, stop_list=stop,
                                                                abbreviations=self.abbreviations)

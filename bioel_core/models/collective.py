@@ -189,14 +189,17 @@ class CollectiveEncoder(torch.nn.Module):
     def bio_logits(self, encoded: Encoded) -> torch.Tensor:
         return self.bio(encoded.states)
 
-    def mention_vectors(self, encoded: Encoded, spans: torch.Tensor) -> torch.Tensor:
-        """(m, dim) L2-normalized vectors of the given inclusive piece ranges."""
+    def mention_vectors(self, encoded: Encoded, spans: torch.Tensor, batch_invariant: bool = False) -> torch.Tensor:
+        """(m, dim) L2-normalized vectors of the given inclusive piece ranges. `batch_invariant`: the head in
+        float64, so a span's vector does not depend on the other spans asked for with it (as `Encoder.encode`)."""
         h = encoded.states
         if self.mention_pooling == "endpoints":
             x = torch.cat([h[spans[:, 0]], h[spans[:, 1]]], dim=-1)
         else:
             sums = torch.cat([h.new_zeros((1, h.shape[1])), torch.cumsum(h, dim=0)])
             x = (sums[spans[:, 1] + 1] - sums[spans[:, 0]]) / (spans[:, 1] - spans[:, 0] + 1).unsqueeze(-1)
+        if batch_invariant:
+            return F.normalize(F.linear(x.double(), self.mention.weight.double(), self.mention.bias.double()), dim=-1)
         return F.normalize(self.mention(x), dim=-1)
 
     LINK_WITH = ("collective", "surface", "both")
@@ -207,7 +210,7 @@ class CollectiveEncoder(torch.nn.Module):
         if link_with not in self.LINK_WITH:
             raise ValueError(f"link_with must be one of {self.LINK_WITH}, got {link_with!r}")
         spans = torch.tensor(list(piece_spans), dtype=torch.long, device=self.device).reshape(-1, 2)
-        collective = self.mention_vectors(encoded, spans).detach().cpu().numpy()
+        collective = self.mention_vectors(encoded, spans, batch_invariant=True).float().detach().cpu().numpy()
         if link_with == "collective":
             return collective
         pieces = encoded.pieces
