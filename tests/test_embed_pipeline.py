@@ -19,7 +19,7 @@ from bioel_core.embeddings import ModelMismatchError, check_model_matches, read_
 from bioel_core.models import Encoder, TransformerEncoder, load_encoder
 from bioel_core.quality import format_summary, report
 from bioel_core.tables import IncompleteOutputError, read_manifest, read_table, table_files
-from conftest import FIXTURES, assert_published, assert_unpublished
+from conftest import FIXTURES, assert_published, assert_unpublished, report_figures, report_page
 from pipelines import cli, embed_names, ingest_kb
 from pipelines.handlers import EncodeFailure, EncoderModelHandler, ModelChangedError
 from pipelines.options import pipeline_options
@@ -272,7 +272,8 @@ def test_cli_embed_with_a_plain_checkpoint_then_report(names_dir, model_dir, tmp
     assert "dim 32" in printed and "quality PASSED" in printed
     assert read_manifest(out)["model"]["config"]["pooling"] == "cls"
     assert json.loads((out / "quality/summary.json").read_text())["passed"]
-    assert (out / "quality/data_docs/index.html").is_file()
+    page = report_page(json.loads((out / "quality/summary.json").read_text()))
+    assert report_figures(page)["dim"] == "32" and page.count("<svg") == 1 and "Vector L2 norms" in page
     assert cli.main(["report", "--table", str(out), "--fail-on", "warning"]) == 0
     code = cli.main(["embed", "--model", str(tmp_path / "nope"), "--names", str(names_dir), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
