@@ -15,7 +15,7 @@ from test_quality import CONCEPTS, NAMES, write_kb
 from test_quality_link import good_rows, index_dir, write_link  # noqa: F401 (index_dir: a fixture)
 
 LINK_PLOTS = ["Link scores per entity type", "NIL share per entity type", "Exact-name vs model links per entity type",
-              "Mentions per annotated document", "Top 2 concepts"]
+              "Mentions per annotated document", "Most linked concepts"]
 DEAD_LETTERS = [("in.jsonl", "line 3", '{"id": 7', "malformed JSON: Expecting ',' delimiter"),
                 ("in.jsonl", "line 9", "{}", "no document id"),
                 ("in.jsonl", "line 12", "[]", "no document id")]
@@ -102,3 +102,13 @@ def test_a_kb_page_and_its_rerun(tmp_path):
     before = (kb / "quality/report.html").read_bytes()
     report(kb)
     assert (kb / "quality/report.html").read_bytes() == before
+
+
+def test_cli_report_prints_where_the_page_is(tmp_path, capsys):
+    from pipelines import cli
+
+    kb = write_kb(tmp_path / "kb")
+    assert cli.main(["report", "--table", str(kb)]) == 0
+    printed = capsys.readouterr().out
+    assert f"report:       {kb / 'quality' / 'report.html'}\n" in printed and "data_docs" not in printed
+    assert (kb / "quality" / "report.html").is_file()

@@ -109,7 +109,7 @@ def test_a_good_link_output_passes(index_dir, tmp_path):
         "score_histogram_per_entity_type": {"Disease": {
             "edges": [pytest.approx(0.04 * i) for i in range(26)],
             "counts": [0, 0, 0, 0, 0, 1] + [0] * 15 + [1, 0, 1, 2]}},
-        "link_kinds_per_entity_type": {"Disease": {"exact": 2, "model": 2, "NIL": 1}},
+        "mentions_by_link_kind": {"exact": {"Disease": 2}, "model": {"Disease": 2}, "NIL": {"Disease": 1}},
         "mentions_per_document_histogram": {"edges": [1.5, 2.5, 3.5], "counts": [1, 1]},
         # ties in mentions by concept id; names from the KB's concepts table
         "top_concepts": [

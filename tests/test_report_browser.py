@@ -102,7 +102,7 @@ def test_the_link_report_renders_offline_with_its_figures_and_plots(sync_playwri
                 assert title.count() == 1 and title.bounding_box()["width"] > 50, caption
             # bars and histogram steps are paths with area: more than the plot background and the axes
             painted = "s => Array.from(s.querySelectorAll('path')).filter(p => p.getBBox().width * p.getBBox().height > 0).length"
-            for caption in ("Link scores per entity type", "Top 15 concepts"):
+            for caption in ("Link scores per entity type", "Most linked concepts"):
                 assert figures.filter(has_text=caption).locator("svg").evaluate(painted) > 2, caption
 
             assert page.locator("#checks tbody tr").count() == len(summary["checks"])

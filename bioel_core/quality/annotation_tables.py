@@ -179,22 +179,21 @@ def documents_suite(version_severity: str, records_in: int = 0) -> gx.Expectatio
 
 
 def link_figures(annotations: pd.DataFrame, mentions_per_document: pd.Series) -> dict:
-    """What the report plots: scores and link kinds per entity type, mentions per document, the most linked
-    concepts."""
+    """What the report plots: scores, NIL share and mentions by link kind (LINK_KINDS) per entity type, mentions
+    per document, the most linked concepts."""
     by_type = annotations.groupby("entity_type", sort=True)
     scores = annotations["score"].astype("float64")
     # one range for every type, so their histograms share bins; cosine scores may fall below 0
     bounds = (min(0.0, scores.min()), max(1.0, scores.max())) if len(scores) else (0.0, 1.0)
     kinds = annotations.groupby(["entity_type", "link_kind"]).size()
-    linked = annotations[~annotations["nil"]]
-    top = (linked.groupby(["entity_type", "concept_id"], dropna=False)
+    linked = annotations[~annotations["nil"] & annotations["concept_id"].notna()]  # no concept: a failed check
+    top = (linked.groupby(["entity_type", "concept_id"])
            .agg(name=("preferred_name", "first"), mentions=("doc_id", "size")).reset_index()
            .sort_values(["mentions", "entity_type", "concept_id"], ascending=[False, True, True]).head(TOP_CONCEPTS))
     return {
         "nil_share_per_entity_type": {str(t): round(float(g["nil"].mean()), 4) for t, g in by_type},
         "score_histogram_per_entity_type": {str(t): histogram(g["score"], bounds) for t, g in by_type},
-        "link_kinds_per_entity_type": {str(t): {k: int(kinds.get((t, k), 0)) for k in LINK_KINDS}
-                                       for t in by_type.groups},
+        "mentions_by_link_kind": {k: {str(t): int(kinds.get((t, k), 0)) for t, _ in by_type} for k in LINK_KINDS},
         "mentions_per_document_histogram": count_histogram(mentions_per_document),
         "top_concepts": [{"entity_type": r.entity_type, "concept_id": r.concept_id,
                           "name": None if pd.isna(r.name) else r.name, "mentions": int(r.mentions)}

@@ -16,7 +16,7 @@ from bioel_core.quality.plots import Bars, Histogram
 OBSERVED_CHARS = 200
 
 STYLE = """
-body { font-family: sans-serif; margin: 1.5em auto; max-width: 70em; padding: 0 1em; color: #222; }
+body { font-family: sans-serif; margin: 1.5em auto; max-width: 84em; padding: 0 1em; color: #222; }
 h1 { font-size: 1.4em; margin-bottom: 0.2em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
 .where { color: #555; font-size: 0.9em; word-break: break-all; }
 .banner { padding: 0.7em 1em; border-radius: 4px; font-size: 1.2em; color: #fff; margin: 1em 0; }

@@ -144,18 +144,19 @@ def _link_line(stats: dict) -> str:
 
 
 def _link_sections(stats: dict) -> list:
-    kinds = stats["link_kinds_per_entity_type"]
-    top = [f"{c['concept_id']} {c['name'] or ''} ({c['entity_type'] or 'any type'})" for c in stats["top_concepts"]]
+    nil_share, kinds = stats["nil_share_per_entity_type"], stats["mentions_by_link_kind"]
+    top = [" ".join(filter(None, [c["concept_id"], c["name"], f"({c['entity_type'] or 'any type'})"]))
+           for c in stats["top_concepts"]]
     return [
         Histogram("Link scores per entity type", stats["score_histogram_per_entity_type"], "score", "mentions"),
-        Bars("NIL share per entity type", list(stats["nil_share_per_entity_type"]),
-             {"NIL": list(stats["nil_share_per_entity_type"].values())}, "NIL mentions", percent=True),
-        Bars("Exact-name vs model links per entity type", list(kinds),
-             {kind: [k[kind] for k in kinds.values()] for kind in next(iter(kinds.values()), {})}, "mentions"),
+        Bars("NIL share per entity type", list(nil_share), {"NIL": list(nil_share.values())}, "NIL mentions",
+             percent=True),
+        Bars("Exact-name vs model links per entity type", list(nil_share),
+             {kind: list(per_type.values()) for kind, per_type in kinds.items()}, "mentions"),
         Histogram("Mentions per annotated document", {"documents": stats["mentions_per_document_histogram"]},
                   "mentions", "documents", whole_x=True),
-        Bars(f"Top {len(top)} concepts", top, {"mentions": [c["mentions"] for c in stats["top_concepts"]]},
-             "mentions", horizontal=True),
+        Bars("Most linked concepts", top, {"mentions": [c["mentions"] for c in stats["top_concepts"]]}, "mentions",
+             horizontal=True),
         *_dead_letter_sections(stats),
     ]
 
