@@ -254,6 +254,11 @@ def test_quality_flags_tampered_vectors_and_another_model_is_refused(embedded, t
                            (None, "expect_table_row_count_to_equal")}
     assert failed[("norm", "expect_column_values_to_be_between")]["observed"][0] == pytest.approx(2.0)
     assert failed[("nonfinite_name_id", "expect_column_values_to_be_null")]["unexpected_count"] == 1
+    # the doubled vector stands alone in the last bin of the norm plot; the NaN one has no bin
+    norms = summary["stats"]["norm_histogram"]
+    assert norms["edges"][0] == pytest.approx(0.999) and norms["edges"][-1] == pytest.approx(2.0)
+    assert norms["counts"][-1] == 1 and sum(norms["counts"]) == summary["stats"]["embeddings"] - 1
+    assert report_page(summary).count("<svg") == 1
     text = format_summary(summary)
     assert "embeddings.norm" in text and "embeddings " in text and "expect_table_row_count_to_equal" in text
     other = load_encoder(model_dir)
