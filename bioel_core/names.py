@@ -53,10 +53,7 @@ class NameSet:
         # imported here: bioel_core.tables needs the schemas package, a BioSyn dictionary does not
         from bioel_core.tables import read_manifest, read_table
 
-        manifest = read_manifest(table_dir)
-        normalizer = Normalizer(NormalizerConfig(**{k: v for k, v in manifest.get("normalizer", {}).items() if k != "version"}))
-        if manifest.get("normalizer", {}).get("version", normalizer.version) != normalizer.version:
-            raise ValueError(f"{table_dir}: the manifest's normalizer version differs from its config; rebuild the table")
+        normalizer = table_normalizer(read_manifest(table_dir), table_dir)
         concepts = read_table(table_dir, "concepts", ["concept_id", "alt_ids"]).to_pydict()
         alt = dict(zip(concepts["concept_id"], concepts["alt_ids"]))
         names = read_table(table_dir, "names", ["concept_id", "name_norm"]).to_pydict()
@@ -78,3 +75,12 @@ class NameSet:
     def read_saved(cls, path: str | Path, normalizer: Normalizer, source: str = "") -> NameSet:
         d = pq.read_table(path).to_pydict()
         return cls(d["name"], [tuple(c) for c in d["concept_ids"]], normalizer, source)
+
+
+def table_normalizer(manifest: dict, table_dir: str | Path) -> Normalizer:
+    """The normalizer an ingest-kb output's names were normalized with, from its manifest; the queries
+    matched against those names must go through it."""
+    normalizer = Normalizer(NormalizerConfig(**{k: v for k, v in manifest.get("normalizer", {}).items() if k != "version"}))
+    if manifest.get("normalizer", {}).get("version", normalizer.version) != normalizer.version:
+        raise ValueError(f"{table_dir}: the manifest's normalizer version differs from its config; rebuild the table")
+    return normalizer

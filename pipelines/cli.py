@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--no-quality", action="store_true", help="skip the quality report")
     ingest.set_defaults(func=cmd_ingest_kb)
 
-    rep = sub.add_parser("report", help="data-quality report (HTML data docs + summary.json) for an output folder")
+    rep = sub.add_parser("report", help="data-quality report (offline report.html + summary.json) for an output folder")
     rep.add_argument("--table", required=True, help="an output folder written by a bioel pipeline")
     rep.add_argument("--output", help="where to write the report (default TABLE/quality)")
     rep.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical")

@@ -32,9 +32,9 @@ $BIOEL evaluate-e2e --gold sample_data/gold_ncbi_bc5cdr_sample.pubtator --pred "
 
 echo
 echo "Results:"
-echo "  KB tables      $OUT/kb/$(generation "$OUT/kb")/{concepts,names}/   quality: $OUT/kb/quality/data_docs/index.html"
-echo "  embeddings     $OUT/embeddings/$(generation "$OUT/embeddings")/embeddings/ quality: $OUT/embeddings/quality/data_docs/index.html"
-echo "  FAISS index    $OUT/index/$(generation "$OUT/index")/shards/          quality: $OUT/index/quality/data_docs/index.html"
+echo "  KB tables      $OUT/kb/$(generation "$OUT/kb")/{concepts,names}/   quality: $OUT/kb/quality/report.html"
+echo "  embeddings     $OUT/embeddings/$(generation "$OUT/embeddings")/embeddings/ quality: $OUT/embeddings/quality/report.html"
+echo "  FAISS index    $OUT/index/$(generation "$OUT/index")/shards/          quality: $OUT/index/quality/report.html"
 echo "  annotations    $LINKS/{annotations,documents,pubtator}/"
-echo "                 quality: $OUT/links/quality/data_docs/index.html"
+echo "                 quality: $OUT/links/quality/report.html"
 echo "  dead letters   $OUT/*/gen-*/dead_letter/   manifests (each names its generation): $OUT/*/manifest.json"

@@ -67,3 +67,28 @@ def empty_table(output_dir, table: str) -> None:
 
     for shard in sorted((data_root(output_dir) / table).glob("*.parquet")):
         pq.write_table(pq.read_schema(shard).empty_table(), shard)
+
+
+def report_page(summary: dict) -> str:
+    """The text of a quality summary's report.html, checked to be one self-contained page: no script, and no
+    src, href or url() other than the page's own #fragments (the plots' inline SVG refers to its clip paths
+    and markers that way) or data: URIs."""
+    import re
+
+    page = Path(summary["html"]).read_text(encoding="utf-8")
+    assert Path(summary["html"]).name == "report.html" and page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page.lower() and "@import" not in page and "<link" not in page.lower()
+    targets = re.findall(r"""(?:\bsrc|\bhref)\s*=\s*["']([^"']*)["']|url\(\s*["']?([^"')]*)""", page)
+    outside = [t for pair in targets for t in pair if t and not t.startswith(("#", "data:"))]
+    assert outside == [], f"the page would fetch {outside[:5]}"
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*https?://|url\(\s*["']?\s*https?://""", page)
+    return page
+
+
+def report_figures(page: str) -> dict[str, str]:
+    """The figures table of a report page: {figure: value as shown}."""
+    import html
+    import re
+
+    table = page[page.index('<div id="figures">'):page.index("</div>", page.index('<div id="figures">'))]
+    return {html.unescape(k): html.unescape(v) for k, v in re.findall(r"<tr><td[^>]*>(.*?)</td><td[^>]*>(.*?)</td></tr>", table)}

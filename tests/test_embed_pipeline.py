@@ -19,7 +19,7 @@ from bioel_core.embeddings import ModelMismatchError, check_model_matches, read_
 from bioel_core.models import Encoder, TransformerEncoder, load_encoder
 from bioel_core.quality import format_summary, report
 from bioel_core.tables import IncompleteOutputError, read_manifest, read_table, table_files
-from conftest import FIXTURES, assert_published, assert_unpublished
+from conftest import FIXTURES, assert_published, assert_unpublished, report_figures, report_page
 from pipelines import cli, embed_names, ingest_kb
 from pipelines.handlers import EncodeFailure, EncoderModelHandler, ModelChangedError
 from pipelines.options import pipeline_options
@@ -254,6 +254,11 @@ def test_quality_flags_tampered_vectors_and_another_model_is_refused(embedded, t
                            (None, "expect_table_row_count_to_equal")}
     assert failed[("norm", "expect_column_values_to_be_between")]["observed"][0] == pytest.approx(2.0)
     assert failed[("nonfinite_name_id", "expect_column_values_to_be_null")]["unexpected_count"] == 1
+    # the doubled vector stands alone in the last bin of the norm plot; the NaN one has no bin
+    norms = summary["stats"]["norm_histogram"]
+    assert norms["edges"][0] == pytest.approx(0.999) and norms["edges"][-1] == pytest.approx(2.0)
+    assert norms["counts"][-1] == 1 and sum(norms["counts"]) == summary["stats"]["embeddings"] - 1
+    assert report_page(summary).count("<svg") == 1
     text = format_summary(summary)
     assert "embeddings.norm" in text and "embeddings " in text and "expect_table_row_count_to_equal" in text
     other = load_encoder(model_dir)
@@ -272,7 +277,8 @@ def test_cli_embed_with_a_plain_checkpoint_then_report(names_dir, model_dir, tmp
     assert "dim 32" in printed and "quality PASSED" in printed
     assert read_manifest(out)["model"]["config"]["pooling"] == "cls"
     assert json.loads((out / "quality/summary.json").read_text())["passed"]
-    assert (out / "quality/data_docs/index.html").is_file()
+    page = report_page(json.loads((out / "quality/summary.json").read_text()))
+    assert report_figures(page)["dim"] == "32" and page.count("<svg") == 1 and "Vector L2 norms" in page
     assert cli.main(["report", "--table", str(out), "--fail-on", "warning"]) == 0
     code = cli.main(["embed", "--model", str(tmp_path / "nope"), "--names", str(names_dir), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()

@@ -20,7 +20,7 @@ from bioel_core.index import IndexIntegrityError, IndexSpec, ShardedIndex, shard
 from bioel_core.normalize import Normalizer, name_id
 from bioel_core.quality import report
 from bioel_core.tables import IncompleteOutputError, data_root
-from conftest import assert_published, assert_unpublished
+from conftest import assert_published, assert_unpublished, report_figures, report_page
 from pipelines import build_index, cli
 from pipelines.options import pipeline_options
 from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA, SCHEMA_VERSION, embeddings_schema
@@ -340,6 +340,9 @@ def test_quality_passes_on_a_good_index_and_fails_on_a_tampered_id_map(ties, tmp
     summary = report(folder)
     assert summary["passed"] and summary["critical_failures"] == 0 and summary["pipeline"] == "build-index"
     assert summary["stats"]["vectors"] == summary["stats"]["embeddings_rows"] == 600
+    page = report_page(summary)
+    assert report_figures(page)["vectors"] == "600" and page.count("<svg") == 1 and "Vectors per shard" in page
+    assert sum(summary["stats"]["shard_vectors"].values()) == 600 and len(summary["stats"]["shard_vectors"]) == 4
 
     path = data_root(folder) / "id_maps/shard-00003-of-00004.parquet"
     table = pq.read_table(path)

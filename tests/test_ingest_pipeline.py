@@ -161,7 +161,7 @@ def test_cli_ingest_with_quality_report_on_relative_paths(tmp_path, monkeypatch,
     assert "quality PASSED" in capsys.readouterr().out
     summary = json.loads((tmp_path / "kb/quality/summary.json").read_text())
     assert summary["passed"] and summary["critical_failures"] == 0
-    assert (tmp_path / "kb/quality/data_docs/index.html").is_file()
+    assert (tmp_path / "kb/quality/report.html").is_file()
     assert cli.main(["report", "--table", "kb", "--fail-on", "warning"]) == 0
 
 

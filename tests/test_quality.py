@@ -43,7 +43,7 @@ def failures(summary):
     return {(c["table"], c["column"], c["expectation"]): c for c in summary["checks"] if not c["success"]}
 
 
-def test_clean_tables_pass_and_write_docs_and_summary(tmp_path):
+def test_clean_tables_pass_and_write_the_report_and_summary(tmp_path):
     summary = report(write_kb(tmp_path / "kb"))
 
     assert summary["passed"] and summary["critical_failures"] == 0 and summary["warnings"] == 0
@@ -53,14 +53,19 @@ def test_clean_tables_pass_and_write_docs_and_summary(tmp_path):
         "concepts": 3, "names": 6,
         "names_per_concept": {"min": 2, "median": 2, "p95": 2, "max": 2},
         "name_length": {"min": 2, "median": 7, "p95": 10, "max": 13},
+        "names_per_concept_histogram": {"edges": [1.5, 2.5], "counts": [3]},
+        # lengths 2, 5, 7, 7, 10, 13 in bins of one character
+        "name_length_histogram": {"edges": [1.5 + i for i in range(13)],
+                                  "counts": [1, 0, 0, 1, 0, 2, 0, 0, 1, 0, 0, 1]},
+        "dead_letters": 0, "dead_letter_reasons": [], "dead_letter_sample": [],
     }
     quality = tmp_path / "kb" / "quality"
     assert json.loads((quality / "summary.json").read_text()) == summary
-    index = quality / "data_docs" / "index.html"
-    assert summary["html"] == str(index) and index.is_file()
-    assert "validations/names/" in index.read_text()
+    page = quality / "report.html"
+    assert summary["html"] == str(page) and page.is_file()
+    assert sorted(p.name for p in quality.iterdir()) == ["report.html", "summary.json"]  # no GE data docs
     text = format_summary(summary)
-    assert "PASSED" in text and str(index) in text and str(quality / "summary.json") in text
+    assert "PASSED" in text and str(page) in text and str(quality / "summary.json") in text
 
 
 def _replace(rows, i, **changes):
@@ -127,14 +132,15 @@ def test_warnings_fail_only_when_asked(tmp_path):
     assert report(kb, fail_on="none", max_name_length=30)["passed"]
 
 
-def test_report_to_another_folder_replaces_earlier_docs(tmp_path):
+def test_report_to_another_folder_is_the_same_bytes_on_a_rerun(tmp_path):
     kb = write_kb(tmp_path / "kb")
     out = tmp_path / "report"
     report(kb, output_dir=out)
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
     report(kb, output_dir=out)
 
-    assert (out / "summary.json").is_file() and not (kb / "quality").exists()
-    assert len(list((out / "data_docs" / "validations").rglob("*.html"))) == 2
+    assert sorted(first) == ["report.html", "summary.json"] and not (kb / "quality").exists()
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first
 
 
 def test_bad_fail_on_is_refused(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 from bioel_core.corpora.records import Document, Passage
 from bioel_core.embeddings import manifest_sha256
+from bioel_core.normalize import Normalizer
 from bioel_core.quality import format_summary, report
 from bioel_core.quality.report import CHECKS
 from bioel_core.tables import read_manifest
@@ -24,7 +25,7 @@ PASSAGES = {
             ("abstract", 39, "Louis-Bar syndrome (AT) was confirmed; a frobnication was also seen.")],
     "102": [("title", 0, "Selective tooth agenesis."), ("abstract", 30, "Tooth agenesis, selective, 6 in one family.")],
 }
-# (doc_id, mention, concept_id or None for NIL, score)
+# (doc_id, mention, concept_id or None for NIL, score); a score of 1 is an exact-name match
 MENTIONS = [
     ("101", "Ataxia telangiectasia", "D001260", 1.0),
     ("101", "Louis-Bar syndrome", "D001260", 0.93),
@@ -60,7 +61,8 @@ def good_rows(kb_version):
         annotations.append({"doc_id": doc_id, "start": start, "end": start + len(mention), "mention": mention,
                             "link_text": mention, "entity_type": "Disease", "concept_id": concept,
                             "vocabulary": None if concept is None else "MESH", "alt_ids": [],
-                            "matched_name": mention, "score": score, "nil": concept is None,
+                            "matched_name": Normalizer()(mention) if score == 1.0 else "a nearest name",
+                            "score": score, "nil": concept is None,
                             "model_version": MODEL, "kb_version": kb_version})
     documents = [{"doc_id": d, "content_sha256": "0" * 64, "status": "annotated",
                   "mentions": sum(m[0] == d for m in MENTIONS),
@@ -102,6 +104,18 @@ def test_a_good_link_output_passes(index_dir, tmp_path):
         "mentions_per_entity_type": {"Disease": 5},
         "mentions_per_document": {"min": 2, "median": 2, "p95": 2, "max": 3},
         "kbs": {"Disease": str(index.parent / "medic")},
+        "nil_share_per_entity_type": {"Disease": 0.2},
+        # scores 0.21 (NIL), 0.88 (float32, a hair below), 0.93, 1.0 twice in 25 bins of 0.04 over [0, 1]
+        "score_histogram_per_entity_type": {"Disease": {
+            "edges": [pytest.approx(0.04 * i) for i in range(26)],
+            "counts": [0, 0, 0, 0, 0, 1] + [0] * 15 + [1, 0, 1, 2]}},
+        "mentions_by_link_kind": {"exact": {"Disease": 2}, "model": {"Disease": 2}, "NIL": {"Disease": 1}},
+        "mentions_per_document_histogram": {"edges": [1.5, 2.5, 3.5], "counts": [1, 1]},
+        # ties in mentions by concept id; names from the KB's concepts table
+        "top_concepts": [
+            {"entity_type": "Disease", "concept_id": "C567755", "name": "Tooth Agenesis, Selective, 6", "mentions": 2},
+            {"entity_type": "Disease", "concept_id": "D001260", "name": "Ataxia Telangiectasia", "mentions": 2}],
+        "dead_letters": 0, "dead_letter_reasons": [], "dead_letter_sample": [],
     }
     text = format_summary(summary)
     assert "quality PASSED" in text

@@ -1,6 +1,7 @@
-"""Data-quality checks of the KB tables (great-expectations): `report` writes HTML data docs and summary.json.
+"""Data-quality checks of pipeline outputs (great-expectations): `report` writes report.html, one page that
+opens offline, and summary.json.
 
-Importing this package is cheap; great-expectations is imported when `report` runs.
+Importing this package is cheap; great-expectations and matplotlib are imported when `report` runs.
 """
 
 from bioel_core.quality.report import format_summary, report

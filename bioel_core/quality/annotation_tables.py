@@ -20,16 +20,19 @@ import pandas as pd
 
 from bioel_core.corpora.records import Document, Passage
 from bioel_core.linking.annotate import AnnotatorSpec
-from bioel_core.quality.frames import distribution
+from bioel_core.names import table_normalizer
+from bioel_core.quality.frames import count_histogram, dead_letter_stats, distribution, histogram
 from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag, rows_from_input
-from bioel_core.tables import read_table
+from bioel_core.tables import read_manifest, read_table
 
-ANNOTATION_COLUMNS = ["doc_id", "start", "end", "mention", "entity_type", "concept_id", "score", "nil",
-                      "model_version", "kb_version"]
+ANNOTATION_COLUMNS = ["doc_id", "start", "end", "mention", "link_text", "entity_type", "concept_id", "matched_name",
+                      "score", "nil", "model_version", "kb_version"]
 DOCUMENT_COLUMNS = ["doc_id", "status", "mentions", "passages", "model_version", "kb_version"]
 STATUSES = ["annotated", "deleted"]
 SCORE_TOLERANCE = 1e-6  # cosine scores in float32: an exact match may come out a hair above 1
 ANY_TYPE = ""  # the index of type '' links mentions of every type without an index of their own
+LINK_KINDS = ("exact", "model", "NIL")
+TOP_CONCEPTS = 15
 
 
 def kb_sources(annotator: dict) -> dict[str, dict]:
@@ -38,9 +41,19 @@ def kb_sources(annotator: dict) -> dict[str, dict]:
     return AnnotatorSpec(model=annotator["model"], indexes=tuple(tuple(p) for p in annotator["indexes"]))._sources()
 
 
-def known_concepts(names_dir: str | Path) -> pd.Series:
-    """The concept ids of the KB whose names folder (an ingest-kb output) is `names_dir`."""
-    return read_table(names_dir, "concepts", ["concept_id"]).column("concept_id").to_pandas()
+def preferred_names(names_dir: str | Path) -> pd.Series:
+    """concept_id -> preferred name, for the KB whose names folder (an ingest-kb output) is `names_dir`."""
+    concepts = read_table(names_dir, "concepts", ["concept_id", "preferred_name"]).to_pandas()
+    return concepts.drop_duplicates("concept_id").set_index("concept_id")["preferred_name"]
+
+
+def link_kinds(a: pd.DataFrame, kb: pd.Series, sources: dict) -> pd.Series:
+    """Per annotation: "NIL"; "exact" when the name it linked to is its link text after the KB's normalization
+    (the linkers' exact-name path, score 1); else "model" (a nearest name by the encoder)."""
+    normalizers = {t: table_normalizer(read_manifest(s["names"]), s["names"]) for t, s in sources.items()}
+    query = [normalizers[k](text) if isinstance(k, str) else None for k, text in zip(kb, a["link_text"])]
+    exact = pd.Series(query, index=a.index, dtype=object).eq(a["matched_name"])
+    return pd.Series("model", index=a.index).mask(exact, "exact").mask(a["nil"], "NIL")
 
 
 def document_text(doc_id: str, passages) -> str | None:
@@ -80,11 +93,15 @@ def load_frames(link_dir: str | Path, manifest: dict) -> tuple[pd.DataFrame, pd.
     a["nil_concept_id"] = a["concept_id"].where(a["nil"])
     a["unlinked_doc_id"] = a["doc_id"].where(~a["nil"] & a["concept_id"].isna())
     kb = a["entity_type"].map({t: _kb_of(t, sources) for t in a["entity_type"].unique()})
-    concepts_by_names = {source["names"]: known_concepts(source["names"]) for source in sources.values()}
+    names_by_kb = {source["names"]: preferred_names(source["names"]) for source in sources.values()}
     known = pd.Series(False, index=a.index)
+    a["preferred_name"] = pd.Series(None, index=a.index, dtype=object)
     for entity_type, source in sources.items():
-        known |= (kb == entity_type) & a["concept_id"].isin(concepts_by_names[source["names"]])
+        mine = kb == entity_type
+        known |= mine & a["concept_id"].isin(names_by_kb[source["names"]].index)
+        a.loc[mine, "preferred_name"] = a.loc[mine, "concept_id"].map(names_by_kb[source["names"]])
     a["unknown_concept_id"] = a["concept_id"].where(~a["nil"] & a["concept_id"].notna() & kb.notna() & ~known)
+    a["link_kind"] = link_kinds(a, kb, sources)
     expected_kb = kb.map({t: source["kb_version"] for t, source in sources.items()})
     stale = (a["model_version"] != manifest["model_version"]) | (expected_kb.notna() & (a["kb_version"] != expected_kb))
     a["version_mismatch_doc_id"] = a["doc_id"].where(stale)
@@ -161,6 +178,29 @@ def documents_suite(version_severity: str, records_in: int = 0) -> gx.Expectatio
     ])
 
 
+def link_figures(annotations: pd.DataFrame, mentions_per_document: pd.Series) -> dict:
+    """What the report plots: scores, NIL share and mentions by link kind (LINK_KINDS) per entity type, mentions
+    per document, the most linked concepts."""
+    by_type = annotations.groupby("entity_type", sort=True)
+    scores = annotations["score"].astype("float64")
+    # one range for every type, so their histograms share bins; cosine scores may fall below 0
+    bounds = (min(0.0, scores.min()), max(1.0, scores.max())) if len(scores) else (0.0, 1.0)
+    kinds = annotations.groupby(["entity_type", "link_kind"]).size()
+    linked = annotations[~annotations["nil"] & annotations["concept_id"].notna()]  # no concept: a failed check
+    top = (linked.groupby(["entity_type", "concept_id"])
+           .agg(name=("preferred_name", "first"), mentions=("doc_id", "size")).reset_index()
+           .sort_values(["mentions", "entity_type", "concept_id"], ascending=[False, True, True]).head(TOP_CONCEPTS))
+    return {
+        "nil_share_per_entity_type": {str(t): round(float(g["nil"].mean()), 4) for t, g in by_type},
+        "score_histogram_per_entity_type": {str(t): histogram(g["score"], bounds) for t, g in by_type},
+        "mentions_by_link_kind": {k: {str(t): int(kinds.get((t, k), 0)) for t, _ in by_type} for k in LINK_KINDS},
+        "mentions_per_document_histogram": count_histogram(mentions_per_document),
+        "top_concepts": [{"entity_type": r.entity_type, "concept_id": r.concept_id,
+                          "name": None if pd.isna(r.name) else r.name, "mentions": int(r.mentions)}
+                         for r in top.itertuples(index=False)],
+    }
+
+
 def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) -> tuple[dict, dict]:
     """({table: (frame, suite)}, stats) for the report. `max_nil_share`: above it the NIL share is a warning."""
     annotations, documents, sources = load_frames(link_dir, manifest)
@@ -179,6 +219,8 @@ def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) 
                                      for t, n in annotations["entity_type"].value_counts().sort_index().items()},
         "mentions_per_document": distribution(documents.loc[annotated, "annotation_count"]),
         "kbs": {t: s["names"] for t, s in sources.items()},
+        **link_figures(annotations, documents.loc[annotated, "annotation_count"]),
+        **dead_letter_stats(link_dir),
     }
     return {
         "annotations": (annotations, annotations_suite(sorted(sources), max_nil_share, version_severity,

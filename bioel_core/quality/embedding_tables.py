@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from bioel_core.embeddings import check_names_unchanged, read_embeddings_manifest, vectors_of
+from bioel_core.quality.frames import histogram
 from bioel_core.quality.kb_tables import CRITICAL, _tag, rows_from_input
 from bioel_core.tables import read_table
 
@@ -70,12 +71,20 @@ def embeddings_suite(dim: int, expected_rows: int, names: int = 0) -> gx.Expecta
     ])
 
 
+def _norm_bounds(norms: pd.Series) -> tuple[float, float]:
+    """At least the window the norm check allows, so a failing norm stands apart from the rest."""
+    low, high = 1.0 - NORM_TOLERANCE, 1.0 + NORM_TOLERANCE
+    finite = norms[np.isfinite(norms)]
+    return (min(low, float(finite.min())), max(high, float(finite.max()))) if len(finite) else (low, high)
+
+
 def checks(emb_dir: str | Path) -> tuple[dict, dict]:
     """({table: (frame, suite)}, stats) for the report."""
     frame, counts = load_frame(emb_dir)
     suite = embeddings_suite(counts["dim"], counts["names"] - counts["dead_letters"], counts["names"])
     norms = frame["norm"].dropna()
     stats = {**counts, "norm": {"min": round(float(norms.min()), 6) if len(norms) else None,
-                                "max": round(float(norms.max()), 6) if len(norms) else None}}
+                                "max": round(float(norms.max()), 6) if len(norms) else None},
+             "norm_histogram": histogram(norms, _norm_bounds(norms))}
     return {"embeddings": (frame, suite)}, stats
 

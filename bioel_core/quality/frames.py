@@ -7,9 +7,11 @@ value set of every concept id inside an expectation would be copied into each re
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bioel_core.tables import read_table
@@ -17,6 +19,11 @@ from bioel_core.tables import read_table
 CONCEPT_COLUMNS = ["concept_id", "preferred_name"]
 NAME_COLUMNS = ["name_id", "concept_id", "name", "name_norm", "name_type"]
 STAT_QUANTILES = {"min": 0.0, "median": 0.5, "p95": 0.95, "max": 1.0}
+HISTOGRAM_BINS = 25  # odd: a value at the middle of the bounds (a norm of 1) falls inside a bin, not on an edge
+TOP_REASONS = 10  # dead-letter reasons are free text: the most frequent ones, the rest summed as OTHER_REASONS
+OTHER_REASONS = "(other reasons)"
+DEAD_LETTER_SAMPLE = 10
+SAMPLE_CHARS = 200
 
 
 @dataclass
@@ -44,10 +51,51 @@ def distribution(values: pd.Series) -> dict:
     return {k: int(v) for k, v in zip(STAT_QUANTILES, found)}
 
 
+def histogram(values: pd.Series, bounds: tuple[float, float] | None = None) -> dict:
+    """{"edges": [...], "counts": [...]} of `values` in HISTOGRAM_BINS equal bins over `bounds` (default: their
+    range); empty lists for no values. Give histograms meant to be drawn together the same bounds."""
+    values = values.to_numpy(dtype=np.float64)
+    values = values[np.isfinite(values)]  # NaN and inf are their own failed checks; they have no bin
+    if bounds is None:
+        if not len(values):
+            return {"edges": [], "counts": []}
+        bounds = (float(values.min()), float(values.max()))
+    counts, edges = np.histogram(values, bins=HISTOGRAM_BINS, range=bounds)
+    return {"edges": edges.tolist(), "counts": counts.tolist()}
+
+
+def count_histogram(values: pd.Series) -> dict:
+    """A histogram of whole numbers (names per concept, name lengths): bins of whole width centred on whole
+    numbers, so no bin splits a value, at most HISTOGRAM_BINS of them."""
+    values = values.dropna().astype("int64")
+    if values.empty:
+        return {"edges": [], "counts": []}
+    low, high = int(values.min()), int(values.max())
+    width = max(1, math.ceil((high - low + 1) / HISTOGRAM_BINS))
+    edges = np.arange(low, high + width + 1, width) - 0.5
+    counts, _ = np.histogram(values.to_numpy(), bins=edges)
+    return {"edges": edges.tolist(), "counts": counts.tolist()}
+
+
+def dead_letter_stats(output_dir: str | Path) -> dict:
+    """The dead_letter table of an output: its row count, the most frequent reasons with their counts, and
+    the first rows (raw input shortened) to show as examples."""
+    rows = read_table(output_dir, "dead_letter").to_pandas()
+    reasons = rows["reason"].value_counts(sort=False).sort_index().sort_values(ascending=False, kind="stable")
+    by_reason = [{"reason": str(r), "dead_letters": int(n)} for r, n in reasons.head(TOP_REASONS).items()]
+    if len(reasons) > TOP_REASONS:
+        by_reason.append({"reason": OTHER_REASONS, "dead_letters": int(reasons.iloc[TOP_REASONS:].sum())})
+    sample = rows.head(DEAD_LETTER_SAMPLE).assign(raw=rows["raw"].str.slice(0, SAMPLE_CHARS))
+    return {"dead_letters": len(rows), "dead_letter_reasons": by_reason,
+            "dead_letter_sample": sample[["source", "location", "reason", "raw"]].to_dict("records")}
+
+
 def table_stats(frames: KBFrames) -> dict:
     return {
         "concepts": len(frames.concepts),
         "names": len(frames.names),
         "names_per_concept": distribution(frames.concepts["name_count"]),
         "name_length": distribution(frames.names["name_length"].dropna()),
+        "names_per_concept_histogram": count_histogram(frames.concepts["name_count"]),
+        "name_length_histogram": count_histogram(frames.names["name_length"]),
     }

@@ -1,7 +1,7 @@
 """Expectation suites for the KB tables: what a usable concepts/names pair must satisfy.
 
 Each expectation carries its severity twice: in `meta["severity"]`, which the summary reads, and in GE's own
-`severity` field, so the data docs and any GE tooling rank failures the same way.
+`severity` field, so any GE tooling ranks failures the same way.
 Distributions are reported as quantiles in summary.json, not with expect_column_quantile_values_to_be_between:
 in GE 1.24 its result holds a numpy bool, which the validation results store cannot serialize (numpy 2).
 """

@@ -1,6 +1,10 @@
-"""The quality report of a pipeline output folder: HTML data docs plus a summary.json a program can gate on.
+"""The quality report of a pipeline output folder: report.html, one self-contained page a person opens
+offline (figures, plots, every check), plus a summary.json a program can gate on.
 
-Which suites run is decided by the manifest's "pipeline" field (`CHECKS`); a new kind of output adds one entry.
+great-expectations runs the checks; its own HTML data docs are not written: every page of them loads its
+style and scripts from CDNs, so offline, where these jobs run, they render blank.
+Which suites run and what the page plots is decided by the manifest's "pipeline" field (`CHECKS`); a new
+kind of output adds one entry.
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bioel_core.quality.html import Table, page
+from bioel_core.quality.plots import Bars, Histogram
 from bioel_core.tables import read_manifest
 
 FAIL_ON = ("critical", "warning", "none")
 SUMMARY = "summary.json"
-DOCS = "data_docs"
+HTML = "report.html"
 OBSERVED_ITEMS = 5
 OBSERVED_CHARS = 80
 TERMINAL_OBSERVED_CHARS = 100
@@ -62,16 +68,28 @@ def _check(table: str, result) -> dict:
 @dataclass(frozen=True)
 class Checks:
     """How to check one kind of output folder. `build(table_dir, manifest, **limits)` returns
-    ({table: (frame, suite)}, stats); `describe(stats)` is the summary's terminal line about the tables."""
+    ({table: (frame, suite)}, stats); `describe(stats)` is the summary's terminal line about the tables;
+    `sections(stats)` the plots and tables of the HTML page."""
     build: Callable[..., tuple[dict, dict]]
     describe: Callable[[dict], str]
+    sections: Callable[[dict], list]
+
+
+def _dead_letter_sections(stats: dict) -> list:
+    """A bar of the reasons (none when there are no dead letters) and a table of the first few."""
+    reasons = stats["dead_letter_reasons"]
+    plots = [Bars(f"Dead letters by reason ({stats['dead_letters']:,} in all)", [r["reason"] for r in reasons],
+                  {"dead letters": [r["dead_letters"] for r in reasons]}, "dead letters", horizontal=True)]
+    return (plots if reasons else []) + [
+        Table(f"Sample dead letters (first {len(stats['dead_letter_sample'])} of {stats['dead_letters']:,})",
+              ["source", "location", "reason", "raw"], stats["dead_letter_sample"])]
 
 
 def _kb_checks(table_dir: Path, manifest: dict, *, max_names_per_concept: int = 1000, max_name_length: int = 500):
     """The two maxima are warning thresholds: beyond them a KB is suspicious (a parsing slip, merged dumps) but
     still usable."""
     # great-expectations takes seconds to import: only pay for it when a report is actually made
-    from bioel_core.quality.frames import load_frames, table_stats
+    from bioel_core.quality.frames import dead_letter_stats, load_frames, table_stats
     from bioel_core.quality.kb_tables import concepts_suite, names_suite
 
     if not manifest.get("id_pattern"):
@@ -81,12 +99,19 @@ def _kb_checks(table_dir: Path, manifest: dict, *, max_names_per_concept: int = 
     return {
         "concepts": (frames.concepts, concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in)),
         "names": (frames.names, names_suite(manifest["id_pattern"], max_name_length, records_in)),
-    }, table_stats(frames)
+    }, {**table_stats(frames), **dead_letter_stats(table_dir)}
 
 
 def _kb_line(stats: dict) -> str:
     return (f"{stats['concepts']:,} concepts, {stats['names']:,} names; "
             f"names/concept: {_dist(stats['names_per_concept'])}; name length: {_dist(stats['name_length'])}")
+
+
+def _kb_sections(stats: dict) -> list:
+    return [Histogram("Names per concept", {"concepts": stats["names_per_concept_histogram"]}, "names",
+                      "concepts", whole_x=True),
+            Histogram("Name length", {"names": stats["name_length_histogram"]}, "characters", "names", whole_x=True),
+            *_dead_letter_sections(stats)]
 
 
 def _embedding_checks(table_dir: Path, manifest: dict):
@@ -98,6 +123,10 @@ def _embedding_checks(table_dir: Path, manifest: dict):
 def _embedding_line(stats: dict) -> str:
     return (f"{stats['embeddings']:,} vectors of dim {stats['dim']}, {stats['dead_letters']:,} dead letters, "
             f"{stats['names']:,} names in {stats['names_dir']}; norm min {stats['norm']['min']} max {stats['norm']['max']}")
+
+
+def _embedding_sections(stats: dict) -> list:
+    return [Histogram("Vector L2 norms", {"vectors": stats["norm_histogram"]}, "norm", "vectors")]
 
 
 def _link_checks(table_dir: Path, manifest: dict, **limits):
@@ -114,6 +143,24 @@ def _link_line(stats: dict) -> str:
             f"mentions/document: {_dist(stats['mentions_per_document'])}")
 
 
+def _link_sections(stats: dict) -> list:
+    nil_share, kinds = stats["nil_share_per_entity_type"], stats["mentions_by_link_kind"]
+    top = [" ".join(filter(None, [c["concept_id"], c["name"], f"({c['entity_type'] or 'any type'})"]))
+           for c in stats["top_concepts"]]
+    return [
+        Histogram("Link scores per entity type", stats["score_histogram_per_entity_type"], "score", "mentions"),
+        Bars("NIL share per entity type", list(nil_share), {"NIL": list(nil_share.values())}, "NIL mentions",
+             percent=True),
+        Bars("Exact-name vs model links per entity type", list(nil_share),
+             {kind: list(per_type.values()) for kind, per_type in kinds.items()}, "mentions"),
+        Histogram("Mentions per annotated document", {"documents": stats["mentions_per_document_histogram"]},
+                  "mentions", "documents", whole_x=True),
+        Bars("Most linked concepts", top, {"mentions": [c["mentions"] for c in stats["top_concepts"]]}, "mentions",
+             horizontal=True),
+        *_dead_letter_sections(stats),
+    ]
+
+
 def _index_checks(table_dir: Path, manifest: dict):
     from bioel_core.quality.index_tables import checks
 
@@ -126,19 +173,24 @@ def _index_line(stats: dict) -> str:
             f"vectors/shard: {_dist(stats['vectors_per_shard'])}; names in {stats['names_dir']}")
 
 
+def _index_sections(stats: dict) -> list:
+    return [Bars("Vectors per shard", list(stats["shard_vectors"]), {"vectors": list(stats["shard_vectors"].values())},
+                 "vectors")]
+
+
 CHECKS = {
-    "ingest-kb": Checks(_kb_checks, _kb_line),
-    "embed": Checks(_embedding_checks, _embedding_line),
-    "link": Checks(_link_checks, _link_line),
-    "build-index": Checks(_index_checks, _index_line),
+    "ingest-kb": Checks(_kb_checks, _kb_line, _kb_sections),
+    "embed": Checks(_embedding_checks, _embedding_line, _embedding_sections),
+    "link": Checks(_link_checks, _link_line, _link_sections),
+    "build-index": Checks(_index_checks, _index_line, _index_sections),
 }
 # a manifest without the field is a KB folder: the first pipeline (and hand-made test folders) wrote none
 DEFAULT_PIPELINE = "ingest-kb"
 
 
 def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on: str = "critical", **limits) -> dict:
-    """Check the tables of `table_dir` with the suites of its pipeline; write data docs and summary.json; return
-    the summary.
+    """Check the tables of `table_dir` with the suites of its pipeline; write report.html and summary.json into
+    `output_dir` (default TABLE_DIR/quality); return the summary.
 
     `passed` is False when a check of severity `fail_on` or above failed ("none": never). `limits` are the
     thresholds of that pipeline's checks (KB tables: max_names_per_concept, max_name_length;
@@ -156,7 +208,7 @@ def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on:
         raise ValueError(f"{table_dir}: no quality checks for outputs of pipeline {pipeline!r}; known: {sorted(CHECKS)}")
 
     batches, stats = CHECKS[pipeline].build(table_dir, manifest, **limits)
-    results = validate(batches, output_dir / DOCS)
+    results = validate(batches)
 
     checks = [_check(table, r) for table, suite_result in results.items() for r in suite_result.results]
     failed = [c["severity"] for c in checks if not c["success"]]
@@ -171,11 +223,12 @@ def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on:
         "warnings": warnings,
         "checks": checks,
         "stats": stats,
-        "html": str(output_dir / DOCS / "index.html"),
+        "html": str(output_dir / HTML),
         "summary_json": str(output_dir / SUMMARY),
     }
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    (output_dir / HTML).write_text(page(summary, CHECKS[pipeline].sections(stats)), encoding="utf-8")
     return summary
 
 
@@ -200,5 +253,5 @@ def format_summary(summary: dict) -> str:
             if len(observed) > TERMINAL_OBSERVED_CHARS:
                 observed = observed[:TERMINAL_OBSERVED_CHARS - 3] + "..."
             lines.append(f"  {c['severity'].upper():8} {where:28} {c['expectation']}{count}: {observed}")
-    lines += [f"  HTML report:  {summary['html']}", f"  summary.json: {summary['summary_json']}"]
+    lines += [f"  report:       {summary['html']}", f"  summary.json: {summary['summary_json']}"]
     return "\n".join(lines)
