@@ -3,10 +3,12 @@ resolver of PubTator sources (a file, a parts folder, a `bioel link` output fold
 
 import gzip
 import hashlib
+import io
 import json
 from pathlib import Path
 
 import pytest
+from apache_beam.io.filesystem import FileMetadata, FileSystem
 
 from bioel_core.corpora import Document, Passage, pubtator_files, read_pubtator, write_pubtator
 from bioel_core.tables import read_table
@@ -59,6 +61,70 @@ def test_globs_and_paths_that_name_nothing_are_one_line_errors_naming_them(tmp_p
     # a glob of sidecars only matches no input file
     with pytest.raises(FileNotFoundError, match="no input file matches"):
         expand_inputs([str(folder / "*.md5")], flag="--names")
+
+
+class ObjectStore(FileSystem):
+    """`objstore://` in memory with an object store's semantics, as gs:// and s3:// have them through Beam: keys
+    only, a "folder" is a key prefix (no directories). Beam finds it by its scheme, as a subclass of FileSystem."""
+
+    objects: dict[str, bytes] = {}
+
+    @classmethod
+    def scheme(cls):
+        return "objstore"
+
+    def join(self, base, *parts):
+        return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+
+    def split(self, path):
+        head, _, tail = path.rpartition("/")
+        return head, tail
+
+    def has_dirs(self):
+        return False
+
+    def _list(self, prefix):
+        return [self.metadata(k) for k in sorted(self.objects) if k.startswith(prefix)]
+
+    def exists(self, path):
+        return path in self.objects
+
+    def metadata(self, path):
+        return FileMetadata(path, len(self.objects[path]))
+
+    def size(self, path):
+        return len(self.objects[path])
+
+    def open(self, path, mime_type=None, compression_type=None):
+        return io.BytesIO(self.objects[path])
+
+    def _read_only(self, *args, **kwargs):
+        raise NotImplementedError("objstore:// is read-only in these tests")
+
+    mkdirs = create = copy = rename = delete = last_updated = checksum = _read_only
+
+
+def test_a_remote_folder_is_a_prefix_and_is_read_through_beam(tmp_path):
+    local = baseline_folder(tmp_path / "baseline")
+    ObjectStore.objects = {f"objstore://bucket/baseline/{p.relative_to(local).as_posix()}": p.read_bytes()
+                           for p in local.rglob("*") if p.is_file()}
+    ObjectStore.objects["objstore://bucket/baseline-2024/pubmed24n0001.xml.gz"] = b"not under baseline/"
+    expected = ["objstore://bucket/baseline/pubmed25n0001.xml.gz", "objstore://bucket/baseline/pubmed25n0002.xml.gz"]
+    assert expand_inputs(["objstore://bucket/baseline"]) == expected
+    assert expand_inputs(["objstore://bucket/baseline/"]) == expected
+    assert expand_inputs(["objstore://bucket/baseline/*.xml.gz"]) == expected
+    assert expand_inputs([expected[0]]) == expected[:1]
+    with pytest.raises(FileNotFoundError, match=r"--input objstore://bucket/nothing/\*\.gz: no input file matches"):
+        expand_inputs(["objstore://bucket/nothing/*.gz"])
+    with pytest.raises(FileNotFoundError, match="--input objstore://bucket/base: no such file or folder"):
+        expand_inputs(["objstore://bucket/base"])
+    # a pipeline reads the expanded remote files through Beam and records them
+    ObjectStore.objects["objstore://bucket/medic/CTD_diseases.txt"] = MEDIC_RAW.read_bytes()
+    ObjectStore.objects["objstore://bucket/medic/CTD_diseases.txt.md5"] = b"0" * 32
+    manifest = ingest_kb.run("medic-biosyn", ["objstore://bucket/medic"], str(tmp_path / "kb"), pipeline_options([]), num_shards=1)
+    assert [(i["path"], i["bytes"]) for i in manifest["inputs"]] == [("objstore://bucket/medic/CTD_diseases.txt",
+                                                                       len(MEDIC_RAW.read_bytes()))]
+    assert manifest["outputs"]["names"]["rows"] > 0
 
 
 def test_ingest_kb_reads_a_folder_and_records_the_expanded_files(tmp_path):
