@@ -72,6 +72,11 @@ def _matched_files(pattern: str) -> list[str]:
     return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
 
 
+def _input_files(pattern: str) -> list[str]:
+    """What a glob matches, less what is never an input (bioel_core.inputs.is_input_name)."""
+    return [p for p in _matched_files(pattern) if is_input_name(p.rsplit("/", 1)[-1])]
+
+
 def _is_folder(path: str) -> bool:
     """A local directory, or a remote prefix that is not itself an object but has objects under it."""
     if is_local(path):
@@ -91,7 +96,7 @@ def expand_inputs(patterns: list[str], flag: str = "--input", output_folder=None
     files: set[str] = set()
     for pattern in patterns:
         if GLOB_CHARS & set(pattern):
-            found = [p for p in _matched_files(pattern) if is_input_name(p.rstrip("/").rsplit("/", 1)[-1])]
+            found = _input_files(pattern)
             if not found:
                 raise FileNotFoundError(f"{flag} {pattern}: no input file matches this pattern")
         elif is_local(pattern) and os.path.isfile(os.path.join(pattern, MANIFEST)):
@@ -99,7 +104,7 @@ def expand_inputs(patterns: list[str], flag: str = "--input", output_folder=None
                 raise ValueError(f"{flag} {pattern}: is a bioel output folder, not a folder of input files")
             found = output_folder(pattern)
         elif _is_folder(pattern):
-            found = [p for p in _matched_files(FileSystems.join(pattern, "*")) if is_input_name(p.rsplit("/", 1)[-1])]
+            found = _input_files(FileSystems.join(pattern, "*"))
             if not found:
                 raise FileNotFoundError(f"{flag} {pattern}: the folder holds no input file")
         elif FileSystems.exists(pattern):
