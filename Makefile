@@ -1,4 +1,5 @@
-# Two entry points: `make demo` and `make test`. Both create .venv from the pinned lock file if missing.
+# Two entry points: `make demo` and `make test`. Both create .venv from the pinned lock files if missing
+# (runtime: requirements.lock.txt, what the worker image installs; tests: requirements-dev.lock.txt).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -11,9 +12,9 @@ export GX_ANALYTICS_ENABLED := false
 
 venv: $(STAMP)
 
-$(STAMP): requirements.lock.txt setup.py
+$(STAMP): requirements.lock.txt requirements-dev.lock.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -r requirements.lock.txt
+	$(PY) -m pip install -q -r requirements.lock.txt -r requirements-dev.lock.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

@@ -5,13 +5,19 @@ Workers get the runtime needs only; the pinned set for a reproducible environmen
 
 from setuptools import find_packages, setup
 
+SHIPPED_MODELS = "bioel_models"  # bioel_core.models.SHIPPED_PACKAGE
+
 setup(
     name="bioel-pipeline",
     version="0.1.0",
     description="Batch biomedical entity linking: KB ingestion, encoders, FAISS shards and corpus linking on Apache Beam",
     python_requires=">=3.10",
-    packages=find_packages(include=["bioel_core", "bioel_core.*", "pipelines", "pipelines.*", "schemas", "schemas.*"]),
-    package_data={"schemas": ["*.md"]},
+    packages=find_packages(include=["bioel", "bioel_core", "bioel_core.*", "pipelines", "pipelines.*", "schemas", "schemas.*"])
+    + [SHIPPED_MODELS],
+    # the checkout's models/ folder ships as the `bioel_models` package's data: the default model and the
+    # stop-lists (bioel_core.models.shipped_path finds them), not the large collective model nor checkpoints
+    package_dir={SHIPPED_MODELS: "models"},
+    package_data={"schemas": ["*.md"], SHIPPED_MODELS: ["README.md", "disease-default/*", "stoplists/*"]},
     install_requires=[
         "apache-beam[dataframe]>=2.77,<3",
         "pyarrow>=25",

@@ -1,5 +1,5 @@
 """Refusals every pipeline verb makes, each rule in one place: an output folder that belongs to another verb or
-is one of the job's own inputs, an input that is a folder, and a finished job that produced no rows at all.
+is one of the job's own inputs, and a finished job that produced no rows at all.
 
 Plain functions over paths and manifest dicts (no Beam), so the pipelines and the output layer share them.
 """
@@ -55,14 +55,6 @@ def check_output_folder(output: str, pipeline: str, inputs: Iterable[tuple[str, 
     if written_by != pipeline:
         raise ValueError(f"--output {output} holds a `bioel {written_by}` output ({manifest}); "
                          f"`bioel {pipeline}` will not overwrite it: choose another folder")
-
-
-def check_input_files(paths: Iterable[str], flag: str = "--input") -> None:
-    """Refuse a folder where a file is expected, naming it (the readers would fail deep inside a worker)."""
-    for path in paths:
-        local = _local(path)
-        if local is not None and local.is_dir():
-            raise ValueError(f"{flag} {path}: is a directory, not a file; name the files in it (or a glob)")
 
 
 def dead_letter_sample(files: Iterable[str], opener: Callable[[str], BinaryIO] | None = None, limit: int = 3) -> list[str]:

@@ -54,8 +54,9 @@ def add_subcommands(subparsers) -> None:
     pr.set_defaults(func=cmd_probe)
 
     e2e = subparsers.add_parser("evaluate-e2e", help="span-level micro P/R/F1 (strict and partial) of PubTator predictions")
-    e2e.add_argument("--gold", required=True, help="gold annotations, PubTator")
-    e2e.add_argument("--pred", required=True, help="predicted annotations, PubTator")
+    e2e.add_argument("--gold", required=True, help="gold annotations, PubTator (a file, a folder of files, or a `bioel link` output)")
+    e2e.add_argument("--pred", required=True, help="predicted annotations, PubTator: a file, a folder of files (the pubtator "
+                                                   "parts) or a `bioel link --output-format pubtator` output folder")
     e2e.add_argument("--types", nargs="+", help="entity types scored (default all), e.g. Disease")
     e2e.add_argument("--json", help="write the scores as JSON here")
     e2e.set_defaults(func=cmd_evaluate_e2e)
@@ -137,7 +138,7 @@ def format_report(report: dict) -> str:
 
 
 def cmd_evaluate_e2e(args) -> int:
-    gold, pred = read_pubtator(args.gold), read_pubtator(args.pred)
+    gold, pred = read_pubtator(args.gold, "--gold"), read_pubtator(args.pred, "--pred")
     scores = e2e_scores(gold, pred, args.types)
     report = {"gold": args.gold, "pred": args.pred, "types": args.types or "all", **scores}
     print(f"{'mode':<9}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")

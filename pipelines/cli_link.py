@@ -50,12 +50,15 @@ def add_subcommands(subparsers) -> None:
                                description="Beam pipeline; unknown flags go to Beam (--runner, --direct_num_workers, ...). "
                                            "With --incremental, documents already annotated with the same content, model "
                                            "and KB versions are kept, not linked again.")
-    ln.add_argument("--input", required=True, nargs="+", help="corpus files (local, gs://, ...; gzip is detected)")
+    ln.add_argument("--input", required=True, nargs="+",
+                    help="corpus files, folders or globs ('DIR/*.xml.gz'; local, gs://, s3://, ...; gzip is detected)")
     ln.add_argument("--input-format", required=True, choices=FORMATS)
     ln.add_argument("--text-per-line", action="store_true", help="text format: one document per line (ID<TAB>TEXT)")
     ln.add_argument("--output", required=True, help="output folder (the annotated state)")
     ln.add_argument("--output-format", default="parquet", choices=["parquet", "pubtator", "bioc-json", "bioc-xml"],
                     help="besides the Parquet tables, write this run's linked documents in this format")
+    ln.add_argument("--single-file", action="store_true",
+                    help="write the PubTator/BioC copy as one file in doc-id order (OUTPUT/gen-*/FORMAT/linked.*), not parts")
     ln.add_argument("--id-prefix", choices=["none", "vocabulary"], default="none",
                     help="ids in the PubTator/BioC copies: bare (D003920, default) or with their vocabulary as PubTator3 "
                          "writes them (MESH:D003920); the Parquet tables always have both columns")
@@ -74,7 +77,8 @@ def add_subcommands(subparsers) -> None:
     cal = subparsers.add_parser("calibrate-nil", help="NIL thresholds that maximize span+concept F1 on a gold PubTator corpus",
                                 description="Detects and links the gold corpus's documents, then picks per entity type the "
                                             "score below which mentions are better left NIL. Use a dev corpus, not test.")
-    cal.add_argument("--gold", required=True, help="gold annotations, PubTator (e.g. the BC5CDR development set)")
+    cal.add_argument("--gold", required=True, help="gold annotations, PubTator (e.g. the BC5CDR development set): a file, "
+                                                 "a folder of files or a `bioel link` output")
     _add_annotator_flags(cal)
     cal.add_argument("--json", help="write the thresholds and their P/R/F1 here")
     cal.set_defaults(func=cmd_calibrate_nil)
@@ -88,7 +92,8 @@ def cmd_link(args, beam_args: list[str]) -> int:
     spec = _annotator_spec(args, args.mentions == "detect", typed(args.nil_threshold, float))
     manifest = link_corpus.run(args.input, args.input_format, args.output, spec, pipeline_options(beam_args),
                                output_format=args.output_format, per_line=args.text_per_line, incremental=args.incremental,
-                               num_shards=args.num_shards, batch_size=args.batch_size, id_prefix=args.id_prefix)
+                               num_shards=args.num_shards, batch_size=args.batch_size, id_prefix=args.id_prefix,
+                               single_file=args.single_file)
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
     print(f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
           f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "

@@ -15,7 +15,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from bioel_core.guards import check_input_files, check_output_folder
+from bioel_core.guards import check_output_folder
 from bioel_core.kb import get_reader
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
@@ -25,7 +25,7 @@ from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import runner_name
-from pipelines.outputs import WriteShardFn, check_inputs_exist, filesystem_for, sha256_of
+from pipelines.outputs import WriteShardFn, expand_inputs, filesystem_for, sha256_of
 from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -219,14 +219,14 @@ def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inp
 
 def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOptions, *, reader_options: dict | None = None,
         normalizer: Normalizer | None = None, shared_names: str = "keep-all", num_shards: int = 4) -> dict:
-    """Runs the ingest pipeline and publishes its output; returns the manifest."""
+    """Runs the ingest pipeline on `inputs` (files, folders, globs: pipelines.outputs.expand_inputs) and publishes
+    its output; returns the manifest."""
     reader_options = reader_options or {}
     normalizer = normalizer or Normalizer()
     if shared_names not in SHARED_NAME_POLICIES:
         raise ValueError(f"--shared-names must be one of {SHARED_NAME_POLICIES}")
     check_num_shards(num_shards)
-    check_inputs_exist(inputs)
-    check_input_files(inputs)
+    inputs = expand_inputs(inputs)
     check_output_folder(output_dir, "ingest-kb", [("--input", p) for p in inputs])
     reader = get_reader(kb_format, **reader_options)
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)

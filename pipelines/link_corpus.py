@@ -24,10 +24,10 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from bioel_core.corpora import FORMATS, DeletedDocument, Document, read_documents
-from bioel_core.guards import check_input_files, check_output_folder
+from bioel_core.corpora import FORMATS, DeletedDocument, Document, pubtator_files, read_documents
+from bioel_core.guards import check_output_folder
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
-from bioel_core.corpora.interchange import unwritable, write_interchange
+from bioel_core.corpora.interchange import merge_interchange, unwritable, write_interchange
 from bioel_core.corpora.records import Mention, Passage
 from bioel_core.kb.vocab import qualify
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, check_document, content_sha256
@@ -38,7 +38,7 @@ from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import runner_name
-from pipelines.outputs import WriteShardFn, check_inputs_exist, filesystem_for, input_records
+from pipelines.outputs import WriteShardFn, expand_inputs, filesystem_for, input_records
 from schemas import ANNOTATIONS_SCHEMA, DEAD_LETTER_SCHEMA, DOCUMENTS_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -297,7 +297,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
 
 def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: str, staged: OutputFolder, spec: AnnotatorSpec,
                    versions: tuple[str, str], incremental: bool, previous_documents: int, options: PipelineOptions,
-                   id_prefix: str = "none") -> Manifest:
+                   id_prefix: str = "none", single_file: bool = False) -> Manifest:
     get = lambda k: stats.get(k, 0)  # noqa: E731
     records = {"documents": get("records.documents"), "deletions": get("records.deletions"), "dead_lettered": get("records.dead_lettered")}
     docs = {k: get(f"documents.{k}") for k in ("linked", "unchanged", "deleted", "dead_lettered", "superseded", "carried",
@@ -320,24 +320,42 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
         pipeline="link", inputs=input_records(inputs), reconciliation=reconciliation, outputs=outputs,
         counts={"records": records, "documents": docs, "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")}},
         runner=runner_name(options), options=options.get_all_options(drop_default=True),
-        details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "input_format": fmt, "output_format": output_format, "id_prefix": id_prefix, "incremental": incremental,
+        details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "input_format": fmt, "output_format": output_format, "single_file": single_file, "id_prefix": id_prefix,
+                 "incremental": incremental,
                  "previous_documents": previous_documents, "annotator": spec.describe(), "model_version": versions[0],
                  "kb_version": versions[1]})
 
 
+SINGLE_FILE_STEM = "linked"  # OUTPUT/gen-.../pubtator/linked.pubtator with --single-file
+
+
+def merge_into_single_file(staged: OutputFolder, output_format: str) -> None:
+    """Replace the interchange parts of a staged generation by one file, documents in doc-id order (each part
+    is sorted and the merge is by id, so the bytes do not depend on the shard or worker count)."""
+    parts = staged.files(output_format)
+    merged = merge_interchange(parts, output_format, opener=staged.fs.open)
+    staged.fs.write(staged.fs.join(staged.table_dir(output_format), SINGLE_FILE_STEM + INTERCHANGE_SUFFIX[output_format]),
+                    merged.encode())
+    for part in parts:
+        staged.fs.delete(part)
+
+
 def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
         output_format: str = "parquet", per_line: bool = False, incremental: bool = False, num_shards: int = 4,
-        batch_size: int = 64, id_prefix: str = "none") -> dict:
-    """Runs the linking pipeline and publishes its output; returns the manifest."""
+        batch_size: int = 64, id_prefix: str = "none", single_file: bool = False) -> dict:
+    """Runs the linking pipeline on `inputs` (files, folders, globs: pipelines.outputs.expand_inputs) and publishes
+    its output; returns the manifest. `single_file`: the interchange copy is one file in doc-id order, not parts."""
     if fmt not in FORMATS:
         raise ValueError(f"--input-format must be one of {FORMATS}")
     if output_format not in OUTPUT_FORMATS:
         raise ValueError(f"--output-format must be one of {OUTPUT_FORMATS}")
     if id_prefix not in ID_PREFIXES:
         raise ValueError(f"--id-prefix must be one of {ID_PREFIXES}")
+    if single_file and output_format == "parquet":
+        raise ValueError("--single-file needs an interchange --output-format (pubtator, bioc-json, bioc-xml)")
     check_num_shards(num_shards)
-    check_inputs_exist(inputs)
-    check_input_files(inputs)
+    # a finished `bioel link` output given as PubTator input is read for its PubTator copy
+    inputs = expand_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, "--input")) if fmt == "pubtator" else None)
     check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + [("--index", d) for _, d in spec.indexes]
                         + [("--model", spec.model)] * bool(spec.model) + [("--stop-list", s) for _, s in spec.stop_lists])
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
@@ -351,9 +369,11 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
                            num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix,
                            settings=settings)
+        if single_file:
+            merge_into_single_file(staged, output_format)
         return refuse_empty(build_manifest(read_stats(staged.root), inputs=inputs, fmt=fmt, output_format=output_format,
                                            staged=staged, spec=spec, versions=versions, incremental=incremental,
                                            previous_documents=parquet_rows(staged.fs, previous["documents"]),
-                                           options=options, id_prefix=id_prefix), staged)
+                                           options=options, id_prefix=id_prefix, single_file=single_file), staged)
 
     return staged.publish(build).to_dict()

@@ -4,12 +4,14 @@ gs:// and s3:// output folders publish as local ones do, and the DoFn that write
 from __future__ import annotations
 
 import hashlib
+import os
 
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
-from bioel_core.outputs import FileSystem, LocalFileSystem, is_local, shard_name, write_parquet
+from bioel_core.inputs import is_input_name
+from bioel_core.outputs import MANIFEST, FileSystem, LocalFileSystem, is_local, shard_name, write_parquet
 
 
 class BeamFileSystem:
@@ -63,10 +65,54 @@ def filesystem_for(path: str) -> FileSystem:
     return LocalFileSystem() if is_local(path) else BeamFileSystem()
 
 
-def check_inputs_exist(paths: list[str]) -> None:
-    missing = [p for p in paths if not FileSystems.exists(p)]
-    if missing:
-        raise FileNotFoundError(f"input file not found: {', '.join(missing)}")
+GLOB_CHARS = frozenset("*?[")
+
+
+def _matched_files(pattern: str) -> list[str]:
+    return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+
+
+def _input_files(pattern: str) -> list[str]:
+    """What a glob matches, less what is never an input (bioel_core.inputs.is_input_name)."""
+    return [p for p in _matched_files(pattern) if is_input_name(p.rsplit("/", 1)[-1])]
+
+
+def _is_folder(path: str) -> bool:
+    """A local directory, or a remote prefix that is not itself an object but has objects under it."""
+    if is_local(path):
+        return os.path.isdir(path)
+    return path.rstrip("/") not in _matched_files(path) and bool(_matched_files(FileSystems.join(path, "*")))
+
+
+def expand_inputs(patterns: list[str], flag: str = "--input", output_folder=None) -> list[str]:
+    """Input files, globs and folders (local, gs://, s3://, hdfs://, ... through Beam's FileSystems) -> the
+    files they name: sorted and without repeats, so outputs do not depend on listing or argument order.
+
+    A folder contributes its input files (bioel_core.inputs: directly inside it, no hidden, bookkeeping or
+    checksum files); a glob (`DIR/*.xml.gz`, `gs://b/baseline/*.xml.gz`, `**` for subfolders) the input files
+    it matches. A glob or folder without any, or a missing file, is an error naming it. A local folder that is
+    a finished bioel output (it holds manifest.json) goes to `output_folder(path) -> files` when given (a
+    `bioel link` output read for its PubTator copy), else it is refused."""
+    files: set[str] = set()
+    for pattern in patterns:
+        if GLOB_CHARS & set(pattern):
+            found = _input_files(pattern)
+            if not found:
+                raise FileNotFoundError(f"{flag} {pattern}: no input file matches this pattern")
+        elif is_local(pattern) and os.path.isfile(os.path.join(pattern, MANIFEST)):
+            if output_folder is None:
+                raise ValueError(f"{flag} {pattern}: is a bioel output folder, not a folder of input files")
+            found = output_folder(pattern)
+        elif _is_folder(pattern):
+            found = _input_files(FileSystems.join(pattern, "*"))
+            if not found:
+                raise FileNotFoundError(f"{flag} {pattern}: the folder holds no input file")
+        elif FileSystems.exists(pattern):
+            found = [pattern]
+        else:
+            raise FileNotFoundError(f"{flag} {pattern}: no such file or folder")
+        files.update(found)
+    return sorted(files)
 
 
 def sha256_of(path: str) -> tuple[str, int]:

@@ -109,7 +109,7 @@ def test_failed_run_leaves_no_complete_looking_output(tmp_path, monkeypatch):
 def test_cli_errors_are_one_line_and_nonzero(tmp_path, capsys):
     code = cli.main(["ingest-kb", "--kb", "medic-biosyn", "--input", str(tmp_path / "nope.txt"), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and "input file not found" in err and "nope.txt" in err
+    assert code == 2 and len(err.splitlines()) == 1 and "nope.txt: no such file or folder" in err
     blocker = tmp_path / "file"
     blocker.write_text("x")
     code = cli.main(["ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", str(blocker / "sub")])
@@ -212,13 +212,15 @@ def test_misspelled_flags_are_refused_before_any_work_and_beam_flags_pass(tmp_pa
     assert code == 0 and len(read_manifest(out)["outputs"]["names"]["files"]) == 3
 
 
-def test_zero_shards_and_a_directory_input_are_one_line_errors(tmp_path, capsys):
+def test_zero_shards_and_a_folder_without_inputs_are_one_line_errors(tmp_path, capsys):
     code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", tmp_path / "o", "--num-shards", "0")
     assert code == 2 and err == "bioel ingest-kb: error: argument --num-shards: must be at least 1, got 0"
     with pytest.raises(ValueError, match="--num-shards must be a whole number of at least 1"):
         ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(tmp_path / "o"), local(), num_shards=0)
-    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", FIXTURES / "biosyn", "--output", tmp_path / "o")
-    assert code == 2 and len(err.splitlines()) == 1 and "biosyn: is a directory, not a file" in err
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / ".DS_Store").write_text("x")
+    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", tmp_path / "empty", "--output", tmp_path / "o")
+    assert code == 2 and len(err.splitlines()) == 1 and "empty: the folder holds no input file" in err
     assert not (tmp_path / "o").exists()
 
 

@@ -169,7 +169,7 @@ def test_errors_before_any_work(chain, corpus, tmp_path):
     with pytest.raises(ValueError, match="not the one the indexes"):
         link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"),
                         AnnotatorSpec(model=str(other), indexes=(("Disease", index),)), pipeline_options([]))
-    with pytest.raises(FileNotFoundError, match="input file not found"):
+    with pytest.raises(FileNotFoundError, match="missing.pubtator: no such file or folder"):
         run(chain, [tmp_path / "missing.pubtator"], tmp_path / "out")
     with pytest.raises(ValueError, match="no --index"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), nil_thresholds=(("Chemical", 0.5),))
@@ -388,3 +388,86 @@ def test_changed_annotation_settings_relink_every_document(chain, corpus, tmp_pa
     assert first != spec(chain).settings_sha256()
     stop.write_text(json.dumps(["gout", "pain"]))  # the same path with other contents is another setting
     assert with_stop.settings_sha256() != first
+
+
+def test_link_reads_a_glob_or_a_folder_of_gzipped_pubmed_xml(chain, tmp_path, capsys):
+    """A baseline folder as NCBI serves it (`*.xml.gz` with `.md5` sidecars): the glob and the folder name the
+    same sorted files, the manifest lists them, and no sidecar is read as a document."""
+    from bioel_core.corpora import read_documents
+    from pipelines import cli
+    from test_inputs import baseline_folder
+
+    model, index = chain
+    folder = baseline_folder(tmp_path / "baseline")
+    files = [str(folder / "pubmed25n0001.xml.gz"), str(folder / "pubmed25n0002.xml.gz")]
+    expected = sorted(d.doc_id for d in read_documents(files, "pubmed-xml") if isinstance(d, Document))
+    outputs = []
+    for name, given in (("glob", f"{folder}/*.xml.gz"), ("folder", str(folder))):
+        out = tmp_path / name
+        code = cli.main(["link", "--input", given, "--input-format", "pubmed-xml", "--model", model,
+                         "--index", f"Disease={index}", "--output", str(out), "--no-quality"])
+        assert code == 0, capsys.readouterr().err
+        manifest = read_manifest(out)
+        assert [i["path"] for i in manifest["inputs"]] == files
+        assert sorted(r["doc_id"] for r in table(out, "documents")) == expected and len(expected) > 4
+        assert table(out, "dead_letter") == []
+        outputs.append(table_bytes(out))
+    assert outputs[0] == outputs[1]
+
+
+def test_single_file_is_one_ordered_file_whatever_the_shards_and_workers(chain, corpus, tmp_path, capsys):
+    from pipelines import cli
+
+    folder, docs = corpus
+    inputs = [folder / "b.pubtator", folder / "a.pubtator"]
+    two_workers = ["--runner", "DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+    run(chain, inputs, tmp_path / "one", output_format="pubtator", single_file=True, num_shards=2)
+    run(chain, inputs, tmp_path / "two", output_format="pubtator", single_file=True, num_shards=3, beam_args=two_workers)
+    run(chain, inputs, tmp_path / "parts", output_format="pubtator", num_shards=3)
+    manifest = read_manifest(tmp_path / "one")
+    assert manifest["outputs"]["pubtator"]["files"] == ["pubtator/linked.pubtator"] and manifest["single_file"]
+    merged = data_root(tmp_path / "one") / "pubtator" / "linked.pubtator"
+    assert sorted(p.name for p in merged.parent.iterdir()) == ["linked.pubtator"]
+    assert (data_root(tmp_path / "two") / "pubtator" / "linked.pubtator").read_bytes() == merged.read_bytes()
+    written = read_pubtator(merged)
+    assert [d.doc_id for d in written] == sorted(d.doc_id for d in docs)
+    # the parts hold the same documents and annotations, in shard order
+    parts_folder = data_root(tmp_path / "parts") / "pubtator"
+    assert len(list(parts_folder.iterdir())) == 3
+    assert sorted(read_pubtator(parts_folder), key=lambda d: d.doc_id) == written
+    # evaluate-e2e scores the single file, the parts folder and the link output folders alike
+    scores = []
+    for pred in (merged, parts_folder, tmp_path / "parts", tmp_path / "one"):
+        assert cli.main(["evaluate-e2e", "--gold", str(GOLD_SAMPLE), "--pred", str(pred), "--json", str(tmp_path / "s.json")]) == 0
+        scores.append({k: v for k, v in json.loads((tmp_path / "s.json").read_text()).items() if k != "pred"})
+    capsys.readouterr()
+    assert scores[0]["strict"]["n_pred"] > 0 and all(s == scores[0] for s in scores)
+    # a link output is a PubTator --input too (its gold-free copy: the annotations as mentions)
+    again = link_corpus.run([str(tmp_path / "one")], "pubtator", str(tmp_path / "relinked"), spec(chain, detect=False),
+                            pipeline_options([]))
+    assert [i["path"] for i in again["inputs"]] == [str(merged)]
+    assert again["counts"]["documents"]["linked"] == len(docs)
+
+
+@pytest.mark.parametrize("output_format", ["bioc-json", "bioc-xml"])
+def test_single_file_bioc_reads_back_as_the_parts(chain, corpus, tmp_path, output_format):
+    from bioel_core.corpora import read_documents
+
+    folder, docs = corpus
+    inputs = [folder / "a.pubtator", folder / "b.pubtator"]
+    run(chain, inputs, tmp_path / "one", output_format=output_format, single_file=True, num_shards=2)
+    run(chain, inputs, tmp_path / "parts", output_format=output_format, num_shards=2)
+    [merged] = sorted((data_root(tmp_path / "one") / output_format).iterdir())
+    assert merged.name == "linked" + link_corpus.INTERCHANGE_SUFFIX[output_format]
+    read = lambda paths: list(read_documents(paths, output_format))  # noqa: E731
+    merged_docs = read([merged])
+    parts = sorted((data_root(tmp_path / "parts") / output_format).iterdir())
+    assert [d.doc_id for d in merged_docs] == sorted(d.doc_id for d in docs)
+    assert merged_docs == sorted(read(parts), key=lambda d: d.doc_id)
+
+
+def test_single_file_needs_an_interchange_format(chain, corpus, tmp_path):
+    folder, _ = corpus
+    with pytest.raises(ValueError, match="--single-file needs an interchange --output-format"):
+        run(chain, [folder / "a.pubtator"], tmp_path / "out", single_file=True)
+    assert not (tmp_path / "out").exists()

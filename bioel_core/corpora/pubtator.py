@@ -30,6 +30,7 @@ from pathlib import Path
 
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
+from bioel_core.outputs.layout import MANIFEST
 
 NIL_ID = "-1"
 _TEXT_LINE = re.compile(r"^([^|\t]+)\|([ta])\|(.*)$")
@@ -118,9 +119,39 @@ def _annotation(fields: list[str], doc: _DocBuilder, source: str, where: str) ->
                    parts=parts, id_field=id_field)
 
 
-def read_pubtator(path: str | Path) -> list[Document]:
-    with open(path, encoding="utf-8") as fh:
-        return list(parse_pubtator(fh, str(path)))
+def pubtator_files(path: str | Path, flag: str = "") -> list[str]:
+    """The PubTator files a path names, for every verb that reads PubTator: a file is itself; a finished
+    `bioel link` output folder gives its PubTator copy (the parts, or the one --single-file file, in the
+    generation its manifest names); any other folder gives its input files (bioel_core.inputs), e.g. the
+    parts folder `OUTPUT/gen-.../pubtator/`. `flag` names the option in errors."""
+    from bioel_core.inputs import folder_files
+    from bioel_core.tables import data_root, read_manifest
+
+    where = f"{flag} {path}".strip()
+    folder = Path(path)
+    if not folder.is_dir():
+        if not folder.is_file():
+            raise FileNotFoundError(f"{where}: no such file or folder")
+        return [str(path)]
+    if not (folder / MANIFEST).is_file():
+        return folder_files(folder, flag or "PubTator folder")
+    manifest = read_manifest(folder)
+    if manifest.get("pipeline") != "link":
+        raise ValueError(f"{where}: a `bioel {manifest.get('pipeline')}` output, not a `bioel link` one with PubTator annotations")
+    if "pubtator" not in manifest.get("outputs", {}):
+        raise ValueError(f"{where}: this `bioel link` output has no PubTator copy (its --output-format was "
+                         f"{manifest.get('output_format')}); re-run link with --output-format pubtator")
+    root = data_root(folder, manifest)
+    return [str(root / f) for f in manifest["outputs"]["pubtator"]["files"]]
+
+
+def read_pubtator(path: str | Path, flag: str = "") -> list[Document]:
+    """Every document of a PubTator file, parts folder or `bioel link` output folder (see pubtator_files)."""
+    documents = []
+    for file in pubtator_files(path, flag):
+        with open(file, encoding="utf-8") as fh:
+            documents.extend(parse_pubtator(fh, file))
+    return documents
 
 
 _LINE_BREAKS = str.maketrans("\n\r\t", "   ")

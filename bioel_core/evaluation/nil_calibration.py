@@ -11,7 +11,7 @@ from bioel_core.linking.nil import calibrate_threshold
 
 def calibrate_on_gold(spec: AnnotatorSpec, gold_pubtator: str, batch_size: int = 64) -> dict:
     """Per entity type, the NIL threshold maximizing strict span+concept F1 on a gold PubTator corpus."""
-    documents = read_pubtator(gold_pubtator)
+    documents = read_pubtator(gold_pubtator, "--gold")
     annotator = spec.open()
     gold: dict[tuple, set[str]] = {}
     for d in documents:

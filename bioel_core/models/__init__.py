@@ -3,6 +3,7 @@ ensembles of them (references to member folders)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -16,8 +17,22 @@ from bioel_core.models.rescnn import EmbeddingMismatchError, ResCNNEncoder
 from bioel_core.models.transformer import TransformerEncoder
 
 ENCODERS: dict[str, type] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder, EnsembleEncoder, CollectiveEncoder)}
-# The checkout's models/ folder; an installed package (a worker image) names its copy with BIOEL_DEFAULT_MODEL.
-DEFAULT_MODEL = Path(os.environ.get("BIOEL_DEFAULT_MODEL") or Path(__file__).resolve().parents[2] / "models" / "disease-default")
+SHIPPED_PACKAGE = "bioel_models"  # the wheel's copy of the checkout's models/ (setup.py: package_dir)
+
+
+def shipped_path(relative: str) -> Path:
+    """A shipped model or stop-list (`disease-default`, `stoplists/disease-medic.json`): in the checkout's
+    models/ folder, else in the installed package's data (the wheel carries the default model and the stop-lists)."""
+    checkout = Path(__file__).resolve().parents[2] / "models" / relative
+    if checkout.exists():
+        return checkout
+    spec = importlib.util.find_spec(SHIPPED_PACKAGE)
+    installed = Path(next(iter(spec.submodule_search_locations))) / relative if spec and spec.submodule_search_locations else None
+    return installed if installed is not None and installed.exists() else checkout
+
+
+# BIOEL_DEFAULT_MODEL names another default (a worker image's own model folder)
+DEFAULT_MODEL = Path(os.environ.get("BIOEL_DEFAULT_MODEL") or shipped_path("disease-default"))
 
 
 def resolve_device(requested: str) -> str:
@@ -68,4 +83,4 @@ def open_model(model: str | Path | None, pooling: str | None = None, device: str
 __all__ = ["CollectiveEncoder", "DEFAULT_MODEL", "ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "MemberChangedError", "ResCNNEncoder",
            "TransformerEncoder",
            "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder", "model_folder", "open_encoder", "open_model",
-           "resolve_device"]
+           "resolve_device", "shipped_path"]

@@ -1,0 +1,1 @@
+"""`python -m bioel`: the `bioel` command (pipelines.cli) as a module, for environments without the console script."""

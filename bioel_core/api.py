@@ -1,0 +1,61 @@
+"""Linking in process, without Beam: strings to concepts, or documents to annotation rows, with the folders the
+pipelines wrote (`bioel build-index` outputs per entity type, their model). README: "Python API".
+
+A thin facade over AnnotatorSpec -> DocumentAnnotator, which `bioel link` runs per batch of documents: the rows
+are the annotations table's rows, and each type's linker is the same DenseLinker over the same FAISS shards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from bioel_core.corpora.records import Candidate, Document, Passage
+from bioel_core.linking.annotate import AnnotatorSpec, DocumentAnnotator, DocumentError
+
+
+class Annotator:
+    def __init__(self, annotator: DocumentAnnotator):
+        self.annotator = annotator
+
+    @classmethod
+    def from_folders(cls, indexes: Mapping[str, str | Path], model: str | Path | None = None, *,
+                     stop_lists: Mapping[str, str | Path] | None = None, nil_thresholds: Mapping[str, float] | None = None,
+                     mentions: str = "detect", detector: str = "dictionary", device: str = "cpu") -> Annotator:
+        """`indexes`: entity type -> `bioel build-index` folder (type '' takes mentions of any type); `model`: the
+        model folder the indexes were built with (default: the shipped disease model); `stop_lists`: entity type
+        -> detector stop-list JSON (`bioel_core.models.shipped_path("stoplists/disease-medic.json")`);
+        `nil_thresholds`: entity type -> score below which a mention is NIL; `mentions`: "detect" them in the
+        text, or "given" (the documents' own mentions); the other arguments are `bioel link`'s flags."""
+        if mentions not in ("detect", "given"):
+            raise ValueError(f"mentions must be 'detect' or 'given', got {mentions!r}")
+
+        def pairs(mapping):
+            return tuple((t, str(v)) for t, v in (mapping or {}).items())
+
+        spec = AnnotatorSpec(model=str(model) if model else None, indexes=pairs(indexes), detect=mentions == "detect",
+                             stop_lists=pairs(stop_lists), device=device, detector=detector,
+                             nil_thresholds=tuple((t, float(v)) for t, v in (nil_thresholds or {}).items()))
+        spec.versions()  # the model is the one every index was built with, before anything is loaded
+        return cls(spec.open())
+
+    @property
+    def entity_types(self) -> list[str]:
+        return list(self.annotator.targets)
+
+    def link(self, texts: Sequence[str], k: int = 1) -> list[dict[str, list[Candidate]]]:
+        """Per string, per entity type: its k best concepts (Candidate: concept_ids, matched name, score), best first."""
+        per_type = {t: target.linker.link(list(texts), k=k) for t, target in self.annotator.targets.items()}
+        return [{t: found[i] for t, found in per_type.items()} for i in range(len(texts))]
+
+    def annotate(self, documents: Sequence[Document | str]) -> list[list[dict]]:
+        """Per document (a Document, or a plain string: one text passage, id = its position), its annotation rows
+        (doc_id, start, end, mention, entity_type, concept_id or None when NIL, score, ...), in order. A document
+        that cannot be annotated (empty, oversized, given mentions off the text) raises DocumentError naming it."""
+        docs = [d if isinstance(d, Document) else Document(str(i), [Passage("text", 0, d)]) for i, d in enumerate(documents)]
+        for d in docs:
+            try:
+                self.annotator.check(d)
+            except DocumentError as err:
+                raise DocumentError(f"document {d.doc_id}: {err}") from None
+        return self.annotator.annotate(docs)

@@ -1,0 +1,85 @@
+"""The in-process API (bioel_core.Annotator) as the README shows it, and `python -m bioel`."""
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bioel_core import Annotator
+from bioel_core.corpora import Document, Mention, Passage
+from bioel_core.index import IndexSpec
+from bioel_core.linking.annotate import DocumentError
+from pipelines import build_index, embed_names, ingest_kb
+from pipelines.options import pipeline_options
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def readme_example() -> str:
+    """The first ```python block of the README's "Python API" section."""
+    section = (REPO / "README.md").read_text().split("\n## Python API\n", 1)[1].split("\n## ", 1)[0]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.fixture(scope="module")
+def demo_output(tmp_path_factory):
+    """What `make demo` writes before linking: the sample MEDIC cut ingested, embedded with the shipped default
+    model and indexed, under WORKDIR/demo_output."""
+    workdir = tmp_path_factory.mktemp("workdir")
+    out = workdir / "demo_output"
+    options = pipeline_options([])
+    ingest_kb.run("medic-biosyn", [str(REPO / "sample_data" / "medic_sample.txt")], str(out / "kb"), options, num_shards=2)
+    embed_names.run(None, str(out / "kb"), str(out / "embeddings"), options, num_shards=2)
+    build_index.run(str(out / "embeddings"), str(out / "index"), options, num_shards=2, spec=IndexSpec("flat"))
+    return workdir
+
+
+def test_the_readme_example_runs_and_links(demo_output, monkeypatch):
+    monkeypatch.chdir(demo_output)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(readme_example(), "README.md (Python API)", "exec"), {"__name__": "readme"})
+    lines = printed.getvalue().splitlines()
+    assert lines[0] == "'subacute delirium' -> D003693 (subacute delirium, 1.000)"
+    assert lines[1].startswith("'delirium, mixed origin' -> D003693 (delirium of mixed origin, 0.9")
+    assert any(line.startswith("22 30 delirium D003693 ") for line in lines[2:]), lines
+
+
+def test_link_and_annotate_are_the_linkers_and_the_annotator_rows(demo_output):
+    index = str(demo_output / "demo_output" / "index")
+    annotator = Annotator.from_folders(indexes={"Disease": index})
+    assert annotator.entity_types == ["Disease"]
+    [found] = annotator.link(["Subacute Deliriums"], k=3)
+    assert [c.concept_ids for c in found["Disease"]][0] == ("D003693",) and len(found["Disease"]) == 3
+    assert found["Disease"][0].score >= found["Disease"][1].score >= found["Disease"][2].score
+    text = "Mixed origin delirium after surgery."
+    document = Document("pmid-1", [Passage("title", 0, text)])
+    by_string, by_document = annotator.annotate([text]), annotator.annotate([document])
+    assert [r["doc_id"] for r in by_string[0]] == ["0"] and [r["doc_id"] for r in by_document[0]] == ["pmid-1"]
+    assert [(r["mention"], r["concept_id"]) for r in by_document[0]] == [("Mixed origin delirium", "D003693")]
+    assert text[by_document[0][0]["start"]:by_document[0][0]["end"]] == "Mixed origin delirium"
+    # given mentions and NIL thresholds, as `bioel link --mentions given --nil-threshold`
+    given = Annotator.from_folders(indexes={"Disease": index}, mentions="given", nil_thresholds={"Disease": 1.01})
+    mention = Mention("delirium", "pmid-1", 13, 21, "Disease")
+    [[row]] = given.annotate([Document("pmid-1", [Passage("title", 0, text)], [mention])])
+    assert (row["mention"], row["nil"], row["concept_id"]) == ("delirium", True, None)
+    with pytest.raises(DocumentError, match="document 1: empty document"):
+        annotator.annotate(["fine text", "   "])
+    with pytest.raises(ValueError, match="mentions must be 'detect' or 'given'"):
+        Annotator.from_folders(indexes={"Disease": index}, mentions="find")
+
+
+@pytest.mark.parametrize("module", ["bioel", "pipelines.cli"])
+def test_python_dash_m_runs_the_cli(module, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: bioel ") and "link" in done.stdout and "evaluate-e2e" in done.stdout
