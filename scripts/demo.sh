@@ -10,13 +10,13 @@ RUNNER="--runner FnApiRunner"
 export HF_HUB_OFFLINE=1 GX_ANALYTICS_ENABLED=false
 
 echo "== 1/5 ingest: sample_data/medic_sample.txt -> $OUT/kb"
-$BIOEL ingest-kb --kb medic-biosyn --input sample_data/medic_sample.txt --output "$OUT/kb" --num-shards 2 $RUNNER
+$BIOEL ingest-kb --input-format medic-biosyn --input sample_data/medic_sample.txt --output "$OUT/kb" --num-shards 2 $RUNNER
 
 echo; echo "== 2/5 embed: every name with models/disease-default -> $OUT/embeddings"
-$BIOEL embed --names "$OUT/kb" --output "$OUT/embeddings" --num-shards 2 $RUNNER
+$BIOEL embed --input "$OUT/kb" --output "$OUT/embeddings" --num-shards 2 $RUNNER
 
 echo; echo "== 3/5 index: flat FAISS shards -> $OUT/index"
-$BIOEL build-index --embeddings "$OUT/embeddings" --output "$OUT/index" --shards 2 --index flat $RUNNER
+$BIOEL build-index --input "$OUT/embeddings" --output "$OUT/index" --num-shards 2 --index-kind flat $RUNNER
 
 echo; echo "== 4/5 link: sample_data/abstracts_sample.jsonl -> $OUT/links (Parquet + PubTator)"
 $BIOEL link --input sample_data/abstracts_sample.jsonl --input-format jsonl --index "Disease=$OUT/index" \

@@ -266,15 +266,15 @@ def test_quality_flags_tampered_vectors_and_another_model_is_refused(embedded, t
 def test_cli_embed_with_a_plain_checkpoint_then_report(names_dir, model_dir, tmp_path, capsys):
     base = make_tiny_bert(tmp_path / "bert")
     out = tmp_path / "emb"
-    assert cli.main(["embed", "--model", str(base), "--pooling", "cls", "--names", str(names_dir), "--output", str(out),
+    assert cli.main(["embed", "--model", str(base), "--pooling", "cls", "--input", str(names_dir), "--output", str(out),
                      "--batch-size", "4", "--num-shards", "1", "--runner", "DirectRunner"]) == 0
     printed = capsys.readouterr().out
     assert "dim 32" in printed and "quality PASSED" in printed
     assert read_manifest(out)["model"]["config"]["pooling"] == "cls"
     assert json.loads((out / "quality/summary.json").read_text())["passed"]
     assert (out / "quality/data_docs/index.html").is_file()
-    assert cli.main(["report", "--table", str(out), "--fail-on", "warning"]) == 0
-    code = cli.main(["embed", "--model", str(tmp_path / "nope"), "--names", str(names_dir), "--output", str(tmp_path / "o")])
+    assert cli.main(["report", "--input", str(out), "--fail-on", "warning"]) == 0
+    code = cli.main(["embed", "--model", str(tmp_path / "nope"), "--input", str(names_dir), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "model folder not found" in err
 
@@ -286,10 +286,10 @@ def test_a_pickle_renamed_to_safetensors_and_zero_shards_are_one_line_errors(nam
     shutil.copytree(model_dir, fake)
     weights = sorted(fake.glob("*.safetensors"))[0]
     weights.write_bytes(pickle.dumps({"weight": [0.0] * 64}))
-    code = cli.main(["embed", "--model", str(fake), "--names", str(names_dir), "--output", str(tmp_path / "o")])
+    code = cli.main(["embed", "--model", str(fake), "--input", str(names_dir), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and f"{weights}: not a safetensors file" in err
-    code = cli.main(["embed", "--names", str(names_dir), "--output", str(tmp_path / "o"), "--num-shards", "0"])
+    code = cli.main(["embed", "--input", str(names_dir), "--output", str(tmp_path / "o"), "--num-shards", "0"])
     assert code == 2 and capsys.readouterr().err.strip() == "bioel embed: error: argument --num-shards: must be at least 1, got 0"
     assert not (tmp_path / "o").exists()
 
