@@ -268,12 +268,14 @@ def test_cli_embed_with_a_plain_checkpoint_then_report(names_dir, model_dir, tmp
     out = tmp_path / "emb"
     assert cli.main(["embed", "--model", str(base), "--pooling", "cls", "--input", str(names_dir), "--output", str(out),
                      "--batch-size", "4", "--num-shards", "1", "--runner", "DirectRunner"]) == 0
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
     assert "dim 32" in printed and "quality PASSED" in printed
+    assert err.startswith("embed: ") and err.endswith(" names/s)\n")
     assert read_manifest(out)["model"]["config"]["pooling"] == "cls"
     assert json.loads((out / "quality/summary.json").read_text())["passed"]
     assert (out / "quality/data_docs/index.html").is_file()
     assert cli.main(["report", "--input", str(out), "--fail-on", "warning"]) == 0
+    assert capsys.readouterr().err.startswith("report: done in ")
     code = cli.main(["embed", "--model", str(tmp_path / "nope"), "--input", str(names_dir), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "model folder not found" in err

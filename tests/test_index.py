@@ -368,8 +368,9 @@ def test_cli_build_index(ties, tmp_path, capsys):
     emb = str(ties[0] / "emb")
     assert cli.main(["build-index", "--input", emb, "--output", str(tmp_path / "i"), "--num-shards", "2",
                      "--index-kind", "hnsw", "--ef-search", "50", "--faiss-threads", "1"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "indexed 600 vectors (hnsw, dim 16) in 2 shards" in out and "quality PASSED" in out
+    assert err.startswith("build-index: 600 vectors, 2 shards in ") and err.endswith(" vectors/s)\n")
     assert ShardedIndex(tmp_path / "i").shards[0].params["ef_search"] == 50
     code = cli.main(["build-index", "--input", emb, "--output", str(tmp_path / "j"), "--num-shards", "0"])
     err = capsys.readouterr().err.strip()

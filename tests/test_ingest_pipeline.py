@@ -163,6 +163,7 @@ def test_cli_ingest_with_quality_report_on_relative_paths(tmp_path, monkeypatch,
     assert summary["passed"] and summary["critical_failures"] == 0
     assert (tmp_path / "kb/quality/data_docs/index.html").is_file()
     assert cli.main(["report", "--input", "kb", "--fail-on", "warning"]) == 0
+    assert capsys.readouterr().err.startswith("report: done in ")
 
 
 def test_cli_ingests_a_dictionary_of_any_scheme_with_its_vocabulary(tmp_path, capsys):
