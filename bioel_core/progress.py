@@ -24,6 +24,8 @@ def terminal() -> bool:
 
 def bar(iterable=None, *, show: bool = True, **kwargs) -> tqdm:
     """A tqdm bar (throughput, and ETA when the total is known) on stderr, drawn only on a terminal."""
+    if kwargs.get("unit"):
+        kwargs["unit"] = f" {kwargs['unit']}"  # "40 documents", "3.2 documents/s"
     return tqdm(iterable, disable=not (show and terminal()), file=sys.stderr, dynamic_ncols=True, **kwargs)
 
 
