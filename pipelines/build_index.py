@@ -129,7 +129,7 @@ def check_embeddings_folder(emb_dir: Path) -> dict:
     check_names_unchanged(emb_dir)
     files = table_files(emb_dir, "embeddings")
     if not files:
-        raise ValueError(f"--embeddings {emb_dir}: no embeddings/*.parquet shards")
+        raise ValueError(f"--input {emb_dir}: no embeddings/*.parquet shards")
     dims, rows = {}, 0
     for f in files:
         meta = pq.ParquetFile(f)
@@ -137,12 +137,12 @@ def check_embeddings_folder(emb_dir: Path) -> dict:
         dims[f.name] = meta.schema_arrow.field("vector").type.list_size
         rows += meta.metadata.num_rows
     if len(set(dims.values())) > 1:
-        raise ValueError(f"--embeddings {emb_dir}: shards of mixed dimension: {dims}")
+        raise ValueError(f"--input {emb_dir}: shards of mixed dimension: {dims}")
     dimension = next(iter(dims.values()))
     if dimension != manifest["model"]["dim"]:
-        raise ValueError(f"--embeddings {emb_dir}: vectors have {dimension} dimensions, the manifest's model {manifest['model']['dim']}")
+        raise ValueError(f"--input {emb_dir}: vectors have {dimension} dimensions, the manifest's model {manifest['model']['dim']}")
     if rows == 0:
-        raise ValueError(f"--embeddings {emb_dir}: the embeddings table is empty; nothing to index")
+        raise ValueError(f"--input {emb_dir}: the embeddings table is empty; nothing to index")
     return {"manifest": manifest, "files": [str(f) for f in files], "dimension": dimension, "rows": rows}
 
 

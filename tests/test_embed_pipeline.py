@@ -180,7 +180,7 @@ def _retag(path, version: bytes):
     ("no-model", FileNotFoundError, "model folder not found"),
     ("not-a-model", FileNotFoundError, "no \\*.safetensors weights"),
     ("default-model", FileNotFoundError, "not shipped in this checkout"),
-    ("output-is-names", ValueError, r"is \(or holds\) the --names"),
+    ("output-is-names", ValueError, r"is \(or holds\) the --input"),
 ])
 def test_bad_inputs_are_refused_before_any_work(names_dir, model_dir, tmp_path, monkeypatch, breakage, error, message):
     names, model, out = tmp_path / "kb", model_dir, tmp_path / "emb"
@@ -266,6 +266,7 @@ def test_quality_flags_tampered_vectors_and_another_model_is_refused(embedded, t
 def test_cli_embed_with_a_plain_checkpoint_then_report(names_dir, model_dir, tmp_path, capsys):
     base = make_tiny_bert(tmp_path / "bert")
     out = tmp_path / "emb"
+    capsys.readouterr()  # what saving the checkpoint printed
     assert cli.main(["embed", "--model", str(base), "--pooling", "cls", "--input", str(names_dir), "--output", str(out),
                      "--batch-size", "4", "--num-shards", "1", "--runner", "DirectRunner"]) == 0
     printed, err = capsys.readouterr()
