@@ -22,7 +22,8 @@ def positive_int(text: str) -> int:
 
 
 class _Renamed(argparse.Action):
-    """Stores the value like argparse's default action; used under an old spelling, says once which flag replaces it."""
+    """Stores the value as argparse's default action does; used under an old spelling, it also says on stderr which
+    flag replaces that spelling."""
 
     old_spellings: tuple[str, ...] = ()
 

@@ -57,7 +57,8 @@ def pipeline_progress(options: PipelineOptions, verb: str, unit: str, total: int
     else a start line, the workers being out of reach (the verb's summary line is the end line)."""
     local = in_process(options)
     if not local:
-        print(f"{verb}: running on {runner_name(options)} (progress is the runner's to show)", file=sys.stderr)
+        print(f"{verb}: started on {runner_name(options)}; its workers run in other processes or machines, so no "
+              f"progress bar here", file=sys.stderr)
     with progress.shared_bar(unit, total, desc=verb, show=local):
         yield
 

@@ -143,7 +143,7 @@ def test_a_bar_is_drawn_on_a_terminal_and_moved_by_in_process_dofns(monkeypatch,
     with pipeline_progress(options, "test", "names", total=5):
         progress.advance(5)
     err = capsys.readouterr().err
-    assert err.strip() == "test: running on FnApiRunner (progress is the runner's to show)"
+    assert err.strip() == "test: started on FnApiRunner; its workers run in other processes or machines, so no progress bar here"
     monkeypatch.setattr(progress, "terminal", lambda: False)
     with progress.shared_bar("names", total=5):
         progress.advance(5)
