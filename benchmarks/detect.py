@@ -1,8 +1,8 @@
 """Dictionary mention detection on BC5CDR test: strict-span P/R/F1 with and without the stop list and
 abbreviation expansion, and speed; learns the shipped stop lists.
 
-    .venv/bin/bioel ingest-kb --kb medic-biosyn --input ../shared/data/medic/medic_06Jul2012.txt --output /tmp/medic_kb
-    .venv/bin/bioel ingest-kb --kb mesh-tsv --input ../shared/data/mesh/data_mesh_thesaurus.tsv.gz \
+    .venv/bin/bioel ingest-kb --input-format medic-biosyn --input ../shared/data/medic/medic_06Jul2012.txt --output /tmp/medic_kb
+    .venv/bin/bioel ingest-kb --input-format mesh-tsv --input ../shared/data/mesh/data_mesh_thesaurus.tsv.gz \
         ../shared/data/mesh/data_mesh_trees.tsv --output /tmp/mesh_kb
     .venv/bin/python benchmarks/detect.py --medic-kb /tmp/medic_kb [--mesh-kb /tmp/mesh_kb] [--write-stop-lists] [--json OUT]
 

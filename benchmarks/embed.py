@@ -2,7 +2,7 @@
 
     python benchmarks/embed.py [--model DIR [--pooling cls|mean]] [--names KB_DIR] [--limit N] [--json OUT]
 
-Without --names, the MeSH 2024 thesaurus TSV is ingested once with `bioel ingest-kb --kb mesh-tsv` into a cache
+Without --names, the MeSH 2024 thesaurus TSV is ingested once with `bioel ingest-kb --input-format mesh-tsv` into a cache
 folder (reused while the input's sha256 is unchanged). --limit N (default 40,000; 0 = all) keeps the N names
 with the smallest name_id, a hash, so a uniform sample, written as a names folder of its own. Three modes, each
 in its own child process so peak RSS is per mode: a plain `Encoder.encode` loop (batch 256, length-sorted),
@@ -98,8 +98,8 @@ def ingested_mesh(input_path: Path, cache: Path) -> Path:
             return cache
     except (RuntimeError, FileNotFoundError, KeyError, IndexError):
         pass
-    print(f"ingesting {input_path} -> {cache} (bioel ingest-kb --kb mesh-tsv) ...", flush=True)
-    subprocess.run([sys.executable, "-m", "pipelines.cli", "ingest-kb", "--kb", "mesh-tsv", "--input", str(input_path),
+    print(f"ingesting {input_path} -> {cache} (bioel ingest-kb --input-format mesh-tsv) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "pipelines.cli", "ingest-kb", "--input-format", "mesh-tsv", "--input", str(input_path),
                     "--output", str(cache), "--no-quality"], check=True, cwd=REPO)
     return cache
 

@@ -16,8 +16,8 @@ BIOEL = [sys.executable, "-m", "pipelines.cli"]
 
 # entity type -> (ingest-kb flags, stop list file)
 KBS = {
-    "Disease": (["--kb", "medic-biosyn", "--input", DATA / "medic" / "medic_06Jul2012.txt"], "disease-medic.json"),
-    "Chemical": (["--kb", "mesh-tsv", "--input", DATA / "mesh" / "data_mesh_thesaurus.tsv.gz", DATA / "mesh" / "data_mesh_trees.tsv",
+    "Disease": (["--input-format", "medic-biosyn", "--input", DATA / "medic" / "medic_06Jul2012.txt"], "disease-medic.json"),
+    "Chemical": (["--input-format", "mesh-tsv", "--input", DATA / "mesh" / "data_mesh_thesaurus.tsv.gz", DATA / "mesh" / "data_mesh_trees.tsv",
                   "--mesh-tree-prefix", "D"], "chemical-mesh.json"),
 }
 
@@ -52,9 +52,9 @@ def prepare(work: Path, model: str) -> dict[str, dict[str, Path]]:
         if not built(kb):
             sh(BIOEL + ["ingest-kb", *ingest_flags, "--output", kb, "--no-quality"])
         if not built(emb):
-            sh(BIOEL + ["embed", "--model", model, "--names", kb, "--output", emb, "--no-quality"])
+            sh(BIOEL + ["embed", "--model", model, "--input", kb, "--output", emb, "--no-quality"])
         if not built(idx):
-            sh(BIOEL + ["build-index", "--embeddings", emb, "--output", idx, "--shards", "2", "--index", "flat", "--no-quality"])
+            sh(BIOEL + ["build-index", "--input", emb, "--output", idx, "--num-shards", "2", "--index-kind", "flat", "--no-quality"])
         out[entity_type] = {"kb": kb, "index": idx, "stop_list": STOP_LISTS / stop_list}
     return out
 

@@ -55,6 +55,7 @@ import pyarrow.parquet as pq
 from bioel_core.embeddings import (TEXT_COLUMN, EncodeFailure, check_model_matches, encode_checked, manifest_sha256,
                                    read_embeddings_manifest, vectors_of)
 from bioel_core.guards import check_output_folder
+from bioel_core.progress import bar as progress_bar
 from bioel_core.index import IndexSpec, build_shard, read_index_manifest, shard_of
 from bioel_core.index.layout import ID_MAPS, SHARDS
 from bioel_core.index.sharded import file_sha256
@@ -266,13 +267,15 @@ def encode_names(encoder, names: pa.Table, batch_size: int) -> Encoded:
     ids = names.column("name_id").to_numpy()
     concepts, texts = names.column("concept_id").to_pylist(), names.column(TEXT_COLUMN).to_pylist()
     kept, vectors, dead = [], [], []
-    for rows in name_batches(ids, names.column(TEXT_COLUMN), batch_size):
-        for i, result in zip(rows, encode_checked(encoder, [texts[i] for i in rows])):
-            if isinstance(result, EncodeFailure):
-                dead.append({"source": "encoder", "location": f"name_id {ids[i]}", "raw": texts[i], "reason": result.reason})
-            else:
-                kept.append(i)
-                vectors.append(result)
+    with progress_bar(total=len(ids), unit="names", desc="encode") as bar:
+        for rows in name_batches(ids, names.column(TEXT_COLUMN), batch_size):
+            for i, result in zip(rows, encode_checked(encoder, [texts[i] for i in rows])):
+                if isinstance(result, EncodeFailure):
+                    dead.append({"source": "encoder", "location": f"name_id {ids[i]}", "raw": texts[i], "reason": result.reason})
+                else:
+                    kept.append(i)
+                    vectors.append(result)
+            bar.update(len(rows))
     kept = np.array(kept, dtype=np.int64)
     return Encoded(ids[kept], [concepts[i] for i in kept],
                    np.stack(vectors).astype(np.float32) if vectors else np.empty((0, encoder.dim), np.float32), dead)

@@ -22,8 +22,11 @@ class IncompleteOutputError(RuntimeError):
 def read_manifest(output_dir: str | Path) -> dict:
     """The manifest of a finished output folder; an unfinished one is an error, not an empty table."""
     path = Path(output_dir) / MANIFEST
+    if not Path(output_dir).is_dir():
+        raise FileNotFoundError(f"no such folder: {output_dir}")
     if not path.is_file():
-        raise IncompleteOutputError(f"{output_dir}: no {MANIFEST}: not a finished bioel output (interrupted or still running)")
+        raise IncompleteOutputError(f"{output_dir} is not a finished bioel output (no {MANIFEST}): interrupted, still "
+                                    f"running, or not written by bioel")
     manifest = json.loads(path.read_text())
     if not manifest.get("complete"):
         raise IncompleteOutputError(f"{path}: output is marked incomplete")

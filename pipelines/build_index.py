@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
+from bioel_core import progress
 from bioel_core.embeddings import check_names_unchanged, manifest_sha256, read_embeddings_manifest, vectors_of
 from bioel_core.guards import check_output_folder
 from bioel_core.index import PIPELINE, IndexSpec, build_shard, shard_of
@@ -33,7 +34,7 @@ from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
 from bioel_core.tables import table_files
 from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
-from pipelines.options import runner_name
+from pipelines.options import pipeline_progress, runner_name
 from pipelines.outputs import filesystem_for
 from schemas import check_schema, embeddings_schema
 
@@ -93,6 +94,7 @@ class BuildShardFn(beam.DoFn):
         for relative, data in ((built.record["index_file"], built.index_bytes), (built.record["id_map_file"], built.id_map_bytes)):
             path = FileSystems.join(self.staging, relative)
             filesystem_for(path).write(path, data)
+        progress.advance()
         yield "shards", [built.record]
 
 
@@ -123,11 +125,11 @@ def worker_threads(options: PipelineOptions) -> int | None:
 
 def check_embeddings_folder(emb_dir: Path) -> dict:
     """Everything build-index needs to know of its input, refused before any work when unusable."""
-    manifest = read_embeddings_manifest(emb_dir, "--embeddings")
+    manifest = read_embeddings_manifest(emb_dir, "--input")
     check_names_unchanged(emb_dir)
     files = table_files(emb_dir, "embeddings")
     if not files:
-        raise ValueError(f"--embeddings {emb_dir}: no embeddings/*.parquet shards")
+        raise ValueError(f"--input {emb_dir}: no embeddings/*.parquet shards")
     dims, rows = {}, 0
     for f in files:
         meta = pq.ParquetFile(f)
@@ -135,12 +137,12 @@ def check_embeddings_folder(emb_dir: Path) -> dict:
         dims[f.name] = meta.schema_arrow.field("vector").type.list_size
         rows += meta.metadata.num_rows
     if len(set(dims.values())) > 1:
-        raise ValueError(f"--embeddings {emb_dir}: shards of mixed dimension: {dims}")
+        raise ValueError(f"--input {emb_dir}: shards of mixed dimension: {dims}")
     dimension = next(iter(dims.values()))
     if dimension != manifest["model"]["dim"]:
-        raise ValueError(f"--embeddings {emb_dir}: vectors have {dimension} dimensions, the manifest's model {manifest['model']['dim']}")
+        raise ValueError(f"--input {emb_dir}: vectors have {dimension} dimensions, the manifest's model {manifest['model']['dim']}")
     if rows == 0:
-        raise ValueError(f"--embeddings {emb_dir}: the embeddings table is empty; nothing to index")
+        raise ValueError(f"--input {emb_dir}: the embeddings table is empty; nothing to index")
     return {"manifest": manifest, "files": [str(f) for f in files], "dimension": dimension, "rows": rows}
 
 
@@ -169,18 +171,18 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
         faiss_threads: int | None = None) -> dict:
     """Builds the index and publishes it; returns the manifest. `faiss_threads` None: FAISS's default in
     process, the cores shared out among local worker processes otherwise."""
-    check_num_shards(num_shards, "--shards")
+    check_num_shards(num_shards)
     if faiss_threads is not None and faiss_threads < 1:
         raise ValueError(f"--faiss-threads must be at least 1, got {faiss_threads}")
     emb_dir = Path(embeddings_dir).resolve()
     source = check_embeddings_folder(emb_dir)
     spec.check_dimension(source["dimension"])
-    check_output_folder(output_dir, PIPELINE, [("--embeddings", str(emb_dir))])
+    check_output_folder(output_dir, PIPELINE, [("--input", str(emb_dir))])
     threads = faiss_threads or worker_threads(options)
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
     def build() -> Manifest:
-        with beam.Pipeline(options=options) as p:
+        with pipeline_progress(options, "build-index", "shards", num_shards), beam.Pipeline(options=options) as p:
             build_pipeline(p, source["files"], staged, num_shards=num_shards, spec=spec, dimension=source["dimension"],
                            threads=threads)
         return refuse_empty(build_manifest(read_stats(staged.root), source, staged=staged, emb_dir=emb_dir, num_shards=num_shards, spec=spec,

@@ -2,6 +2,8 @@
 
 Flags a verb does not know are passed to Beam as pipeline options (--runner, --direct_num_workers, ...) when Beam
 defines them; any other flag is an error (Beam would drop it with a warning and the job would run without it).
+Parsing imports no heavy library (torch, Beam, pyarrow, ...): `--help` answers at once, and a verb imports what it
+needs when it runs. The flag vocabulary shared by every verb is in README.md ("CLI vocabulary").
 """
 
 from __future__ import annotations
@@ -11,51 +13,56 @@ import logging
 import os
 import sys
 
+from bioel_core import progress
 from bioel_core.guards import EmptyOutputError
 from bioel_core.kb import READERS
-from bioel_core.normalize import PUNCTUATION_POLICIES, Normalizer, NormalizerConfig
+from bioel_core.normalize import PUNCTUATION_POLICIES
 from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train
-from pipelines.cli_common import finish, positive_int, quality
+from pipelines.cli_common import add_renamed, finish, package_version, positive_int, quality
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 BEAM_VERBS = {"ingest-kb", "embed", "build-index", "link"}
+# bioel's own loggers: INFO with -v; every other library's stays at WARNING, -v or not
+OWN_LOGGERS = ("bioel_core", "pipelines")
 
 
 def _reader_options(args) -> dict:
     """Only the options the chosen format understands."""
-    if args.kb == "umls":
+    if args.input_format == "umls":
         return {"languages": tuple(args.umls_languages), "sabs": args.umls_sabs, "ttys": args.umls_ttys,
                 "exclude_suppressed": not args.umls_keep_suppressed, "preferred_only": args.umls_preferred_only}
-    if args.kb == "snomed":
+    if args.input_format == "snomed":
         return {"language_refset_ids": args.snomed_language_refset}
-    if args.kb == "mesh-tsv":
+    if args.input_format == "mesh-tsv":
         return {"include_permuted": not args.mesh_exclude_permuted, "tree_prefixes": args.mesh_tree_prefix or ()}
-    if args.kb == "biosyn-dict":
+    if args.input_format == "biosyn-dict":
         return {"kb": args.kb_name, "id_pattern": args.id_pattern, "vocabulary": args.vocabulary}
     return {}
 
 
 def cmd_ingest_kb(args, beam_args: list[str]) -> int:
+    from bioel_core.normalize import Normalizer, NormalizerConfig
     from pipelines import ingest_kb
     from pipelines.options import pipeline_options
 
     normalizer = Normalizer(NormalizerConfig(unicode_form=None if args.unicode_form == "none" else args.unicode_form,
                                              lowercase=not args.keep_case, punctuation=args.punctuation))
-    manifest = ingest_kb.run(args.kb, args.input, args.output, pipeline_options(beam_args),
+    manifest = ingest_kb.run(args.input_format, args.input, args.output, pipeline_options(beam_args),
                              reader_options=_reader_options(args), normalizer=normalizer,
                              shared_names=args.shared_names, num_shards=args.num_shards)
-    counts = manifest["counts"]
-    print(f"ingested {args.kb}: {manifest['outputs']['concepts']['rows']:,} concepts, "
-          f"{manifest['outputs']['names']['rows']:,} names, {manifest['outputs']['dead_letter']['rows']:,} dead letters "
+    counts, outputs = manifest["counts"], manifest["outputs"]
+    progress.count(names=outputs["names"]["rows"], concepts=outputs["concepts"]["rows"], records=counts["records_read"])
+    print(f"ingested {args.input_format}: {outputs['concepts']['rows']:,} concepts, "
+          f"{outputs['names']['rows']:,} names, {outputs['dead_letter']['rows']:,} dead letters "
           f"from {counts['records_read']:,} input records -> {args.output}")
     return finish(manifest, args.output, args.no_quality, args.fail_on)
 
 
 def cmd_report(args) -> int:
-    return quality(args.table, args.output, args.fail_on)
+    return quality(args.input, args.output, args.fail_on)
 
 
 class _OneLineErrors(argparse.ArgumentParser):
@@ -68,13 +75,14 @@ class _OneLineErrors(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineErrors(prog="bioel", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log bioel's progress messages (INFO); anywhere on the line")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="verb", required=True)
 
     ingest = sub.add_parser("ingest-kb", help="KB dump -> Parquet concepts/names tables + manifest + quality report",
                             description="Unknown flags go to Beam (e.g. --runner, --direct_num_workers=2 "
                                         "--direct_running_mode=multi_processing).")
-    ingest.add_argument("--kb", required=True, choices=sorted(READERS), help="input format")
+    add_renamed(ingest, "--input-format", "--kb", required=True, choices=sorted(READERS), help="the KB dump's format")
     ingest.add_argument("--input", required=True, nargs="+", help="input files (local, gs://, ...)")
     ingest.add_argument("--output", required=True, help="output folder")
     ingest.add_argument("--num-shards", type=positive_int, default=4, help="Parquet shards per table (default 4)")
@@ -105,8 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.set_defaults(func=cmd_ingest_kb)
 
     rep = sub.add_parser("report", help="data-quality report (offline report.html + summary.json) for an output folder")
-    rep.add_argument("--table", required=True, help="an output folder written by a bioel pipeline")
-    rep.add_argument("--output", help="where to write the report (default TABLE/quality)")
+    add_renamed(rep, "--input", "--table", required=True, help="an output folder written by a bioel pipeline")
+    rep.add_argument("--output", help="where to write the report (default INPUT/quality)")
     rep.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical")
     rep.set_defaults(func=cmd_report)
 
@@ -116,7 +124,19 @@ def build_parser() -> argparse.ArgumentParser:
     cli_index.add_subcommands(sub)
     cli_link.add_subcommands(sub)
     cli_refresh.add_subcommands(sub)
+    for verb_parser in sub.choices.values():  # -v after the verb too; SUPPRESS keeps a -v given before it
+        verb_parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in OWN_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
+    # Beam warns at import that the GCP client libraries are absent; irrelevant unless gs:// paths are used,
+    # and then the GCS filesystem raises its own clear error.
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(lambda record: not record.getMessage().startswith("apitools not found"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 2
+    _configure_logging(args.verbose)  # before Beam is imported: its import-time warning goes through these handlers
     if extra:
         from pipelines.options import unknown_flag_error
 
@@ -135,20 +156,20 @@ def main(argv: list[str] | None = None) -> int:
         if error:
             print(f"bioel {args.verb}: error: {error}", file=sys.stderr)
             return 2
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    # Beam warns at import that the GCP client libraries are absent; irrelevant unless gs:// paths are used,
-    # and then the GCS filesystem raises its own clear error.
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(lambda record: not record.getMessage().startswith("apitools not found"))
+    if not progress.terminal():
+        progress.silence_library_bars()
+    summary = progress.start(args.verb)
     try:
         # Beam verbs also take the flags meant for Beam; every other verb takes its parsed arguments only
-        return args.func(args, extra) if args.verb in BEAM_VERBS else int(args.func(args) or 0)
+        code = args.func(args, extra) if args.verb in BEAM_VERBS else int(args.func(args) or 0)
     except EmptyOutputError as err:  # the job ran but nothing came out: nothing was published
         print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
         return 3
     except (FileNotFoundError, PermissionError, ValueError, RuntimeError) as err:
         print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
         return 2
+    print(summary.line(), file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

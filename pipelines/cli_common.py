@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from pathlib import Path
 
 
 def positive_int(text: str) -> int:
@@ -17,6 +19,39 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+class _Renamed(argparse.Action):
+    """Stores the value as argparse's default action does; used under an old spelling, it also says on stderr which
+    flag replaces that spelling."""
+
+    old_spellings: tuple[str, ...] = ()
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string in self.old_spellings:
+            print(f"bioel: note: {option_string} is deprecated and goes in the next release; use {self.option_strings[0]}",
+                  file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed(parser, flag: str, *old: str, **kwargs) -> argparse.Action:
+    """`parser.add_argument(flag, **kwargs)` that also accepts the flag's old spellings for one release (the README's
+    "CLI vocabulary" table lists them). Help, usage and error messages name the new flag only."""
+    action = parser.add_argument(flag, *old, action=_Renamed, **kwargs)
+    action.old_spellings = old
+    action.option_strings = [flag]  # the parser still maps the old strings to this action
+    return action
+
+
+def package_version() -> str:
+    """The installed package's version; in a checkout that is not installed, the one setup.py declares."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bioel-pipeline")
+    except PackageNotFoundError:
+        setup = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
+        return re.search(r'version="([^"]+)"', setup).group(1)
 
 
 def quality(table_dir: str, output: str | None, fail_on: str) -> int:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from bioel_core.models import DEFAULT_MODEL
-
-from pipelines.cli_common import positive_int
+from bioel_core import progress
+from pipelines.cli_common import add_renamed, positive_int
 
 
 def add_subcommands(subparsers) -> None:
@@ -12,9 +11,9 @@ def add_subcommands(subparsers) -> None:
                                description="Encodes the name_norm column of an ingest-kb output with a model folder "
                                            "(Beam RunInference). Unknown flags go to Beam (e.g. --direct_num_workers=2 "
                                            "--direct_running_mode=multi_processing).")
-    em.add_argument("--model", help=f"bioel model folder or plain HF checkpoint (default: the shipped {DEFAULT_MODEL})")
+    em.add_argument("--model", help="bioel model folder or plain HF checkpoint (default: the shipped disease model, models/disease-default)")
     em.add_argument("--pooling", choices=["cls", "mean"], help="a plain HF checkpoint's pooling (default cls)")
-    em.add_argument("--names", required=True, help="an ingest-kb output folder")
+    add_renamed(em, "--input", "--names", required=True, help="an ingest-kb output folder")
     em.add_argument("--output", required=True, help="output folder")
     em.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     em.add_argument("--batch-size", type=positive_int, default=256, help="names per encoder call (default 256)")
@@ -30,9 +29,10 @@ def cmd_embed(args, beam_args: list[str]) -> int:
     from pipelines.cli_common import finish
     from pipelines.options import pipeline_options
 
-    manifest = embed_names.run(args.model, args.names, args.output, pipeline_options(beam_args), pooling=args.pooling,
+    manifest = embed_names.run(args.model, args.input, args.output, pipeline_options(beam_args), pooling=args.pooling,
                                device=args.device, batch_size=args.batch_size, num_shards=args.num_shards)
     counts = manifest["counts"]
+    progress.count(names=counts["embedded"])
     print(f"embedded {counts['embedded']:,} of {counts['names_read']:,} names ({counts['dead_lettered']:,} dead letters) "
           f"with {manifest['model']['path']} (dim {manifest['model']['dim']}) -> {args.output}")
     return finish(manifest, args.output, args.no_quality, args.fail_on)

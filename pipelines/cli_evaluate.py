@@ -10,10 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from bioel_core.corpora import read_pubtator, read_query_folder
-from bioel_core.evaluation import e2e_scores, evaluate, subpopulation_scores
-from bioel_core.linking import LINKERS, NameSet, build_linker, load_linker
-from bioel_core.text import QueryPreprocessor
+from bioel_core import progress
+from bioel_core.linking import LINKERS
 from pipelines.cli_common import positive_int
 
 # training mentions for the subpopulations: the ones a model evaluated on this split may have seen
@@ -63,6 +61,8 @@ def add_subcommands(subparsers) -> None:
 
 
 def _linker(args):
+    from bioel_core.linking import NameSet, build_linker, load_linker
+
     if args.linker_dir:
         return load_linker(args.linker_dir), args.linker_dir
     source = args.names or args.dictionary or str(Path(args.dataset) / f"{args.split}_dictionary.txt")
@@ -74,6 +74,10 @@ def _linker(args):
 
 
 def cmd_evaluate(args) -> int:
+    from bioel_core.corpora import read_query_folder
+    from bioel_core.evaluation import evaluate, subpopulation_scores
+    from bioel_core.text import QueryPreprocessor
+
     if args.k < 1:
         raise ValueError(f"--k must be at least 1, got {args.k}")
     dataset = Path(args.dataset)
@@ -84,6 +88,7 @@ def cmd_evaluate(args) -> int:
     linker, source = _linker(args)
     preprocessor = QueryPreprocessor.from_typo_file(args.typos) if args.typos else None
     scores, results = evaluate(linker, queries, args.k, preprocessor)
+    progress.count(queries=scores["n"])
     train_dir = dataset / TRAIN_FOLDER[args.split]
     report = {"dataset": dataset.name, "dataset_dir": str(dataset), "split": args.split, "linker": linker.kind,
               "linker_options": linker.options(), "dictionary": source, "protocol": "biosyn", "k": args.k,
@@ -111,13 +116,16 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_probe(args) -> int:
+    from bioel_core.corpora import read_query_folder
     from bioel_core.evaluation.probing import format_probe, probe
+    from bioel_core.linking import NameSet
     from bioel_core.models import model_folder, open_model
 
     dataset = Path(args.dataset)
     queries = [q for q in read_query_folder(dataset / f"processed_{args.split}") if q.concept_ids]
     names = NameSet.from_biosyn(dataset / f"{args.split}_dictionary.txt")
     rows = probe(open_model(args.model, args.pooling, args.device), names, queries, args.k, args.seed)
+    progress.count(queries=len(queries))
     model = str(model_folder(args.model))
     print(format_probe(rows, f"probing {model} on {dataset.name} {args.split} (n = {len(queries):,})"))
     if args.json:
@@ -138,8 +146,12 @@ def format_report(report: dict) -> str:
 
 
 def cmd_evaluate_e2e(args) -> int:
+    from bioel_core.corpora import read_pubtator
+    from bioel_core.evaluation import e2e_scores
+
     gold, pred = read_pubtator(args.gold, "--gold"), read_pubtator(args.pred, "--pred")
     scores = e2e_scores(gold, pred, args.types)
+    progress.count(documents=len(pred), predictions=scores["strict"]["n_pred"])
     report = {"gold": args.gold, "pred": args.pred, "types": args.types or "all", **scores}
     print(f"{'mode':<9}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")
     for mode in ("strict", "partial"):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from bioel_core import progress
 from bioel_core.index.spec import KINDS, REFINES, IndexSpec
-
-from pipelines.cli_common import positive_int
+from pipelines.cli_common import add_renamed, positive_int
 
 
 def add_subcommands(subparsers) -> None:
@@ -13,10 +13,11 @@ def add_subcommands(subparsers) -> None:
                                            "index per shard (inner product on L2-normalized vectors). Parameters left out "
                                            "scale with each shard's size (see bioel_core/index/spec.py). Unknown flags go "
                                            "to Beam (e.g. --direct_num_workers=2 --direct_running_mode=multi_processing).")
-    bi.add_argument("--embeddings", required=True, help="an embed output folder")
+    add_renamed(bi, "--input", "--embeddings", required=True, help="an embed output folder")
     bi.add_argument("--output", required=True, help="index folder to write")
-    bi.add_argument("--shards", type=positive_int, required=True, help="number of shards (a name's shard: splitmix64(name_id) mod N)")
-    bi.add_argument("--index", choices=KINDS, default="flat", help="index kind (default flat: exact)")
+    add_renamed(bi, "--num-shards", "--shards", type=positive_int, required=True,
+                help="number of shards (a name's shard: splitmix64(name_id) mod N)")
+    add_renamed(bi, "--index-kind", "--index", choices=KINDS, default="flat", help="FAISS index kind (default flat: exact)")
     bi.add_argument("--nlist", type=positive_int, help="ivf-*: inverted lists per shard (default ~4 sqrt(vectors), a power of two)")
     bi.add_argument("--nprobe", type=positive_int, help="ivf-*: lists searched per query (default nlist/64, at least 8)")
     bi.add_argument("--pq-m", type=positive_int, help="ivf-pq: sub-quantizers, must divide the dimension (default dim/8)")
@@ -42,12 +43,13 @@ def cmd_build_index(args, beam_args: list[str]) -> int:
     from pipelines.cli_common import finish
     from pipelines.options import pipeline_options
 
-    spec = IndexSpec(kind=args.index, nlist=args.nlist, nprobe=args.nprobe, pq_m=args.pq_m, pq_nbits=args.pq_nbits,
+    spec = IndexSpec(kind=args.index_kind, nlist=args.nlist, nprobe=args.nprobe, pq_m=args.pq_m, pq_nbits=args.pq_nbits,
                      refine=args.refine, refine_k=args.refine_k, hnsw_m=args.hnsw_m, ef_construction=args.ef_construction,
                      ef_search=args.ef_search, train_size=args.train_size, seed=args.seed)
-    manifest = build_index.run(args.embeddings, args.output, pipeline_options(beam_args), num_shards=args.shards, spec=spec,
+    manifest = build_index.run(args.input, args.output, pipeline_options(beam_args), num_shards=args.num_shards, spec=spec,
                                faiss_threads=args.faiss_threads)
     size = sum(r["index_bytes"] for r in manifest["shards"])
-    print(f"indexed {manifest['vectors']:,} vectors ({args.index}, dim {manifest['index']['dimension']}) in "
+    progress.count(vectors=manifest["vectors"], shards=manifest["num_shards"])
+    print(f"indexed {manifest['vectors']:,} vectors ({args.index_kind}, dim {manifest['index']['dimension']}) in "
           f"{manifest['num_shards']} shards, {size / 1e6:,.1f} MB -> {args.output}")
     return finish(manifest, args.output, args.no_quality, args.fail_on)

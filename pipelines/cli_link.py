@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bioel_core import progress
 from bioel_core.corpora import FORMATS
 from pipelines.cli_common import positive_int
 
@@ -95,6 +96,7 @@ def cmd_link(args, beam_args: list[str]) -> int:
                                num_shards=args.num_shards, batch_size=args.batch_size, id_prefix=args.id_prefix,
                                single_file=args.single_file)
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
+    progress.count(documents=docs["linked"], mentions=mentions["linked"] + mentions["nil"])
     print(f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
           f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "
           f"kept (bad re-delivery) {docs['kept_previous']:,}, "
@@ -107,6 +109,7 @@ def cmd_calibrate_nil(args) -> int:
 
     gold = args.gold
     result = calibrate_on_gold(_annotator_spec(args, detect=True), gold)
+    progress.count(mentions=sum(t.predictions for t in result.values()))
     print(f"{'type':<12}{'threshold':>10}{'P':>8}{'R':>8}{'F1':>8}{'F1 no cut':>11}{'kept':>8}{'pred':>8}{'gold':>8}")
     for entity_type, t in sorted(result.items()):
         print(f"{entity_type or '(any)':<12}{t.threshold:>10.4f}{100 * t.precision:>8.2f}{100 * t.recall:>8.2f}{100 * t.f1:>8.2f}"

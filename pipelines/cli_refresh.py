@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bioel_core import progress
+
 
 def add_subcommands(subparsers) -> None:
     rf = subparsers.add_parser(
@@ -34,6 +36,9 @@ def cmd_refresh(args) -> int:
 
     result = refresh(args.old, args.new, args.model, args.embeddings, args.index, args.output_embeddings,
                      args.output_index, device=args.device, batch_size=args.batch_size, examples=args.examples)
+    done = result.report["refresh"]
+    progress.count(names_encoded=done["encoded"], vectors_carried=done["carried"],
+                   index_shards_rebuilt=len(done["index_shards_rebuilt"]))
     print(format_summary(result.report))
     print(f"refreshed -> {args.output_embeddings}, {args.output_index}; report: {data_root(args.output_embeddings) / REPORT_FILE}")
     # both outputs are checked and reported, whichever fails first

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bioel_core.training.recipe import DEFAULT_LR, run_training
+from bioel_core import progress
 
 
 def add_subcommands(subparsers) -> None:
@@ -49,7 +49,7 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--save-dtype", choices=["float32", "float16"],
                     help="weights on disk (default float32; collective: float16, which keeps the folder under 50 MB)")
-    tr.add_argument("--no-progress", action="store_true")
+    tr.add_argument("--no-progress", action="store_true", help="no progress bar (there is none anyway when stderr is not a terminal)")
     tr.set_defaults(func=cmd_train)
 
     en = subparsers.add_parser("ensemble", help="combine trained models into one (weighted mean of their cosines)",
@@ -64,6 +64,7 @@ def add_subcommands(subparsers) -> None:
 def cmd_train(args) -> int:
     from bioel_core.models import resolve_device
     from bioel_core.training.loop import TrainConfig
+    from bioel_core.training.recipe import DEFAULT_LR, run_training
 
     if args.encoder == "collective":
         return cmd_train_collective(args)
@@ -84,6 +85,7 @@ def cmd_train(args) -> int:
                         max_pairs_per_concept=args.max_pairs_per_concept, hard_negatives=args.hard_negatives,
                         save_dtype=args.save_dtype,
                         command=["bioel", *sys.argv[1:]], progress=not args.no_progress)
+    progress.count(steps=sum(stage["steps"] for stage in card["stages"].values()))
     print(f"trained {args.encoder} -> {args.output} in {card['training_seconds'] / 60:.1f} min; card: {args.output}/MODEL_CARD.md")
     return 0
 
@@ -104,6 +106,7 @@ def cmd_train_collective(args) -> int:
                                    device=resolve_device(args.device), mention_pooling=args.mention_pooling,
                                    save_dtype=args.save_dtype, command=["bioel", *sys.argv[1:]])
     dev = card["collective"]["dev"]
+    progress.count(epochs=len(card["collective"]["epochs"]))
     print(f"trained collective -> {args.output} in {card['training_seconds'] / 60:.1f} min; dev strict F1 "
           f"{100 * dev['f1']:.2f}; card: {args.output}/MODEL_CARD.md")
     return 0

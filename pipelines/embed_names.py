@@ -31,7 +31,7 @@ from bioel_core.tables import KB_PIPELINE, read_output_manifest, stable_shard, t
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
 from pipelines.guards import refuse_empty
-from pipelines.options import runner_name
+from pipelines.options import pipeline_progress, runner_name
 from pipelines.outputs import WriteShardFn, filesystem_for
 from schemas import DEAD_LETTER_SCHEMA, check_schema
 
@@ -116,7 +116,7 @@ def build_pipeline(p: beam.Pipeline, name_files: list[str], staged: OutputFolder
 
 def check_names_folder(names_dir: Path) -> tuple[dict, list[str]]:
     """The names folder's manifest and shard files, refused before any work when unfinished or of another version."""
-    manifest = read_output_manifest(names_dir, KB_PIPELINE, "--names")
+    manifest = read_output_manifest(names_dir, KB_PIPELINE, "--input")
     files = table_files(names_dir, "names")
     for f in files:
         check_schema(pq.read_schema(f), "names", str(f))
@@ -173,13 +173,14 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     names = Path(names_dir).resolve()
     names_manifest, name_files = check_names_folder(names)
     model = open_checked_model(model_dir, pooling, device)
-    check_output_folder(output_dir, PIPELINE, [("--names", str(names)), ("--model", model["path"])])
+    check_output_folder(output_dir, PIPELINE, [("--input", str(names)), ("--model", model["path"])])
     handler = EncoderModelHandler(model["path"], pooling=pooling, device=device, batch_size=batch_size,
                                   fingerprint=model["fingerprint"], torch_threads=worker_threads(options))
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
     def build() -> Manifest:
-        with beam.Pipeline(options=options) as p:
+        with pipeline_progress(options, "embed", "names", names_manifest["outputs"]["names"]["rows"]), \
+                beam.Pipeline(options=options) as p:
             build_pipeline(p, name_files, staged, handler, dim=model["dim"], batch_size=batch_size, num_shards=num_shards)
         return refuse_empty(build_manifest(read_stats(staged.root), staged=staged, model=model, names_dir=names,
                               names_manifest=names_manifest, options=options, device=device,

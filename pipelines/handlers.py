@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
+from bioel_core import progress
 from bioel_core.embeddings import EncodeFailure, encode_checked
 from bioel_core.models import open_model
 from bioel_core.models import Encoder
@@ -50,4 +51,6 @@ class EncoderModelHandler(ModelHandler[str, PredictionResult, Encoder]):
 
     def run_inference(self, batch: Sequence[str], model: Encoder, inference_args=None) -> list[PredictionResult]:
         texts = list(batch)
-        return [PredictionResult(text, inference) for text, inference in zip(texts, encode_checked(model, texts))]
+        results = [PredictionResult(text, inference) for text, inference in zip(texts, encode_checked(model, texts))]
+        progress.advance(len(texts))
+        return results

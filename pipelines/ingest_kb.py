@@ -15,6 +15,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from bioel_core import progress
 from bioel_core.guards import check_output_folder
 from bioel_core.kb import get_reader
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
@@ -24,7 +25,7 @@ from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
-from pipelines.options import runner_name
+from pipelines.options import pipeline_progress, runner_name
 from pipelines.outputs import WriteShardFn, expand_inputs, filesystem_for, sha256_of
 from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA
 
@@ -67,6 +68,7 @@ class NormalizeNameFn(beam.DoFn):
         self.normalize = Normalizer(self.normalizer_config)
 
     def process(self, rec: NameRecord):
+        progress.advance()
         name = clean_text(rec.name)
         norm = self.normalize(name)
         if not norm:
@@ -232,7 +234,7 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
     def build() -> Manifest:
-        with beam.Pipeline(options=options) as p:
+        with pipeline_progress(options, "ingest-kb", "names"), beam.Pipeline(options=options) as p:
             build_pipeline(p, kb_format, reader.input_groups(inputs), staged, reader_options=reader_options, normalizer=normalizer,
                            shared_names=shared_names, num_shards=num_shards)
         return refuse_empty(build_manifest(read_stats(staged.root), kb_format=kb_format, kb=reader.kb,

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from bioel_core import progress
 from bioel_core.corpora import FORMATS, DeletedDocument, Document, pubtator_files, read_documents
 from bioel_core.guards import check_output_folder
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
@@ -37,7 +38,7 @@ from bioel_core.records import DeadLetter
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
-from pipelines.options import runner_name
+from pipelines.options import pipeline_progress, runner_name
 from pipelines.outputs import WriteShardFn, expand_inputs, filesystem_for, input_records
 from schemas import ANNOTATIONS_SCHEMA, DEAD_LETTER_SCHEMA, DOCUMENTS_SCHEMA
 
@@ -161,9 +162,12 @@ class DetectAndLinkFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput("dead", _dead(document, reason))
                 continue
             good.append((sha, document))
+        progress.advance(len(batch) - len(good))
         if not good:
             return
-        for (sha, document), rows in zip(good, self.annotator.annotate([d for _, d in good])):
+        annotated = self.annotator.annotate([d for _, d in good])
+        progress.advance(len(good))
+        for (sha, document), rows in zip(good, annotated):
             yield beam.pvalue.TaggedOutput("documents", {
                 "doc_id": document.doc_id, "content_sha256": sha, "status": "annotated", "mentions": len(rows),
                 "passages": [{"kind": p.kind, "offset": p.offset, "text": p.text} for p in document.passages],
@@ -365,7 +369,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     staged = OutputFolder(filesystem_for(output_dir), output_dir, tables)
 
     def build() -> Manifest:
-        with beam.Pipeline(options=options) as p:
+        with pipeline_progress(options, "link", "documents"), beam.Pipeline(options=options) as p:
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
                            num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix,
                            settings=settings)

@@ -10,8 +10,12 @@ from __future__ import annotations
 import argparse
 import difflib
 import logging
+import sys
+from contextlib import contextmanager
 
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+from bioel_core import progress
 
 LOCAL_RUNNER = "FnApiRunner"
 # Beam's DirectRunner and SwitchingDirectRunner try Prism first; DaskRunner silently drops data.
@@ -38,6 +42,25 @@ def pipeline_options(beam_args: list[str]) -> PipelineOptions:
 
 def runner_name(options: PipelineOptions) -> str:
     return str(options.view_as(StandardOptions).runner).split(".")[-1]
+
+
+def in_process(options: PipelineOptions) -> bool:
+    """Whether the pipeline's DoFns run in this process: the local runner in memory or in threads, not in worker
+    processes (--direct_running_mode=multi_processing) nor on a cluster."""
+    mode = options.view_as(DirectOptions).direct_running_mode
+    return runner_name(options) == LOCAL_RUNNER and mode in (None, "in_memory", "multi_threading")
+
+
+@contextmanager
+def pipeline_progress(options: PipelineOptions, verb: str, unit: str, total: int | None = None):
+    """While a pipeline runs: a bar its DoFns move (`bioel_core.progress.advance`) when they run in this process;
+    else a start line, the workers being out of reach (the verb's summary line is the end line)."""
+    local = in_process(options)
+    if not local:
+        print(f"{verb}: started on {runner_name(options)}; its workers run in other processes or machines, so no "
+              f"progress bar here", file=sys.stderr)
+    with progress.shared_bar(unit, total, desc=verb, show=local):
+        yield
 
 
 def _all_option_classes() -> list[type]:

@@ -180,7 +180,7 @@ def _retag(path, version: bytes):
     ("no-model", FileNotFoundError, "model folder not found"),
     ("not-a-model", FileNotFoundError, "no \\*.safetensors weights"),
     ("default-model", FileNotFoundError, "not shipped in this checkout"),
-    ("output-is-names", ValueError, r"is \(or holds\) the --names"),
+    ("output-is-names", ValueError, r"is \(or holds\) the --input"),
 ])
 def test_bad_inputs_are_refused_before_any_work(names_dir, model_dir, tmp_path, monkeypatch, breakage, error, message):
     names, model, out = tmp_path / "kb", model_dir, tmp_path / "emb"
@@ -271,16 +271,19 @@ def test_quality_flags_tampered_vectors_and_another_model_is_refused(embedded, t
 def test_cli_embed_with_a_plain_checkpoint_then_report(names_dir, model_dir, tmp_path, capsys):
     base = make_tiny_bert(tmp_path / "bert")
     out = tmp_path / "emb"
-    assert cli.main(["embed", "--model", str(base), "--pooling", "cls", "--names", str(names_dir), "--output", str(out),
+    capsys.readouterr()  # what saving the checkpoint printed
+    assert cli.main(["embed", "--model", str(base), "--pooling", "cls", "--input", str(names_dir), "--output", str(out),
                      "--batch-size", "4", "--num-shards", "1", "--runner", "DirectRunner"]) == 0
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
     assert "dim 32" in printed and "quality PASSED" in printed
+    assert err.startswith("embed: ") and err.endswith(" names/s)\n")
     assert read_manifest(out)["model"]["config"]["pooling"] == "cls"
     assert json.loads((out / "quality/summary.json").read_text())["passed"]
     page = report_page(json.loads((out / "quality/summary.json").read_text()))
     assert report_figures(page)["dim"] == "32" and page.count("<svg") == 1 and "Vector L2 norms" in page
-    assert cli.main(["report", "--table", str(out), "--fail-on", "warning"]) == 0
-    code = cli.main(["embed", "--model", str(tmp_path / "nope"), "--names", str(names_dir), "--output", str(tmp_path / "o")])
+    assert cli.main(["report", "--input", str(out), "--fail-on", "warning"]) == 0
+    assert capsys.readouterr().err.startswith("report: done in ")
+    code = cli.main(["embed", "--model", str(tmp_path / "nope"), "--input", str(names_dir), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "model folder not found" in err
 
@@ -292,10 +295,10 @@ def test_a_pickle_renamed_to_safetensors_and_zero_shards_are_one_line_errors(nam
     shutil.copytree(model_dir, fake)
     weights = sorted(fake.glob("*.safetensors"))[0]
     weights.write_bytes(pickle.dumps({"weight": [0.0] * 64}))
-    code = cli.main(["embed", "--model", str(fake), "--names", str(names_dir), "--output", str(tmp_path / "o")])
+    code = cli.main(["embed", "--model", str(fake), "--input", str(names_dir), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and f"{weights}: not a safetensors file" in err
-    code = cli.main(["embed", "--names", str(names_dir), "--output", str(tmp_path / "o"), "--num-shards", "0"])
+    code = cli.main(["embed", "--input", str(names_dir), "--output", str(tmp_path / "o"), "--num-shards", "0"])
     assert code == 2 and capsys.readouterr().err.strip() == "bioel embed: error: argument --num-shards: must be at least 1, got 0"
     assert not (tmp_path / "o").exists()
 

@@ -369,14 +369,15 @@ def test_quality_counts_vectors_against_the_embeddings_table(ties, tmp_path):
 
 def test_cli_build_index(ties, tmp_path, capsys):
     emb = str(ties[0] / "emb")
-    assert cli.main(["build-index", "--embeddings", emb, "--output", str(tmp_path / "i"), "--shards", "2",
-                     "--index", "hnsw", "--ef-search", "50", "--faiss-threads", "1"]) == 0
-    out = capsys.readouterr().out
+    assert cli.main(["build-index", "--input", emb, "--output", str(tmp_path / "i"), "--num-shards", "2",
+                     "--index-kind", "hnsw", "--ef-search", "50", "--faiss-threads", "1"]) == 0
+    out, err = capsys.readouterr()
     assert "indexed 600 vectors (hnsw, dim 16) in 2 shards" in out and "quality PASSED" in out
+    assert err.startswith("build-index: 600 vectors, 2 shards in ") and err.endswith(" vectors/s)\n")
     assert ShardedIndex(tmp_path / "i").shards[0].params["ef_search"] == 50
-    code = cli.main(["build-index", "--embeddings", emb, "--output", str(tmp_path / "j"), "--shards", "0"])
+    code = cli.main(["build-index", "--input", emb, "--output", str(tmp_path / "j"), "--num-shards", "0"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err == "bioel build-index: error: argument --shards: must be at least 1, got 0"
+    assert code == 2 and err == "bioel build-index: error: argument --num-shards: must be at least 1, got 0"
 
 
 # ---- the dense linker over an index folder --------------------------------------------------------------

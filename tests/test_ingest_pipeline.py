@@ -107,12 +107,12 @@ def test_failed_run_leaves_no_complete_looking_output(tmp_path, monkeypatch):
 
 
 def test_cli_errors_are_one_line_and_nonzero(tmp_path, capsys):
-    code = cli.main(["ingest-kb", "--kb", "medic-biosyn", "--input", str(tmp_path / "nope.txt"), "--output", str(tmp_path / "o")])
+    code = cli.main(["ingest-kb", "--input-format", "medic-biosyn", "--input", str(tmp_path / "nope.txt"), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "nope.txt: no such file or folder" in err
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    code = cli.main(["ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", str(blocker / "sub")])
+    code = cli.main(["ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", str(blocker / "sub")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "not writable" in err
 
@@ -157,25 +157,26 @@ def test_rerun_after_a_killed_run_clears_its_staging(tmp_path):
 def test_cli_ingest_with_quality_report_on_relative_paths(tmp_path, monkeypatch, capsys):
     shutil.copy(MEDIC_RAW, tmp_path / "medic.txt")
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["ingest-kb", "--kb", "medic-biosyn", "--input", "medic.txt", "--output", "kb"]) == 0
+    assert cli.main(["ingest-kb", "--input-format", "medic-biosyn", "--input", "medic.txt", "--output", "kb"]) == 0
     assert "quality PASSED" in capsys.readouterr().out
     summary = json.loads((tmp_path / "kb/quality/summary.json").read_text())
     assert summary["passed"] and summary["critical_failures"] == 0
     assert (tmp_path / "kb/quality/report.html").is_file()
-    assert cli.main(["report", "--table", "kb", "--fail-on", "warning"]) == 0
+    assert cli.main(["report", "--input", "kb", "--fail-on", "warning"]) == 0
+    assert capsys.readouterr().err.startswith("report: done in ")
 
 
 def test_cli_ingests_a_dictionary_of_any_scheme_with_its_vocabulary(tmp_path, capsys):
     # --kb biosyn-dict took MEDIC-shaped ids only; a SNOMED CT dictionary was dead-lettered line by line
     out = tmp_path / "kb"
-    assert cli.main(["ingest-kb", "--kb", "biosyn-dict", "--kb-name", "snomed-dict", "--vocabulary", "SNOMEDCT",
+    assert cli.main(["ingest-kb", "--input-format", "biosyn-dict", "--kb-name", "snomed-dict", "--vocabulary", "SNOMEDCT",
                      "--id-pattern", r"(?:SNOMEDCT:)?\d{6,18}", "--input", str(FIXTURES / "biosyn/snomed_dictionary.txt"),
                      "--output", str(out), "--num-shards", "1"]) == 0
     concepts = {r["concept_id"]: r for r in rows(out, "concepts")}
     assert {c: (r["vocabulary"], r["alt_ids"]) for c, r in concepts.items()} == {
         "22298006": ("SNOMEDCT", []), "195967001": ("SNOMEDCT", ["SNOMEDCT:304527002"]), "38341003": ("SNOMEDCT", [])}
     assert read_table(out, "dead_letter").num_rows == 0
-    code = cli.main(["ingest-kb", "--kb", "biosyn-dict", "--id-pattern", "(", "--input", DICTIONARY, "--output", str(tmp_path / "x")])
+    code = cli.main(["ingest-kb", "--input-format", "biosyn-dict", "--id-pattern", "(", "--input", DICTIONARY, "--output", str(tmp_path / "x")])
     assert code == 2 and "--id-pattern '(' is not a regular expression" in capsys.readouterr().err
 
 
@@ -200,26 +201,26 @@ def _cli(capsys, *argv) -> tuple[int, str]:
 
 def test_misspelled_flags_are_refused_before_any_work_and_beam_flags_pass(tmp_path, capsys):
     out = tmp_path / "kb"
-    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--nmu-shards", "2")
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--nmu-shards", "2")
     assert code == 2 and len(err.splitlines()) == 1 and "--nmu-shards" in err and "did you mean --num-shards?" in err
-    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--direct_num_worker=2")
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--direct_num_worker=2")
     assert code == 2 and "did you mean --direct_num_workers?" in err
     assert not out.exists()
     # Beam's own options (any registered PipelineOptions class's) still reach Beam
-    code, _ = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--num-shards", "3",
+    code, _ = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--num-shards", "3",
                    "--no-quality", "--runner", "DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory",
                    "--temp_location", tmp_path, "--experiments", "x", "--project", "p")
     assert code == 0 and len(read_manifest(out)["outputs"]["names"]["files"]) == 3
 
 
 def test_zero_shards_and_a_folder_without_inputs_are_one_line_errors(tmp_path, capsys):
-    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", tmp_path / "o", "--num-shards", "0")
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", tmp_path / "o", "--num-shards", "0")
     assert code == 2 and err == "bioel ingest-kb: error: argument --num-shards: must be at least 1, got 0"
     with pytest.raises(ValueError, match="--num-shards must be a whole number of at least 1"):
         ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(tmp_path / "o"), local(), num_shards=0)
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / ".DS_Store").write_text("x")
-    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", tmp_path / "empty", "--output", tmp_path / "o")
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", tmp_path / "empty", "--output", tmp_path / "o")
     assert code == 2 and len(err.splitlines()) == 1 and "empty: the folder holds no input file" in err
     assert not (tmp_path / "o").exists()
 
@@ -228,10 +229,10 @@ def test_an_input_inside_the_output_or_another_verbs_output_is_refused(tmp_path,
     out = tmp_path / "kb"
     out.mkdir()
     shutil.copy(MEDIC_RAW, out / "medic.txt")
-    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", out / "medic.txt", "--output", out)
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", out / "medic.txt", "--output", out)
     assert code == 2 and len(err.splitlines()) == 1 and "is (or holds) the --input" in err
     (out / "manifest.json").write_text(json.dumps({"pipeline": "embed", "complete": True}))
-    code, err = _cli(capsys, "ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_RAW, "--output", out)
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out)
     assert code == 2 and "holds a `bioel embed` output" in err
     assert json.loads((out / "manifest.json").read_text())["pipeline"] == "embed"  # untouched
 
@@ -263,11 +264,11 @@ def test_a_gzip_failing_its_checksum_contributes_only_a_dead_letter(tmp_path):
                          ids=["empty", "random-bytes", "every-line-dead"])
 def test_inputs_that_yield_no_rows_exit_3_and_keep_the_previous_output(tmp_path, capsys, content):
     out = tmp_path / "kb"
-    assert _cli(capsys, "ingest-kb", "--kb", "biosyn-dict", "--input", DICTIONARY, "--output", out, "--no-quality")[0] == 0
+    assert _cli(capsys, "ingest-kb", "--input-format", "biosyn-dict", "--input", DICTIONARY, "--output", out, "--no-quality")[0] == 0
     before = (out / "manifest.json").read_bytes()
     bad = tmp_path / "bad.txt"
     bad.write_bytes(content)
-    code, err = _cli(capsys, "ingest-kb", "--kb", "biosyn-dict", "--input", bad, "--output", out, "--no-quality")
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "biosyn-dict", "--input", bad, "--output", out, "--no-quality")
     assert code == 3 and len(err.splitlines()) == 1 and "no rows:" in err and "first dead letters:" in err, err
     assert str(bad) in err  # names the file and the reason of its dead letters
     assert (out / "manifest.json").read_bytes() == before
@@ -285,4 +286,4 @@ def test_quality_reports_empty_kb_tables_from_a_non_empty_input_as_critical(tmp_
     empty = {c["table"] for c in summary["checks"] if c["expectation"] == "expect_table_row_count_to_be_between"
              and not c["success"] and c["severity"] == "critical"}
     assert empty == {"concepts", "names"} and not summary["passed"]
-    assert cli.main(["report", "--table", str(tmp_path / "kb")]) == 4
+    assert cli.main(["report", "--input", str(tmp_path / "kb")]) == 4

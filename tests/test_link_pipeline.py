@@ -270,7 +270,8 @@ def link_cli(chain, capsys, *argv) -> tuple[int, str]:
 def test_a_misspelled_flag_is_refused_and_the_state_is_kept(chain, corpus, tmp_path, capsys):
     folder, _ = corpus
     out = tmp_path / "state"
-    assert link_cli(chain, capsys, "--input", folder / "a.pubtator", folder / "b.pubtator", "--output", out)[0] == 0
+    code, err = link_cli(chain, capsys, "--input", folder / "a.pubtator", folder / "b.pubtator", "--output", out)
+    assert code == 0 and err.startswith("link: 40 documents, ") and err.endswith(" documents/s)")
     before = (out / "manifest.json").read_bytes()
     code, err = link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", out, "--incremantal")
     assert code == 2 and len(err.splitlines()) == 1 and "--incremantal; did you mean --incremental?" in err
@@ -289,7 +290,7 @@ def test_another_verbs_folder_is_never_an_output(chain, corpus, tmp_path, capsys
         assert (Path(target) / "manifest.json").read_bytes() == before
     from pipelines import cli
 
-    code = cli.main(["ingest-kb", "--kb", "medic-biosyn", "--input", MEDIC_SAMPLE, "--output", str(root / "emb")])
+    code = cli.main(["ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_SAMPLE, "--output", str(root / "emb")])
     assert code == 2 and "holds a `bioel embed` output" in capsys.readouterr().err
 
 
@@ -471,3 +472,32 @@ def test_single_file_needs_an_interchange_format(chain, corpus, tmp_path):
     with pytest.raises(ValueError, match="--single-file needs an interchange --output-format"):
         run(chain, [folder / "a.pubtator"], tmp_path / "out", single_file=True)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_index_given_without_a_type_labels_detected_mentions_entity(chain, corpus, tmp_path, capsys):
+    """`--index DIR` without TYPE= wrote detected mentions with an empty type column in PubTator; calibrate-nil
+    reports such an index's threshold as (any)."""
+    from bioel_core.linking.annotate import UNTYPED
+    from pipelines import cli
+
+    folder, _ = corpus
+    model, index = chain
+    out = tmp_path / "out"
+    assert cli.main(["link", "--model", model, "--index", index, "--input", str(folder / "a.pubtator"), "--input-format",
+                     "pubtator", "--output", str(out), "--output-format", "pubtator", "--no-quality"]) == 0
+    rows = table(out, "annotations")
+    assert rows and {r["entity_type"] for r in rows} == {UNTYPED} == {"Entity"}
+    written = [m for f in sorted((data_root(out) / "pubtator").iterdir()) for d in read_pubtator(f) for m in d.mentions]
+    assert len(written) == len(rows) and {m.entity_type for m in written} == {"Entity"}
+    # given mentions keep their own type under an untyped index
+    given = link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "given"),
+                            AnnotatorSpec(model=model, indexes=(("", index),), detect=False), pipeline_options([]))
+    assert given["counts"]["mentions"]["linked"] > 0
+    assert {r["entity_type"] for r in table(tmp_path / "given", "annotations")} == \
+        {m.entity_type for d in read_pubtator(folder / "a.pubtator") for m in d.mentions}
+    capsys.readouterr()
+    assert cli.main(["calibrate-nil", "--model", model, "--index", index, "--gold", str(folder / "a.pubtator")]) == 0
+    out, err = capsys.readouterr()
+    any_type = next(line.split() for line in out.splitlines() if line.startswith("(any)"))
+    assert float(any_type[4]) > 0 and int(any_type[7]) > 0  # F1 and predictions of the untyped index
+    assert err.startswith("calibrate-nil: ") and " mentions in " in err

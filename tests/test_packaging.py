@@ -76,9 +76,9 @@ def test_an_installed_bioel_embeds_with_its_default_model_outside_the_checkout(i
     assert Path(where[2]).is_file()
     names = tmp_path / "names.txt"
     names.write_text("D003693||Delirium|Subacute Delirium\nD006073||Gout|Gouty Arthritis\n")
-    run([bioel, "ingest-kb", "--kb", "medic-biosyn", "--input", names, "--output", "kb", "--num-shards", "1", "--no-quality"],
+    run([bioel, "ingest-kb", "--input-format", "medic-biosyn", "--input", names, "--output", "kb", "--num-shards", "1", "--no-quality"],
         cwd=tmp_path)
-    run([bioel, "embed", "--names", "kb", "--output", "emb", "--num-shards", "1", "--no-quality"], cwd=tmp_path)
+    run([bioel, "embed", "--input", "kb", "--output", "emb", "--num-shards", "1", "--no-quality"], cwd=tmp_path)
     manifest = json.loads((tmp_path / "emb" / "manifest.json").read_text())
     assert manifest["outputs"]["embeddings"]["rows"] == 4
     assert manifest["model"]["path"] == where[1] and "bioel_models/disease-default" in where[1]

@@ -50,12 +50,12 @@ def commands(root: Path, model: str, out: Path) -> dict[str, tuple[list[str], li
     link = ["link", "--model", model, "--index", f"Disease={root / 'index-new'}", "--input-format", "pubtator",
             "--output", str(out), "--incremental", "--no-quality", "--input"]
     return {
-        "ingest-kb": tuple(["ingest-kb", "--kb", "medic-biosyn", "--input", str(root / f"medic-{v}.txt"), "--output", str(out),
+        "ingest-kb": tuple(["ingest-kb", "--input-format", "medic-biosyn", "--input", str(root / f"medic-{v}.txt"), "--output", str(out),
                             "--num-shards", "2", "--no-quality"] for v in ("old", "new")),
-        "embed": tuple(["embed", "--model", model, "--names", str(root / f"kb-{v}"), "--output", str(out), "--num-shards", "2",
+        "embed": tuple(["embed", "--model", model, "--input", str(root / f"kb-{v}"), "--output", str(out), "--num-shards", "2",
                         "--no-quality"] for v in ("old", "new")),
-        "build-index": tuple(["build-index", "--embeddings", str(root / f"emb-{v}"), "--output", str(out), "--shards", "2",
-                              "--index", "flat", "--no-quality"] for v in ("old", "new")),
+        "build-index": tuple(["build-index", "--input", str(root / f"emb-{v}"), "--output", str(out), "--num-shards", "2",
+                              "--index-kind", "flat", "--no-quality"] for v in ("old", "new")),
         "link": tuple(link + [str(root / f"docs-{v}.pubtator")] for v in ("old", "new")),
     }
 

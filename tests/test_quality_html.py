@@ -108,7 +108,7 @@ def test_cli_report_prints_where_the_page_is(tmp_path, capsys):
     from pipelines import cli
 
     kb = write_kb(tmp_path / "kb")
-    assert cli.main(["report", "--table", str(kb)]) == 0
+    assert cli.main(["report", "--input", str(kb)]) == 0
     printed = capsys.readouterr().out
     assert f"report:       {kb / 'quality' / 'report.html'}\n" in printed and "data_docs" not in printed
     assert (kb / "quality" / "report.html").is_file()

@@ -317,7 +317,8 @@ def test_cli_refresh(kb, tmp_path, capsys):
     code = cli.main(["refresh", "--old", str(kb["old"]), "--new", str(kb["new"]), "--model", kb["model"],
                      "--embeddings", str(kb["emb"]), "--index", str(kb["idx"]), "--output-embeddings", str(out / "emb"),
                      "--output-index", str(out / "idx"), "--examples", "2", "--no-quality"])
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
+    assert err.startswith("refresh: 5 names encoded, ") and " index shards rebuilt in " in err
     assert code == 0 and "names: +5 -5 ~3" in printed and "index shards rebuilt" in printed and REPORT_FILE in printed
     assert len(json.loads((data_root(out / "emb") / REPORT_FILE).read_text())["names"]["added"]["examples"]) == 2
     code = cli.main(["refresh", "--old", str(kb["new"]), "--new", str(kb["new"]), "--model", kb["model"],

@@ -26,7 +26,8 @@ def calibrate_on_gold(spec: AnnotatorSpec, gold_pubtator: str, batch_size: int =
         batch = documents[start:start + batch_size]
         for rows in annotator.annotate(batch):
             for r in rows:
-                ids = gold.get((r["entity_type"], r["doc_id"], r["start"], r["end"]), set())
-                scores[r["entity_type"]].append(r["score"])
-                correct[r["entity_type"]].append(not r["nil"] and any(plain_id(i) in ids for i in (r["concept_id"], *r["alt_ids"])))
+                entity_type = annotator.target_for(r["entity_type"]).entity_type  # '' for an untyped --index
+                ids = gold.get((entity_type, r["doc_id"], r["start"], r["end"]), set())
+                scores[entity_type].append(r["score"])
+                correct[entity_type].append(not r["nil"] and any(plain_id(i) in ids for i in (r["concept_id"], *r["alt_ids"])))
     return {t: calibrate_threshold(scores[t], correct[t], sum(1 for k in gold if k[0] == t)) for t in annotator.targets}

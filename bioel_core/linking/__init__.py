@@ -1,17 +1,24 @@
 """Linkers: one interface (`Linker`), a registry by name so the CLI and benchmarks pick them up.
 
 A later linker (dense, hybrid, ...) registers itself with `register_linker("dense", "module:Class")`
-or by an entry in LINKERS; it is imported only when used, so its heavy needs never break the others.
+or by an entry in LINKERS; it is imported only when used, so its heavy needs never break the others. The
+registry itself imports nothing heavy (the CLI reads LINKERS to build its choices).
 """
 
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bioel_core.corpora.records import Candidate
-from bioel_core.linking.base import Linker, read_config
-from bioel_core.names import NameSet
+from bioel_core.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from bioel_core.linking.base import Linker
+    from bioel_core.names import NameSet
+
+__getattr__ = lazy_exports(__name__, {"Candidate": "bioel_core.corpora.records", "Linker": "bioel_core.linking.base",
+                                      "NameSet": "bioel_core.names"})
 
 # name -> "module:Class"
 LINKERS: dict[str, str] = {
@@ -52,6 +59,8 @@ def build_linker(name: str, names: NameSet, **options) -> Linker:
 
 
 def load_linker(folder: str | Path) -> Linker:
+    from bioel_core.linking.base import read_config
+
     return linker_class(read_config(folder)["linker"]).load(folder)
 
 

@@ -22,6 +22,9 @@ from bioel_core.text.detect import MentionDetector
 # dictionary's spans are linked by their text, the model's by their vectors)
 DETECTORS = ("dictionary", "model", "both")
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
+# the entity type of a mention detected with an --index given without TYPE= (the KB manifests name no type), so
+# that PubTator and BioC outputs never get an empty type column
+UNTYPED = "Entity"
 
 
 class DocumentError(ValueError):
@@ -119,7 +122,10 @@ class DocumentAnnotator:
 
     def target_of(self, mention: Mention) -> EntityTarget | None:
         """The mention's entity type's KB; a target typed '' takes mentions of any type without their own."""
-        return self.targets.get(mention.entity_type) or self.targets.get("")
+        return self.target_for(mention.entity_type)
+
+    def target_for(self, entity_type: str) -> EntityTarget | None:
+        return self.targets.get(entity_type) or self.targets.get("")
 
     def mentions(self, document: Document) -> list[Mention]:
         """Detected mentions, or the given ones whose entity type has a KB here (others are not linked)."""
@@ -210,7 +216,7 @@ class AnnotatorSpec:
     """Everything a worker needs to build its DocumentAnnotator: plain paths and numbers, cheap to ship.
 
     `indexes`, `stop_lists` and `nil_thresholds` are ((entity type, value), ...); type '' takes mentions of
-    any type (given mode) and labels detected ones with no type."""
+    any type (given mode, where each keeps its own type) and labels the mentions it detects UNTYPED."""
 
     model: str | None
     indexes: tuple[tuple[str, str], ...]
@@ -300,7 +306,8 @@ class AnnotatorSpec:
             detector = None
             if self.detect and self.detector != "model":
                 stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
-                detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type, stop_list=stop,
+                detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type or UNTYPED,
+                                                               stop_list=stop,
                                                                abbreviations=self.abbreviations)
             linker = DenseLinker.from_index(source["index"], names, encoder, model=self.model, batch_size=self.batch_size,
                                             reproducible=True)  # annotations must not depend on how documents are batched

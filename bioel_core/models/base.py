@@ -18,7 +18,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
-from tqdm import tqdm
+
+from bioel_core.progress import bar as progress_bar
 
 CONFIG_FILE = "bioel_encoder.json"  # not config.json: a transformer folder also holds HF's config.json
 WEIGHTS_FILE = "model.safetensors"
@@ -125,7 +126,7 @@ class Encoder(torch.nn.Module, metaclass=abc.ABCMeta):
         was_training = self.training
         self.eval()
         try:
-            for start in tqdm(range(0, len(ids), batch_size), disable=not show_progress, desc="encode", unit="batch"):
+            for start in progress_bar(range(0, len(ids), batch_size), show=show_progress, desc="encode", unit="batch"):
                 rows = order[start:start + batch_size]
                 vectors = module(**self.pad([ids[i] for i in rows]))
                 vectors = vectors.double() if batch_invariant else vectors.float()

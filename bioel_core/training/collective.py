@@ -29,10 +29,10 @@ import faiss
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from bioel_core.corpora.records import Document
 from bioel_core.kb.vocab import plain_id
+from bioel_core.progress import bar as progress_bar
 from bioel_core.models.collective import CollectiveEncoder, Encoded
 from bioel_core.training.loop import load_optimizer_state, save_checkpoint
 
@@ -243,7 +243,7 @@ def train_collective(model: CollectiveEncoder, train_docs: list[Document], dev_d
         order = list(range(len(train_docs)))
         random.Random(config.seed + epoch).shuffle(order)
         totals = {"span": 0.0, "link": 0.0, "bio": 0.0}
-        bar = tqdm(range(0, len(order), config.documents_per_step), desc=f"epoch {epoch + 1}/{config.epochs}", unit="step")
+        bar = progress_bar(range(0, len(order), config.documents_per_step), desc=f"epoch {epoch + 1}/{config.epochs}", unit="step")
         for start in bar:
             optimizer.zero_grad()
             for i in order[start:start + config.documents_per_step]:

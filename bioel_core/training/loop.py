@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
-from tqdm import tqdm
 
+from bioel_core.progress import bar as progress_bar
 from bioel_core.training.losses import multi_similarity_loss, supervised_infonce_loss
 from bioel_core.training.miners import hard_pairs
 from bioel_core.training.pairs import Pair
@@ -120,7 +120,7 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
     losses: list[float] = []
     began = time.perf_counter()
     encoder.train()
-    bar = tqdm(total=total, initial=start, disable=not progress, desc="train", unit="step")
+    bar = progress_bar(total=total, initial=start, show=progress, desc="train", unit="step")
     step, epoch_pairs = start, len(pairs)
     for epoch in range(config.epochs):
         if (epoch + 1) * steps_per_epoch <= start or epoch * steps_per_epoch >= total:

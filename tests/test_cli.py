@@ -1,0 +1,157 @@
+"""The `bioel` command itself: --help without heavy imports, --version, -v anywhere, the renamed flags and their
+old spellings, errors for missing folders, progress bars only on a terminal, and the summary line every verb
+ends with."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError
+
+import apache_beam as beam
+import pytest
+
+from bioel_core import progress
+from conftest import FIXTURES, REPO, SAMPLE_DATA
+from pipelines import cli, cli_common
+from pipelines.options import pipeline_options, pipeline_progress
+
+HEAVY = ("torch", "transformers", "apache_beam", "great_expectations", "faiss", "pyarrow", "pandas", "sklearn")
+GOLD_SAMPLE = SAMPLE_DATA / "gold_ncbi_bc5cdr_sample.pubtator"
+# what tqdm draws: carriage returns between refreshes, block characters in the bar
+BAR_MARKS = ("\r", "█", "it/s")
+
+
+def bioel(*argv, **kwargs) -> subprocess.CompletedProcess:
+    """`bioel ARGV` in a fresh interpreter on this checkout (stdout and stderr pipes: not a terminal)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *map(str, argv)], capture_output=True, text=True,
+                          env=env, cwd=REPO, check=False, **kwargs)
+
+
+def test_help_of_every_verb_imports_no_heavy_library():
+    # `bioel --help` took 3.5-11.6 s: building the parser imported torch, Beam, great-expectations, FAISS
+    child = f"""
+import json, sys
+from pipelines import cli
+parser = cli.build_parser()
+verbs = sorted(next(a for a in parser._actions if a.dest == "verb").choices)
+codes = {{v: cli.main([v, "--help"]) for v in verbs}}
+codes["(none)"] = cli.main(["--help"])
+print(json.dumps({{"codes": codes, "heavy": [m for m in {HEAVY!r} if m in sys.modules]}}))
+"""
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, cwd=REPO, check=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["heavy"] == []
+    assert {"link", "embed", "build-index", "ingest-kb", "refresh", "train", "evaluate"} <= set(result["codes"])
+    assert set(result["codes"].values()) == {0}
+    assert "usage: bioel link" in done.stdout and "--index [TYPE=]INDEX_DIR" in done.stdout
+
+
+def test_version_is_the_package_version_with_setup_py_as_fallback(capsys, monkeypatch):
+    assert cli.main(["--version"]) == 0
+    installed = capsys.readouterr().out.strip()
+    assert installed == f"bioel {cli_common.package_version()}"
+
+    def not_installed(name):
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setattr("importlib.metadata.version", not_installed)
+    setup_version = cli_common.package_version()
+    assert f'version="{setup_version}"' in (REPO / "setup.py").read_text()
+
+
+@pytest.mark.parametrize("argv", [["-v", "report", "--input", "x"], ["report", "--input", "x", "-v"],
+                                  ["report", "--verbose", "--input", "x"]])
+def test_verbose_is_accepted_before_or_after_the_verb(argv):
+    assert cli.build_parser().parse_args(argv).verbose is True
+    assert cli.build_parser().parse_args(["report", "--input", "x"]).verbose is False
+
+
+def test_verbose_raises_bioel_loggers_only(monkeypatch):
+    for name in (*cli.OWN_LOGGERS, "apache_beam", "transformers"):
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.getLogger(name).level)
+    cli._configure_logging(verbose=True)
+    assert logging.getLogger("bioel_core.refresh").isEnabledFor(logging.INFO)
+    assert logging.getLogger("pipelines.options").isEnabledFor(logging.INFO)
+    assert not logging.getLogger("apache_beam.runners.portability").isEnabledFor(logging.INFO)
+    assert not logging.getLogger("transformers.modeling_utils").isEnabledFor(logging.INFO)
+    cli._configure_logging(verbose=False)
+    assert not logging.getLogger("bioel_core.refresh").isEnabledFor(logging.INFO)
+
+
+def test_renamed_flags_keep_their_old_spelling_with_a_note(capsys):
+    parser = cli.build_parser()
+    args = parser.parse_args(["build-index", "--embeddings", "E", "--output", "O", "--shards", "2", "--index", "hnsw"])
+    assert (args.input, args.num_shards, args.index_kind) == ("E", 2, "hnsw")
+    notes = capsys.readouterr().err.splitlines()
+    assert notes == [f"bioel: note: {old} is deprecated and goes in the next release; use {new}"
+                     for old, new in (("--embeddings", "--input"), ("--shards", "--num-shards"), ("--index", "--index-kind"))]
+    args = parser.parse_args(["build-index", "--input", "E", "--output", "O", "--num-shards", "2", "--index-kind", "hnsw"])
+    assert (args.input, args.num_shards, args.index_kind) == ("E", 2, "hnsw") and capsys.readouterr().err == ""
+    for argv, dest in ((["embed", "--names", "K", "--output", "O"], "input"), (["report", "--table", "T"], "input"),
+                       (["ingest-kb", "--kb", "umls", "--input", "f", "--output", "O"], "input_format")):
+        assert getattr(parser.parse_args(argv), dest) in ("K", "T", "umls")
+        assert "is deprecated" in capsys.readouterr().err
+    # help, usage and errors name the new flag only
+    assert cli.main(["build-index", "--input", "E", "--output", "O", "--shards", "0"]) == 2
+    assert capsys.readouterr().err.strip().endswith("error: argument --num-shards: must be at least 1, got 0")
+    assert cli.main(["build-index", "--help"]) == 0
+    shown = capsys.readouterr().out
+    assert "--index-kind" in shown and "--embeddings" not in shown and "--shards" not in shown
+
+
+def test_missing_and_unfinished_folders_are_named(tmp_path, capsys):
+    missing, empty = tmp_path / "nope", tmp_path / "empty"
+    empty.mkdir()
+    assert cli.main(["embed", "--input", str(missing), "--output", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip() == f"bioel embed: error: no such folder: {missing}"
+    assert cli.main(["embed", "--input", str(empty), "--output", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"bioel embed: error: {empty} is not a finished bioel output (no manifest.json)")
+    assert cli.main(["link", "--input", str(GOLD_SAMPLE), "--input-format", "pubtator", "--index", f"Disease={missing}",
+                     "--output", str(tmp_path / "l")]) == 2
+    assert capsys.readouterr().err.strip() == f"bioel link: error: no such folder: {missing}"
+
+
+def test_ingest_kb_prints_its_summary_and_no_bar_off_a_terminal(tmp_path):
+    """A real run in a fresh interpreter, stderr a pipe as in a scheduled job: the summary line, -v after the verb
+    giving bioel's INFO lines and no library's, the old --kb spelling working with its note, and no bar."""
+    done = bioel("ingest-kb", "--kb", "medic-biosyn", "--input", FIXTURES / "biosyn/medic_raw.txt", "--output",
+                 tmp_path / "kb", "--num-shards", "1", "--no-quality", "--runner", "DirectRunner", "-v")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    summary = [line for line in lines if line.startswith("ingest-kb: ")]
+    assert len(summary) == 1 and " names, " in summary[0] and " s (" in summary[0] and summary[0].endswith(" names/s)")
+    assert "bioel: note: --kb is deprecated and goes in the next release; use --input-format" in lines
+    assert "INFO pipelines.options: --runner=DirectRunner runs as FnApiRunner" in done.stderr
+    assert not [line for line in lines if line.startswith("INFO") and not line.startswith(("INFO pipelines.", "INFO bioel_core."))]
+    assert not any(mark in done.stderr for mark in BAR_MARKS)
+
+
+def test_a_bar_is_drawn_on_a_terminal_and_moved_by_in_process_dofns(monkeypatch, capsys):
+    monkeypatch.setattr(progress, "terminal", lambda: True)
+    options = pipeline_options([])
+    with pipeline_progress(options, "test", "names", total=5), beam.Pipeline(options=options) as p:
+        _ = p | beam.Create(range(5)) | beam.Map(lambda x: progress.advance())
+    err = capsys.readouterr().err
+    assert "5/5" in err and "names/s" in err
+    # a runner whose workers are other processes: a start line, no bar
+    options = pipeline_options(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    with pipeline_progress(options, "test", "names", total=5):
+        progress.advance(5)
+    err = capsys.readouterr().err
+    assert err.strip() == "test: started on FnApiRunner; its workers run in other processes or machines, so no progress bar here"
+    monkeypatch.setattr(progress, "terminal", lambda: False)
+    with progress.shared_bar("names", total=5):
+        progress.advance(5)
+    assert capsys.readouterr().err == ""
+
+
+def test_evaluate_e2e_prints_its_summary_line(capsys):
+    assert cli.main(["evaluate-e2e", "--gold", str(GOLD_SAMPLE), "--pred", str(GOLD_SAMPLE)]) == 0
+    out, err = capsys.readouterr()
+    assert "strict" in out
+    assert err.startswith("evaluate-e2e: 40 documents, ") and " predictions in " in err and err.endswith(" documents/s)\n")
