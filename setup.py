@@ -3,13 +3,19 @@
 Workers get the runtime needs only; the pinned set for a reproducible environment is requirements.lock.txt.
 """
 
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# one version, bioel_core.__version__ (what manifests record and `bioel --version` prints)
+VERSION = re.search(r'__version__ = "([^"]+)"', (Path(__file__).parent / "bioel_core" / "__init__.py").read_text()).group(1)
 
 SHIPPED_MODELS = "bioel_models"  # bioel_core.models.SHIPPED_PACKAGE
 
 setup(
     name="bioel-pipeline",
-    version="0.1.0",
+    version=VERSION,
     description="Batch biomedical entity linking: KB ingestion, encoders, FAISS shards and corpus linking on Apache Beam",
     python_requires=">=3.10",
     packages=find_packages(include=["bioel", "bioel_core", "bioel_core.*", "pipelines", "pipelines.*", "schemas", "schemas.*"])

@@ -7,13 +7,10 @@ annotates documents (`.annotate`); see bioel_core.api and the README's "Python A
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
-    # imported on first use: `import bioel_core` stays light (the pipelines import it for the version alone)
-    if name == "Annotator":
-        from bioel_core.api import Annotator
+from bioel_core.lazy import lazy_exports
 
-        return Annotator
-    raise AttributeError(f"module 'bioel_core' has no attribute {name!r}")
+# imported on first use: `import bioel_core` stays light (the pipelines import it for the version alone)
+__getattr__ = lazy_exports("bioel_core", {"Annotator": "bioel_core.api"})
 
 
 __all__ = ["Annotator", "__version__"]

@@ -13,12 +13,13 @@ import logging
 import os
 import sys
 
+import bioel_core
 from bioel_core import progress
 from bioel_core.guards import EmptyOutputError
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES
 from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train
-from pipelines.cli_common import add_renamed, finish, package_version, positive_int, quality
+from pipelines.cli_common import add_renamed, finish, positive_int, quality
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -76,7 +77,7 @@ class _OneLineErrors(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineErrors(prog="bioel", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log bioel's progress messages (INFO); anywhere on the line")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {bioel_core.__version__}")
     sub = parser.add_subparsers(dest="verb", required=True)
 
     ingest = sub.add_parser("ingest-kb", help="KB dump -> Parquet concepts/names tables + manifest + quality report",

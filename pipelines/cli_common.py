@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-from pathlib import Path
 
 
 def positive_int(text: str) -> int:
@@ -41,17 +39,6 @@ def add_renamed(parser, flag: str, *old: str, **kwargs) -> argparse.Action:
     action.old_spellings = old
     action.option_strings = [flag]  # the parser still maps the old strings to this action
     return action
-
-
-def package_version() -> str:
-    """The installed package's version; in a checkout that is not installed, the one setup.py declares."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("bioel-pipeline")
-    except PackageNotFoundError:
-        setup = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
-        return re.search(r'version="([^"]+)"', setup).group(1)
 
 
 def quality(table_dir: str, output: str | None, fail_on: str) -> int:

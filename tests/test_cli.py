@@ -7,14 +7,14 @@ import logging
 import os
 import subprocess
 import sys
-from importlib.metadata import PackageNotFoundError
 
 import apache_beam as beam
 import pytest
 
+import bioel_core
 from bioel_core import progress
 from conftest import FIXTURES, REPO, SAMPLE_DATA
-from pipelines import cli, cli_common
+from pipelines import cli
 from pipelines.options import pipeline_options, pipeline_progress
 
 HEAVY = ("torch", "transformers", "apache_beam", "great_expectations", "faiss", "pyarrow", "pandas", "sklearn")
@@ -50,17 +50,11 @@ print(json.dumps({{"codes": codes, "heavy": [m for m in {HEAVY!r} if m in sys.mo
     assert "usage: bioel link" in done.stdout and "--index [TYPE=]INDEX_DIR" in done.stdout
 
 
-def test_version_is_the_package_version_with_setup_py_as_fallback(capsys, monkeypatch):
+def test_version_is_the_one_the_package_declares(capsys):
     assert cli.main(["--version"]) == 0
-    installed = capsys.readouterr().out.strip()
-    assert installed == f"bioel {cli_common.package_version()}"
-
-    def not_installed(name):
-        raise PackageNotFoundError(name)
-
-    monkeypatch.setattr("importlib.metadata.version", not_installed)
-    setup_version = cli_common.package_version()
-    assert f'version="{setup_version}"' in (REPO / "setup.py").read_text()
+    assert capsys.readouterr().out.strip() == f"bioel {bioel_core.__version__}"
+    assert subprocess.run([sys.executable, str(REPO / "setup.py"), "--version"], capture_output=True, text=True,
+                          cwd=REPO).stdout.strip() == bioel_core.__version__
 
 
 @pytest.mark.parametrize("argv", [["-v", "report", "--input", "x"], ["report", "--input", "x", "-v"],

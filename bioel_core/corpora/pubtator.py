@@ -30,7 +30,6 @@ from pathlib import Path
 
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
-from bioel_core.outputs.layout import MANIFEST
 
 NIL_ID = "-1"
 _TEXT_LINE = re.compile(r"^([^|\t]+)\|([ta])\|(.*)$")
@@ -125,6 +124,7 @@ def pubtator_files(path: str | Path, flag: str = "") -> list[str]:
     generation its manifest names); any other folder gives its input files (bioel_core.inputs), e.g. the
     parts folder `OUTPUT/gen-.../pubtator/`. `flag` names the option in errors."""
     from bioel_core.inputs import folder_files
+    from bioel_core.outputs.layout import MANIFEST
     from bioel_core.tables import data_root, read_manifest
 
     where = f"{flag} {path}".strip()
