@@ -5,7 +5,8 @@ the same model run once per mention on its context window (the mention and `--co
 
 Both modes encode, take the mention vectors the model links with (its `decoding.link_with`) and search the
 type's names (the frozen name encoder's vectors, exact inner product) in one process on the same threads; the
-names are encoded once before timing. Also reported: each mode's linking accuracy on the gold spans (the top
+names are encoded once before timing. The collective mode searches a document's mentions of a type together
+(as `bioel link` does), the per-mention mode each mention alone. Also reported: each mode's linking accuracy on the gold spans (the top
 concept is one of the gold ids), over the mentions whose gold id is in the KB of their type.
 """
 
@@ -52,11 +53,14 @@ def main() -> None:
     docs = read_pubtator(CORPUS)[: args.limit or None]
     gold = [(d, m) for d in docs for m in d.mentions if m.entity_type in spaces]
 
-    def correct(entity_type: str, vector: np.ndarray, m) -> tuple[bool, bool]:
-        ids = {plain_id(x) for c in m.concept_ids for x in c.replace("+", "|").split("|")}
-        _, row = spaces[entity_type].best(vector[None])
-        linkable = any(i in spaces[entity_type].rows_of for i in ids)
-        return linkable, spaces[entity_type].concept_ids[int(row[0])] in ids
+    def correct(entity_type: str, vectors: np.ndarray, mentions: list) -> list[tuple[bool, bool]]:
+        """(linkable, right) per mention: one search for the given mentions of one type."""
+        _, rows = spaces[entity_type].best(vectors)
+        out = []
+        for m, row in zip(mentions, rows):
+            ids = {plain_id(x) for c in m.concept_ids for x in c.replace("+", "|").split("|")}
+            out.append((any(i in spaces[entity_type].rows_of for i in ids), spaces[entity_type].concept_ids[int(row)] in ids))
+        return out
 
     def collective() -> list[tuple[bool, bool]]:
         out = []
@@ -67,14 +71,17 @@ def main() -> None:
             encoded = model.encode_document(d.text)
             spans = [model.covering_span(encoded, m.start, m.end) for m in mentions]
             vectors = model.query_vectors(encoded, d.text, spans, link_with)
-            out += [correct(m.entity_type, v, m) for m, v in zip(mentions, vectors)]
+            for t in spaces:  # the document's mentions of a type searched together, as `bioel link` does
+                mine = [k for k, m in enumerate(mentions) if m.entity_type == t]
+                if mine:
+                    out += correct(t, vectors[mine], [mentions[k] for k in mine])
         return out
 
     def per_mention() -> list[tuple[bool, bool]]:
         out = []
         for d, m in gold:
             encoded, span = model.encode_around(d.text, m.start, m.end, args.context)
-            out.append(correct(m.entity_type, model.query_vectors(encoded, d.text, [span], link_with)[0], m))
+            out += correct(m.entity_type, model.query_vectors(encoded, d.text, [span], link_with), [m])
         return out
 
     rows = {}
