@@ -96,6 +96,23 @@ def test_encode_keeps_input_order(tiny_bert):
     np.testing.assert_allclose(together, one_by_one, atol=1e-5)
 
 
+def test_batch_invariant_vectors_are_the_same_bits_in_any_batch_and_recent_ones_are_kept(tiny_bert, monkeypatch):
+    import bioel_core.models.base as base
+
+    monkeypatch.setattr(base, "KEPT_QUERY_VECTORS", 3)
+    encoder, fresh = tiny_rescnn(tiny_bert), tiny_rescnn(tiny_bert)
+    together = encoder.encode(TEXTS, batch_size=3, batch_invariant=True)
+    alone = np.stack([fresh.encode([t], batch_invariant=True)[0] for t in reversed(TEXTS)])[::-1]
+    assert together.tobytes() == alone.tobytes()  # bit for bit, whatever the batch
+    assert list(encoder.__dict__["_kept"]) == TEXTS[-3:]  # the most recently used, at most 3
+    with torch.inference_mode():  # the float64 copy was made under inference mode
+        perturb(encoder.float64_copy())  # a kept vector is served as it is: the copy is not asked again
+    again = encoder.encode([TEXTS[-1], TEXTS[-1]], batch_invariant=True)
+    assert again.tobytes() == np.stack([together[-1], together[-1]]).tobytes()
+    assert not np.array_equal(encoder.encode([TEXTS[0]], batch_invariant=True)[0], together[0])  # evicted: encoded anew
+    assert encoder.encode([], batch_invariant=True).shape == (0, encoder.dim)
+
+
 @pytest.mark.parametrize("pooling", ["max", "attention"])
 def test_rescnn_save_load_identical_and_fingerprint(tiny_bert, tmp_path, pooling):
     encoder = tiny_rescnn(tiny_bert, pooling=pooling)

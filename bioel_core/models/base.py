@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+from collections import OrderedDict
 from copy import deepcopy
 from pathlib import Path
 from typing import ClassVar
@@ -24,6 +25,9 @@ from bioel_core.progress import bar as progress_bar
 CONFIG_FILE = "bioel_encoder.json"  # not config.json: a transformer folder also holds HF's config.json
 WEIGHTS_FILE = "model.safetensors"
 STORAGE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+# batch-invariant vectors kept per encoder (a vector is then a function of its text alone, so a kept one is exact):
+# mentions repeat across the documents of a corpus; 65,536 vectors of 768 floats stay under 200 MB
+KEPT_QUERY_VECTORS = 65_536
 
 
 def tensor_bytes(tensor: torch.Tensor) -> memoryview:
@@ -117,8 +121,27 @@ class Encoder(torch.nn.Module, metaclass=abc.ABCMeta):
         the other texts of its batch, the batch size or the thread count. The float32 kernels' summation
         order changes with the batch's shape (a few ulps); float64's rounding noise lies about nine orders
         of magnitude below float32's, so rounding removes it. For queries whose scores must be reproducible
-        (bulk linking); several times slower on CPU."""
-        module = self.float64_copy() if batch_invariant else self
+        (bulk linking); several times slower on CPU, so the vectors of recently seen texts are kept (an encoder
+        whose weights no longer change, as its float64 copy assumes)."""
+        if batch_invariant:
+            return self._kept_invariant(texts, batch_size, show_progress)
+        return self._encode(self, texts, batch_size, show_progress)
+
+    def _kept_invariant(self, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:
+        """Batch-invariant vectors, those of texts seen recently taken from a bounded store (least recently
+        used out first)."""
+        kept: OrderedDict = self.__dict__.setdefault("_kept", OrderedDict())
+        new = [t for t in dict.fromkeys(texts) if t not in kept]
+        if new:
+            kept.update(zip(new, self._encode(self.float64_copy(), new, batch_size, show_progress, batch_invariant=True)))
+        out = np.stack([kept[t] for t in texts]) if texts else np.empty((0, self.dim), dtype=np.float32)
+        for t in texts:
+            kept.move_to_end(t)
+        while len(kept) > KEPT_QUERY_VECTORS:
+            kept.popitem(last=False)
+        return out
+
+    def _encode(self, module, texts: list[str], batch_size: int, show_progress: bool, batch_invariant: bool = False) -> np.ndarray:
         ids = self.token_ids(texts)
         # Batches of similar token length waste little compute on padding.
         order = np.argsort(np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids)), kind="stable")
