@@ -215,3 +215,53 @@ def test_infonce_matches_hand_computation():
     assert supervised_infonce_loss(EMB, LABELS, temperature=t).item() == pytest.approx(expected, rel=1e-5)
     # a lone label has no positive: it is no anchor, and a batch without any positive costs nothing
     assert supervised_infonce_loss(EMB, torch.tensor([0, 1, 2, 3])).item() == 0.0
+
+
+def _one_name_kb_and_dataset(tmp_path):
+    """A users'-own-data shape: consumer-language adverse reaction mentions, a dictionary with exactly one name per
+    concept and local (non-MeSH) ids, a BioSyn dataset folder."""
+    from pipelines import cli
+
+    dictionary = tmp_path / "adr_dictionary.txt"
+    dictionary.write_text("ADR0001||headache\nADR0002||nausea\nADR0003||insomnia\nADR0004||dizziness\n")
+    kb = tmp_path / "kb"
+    assert cli.main(["ingest-kb", "--input-format", "biosyn-dict", "--kb-name", "adr", "--id-pattern", r"ADR\d{4}",
+                     "--input", str(dictionary), "--output", str(kb), "--num-shards", "1", "--no-quality"]) == 0
+    queries = tmp_path / "adr" / "processed_traindev"
+    queries.mkdir(parents=True)
+    (queries / "post1.concept").write_text("post1||0|11||ADR||head hurts||ADR0001\npost1||20|31||ADR||felt sick||ADR0002\n")
+    (queries / "post2.concept").write_text("post2||0|9||ADR||cant sleep||ADR0003\npost2||12|20||ADR||room spinning||ADR0004\n"
+                                           "post2||30|40||ADR||mystery||ADR9999\n")
+    return kb, tmp_path / "adr"
+
+
+def test_a_one_name_per_concept_kb_skips_alignment_and_fine_tunes(tmp_path, capsys):
+    import json
+
+    from pipelines import cli
+
+    kb, dataset = _one_name_kb_and_dataset(tmp_path)
+    capsys.readouterr()
+    out = tmp_path / "model"
+    assert cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
+                     "--finetune-max-steps", "2", "--batch-size", "8", "--device", "cpu", "--no-progress"]) == 0
+    assert "note: self-alignment skipped: no concept of the KB" in capsys.readouterr().err
+    card = json.loads((out / "card.json").read_text())
+    assert card["data"]["align_skipped"] and set(card["stages"]) == {"finetune"}
+    assert card["data"]["train_mentions"] == 4 and card["data"]["train_queries_unusable"] == 1  # ADR9999 is not in the KB
+
+
+def test_nothing_to_train_names_the_stage_the_input_and_why(tmp_path, capsys):
+    from pipelines import cli
+
+    kb, dataset = _one_name_kb_and_dataset(tmp_path)
+    capsys.readouterr()
+    code = cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--output", str(tmp_path / "m"), "--device", "cpu"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and "nothing to train: self-alignment has no pairs" in err and str(kb) in err and "--train-dataset" in err
+    (dataset / "processed_traindev" / "post1.concept").unlink()
+    (dataset / "processed_traindev" / "post2.concept").write_text("post2||30|40||ADR||mystery||ADR9999\n")
+    code = cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--train-dataset", str(dataset),
+                     "--output", str(tmp_path / "m"), "--device", "cpu"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and "fine-tuning: no usable training mention in" in err and "processed_traindev" in err

@@ -104,7 +104,7 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
     if config.loss not in LOSSES:
         raise ValueError(f"unknown loss {config.loss!r}; choose one of {LOSSES}")
     if batcher is None and not pairs:
-        raise ValueError("no training pairs: the name table or training set yielded none")
+        raise ValueError(f"{Path(checkpoint_dir).name}: no training pairs to train on")
     torch.manual_seed(config.seed)
     checkpoint = Path(checkpoint_dir) / "checkpoint"
     params = [p for p in encoder.parameters() if p.requires_grad]

@@ -103,9 +103,13 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
             encoder.load_state_dict(load_encoder(workdir / stage / "model", device).state_dict())
             break
     began, stages, data = time.perf_counter(), {}, {"names": names_dir, "names_count": len(names), "concepts": len(by_concept)}
-    if align is not None:
-        pairs = alignment_pairs(by_concept, max_pairs_per_concept, seed=align.seed)
-        stages["align"] = _stage(encoder, "align", pairs, align, workdir, progress)
+    align_pairs = alignment_pairs(by_concept, max_pairs_per_concept, seed=align.seed) if align is not None else []
+    if align is not None and not align_pairs:
+        # a dictionary with one name per concept (common in users' own KBs) has no synonyms to align
+        print(f"note: self-alignment skipped: no concept of the KB {names_dir} has two distinct names "
+              f"({len(by_concept):,} concepts, {len(names):,} names); fine-tuning only", file=sys.stderr)
+        data["align_skipped"] = "no concept with two distinct names"
+    finetune_pairs, batcher = [], None
     if train_datasets and finetune is not None:
         mentions, unusable = [], 0
         for dataset in train_datasets:
@@ -115,12 +119,25 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
         mentions = [(names.normalizer(text), ids) for text, ids in mentions]
         data.update({"train_datasets": train_datasets, "train_split": train_split, "train_mentions": len(mentions),
                      "train_queries_unusable": unusable, "hard_negatives_per_mention": hard_negatives})
-        if hard_negatives > 0:
-            batcher = HardNegativeBatcher(encoder, mentions, by_concept, hard_negatives, finetune.batch_size, finetune.seed,
-                                          workdir / "finetune", progress=progress)
-            stages["finetune"] = _stage(encoder, "finetune", [], finetune, workdir, progress, batcher=batcher)
-        else:
-            stages["finetune"] = _stage(encoder, "finetune", mention_pairs(mentions, by_concept), finetune, workdir, progress)
+        where = ", ".join(f"{d}/processed_{train_split}" for d in train_datasets)
+        if not mentions:
+            raise ValueError(f"fine-tuning: no usable training mention in {where}: {unusable:,} queries, none with an id "
+                             f"of the KB {names_dir} (check --names and the ids' vocabulary) and parts matching its ids")
+        finetune_pairs = mention_pairs(mentions, by_concept)
+        if not finetune_pairs:
+            raise ValueError(f"fine-tuning: the {len(mentions):,} training mentions of {where} are each the only name "
+                             f"of their concept in {names_dir}: no (mention, other name) pair to learn from")
+        if hard_negatives > 0:  # the batches come from the batcher, each mention with its mined negatives
+            batcher, finetune_pairs = HardNegativeBatcher(encoder, mentions, by_concept, hard_negatives, finetune.batch_size,
+                                                          finetune.seed, workdir / "finetune", progress=progress), []
+    elif not align_pairs:
+        raise ValueError(f"nothing to train: self-alignment has no pairs (no concept of {names_dir} has two distinct "
+                         f"names{'' if align is not None else '; --align-epochs 0'}) and no fine-tuning data was given "
+                         f"(--train-dataset)")
+    if align_pairs:
+        stages["align"] = _stage(encoder, "align", align_pairs, align, workdir, progress)
+    if finetune_pairs or batcher is not None:
+        stages["finetune"] = _stage(encoder, "finetune", finetune_pairs, finetune, workdir, progress, batcher=batcher)
     encoder.save(out, dtype=save_dtype)
     card = {
         "model": out.name, "encoder": encoder.config(), "fingerprint": encoder.fingerprint(), "init": init or str(default_base_checkpoint()),
