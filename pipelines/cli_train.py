@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from bioel_core import progress
 
@@ -26,14 +27,20 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--mention-pooling", choices=["endpoints", "mean"], default="endpoints",
                     help="collective: mention vectors from W[h_start; h_end] (default) or the mean of the span's tokens")
     tr.add_argument("--epochs", type=int, default=8, help="collective: epochs (the best on dev is kept)")
-    tr.add_argument("--max-minutes", type=float, help="collective: wall-clock budget; ends with the best model so far")
+    tr.add_argument("--max-minutes", type=float, help="wall-clock budget for the whole run; ends after the running step "
+                                                      "with the best model so far (best on dev when there is a dev split)")
     tr.add_argument("--train-dataset", nargs="+", help="BioSyn dataset folder(s) whose training mentions fine-tune the model")
-    tr.add_argument("--train-split", default="traindev", help="processed_SPLIT used for fine-tuning (train to tune on dev)")
+    tr.add_argument("--train-split", help="processed_SPLIT used for fine-tuning; default: train when every --train-dataset "
+                                          "has processed_dev (dev then chooses the epoch), else traindev")
     tr.add_argument("--output", required=True, help="model folder to write")
     tr.add_argument("--device", default="auto", help="auto (default: cuda when available, else cpu), cpu or cuda[:N]")
     tr.add_argument("--align-epochs", type=int, default=1, help="0 skips self-alignment")
     tr.add_argument("--align-max-steps", type=int)
-    tr.add_argument("--finetune-epochs", type=int, default=3)
+    tr.add_argument("--finetune-epochs", type=int, help="at most this many epochs (default: 20 when dev chooses the "
+                                                          "epoch and --patience stops it, else 3)")
+    tr.add_argument("--patience", type=int, default=3, help="with a dev split: epochs without a better dev acc@1 before stopping")
+    tr.add_argument("--warmup", type=float, default=0.1, help="share of each stage's steps with a rising learning rate "
+                                                             "(then linear decay to 0)")
     tr.add_argument("--finetune-max-steps", type=int)
     tr.add_argument("--batch-size", type=int, default=128, help="pairs per step")
     tr.add_argument("--lr", type=float, help="learning rate (default 2e-5 transformer, 1e-3 rescnn)")
@@ -75,7 +82,14 @@ def cmd_train(args) -> int:
 
     def config(epochs: int, max_steps: int | None, loss: str = "multi-similarity") -> TrainConfig:
         return TrainConfig(epochs=epochs, batch_size=args.batch_size, learning_rate=lr, margin=args.margin,
-                           max_steps=max_steps, seed=args.seed, loss=loss, temperature=args.temperature)
+                           max_steps=max_steps, seed=args.seed, loss=loss, temperature=args.temperature,
+                           warmup=args.warmup, patience=args.patience, max_minutes=args.max_minutes)
+
+    with_dev = bool(args.train_dataset) and all((Path(d) / "processed_dev").is_dir() for d in args.train_dataset)
+    if args.train_split is None:
+        args.train_split = "train" if with_dev else "traindev"
+    if args.finetune_epochs is None:
+        args.finetune_epochs = 20 if with_dev and args.train_split == "train" else 3
 
     card = run_training(encoder_kind=args.encoder, names_dir=args.names, output=args.output, init=args.init,
                         pooling=args.pooling, train_datasets=args.train_dataset, train_split=args.train_split,

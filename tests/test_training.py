@@ -265,3 +265,74 @@ def test_nothing_to_train_names_the_stage_the_input_and_why(tmp_path, capsys):
                      "--output", str(tmp_path / "m"), "--device", "cpu"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and "fine-tuning: no usable training mention in" in err and "processed_traindev" in err
+
+
+def test_learning_rate_rises_linearly_then_falls_to_zero():
+    from bioel_core.training.loop import TrainConfig, learning_rate_at
+
+    config = TrainConfig(learning_rate=1.0, warmup=0.2)
+    assert [round(learning_rate_at(s, 10, config), 4) for s in range(10)] == [0.5, 1.0, 1.0, 0.875, 0.75, 0.625, 0.5,
+                                                                             0.375, 0.25, 0.125]
+
+
+def _scripted_dev(encoder, scores):
+    """A dev scorer returning `scores` in turn and remembering the weights it scored."""
+    seen = []
+
+    def score():
+        seen.append({k: v.clone() for k, v in encoder.state_dict().items()})
+        return scores[len(seen) - 1]
+
+    return score, seen
+
+
+def test_the_best_dev_epoch_is_kept_and_patience_stops_training(tmp_path, tiny_pairs):
+    from bioel_core.models import load_encoder
+    from bioel_core.training.loop import TrainConfig, train
+
+    torch.manual_seed(0)
+    encoder = small_rescnn()
+    score, seen = _scripted_dev(encoder, [50.0, 90.0, 70.0, 90.0, 60.0, 99.0])
+    config = TrainConfig(epochs=10, batch_size=8, learning_rate=3e-3, patience=3, seed=0)
+    stats = train(encoder, tiny_pairs, config, tmp_path, load_encoder=load_encoder, progress=False, dev_score=score)
+    # epoch 2 is best; 3, 4 (a tie is no improvement) and 5 are not better: stop after epoch 5, never reaching 99
+    assert [h["score"] for h in stats["dev"]] == [50.0, 90.0, 70.0, 90.0, 60.0]
+    assert stats["stopped_by"] == "patience" and stats["best_dev"]["epoch"] == 2 and stats["steps"] == 5  # 8 pairs: one step an epoch
+    for name, value in encoder.state_dict().items():
+        assert torch.equal(value, seen[1][name]), name
+    assert not (tmp_path / "best").exists() and not (tmp_path / "checkpoint").exists()
+
+
+def test_the_time_budget_ends_after_the_running_step_with_the_best_model(tmp_path, tiny_pairs):
+    from bioel_core.models import load_encoder
+    from bioel_core.training.loop import TrainConfig, train
+
+    torch.manual_seed(0)
+    encoder = small_rescnn()
+    score, seen = _scripted_dev(encoder, [42.0])
+    config = TrainConfig(epochs=10, batch_size=8, learning_rate=3e-3, max_minutes=1e-9, seed=0)
+    stats = train(encoder, tiny_pairs, config, tmp_path, load_encoder=load_encoder, progress=False, dev_score=score)
+    assert stats["steps"] == 1 and stats["stopped_by"] == "time budget" and stats["best_dev"]["score"] == 42.0
+    for name, value in encoder.state_dict().items():
+        assert torch.equal(value, seen[0][name]), name
+
+
+def test_with_a_dev_split_the_default_recipe_trains_on_train_and_dev_chooses_the_epoch(tmp_path, capsys):
+    import json
+    import shutil
+
+    from pipelines import cli
+
+    kb, dataset = _one_name_kb_and_dataset(tmp_path)
+    shutil.copytree(dataset / "processed_traindev", dataset / "processed_train")
+    (dataset / "processed_dev").mkdir()
+    (dataset / "processed_dev" / "post9.concept").write_text("post9||0|8||ADR||migraine||ADR0001\npost9||9|17||ADR||queasy||ADR0002\n")
+    out = tmp_path / "model"
+    assert cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
+                     "--batch-size", "8", "--patience", "2", "--device", "cpu", "--no-progress"]) == 0
+    card = json.loads((out / "card.json").read_text())
+    finetune = card["stages"]["finetune"]
+    assert card["data"]["train_split"] == "train" and "dev" in card["data"]["model_selection"]
+    assert finetune["config"]["epochs"] == 20 and 3 <= len(finetune["dev"]) <= 20
+    assert finetune["stopped_by"] in ("patience", "steps") and finetune["best_dev"]["score"] == max(h["score"] for h in finetune["dev"])
+    assert "dev acc@1 after each epoch" in (out / "MODEL_CARD.md").read_text()

@@ -47,6 +47,11 @@ def _training_lines(card: dict) -> list[str]:
         lines.append(f"- {stage}: {s['pairs']:,} pairs, {s['steps']:,} steps (batch {c['batch_size']} pairs, lr {c['learning_rate']}, "
                      f"{c.get('loss', 'multi-similarity')} loss, margin {c['margin']}, seed {c['seed']}), loss {s['first_loss']:.4f} -> {s['mean_loss_last_50']:.4f} "
                      f"(mean of the last 50), {s['seconds'] / 60:.1f} min")
+        if s.get("dev"):
+            best = s["best_dev"]
+            scores = ", ".join(f"{h['score']:.2f}" for h in s["dev"])
+            lines.append(f"  - dev acc@1 after each epoch: {scores}; kept: epoch "
+                         f"{best['epoch']} ({best['score']:.2f}); stopped by {s['stopped_by']}")
     hw = card["hardware"]
     return lines + ["", f"Hardware: {hw['device']}{' (' + hw['cuda'] + ')' if hw['cuda'] else ''}, {hw['cpu_count']} CPUs, torch {hw['torch']}; "
                     f"training time {card['training_seconds'] / 60:.1f} min.", ""]

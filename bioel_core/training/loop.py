@@ -1,6 +1,9 @@
-"""The training loop: pair batches, online hard-pair mining, multi-similarity loss, AdamW.
+"""The training loop: pair batches, online hard-pair mining, multi-similarity loss, AdamW with linear warm-up and
+decay.
 
-Seeded (data order and dropout), with a progress bar, periodic checkpoints and resume. A checkpoint is a
+Seeded (data order and dropout), with a progress bar, periodic checkpoints and resume. With a dev scorer, the
+model is scored after each epoch, the best one is kept (`best/` beside the checkpoint) and restored at the end,
+and training stops when the score has not improved for `patience` epochs or the wall-clock budget is spent. A checkpoint is a
 folder `checkpoint/` beside the output: the encoder saved as a model folder, the optimizer state and the
 RNG state in safetensors, and `state.json` (step, config). It is written to a temporary folder and renamed,
 so a killed run leaves either the previous checkpoint or the new one, never half of one.
@@ -40,6 +43,18 @@ class TrainConfig:
     max_steps: int | None = None
     checkpoint_every: int = 200
     seed: int = 0
+    warmup: float = 0.1  # share of the steps with a linearly rising learning rate; it then falls linearly to 0
+    patience: int = 3  # with a dev scorer: epochs without a better dev score before stopping
+    max_minutes: float | None = None  # wall-clock budget: ends after the running step, with the best model so far
+
+
+def learning_rate_at(step: int, total: int, config: TrainConfig) -> float:
+    """Linear warm-up over `warmup` of the steps, then linear decay to 0 at `total`; a function of the step
+    alone, so a resumed run follows the same schedule."""
+    warm = max(1, round(config.warmup * total))
+    if step < warm:
+        return config.learning_rate * (step + 1) / warm
+    return config.learning_rate * max(0.0, (total - step) / max(1, total - warm))
 
 
 def _batches(pairs: list[Pair], config: TrainConfig, epoch: int) -> list[list[Pair]]:
@@ -62,7 +77,8 @@ def batch_loss(encoder, batch: list[Pair], config: TrainConfig) -> torch.Tensor:
     return multi_similarity_loss(embeddings, pos, neg, config.neg_scale, config.pos_scale, config.offset)
 
 
-def save_checkpoint(folder: Path, encoder, optimizer: torch.optim.Optimizer, step: int, config: TrainConfig) -> None:
+def save_checkpoint(folder: Path, encoder, optimizer: torch.optim.Optimizer, step: int, config: TrainConfig,
+                    dev_history: list | None = None) -> None:
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     encoder.save(tmp / "model")
@@ -71,7 +87,7 @@ def save_checkpoint(folder: Path, encoder, optimizer: torch.optim.Optimizer, ste
                for key, value in param_state.items() if torch.is_tensor(value)}
     tensors["rng.torch"] = torch.get_rng_state()
     save_file(tensors, str(tmp / "optimizer.safetensors"))
-    (tmp / "state.json").write_text(json.dumps({"step": step, "config": asdict(config),
+    (tmp / "state.json").write_text(json.dumps({"step": step, "config": asdict(config), "dev": dev_history or [],
                                                 "param_groups": state["param_groups"]}, indent=2))
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
@@ -93,13 +109,15 @@ LOSSES = ("multi-similarity", "infonce")
 
 
 def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str | Path, *, load_encoder=None,
-          progress: bool = True, batcher=None) -> dict:
+          progress: bool = True, batcher=None, dev_score=None) -> dict:
     """Trains `encoder` in place on `pairs`; returns training statistics.
 
     When `checkpoint_dir/checkpoint` exists (a run that was stopped), training resumes from it: pass
     `load_encoder(folder)` to read the saved weights back into `encoder`'s class. `batcher`, when given,
     replaces the shuffled pair batches: `batcher(epoch)` returns that epoch's batches and
     `batcher.steps_per_epoch()` their number (see hard_negatives.HardNegativeBatcher); `pairs` is then unused.
+    `dev_score()`, when given, scores the current model (higher is better) after each epoch and when the time
+    budget ends a run: the best scored model is the one left in `encoder` (needs `load_encoder`).
     """
     if config.loss not in LOSSES:
         raise ValueError(f"unknown loss {config.loss!r}; choose one of {LOSSES}")
@@ -109,19 +127,37 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
     checkpoint = Path(checkpoint_dir) / "checkpoint"
     params = [p for p in encoder.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
-    start = 0
+    start, history = 0, []
     if checkpoint.is_dir() and load_encoder is not None:
         encoder.load_state_dict(load_encoder(checkpoint / "model").state_dict())
         start = load_optimizer_state(checkpoint, optimizer)
+        history = json.loads((checkpoint / "state.json").read_text()).get("dev", [])
+    best_dir = Path(checkpoint_dir) / "best"
     steps_per_epoch = batcher.steps_per_epoch() if batcher else math.ceil(len(pairs) / config.batch_size)
     total = steps_per_epoch * config.epochs
     if config.max_steps is not None:
         total = min(total, config.max_steps)
     losses: list[float] = []
-    began = time.perf_counter()
+    began, stopped = time.perf_counter(), "steps"
     encoder.train()
     bar = progress_bar(total=total, initial=start, show=progress, desc="train", unit="step")
     step, epoch_pairs = start, len(pairs)
+
+    def scored(epoch: float) -> bool:
+        """Scores the model on dev, keeps it when best; True when patience says stop."""
+        encoder.eval()
+        score = float(dev_score())
+        encoder.train()
+        if not history or score > max(h["score"] for h in history):
+            keep = best_dir.with_name(best_dir.name + ".tmp")
+            shutil.rmtree(keep, ignore_errors=True)
+            encoder.save(keep)
+            shutil.rmtree(best_dir, ignore_errors=True)
+            keep.rename(best_dir)
+        history.append({"epoch": epoch, "step": step, "score": score})
+        best_at = max(range(len(history)), key=lambda i: (history[i]["score"], -i))
+        return len(history) - 1 - best_at >= config.patience
+
     for epoch in range(config.epochs):
         if (epoch + 1) * steps_per_epoch <= start or epoch * steps_per_epoch >= total:
             continue  # no step of this epoch is left to run: do not build (or mine) its batches
@@ -133,6 +169,8 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
                 continue  # already done before the resume point; data order is a function of (seed, epoch)
             if global_step >= total:
                 break
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate_at(global_step, total, config)
             loss = batch_loss(encoder, batch, config)
             optimizer.zero_grad()
             loss.backward()
@@ -141,11 +179,31 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
             losses.append(loss.item())
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
+            if config.max_minutes is not None and time.perf_counter() - began > 60 * config.max_minutes:
+                stopped = "time budget"
+                break
             if step % config.checkpoint_every == 0 and step < total:
-                save_checkpoint(checkpoint, encoder, optimizer, step, config)
+                save_checkpoint(checkpoint, encoder, optimizer, step, config, history)
+        if stopped == "time budget":
+            if dev_score is not None:
+                scored(round(step / steps_per_epoch, 2))
+            break
+        if dev_score is not None and step == min(total, (epoch + 1) * steps_per_epoch):
+            if scored(epoch + 1):
+                stopped = "patience"
+                break
+            if step < total:  # the dev history must survive a stop between epochs
+                save_checkpoint(checkpoint, encoder, optimizer, step, config, history)
     bar.close()
+    if best_dir.is_dir():
+        encoder.load_state_dict(load_encoder(best_dir).state_dict())
     encoder.eval()
     shutil.rmtree(checkpoint, ignore_errors=True)  # finished: the final model is the artifact
-    return {"steps": step, "resumed_from": start, "pairs": epoch_pairs, "first_loss": losses[0] if losses else None,
-            "last_loss": losses[-1] if losses else None,
-            "mean_loss_last_50": sum(losses[-50:]) / max(1, len(losses[-50:])), "seconds": time.perf_counter() - began}
+    shutil.rmtree(best_dir, ignore_errors=True)
+    out = {"steps": step, "resumed_from": start, "pairs": epoch_pairs, "first_loss": losses[0] if losses else None,
+           "last_loss": losses[-1] if losses else None, "stopped_by": stopped,
+           "mean_loss_last_50": sum(losses[-50:]) / max(1, len(losses[-50:])), "seconds": time.perf_counter() - began}
+    if history:
+        best = max(history, key=lambda h: h["score"])
+        out.update({"dev": history, "best_dev": best})
+    return out

@@ -13,7 +13,7 @@ import platform
 import shutil
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -70,13 +70,32 @@ def training_mentions(dataset: str | Path, split: str, alias: dict[str, str]) ->
     return out, unusable
 
 
-def _stage(encoder: Encoder, name: str, pairs, config: TrainConfig, workdir: Path, progress: bool, batcher=None) -> dict:
+def dev_scorer(encoder: Encoder, names: NameSet, datasets: list[str]):
+    """acc@1 (BioSyn protocol, the KB's names) of the datasets' processed_dev queries with a concept, or None when
+    none has a dev split: what model selection scores after each fine-tuning epoch."""
+    from bioel_core.evaluation import evaluate
+    from bioel_core.linking.dense import DenseLinker
+
+    folders = [Path(d) / "processed_dev" for d in datasets if (Path(d) / "processed_dev").is_dir()]
+    queries = [q for f in folders for q in read_query_folder(f) if q.concept_ids]
+    if not queries:
+        return None
+
+    def score() -> float:
+        return evaluate(DenseLinker(names, encoder, model_path="(training)"), queries, k=1)[0]["acc@1"]
+
+    return score
+
+
+def _stage(encoder: Encoder, name: str, pairs, config: TrainConfig, workdir: Path, progress: bool, batcher=None,
+           dev_score=None) -> dict:
     stage_dir = workdir / name
     done = stage_dir / "done.json"
     if done.is_file():  # finished before a restart: its weights are in the later stage's start or the output
         return json.loads(done.read_text())
     stage_dir.mkdir(parents=True, exist_ok=True)
-    stats = {**train(encoder, pairs, config, stage_dir, load_encoder=load_encoder, progress=progress, batcher=batcher),
+    stats = {**train(encoder, pairs, config, stage_dir, load_encoder=load_encoder, progress=progress, batcher=batcher,
+                     dev_score=dev_score),
              "config": asdict(config)}
     encoder.save(stage_dir / "model")
     done.write_text(json.dumps(stats, indent=2))
@@ -136,8 +155,14 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
                          f"(--train-dataset)")
     if align_pairs:
         stages["align"] = _stage(encoder, "align", align_pairs, align, workdir, progress)
+        if finetune is not None and finetune.max_minutes is not None:  # one budget for the whole run
+            finetune = replace(finetune, max_minutes=max(0.0, finetune.max_minutes - stages["align"]["seconds"] / 60))
     if finetune_pairs or batcher is not None:
-        stages["finetune"] = _stage(encoder, "finetune", finetune_pairs, finetune, workdir, progress, batcher=batcher)
+        # dev scores choose the epoch only when dev is not trained on
+        score = dev_scorer(encoder, names, train_datasets) if train_split == "train" else None
+        data["model_selection"] = "best dev acc@1 after each epoch (processed_dev)" if score else "the last epoch"
+        stages["finetune"] = _stage(encoder, "finetune", finetune_pairs, finetune, workdir, progress, batcher=batcher,
+                                    dev_score=score)
     encoder.save(out, dtype=save_dtype)
     card = {
         "model": out.name, "encoder": encoder.config(), "fingerprint": encoder.fingerprint(), "init": init or str(default_base_checkpoint()),
