@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.kbs import BIOEL, DATA, annotator_flags, prepare  # noqa: E402
+from bioel_core.linking import DETECTORS  # noqa: E402
 
 ABSTRACTS = DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl"
 
@@ -97,7 +98,7 @@ def abstracts_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--model", help="model folder (default: the shipped disease model)")
     parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with e2e_bc5cdr.py) and runs")
     parser.add_argument("--limit", type=int, default=0, help="first N abstracts only (0: all 2,292)")
-    parser.add_argument("--detector", choices=["dictionary", "model", "both"], default="dictionary",
+    parser.add_argument("--detector", choices=DETECTORS, default="dictionary",
                         help="mention detector; model needs a collective --model (e.g. models/bc5cdr-collective)")
     parser.add_argument("--json", help="write the figures here")
     return parser

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bioel_core import progress
 from bioel_core.corpora import FORMATS
+from bioel_core.linking import DETECTORS
 from pipelines.cli_common import positive_int
 
 
@@ -39,7 +40,7 @@ def _add_annotator_flags(parser) -> None:
     parser.add_argument("--stop-list", nargs="+", metavar="[TYPE=]JSON",
                         help="detector stop-lists (models/stoplists/*.json), per entity type")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--detector", choices=["dictionary", "model", "both"], default="dictionary",
+    parser.add_argument("--detector", choices=DETECTORS, default="dictionary",
                         help="with --mentions detect: the KB dictionaries (default); the span detector of a collective "
                              "--model (`bioel train --encoder collective`), which finds and links every mention of a "
                              "document in one pass; or both (longest span first: the dictionaries' spans linked by their "

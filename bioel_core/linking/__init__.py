@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 __getattr__ = lazy_exports(__name__, {"Candidate": "bioel_core.corpora.records", "Linker": "bioel_core.linking.base",
                                       "NameSet": "bioel_core.names"})
 
+# mention detectors of `bioel link --mentions detect` (linking.annotate): the KB dictionaries, a collective model's
+# span detector, or both (longest span first; the dictionary's spans linked by their text, the model's by vector)
+DETECTORS = ("dictionary", "model", "both")
+
 # name -> "module:Class"
 LINKERS: dict[str, str] = {
     "exact": "bioel_core.linking.exact:ExactLinker",

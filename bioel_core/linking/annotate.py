@@ -15,12 +15,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from bioel_core.corpora.records import Document, Mention
+from bioel_core.linking import DETECTORS
 from bioel_core.linking.base import Linker
 from bioel_core.text.detect import MentionDetector
 
-# with detection: the KB dictionaries, a collective model's span detector, or both (longest span first; the
-# dictionary's spans are linked by their text, the model's by their vectors)
-DETECTORS = ("dictionary", "model", "both")
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
 # the entity type of a mention detected with an --index given without TYPE= (the KB manifests name no type), so
 # that PubTator and BioC outputs never get an empty type column
