@@ -34,7 +34,14 @@ def add_subcommands(subparsers) -> None:
     ev.add_argument("--pooling", choices=["cls", "mean"], help="dense with a plain HF checkpoint: pooling (default cls)")
     ev.add_argument("--device", default="cpu", help="dense: cpu or cuda")
     ev.add_argument("--sparse-weight", type=float, help="hybrid: weight of the TF-IDF cosine (tune on dev)")
-    ev.add_argument("--record-in-card", action="store_true", help="dense: add the scores to the model's card")
+    ev.add_argument("--retriever", help="rerank: the retriever's model folder (default: --model, else the shipped disease model)")
+    ev.add_argument("--retriever-linker", choices=["dense", "hybrid"], default="dense",
+                    help="rerank: the linker that retrieves the candidates (default dense)")
+    ev.add_argument("--reranker", help="rerank: a cross-encoder folder (`bioel train --encoder cross-encoder`)")
+    ev.add_argument("--rerank-depth", type=positive_int, default=16,
+                    help="rerank: how many of the retriever's best concepts the reranker reorders (default 16)")
+    ev.add_argument("--record-in-card", action="store_true", help="dense/hybrid: add the scores to the model's card; "
+                                                                  "rerank: to the reranker's card")
     ev.add_argument("--k", type=positive_int, default=5, help="candidates per sub-mention (default 5)")
     ev.add_argument("--typos", help="a `typo||correction` map applied to queries (already applied in BioSyn's processed data)")
     ev.add_argument("--json", help="write the scores as JSON here")
@@ -67,9 +74,12 @@ def _linker(args):
         return load_linker(args.linker_dir), args.linker_dir
     source = args.names or args.dictionary or str(Path(args.dataset) / f"{args.split}_dictionary.txt")
     names = NameSet.from_names_table(source) if args.names else NameSet.from_biosyn(source)
-    options = {"model": args.model, "pooling": args.pooling, "device": args.device} if args.linker in ("dense", "hybrid") else {}
-    if args.linker == "hybrid" and args.sparse_weight is not None:
+    options = {"model": args.model, "pooling": args.pooling, "device": args.device} if args.linker in ("dense", "hybrid", "rerank") else {}
+    if args.linker in ("hybrid", "rerank") and args.sparse_weight is not None:
         options["sparse_weight"] = args.sparse_weight
+    if args.linker == "rerank":
+        options.update(model=args.retriever or args.model, retriever=args.retriever_linker, reranker=args.reranker,
+                       depth=args.rerank_depth)
     return build_linker(args.linker, names, **options), source
 
 
@@ -106,12 +116,13 @@ def cmd_evaluate(args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     if args.record_in_card:
-        if args.linker not in ("dense", "hybrid"):
-            raise ValueError("--record-in-card needs --linker dense or hybrid")
+        if args.linker not in ("dense", "hybrid", "rerank"):
+            raise ValueError("--record-in-card needs --linker dense, hybrid or rerank")
         from bioel_core.models import model_folder
         from bioel_core.models.cards import record_scores
 
-        record_scores(model_folder(args.model), report)
+        # a reranker's card holds the scores of the rerank stage (retriever in its options)
+        record_scores(args.reranker if args.linker == "rerank" else model_folder(args.model), report)
     return 0
 
 

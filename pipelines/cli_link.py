@@ -30,7 +30,8 @@ def _annotator_spec(args, detect: bool, thresholds: tuple = ()):
     from bioel_core.linking.annotate import AnnotatorSpec
 
     return AnnotatorSpec(model=args.model, indexes=typed(args.index), detect=detect, stop_lists=typed(args.stop_list),
-                         nil_thresholds=thresholds, device=args.device, detector=args.detector)
+                         nil_thresholds=thresholds, device=args.device, detector=args.detector, reranker=args.reranker,
+                         rerank_depth=args.rerank_depth)
 
 
 def _add_annotator_flags(parser) -> None:
@@ -45,6 +46,10 @@ def _add_annotator_flags(parser) -> None:
                              "--model (`bioel train --encoder collective`), which finds and links every mention of a "
                              "document in one pass; or both (longest span first: the dictionaries' spans linked by their "
                              "text, the model's by their vectors)")
+    parser.add_argument("--reranker", help="a cross-encoder (`bioel train --encoder cross-encoder`) that reorders each "
+                                           "mention's best concepts: slower, more accurate (benchmarks/RESULTS.md)")
+    parser.add_argument("--rerank-depth", type=positive_int, default=16,
+                        help="with --reranker: how many of the index's best concepts it reorders (default 16)")
 
 
 def add_subcommands(subparsers) -> None:

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from bioel_core.corpora import Document, read_pubtator, write_pubtator
 from bioel_core.index import IndexSpec
@@ -501,3 +502,26 @@ def test_an_index_given_without_a_type_labels_detected_mentions_entity(chain, co
     any_type = next(line.split() for line in out.splitlines() if line.startswith("(any)"))
     assert float(any_type[4]) > 0 and int(any_type[7]) > 0  # F1 and predictions of the untyped index
     assert err.startswith("calibrate-nil: ") and " mentions in " in err
+
+
+def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_the_batching(chain, corpus, tmp_path):
+    from bioel_core.linking.rerank import CrossEncoderReranker, RerankLinker
+    from bioel_core.models import CrossEncoder
+
+    folder, _ = corpus
+    model, index = chain
+    torch.manual_seed(0)
+    reranker = str(CrossEncoder(Path(model), max_length=24).save(tmp_path / "reranker"))
+    reranked = AnnotatorSpec(model=model, indexes=(("Disease", index),), reranker=reranker, rerank_depth=4)
+    assert reranked.settings_sha256() != spec(chain).settings_sha256()  # a reranked state is another state
+    manifest = link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"), reranked, pipeline_options([]))
+    assert all(manifest["reconciliation"].values())
+    rows = table(tmp_path / "out", "annotations")
+    annotator = reranked.open()
+    linker = annotator.targets["Disease"].linker
+    assert isinstance(linker, RerankLinker) and isinstance(linker.reranker, CrossEncoderReranker)
+    top = linker.candidates([linker.normalize(r["link_text"]) for r in rows])
+    assert all(r["concept_id"] in {c.concept_ids[0] for c in pool} for r, pool in zip(rows, top))
+    link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "again"), reranked, pipeline_options([]),
+                    batch_size=3)
+    assert table(tmp_path / "again", "annotations") == rows

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-from bioel_core.models import (ENCODERS, CollectiveEncoder, EmbeddingMismatchError, EnsembleEncoder, ResCNNEncoder,
+from bioel_core.models import (ENCODERS, CollectiveEncoder, CrossEncoder, EmbeddingMismatchError, EnsembleEncoder, ResCNNEncoder,
                                TransformerEncoder, UnsafeCheckpointError, default_base_checkpoint, load_encoder, resolve_device)
 from bioel_core.models.checkpoints import resolve_reference
 
@@ -29,7 +29,7 @@ def make_tiny_bert(folder):
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
                             sep_token="[SEP]", mask_token="[MASK]").save_pretrained(folder)
     torch.manual_seed(0)
@@ -214,7 +214,7 @@ def test_pickle_only_checkpoint_is_refused(tiny_bert, tmp_path):
 
 def test_registry_and_unknown_type(tmp_path):
     assert ENCODERS == {"transformer": TransformerEncoder, "rescnn": ResCNNEncoder, "ensemble": EnsembleEncoder,
-                        "collective": CollectiveEncoder}
+                        "collective": CollectiveEncoder, "cross-encoder": CrossEncoder}
     (tmp_path / "bioel_encoder.json").write_text(json.dumps({"encoder_type": "word2vec"}))
     with pytest.raises(ValueError, match="unknown encoder_type"):
         load_encoder(tmp_path)

@@ -333,6 +333,9 @@ def test_with_a_dev_split_the_default_recipe_trains_on_train_and_dev_chooses_the
     card = json.loads((out / "card.json").read_text())
     finetune = card["stages"]["finetune"]
     assert card["data"]["train_split"] == "train" and "dev" in card["data"]["model_selection"]
-    assert finetune["config"]["epochs"] == 20 and 3 <= len(finetune["dev"]) <= 20
+    # 4 mentions make one step an epoch: small data trains at least 1,500 steps, scoring dev every 200
+    assert finetune["config"]["epochs"] == 20 and finetune["epochs"] == 1500 and finetune["dev_every_epochs"] == 200
+    assert [h["epoch"] for h in finetune["dev"]] == [200 * (i + 1) for i in range(len(finetune["dev"]))]
+    assert 3 <= len(finetune["dev"]) <= 8
     assert finetune["stopped_by"] in ("patience", "steps") and finetune["best_dev"]["score"] == max(h["score"] for h in finetune["dev"])
-    assert "dev acc@1 after each epoch" in (out / "MODEL_CARD.md").read_text()
+    assert "dev acc@1 by epoch (epoch: score): 200: " in (out / "MODEL_CARD.md").read_text()

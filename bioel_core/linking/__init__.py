@@ -30,6 +30,7 @@ LINKERS: dict[str, str] = {
     "tfidf": "bioel_core.linking.tfidf:TfidfLinker",
     "dense": "bioel_core.linking.dense:DenseLinker",
     "hybrid": "bioel_core.linking.hybrid:HybridLinker",
+    "rerank": "bioel_core.linking.rerank:RerankLinker",
 }
 
 

@@ -13,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from bioel_core.corpora.records import Document, Mention
 from bioel_core.linking import DETECTORS
@@ -183,7 +184,8 @@ class DocumentAnnotator:
                 for target in self.targets.values():
                     mine = [k for k, j in enumerate(by_vector) if self.target_of(mentions[j]) is target]
                     if mine:
-                        for k, candidates in zip(mine, target.linker.search_vectors(vectors[mine], 1)):
+                        texts = [mentions[by_vector[k]].link_text or mentions[by_vector[k]].text for k in mine]
+                        for k, candidates in zip(mine, target.linker.search_vectors(vectors[mine], 1, texts=texts)):
                             best[(i, by_vector[k])] = candidates[0] if candidates else None
                     mine = [j for j in by_text if self.target_of(mentions[j]) is target]
                     texts = [mentions[j].link_text or mentions[j].text for j in mine]
@@ -226,12 +228,18 @@ class AnnotatorSpec:
     batch_size: int = 256
     abbreviations: bool = True
     detector: str = "dictionary"  # with detect: one of DETECTORS
+    reranker: str | None = None  # a cross-encoder folder that reorders each mention's top `rerank_depth` concepts
+    rerank_depth: int = 16
 
     def __post_init__(self):
         if self.detector not in DETECTORS:
             raise ValueError(f"--detector must be one of {DETECTORS}, got {self.detector!r}")
         if not self.indexes:
             raise ValueError("at least one --index is needed")
+        if self.reranker is not None and not Path(self.reranker, "bioel_encoder.json").is_file():
+            raise ValueError(f"--reranker {self.reranker}: not a model folder (no bioel_encoder.json)")
+        if self.rerank_depth < 1:
+            raise ValueError(f"--rerank-depth must be at least 1, got {self.rerank_depth}")
         known = {t for t, _ in self.indexes}
         for flag, pairs in (("--stop-list", self.stop_lists), ("--nil-threshold", self.nil_thresholds)):
             unknown = sorted({t for t, _ in pairs} - known)
@@ -286,15 +294,20 @@ class AnnotatorSpec:
                    "stop_lists": sorted((t, file_sha(p)) for t, p in self.stop_lists),
                    "nil_thresholds": sorted((t, float(v)) for t, v in self.nil_thresholds),
                    "indexes": sorted((t, file_sha(f"{d.rstrip('/')}/manifest.json")) for t, d in self.indexes)}
+        if self.reranker:  # its weights and config decide the concepts as much as the model's do
+            payload["reranker"] = {"depth": self.rerank_depth, "files": sorted(
+                (p.name, file_sha(str(p))) for p in Path(self.reranker).iterdir() if p.suffix in (".json", ".safetensors"))}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     def open(self) -> DocumentAnnotator:
         from bioel_core.linking.dense import DenseLinker
+        from bioel_core.linking.rerank import CrossEncoderReranker, RerankLinker
         from bioel_core.models import open_model
         from bioel_core.names import NameSet
         from bioel_core.text.detect import DictionaryDetector, StopList
 
         encoder = self._checked(open_model(self.model, device=self.device))
+        reranker = CrossEncoderReranker.open(self.reranker, self.device, reproducible=True) if self.reranker else None
         # the document model finds the mentions (--detector model) or encodes the given ones in one pass
         one_pass = _is_document_model(encoder) and (self.detector != "dictionary" or not self.detect)
         stop_lists, thresholds = dict(self.stop_lists), dict(self.nil_thresholds)
@@ -309,6 +322,8 @@ class AnnotatorSpec:
                                                                abbreviations=self.abbreviations)
             linker = DenseLinker.from_index(source["index"], names, encoder, model=self.model, batch_size=self.batch_size,
                                             reproducible=True)  # annotations must not depend on how documents are batched
+            if reranker is not None:
+                linker = RerankLinker(names, linker, reranker, self.reranker, self.rerank_depth)
             targets.append(EntityTarget(entity_type, linker, source["kb_version"], detector, thresholds.get(entity_type),
                                         concept_lookup(source["names"])))
         return DocumentAnnotator(targets, encoder.fingerprint(), self.detect, self.max_chars, self.batch_size,

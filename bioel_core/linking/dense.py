@@ -156,9 +156,10 @@ class DenseLinker(Linker):
             self.exact.fill(self.names, out[i], queries[i], ranked, k)
         return out
 
-    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[Candidate]]:
+    def search_vectors(self, vectors: np.ndarray, k: int, texts=None) -> list[list[Candidate]]:
         """The k best concepts for query vectors made elsewhere (a document model's mention vectors), by the
-        same ranking as `search` without its exact-name shortcut."""
+        same ranking as `search` without its exact-name shortcut. `texts` (the mentions) are not needed here;
+        a rerank stage over this linker reads them."""
         out: list[list[Candidate]] = []
         for ranked in self._ranked_rows(np.ascontiguousarray(vectors, dtype=np.float32), k + 1):
             found: list[Candidate] = []

@@ -12,11 +12,13 @@ import torch
 from bioel_core.models.base import CONFIG_FILE, Encoder, read_config
 from bioel_core.models.checkpoints import UnsafeCheckpointError, default_base_checkpoint
 from bioel_core.models.collective import CollectiveEncoder
+from bioel_core.models.cross_encoder import CrossEncoder
 from bioel_core.models.ensemble import EnsembleEncoder, MemberChangedError
 from bioel_core.models.rescnn import EmbeddingMismatchError, ResCNNEncoder
 from bioel_core.models.transformer import TransformerEncoder
 
-ENCODERS: dict[str, type] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder, EnsembleEncoder, CollectiveEncoder)}
+ENCODERS: dict[str, type] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder, EnsembleEncoder, CollectiveEncoder,
+                                                                 CrossEncoder)}
 SHIPPED_PACKAGE = "bioel_models"  # the wheel's copy of the checkout's models/ (setup.py: package_dir)
 
 
@@ -64,6 +66,9 @@ def open_encoder(folder: str | Path, pooling: str | None = None, device: str | t
         return TransformerEncoder(folder, pooling=pooling or "cls").to(device)
     if pooling is not None:
         raise ValueError(f"{folder} is a bioel model folder: its pooling is fixed by its config; drop --pooling")
+    if read_config(folder).get("encoder_type") == CrossEncoder.encoder_type:
+        raise ValueError(f"{folder} is a cross-encoder: it reorders a retriever's candidates (--reranker), it does not "
+                         f"embed texts; give it as the reranker and a name encoder as the model or retriever")
     return load_encoder(folder, device)
 
 
@@ -80,7 +85,7 @@ def open_model(model: str | Path | None, pooling: str | None = None, device: str
     return open_encoder(folder, pooling, device)
 
 
-__all__ = ["CollectiveEncoder", "DEFAULT_MODEL", "ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "MemberChangedError", "ResCNNEncoder",
+__all__ = ["CollectiveEncoder", "CrossEncoder", "DEFAULT_MODEL", "ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "MemberChangedError", "ResCNNEncoder",
            "TransformerEncoder",
            "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder", "model_folder", "open_encoder", "open_model",
            "resolve_device", "shipped_path"]

@@ -36,6 +36,15 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     return memoryview(flat.view(torch.uint8).numpy())
 
 
+def fingerprint_of(config: dict, weights: dict[str, torch.Tensor]) -> str:
+    """sha256 over a model's config and weights (names, dtypes, shapes, bytes): what identifies a model folder."""
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+    for name, tensor in sorted(weights.items()):
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor_bytes(tensor))
+    return digest.hexdigest()
+
+
 def read_config(directory: str | Path, encoder_type: str | None = None) -> dict:
     """The folder's config; with `encoder_type`, checked to be of that type."""
     path = Path(directory) / CONFIG_FILE
@@ -168,11 +177,7 @@ class Encoder(torch.nn.Module, metaclass=abc.ABCMeta):
 
     def fingerprint(self) -> str:
         """sha256 over the config and the saved weights: equal before and after a save/load round trip."""
-        digest = hashlib.sha256(json.dumps(self.config(), sort_keys=True).encode())
-        for name, tensor in sorted(self.weights().items()):
-            digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-            digest.update(tensor_bytes(tensor))
-        return digest.hexdigest()
+        return fingerprint_of(self.config(), self.weights())
 
     @classmethod
     def folder_config(cls, directory: str | Path) -> dict:

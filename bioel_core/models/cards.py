@@ -23,16 +23,20 @@ def write_card(model_dir: str | Path, card: dict) -> None:
         lines += _collective_lines(card)
     else:
         lines += _ensemble_lines(card) if "members" in card else _training_lines(card)
-    lines += ["## Scores (BioSyn protocol)", ""]
+    reranker = card.get("encoder", {}).get("encoder_type") == "cross-encoder"
+    how = ("bioel evaluate --linker rerank --retriever MODEL --reranker THIS_FOLDER --record-in-card" if reranker
+           else "bioel evaluate --linker dense --model THIS_FOLDER --record-in-card")
+    lines += ["## Scores (BioSyn protocol" + (", retriever + this reranker)" if reranker else ")"), ""]
     if card["scores"]:
         lines += ["| dataset | split | n | acc@1 | acc@5 |", "|---|---|---:|---:|---:|"]
         for key in sorted(card["scores"]):
             s = card["scores"][key]
-            lines.append(f"| {s['dataset']} | {s['split']} | {s['n']:,} | {s['acc@1']:.2f} | {s['acc@5']:.2f} |")
+            at5 = f"{s['acc@5']:.2f}" if "acc@5" in s else "-"
+            lines.append(f"| {s['dataset']} | {s['split']} | {s['n']:,} | {s['acc@1']:.2f} | {at5} |")
         lines.append("")
-        lines.append("Recorded by `bioel evaluate --linker dense --model THIS_FOLDER --record-in-card`.")
+        lines.append(f"Recorded by `{how}`." + (" Retriever and depth: see `card.json` scores." if reranker else ""))
     else:
-        lines.append("Not evaluated yet: `bioel evaluate --linker dense --model THIS_FOLDER --record-in-card`.")
+        lines.append(f"Not evaluated yet: `{how}`.")
     (model_dir / CARD_MD).write_text("\n".join(lines) + "\n")
 
 
@@ -42,15 +46,18 @@ def _training_lines(card: dict) -> list[str]:
     if "trainable_parameters" in card:
         lines += [f"Trainable parameters: {card['trainable_parameters']:,} (token embeddings frozen, read from the base package).", ""]
     lines += ["## Data", ""] + [f"- {k}: {v}" for k, v in card["data"].items()] + ["", "## Training", ""]
+    # a cross-encoder trains on examples (a mention and its candidate concepts), the bi-encoders on pairs of texts
+    unit = "examples" if card["encoder"].get("encoder_type") == "cross-encoder" else "pairs"
     for stage, s in card["stages"].items():
         c = s["config"]
-        lines.append(f"- {stage}: {s['pairs']:,} pairs, {s['steps']:,} steps (batch {c['batch_size']} pairs, lr {c['learning_rate']}, "
-                     f"{c.get('loss', 'multi-similarity')} loss, margin {c['margin']}, seed {c['seed']}), loss {s['first_loss']:.4f} -> {s['mean_loss_last_50']:.4f} "
-                     f"(mean of the last 50), {s['seconds'] / 60:.1f} min")
+        loss = c.get("loss", "multi-similarity")
+        lines.append(f"- {stage}: {s['pairs']:,} {unit}, {s['steps']:,} steps (batch {c['batch_size']} {unit}, lr {c['learning_rate']}, "
+                     f"{loss} loss{', margin ' + str(c['margin']) if loss == 'multi-similarity' else ''}, seed {c['seed']}), "
+                     f"loss {s['first_loss']:.4f} -> {s['mean_loss_last_50']:.4f} (mean of the last 50), {s['seconds'] / 60:.1f} min")
         if s.get("dev"):
             best = s["best_dev"]
-            scores = ", ".join(f"{h['score']:.2f}" for h in s["dev"])
-            lines.append(f"  - dev acc@1 after each epoch: {scores}; kept: epoch "
+            scores = ", ".join(f"{h['epoch']}: {h['score']:.2f}" for h in s["dev"])
+            lines.append(f"  - dev acc@1 by epoch (epoch: score): {scores}; kept: epoch "
                          f"{best['epoch']} ({best['score']:.2f}); stopped by {s['stopped_by']}")
     hw = card["hardware"]
     return lines + ["", f"Hardware: {hw['device']}{' (' + hw['cuda'] + ')' if hw['cuda'] else ''}, {hw['cpu_count']} CPUs, torch {hw['torch']}; "
@@ -100,5 +107,7 @@ def record_scores(model_dir: str | Path, report: dict) -> None:
     if not path.is_file():
         raise FileNotFoundError(f"{model_dir}: no {CARD_JSON}; only models made by `bioel train` or `bioel ensemble` carry a card")
     card = json.loads(path.read_text())
-    card["scores"][f"{report['dataset']}/{report['split']}"] = {k: report[k] for k in ("dataset", "split", "n", "acc@1", "acc@5")}
+    card["scores"][f"{report['dataset']}/{report['split']}"] = {
+        **{k: report[k] for k in ("dataset", "split", "n", "acc@1", "acc@5") if k in report},  # acc@5 needs --k 5+
+        **({"linker_options": report["linker_options"]} if report.get("linker") == "rerank" else {})}
     write_card(model_dir, card)

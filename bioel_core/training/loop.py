@@ -2,7 +2,7 @@
 decay.
 
 Seeded (data order and dropout), with a progress bar, periodic checkpoints and resume. With a dev scorer, the
-model is scored after each epoch, the best one is kept (`best/` beside the checkpoint) and restored at the end,
+model is scored after each epoch (every few epochs when they are short: `dev_every_steps`), the best one is kept (`best/` beside the checkpoint) and restored at the end,
 and training stops when the score has not improved for `patience` epochs or the wall-clock budget is spent. A checkpoint is a
 folder `checkpoint/` beside the output: the encoder saved as a model folder, the optimizer state and the
 RNG state in safetensors, and `state.json` (step, config). It is written to a temporary folder and renamed,
@@ -44,7 +44,12 @@ class TrainConfig:
     checkpoint_every: int = 200
     seed: int = 0
     warmup: float = 0.1  # share of the steps with a linearly rising learning rate; it then falls linearly to 0
-    patience: int = 3  # with a dev scorer: epochs without a better dev score before stopping
+    patience: int = 3  # with a dev scorer: dev scores without a better one before stopping
+    # small data (few steps an epoch): at least this many steps in all (more epochs), and dev scored every
+    # ceil(dev_every_steps / steps per epoch) epochs rather than after each, so the schedule, the dev curve and
+    # patience see enough updates, and scoring does not cost more than training
+    min_steps: int = 0
+    dev_every_steps: int = 0
     max_minutes: float | None = None  # wall-clock budget: ends after the running step, with the best model so far
 
 
@@ -108,8 +113,8 @@ def load_optimizer_state(folder: Path, optimizer: torch.optim.Optimizer) -> int:
 LOSSES = ("multi-similarity", "infonce")
 
 
-def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str | Path, *, load_encoder=None,
-          progress: bool = True, batcher=None, dev_score=None) -> dict:
+def train(encoder, pairs: list, config: TrainConfig, checkpoint_dir: str | Path, *, load_encoder=None,
+          progress: bool = True, batcher=None, dev_score=None, loss_fn=None) -> dict:
     """Trains `encoder` in place on `pairs`; returns training statistics.
 
     When `checkpoint_dir/checkpoint` exists (a run that was stopped), training resumes from it: pass
@@ -118,8 +123,9 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
     `batcher.steps_per_epoch()` their number (see hard_negatives.HardNegativeBatcher); `pairs` is then unused.
     `dev_score()`, when given, scores the current model (higher is better) after each epoch and when the time
     budget ends a run: the best scored model is the one left in `encoder` (needs `load_encoder`).
+    `loss_fn(model, batch)`, when given, replaces the pair loss (`pairs` are then whatever items it reads).
     """
-    if config.loss not in LOSSES:
+    if loss_fn is None and config.loss not in LOSSES:
         raise ValueError(f"unknown loss {config.loss!r}; choose one of {LOSSES}")
     if batcher is None and not pairs:
         raise ValueError(f"{Path(checkpoint_dir).name}: no training pairs to train on")
@@ -134,7 +140,9 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
         history = json.loads((checkpoint / "state.json").read_text()).get("dev", [])
     best_dir = Path(checkpoint_dir) / "best"
     steps_per_epoch = batcher.steps_per_epoch() if batcher else math.ceil(len(pairs) / config.batch_size)
-    total = steps_per_epoch * config.epochs
+    epochs = max(config.epochs, math.ceil(config.min_steps / max(1, steps_per_epoch)))
+    dev_every = max(1, math.ceil(config.dev_every_steps / max(1, steps_per_epoch)))
+    total = steps_per_epoch * epochs
     if config.max_steps is not None:
         total = min(total, config.max_steps)
     losses: list[float] = []
@@ -158,7 +166,7 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
         best_at = max(range(len(history)), key=lambda i: (history[i]["score"], -i))
         return len(history) - 1 - best_at >= config.patience
 
-    for epoch in range(config.epochs):
+    for epoch in range(epochs):
         if (epoch + 1) * steps_per_epoch <= start or epoch * steps_per_epoch >= total:
             continue  # no step of this epoch is left to run: do not build (or mine) its batches
         batches = batcher(epoch) if batcher else _batches(pairs, config, epoch)
@@ -171,7 +179,7 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
                 break
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate_at(global_step, total, config)
-            loss = batch_loss(encoder, batch, config)
+            loss = loss_fn(encoder, batch) if loss_fn is not None else batch_loss(encoder, batch, config)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -188,7 +196,7 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
             if dev_score is not None:
                 scored(round(step / steps_per_epoch, 2))
             break
-        if dev_score is not None and step == min(total, (epoch + 1) * steps_per_epoch):
+        if dev_score is not None and step == min(total, (epoch + 1) * steps_per_epoch) and ((epoch + 1) % dev_every == 0 or step == total):
             if scored(epoch + 1):
                 stopped = "patience"
                 break
@@ -200,7 +208,7 @@ def train(encoder, pairs: list[Pair], config: TrainConfig, checkpoint_dir: str |
     encoder.eval()
     shutil.rmtree(checkpoint, ignore_errors=True)  # finished: the final model is the artifact
     shutil.rmtree(best_dir, ignore_errors=True)
-    out = {"steps": step, "resumed_from": start, "pairs": epoch_pairs, "first_loss": losses[0] if losses else None,
+    out = {"steps": step, "epochs": epochs, "dev_every_epochs": dev_every, "resumed_from": start, "pairs": epoch_pairs, "first_loss": losses[0] if losses else None,
            "last_loss": losses[-1] if losses else None, "stopped_by": stopped,
            "mean_loss_last_50": sum(losses[-50:]) / max(1, len(losses[-50:])), "seconds": time.perf_counter() - began}
     if history:

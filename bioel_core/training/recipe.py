@@ -30,7 +30,11 @@ from bioel_core.training.hard_negatives import HardNegativeBatcher
 from bioel_core.training.loop import TrainConfig, train
 from bioel_core.training.pairs import alignment_pairs, mention_pairs
 
-DEFAULT_LR = {"transformer": 2e-5, "rescnn": 1e-3}
+DEFAULT_LR = {"transformer": 2e-5, "rescnn": 1e-3, "cross-encoder": 2e-5}
+# fine-tuning with a dev split, on small data: at least this many steps, dev scored about this often (TrainConfig)
+FINETUNE_MIN_STEPS, DEV_EVERY_STEPS = 1500, 200
+# pairs per step for the bi-encoders; mentions per step (each with its candidate concepts) for the cross-encoder
+DEFAULT_BATCH = {"transformer": 128, "rescnn": 128, "cross-encoder": 8}
 
 
 def new_encoder(kind: str, init: str | None, pooling: str | None, device: str) -> Encoder:
@@ -87,15 +91,15 @@ def dev_scorer(encoder: Encoder, names: NameSet, datasets: list[str]):
     return score
 
 
-def _stage(encoder: Encoder, name: str, pairs, config: TrainConfig, workdir: Path, progress: bool, batcher=None,
-           dev_score=None) -> dict:
+def train_stage(encoder, name: str, pairs, config: TrainConfig, workdir: Path, progress: bool, batcher=None,
+                dev_score=None, loss_fn=None) -> dict:
     stage_dir = workdir / name
     done = stage_dir / "done.json"
     if done.is_file():  # finished before a restart: its weights are in the later stage's start or the output
         return json.loads(done.read_text())
     stage_dir.mkdir(parents=True, exist_ok=True)
     stats = {**train(encoder, pairs, config, stage_dir, load_encoder=load_encoder, progress=progress, batcher=batcher,
-                     dev_score=dev_score),
+                     dev_score=dev_score, loss_fn=loss_fn),
              "config": asdict(config)}
     encoder.save(stage_dir / "model")
     done.write_text(json.dumps(stats, indent=2))
@@ -154,26 +158,34 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
                          f"names{'' if align is not None else '; --align-epochs 0'}) and no fine-tuning data was given "
                          f"(--train-dataset)")
     if align_pairs:
-        stages["align"] = _stage(encoder, "align", align_pairs, align, workdir, progress)
+        stages["align"] = train_stage(encoder, "align", align_pairs, align, workdir, progress)
         if finetune is not None and finetune.max_minutes is not None:  # one budget for the whole run
             finetune = replace(finetune, max_minutes=max(0.0, finetune.max_minutes - stages["align"]["seconds"] / 60))
     if finetune_pairs or batcher is not None:
         # dev scores choose the epoch only when dev is not trained on
         score = dev_scorer(encoder, names, train_datasets) if train_split == "train" else None
         data["model_selection"] = "best dev acc@1 after each epoch (processed_dev)" if score else "the last epoch"
-        stages["finetune"] = _stage(encoder, "finetune", finetune_pairs, finetune, workdir, progress, batcher=batcher,
+        stages["finetune"] = train_stage(encoder, "finetune", finetune_pairs, finetune, workdir, progress, batcher=batcher,
                                     dev_score=score)
     encoder.save(out, dtype=save_dtype)
+    return finish_card(out, encoder, data, stages, init=init, device=device, save_dtype=save_dtype, command=command,
+                       began=began, workdir=workdir)
+
+
+def finish_card(out: Path, model, data: dict, stages: dict, *, init: str | None, device: str, save_dtype: str,
+                command: list[str] | None, began: float, workdir: Path) -> dict:
+    """Writes the card of a model saved at `out` (command, data, stages, hardware, time) and removes the run's
+    work folder."""
     card = {
-        "model": out.name, "encoder": encoder.config(), "fingerprint": encoder.fingerprint(), "init": init or str(default_base_checkpoint()),
+        "model": out.name, "encoder": model.config(), "fingerprint": model.fingerprint(), "init": init or str(default_base_checkpoint()),
         "command": " ".join(command or sys.argv), "data": data, "stages": stages, "save_dtype": save_dtype,
         "training_seconds": sum(s.get("seconds", 0.0) for s in stages.values()), "wall_seconds_this_run": time.perf_counter() - began,
         "hardware": {"device": str(device), "cuda": torch.cuda.get_device_name(0) if str(device).startswith("cuda") else None,
                      "cpu_count": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__},
         "bioel_version": bioel_core.__version__, "scores": {},
     }
-    if isinstance(encoder, ResCNNEncoder):
-        card["trainable_parameters"] = encoder.trainable_parameters()
+    if isinstance(model, ResCNNEncoder):
+        card["trainable_parameters"] = model.trainable_parameters()
     write_card(out, card)
     shutil.rmtree(workdir)
     return card

@@ -1,0 +1,201 @@
+"""Retrieve, then rerank: a retriever (any linker) gives each query's top concepts; a reranker reorders them.
+
+The retriever is fast and broad (right concept in its top 5 for ~95% of queries, first for ~91%); the reranker is
+slow and precise, and only ever sees the retriever's `depth` best concepts, so it can reorder them but never
+bring in another concept. Concepts, not names, are reranked: the retriever's name-level candidates are grouped
+by concept (its best name first), and the reranker reads each concept as its names (`ConceptCandidate`).
+
+As in every linker, exact matches stay first: a query equal to a KB name keeps that name's concepts ahead of the
+rest (the reranker orders them among themselves when the name is ambiguous). A concept's final score is the
+reranker's plus `retriever_weight` x the retriever's (the weight is the reranker's, chosen on dev after training):
+the two make different mistakes.
+
+A reranker is anything with `rerank_scores(queries, candidates) -> [scores]` and `fingerprint()`: the
+cross-encoder (`CrossEncoderReranker`) here; the generative linker constrained to the candidates' names is the
+second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from bioel_core.corpora.records import Candidate
+from bioel_core.linking.base import Linker
+from bioel_core.names import NameSet
+
+DEFAULT_DEPTH = 16
+# names of a concept the cross-encoder reads, best-matching first; more seldom fit in its input anyway
+NAMES_PER_CONCEPT = 4
+
+
+@dataclass(frozen=True)
+class ConceptCandidate:
+    """One retrieved concept: its ids, its names (the retriever's best-matching first) and the retriever's score."""
+
+    concept_ids: tuple[str, ...]
+    names: tuple[str, ...]
+    score: float
+    exact: bool = False  # one of the query's own names
+
+
+class Reranker(Protocol):
+    retriever_weight: float  # the share of the retriever's score added to the reranker's (chosen on dev)
+
+    def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[ConceptCandidate]]) -> list[np.ndarray]:
+        """Per query, one score per candidate (higher is better)."""
+
+    def fingerprint(self) -> str: ...
+
+
+class ConceptNames:
+    """concept ids -> the KB's names of that concept, in dictionary order."""
+
+    def __init__(self, names: NameSet):
+        self.by_concept: dict[tuple[str, ...], list[str]] = {}
+        for name, ids in zip(names.names, names.concept_ids):
+            self.by_concept.setdefault(ids, []).append(name)
+
+    def group(self, query: str, ranked: Sequence[Candidate], depth: int, hidden: str | None = None) -> list[ConceptCandidate]:
+        """Name-level candidates (best first) -> the first `depth` concepts, each with its best-matching name
+        first, then its other names in dictionary order. `hidden`: a name left out everywhere (training on a KB
+        name as if it were a mention, its concept then known by its other names only)."""
+        out: dict[tuple[str, ...], ConceptCandidate] = {}
+        for c in ranked:
+            if c.concept_ids in out or c.name == hidden:
+                continue
+            if len(out) == depth:
+                break
+            others = [n for n in self.by_concept.get(c.concept_ids, ()) if n != c.name and n != hidden]
+            out[c.concept_ids] = ConceptCandidate(c.concept_ids, (c.name, *others), c.score, exact=c.name == query)
+        return list(out.values())
+
+
+def concept_text(candidate: ConceptCandidate, names_per_concept: int = NAMES_PER_CONCEPT) -> str:
+    """What a cross-encoder reads for a concept: its first names joined by ' ; '."""
+    return " ; ".join(candidate.names[:names_per_concept])
+
+
+class CrossEncoderReranker:
+    """Scores each (query, concept) pair with a `CrossEncoder` (bioel_core.models.cross_encoder).
+
+    `reproducible`: a pair's score does not depend on the pairs scored with it (batch-invariant float64 scoring),
+    so bulk linking writes the same bytes whatever its batching or worker count; slower."""
+
+    def __init__(self, model, batch_size: int = 128, reproducible: bool = False):
+        self.model, self.batch_size, self.reproducible = model, batch_size, reproducible
+
+    @classmethod
+    def open(cls, folder: str | Path, device: str = "cpu", reproducible: bool = False) -> CrossEncoderReranker:
+        from bioel_core.models import CrossEncoder, load_encoder
+        from bioel_core.models.base import read_config
+
+        found = read_config(folder).get("encoder_type")
+        if found != CrossEncoder.encoder_type:
+            raise ValueError(f"--reranker {folder}: a {found} model; a reranker is a cross-encoder "
+                             f"(`bioel train --encoder cross-encoder`)")
+        return cls(load_encoder(folder, device), reproducible=reproducible)
+
+    def fingerprint(self) -> str:
+        return self.model.fingerprint()
+
+    @property
+    def retriever_weight(self) -> float:
+        return self.model.retriever_weight
+
+    def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[ConceptCandidate]]) -> list[np.ndarray]:
+        pairs = [(q, concept_text(c)) for q, cands in zip(queries, candidates) for c in cands]
+        flat = self.model.score(pairs, self.batch_size, self.reproducible) if pairs else np.empty(0, dtype=np.float32)
+        out, at = [], 0
+        for cands in candidates:
+            out.append(flat[at:at + len(cands)])
+            at += len(cands)
+        return out
+
+
+def reranked(candidates: Sequence[ConceptCandidate], scores: np.ndarray) -> list[tuple[ConceptCandidate, float]]:
+    """Exact matches first, then by reranker score (ties: the retriever's order)."""
+    order = sorted(range(len(candidates)), key=lambda i: (not candidates[i].exact, -float(scores[i]), i))
+    return [(candidates[i], float(scores[i])) for i in order]
+
+
+class RerankLinker(Linker):
+    kind = "rerank"
+
+    def __init__(self, names: NameSet, retriever: Linker, reranker: Reranker, reranker_path: str = "",
+                 depth: int = DEFAULT_DEPTH):
+        super().__init__(names)
+        if depth < 1:
+            raise ValueError(f"rerank depth must be at least 1, got {depth}")
+        self.retriever, self.reranker, self.reranker_path, self.depth = retriever, reranker, reranker_path, depth
+        self.concepts = ConceptNames(names)
+
+    @classmethod
+    def build(cls, names: NameSet, retriever: str = "dense", reranker: str | None = None, depth: int = DEFAULT_DEPTH,
+              device: str = "cpu", **retriever_options) -> RerankLinker:
+        """`retriever`: the kind of linker to build on `names` (with `retriever_options`, e.g. model=...);
+        `reranker`: a cross-encoder folder."""
+        from bioel_core.linking import build_linker
+
+        if reranker is None:
+            raise ValueError("the rerank linker needs a reranker (--reranker MODEL)")
+        if retriever == cls.kind:
+            raise ValueError("a rerank linker's retriever cannot itself be a rerank linker")
+        return cls(names, build_linker(retriever, names, device=device, **retriever_options),
+                   CrossEncoderReranker.open(reranker, device), str(Path(reranker).resolve()), depth)
+
+    def candidates(self, queries: list[str]) -> list[list[ConceptCandidate]]:
+        """The retriever's `depth` best concepts per (normalized) query."""
+        # names, not concepts, come back: ask for enough to fill `depth` concepts in most cases
+        ranked = self.retriever.search(queries, 4 * self.depth)
+        return [self.concepts.group(q, r, self.depth) for q, r in zip(queries, ranked)]
+
+    def search(self, queries: list[str], k: int) -> list[list[Candidate]]:
+        distinct = list(dict.fromkeys(queries))  # a query's answer depends on its text alone
+        answers = dict(zip(distinct, self._reranked(distinct, self.candidates(distinct), k)))
+        return [list(answers[q]) for q in queries]
+
+    def _reranked(self, queries: list[str], pools: list[list[ConceptCandidate]], k: int) -> list[list[Candidate]]:
+        # nothing to reorder: a single concept, or an unambiguous exact match (it stays first anyway)
+        todo = [i for i, p in enumerate(pools) if len(p) > 1 and sum(c.exact for c in p) != 1]
+        scores = dict(zip(todo, self.reranker.rerank_scores([queries[i] for i in todo], [pools[i] for i in todo])))
+        weight = self.reranker.retriever_weight
+        out = []
+        for i, pool in enumerate(pools):
+            if i in scores:
+                fused = scores[i] + np.float32(weight) * np.array([c.score for c in pool], dtype=np.float32) if weight else scores[i]
+                ordered = reranked(pool, fused)
+            else:
+                ordered = [(c, c.score) for c in pool]
+            out.append([Candidate(c.concept_ids, c.names[0], s) for c, s in ordered[:k]])
+        return out
+
+    def search_vectors(self, vectors: np.ndarray, k: int, texts: Sequence[str] | None = None) -> list[list[Candidate]]:
+        """Candidates for query vectors made elsewhere (a document model's mentions), found by the retriever's
+        `search_vectors` and reordered by the reranker, which reads the mentions' `texts` (normalized here)."""
+        if texts is None or len(texts) != len(vectors):
+            raise ValueError("reranking vector queries needs the mentions' texts, one per vector")
+        queries = [self.normalize(t) for t in texts]
+        retrieved = self.retriever.search_vectors(vectors, 4 * self.depth)
+        return self._reranked(queries, [self.concepts.group(q, r, self.depth) for q, r in zip(queries, retrieved)], k)
+
+    def options(self) -> dict:
+        return {"retriever": self.retriever.kind, "retriever_options": self.retriever.options(),
+                "reranker": self.reranker_path, "fingerprint": self.reranker.fingerprint(), "depth": self.depth}
+
+    def _save_state(self, folder: Path) -> None:
+        self.retriever.save(folder / "retriever")
+
+    @classmethod
+    def _load_state(cls, folder: Path, names: NameSet, options: dict) -> RerankLinker:
+        from bioel_core.linking import load_linker
+
+        reranker = CrossEncoderReranker.open(options["reranker"])
+        if reranker.fingerprint() != options["fingerprint"]:
+            raise ValueError(f"{folder}: the reranker at {options['reranker']} is not the one this linker was saved with "
+                             f"(fingerprint {reranker.fingerprint()[:12]} != {options['fingerprint'][:12]})")
+        return cls(names, load_linker(folder / "retriever"), reranker, options["reranker"], options["depth"])

@@ -1,0 +1,217 @@
+"""`bioel train --encoder cross-encoder`: a reranker trained on a dataset's training mentions, each against the
+concepts a retriever confuses it with.
+
+Each distinct (mention, gold concept) of the training split becomes one example: the retriever's `size` best
+concepts for the mention (the gold one put in last when the retriever missed it), and the loss is the
+cross-entropy of the gold concept among them (a softmax over the cross-encoder's scores). Mentions equal to one
+KB name of a single concept are left out: the rerank stage never reorders those (linking.rerank). The rest of
+the recipe is the bi-encoders' (training.loop): warm-up and decay, dev acc@1 of the whole rerank stage after
+each epoch, best model kept, patience, time budget, resume. Then the weight of the retriever's score added to the
+reranker's is chosen on dev (`choose_retriever_weight`) and saved in the model's config.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from bioel_core.corpora.biosyn import read_query_folder
+from bioel_core.linking.base import Linker
+from bioel_core.linking.rerank import DEFAULT_DEPTH, ConceptCandidate, ConceptNames, CrossEncoderReranker, RerankLinker, concept_text
+from bioel_core.models import CrossEncoder, default_base_checkpoint, load_encoder
+from bioel_core.names import NameSet
+from bioel_core.training.loop import TrainConfig
+from bioel_core.training.recipe import finish_card, train_stage, training_mentions
+
+# gold + 7 of the retriever's wrong concepts: twice the negatives cost twice the CPU for ~0.2 dev points (measured)
+DEFAULT_EXAMPLE_SIZE = 8
+
+
+@dataclass(frozen=True)
+class RerankExample:
+    query: str
+    candidates: tuple[ConceptCandidate, ...]
+    gold: int  # position of the gold concept in candidates
+
+
+def rerank_examples(retriever: Linker, names: NameSet, mentions: list[tuple[str, list[str]]], size: int,
+                    hide_query: bool = False) -> tuple[list[RerankExample], dict]:
+    """Examples from (normalized mention, gold concept ids) pairs; returns them and how many were left out why.
+    `hide_query`: the mentions are KB names, hidden from the candidates (`synonym_examples`)."""
+    concepts = ConceptNames(names)
+    by_id = {ids[0]: ids for ids in concepts.by_concept}
+    distinct = sorted({(text, tuple(sorted(gold))) for text, gold in mentions})
+    # one more name than needed: a hidden query takes one place
+    ranked = retriever.search([text for text, _ in distinct], 4 * size + int(hide_query))
+    examples, skipped = [], {"exact_unambiguous": 0, "gold_not_in_kb": 0}
+    for (text, gold), found in zip(distinct, ranked):
+        hidden = text if hide_query else None
+        pool = concepts.group(text, found, size, hidden)
+        if sum(c.exact for c in pool) == 1 and pool[0].exact:
+            skipped["exact_unambiguous"] += 1
+            continue
+        at = next((i for i, c in enumerate(pool) if c.concept_ids[0] in gold), None)
+        if at is None:
+            ids = next((by_id[g] for g in gold if g in by_id), None)
+            if ids is None:
+                skipped["gold_not_in_kb"] += 1
+                continue
+            # not retrieved: no retriever score
+            pool = pool[:size - 1] + [ConceptCandidate(ids, tuple(n for n in concepts.by_concept[ids] if n != hidden), float("-inf"))]
+            at = len(pool) - 1
+        if len(pool) > 1:
+            examples.append(RerankExample(text, tuple(pool), at))
+    return examples, {"distinct_mentions": len(distinct), "examples": len(examples), **skipped}
+
+
+def synonym_examples(retriever: Linker, names: NameSet, count: int, size: int, seed: int) -> tuple[list[RerankExample], dict]:
+    """SapBERT's self-alignment for the reranker: `count` KB names of concepts with several names, one per concept
+    picked at random (seeded), each as a mention whose concept must be found by its other names (the name itself
+    is hidden from every candidate). More varied data than a dataset's few thousand training mentions."""
+    rng = random.Random(seed)
+    with_synonyms = [(ids, sorted(set(ns))) for ids, ns in sorted(ConceptNames(names).by_concept.items()) if len(set(ns)) > 1]
+    picked = rng.sample(with_synonyms, min(count, len(with_synonyms)))
+    return rerank_examples(retriever, names, [(rng.choice(ns), [ids[0]]) for ids, ns in picked], size, hide_query=True)
+
+
+def listwise_loss(model: CrossEncoder, batch: list[RerankExample]) -> torch.Tensor:
+    """Mean cross-entropy of each example's gold concept among its candidates."""
+    pairs = [(e.query, concept_text(c)) for e in batch for c in e.candidates]
+    scores = model(**model.tokenize(pairs))
+    losses, at = [], 0
+    for e in batch:
+        n = len(e.candidates)
+        losses.append(F.cross_entropy(scores[at:at + n].unsqueeze(0), torch.tensor([e.gold], device=scores.device)))
+        at += n
+    return torch.stack(losses).mean()
+
+
+def dev_sets(retriever, names: NameSet, datasets: list[str]) -> list[tuple[Linker, NameSet, list]]:
+    """Per dataset with a processed_dev split: (a retriever over its `dev_dictionary.txt` as BioSyn's protocol
+    scores it, or over the KB's names without one; those names; its queries with a concept)."""
+    from bioel_core.linking.dense import DenseLinker
+
+    out = []
+    for dataset in datasets:
+        folder = Path(dataset) / "processed_dev"
+        queries = [q for q in read_query_folder(folder) if q.concept_ids] if folder.is_dir() else []
+        if not queries:
+            continue
+        dictionary = Path(dataset) / "dev_dictionary.txt"
+        if dictionary.is_file():
+            dev_names = NameSet.from_biosyn(dictionary, names.normalizer)
+            out.append((DenseLinker(dev_names, retriever.encoder, retriever.model_path), dev_names, queries))
+        else:
+            out.append((retriever, names, queries))
+    return out
+
+
+def dev_accuracy(sets: list[tuple[Linker, NameSet, list]], reranker, depth: int) -> float:
+    """acc@1 of the rerank stage over every dev query of every set."""
+    from bioel_core.evaluation import evaluate
+
+    hits = total = 0
+    for retriever, names, queries in sets:
+        scores = evaluate(RerankLinker(names, retriever, reranker, "(training)", depth), queries, k=1)[0]
+        hits, total = hits + scores["acc@1"] * scores["n"], total + scores["n"]
+    return hits / total
+
+
+# weights of the retriever's score tried on dev after training (its cosines differ by ~0.1 between candidates, the
+# cross-encoder's logits by several units)
+RETRIEVER_WEIGHTS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0)
+
+
+class _KeptScores:
+    """A reranker whose scores per (query, candidates) are computed once (they do not change between weights)."""
+
+    def __init__(self, reranker: CrossEncoderReranker):
+        self.reranker, self.kept = reranker, {}
+
+    @property
+    def retriever_weight(self) -> float:
+        return self.reranker.retriever_weight
+
+    def fingerprint(self) -> str:
+        return self.reranker.fingerprint()
+
+    def rerank_scores(self, queries, candidates):
+        keys = [(q, tuple((c.concept_ids, c.names) for c in cands)) for q, cands in zip(queries, candidates)]
+        new = [i for i, key in enumerate(keys) if key not in self.kept]
+        if new:
+            found = self.reranker.rerank_scores([queries[i] for i in new], [candidates[i] for i in new])
+            self.kept.update(zip((keys[i] for i in new), found))
+        return [self.kept[key] for key in keys]
+
+
+def choose_retriever_weight(model: CrossEncoder, sets: list[tuple[Linker, NameSet, list]], depth: int) -> dict:
+    """Sets `model.retriever_weight` to the weight with the best dev acc@1 (ties: the smaller); returns each weight's
+    score, or {} (weight unchanged) without dev queries."""
+    if not sets:
+        return {}
+    reranker, scores = _KeptScores(CrossEncoderReranker(model)), {}
+    for weight in RETRIEVER_WEIGHTS:
+        model.retriever_weight = weight
+        scores[weight] = dev_accuracy(sets, reranker, depth)
+    model.retriever_weight = max(RETRIEVER_WEIGHTS, key=lambda w: (scores[w], -w))
+    return scores
+
+
+def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, train_datasets: list[str],
+                          train_split: str, config: TrainConfig, init: str | None = None, device: str = "cpu",
+                          example_size: int = DEFAULT_EXAMPLE_SIZE, synonym_count: int | None = None,
+                          depth: int = DEFAULT_DEPTH, max_length: int = 32,
+                          save_dtype: str = "float32", command: list[str] | None = None, progress: bool = True) -> dict:
+    """Trains a cross-encoder reranker for `retriever_model` (a dense model folder) and writes it with its card."""
+    from bioel_core.linking.dense import DenseLinker
+
+    out, workdir = Path(output), Path(output) / "_train"
+    began = time.perf_counter()
+    names = NameSet.from_names_table(names_dir)
+    alias = {i: ids[0] for ids in names.concept_ids for i in ids}
+    mentions, unusable = [], 0
+    for dataset in train_datasets:
+        found, bad = training_mentions(dataset, train_split, alias)
+        mentions, unusable = mentions + found, unusable + bad
+    where = ", ".join(f"{d}/processed_{train_split}" for d in train_datasets)
+    if not mentions:
+        raise ValueError(f"cross-encoder: no usable training mention in {where}: {unusable:,} queries, none with an id of the "
+                         f"KB {names_dir} (check --names and the ids' vocabulary)")
+    retriever = DenseLinker.build(names, retriever_model, device=device)
+    examples, counts = rerank_examples(retriever, names, [(names.normalizer(t), ids) for t, ids in mentions], example_size)
+    if not examples:
+        raise ValueError(f"cross-encoder: none of the {counts['distinct_mentions']:,} distinct training mentions of {where} "
+                         f"leaves the retriever anything to reorder ({counts}): nothing to train a reranker on")
+    # by default as many KB-synonym examples as mention examples
+    synonyms, synonym_counts = synonym_examples(retriever, names, len(examples) if synonym_count is None else synonym_count,
+                                                example_size, config.seed)
+    examples += synonyms
+    counts["synonym_examples"] = synonym_counts["examples"]
+    model = CrossEncoder(Path(init) if init else default_base_checkpoint(), max_length=max_length).to(device)
+    if (workdir / "rerank" / "done.json").is_file():
+        model.load_state_dict(load_encoder(workdir / "rerank" / "model", device).state_dict())
+    # dev chooses the epoch and the retriever's weight, only when dev is not trained on
+    dev = dev_sets(retriever, names, train_datasets) if train_split == "train" else []
+    score = (lambda: dev_accuracy(dev, CrossEncoderReranker(model), depth)) if dev else None
+    print(f"cross-encoder: {counts['examples']:,} mention examples of {example_size} concepts from {where} and "
+          f"{counts['synonym_examples']:,} from the KB's synonyms "
+          f"(retriever {retriever_model}); model selection: {'dev acc@1' if score else 'the last epoch'}", file=sys.stderr)
+    stage = train_stage(model, "rerank", examples, config, workdir, progress, dev_score=score, loss_fn=listwise_loss)
+    weights = choose_retriever_weight(model, dev, depth)
+    model.save(out, dtype=save_dtype)
+    data = {"names": names_dir, "names_count": len(names), "retriever": str(Path(retriever_model).resolve()),
+            "retriever_fingerprint": retriever.encoder.fingerprint(), "train_datasets": train_datasets,
+            "train_split": train_split, "train_mentions": len(mentions), "train_queries_unusable": unusable,
+            "concepts_per_example": example_size, "rerank_depth": depth, **counts,
+            "model_selection": ("best dev acc@1 of retriever + reranker after each epoch (processed_dev against dev_dictionary.txt "
+                                "where the dataset has one, as BioSyn's protocol scores it)") if score else "the last epoch",
+            "retriever_weight": model.retriever_weight,
+            "retriever_weight_dev_acc@1": {str(w): a for w, a in weights.items()} or "not chosen (no dev split)"}
+    return finish_card(out, model, data, {"rerank": stage}, init=init, device=device, save_dtype=save_dtype,
+                       command=command, began=began, workdir=workdir)
