@@ -5,7 +5,7 @@
 
 Each retriever is scored alone and with the reranker reordering its `depth` best concepts, on each split, side by
 side in one run (same queries, same dictionary: the split's `*_dictionary.txt`). Choose the retriever and depth on
-dev; test is reported beside it. Prints a Markdown table (for benchmarks/RESULTS.md) and writes benchmarks/rerank.json.
+dev; test is reported beside it. Prints a Markdown table (for benchmarks/RESULTS.md); `--json OUT` writes the rows.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=16)
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "rerank.json")
+    parser.add_argument("--json", type=Path, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     missing = [d for d in DATASETS if not (args.data / d).is_dir()]
     if missing:
@@ -84,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(args.data, args.retriever, args.reranker, args.splits, args.depth, args.k, args.device)
     args.reranker = os.path.relpath(args.reranker, ROOT)
     print(table(rows, args))
-    args.json.write_text(json.dumps({"reranker": args.reranker, "depth": args.depth, "rows": rows}, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    if args.json:
+        args.json.write_text(json.dumps({"reranker": args.reranker, "depth": args.depth, "rows": rows}, indent=2) + "\n")
     return 0
 
 

@@ -6,7 +6,7 @@ of MeSH tree D chemicals with ONE name per concept and local, non-MeSH ids (CHEM
 Builds the BioSyn-layout dataset (dictionary + processed_{train,dev,test}; queries whose concept is not a tree D
 descriptor, e.g. supplementary C ids, are left out and counted), ingests the dictionary with `bioel ingest-kb
 --input-format biosyn-dict --id-pattern`, trains each run with `bioel train --encoder rescnn` (the default command has
-no tuning flag), scores dev and test with `bioel evaluate`, prints a table and writes benchmarks/user_dataset.json.
+no tuning flag), scores dev and test with `bioel evaluate`, prints a table; `--json OUT` writes the rows.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=ROOT / ".bench" / "chem-user")
     parser.add_argument("--runs", nargs="+", choices=sorted(RUNS), default=list(RUNS))
-    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "user_dataset.json")
+    parser.add_argument("--json", type=Path, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     dataset, kb = args.work / "dataset", args.work / "kb"
     counts = build_dataset(dataset)
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"| {r['run']} | `{' '.join(r['flags']) or '(none)'}` | {r['epochs_run']} ({r['best_epoch']}) | {r['minutes']:.1f} | "
               f"{r['dev_acc@1']:.2f} | {r['test_acc@1']:.2f} | {r['test_acc@5']:.2f} |")
-    args.json.write_text(json.dumps({"dataset": counts, "rows": rows}, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    if args.json:
+        args.json.write_text(json.dumps({"dataset": counts, "rows": rows}, indent=2) + "\n")
     return 0
 
 

@@ -504,7 +504,7 @@ def test_an_index_given_without_a_type_labels_detected_mentions_entity(chain, co
     assert err.startswith("calibrate-nil: ") and " mentions in " in err
 
 
-def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_the_batching(chain, corpus, tmp_path):
+def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_the_batching(chain, corpus, tmp_path, capsys):
     from bioel_core.linking.rerank import CrossEncoderReranker, RerankLinker
     from bioel_core.models import CrossEncoder
 
@@ -525,3 +525,8 @@ def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_th
     link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "again"), reranked, pipeline_options([]),
                     batch_size=3)
     assert table(tmp_path / "again", "annotations") == rows
+    code, _ = link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", tmp_path / "cli", "--reranker", reranker,
+                       "--rerank-depth", "4", "--batch-size", "5")
+    assert code == 0 and table(tmp_path / "cli", "annotations") == rows
+    code, err = link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", tmp_path / "x", "--reranker", model)
+    assert code == 2 and "a transformer model; a reranker is a cross-encoder" in err

@@ -236,8 +236,12 @@ class AnnotatorSpec:
             raise ValueError(f"--detector must be one of {DETECTORS}, got {self.detector!r}")
         if not self.indexes:
             raise ValueError("at least one --index is needed")
-        if self.reranker is not None and not Path(self.reranker, "bioel_encoder.json").is_file():
-            raise ValueError(f"--reranker {self.reranker}: not a model folder (no bioel_encoder.json)")
+        if self.reranker is not None:
+            config = Path(self.reranker, "bioel_encoder.json")
+            found = json.loads(config.read_text()).get("encoder_type") if config.is_file() else None
+            if found != "cross-encoder":
+                raise ValueError(f"--reranker {self.reranker}: " + (f"a {found} model; a reranker is a cross-encoder "
+                                 "(`bioel train --encoder cross-encoder`)" if found else "not a model folder (no bioel_encoder.json)"))
         if self.rerank_depth < 1:
             raise ValueError(f"--rerank-depth must be at least 1, got {self.rerank_depth}")
         known = {t for t, _ in self.indexes}

@@ -164,7 +164,7 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
     if finetune_pairs or batcher is not None:
         # dev scores choose the epoch only when dev is not trained on
         score = dev_scorer(encoder, names, train_datasets) if train_split == "train" else None
-        data["model_selection"] = "best dev acc@1 after each epoch (processed_dev)" if score else "the last epoch"
+        data["model_selection"] = "best dev acc@1 (processed_dev), scored after each epoch (every few on small data)" if score else "the last epoch"
         stages["finetune"] = train_stage(encoder, "finetune", finetune_pairs, finetune, workdir, progress, batcher=batcher,
                                     dev_score=score)
     encoder.save(out, dtype=save_dtype)
