@@ -45,6 +45,16 @@ def fingerprint_of(config: dict, weights: dict[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
+def float64_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """`module` in float64 for batch-invariant inference, made once and kept on it (outside its parameters, so it
+    is never saved); for a model whose weights no longer change."""
+    copy = module.__dict__.get("_float64")
+    if copy is None:
+        copy = deepcopy(module).double().eval()
+        module.__dict__["_float64"] = copy
+    return copy
+
+
 def read_config(directory: str | Path, encoder_type: str | None = None) -> dict:
     """The folder's config; with `encoder_type`, checked to be of that type."""
     path = Path(directory) / CONFIG_FILE
@@ -168,12 +178,7 @@ class Encoder(torch.nn.Module, metaclass=abc.ABCMeta):
         return out
 
     def float64_copy(self) -> Encoder:
-        """This encoder in float64, made once (kept outside the module's parameters, so it is never saved)."""
-        copy = self.__dict__.get("_float64")
-        if copy is None:
-            copy = deepcopy(self).double().eval()
-            self.__dict__["_float64"] = copy
-        return copy
+        return float64_copy(self)
 
     def fingerprint(self) -> str:
         """sha256 over the config and the saved weights: equal before and after a save/load round trip."""

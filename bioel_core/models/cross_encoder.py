@@ -12,7 +12,6 @@ A folder like every model: `bioel_encoder.json` (encoder_type "cross-encoder"), 
 
 from __future__ import annotations
 
-from copy import deepcopy
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from transformers import AutoModel, AutoTokenizer
 
-from bioel_core.models.base import STORAGE_DTYPES, fingerprint_of, read_config, write_config
+from bioel_core.models.base import STORAGE_DTYPES, fingerprint_of, float64_copy, read_config, write_config
 from bioel_core.models.checkpoints import require_safetensors
 
 HEAD_FILE = "head.safetensors"
@@ -84,7 +83,7 @@ class CrossEncoder(torch.nn.Module):
         `batch_invariant`: computed in float64 and rounded to float32, so a pair's score does not depend on the
         other pairs of its batch (as `Encoder.encode`'s option): near-tied concepts then keep one order whatever
         the batching, the worker count or the thread count. Several times slower on CPU."""
-        module = self.float64_copy() if batch_invariant else self
+        module = float64_copy(self) if batch_invariant else self
         encoded = self.encode_pairs(pairs)
         order = np.argsort(np.fromiter((len(ids) for ids, _ in encoded), dtype=np.int64, count=len(encoded)), kind="stable")
         out = np.empty(len(encoded), dtype=np.float32)
@@ -97,14 +96,6 @@ class CrossEncoder(torch.nn.Module):
         finally:
             self.train(was_training)
         return out
-
-    def float64_copy(self) -> CrossEncoder:
-        """This model in float64, made once (kept outside the module's parameters, so it is never saved)."""
-        copy = self.__dict__.get("_float64")
-        if copy is None:
-            copy = deepcopy(self).double().eval()
-            self.__dict__["_float64"] = copy
-        return copy
 
     def config(self) -> dict:
         return {"encoder_type": self.encoder_type, "max_length": self.max_length, "dropout": self.dropout_p,
