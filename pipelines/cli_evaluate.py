@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from bioel_core import progress
-from bioel_core.linking import LINKERS
+from bioel_core.linking import DEFAULT_RERANK_DEPTH, LINKERS
 from pipelines.cli_common import positive_int
 
 # training mentions for the subpopulations: the ones a model evaluated on this split may have seen
@@ -38,7 +38,7 @@ def add_subcommands(subparsers) -> None:
     ev.add_argument("--retriever-linker", choices=["dense", "hybrid"], default="dense",
                     help="rerank: the linker that retrieves the candidates (default dense)")
     ev.add_argument("--reranker", help="rerank: a cross-encoder folder (`bioel train --encoder cross-encoder`)")
-    ev.add_argument("--rerank-depth", type=positive_int, default=16,
+    ev.add_argument("--rerank-depth", type=positive_int, default=DEFAULT_RERANK_DEPTH,
                     help="rerank: how many of the retriever's best concepts the reranker reorders (default 16)")
     ev.add_argument("--record-in-card", action="store_true", help="dense/hybrid: add the scores to the model's card; "
                                                                   "rerank: to the reranker's card")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bioel_core import progress
 from bioel_core.corpora import FORMATS
-from bioel_core.linking import DETECTORS
+from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS
 from pipelines.cli_common import positive_int
 
 
@@ -48,7 +48,7 @@ def _add_annotator_flags(parser) -> None:
                              "text, the model's by their vectors)")
     parser.add_argument("--reranker", help="a cross-encoder (`bioel train --encoder cross-encoder`) that reorders each "
                                            "mention's best concepts: slower, more accurate (benchmarks/RESULTS.md)")
-    parser.add_argument("--rerank-depth", type=positive_int, default=16,
+    parser.add_argument("--rerank-depth", type=positive_int, default=DEFAULT_RERANK_DEPTH,
                         help="with --reranker: how many of the index's best concepts it reorders (default 16)")
 
 

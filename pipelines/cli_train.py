@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from bioel_core import progress
+from bioel_core.linking import DEFAULT_RERANK_DEPTH
 
 
 def add_subcommands(subparsers) -> None:
@@ -24,7 +25,7 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--synonym-examples", type=int, help="cross-encoder: KB names trained on as mentions, their concept "
                                                          "known by its other names (default: as many as the training "
                                                          "mentions give; 0: none)")
-    tr.add_argument("--rerank-depth", type=int, default=16, help="cross-encoder: concepts reordered when scoring dev")
+    tr.add_argument("--rerank-depth", type=int, default=DEFAULT_RERANK_DEPTH, help="cross-encoder: concepts reordered when scoring dev")
     tr.add_argument("--init", help="HF checkpoint or bioel model folder to start from (default: the packaged MiniLM)")
     tr.add_argument("--pooling", choices=["cls", "mean", "max", "attention"],
                     help="transformer: cls (default) or mean; rescnn: max (default) or attention")

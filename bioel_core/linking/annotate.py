@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bioel_core.corpora.records import Document, Mention
-from bioel_core.linking import DETECTORS
+from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS
 from bioel_core.linking.base import Linker
 from bioel_core.text.detect import MentionDetector
 
@@ -229,7 +229,7 @@ class AnnotatorSpec:
     abbreviations: bool = True
     detector: str = "dictionary"  # with detect: one of DETECTORS
     reranker: str | None = None  # a cross-encoder folder that reorders each mention's top `rerank_depth` concepts
-    rerank_depth: int = 16
+    rerank_depth: int = DEFAULT_RERANK_DEPTH
 
     def __post_init__(self):
         if self.detector not in DETECTORS:
@@ -237,11 +237,9 @@ class AnnotatorSpec:
         if not self.indexes:
             raise ValueError("at least one --index is needed")
         if self.reranker is not None:
-            config = Path(self.reranker, "bioel_encoder.json")
-            found = json.loads(config.read_text()).get("encoder_type") if config.is_file() else None
-            if found != "cross-encoder":
-                raise ValueError(f"--reranker {self.reranker}: " + (f"a {found} model; a reranker is a cross-encoder "
-                                 "(`bioel train --encoder cross-encoder`)" if found else "not a model folder (no bioel_encoder.json)"))
+            from bioel_core.linking.rerank import CrossEncoderReranker
+
+            CrossEncoderReranker.check_folder(self.reranker)
         if self.rerank_depth < 1:
             raise ValueError(f"--rerank-depth must be at least 1, got {self.rerank_depth}")
         known = {t for t, _ in self.indexes}

@@ -25,10 +25,11 @@ from typing import Protocol
 import numpy as np
 
 from bioel_core.corpora.records import Candidate
+from bioel_core.linking import DEFAULT_RERANK_DEPTH as DEFAULT_DEPTH
 from bioel_core.linking.base import Linker
+from bioel_core.models.base import read_config
 from bioel_core.names import NameSet
 
-DEFAULT_DEPTH = 16
 # names of a concept the cross-encoder reads, best-matching first; more seldom fit in its input anyway
 NAMES_PER_CONCEPT = 4
 
@@ -90,14 +91,21 @@ class CrossEncoderReranker:
         self.model, self.batch_size, self.reproducible = model, batch_size, reproducible
 
     @classmethod
-    def open(cls, folder: str | Path, device: str = "cpu", reproducible: bool = False) -> CrossEncoderReranker:
-        from bioel_core.models import CrossEncoder, load_encoder
-        from bioel_core.models.base import read_config
-
-        found = read_config(folder).get("encoder_type")
-        if found != CrossEncoder.encoder_type:
+    def check_folder(cls, folder: str | Path) -> None:
+        """Refuses, before anything is loaded, a folder that is not a cross-encoder."""
+        try:
+            found = read_config(folder).get("encoder_type")
+        except FileNotFoundError:
+            raise ValueError(f"--reranker {folder}: not a model folder (no bioel_encoder.json)") from None
+        if found != "cross-encoder":
             raise ValueError(f"--reranker {folder}: a {found} model; a reranker is a cross-encoder "
                              f"(`bioel train --encoder cross-encoder`)")
+
+    @classmethod
+    def open(cls, folder: str | Path, device: str = "cpu", reproducible: bool = False) -> CrossEncoderReranker:
+        from bioel_core.models import load_encoder
+
+        cls.check_folder(folder)
         return cls(load_encoder(folder, device), reproducible=reproducible)
 
     def fingerprint(self) -> str:

@@ -74,14 +74,19 @@ def training_mentions(dataset: str | Path, split: str, alias: dict[str, str]) ->
     return out, unusable
 
 
+def dev_queries(dataset: str | Path) -> list:
+    """The dataset's processed_dev queries that have a concept ([] without a dev split): what model selection scores."""
+    folder = Path(dataset) / "processed_dev"
+    return [q for q in read_query_folder(folder) if q.concept_ids] if folder.is_dir() else []
+
+
 def dev_scorer(encoder: Encoder, names: NameSet, datasets: list[str]):
     """acc@1 (BioSyn protocol, the KB's names) of the datasets' processed_dev queries with a concept, or None when
     none has a dev split: what model selection scores after each fine-tuning epoch."""
     from bioel_core.evaluation import evaluate
     from bioel_core.linking.dense import DenseLinker
 
-    folders = [Path(d) / "processed_dev" for d in datasets if (Path(d) / "processed_dev").is_dir()]
-    queries = [q for f in folders for q in read_query_folder(f) if q.concept_ids]
+    queries = [q for d in datasets for q in dev_queries(d)]
     if not queries:
         return None
 

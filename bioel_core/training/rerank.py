@@ -21,13 +21,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bioel_core.corpora.biosyn import read_query_folder
 from bioel_core.linking.base import Linker
 from bioel_core.linking.rerank import DEFAULT_DEPTH, ConceptCandidate, ConceptNames, CrossEncoderReranker, RerankLinker, concept_text
 from bioel_core.models import CrossEncoder, default_base_checkpoint, load_encoder
 from bioel_core.names import NameSet
 from bioel_core.training.loop import TrainConfig
-from bioel_core.training.recipe import finish_card, train_stage, training_mentions
+from bioel_core.training.recipe import dev_queries, finish_card, train_stage, training_mentions
 
 # gold + 7 of the retriever's wrong concepts: twice the negatives cost twice the CPU for ~0.2 dev points (measured)
 DEFAULT_EXAMPLE_SIZE = 8
@@ -99,8 +98,7 @@ def dev_sets(retriever, names: NameSet, datasets: list[str]) -> list[tuple[Linke
 
     out = []
     for dataset in datasets:
-        folder = Path(dataset) / "processed_dev"
-        queries = [q for q in read_query_folder(folder) if q.concept_ids] if folder.is_dir() else []
+        queries = dev_queries(dataset)
         if not queries:
             continue
         dictionary = Path(dataset) / "dev_dictionary.txt"
