@@ -125,7 +125,7 @@ def main() -> None:
     stop_lists = {t: kb["stop_list"] for t, kb in kbs.items()}
     source = corpus(work, args.limit)
     documents = sum(1 for line in open(source) if line.strip())
-    link = BIOEL + ["link", "--model", model, *annotator_flags(kbs), "--input", source,
+    link = BIOEL + ["link", *annotator_flags(kbs, model), "--input", source,
                     "--input-format", "jsonl", "--detector", args.detector, "--no-quality"]
     rows = [
         measure("in process (bioel_core, no Beam)",

@@ -1,7 +1,7 @@
 """End-to-end linking on the BC5CDR test corpus: raw abstracts in, detected and linked spans out, scored
 against the gold PubTator file (strict and partial micro P/R/F1, diseases to MEDIC, chemicals to MeSH tree D).
 
-    .venv/bin/python benchmarks/e2e_bc5cdr.py [--model DIR] [--collective DIR] [--work DIR] [--json OUT]
+    .venv/bin/python benchmarks/e2e_bc5cdr.py [--model DIR] [--chemical-model DIR] [--collective DIR] [--work DIR] [--json OUT]
 
 The KBs are built once with the `bioel` verbs (benchmarks/kbs.py). NIL thresholds are calibrated with
 `bioel calibrate-nil` on the BC5CDR development set, never on test. The test abstracts are linked by
@@ -10,7 +10,8 @@ with the dev thresholds; its PubTator output writes ids as PubTator3 does (`--id
 which the scoring compares with the gold's bare ids. Gold annotations whose ids are in neither KB (MeSH supplementary concepts, chemical
 ids outside tree D, ...) cannot be linked by any system restricted to these KBs; they are counted.
 
-Detectors side by side: the KB dictionaries (`--detector dictionary`, linking with --model), and the collective
+Detectors side by side: the KB dictionaries (`--detector dictionary`, linking diseases with --model and chemicals
+with --chemical-model, default models/chemical-default when present: `bioel link --model DIR Chemical=DIR`), and the collective
 model (`--collective DIR`, default models/bc5cdr-collective when present): its exhaustive span detector through
 `bioel link --detector model`, both together (`--detector both`; NIL thresholds calibrated on dev with the same
 detector), and its BIO decoder run in process (no NIL threshold). The same detectors are also run on the NCBI-disease test corpus (raw abstracts,
@@ -64,8 +65,8 @@ def link(kbs: dict, model: str, output: Path, thresholds: dict[str, float], dete
     """`bioel link` over the raw test abstracts; returns the PubTator file of its predictions."""
     if not built(output):
         nil = ["--nil-threshold", *[f"{t}={v}" for t, v in thresholds.items()]] if thresholds else []
-        sh(BIOEL + ["link", "--model", model, "--input", corpus, "--input-format", "pubtator", "--detector", detector,
-                    "--mentions", "detect", *annotator_flags(kbs), *nil,
+        sh(BIOEL + ["link", "--input", corpus, "--input-format", "pubtator", "--detector", detector,
+                    "--mentions", "detect", *annotator_flags(kbs, model), *nil,
                     "--output", output, "--output-format", "pubtator", "--id-prefix", "vocabulary", "--no-quality", "--runner", "FnApiRunner"])
     merged = output.with_suffix(".pubtator")
     merged.write_text("".join(p.read_text() for p in sorted((data_root(output) / "pubtator").glob("*.pubtator"))))
@@ -77,8 +78,8 @@ def calibrated(work: Path, kbs: dict, model: str, tag: str, detector: str) -> di
     # the thresholds depend on the KB tables too: a new schema version (new ids) calibrates again
     calibration = work / f"e2e-nil-{tag}-{detector}-schema{SCHEMA_VERSION}.json"
     if not calibration.is_file():
-        sh(BIOEL + ["calibrate-nil", "--gold", CORPUS / "CDR_DevelopmentSet.PubTator.txt", "--model", model,
-                    "--detector", detector, *annotator_flags(kbs), "--json", calibration])
+        sh(BIOEL + ["calibrate-nil", "--gold", CORPUS / "CDR_DevelopmentSet.PubTator.txt",
+                    "--detector", detector, *annotator_flags(kbs, model), "--json", calibration])
     return {t: v["threshold"] for t, v in json.loads(calibration.read_text())["thresholds"].items()}
 
 
@@ -114,6 +115,8 @@ def ncbi_corpus(work: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="model folder (default: the shipped disease model)")
+    parser.add_argument("--chemical-model", help="the dictionary detector's chemical model (default: models/chemical-default "
+                                                 "when present; 'none': --model links chemicals too)")
     parser.add_argument("--collective", help="collective model folder (default: models/bc5cdr-collective when present)")
     parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with bulk_link.py) and runs")
     parser.add_argument("--json", help="write the figures here")
@@ -121,6 +124,9 @@ def main() -> None:
     from bioel_core.models import model_folder
 
     model = str(model_folder(args.model))
+    default_chemical = ROOT / "models" / "chemical-default"
+    chemical = (None if args.chemical_model == "none" else args.chemical_model
+                or (str(default_chemical) if (default_chemical / "bioel_encoder.json").is_file() else None))
     default_collective = ROOT / "models" / "bc5cdr-collective"
     collective = args.collective or (str(default_collective) if (default_collective / "bioel_encoder.json").is_file() else None)
     work = Path(args.work)
@@ -128,10 +134,12 @@ def main() -> None:
     gold = read_pubtator(CORPUS / "CDR_TestSet.PubTator.txt")
     ncbi = ncbi_corpus(work)
     ncbi_gold = read_pubtator(ncbi)
-    detectors = [("dictionary", model)] + ([("model", collective), ("both", collective)] if collective else [])
+    # (detector, model, chemical model): the collective model's one pass links every type with its own vectors
+    detectors = [("dictionary", model, chemical)] + ([("model", collective, None), ("both", collective, None)] if collective else [])
     rows, thresholds_used, missing = [], {}, None
-    for detector, folder in detectors:
-        kbs, tag = prepare(work, folder), model_tag(folder)
+    for detector, folder, chemical_folder in detectors:
+        kbs = prepare(work, folder, {"Chemical": chemical_folder} if chemical_folder else None)
+        tag = model_tag(folder) + (f"-chem{model_tag(chemical_folder)}" if chemical_folder else "")
         if missing is None:
             missing = unlinkable(gold, {t: kb_ids(kbs[t]["kb"]) for t in TYPES})
         thresholds = calibrated(work, kbs, folder, tag, detector)
@@ -155,7 +163,7 @@ def main() -> None:
                          **e2e_scores(ncbi_gold, pred, None)})
 
     print(f"\nEnd to end on raw abstracts: BC5CDR test ({len(gold)}), NCBI-disease test ({len(ncbi_gold)}); "
-          f"dictionary detector with {model}; collective model {collective or '(none)'}")
+          f"dictionary detector with {model}, chemicals with {chemical or 'the same'}; collective model {collective or '(none)'}")
     print(f"NIL thresholds (calibrated on BC5CDR dev): {thresholds_used}")
     print(f"{'corpus':<14}{'detector':<13}{'run':<25}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}")
     for r in rows:
@@ -168,7 +176,7 @@ def main() -> None:
         print(f"gold {t} annotations with an id: {c['with_id']:,}; with no id in the {t} KB (unlinkable): "
               f"{c['unlinkable']:,} ({100 * c['unlinkable'] / max(1, c['with_id']):.1f}%)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": model, "collective": collective, "thresholds": thresholds_used,
+        Path(args.json).write_text(json.dumps({"model": model, "chemical_model": chemical, "collective": collective, "thresholds": thresholds_used,
                                                "unlinkable": missing, "runs": rows, "cpu_count": os.cpu_count(),
                                                "python": platform.python_version()}, indent=2))
 

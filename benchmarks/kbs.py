@@ -43,23 +43,28 @@ def built(folder: Path) -> bool:
     return manifest.is_file() and json.loads(manifest.read_text()).get("schema_version") == SCHEMA_VERSION
 
 
-def prepare(work: Path, model: str) -> dict[str, dict[str, Path]]:
-    """Entity type -> {"kb", "index", "stop_list"} folders/files, built once into `work` with `model`."""
-    out, tag = {}, model_tag(model)
+def prepare(work: Path, model: str, type_models: dict[str, str] | None = None) -> dict[str, dict[str, Path]]:
+    """Entity type -> {"kb", "index", "stop_list", "model"}, built once into `work`, each type's index with its model
+    in `type_models` or else `model`."""
+    out = {}
     for entity_type, (ingest_flags, stop_list) in KBS.items():
+        type_model = (type_models or {}).get(entity_type, model)
+        tag = model_tag(type_model)
         kb = work / f"{entity_type}-kb"
         emb, idx = work / f"{entity_type}-emb-{tag}", work / f"{entity_type}-index-{tag}"
         if not built(kb):
             sh(BIOEL + ["ingest-kb", *ingest_flags, "--output", kb, "--no-quality"])
         if not built(emb):
-            sh(BIOEL + ["embed", "--model", model, "--input", kb, "--output", emb, "--no-quality"])
+            sh(BIOEL + ["embed", "--model", type_model, "--input", kb, "--output", emb, "--no-quality"])
         if not built(idx):
             sh(BIOEL + ["build-index", "--input", emb, "--output", idx, "--num-shards", "2", "--index-kind", "flat", "--no-quality"])
-        out[entity_type] = {"kb": kb, "index": idx, "stop_list": STOP_LISTS / stop_list}
+        out[entity_type] = {"kb": kb, "index": idx, "stop_list": STOP_LISTS / stop_list, "model": type_model}
     return out
 
 
-def annotator_flags(kbs: dict[str, dict[str, Path]]) -> list[str]:
-    """The `--index` and `--stop-list` flags of `bioel link` / `calibrate-nil` for the prepared KBs."""
-    return ["--index", *[f"{t}={kb['index']}" for t, kb in kbs.items()],
+def annotator_flags(kbs: dict[str, dict[str, Path]], model: str) -> list[str]:
+    """The `--model`, `--index` and `--stop-list` flags of `bioel link` / `calibrate-nil` for the prepared KBs:
+    `model` for every type, `--model TYPE=DIR` for a type whose index another model built."""
+    own = [f"{t}={kb['model']}" for t, kb in kbs.items() if kb["model"] != model]
+    return ["--model", model, *own, "--index", *[f"{t}={kb['index']}" for t, kb in kbs.items()],
             "--stop-list", *[f"{t}={kb['stop_list']}" for t, kb in kbs.items()]]

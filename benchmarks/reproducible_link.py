@@ -49,7 +49,7 @@ def main() -> None:
 
     def link(inputs: Path, output: Path, *extra: str) -> float:
         began = time.perf_counter()
-        command = [*BIOEL, "link", "--model", model, *annotator_flags(kbs), "--input", str(inputs), "--input-format",
+        command = [*BIOEL, "link", *annotator_flags(kbs, model), "--input", str(inputs), "--input-format",
                    "jsonl", "--detector", args.detector, "--output", str(output), "--no-quality", "--runner", "FnApiRunner", *extra]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode:

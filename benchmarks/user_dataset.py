@@ -38,25 +38,32 @@ def build_dataset(out: Path) -> dict:
             if row["tree_location"].startswith("D"):
                 names[row["DescriptorUI"]] = row["DescriptorName"]
     local = {ui: f"CHEM{n:05d}" for n, ui in enumerate(sorted(names), start=1)}
+    return write_dataset(out, [(local[ui], names[ui]) for ui in sorted(names)], local)
+
+
+def write_dataset(out: Path, dictionary: list[tuple[str, str]], dataset_id: dict[str, str]) -> dict:
+    """A BioSyn-layout dataset of the BC5CDR-chemical queries: OUT/dictionary.txt and OUT/{split}_dictionary.txt
+    (the `dictionary` (id, name) lines, no mentions added) and OUT/processed_{split}/, each query's MeSH ids mapped
+    through `dataset_id`; a query with an id outside it is left out and counted. Returns the counts."""
     out.mkdir(parents=True, exist_ok=True)
-    dictionary = "".join(f"{local[ui]}||{names[ui]}\n" for ui in sorted(names))
+    lines = "".join(f"{concept_id}||{name}\n" for concept_id, name in dictionary)
     for name in ("dictionary.txt", *(f"{s}_dictionary.txt" for s in SPLITS)):
-        (out / name).write_text(dictionary)
-    counts = {"concepts": len(names)}
+        (out / name).write_text(lines)
+    counts = {"concepts": len({concept_id for concept_id, _ in dictionary}), "names": len(dictionary)}
     for split in SPLITS:
         folder = out / f"processed_{split}"
         folder.mkdir(exist_ok=True)
         kept = dropped = 0
         for source in sorted((CHEMICAL_QUERIES / split).glob("*.concept")):
-            lines = []
+            queries = []
             for line in source.read_text().splitlines():
                 fields = line.split("||")
-                if all(i in local for i in re.split(r"[|+]", fields[-1])):  # composites keep their separators
-                    lines.append("||".join(fields[:-1] + [re.sub(r"[^|+]+", lambda m: local[m.group()], fields[-1])]))
+                if all(i in dataset_id for i in re.split(r"[|+]", fields[-1])):  # composites keep their separators
+                    queries.append("||".join(fields[:-1] + [re.sub(r"[^|+]+", lambda m: dataset_id[m.group()], fields[-1])]))
                     kept += 1
                 else:
                     dropped += 1
-            (folder / source.name).write_text("".join(f"{line}\n" for line in lines))
+            (folder / source.name).write_text("".join(f"{q}\n" for q in queries))
         counts[split] = {"queries": kept, "left_out_not_in_dictionary": dropped}
     return counts
 

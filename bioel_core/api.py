@@ -19,12 +19,13 @@ class Annotator:
         self.annotator = annotator
 
     @classmethod
-    def from_folders(cls, indexes: Mapping[str, str | Path], model: str | Path | None = None, *,
+    def from_folders(cls, indexes: Mapping[str, str | Path], model: str | Path | Mapping[str, str | Path] | None = None, *,
                      stop_lists: Mapping[str, str | Path] | None = None, nil_thresholds: Mapping[str, float] | None = None,
                      mentions: str = "detect", detector: str = "dictionary", reranker: str | Path | None = None,
                      device: str = "cpu") -> Annotator:
         """`indexes`: entity type -> `bioel build-index` folder (type '' takes mentions of any type); `model`: the
-        model folder the indexes were built with (default: the shipped disease model); `stop_lists`: entity type
+        model folder the indexes were built with (default: the shipped disease model), or entity type -> the
+        model folder its index was built with (type '' for the others); `stop_lists`: entity type
         -> detector stop-list JSON (`bioel_core.models.shipped_path("stoplists/disease-medic.json")`);
         `nil_thresholds`: entity type -> score below which a mention is NIL; `mentions`: "detect" them in the
         text, or "given" (the documents' own mentions); `reranker`: a cross-encoder folder that reorders each
@@ -35,7 +36,8 @@ class Annotator:
         def pairs(mapping):
             return tuple((t, str(v)) for t, v in (mapping or {}).items())
 
-        spec = AnnotatorSpec(model=str(model) if model else None, indexes=pairs(indexes), detect=mentions == "detect",
+        models = dict(pairs(model)) if isinstance(model, Mapping) else {"": str(model)} if model else {}
+        spec = AnnotatorSpec(model=models.pop("", None), type_models=tuple(models.items()), indexes=pairs(indexes), detect=mentions == "detect",
                              stop_lists=pairs(stop_lists), device=device, detector=detector,
                              reranker=str(reranker) if reranker else None,
                              nil_thresholds=tuple((t, float(v)) for t, v in (nil_thresholds or {}).items()))

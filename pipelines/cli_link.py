@@ -29,13 +29,17 @@ def typed(values: list[str] | None, convert=str) -> tuple[tuple[str, object], ..
 def _annotator_spec(args, detect: bool, thresholds: tuple = ()):
     from bioel_core.linking.annotate import AnnotatorSpec
 
-    return AnnotatorSpec(model=args.model, indexes=typed(args.index), detect=detect, stop_lists=typed(args.stop_list),
+    models = dict(typed(args.model))
+    return AnnotatorSpec(model=models.pop("", None), type_models=tuple(models.items()), indexes=typed(args.index), detect=detect, stop_lists=typed(args.stop_list),
                          nil_thresholds=thresholds, device=args.device, detector=args.detector, reranker=args.reranker,
                          rerank_depth=args.rerank_depth)
 
 
 def _add_annotator_flags(parser) -> None:
-    parser.add_argument("--model", help="the model folder the indexes were built with (default: the shipped disease model)")
+    parser.add_argument("--model", nargs="+", metavar="[TYPE=]MODEL_DIR",
+                        help="the model folder the indexes were built with (default: the shipped disease model); "
+                             "TYPE=DIR for an entity type whose index another model built, e.g. "
+                             "Chemical=models/chemical-default")
     parser.add_argument("--index", required=True, nargs="+", metavar="[TYPE=]INDEX_DIR",
                         help="a `bioel build-index` folder per entity type, e.g. Disease=idx/medic Chemical=idx/mesh")
     parser.add_argument("--stop-list", nargs="+", metavar="[TYPE=]JSON",

@@ -361,7 +361,8 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     # a finished `bioel link` output given as PubTator input is read for its PubTator copy
     inputs = expand_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, "--input")) if fmt == "pubtator" else None)
     check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + [("--index", d) for _, d in spec.indexes]
-                        + [("--model", spec.model)] * bool(spec.model) + [("--stop-list", s) for _, s in spec.stop_lists])
+                        + [("--model", m) for m in (spec.model, *(m for _, m in spec.type_models)) if m]
+                        + [("--stop-list", s) for _, s in spec.stop_lists])
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
     settings = spec.settings_sha256()
     previous = previous_files(output_dir) if incremental else {"annotations": [], "documents": []}

@@ -167,7 +167,7 @@ def test_errors_before_any_work(chain, corpus, tmp_path):
     folder, _ = corpus
     model, index = chain
     other = TransformerEncoder(make_tiny_bert(tmp_path / "other-bert"), pooling="cls").save(tmp_path / "other")
-    with pytest.raises(ValueError, match="not the one the indexes"):
+    with pytest.raises(ValueError, match="not the one the index .* was built with .*pass that model with --model Disease=DIR"):
         link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"),
                         AnnotatorSpec(model=str(other), indexes=(("Disease", index),)), pipeline_options([]))
     with pytest.raises(FileNotFoundError, match="missing.pubtator: no such file or folder"):
@@ -530,3 +530,34 @@ def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_th
     assert code == 0 and table(tmp_path / "cli", "annotations") == rows
     code, err = link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", tmp_path / "x", "--reranker", model)
     assert code == 2 and "a transformer model; a reranker is a cross-encoder" in err
+
+
+def test_each_entity_type_links_with_its_own_model(chain, corpus, tmp_path, capsys):
+    """`--model DIR Chemical=OTHER`: chemicals are embedded by the model their index was built with, diseases by the
+    default one; each type's annotations are the ones a run with that type's model alone gives."""
+    folder, _ = corpus
+    model, index = chain
+    other = str(TransformerEncoder(make_tiny_bert(tmp_path / "other-bert"), pooling="cls").save(tmp_path / "other"))
+    embed_names.run(other, str(Path(index).parent / "kb"), str(tmp_path / "emb"), pipeline_options([]), num_shards=2)
+    build_index.run(str(tmp_path / "emb"), str(tmp_path / "index"), pipeline_options([]), num_shards=2, spec=IndexSpec("flat"))
+    other_index = str(tmp_path / "index")
+    inputs = [str(folder / "a.pubtator"), str(folder / "b.pubtator")]
+
+    def given(out, **kw):
+        link_corpus.run(inputs, "pubtator", str(tmp_path / out), AnnotatorSpec(detect=False, **kw), pipeline_options([]))
+        return table(tmp_path / out, "annotations")
+
+    both = given("both", model=model, type_models=(("Chemical", other),), indexes=(("Disease", index), ("Chemical", other_index)))
+    assert {r["entity_type"] for r in both} == {"Disease", "Chemical"}
+    keep = ["doc_id", "start", "end", "concept_id", "score", "matched_name"]
+    for entity_type, alone in (("Disease", given("d", model=model, indexes=(("Disease", index),))),
+                               ("Chemical", given("c", model=other, indexes=(("Chemical", other_index),)))):
+        assert [{k: r[k] for k in keep} for r in both if r["entity_type"] == entity_type] == [{k: r[k] for k in keep} for r in alone]
+        assert {r["model_version"] for r in alone} != {r["model_version"] for r in both}  # both models make the version
+    with pytest.raises(ValueError, match="pass that model with --model Chemical=DIR"):
+        AnnotatorSpec(model=model, indexes=(("Disease", index), ("Chemical", other_index))).versions()
+    with pytest.raises(ValueError, match=r"--model names entity types \['Gene'\] that have no --index"):
+        AnnotatorSpec(model=model, indexes=(("Disease", index),), type_models=(("Gene", other),))
+    code, _ = link_cli(chain, capsys, "--input", *inputs, "--output", tmp_path / "cli", "--mentions", "given",
+                       "--model", model, f"Chemical={other}", "--index", f"Disease={index}", f"Chemical={other_index}")
+    assert code == 0 and table(tmp_path / "cli", "annotations") == both

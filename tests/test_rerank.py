@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bioel_core.linking.rerank import (ConceptCandidate, ConceptNames, CrossEncoderReranker, RerankLinker, concept_text,
+from bioel_core.linking.rerank import (ConceptCandidate, ConceptNames, CrossEncoderReranker, RerankLinker, concept_text, open_reranker,
                                        reranked)
 from bioel_core.linking.tfidf import TfidfLinker
 from bioel_core.models import CrossEncoder, load_encoder, open_encoder
@@ -145,7 +145,7 @@ def test_a_cross_encoder_is_not_opened_as_a_name_encoder_nor_a_name_encoder_as_a
         open_encoder(folder)
     encoder = TransformerEncoder(tiny_bert).save(tmp_path / "enc")
     with pytest.raises(ValueError, match="a transformer model; a reranker is a cross-encoder"):
-        CrossEncoderReranker.open(encoder)
+        open_reranker(encoder)
 
 
 def test_the_listwise_loss_is_the_cross_entropy_of_the_gold_concept(cross_encoder):

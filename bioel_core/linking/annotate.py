@@ -94,11 +94,12 @@ def _without_overlaps(mentions: list[Mention]) -> list[Mention]:
     return sorted(kept, key=lambda m: (m.start, m.end))
 
 
-def combined_kb_version(kb_versions: dict[str, str]) -> str:
-    """One version string for the KBs of every entity type (what a document's annotations depend on)."""
-    if len(kb_versions) == 1:
-        return next(iter(kb_versions.values()))
-    return hashlib.sha256(json.dumps(sorted(kb_versions.items())).encode()).hexdigest()
+def combined_version(versions: dict[str, str]) -> str:
+    """One version string for the KBs (or models) of every entity type (what a document's annotations depend on):
+    the version itself when every type has the same one."""
+    if len(set(versions.values())) == 1:
+        return next(iter(versions.values()))
+    return hashlib.sha256(json.dumps(sorted(versions.items())).encode()).hexdigest()
 
 
 class DocumentAnnotator:
@@ -113,7 +114,7 @@ class DocumentAnnotator:
         self.document_model = document_model
         self.targets = {t.entity_type: t for t in targets}
         self.model_version, self.detect, self.max_chars, self.batch_size = model_version, detect, max_chars, batch_size
-        self.kb_version = combined_kb_version({t.entity_type: t.kb_version for t in targets})
+        self.kb_version = combined_version({t.entity_type: t.kb_version for t in targets})
 
     def check(self, document: Document) -> str:
         """The document's text, or DocumentError naming the reason it cannot be annotated."""
@@ -215,8 +216,9 @@ class DocumentAnnotator:
 class AnnotatorSpec:
     """Everything a worker needs to build its DocumentAnnotator: plain paths and numbers, cheap to ship.
 
-    `indexes`, `stop_lists` and `nil_thresholds` are ((entity type, value), ...); type '' takes mentions of
-    any type (given mode, where each keeps its own type) and labels the mentions it detects UNTYPED."""
+    `indexes`, `stop_lists`, `nil_thresholds` and `type_models` are ((entity type, value), ...); type '' takes
+    mentions of any type (given mode, where each keeps its own type) and labels the mentions it detects UNTYPED.
+    `model` embeds the mentions of every type without a model of its own in `type_models` (`--model TYPE=DIR`)."""
 
     model: str | None
     indexes: tuple[tuple[str, str], ...]
@@ -228,8 +230,9 @@ class AnnotatorSpec:
     batch_size: int = 256
     abbreviations: bool = True
     detector: str = "dictionary"  # with detect: one of DETECTORS
-    reranker: str | None = None  # a cross-encoder folder that reorders each mention's top `rerank_depth` concepts
+    reranker: str | None = None  # a cross-encoder or generative model folder that reorders each mention's top `rerank_depth` concepts
     rerank_depth: int = DEFAULT_RERANK_DEPTH
+    type_models: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         if self.detector not in DETECTORS:
@@ -237,13 +240,14 @@ class AnnotatorSpec:
         if not self.indexes:
             raise ValueError("at least one --index is needed")
         if self.reranker is not None:
-            from bioel_core.linking.rerank import CrossEncoderReranker
+            from bioel_core.linking.rerank import check_reranker
 
-            CrossEncoderReranker.check_folder(self.reranker)
+            check_reranker(self.reranker)
         if self.rerank_depth < 1:
             raise ValueError(f"--rerank-depth must be at least 1, got {self.rerank_depth}")
         known = {t for t, _ in self.indexes}
-        for flag, pairs in (("--stop-list", self.stop_lists), ("--nil-threshold", self.nil_thresholds)):
+        for flag, pairs in (("--stop-list", self.stop_lists), ("--nil-threshold", self.nil_thresholds),
+                            ("--model", self.type_models)):
             unknown = sorted({t for t, _ in pairs} - known)
             if unknown:
                 raise ValueError(f"{flag} names entity types {unknown} that have no --index (types: {sorted(known)})")
@@ -262,28 +266,47 @@ class AnnotatorSpec:
                                 "kb_version": manifest_sha256(names_dir)}
         return out
 
+    def model_for(self, entity_type: str) -> str | None:
+        """The model folder that embeds this type's mentions and built its index (None: the shipped default)."""
+        return dict(self.type_models).get(entity_type, self.model)
+
     def versions(self) -> tuple[str, str]:
-        """(model version, KB version), after checking before any work that the model folder is the one
-        every index was built with."""
+        """(model version, KB version), after checking before any work that each entity type's model is the one
+        its index was built with."""
+        sources = self._sources()
+        models = self._open_models()
+        fingerprints = {}
+        for entity_type, source in sources.items():
+            found = models[self.model_for(entity_type)].fingerprint()
+            if found != source["fingerprint"]:
+                name = self.model_for(entity_type) or "(default)"
+                flag = f"--model {entity_type}=DIR" if entity_type else "--model"
+                raise ValueError(f"the model {name} (fingerprint {found[:12]}) is not the one the index {source['index']} "
+                                 f"was built with ({source['fingerprint'][:12]}); pass that model with {flag}")
+            fingerprints[entity_type] = found
+        return (combined_version(fingerprints),
+                combined_version({t: s["kb_version"] for t, s in sources.items()}))
+
+    def _open_models(self) -> dict:
+        """Model folder -> its opened encoder, once per folder; the document model checked against the detector."""
         from bioel_core.models import open_model
 
-        sources = self._sources()
-        fingerprints = {s["fingerprint"] for s in sources.values()}
-        if len(fingerprints) > 1:
-            raise ValueError(f"the indexes were built with different models: {sorted(f[:12] for f in fingerprints)}")
-        fingerprint = fingerprints.pop()
-        model = self._checked(open_model(self.model))
-        found = model.fingerprint()
-        if found != fingerprint:
-            raise ValueError(f"the model {self.model or '(default)'} (fingerprint {found[:12]}) is not the one the indexes "
-                             f"were built with ({fingerprint[:12]}); pass that model with --model")
-        return fingerprint, combined_kb_version({t: s["kb_version"] for t, s in sources.items()})
+        folders = dict.fromkeys(self.model_for(t) for t, _ in self.indexes)
+        if self.detect and self.detector != "dictionary":
+            folders[self.model] = None  # the span detector's model, even when every type has a name model of its own
+        models = {folder: open_model(folder, device=self.device) for folder in folders}
+        if self.model in models:
+            self._checked(models[self.model])
+        return models
 
     def _checked(self, model):
         """The model, after checking that it can do what the detector asks of it."""
         if self.detect and self.detector != "dictionary" and not _is_document_model(model):
             raise ValueError(f"--detector {self.detector} needs a collective model (`bioel train --encoder collective`); "
                              f"{self.model or 'the default model'} is a {model.config().get('encoder_type')} name encoder")
+        if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.type_models:
+            raise ValueError("--model TYPE=DIR gives an entity type a name model of its own, but the collective model's "
+                             "one pass links every type by its own vectors: use one --model (the collective one)")
         return model
 
     def settings_sha256(self) -> str:
@@ -303,17 +326,17 @@ class AnnotatorSpec:
 
     def open(self) -> DocumentAnnotator:
         from bioel_core.linking.dense import DenseLinker
-        from bioel_core.linking.rerank import CrossEncoderReranker, RerankLinker
-        from bioel_core.models import open_model
+        from bioel_core.linking.rerank import RerankLinker, open_reranker
         from bioel_core.names import NameSet
         from bioel_core.text.detect import DictionaryDetector, StopList
 
-        encoder = self._checked(open_model(self.model, device=self.device))
-        reranker = CrossEncoderReranker.open(self.reranker, self.device, reproducible=True) if self.reranker else None
+        encoders = self._open_models()
+        encoder = encoders[self.model] if self.model in encoders else None
+        reranker = open_reranker(self.reranker, self.device, reproducible=True) if self.reranker else None
         # the document model finds the mentions (--detector model) or encodes the given ones in one pass
-        one_pass = _is_document_model(encoder) and (self.detector != "dictionary" or not self.detect)
+        one_pass = encoder is not None and _is_document_model(encoder) and (self.detector != "dictionary" or not self.detect)
         stop_lists, thresholds = dict(self.stop_lists), dict(self.nil_thresholds)
-        targets = []
+        targets, fingerprints = [], {}
         for entity_type, source in self._sources().items():
             names = NameSet.from_names_table(source["names"])
             detector = None
@@ -322,13 +345,15 @@ class AnnotatorSpec:
                 detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type or UNTYPED,
                                                                stop_list=stop,
                                                                abbreviations=self.abbreviations)
-            linker = DenseLinker.from_index(source["index"], names, encoder, model=self.model, batch_size=self.batch_size,
+            model = self.model_for(entity_type)
+            fingerprints[entity_type] = encoders[model].fingerprint()
+            linker = DenseLinker.from_index(source["index"], names, encoders[model], model=model, batch_size=self.batch_size,
                                             reproducible=True)  # annotations must not depend on how documents are batched
             if reranker is not None:
                 linker = RerankLinker(names, linker, reranker, self.reranker, self.rerank_depth)
             targets.append(EntityTarget(entity_type, linker, source["kb_version"], detector, thresholds.get(entity_type),
                                         concept_lookup(source["names"])))
-        return DocumentAnnotator(targets, encoder.fingerprint(), self.detect, self.max_chars, self.batch_size,
+        return DocumentAnnotator(targets, combined_version(fingerprints), self.detect, self.max_chars, self.batch_size,
                                  document_model=encoder.eval() if one_pass else None)
 
     def describe(self) -> dict:

@@ -11,8 +11,8 @@ reranker's plus `retriever_weight` x the retriever's (the weight is the reranker
 the two make different mistakes.
 
 A reranker is anything with `rerank_scores(queries, candidates) -> [scores]` and `fingerprint()`: the
-cross-encoder (`CrossEncoderReranker`) here; the generative linker constrained to the candidates' names is the
-second.
+cross-encoder (`CrossEncoderReranker`) here; the generative model constrained to the candidates' names
+(linking.generative.GenerativeReranker) is the second. `open_reranker` opens either from its folder.
 """
 
 from __future__ import annotations
@@ -81,6 +81,31 @@ def concept_text(candidate: ConceptCandidate, names_per_concept: int = NAMES_PER
     return " ; ".join(candidate.names[:names_per_concept])
 
 
+# a reranker folder's encoder_type -> "module:Class" of the Reranker that reads it
+RERANKERS = {"cross-encoder": "bioel_core.linking.rerank:CrossEncoderReranker",
+             "generative": "bioel_core.linking.generative:GenerativeReranker"}
+
+
+def check_reranker(folder: str | Path) -> str:
+    """The folder's encoder_type, after refusing (before anything is loaded) a folder that is not a reranker."""
+    try:
+        found = read_config(folder).get("encoder_type")
+    except FileNotFoundError:
+        raise ValueError(f"--reranker {folder}: not a model folder (no bioel_encoder.json)") from None
+    if found not in RERANKERS:
+        raise ValueError(f"--reranker {folder}: a {found} model; a reranker is a cross-encoder "
+                         f"(`bioel train --encoder cross-encoder`) or a generative model (`--encoder generative`)")
+    return found
+
+
+def open_reranker(folder: str | Path, device: str = "cpu", reproducible: bool = False) -> Reranker:
+    """The reranker a folder holds (RERANKERS), by its encoder_type."""
+    import importlib
+
+    module, cls = RERANKERS[check_reranker(folder)].split(":")
+    return getattr(importlib.import_module(module), cls).open(folder, device, reproducible=reproducible)
+
+
 class CrossEncoderReranker:
     """Scores each (query, concept) pair with a `CrossEncoder` (bioel_core.models.cross_encoder).
 
@@ -91,21 +116,10 @@ class CrossEncoderReranker:
         self.model, self.batch_size, self.reproducible = model, batch_size, reproducible
 
     @classmethod
-    def check_folder(cls, folder: str | Path) -> None:
-        """Refuses, before anything is loaded, a folder that is not a cross-encoder."""
-        try:
-            found = read_config(folder).get("encoder_type")
-        except FileNotFoundError:
-            raise ValueError(f"--reranker {folder}: not a model folder (no bioel_encoder.json)") from None
-        if found != "cross-encoder":
-            raise ValueError(f"--reranker {folder}: a {found} model; a reranker is a cross-encoder "
-                             f"(`bioel train --encoder cross-encoder`)")
-
-    @classmethod
     def open(cls, folder: str | Path, device: str = "cpu", reproducible: bool = False) -> CrossEncoderReranker:
         from bioel_core.models import load_encoder
 
-        cls.check_folder(folder)
+        check_reranker(folder)
         return cls(load_encoder(folder, device), reproducible=reproducible)
 
     def fingerprint(self) -> str:
@@ -146,7 +160,7 @@ class RerankLinker(Linker):
     def build(cls, names: NameSet, retriever: str = "dense", reranker: str | None = None, depth: int = DEFAULT_DEPTH,
               device: str = "cpu", **retriever_options) -> RerankLinker:
         """`retriever`: the kind of linker to build on `names` (with `retriever_options`, e.g. model=...);
-        `reranker`: a cross-encoder folder."""
+        `reranker`: a cross-encoder or generative model folder."""
         from bioel_core.linking import build_linker
 
         if reranker is None:
@@ -154,7 +168,7 @@ class RerankLinker(Linker):
         if retriever == cls.kind:
             raise ValueError("a rerank linker's retriever cannot itself be a rerank linker")
         return cls(names, build_linker(retriever, names, device=device, **retriever_options),
-                   CrossEncoderReranker.open(reranker, device), str(Path(reranker).resolve()), depth)
+                   open_reranker(reranker, device), str(Path(reranker).resolve()), depth)
 
     def candidates(self, queries: list[str]) -> list[list[ConceptCandidate]]:
         """The retriever's `depth` best concepts per (normalized) query."""
@@ -202,7 +216,7 @@ class RerankLinker(Linker):
     def _load_state(cls, folder: Path, names: NameSet, options: dict) -> RerankLinker:
         from bioel_core.linking import load_linker
 
-        reranker = CrossEncoderReranker.open(options["reranker"])
+        reranker = open_reranker(options["reranker"])
         if reranker.fingerprint() != options["fingerprint"]:
             raise ValueError(f"{folder}: the reranker at {options['reranker']} is not the one this linker was saved with "
                              f"(fingerprint {reranker.fingerprint()[:12]} != {options['fingerprint'][:12]})")
