@@ -1,4 +1,4 @@
-"""Retriever alone vs retriever + reranker: acc@1/acc@k and mentions/s, NCBI-disease and BC5CDR-disease (BioSyn protocol).
+"""Retriever alone vs retriever + reranker (a cross-encoder or a generative model): acc@1/acc@k and mentions/s, NCBI-disease and BC5CDR-disease (BioSyn protocol).
 
     .venv/bin/python benchmarks/rerank.py [--reranker models/disease-reranker] [--retriever models/disease-default ...]
                                           [--splits dev test] [--depth 16] [--device cpu]
@@ -25,14 +25,14 @@ from bioel_core.corpora import read_query_folder  # noqa: E402
 from bioel_core.evaluation import evaluate  # noqa: E402
 from bioel_core.linking import NameSet  # noqa: E402
 from bioel_core.linking.dense import DenseLinker  # noqa: E402
-from bioel_core.linking.rerank import CrossEncoderReranker, RerankLinker  # noqa: E402
+from bioel_core.linking.rerank import RerankLinker, open_reranker  # noqa: E402
 from bioel_core.models import open_model  # noqa: E402
 
 DATASETS = ("ncbi-disease", "bc5cdr-disease")
 
 
 def run(data: Path, retrievers: list[str], reranker_dir: str, splits: list[str], depth: int, k: int, device: str) -> list[dict]:
-    reranker = CrossEncoderReranker.open(reranker_dir, device)
+    reranker = open_reranker(reranker_dir, device)
     rows = []
     for retriever in retrievers:
         encoder = open_model(retriever, device=device)
@@ -54,7 +54,7 @@ def run(data: Path, retrievers: list[str], reranker_dir: str, splits: list[str],
 
 def table(rows: list[dict], args) -> str:
     k = args.k
-    lines = ["## Retrieve and rerank (cross-encoder), BioSyn protocol", "",
+    lines = [f"## Retrieve and rerank ({Path(args.reranker).name}), BioSyn protocol", "",
              f"`python benchmarks/rerank.py --reranker {args.reranker} --depth {args.depth}` on {datetime.date.today().isoformat()}, "
              f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, device {args.device}. "
              "Dictionary: the split's `*_dictionary.txt`; every query line counts. mentions/s: all queries of the split "

@@ -30,18 +30,22 @@ def add_subcommands(subparsers) -> None:
     src.add_argument("--dictionary", help="a BioSyn dictionary (default DATASET/SPLIT_dictionary.txt)")
     src.add_argument("--names", help="an ingest-kb output folder whose names table to link against")
     src.add_argument("--linker-dir", help="a saved linker folder (its own names; --linker is ignored)")
-    ev.add_argument("--model", help="dense: a bioel model folder or a local HF checkpoint (default: the shipped disease model)")
+    ev.add_argument("--model", help="dense: a bioel model folder or a local HF checkpoint (default: the shipped disease "
+                                    "model); generative: a generative model folder")
     ev.add_argument("--pooling", choices=["cls", "mean"], help="dense with a plain HF checkpoint: pooling (default cls)")
     ev.add_argument("--device", default="cpu", help="dense: cpu or cuda")
     ev.add_argument("--sparse-weight", type=float, help="hybrid: weight of the TF-IDF cosine (tune on dev)")
     ev.add_argument("--retriever", help="rerank: the retriever's model folder (default: --model, else the shipped disease model)")
     ev.add_argument("--retriever-linker", choices=["dense", "hybrid"], default="dense",
                     help="rerank: the linker that retrieves the candidates (default dense)")
-    ev.add_argument("--reranker", help="rerank: a cross-encoder folder (`bioel train --encoder cross-encoder`)")
+    ev.add_argument("--reranker", help="rerank: a cross-encoder or generative model folder (`bioel train --encoder "
+                                       "cross-encoder|generative`)")
+    ev.add_argument("--beams", type=positive_int, default=5, help="generative: beams of the constrained beam search "
+                                                                  "(default 5; at least --k)")
     ev.add_argument("--rerank-depth", type=positive_int, default=DEFAULT_RERANK_DEPTH,
                     help="rerank: how many of the retriever's best concepts the reranker reorders (default 16)")
-    ev.add_argument("--record-in-card", action="store_true", help="dense/hybrid: add the scores to the model's card; "
-                                                                  "rerank: to the reranker's card")
+    ev.add_argument("--record-in-card", action="store_true", help="dense/hybrid/generative: add the scores to the model's "
+                                                                  "card; rerank: to the reranker's card")
     ev.add_argument("--k", type=positive_int, default=5, help="candidates per sub-mention (default 5)")
     ev.add_argument("--typos", help="a `typo||correction` map applied to queries (already applied in BioSyn's processed data)")
     ev.add_argument("--json", help="write the scores as JSON here")
@@ -77,6 +81,8 @@ def _linker(args):
     options = {"model": args.model, "pooling": args.pooling, "device": args.device} if args.linker in ("dense", "hybrid", "rerank") else {}
     if args.linker in ("hybrid", "rerank") and args.sparse_weight is not None:
         options["sparse_weight"] = args.sparse_weight
+    if args.linker == "generative":
+        options = {"model": args.model, "device": args.device, "beams": args.beams}
     if args.linker == "rerank":
         options.update(model=args.retriever or args.model, retriever=args.retriever_linker, reranker=args.reranker,
                        depth=args.rerank_depth)
@@ -116,8 +122,8 @@ def cmd_evaluate(args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     if args.record_in_card:
-        if args.linker not in ("dense", "hybrid", "rerank"):
-            raise ValueError("--record-in-card needs --linker dense, hybrid or rerank")
+        if args.linker not in ("dense", "hybrid", "rerank", "generative"):
+            raise ValueError("--record-in-card needs --linker dense, hybrid, rerank or generative")
         from bioel_core.models import model_folder
         from bioel_core.models.cards import record_scores
 

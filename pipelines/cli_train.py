@@ -14,12 +14,22 @@ def add_subcommands(subparsers) -> None:
                                description="Stage 1 aligns the KB's synonyms (multi-similarity loss, online hard-pair mining); "
                                            "stage 2 fine-tunes on a BioSyn dataset's training mentions. Re-running the same "
                                            "command after a stop resumes from the last checkpoint.")
-    tr.add_argument("--encoder", choices=["transformer", "rescnn", "collective", "cross-encoder"], required=True,
+    tr.add_argument("--encoder", choices=["transformer", "rescnn", "collective", "cross-encoder", "generative"], required=True,
                     help="collective: the document model that detects and links in one pass (--train-corpus, --dev-corpus, "
                          "--names TYPE=KB_DIR ...); cross-encoder: a reranker for --retriever's candidates "
-                         "(--train-dataset, `bioel evaluate --linker rerank`, `bioel link --reranker`)")
-    tr.add_argument("--retriever", help="cross-encoder: the dense model whose top concepts it learns to reorder "
-                                        "(default: the shipped disease model)")
+                         "(--train-dataset, `bioel evaluate --linker rerank`, `bioel link --reranker`); generative: a "
+                         "seq2seq linker that writes KB names (GenBioEL: KB-guided pre-training, then fine-tuning on "
+                         "--train-dataset; `bioel evaluate --linker generative`, or as a --reranker)")
+    tr.add_argument("--retriever", help="cross-encoder, generative: the dense model whose top concepts it learns to "
+                                        "reorder (its score's weight is chosen on dev; default: the shipped disease model)")
+    tr.add_argument("--pretrain-epochs", type=int, default=1, help="generative: epochs of KB-guided pre-training, one "
+                                                                   "synthetic example per concept each (0: none)")
+    tr.add_argument("--target-name", choices=["tfidf", "shortest", "random"], default="tfidf",
+                    help="generative: which name of the gold concept a training mention learns to write (default: the "
+                         "most similar by char 3-gram TF-IDF)")
+    tr.add_argument("--no-prompt", action="store_true", help="generative: decode the name alone, without the `mention is` prompt")
+    tr.add_argument("--decoder-layers", type=int, default=1, help="generative: decoder layers (default 1, which keeps "
+                                                                  "the float16 folder under 50 MB)")
     tr.add_argument("--example-size", type=int, default=8, help="cross-encoder: concepts per training mention (gold + the "
                                                                 "retriever's best wrong ones)")
     tr.add_argument("--synonym-examples", type=int, help="cross-encoder: KB names trained on as mentions, their concept "
@@ -53,8 +63,10 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--warmup", type=float, default=0.1, help="share of each stage's steps with a rising learning rate "
                                                              "(then linear decay to 0)")
     tr.add_argument("--finetune-max-steps", type=int)
-    tr.add_argument("--batch-size", type=int, help="pairs per step (default 128); cross-encoder: mentions per step (default 8)")
-    tr.add_argument("--lr", type=float, help="learning rate (default 2e-5 transformer, 1e-3 rescnn)")
+    tr.add_argument("--batch-size", type=int, help="pairs per step (default 128); cross-encoder: mentions per step (default 8); "
+                                                   "generative: examples per step (default 32)")
+    tr.add_argument("--lr", type=float, help="learning rate (default 2e-5 transformer and cross-encoder, 1e-3 rescnn, "
+                                             "1e-4 generative)")
     tr.add_argument("--margin", type=float, default=0.2)
     tr.add_argument("--finetune-loss", choices=["multi-similarity", "infonce"], default="multi-similarity",
                     help="fine-tuning loss: SapBERT's multi-similarity with hard-pair mining (default), or a batch "
@@ -108,6 +120,10 @@ def cmd_train(args) -> int:
         args.finetune_epochs = 20 if dev_chooses else 3
     if args.encoder == "cross-encoder":
         return cmd_train_reranker(args, config(args.finetune_epochs, args.finetune_max_steps, "listwise", dev_chooses))
+    if args.encoder == "generative":
+        return cmd_train_generative(args, config(args.pretrain_epochs, None, "cross-entropy") if args.pretrain_epochs > 0 else None,
+                                    config(args.finetune_epochs, args.finetune_max_steps, "cross-entropy", dev_chooses)
+                                    if args.finetune_epochs > 0 else None)
 
     card = run_training(encoder_kind=args.encoder, names_dir=args.names, output=args.output, init=args.init,
                         pooling=args.pooling, train_datasets=args.train_dataset, train_split=args.train_split,
@@ -137,6 +153,21 @@ def cmd_train_reranker(args, config) -> int:
                                  progress=not args.no_progress)
     progress.count(steps=card["stages"]["rerank"]["steps"])
     print(f"trained cross-encoder -> {args.output} in {card['training_seconds'] / 60:.1f} min; card: {args.output}/MODEL_CARD.md")
+    return 0
+
+
+def cmd_train_generative(args, pretrain, finetune) -> int:
+    from bioel_core.models import model_folder, resolve_device
+    from bioel_core.training.generative import run_generative_training
+
+    card = run_generative_training(names_dir=args.names, output=args.output, retriever_model=str(model_folder(args.retriever)),
+                                   train_datasets=args.train_dataset, train_split=args.train_split, pretrain=pretrain,
+                                   finetune=finetune, target=args.target_name, prompt=not args.no_prompt,
+                                   decoder_layers=args.decoder_layers, init=args.init, device=resolve_device(args.device),
+                                   depth=args.rerank_depth, save_dtype=args.save_dtype, command=["bioel", *sys.argv[1:]],
+                                   progress=not args.no_progress)
+    progress.count(steps=sum(stage["steps"] for stage in card["stages"].values()))
+    print(f"trained generative -> {args.output} in {card['training_seconds'] / 60:.1f} min; card: {args.output}/MODEL_CARD.md")
     return 0
 
 

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-from bioel_core.models import (ENCODERS, CollectiveEncoder, CrossEncoder, EmbeddingMismatchError, EnsembleEncoder, ResCNNEncoder,
+from bioel_core.models import (ENCODERS, CollectiveEncoder, CrossEncoder, EmbeddingMismatchError, EnsembleEncoder, GenerativeModel, ResCNNEncoder,
                                TransformerEncoder, UnsafeCheckpointError, default_base_checkpoint, load_encoder, resolve_device)
 from bioel_core.models.checkpoints import resolve_reference
 
@@ -23,9 +23,9 @@ TEXTS = ["heart attack", "myocardial infarction", "familial breast and ovarian c
          "type 2 diabetes", "cancer", "x linked disease of the colon"]
 
 
-def make_tiny_bert(folder):
-    """A 2-layer, 32-wide BERT with a 27-piece WordPiece vocabulary, saved like any HF checkpoint."""
-    tokenizer = Tokenizer(WordPiece({w: i for i, w in enumerate(VOCAB)}, unk_token="[UNK]"))
+def make_tiny_bert(folder, vocab=VOCAB):
+    """A 2-layer, 32-wide BERT with a 27-piece WordPiece vocabulary (or `vocab`), saved like any HF checkpoint."""
+    tokenizer = Tokenizer(WordPiece({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.post_processor = processors.TemplateProcessing(
@@ -33,7 +33,7 @@ def make_tiny_bert(folder):
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
                             sep_token="[SEP]", mask_token="[MASK]").save_pretrained(folder)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64)
     BertModel(config).save_pretrained(folder)
     return folder
@@ -214,7 +214,7 @@ def test_pickle_only_checkpoint_is_refused(tiny_bert, tmp_path):
 
 def test_registry_and_unknown_type(tmp_path):
     assert ENCODERS == {"transformer": TransformerEncoder, "rescnn": ResCNNEncoder, "ensemble": EnsembleEncoder,
-                        "collective": CollectiveEncoder, "cross-encoder": CrossEncoder}
+                        "collective": CollectiveEncoder, "cross-encoder": CrossEncoder, "generative": GenerativeModel}
     (tmp_path / "bioel_encoder.json").write_text(json.dumps({"encoder_type": "word2vec"}))
     with pytest.raises(ValueError, match="unknown encoder_type"):
         load_encoder(tmp_path)

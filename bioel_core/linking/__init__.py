@@ -33,6 +33,7 @@ LINKERS: dict[str, str] = {
     "dense": "bioel_core.linking.dense:DenseLinker",
     "hybrid": "bioel_core.linking.hybrid:HybridLinker",
     "rerank": "bioel_core.linking.rerank:RerankLinker",
+    "generative": "bioel_core.linking.generative:GenerativeLinker",
 }
 
 

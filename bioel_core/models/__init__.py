@@ -1,5 +1,6 @@
 """Text encoders (`Encoder`): a transformer over any local HF checkpoint and the ResCNN, saved as folders, and
-ensembles of them (references to member folders)."""
+ensembles of them (references to member folders); beside them, models that are not name encoders: the collective
+document model, the cross-encoder reranker and the generative (seq2seq) linker, opened by the same `load_encoder`."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from bioel_core.models.checkpoints import UnsafeCheckpointError, default_base_ch
 from bioel_core.models.collective import CollectiveEncoder
 from bioel_core.models.cross_encoder import CrossEncoder
 from bioel_core.models.ensemble import EnsembleEncoder, MemberChangedError
+from bioel_core.models.generative import GenerativeModel
 from bioel_core.models.rescnn import EmbeddingMismatchError, ResCNNEncoder
 from bioel_core.models.transformer import TransformerEncoder
 
 ENCODERS: dict[str, type] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder, EnsembleEncoder, CollectiveEncoder,
-                                                                 CrossEncoder)}
+                                                                 CrossEncoder, GenerativeModel)}
 SHIPPED_PACKAGE = "bioel_models"  # the wheel's copy of the checkout's models/ (setup.py: package_dir)
 
 
@@ -66,9 +68,13 @@ def open_encoder(folder: str | Path, pooling: str | None = None, device: str | t
         return TransformerEncoder(folder, pooling=pooling or "cls").to(device)
     if pooling is not None:
         raise ValueError(f"{folder} is a bioel model folder: its pooling is fixed by its config; drop --pooling")
-    if read_config(folder).get("encoder_type") == CrossEncoder.encoder_type:
+    found = read_config(folder).get("encoder_type")
+    if found == CrossEncoder.encoder_type:
         raise ValueError(f"{folder} is a cross-encoder: it reorders a retriever's candidates (--reranker), it does not "
                          f"embed texts; give it as the reranker and a name encoder as the model or retriever")
+    if found == GenerativeModel.encoder_type:
+        raise ValueError(f"{folder} is a generative model: it writes names (--linker generative) or reorders a retriever's "
+                         f"candidates (--reranker), it does not embed texts")
     return load_encoder(folder, device)
 
 
@@ -85,7 +91,7 @@ def open_model(model: str | Path | None, pooling: str | None = None, device: str
     return open_encoder(folder, pooling, device)
 
 
-__all__ = ["CollectiveEncoder", "CrossEncoder", "DEFAULT_MODEL", "ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "MemberChangedError", "ResCNNEncoder",
+__all__ = ["CollectiveEncoder", "CrossEncoder", "DEFAULT_MODEL", "ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "GenerativeModel", "MemberChangedError", "ResCNNEncoder",
            "TransformerEncoder",
            "UnsafeCheckpointError", "default_base_checkpoint", "load_encoder", "model_folder", "open_encoder", "open_model",
            "resolve_device", "shipped_path"]

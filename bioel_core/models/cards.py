@@ -23,16 +23,20 @@ def write_card(model_dir: str | Path, card: dict) -> None:
         lines += _collective_lines(card)
     else:
         lines += _ensemble_lines(card) if "members" in card else _training_lines(card)
-    reranker = card.get("encoder", {}).get("encoder_type") == "cross-encoder"
-    how = ("bioel evaluate --linker rerank --retriever MODEL --reranker THIS_FOLDER --record-in-card" if reranker
-           else "bioel evaluate --linker dense --model THIS_FOLDER --record-in-card")
+    encoder_type = card.get("encoder", {}).get("encoder_type")
+    reranker = encoder_type == "cross-encoder"
+    how = {"cross-encoder": "bioel evaluate --linker rerank --retriever MODEL --reranker THIS_FOLDER --record-in-card",
+           "generative": "bioel evaluate --linker generative --model THIS_FOLDER --record-in-card (as a reranker: "
+                         "--linker rerank --reranker THIS_FOLDER)"}.get(encoder_type,
+                                                                         "bioel evaluate --linker dense --model THIS_FOLDER --record-in-card")
     lines += ["## Scores (BioSyn protocol" + (", retriever + this reranker)" if reranker else ")"), ""]
     if card["scores"]:
-        lines += ["| dataset | split | n | acc@1 | acc@5 |", "|---|---|---:|---:|---:|"]
+        lines += ["| dataset | split | mode | n | acc@1 | acc@5 |", "|---|---|---|---:|---:|---:|"]
         for key in sorted(card["scores"]):
             s = card["scores"][key]
             at5 = f"{s['acc@5']:.2f}" if "acc@5" in s else "-"
-            lines.append(f"| {s['dataset']} | {s['split']} | {s['n']:,} | {s['acc@1']:.2f} | {at5} |")
+            mode = "reranker" if reranker or key.endswith("/rerank") else "linker"
+            lines.append(f"| {s['dataset']} | {s['split']} | {mode} | {s['n']:,} | {s['acc@1']:.2f} | {at5} |")
         lines.append("")
         lines.append(f"Recorded by `{how}`." + (" Retriever and depth: see `card.json` scores." if reranker else ""))
     else:
@@ -46,8 +50,9 @@ def _training_lines(card: dict) -> list[str]:
     if "trainable_parameters" in card:
         lines += [f"Trainable parameters: {card['trainable_parameters']:,} (token embeddings frozen, read from the base package).", ""]
     lines += ["## Data", ""] + [f"- {k}: {v}" for k, v in card["data"].items()] + ["", "## Training", ""]
-    # a cross-encoder trains on examples (a mention and its candidate concepts), the bi-encoders on pairs of texts
-    unit = "examples" if card["encoder"].get("encoder_type") == "cross-encoder" else "pairs"
+    # a cross-encoder trains on examples (a mention and its candidate concepts), the generative model on (input, name)
+    # examples, the bi-encoders on pairs of texts
+    unit = "examples" if card["encoder"].get("encoder_type") in ("cross-encoder", "generative") else "pairs"
     for stage, s in card["stages"].items():
         c = s["config"]
         loss = c.get("loss", "multi-similarity")
@@ -107,7 +112,9 @@ def record_scores(model_dir: str | Path, report: dict) -> None:
     if not path.is_file():
         raise FileNotFoundError(f"{model_dir}: no {CARD_JSON}; only models made by `bioel train` or `bioel ensemble` carry a card")
     card = json.loads(path.read_text())
-    card["scores"][f"{report['dataset']}/{report['split']}"] = {
+    # a generative model is scored as a linker and as a reranker: each mode has its own entry
+    mode = "/rerank" if report.get("linker") == "rerank" and card["encoder"].get("encoder_type") == "generative" else ""
+    card["scores"][f"{report['dataset']}/{report['split']}{mode}"] = {
         **{k: report[k] for k in ("dataset", "split", "n", "acc@1", "acc@5") if k in report},  # acc@5 needs --k 5+
         **({"linker_options": report["linker_options"]} if report.get("linker") == "rerank" else {})}
     write_card(model_dir, card)

@@ -30,11 +30,12 @@ from bioel_core.training.hard_negatives import HardNegativeBatcher
 from bioel_core.training.loop import TrainConfig, train
 from bioel_core.training.pairs import alignment_pairs, mention_pairs
 
-DEFAULT_LR = {"transformer": 2e-5, "rescnn": 1e-3, "cross-encoder": 2e-5}
+DEFAULT_LR = {"transformer": 2e-5, "rescnn": 1e-3, "cross-encoder": 2e-5, "generative": 1e-4}
 # fine-tuning with a dev split, on small data: at least this many steps, dev scored about this often (TrainConfig)
 FINETUNE_MIN_STEPS, DEV_EVERY_STEPS = 1500, 200
-# pairs per step for the bi-encoders; mentions per step (each with its candidate concepts) for the cross-encoder
-DEFAULT_BATCH = {"transformer": 128, "rescnn": 128, "cross-encoder": 8}
+# pairs per step for the bi-encoders; mentions per step (each with its candidate concepts) for the cross-encoder;
+# (input, name) examples per step for the generative model
+DEFAULT_BATCH = {"transformer": 128, "rescnn": 128, "cross-encoder": 8, "generative": 32}
 
 
 def new_encoder(kind: str, init: str | None, pooling: str | None, device: str) -> Encoder:

@@ -129,7 +129,7 @@ RETRIEVER_WEIGHTS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0)
 class _KeptScores:
     """A reranker whose scores per (query, candidates) are computed once (they do not change between weights)."""
 
-    def __init__(self, reranker: CrossEncoderReranker):
+    def __init__(self, reranker):
         self.reranker, self.kept = reranker, {}
 
     @property
@@ -148,15 +148,15 @@ class _KeptScores:
         return [self.kept[key] for key in keys]
 
 
-def choose_retriever_weight(model: CrossEncoder, sets: list[tuple[Linker, NameSet, list]], depth: int) -> dict:
-    """Sets `model.retriever_weight` to the weight with the best dev acc@1 (ties: the smaller); returns each weight's
-    score, or {} (weight unchanged) without dev queries."""
+def choose_retriever_weight(reranker, sets: list[tuple[Linker, NameSet, list]], depth: int) -> dict:
+    """Sets the reranker's model's `retriever_weight` to the weight with the best dev acc@1 (ties: the smaller);
+    returns each weight's score, or {} (weight unchanged) without dev queries."""
     if not sets:
         return {}
-    reranker, scores = _KeptScores(CrossEncoderReranker(model)), {}
+    model, kept, scores = reranker.model, _KeptScores(reranker), {}
     for weight in RETRIEVER_WEIGHTS:
         model.retriever_weight = weight
-        scores[weight] = dev_accuracy(sets, reranker, depth)
+        scores[weight] = dev_accuracy(sets, kept, depth)
     model.retriever_weight = max(RETRIEVER_WEIGHTS, key=lambda w: (scores[w], -w))
     return scores
 
@@ -201,7 +201,7 @@ def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, 
           f"{counts['synonym_examples']:,} from the KB's synonyms "
           f"(retriever {retriever_model}); model selection: {'dev acc@1' if score else 'the last epoch'}", file=sys.stderr)
     stage = train_stage(model, "rerank", examples, config, workdir, progress, dev_score=score, loss_fn=listwise_loss)
-    weights = choose_retriever_weight(model, dev, depth)
+    weights = choose_retriever_weight(CrossEncoderReranker(model), dev, depth)
     model.save(out, dtype=save_dtype)
     data = {"names": names_dir, "names_count": len(names), "retriever": str(Path(retriever_model).resolve()),
             "retriever_fingerprint": retriever.encoder.fingerprint(), "train_datasets": train_datasets,

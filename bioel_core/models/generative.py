@@ -1,0 +1,293 @@
+"""`GenerativeModel`: an encoder-decoder that links a mention by writing one of the KB's names (GenBioEL,
+`../shared/papers/003_*`), warm-started from a BERT checkpoint (the packaged all-MiniLM-L6-v2).
+
+Encoder input: `[CLS] left context [START] mention [END] right context [SEP]` (the markers are the checkpoint's
+`[unused0]`/`[unused1]` tokens, so the vocabulary is the checkpoint's own). Decoder: `[CLS] mention is NAME
+[SEP]`; the prompt `mention is` (the paper's decoder prompt) is teacher-forced and left out of the loss, so
+the model learns to write the name. At inference the prompt is forced and the name constrained to a prefix tree
+of the KB's names (bioel_core.linking.prefix_tree), so only real names come out.
+
+Size: the decoder shares the encoder's embeddings (and its output layer is tied to them), and has
+`decoder_layers` transformer layers (self- and cross-attention), its self-attention and feed-forward weights
+copied from the encoder's last layers (bert2bert warm start; cross-attention starts fresh). One decoder layer
+keeps the float16 folder under 50 MB.
+
+A folder like every model: `bioel_encoder.json` (encoder_type "generative"), the encoder's HF `config.json`,
+the tokenizer, and `model.safetensors` holding each tensor once (the shared ones under the encoder's names).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+from transformers import AutoTokenizer, BertConfig, BertLMHeadModel, BertModel, EncoderDecoderModel
+
+from bioel_core.models.base import STORAGE_DTYPES, WEIGHTS_FILE, fingerprint_of, float64_copy, read_config, write_config
+from bioel_core.models.checkpoints import require_safetensors
+
+START, END = "[unused0]", "[unused1]"  # mention markers: tokens of the BERT vocabulary no text produces
+# the decoder's copies of the encoder's tensors: not stored, shared again when the model is built
+SHARED_PREFIXES = ("decoder.bert.embeddings.", "decoder.cls.predictions.decoder.")
+IGNORE = -100  # label of positions left out of the loss (padding, the prompt)
+
+
+class GenerativeModel(torch.nn.Module):
+    encoder_type = "generative"
+
+    def __init__(self, checkpoint_dir: str | Path, decoder_layers: int = 1, max_length: int = 48, max_name_length: int = 32,
+                 prompt: bool = True, length_penalty: float = 1.0, retriever_weight: float = 0.0,
+                 _encoder_config: BertConfig | None = None):
+        """From an HF BERT checkpoint (warm start); `_encoder_config` (load): the architecture only, weights to follow.
+        `length_penalty`: beam and name scores are sums of token log-probabilities divided by length ** this.
+        `retriever_weight`: as a reranker, the share of the retriever's score added to this model's (chosen on dev)."""
+        super().__init__()
+        checkpoint_dir = Path(checkpoint_dir) if _encoder_config is not None else require_safetensors(checkpoint_dir)
+        self.tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir, local_files_only=True)
+        if _encoder_config is None:
+            encoder = BertModel.from_pretrained(checkpoint_dir, local_files_only=True, use_safetensors=True,
+                                                add_pooling_layer=False, dtype=torch.float32)
+        else:
+            encoder = BertModel(_encoder_config, add_pooling_layer=False)
+        config = encoder.config
+        if decoder_layers < 1 or decoder_layers > config.num_hidden_layers:
+            raise ValueError(f"decoder_layers must be 1..{config.num_hidden_layers}, got {decoder_layers}")
+        decoder = BertLMHeadModel(BertConfig(**{**config.to_dict(), "num_hidden_layers": decoder_layers, "is_decoder": True,
+                                                "add_cross_attention": True}))
+        if _encoder_config is None:  # bert2bert: the decoder's layers start as the encoder's last ones
+            for mine, theirs in zip(decoder.bert.encoder.layer, encoder.encoder.layer[-decoder_layers:]):
+                mine.load_state_dict(theirs.state_dict(), strict=False)  # crossattention keeps its fresh weights
+        self.seq2seq = EncoderDecoderModel(encoder=encoder, decoder=decoder)
+        self._share_embeddings()
+        vocab = self.tokenizer.get_vocab()
+        self.cls_id, self.sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.start_id, self.end_id = vocab[START], vocab[END]
+        self.decoder_layers, self.max_length, self.max_name_length = decoder_layers, max_length, max_name_length
+        self.prompt, self.length_penalty, self.retriever_weight = prompt, length_penalty, retriever_weight
+        for cfg in (self.seq2seq.config, self.seq2seq.generation_config):
+            cfg.decoder_start_token_id, cfg.bos_token_id = self.cls_id, self.cls_id
+            cfg.eos_token_id, cfg.pad_token_id = self.sep_id, self.pad_id
+        self._fast = Tokenizer.from_str(self.tokenizer.backend_tokenizer.to_str())
+        self._fast.no_padding()
+        self._fast.no_truncation()
+        self._is_ids = self.pieces(["is"])[0]
+
+    def _share_embeddings(self) -> None:
+        decoder = self.seq2seq.decoder
+        decoder.bert.embeddings = self.seq2seq.encoder.embeddings
+        decoder.cls.predictions.decoder.weight = self.seq2seq.encoder.embeddings.word_embeddings.weight
+        decoder.cls.predictions.decoder.bias = decoder.cls.predictions.bias
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    # ---- texts -> token ids ----------------------------------------------------------------------
+    def pieces(self, texts: Sequence[str]) -> list[list[int]]:
+        """WordPiece ids without special tokens."""
+        return [e.ids for e in self._fast.encode_batch(list(texts), add_special_tokens=False)]
+
+    def encoder_ids(self, mentions: Sequence[str], lefts: Sequence[str] | None = None,
+                    rights: Sequence[str] | None = None) -> list[list[int]]:
+        """`[CLS] left [START] mention [END] right [SEP]` per mention, at most `max_length` ids: the mention keeps up
+        to half of them, the context what is left, split between the words nearest the mention on each side."""
+        n = len(mentions)
+        mention_ids = self.pieces(mentions)
+        left_ids = self.pieces(lefts) if lefts is not None else [[]] * n
+        right_ids = self.pieces(rights) if rights is not None else [[]] * n
+        out = []
+        for m, left, right in zip(mention_ids, left_ids, right_ids):
+            m = m[: self.max_length // 2]
+            room = self.max_length - len(m) - 4
+            keep_left = min(len(left), max(room // 2, room - len(right)))
+            keep_right = min(len(right), room - keep_left)
+            out.append([self.cls_id, *left[len(left) - keep_left:], self.start_id, *m, self.end_id, *right[:keep_right],
+                        self.sep_id])
+        return out
+
+    def prompt_ids(self, mentions: Sequence[str]) -> list[list[int]]:
+        """The decoder prompt `mention is` per mention (empty when the model was trained without one)."""
+        if not self.prompt:
+            return [[] for _ in mentions]
+        return [m[: self.max_length // 2] + self._is_ids for m in self.pieces(mentions)]
+
+    def name_ids(self, names: Sequence[str]) -> list[list[int]]:
+        return [ids[: self.max_name_length] for ids in self.pieces(names)]
+
+    def _padded(self, rows: Sequence[Sequence[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max((len(r) for r in rows), default=0)
+        ids = torch.full((len(rows), width), value, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+            mask[i, :len(r)] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    # ---- teacher forcing: training loss and name scores ------------------------------------------
+    def _scored_logits(self, module, encoder_ids: list[list[int]], prompts: list[list[int]], names: list[list[int]],
+                       pair_of: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(logits, targets, pairs) at the scored positions only: decoder sequences `[CLS] prompt name` predict
+        `prompt name [SEP]`, and the prompt is not scored, so the output layer (a vocabulary-wide product, the
+        bulk of the cost) runs on the name and end tokens alone. `pair_of`: the encoder row of each (prompt, name)
+        pair (the encoder runs once per distinct input)."""
+        input_ids, attention = self._padded(encoder_ids, self.pad_id)
+        states = module.seq2seq.encoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
+        if pair_of is not None:
+            index = torch.tensor(pair_of, dtype=torch.long, device=states.device)
+            states, attention = states.index_select(0, index), attention.index_select(0, index)
+        decoder_ids, decoder_mask = self._padded([[self.cls_id, *p, *n] for p, n in zip(prompts, names)], self.pad_id)
+        targets, _ = self._padded([[IGNORE] * len(p) + [*n, self.sep_id] for p, n in zip(prompts, names)], IGNORE)
+        hidden = module.seq2seq.decoder.bert(input_ids=decoder_ids, attention_mask=decoder_mask, encoder_hidden_states=states,
+                                             encoder_attention_mask=attention).last_hidden_state
+        scored = targets != IGNORE
+        pairs = torch.arange(len(names), device=targets.device)[:, None].expand_as(targets)[scored]
+        return module.seq2seq.decoder.cls(hidden[scored]), targets[scored], pairs
+
+    def loss(self, encoder_ids: list[list[int]], prompts: list[list[int]], names: list[list[int]],
+             label_smoothing: float = 0.1) -> torch.Tensor:
+        """Cross-entropy of the name tokens and the end token (label smoothing as in the paper), differentiable."""
+        logits, targets, _ = self._scored_logits(self, encoder_ids, prompts, names)
+        return F.cross_entropy(logits, targets, label_smoothing=label_smoothing)
+
+    @torch.inference_mode()
+    def score_names(self, mentions: Sequence[str], candidates: Sequence[Sequence[str]], batch_size: int = 256,
+                    batch_invariant: bool = False) -> list[np.ndarray]:
+        """Per mention, the score of writing each of its candidate names after the prompt: the log-probability of the
+        name's tokens and the end token, divided by their number ** length_penalty. (A beam search ranks by the same
+        sum over the whole written sequence, the forced prompt included, which is one constant per mention.)
+        `batch_invariant`: float64, so a score does not depend on the batch."""
+        module = float64_copy(self) if batch_invariant else self
+        encoder_ids, prompts = self.encoder_ids(mentions), self.prompt_ids(mentions)
+        pairs = [(i, name) for i, names in enumerate(candidates) for name in self.name_ids(list(names))]
+        flat = np.empty(len(pairs), dtype=np.float32)
+        was_training = self.training
+        self.eval()
+        try:
+            for start in range(0, len(pairs), batch_size):
+                chunk = pairs[start:start + batch_size]
+                rows = sorted({i for i, _ in chunk})
+                at = {i: r for r, i in enumerate(rows)}
+                logits, targets, pair = self._scored_logits(module, [encoder_ids[i] for i in rows], [prompts[i] for i, _ in chunk],
+                                                            [n for _, n in chunk], [at[i] for i, _ in chunk])
+                picked = F.log_softmax(logits, dim=-1).gather(-1, targets[:, None]).squeeze(-1)
+                total = torch.zeros(len(chunk), dtype=picked.dtype, device=picked.device).index_add_(0, pair, picked)
+                count = torch.bincount(pair, minlength=len(chunk)).to(picked.dtype)
+                flat[start:start + len(chunk)] = (total / count ** self.length_penalty).float().cpu().numpy()
+        finally:
+            self.train(was_training)
+        out, at = [], 0
+        for names in candidates:
+            out.append(flat[at:at + len(names)])
+            at += len(names)
+        return out
+
+    # ---- constrained beam search -----------------------------------------------------------------
+    @torch.inference_mode()
+    def generate_names(self, mentions: Sequence[str], tree, beams: int = 5, batch_size: int = 64,
+                       batch_invariant: bool = False) -> list[list[tuple[int, float]]]:
+        """Per mention, up to `beams` (tree node where a name ends, score) best first: beam search whose every step
+        is restricted to the tokens that continue some name of `tree` after the forced prompt. Mentions are decoded
+        `batch_size` at a time (all their beams in one step of the decoder)."""
+        module = float64_copy(self) if batch_invariant else self
+        encoder_ids, prompts = self.encoder_ids(mentions), self.prompt_ids(mentions)
+        out: list[list[tuple[int, float]]] = []
+        was_training = self.training
+        self.eval()
+        try:
+            for start in range(0, len(mentions), batch_size):
+                out.extend(self._beam_batch(module, encoder_ids[start:start + batch_size], prompts[start:start + batch_size],
+                                            tree, beams))
+        finally:
+            self.train(was_training)
+        return out
+
+    def _beam_batch(self, module, encoder_ids, prompts, tree, beams: int) -> list[list[tuple[int, float]]]:
+        nodes: dict[tuple[int, ...], int | None] = {(): 0}  # name tokens so far -> tree node (None: off the tree)
+
+        def node_of(tokens: tuple[int, ...]) -> int | None:
+            if tokens not in nodes:
+                parent = node_of(tokens[:-1])
+                nodes[tokens] = None if parent is None else tree.child(parent, tokens[-1])
+            return nodes[tokens]
+
+        def allowed(batch_id: int, sequence: torch.Tensor) -> list[int]:
+            prompt = prompts[batch_id]
+            done = sequence.shape[-1] - 1  # tokens after the decoder's start token
+            if done < len(prompt):
+                return [prompt[done]]
+            node = node_of(tuple(sequence[1 + len(prompt):].tolist()))
+            if node is None:
+                return [self.sep_id]  # off the tree (or past the end token): only ending is allowed
+            allowed_ids = tree.next_tokens(node).tolist()
+            if len(tree.names_at(node)):
+                allowed_ids.append(self.sep_id)
+            return allowed_ids or [self.sep_id]
+
+        input_ids, attention = self._padded(encoder_ids, self.pad_id)
+        longest = max(len(p) for p in prompts) + self.max_name_length + 1
+        generated = module.seq2seq.generate(
+            input_ids=input_ids, attention_mask=attention, num_beams=beams, num_return_sequences=beams,
+            max_new_tokens=longest, prefix_allowed_tokens_fn=allowed, do_sample=False, early_stopping=True,
+            length_penalty=self.length_penalty, output_scores=True, return_dict_in_generate=True)
+        sequences, scores = generated.sequences.tolist(), generated.sequences_scores.float().cpu().tolist()
+        out = []
+        for i, prompt in enumerate(prompts):
+            found, seen = [], set()
+            for j in range(i * beams, (i + 1) * beams):
+                tokens = sequences[j][1 + len(prompt):]
+                if self.sep_id not in tokens or not math.isfinite(scores[j]):
+                    continue  # ran out of length before a name ended
+                node = node_of(tuple(tokens[:tokens.index(self.sep_id)]))
+                if node is not None and len(tree.names_at(node)) and node not in seen:
+                    seen.add(node)
+                    found.append((node, scores[j]))
+            out.append(found)
+        return out
+
+    # ---- folder --------------------------------------------------------------------------------------
+    def config(self) -> dict:
+        return {"encoder_type": self.encoder_type, "decoder_layers": self.decoder_layers, "max_length": self.max_length,
+                "max_name_length": self.max_name_length, "prompt": self.prompt, "length_penalty": self.length_penalty,
+                "retriever_weight": self.retriever_weight,
+                "markers": [START, END], "model_type": self.seq2seq.encoder.config.model_type,
+                "hidden_size": self.seq2seq.encoder.config.hidden_size}
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """Every tensor once: the decoder's shared copies of the encoder's embeddings are left out."""
+        return {k: v for k, v in self.seq2seq.state_dict().items() if not k.startswith(SHARED_PREFIXES)}
+
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.config(), self.weights())
+
+    def save(self, directory: str | Path, dtype: str = "float32") -> Path:
+        if dtype not in STORAGE_DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.detach().to("cpu", STORAGE_DTYPES[dtype]).contiguous() if v.is_floating_point() else v.detach().cpu().contiguous()
+                   for k, v in self.weights().items()}, str(directory / WEIGHTS_FILE))
+        self.seq2seq.encoder.config.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        write_config(directory, {**self.config(), "storage_dtype": dtype})
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path, device: str | torch.device = "cpu") -> GenerativeModel:
+        config = read_config(directory, cls.encoder_type)
+        model = cls(directory, decoder_layers=config["decoder_layers"], max_length=config["max_length"],
+                    max_name_length=config["max_name_length"], prompt=config["prompt"],
+                    length_penalty=config["length_penalty"], retriever_weight=config["retriever_weight"], _encoder_config=BertConfig.from_pretrained(directory))
+        stored = {k: v.float() if v.is_floating_point() else v for k, v in load_file(str(Path(directory) / WEIGHTS_FILE)).items()}
+        missing, unexpected = model.seq2seq.load_state_dict(stored, strict=False)
+        missing = [k for k in missing if not k.startswith(SHARED_PREFIXES)]
+        if missing or unexpected:
+            raise ValueError(f"{directory}: {WEIGHTS_FILE} does not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        model._share_embeddings()
+        return model.to(device).eval()
