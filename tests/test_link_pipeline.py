@@ -561,3 +561,26 @@ def test_each_entity_type_links_with_its_own_model(chain, corpus, tmp_path, caps
     code, _ = link_cli(chain, capsys, "--input", *inputs, "--output", tmp_path / "cli", "--mentions", "given",
                        "--model", model, f"Chemical={other}", "--index", f"Disease={index}", f"Chemical={other_index}")
     assert code == 0 and table(tmp_path / "cli", "annotations") == both
+
+
+def test_a_generative_reranker_links_reproducibly_among_the_index_top_concepts(chain, corpus, tmp_path):
+    from bioel_core.linking.generative import GenerativeReranker
+    from bioel_core.models import GenerativeModel
+    from test_generative import GENERATIVE_VOCAB
+
+    folder, _ = corpus
+    model, index = chain
+    torch.manual_seed(0)
+    generative = str(GenerativeModel(make_tiny_bert(tmp_path / "gen-bert", GENERATIVE_VOCAB), max_length=24).save(tmp_path / "gen"))
+    reranked = AnnotatorSpec(model=model, indexes=(("Disease", index),), reranker=generative, rerank_depth=3)
+    link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"), reranked, pipeline_options([]))
+    rows = table(tmp_path / "out", "annotations")
+    linker = reranked.open().targets["Disease"].linker
+    assert isinstance(linker.reranker, GenerativeReranker) and linker.reranker.reproducible
+    top = linker.candidates([linker.normalize(r["link_text"]) for r in rows])
+    assert rows and all(r["concept_id"] in {c.concept_ids[0] for c in pool} for r, pool in zip(rows, top))
+    link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "again"), reranked, pipeline_options([]),
+                    batch_size=3)
+    assert table(tmp_path / "again", "annotations") == rows
+    with pytest.raises(ValueError, match="has no \\[unused0\\] and \\[unused1\\] tokens"):
+        GenerativeModel(make_tiny_bert(tmp_path / "plain-bert"))

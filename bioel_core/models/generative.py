@@ -66,6 +66,9 @@ class GenerativeModel(torch.nn.Module):
         self.seq2seq = EncoderDecoderModel(encoder=encoder, decoder=decoder)
         self._share_embeddings()
         vocab = self.tokenizer.get_vocab()
+        if START not in vocab or END not in vocab:
+            raise ValueError(f"{checkpoint_dir}: the checkpoint's vocabulary has no {START} and {END} tokens, which mark "
+                             f"the mention; a BERT vocabulary has them")
         self.cls_id, self.sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.start_id, self.end_id = vocab[START], vocab[END]
