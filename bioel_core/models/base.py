@@ -36,6 +36,14 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     return memoryview(flat.view(torch.uint8).numpy())
 
 
+def stored(tensors: dict[str, torch.Tensor], dtype: str) -> dict[str, torch.Tensor]:
+    """`tensors` as a model folder stores them: on the CPU, contiguous, the floating ones in `dtype` (STORAGE_DTYPES)."""
+    if dtype not in STORAGE_DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+    return {k: (t.detach().to("cpu", STORAGE_DTYPES[dtype]) if t.is_floating_point() else t.detach().cpu()).contiguous()
+            for k, t in tensors.items()}
+
+
 def fingerprint_of(config: dict, weights: dict[str, torch.Tensor]) -> str:
     """sha256 over a model's config and weights (names, dtypes, shapes, bytes): what identifies a model folder."""
     digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoTokenizer
 
-from bioel_core.models.base import CONFIG_FILE, STORAGE_DTYPES, read_config, tensor_bytes, write_config
+from bioel_core.models.base import CONFIG_FILE, read_config, stored, tensor_bytes, write_config
 from bioel_core.models.checkpoints import require_safetensors
 
 MENTION_POOLINGS = ("endpoints", "mean")
@@ -293,15 +293,13 @@ class CollectiveEncoder(torch.nn.Module):
 
     def save(self, directory: str | Path, dtype: str = "float32") -> Path:
         """document/ (HF model + tokenizer), names/ (the name encoder's own folder), heads.safetensors, config."""
-        if dtype not in STORAGE_DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+        document = stored(self.document.state_dict(), dtype)
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        cast = lambda t: t.detach().to("cpu", STORAGE_DTYPES[dtype]).contiguous() if t.is_floating_point() else t.detach().cpu()  # noqa: E731
-        self.document.save_pretrained(directory / DOCUMENT_DIR, state_dict={k: cast(v) for k, v in self.document.state_dict().items()})
+        self.document.save_pretrained(directory / DOCUMENT_DIR, state_dict=document)
         self.tokenizer.save_pretrained(directory / DOCUMENT_DIR)
         self.names.save(directory / NAMES_DIR, dtype=dtype)
-        save_file({k: cast(v) for k, v in self.heads().items()}, str(directory / HEADS_FILE))
+        save_file(stored(self.heads(), dtype), str(directory / HEADS_FILE))
         write_config(directory, {**self.config(), "storage_dtype": dtype, "names_source": self.names_source,
                                  "decoding": self.decoding})
         return directory

@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from transformers import AutoModel, AutoTokenizer
 
-from bioel_core.models.base import STORAGE_DTYPES, fingerprint_of, float64_copy, read_config, write_config
+from bioel_core.models.base import fingerprint_of, float64_copy, read_config, stored, write_config
 from bioel_core.models.checkpoints import require_safetensors
 
 HEAD_FILE = "head.safetensors"
@@ -111,18 +111,12 @@ class CrossEncoder(torch.nn.Module):
 
     def save(self, directory: str | Path, dtype: str = "float32") -> Path:
         """HF model + tokenizer + head (safetensors) + bioel_encoder.json; dtype="float16" halves the size on disk."""
-        if dtype not in STORAGE_DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+        model, head = stored(self.model.state_dict(), dtype), stored(self.head.state_dict(), dtype)
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-
-        def stored(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-            return {k: t.detach().to("cpu", STORAGE_DTYPES[dtype]).contiguous() if t.is_floating_point() else t.detach().cpu()
-                    for k, t in tensors.items()}
-
-        self.model.save_pretrained(directory, state_dict=stored(self.model.state_dict()))
+        self.model.save_pretrained(directory, state_dict=model)
         self.tokenizer.save_pretrained(directory)
-        save_file(stored(self.head.state_dict()), str(directory / HEAD_FILE))
+        save_file(head, str(directory / HEAD_FILE))
         write_config(directory, {**self.config(), "storage_dtype": dtype})
         return directory
 

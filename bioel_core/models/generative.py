@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer, BertConfig, BertLMHeadModel, BertModel, EncoderDecoderModel
 
-from bioel_core.models.base import STORAGE_DTYPES, WEIGHTS_FILE, fingerprint_of, float64_copy, read_config, write_config
+from bioel_core.models.base import WEIGHTS_FILE, fingerprint_of, float64_copy, read_config, stored, write_config
 from bioel_core.models.checkpoints import require_safetensors
 
 START, END = "[unused0]", "[unused1]"  # mention markers: tokens of the BERT vocabulary no text produces
@@ -270,12 +270,10 @@ class GenerativeModel(torch.nn.Module):
         return fingerprint_of(self.config(), self.weights())
 
     def save(self, directory: str | Path, dtype: str = "float32") -> Path:
-        if dtype not in STORAGE_DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+        weights = stored(self.weights(), dtype)
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.detach().to("cpu", STORAGE_DTYPES[dtype]).contiguous() if v.is_floating_point() else v.detach().cpu().contiguous()
-                   for k, v in self.weights().items()}, str(directory / WEIGHTS_FILE))
+        save_file(weights, str(directory / WEIGHTS_FILE))
         self.seq2seq.encoder.config.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
         write_config(directory, {**self.config(), "storage_dtype": dtype})
@@ -286,9 +284,10 @@ class GenerativeModel(torch.nn.Module):
         config = read_config(directory, cls.encoder_type)
         model = cls(directory, decoder_layers=config["decoder_layers"], max_length=config["max_length"],
                     max_name_length=config["max_name_length"], prompt=config["prompt"],
-                    length_penalty=config["length_penalty"], retriever_weight=config["retriever_weight"], _encoder_config=BertConfig.from_pretrained(directory))
-        stored = {k: v.float() if v.is_floating_point() else v for k, v in load_file(str(Path(directory) / WEIGHTS_FILE)).items()}
-        missing, unexpected = model.seq2seq.load_state_dict(stored, strict=False)
+                    length_penalty=config["length_penalty"], retriever_weight=config["retriever_weight"],
+                    _encoder_config=BertConfig.from_pretrained(directory))
+        weights = {k: v.float() if v.is_floating_point() else v for k, v in load_file(str(Path(directory) / WEIGHTS_FILE)).items()}
+        missing, unexpected = model.seq2seq.load_state_dict(weights, strict=False)
         missing = [k for k in missing if not k.startswith(SHARED_PREFIXES)]
         if missing or unexpected:
             raise ValueError(f"{directory}: {WEIGHTS_FILE} does not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})")

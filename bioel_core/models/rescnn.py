@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoTokenizer
 
-from bioel_core.models.base import STORAGE_DTYPES, WEIGHTS_FILE, Encoder, tensor_bytes, write_config
+from bioel_core.models.base import WEIGHTS_FILE, Encoder, stored, tensor_bytes, write_config
 from bioel_core.models.checkpoints import (checkpoint_reference, default_base_checkpoint, require_safetensors,
                                            resolve_reference)
 
@@ -115,12 +115,10 @@ class ResCNNEncoder(Encoder):
 
     def save(self, directory: str | Path, dtype: str = "float32") -> Path:
         """Trainable weights (safetensors) + tokenizer + bioel_encoder.json referencing the frozen embeddings."""
-        if dtype not in STORAGE_DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+        weights = stored(self.weights(), dtype)
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        save_file({name: t.detach().to("cpu", STORAGE_DTYPES[dtype]).contiguous() for name, t in self.weights().items()},
-                  str(directory / WEIGHTS_FILE))
+        save_file(weights, str(directory / WEIGHTS_FILE))
         self.tokenizer.save_pretrained(directory)
         write_config(directory, {**self.config(), "storage_dtype": dtype})
         return directory

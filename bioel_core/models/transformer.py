@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from bioel_core.models.base import STORAGE_DTYPES, Encoder, write_config
+from bioel_core.models.base import Encoder, stored, write_config
 from bioel_core.models.checkpoints import require_safetensors
 
 POOLINGS = ("cls", "mean")
@@ -50,12 +50,9 @@ class TransformerEncoder(Encoder):
 
     def save(self, directory: str | Path, dtype: str = "float32") -> Path:
         """HF model (safetensors) + tokenizer + bioel_encoder.json; dtype="float16" halves the size on disk."""
-        if dtype not in STORAGE_DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+        state = stored(self.weights(), dtype)
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        state = {name: t.detach().to("cpu", STORAGE_DTYPES[dtype]) if t.is_floating_point() else t.detach().cpu()
-                 for name, t in self.weights().items()}
         self.model.save_pretrained(directory, state_dict=state)
         self.tokenizer.save_pretrained(directory)
         write_config(directory, {**self.config(), "storage_dtype": dtype})

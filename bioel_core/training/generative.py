@@ -28,7 +28,7 @@ from bioel_core.models import GenerativeModel, default_base_checkpoint, load_enc
 from bioel_core.models.base import CONFIG_FILE, read_config
 from bioel_core.names import NameSet
 from bioel_core.training.loop import TrainConfig
-from bioel_core.training.recipe import dev_queries, finish_card, train_stage, training_mentions
+from bioel_core.training.recipe import dataset_mentions, dev_queries, finish_card, train_stage
 
 TARGETS = ("tfidf", "shortest", "random")
 # Table 10 of the paper: encoder-side clause templates by what the concept has; {a} is the mention (s_a), {c} c_e
@@ -159,16 +159,7 @@ def run_generative_training(*, names_dir: str, output: str, retriever_model: str
             finetune = replace(finetune, max_minutes=max(0.0, finetune.max_minutes - stages["pretrain"]["seconds"] / 60))
     dev = []
     if finetune is not None and train_datasets:
-        alias = {i: ids[0] for ids in names.concept_ids for i in ids}
-        mentions, unusable = [], 0
-        for dataset in train_datasets:
-            found, bad = training_mentions(dataset, train_split, alias)
-            mentions, unusable = mentions + found, unusable + bad
-        where = ", ".join(f"{d}/processed_{train_split}" for d in train_datasets)
-        if not mentions:
-            raise ValueError(f"generative fine-tuning: no usable training mention in {where}: {unusable:,} queries, none "
-                             f"with an id of the KB {names_dir} (check --names and the ids' vocabulary)")
-        mentions = [(names.normalizer(text), ids) for text, ids in mentions]
+        mentions, unusable, where = dataset_mentions(names, names_dir, train_datasets, train_split, "generative fine-tuning")
         targets = choose_targets(mentions, by_concept, target, finetune.seed)
         examples = [GenerativeExample(m, t) for (m, _), t in zip(mentions, targets)]
         data.update({"train_datasets": train_datasets, "train_split": train_split, "train_mentions": len(examples),

@@ -75,6 +75,23 @@ def training_mentions(dataset: str | Path, split: str, alias: dict[str, str]) ->
     return out, unusable
 
 
+def dataset_mentions(names: NameSet, names_dir: str, datasets: list[str], split: str,
+                     stage: str) -> tuple[list[tuple[str, list[str]]], int, str]:
+    """(normalized (sub-mention, [concept ids]) of every dataset's processed_SPLIT, how many queries could not be
+    used, where they came from); data that yields no mention is refused with a line naming `stage`, the inputs and
+    why. Mentions are normalized as the names are (and as queries are at link time: Linker.link)."""
+    alias = {i: ids[0] for ids in names.concept_ids for i in ids}
+    mentions, unusable = [], 0
+    for dataset in datasets:
+        found, bad = training_mentions(dataset, split, alias)
+        mentions, unusable = mentions + found, unusable + bad
+    where = ", ".join(f"{d}/processed_{split}" for d in datasets)
+    if not mentions:
+        raise ValueError(f"{stage}: no usable training mention in {where}: {unusable:,} queries, none with an id of the KB "
+                         f"{names_dir} (check --names and the ids' vocabulary) and parts matching its ids")
+    return [(names.normalizer(text), ids) for text, ids in mentions], unusable, where
+
+
 def dev_queries(dataset: str | Path) -> list:
     """The dataset's processed_dev queries that have a concept ([] without a dev split): what model selection scores."""
     folder = Path(dataset) / "processed_dev"
@@ -120,7 +137,6 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
     """`hard_negatives` > 0: fine-tuning batches hold each mention's nearest wrong concepts (hard_negatives.py)."""
     out, workdir = Path(output), Path(output) / "_train"
     names = NameSet.from_names_table(names_dir)
-    alias = {i: ids[0] for ids in names.concept_ids for i in ids}
     by_concept: dict[str, list[str]] = {}
     for name, ids in zip(names.names, names.concept_ids):
         by_concept.setdefault(ids[0], []).append(name)
@@ -140,18 +156,9 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
         data["align_skipped"] = "no concept with two distinct names"
     finetune_pairs, batcher = [], None
     if train_datasets and finetune is not None:
-        mentions, unusable = [], 0
-        for dataset in train_datasets:
-            found, bad = training_mentions(dataset, train_split, alias)
-            mentions, unusable = mentions + found, unusable + bad
-        # the names are normalized; so are queries at link time (Linker.link)
-        mentions = [(names.normalizer(text), ids) for text, ids in mentions]
+        mentions, unusable, where = dataset_mentions(names, names_dir, train_datasets, train_split, "fine-tuning")
         data.update({"train_datasets": train_datasets, "train_split": train_split, "train_mentions": len(mentions),
                      "train_queries_unusable": unusable, "hard_negatives_per_mention": hard_negatives})
-        where = ", ".join(f"{d}/processed_{train_split}" for d in train_datasets)
-        if not mentions:
-            raise ValueError(f"fine-tuning: no usable training mention in {where}: {unusable:,} queries, none with an id "
-                             f"of the KB {names_dir} (check --names and the ids' vocabulary) and parts matching its ids")
         finetune_pairs = mention_pairs(mentions, by_concept)
         if not finetune_pairs:
             raise ValueError(f"fine-tuning: the {len(mentions):,} training mentions of {where} are each the only name "

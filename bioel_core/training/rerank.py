@@ -26,7 +26,7 @@ from bioel_core.linking.rerank import DEFAULT_DEPTH, ConceptCandidate, ConceptNa
 from bioel_core.models import CrossEncoder, default_base_checkpoint, load_encoder
 from bioel_core.names import NameSet
 from bioel_core.training.loop import TrainConfig
-from bioel_core.training.recipe import dev_queries, finish_card, train_stage, training_mentions
+from bioel_core.training.recipe import dataset_mentions, dev_queries, finish_card, train_stage
 
 # gold + 7 of the retriever's wrong concepts: twice the negatives cost twice the CPU for ~0.2 dev points (measured)
 DEFAULT_EXAMPLE_SIZE = 8
@@ -172,17 +172,9 @@ def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, 
     out, workdir = Path(output), Path(output) / "_train"
     began = time.perf_counter()
     names = NameSet.from_names_table(names_dir)
-    alias = {i: ids[0] for ids in names.concept_ids for i in ids}
-    mentions, unusable = [], 0
-    for dataset in train_datasets:
-        found, bad = training_mentions(dataset, train_split, alias)
-        mentions, unusable = mentions + found, unusable + bad
-    where = ", ".join(f"{d}/processed_{train_split}" for d in train_datasets)
-    if not mentions:
-        raise ValueError(f"cross-encoder: no usable training mention in {where}: {unusable:,} queries, none with an id of the "
-                         f"KB {names_dir} (check --names and the ids' vocabulary)")
+    mentions, unusable, where = dataset_mentions(names, names_dir, train_datasets, train_split, "cross-encoder")
     retriever = DenseLinker.build(names, retriever_model, device=device)
-    examples, counts = rerank_examples(retriever, names, [(names.normalizer(t), ids) for t, ids in mentions], example_size)
+    examples, counts = rerank_examples(retriever, names, mentions, example_size)
     if not examples:
         raise ValueError(f"cross-encoder: none of the {counts['distinct_mentions']:,} distinct training mentions of {where} "
                          f"leaves the retriever anything to reorder ({counts}): nothing to train a reranker on")
