@@ -6,8 +6,8 @@ Two ways in:
   names as candidates (k <= beams), exact names first as in every linker. The tree is built once per KB and
   model and saved with the linker (`prefix_tree.npz`, integer arrays).
 - `GenerativeReranker` (a `Reranker` for linking.rerank): the tree restricted per mention to the names of a
-  retriever's top concepts, searched exhaustively: every name of those concepts is scored by the model (the
-  score a beam search over exactly those names ranks by), a concept by its best name, so the generator reorders
+  retriever's top concepts, searched exhaustively: each of those concepts' names (its first MAX_NAMES_PER_CONCEPT,
+  the retriever's best-matching one first) is scored by the model, a concept by its best name, so the generator reorders
   the retriever's candidates and never brings in another concept (GENRE's and the paper's reranking mode).
 """
 
@@ -27,8 +27,9 @@ from bioel_core.names import NameSet
 
 TREE_FILE = "prefix_tree.npz"
 DEFAULT_BEAMS = 5
-# names of one concept a reranker scores (its best-matching name first): bounds the cost of concepts with very many
-MAX_NAMES_PER_CONCEPT = 32
+# names of one concept a reranker scores (the retriever's best-matching name first, then the KB's order): each name
+# costs a vocabulary-wide softmax per token, and concepts with dozens of names would dominate the cost
+MAX_NAMES_PER_CONCEPT = 8
 
 
 def open_generative(folder: str | Path, device: str = "cpu"):
