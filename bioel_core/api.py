@@ -22,13 +22,15 @@ class Annotator:
     def from_folders(cls, indexes: Mapping[str, str | Path], model: str | Path | Mapping[str, str | Path] | None = None, *,
                      stop_lists: Mapping[str, str | Path] | None = None, nil_thresholds: Mapping[str, float] | None = None,
                      mentions: str = "detect", detector: str = "dictionary", reranker: str | Path | None = None,
+                     generative: str | Path | None = None,
                      device: str = "cpu") -> Annotator:
         """`indexes`: entity type -> `bioel build-index` folder (type '' takes mentions of any type); `model`: the
         model folder the indexes were built with (default: the shipped disease model), or entity type -> the
         model folder its index was built with (type '' for the others); `stop_lists`: entity type
         -> detector stop-list JSON (`bioel_core.models.shipped_path("stoplists/disease-medic.json")`);
         `nil_thresholds`: entity type -> score below which a mention is NIL; `mentions`: "detect" them in the
-        text, or "given" (the documents' own mentions); `reranker`: a cross-encoder folder that reorders each
+        text, or "given" (the documents' own mentions); `generative`: a generative model folder that links each
+        mention by writing one of its type's names; `reranker`: a cross-encoder or generative folder that reorders each
         mention's best concepts; the other arguments are `bioel link`'s flags."""
         if mentions not in ("detect", "given"):
             raise ValueError(f"mentions must be 'detect' or 'given', got {mentions!r}")
@@ -40,6 +42,7 @@ class Annotator:
         spec = AnnotatorSpec(model=models.pop("", None), type_models=tuple(models.items()), indexes=pairs(indexes), detect=mentions == "detect",
                              stop_lists=pairs(stop_lists), device=device, detector=detector,
                              reranker=str(reranker) if reranker else None,
+                             generative=str(generative) if generative else None,
                              nil_thresholds=tuple((t, float(v)) for t, v in (nil_thresholds or {}).items()))
         spec.versions()  # the model is the one every index was built with, before anything is loaded
         return cls(spec.open())

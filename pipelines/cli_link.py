@@ -32,7 +32,7 @@ def _annotator_spec(args, detect: bool, thresholds: tuple = ()):
     models = dict(typed(args.model))
     return AnnotatorSpec(model=models.pop("", None), type_models=tuple(models.items()), indexes=typed(args.index), detect=detect, stop_lists=typed(args.stop_list),
                          nil_thresholds=thresholds, device=args.device, detector=args.detector, reranker=args.reranker,
-                         rerank_depth=args.rerank_depth)
+                         rerank_depth=args.rerank_depth, generative=args.generative)
 
 
 def _add_annotator_flags(parser) -> None:
@@ -50,7 +50,11 @@ def _add_annotator_flags(parser) -> None:
                              "--model (`bioel train --encoder collective`), which finds and links every mention of a "
                              "document in one pass; or both (longest span first: the dictionaries' spans linked by their "
                              "text, the model's by their vectors)")
-    parser.add_argument("--reranker", help="a cross-encoder (`bioel train --encoder cross-encoder`) that reorders each "
+    parser.add_argument("--generative", help="a generative model (`bioel train --encoder generative`) that links each "
+                                             "mention by writing one of its type's names (constrained to a prefix tree "
+                                             "of the index's names) instead of the index's nearest names; slow on CPU")
+    parser.add_argument("--reranker", help="a cross-encoder or a generative model (`bioel train --encoder cross-encoder|"
+                                           "generative`) that reorders each "
                                            "mention's best concepts: slower, more accurate (benchmarks/RESULTS.md)")
     parser.add_argument("--rerank-depth", type=positive_int, default=DEFAULT_RERANK_DEPTH,
                         help="with --reranker: how many of the index's best concepts it reorders (default 16)")

@@ -563,7 +563,7 @@ def test_each_entity_type_links_with_its_own_model(chain, corpus, tmp_path, caps
     assert code == 0 and table(tmp_path / "cli", "annotations") == both
 
 
-def test_a_generative_reranker_links_reproducibly_among_the_index_top_concepts(chain, corpus, tmp_path):
+def test_a_generative_model_links_reproducibly_as_reranker_and_alone(chain, corpus, tmp_path):
     from bioel_core.linking.generative import GenerativeReranker
     from bioel_core.models import GenerativeModel
     from test_generative import GENERATIVE_VOCAB
@@ -584,3 +584,17 @@ def test_a_generative_reranker_links_reproducibly_among_the_index_top_concepts(c
     assert table(tmp_path / "again", "annotations") == rows
     with pytest.raises(ValueError, match="has no \\[unused0\\] and \\[unused1\\] tokens"):
         GenerativeModel(make_tiny_bert(tmp_path / "plain-bert"))
+    # whole-tree generative linking: every concept is one of the written names', the same whatever the batching
+    spec_gen = AnnotatorSpec(model=model, indexes=(("", index),), generative=generative, detect=False)
+    assert spec_gen.settings_sha256() != reranked.settings_sha256()
+    link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "gen-out"), spec_gen, pipeline_options([]))
+    written = table(tmp_path / "gen-out", "annotations")
+    names = spec_gen.open().targets[""].linker.names
+    assert written and all(r["matched_name"] in names.names for r in written if not r["nil"])
+    link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "gen-again"), spec_gen, pipeline_options([]),
+                    batch_size=2)
+    assert table(tmp_path / "gen-again", "annotations") == written
+    with pytest.raises(ValueError, match="choose one"):
+        AnnotatorSpec(model=model, indexes=(("Disease", index),), generative=generative, reranker=generative)
+    with pytest.raises(ValueError, match="a transformer model; generative linking needs a generative model"):
+        AnnotatorSpec(model=model, indexes=(("Disease", index),), generative=model)

@@ -233,6 +233,9 @@ class AnnotatorSpec:
     reranker: str | None = None  # a cross-encoder or generative model folder that reorders each mention's top `rerank_depth` concepts
     rerank_depth: int = DEFAULT_RERANK_DEPTH
     type_models: tuple[tuple[str, str], ...] = ()
+    # a generative model folder that links each mention by writing one of its type's names (whole-tree constrained
+    # decoding) instead of the index's nearest names; the index still gives the names and the model's fingerprint
+    generative: str | None = None
 
     def __post_init__(self):
         if self.detector not in DETECTORS:
@@ -245,6 +248,12 @@ class AnnotatorSpec:
             check_reranker(self.reranker)
         if self.rerank_depth < 1:
             raise ValueError(f"--rerank-depth must be at least 1, got {self.rerank_depth}")
+        if self.generative is not None:
+            from bioel_core.linking.generative import check_generative
+
+            if self.reranker is not None:
+                raise ValueError("--generative links by writing names; --reranker reorders the index's candidates: choose one")
+            check_generative(self.generative)
         known = {t for t, _ in self.indexes}
         for flag, pairs in (("--stop-list", self.stop_lists), ("--nil-threshold", self.nil_thresholds),
                             ("--model", self.type_models)):
@@ -307,6 +316,9 @@ class AnnotatorSpec:
         if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.type_models:
             raise ValueError("--model TYPE=DIR gives an entity type a name model of its own, but the collective model's "
                              "one pass links every type by its own vectors: use one --model (the collective one)")
+        if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.generative:
+            raise ValueError("--generative links mentions by their text; the collective model's one pass links them by "
+                             "its vectors: use one or the other")
         return model
 
     def settings_sha256(self) -> str:
@@ -319,13 +331,16 @@ class AnnotatorSpec:
                    "stop_lists": sorted((t, file_sha(p)) for t, p in self.stop_lists),
                    "nil_thresholds": sorted((t, float(v)) for t, v in self.nil_thresholds),
                    "indexes": sorted((t, file_sha(f"{d.rstrip('/')}/manifest.json")) for t, d in self.indexes)}
-        if self.reranker:  # its weights and config decide the concepts as much as the model's do
-            payload["reranker"] = {"depth": self.rerank_depth, "files": sorted(
-                (p.name, file_sha(str(p))) for p in Path(self.reranker).iterdir() if p.suffix in (".json", ".safetensors"))}
+        # a reranker's or generative model's weights and config decide the concepts as much as the model's do
+        if self.reranker:
+            payload["reranker"] = {"depth": self.rerank_depth, "files": _model_files(self.reranker)}
+        if self.generative:
+            payload["generative"] = _model_files(self.generative)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     def open(self) -> DocumentAnnotator:
         from bioel_core.linking.dense import DenseLinker
+        from bioel_core.linking.generative import GenerativeLinker, open_generative
         from bioel_core.linking.rerank import RerankLinker, open_reranker
         from bioel_core.names import NameSet
         from bioel_core.text.detect import DictionaryDetector, StopList
@@ -333,6 +348,7 @@ class AnnotatorSpec:
         encoders = self._open_models()
         encoder = encoders[self.model] if self.model in encoders else None
         reranker = open_reranker(self.reranker, self.device, reproducible=True) if self.reranker else None
+        generative = open_generative(self.generative, self.device) if self.generative else None
         # the document model finds the mentions (--detector model) or encodes the given ones in one pass
         one_pass = encoder is not None and _is_document_model(encoder) and (self.detector != "dictionary" or not self.detect)
         stop_lists, thresholds = dict(self.stop_lists), dict(self.nil_thresholds)
@@ -347,8 +363,11 @@ class AnnotatorSpec:
                                                                abbreviations=self.abbreviations)
             model = self.model_for(entity_type)
             fingerprints[entity_type] = encoders[model].fingerprint()
-            linker = DenseLinker.from_index(source["index"], names, encoders[model], model=model, batch_size=self.batch_size,
-                                            reproducible=True)  # annotations must not depend on how documents are batched
+            if generative is not None:  # the tree of the type's names, built in each worker (seconds)
+                linker = GenerativeLinker(names, generative, self.generative, batch_size=self.batch_size, reproducible=True)
+            else:  # annotations must not depend on how documents are batched
+                linker = DenseLinker.from_index(source["index"], names, encoders[model], model=model,
+                                                batch_size=self.batch_size, reproducible=True)
             if reranker is not None:
                 linker = RerankLinker(names, linker, reranker, self.reranker, self.rerank_depth)
             targets.append(EntityTarget(entity_type, linker, source["kb_version"], detector, thresholds.get(entity_type),
@@ -358,6 +377,13 @@ class AnnotatorSpec:
 
     def describe(self) -> dict:
         return asdict(self)
+
+
+def _model_files(folder: str) -> list[tuple[str, str]]:
+    """(name, sha256) of a model folder's config and weights files."""
+    from bioel_core.index.sharded import file_sha256
+
+    return sorted((p.name, file_sha256(str(p))) for p in Path(folder).iterdir() if p.suffix in (".json", ".safetensors"))
 
 
 def _is_document_model(encoder) -> bool:

@@ -36,6 +36,12 @@ def open_generative(folder: str | Path, device: str = "cpu"):
     """A generative model folder, refused before loading when it is another kind of model."""
     from bioel_core.models import load_encoder
 
+    check_generative(folder)
+    return load_encoder(folder, device)
+
+
+def check_generative(folder: str | Path) -> None:
+    """Refuses, before anything is loaded, a folder that is not a generative model."""
     try:
         found = read_config(folder).get("encoder_type")
     except FileNotFoundError:
@@ -43,7 +49,6 @@ def open_generative(folder: str | Path, device: str = "cpu"):
     if found != "generative":
         raise ValueError(f"{folder}: a {found} model; generative linking needs a generative model "
                          f"(`bioel train --encoder generative`)")
-    return load_encoder(folder, device)
 
 
 class GenerativeLinker(Linker):
