@@ -20,10 +20,10 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["bioel", "bioel_core", "bioel_core.*", "pipelines", "pipelines.*", "schemas", "schemas.*"])
     + [SHIPPED_MODELS],
-    # the checkout's models/ folder ships as the `bioel_models` package's data: the default model and the
-    # stop-lists (bioel_core.models.shipped_path finds them), not the large collective model nor checkpoints
+    # the checkout's models/ folder ships as the `bioel_models` package's data: the default (disease) and chemical
+    # models and the stop-lists (bioel_core.models.shipped_path finds them), not the large models nor checkpoints
     package_dir={SHIPPED_MODELS: "models"},
-    package_data={"schemas": ["*.md"], SHIPPED_MODELS: ["README.md", "disease-default/*", "stoplists/*"]},
+    package_data={"schemas": ["*.md"], SHIPPED_MODELS: ["README.md", "disease-default/*", "chemical-default/*", "stoplists/*"]},
     install_requires=[
         "apache-beam[dataframe]>=2.77,<3",
         "pyarrow>=25",

@@ -56,13 +56,15 @@ def installed(tmp_path_factory):
     return wheel, venv
 
 
-def test_the_wheel_carries_the_default_model_and_stop_lists_only(installed):
+def test_the_wheel_carries_the_small_models_and_stop_lists_only(installed):
     wheel, _ = installed
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {n for n in names if n.startswith("bioel_models/")}
     assert {"bioel_models/disease-default/model.safetensors", "bioel_models/disease-default/bioel_encoder.json",
-            "bioel_models/stoplists/disease-medic.json", "bioel_models/stoplists/chemical-mesh.json"} <= shipped
-    assert not [n for n in shipped if "bc5cdr-collective" in n or ".checkpoint" in n or "disease-ensemble" in n]
+            "bioel_models/chemical-default/model.safetensors", "bioel_models/stoplists/disease-medic.json",
+            "bioel_models/stoplists/chemical-mesh.json"} <= shipped
+    assert not [n for n in shipped if any(big in n for big in ("bc5cdr-collective", ".checkpoint", "disease-ensemble",
+                                                                 "disease-reranker"))]
     assert "bioel/__main__.py" in names
 
 
