@@ -45,8 +45,14 @@ def split_data(data: Path, dataset: str, split: str, limit: int = 0) -> tuple[Na
     return names, queries[:limit] if limit else queries
 
 
-def scored(label: str, linker, queries: list, dataset: str, split: str, k: int) -> dict:
+def scored(label: str, linker, queries: list, dataset: str, split: str, k: int, record_in: str | None = None) -> dict:
+    """Scores one linker; `record_in`: the model folder whose card gets them (as `bioel evaluate --record-in-card`)."""
     scores, _ = evaluate(linker, queries, k)
+    if record_in:
+        from bioel_core.models.cards import record_scores
+
+        record_scores(record_in, {"dataset": dataset, "split": split, "linker": linker.kind,
+                                  "linker_options": linker.options(), **scores})
     row = {"stage": label, "dataset": dataset, "split": split, "n": scores["n"], "acc@1": scores["acc@1"],
            "acc@5": scores.get("acc@5"), "seconds": scores["seconds"], "mentions_per_s": scores["n"] / scores["seconds"]}
     print(f"{label:<32}{dataset:<16}{split:<5} n={row['n']:<6}acc@1={row['acc@1']:.2f} acc@5={row['acc@5']:.2f} "
@@ -61,11 +67,12 @@ def accuracy_rows(args, model, retriever) -> list[dict]:
             names, queries = split_data(args.data, dataset, split, args.limit)
             dense = DenseLinker(names, retriever, args.retriever)
             rows.append(scored("dense retriever", dense, queries, dataset, split, 5))
+            card = args.model if args.record_in_card else None
             rows.append(scored(f"generative, whole tree ({args.beams} beams)",
-                               GenerativeLinker(names, model, args.model, beams=args.beams), queries, dataset, split, 5))
+                               GenerativeLinker(names, model, args.model, beams=args.beams), queries, dataset, split, 5, card))
             rows.append(scored(f"dense + generative reranker ({args.depth})",
                                RerankLinker(names, dense, GenerativeReranker(model), args.model, args.depth),
-                               queries, dataset, split, 5))
+                               queries, dataset, split, 5, card))
     return rows
 
 
@@ -135,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ablation", nargs="+", metavar="NAME=DIR", help="other generative models scored on dev")
     parser.add_argument("--limit", type=int, default=0, help="score only the first N queries of each split (a quick look; "
                                                                "not for RESULTS.md)")
+    parser.add_argument("--record-in-card", action="store_true", help="add the generative rows' scores to the model's card")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
     args = parser.parse_args(argv)

@@ -113,7 +113,7 @@ def test_scores_are_recorded_in_an_ensemble_card(members):
     make_ensemble([(str(members / "rescnn"), 1.0, None), (str(members / "bert"), 1.0, "mean")], members / "ensemble")
     record_scores(members / "ensemble", {"dataset": "ncbi-disease", "split": "dev", "n": 787, "acc@1": 91.36, "acc@5": 95.17})
     assert json.loads((members / "ensemble" / "card.json").read_text())["scores"]["ncbi-disease/dev"]["acc@1"] == 91.36
-    assert "| ncbi-disease | dev | 787 | 91.36 | 95.17 |" in (members / "ensemble" / "MODEL_CARD.md").read_text()
+    assert "| ncbi-disease | dev | linker | 787 | 91.36 | 95.17 |" in (members / "ensemble" / "MODEL_CARD.md").read_text()
 
 
 def test_the_beam_encode_handler_runs_an_ensemble_folder(members):
