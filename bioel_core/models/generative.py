@@ -197,16 +197,20 @@ class GenerativeModel(torch.nn.Module):
                        batch_invariant: bool = False) -> list[list[tuple[int, float]]]:
         """Per mention, up to `beams` (tree node where a name ends, score) best first: beam search whose every step
         is restricted to the tokens that continue some name of `tree` after the forced prompt. Mentions are decoded
-        `batch_size` at a time (all their beams in one step of the decoder)."""
+        `batch_size` at a time (all their beams in one step of the decoder), mentions of similar prompt length
+        together: a batch runs as many steps as its longest prompt and name need."""
         module = float64_copy(self) if batch_invariant else self
         encoder_ids, prompts = self.encoder_ids(mentions), self.prompt_ids(mentions)
-        out: list[list[tuple[int, float]]] = []
+        order = sorted(range(len(mentions)), key=lambda i: (len(prompts[i]), len(encoder_ids[i])))
+        out: list[list[tuple[int, float]]] = [[] for _ in mentions]
         was_training = self.training
         self.eval()
         try:
-            for start in range(0, len(mentions), batch_size):
-                out.extend(self._beam_batch(module, encoder_ids[start:start + batch_size], prompts[start:start + batch_size],
-                                            tree, beams))
+            for start in range(0, len(order), batch_size):
+                rows = order[start:start + batch_size]
+                found = self._beam_batch(module, [encoder_ids[i] for i in rows], [prompts[i] for i in rows], tree, beams)
+                for i, names in zip(rows, found):
+                    out[i] = names
         finally:
             self.train(was_training)
         return out
