@@ -63,7 +63,7 @@ def test_the_wheel_carries_the_small_models_and_stop_lists_only(installed):
     assert {"bioel_models/disease-default/model.safetensors", "bioel_models/disease-default/bioel_encoder.json",
             "bioel_models/chemical-default/model.safetensors", "bioel_models/stoplists/disease-medic.json",
             "bioel_models/stoplists/chemical-mesh.json"} <= shipped
-    assert not [n for n in shipped if any(big in n for big in ("bc5cdr-collective", ".checkpoint", "disease-ensemble",
+    assert not [n for n in shipped if any(big in n for big in ("bc5cdr-collective", ".checkpoint", "disease-ensemble", "generative-disease",
                                                                  "disease-reranker"))]
     assert "bioel/__main__.py" in names
 
