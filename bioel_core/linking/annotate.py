@@ -345,8 +345,9 @@ class AnnotatorSpec:
         from bioel_core.names import NameSet
         from bioel_core.text.detect import DictionaryDetector, StopList
 
-        encoders = self._open_models()
-        encoder = encoders[self.model] if self.model in encoders else None
+        # whole-tree generative linking needs no name encoder (versions() has checked the indexes' models)
+        encoders = self._open_models() if self.generative is None else {}
+        encoder = encoders.get(self.model)
         reranker = open_reranker(self.reranker, self.device, reproducible=True) if self.reranker else None
         generative = open_generative(self.generative, self.device) if self.generative else None
         # the document model finds the mentions (--detector model) or encodes the given ones in one pass
@@ -361,11 +362,11 @@ class AnnotatorSpec:
                 detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type or UNTYPED,
                                                                stop_list=stop,
                                                                abbreviations=self.abbreviations)
-            model = self.model_for(entity_type)
-            fingerprints[entity_type] = encoders[model].fingerprint()
+            fingerprints[entity_type] = source["fingerprint"]  # the index's model: the dense linker checks it is this one
             if generative is not None:  # the tree of the type's names, built in each worker (seconds)
                 linker = GenerativeLinker(names, generative, self.generative, batch_size=self.batch_size, reproducible=True)
             else:  # annotations must not depend on how documents are batched
+                model = self.model_for(entity_type)
                 linker = DenseLinker.from_index(source["index"], names, encoders[model], model=model,
                                                 batch_size=self.batch_size, reproducible=True)
             if reranker is not None:

@@ -22,6 +22,7 @@ from bioel_core.corpora.records import Candidate
 from bioel_core.linking.base import Linker
 from bioel_core.linking.exact import NameIndex
 from bioel_core.linking.prefix_tree import PrefixTree
+from bioel_core.linking.rerank import ModelReranker
 from bioel_core.models.base import read_config
 from bioel_core.names import NameSet
 
@@ -103,32 +104,18 @@ class GenerativeLinker(Linker):
         return cls(names, model, options["model"], options["beams"], tree=PrefixTree.load(folder / TREE_FILE))
 
 
-class GenerativeReranker:
+class GenerativeReranker(ModelReranker):
     """Scores each retrieved concept by the model's best score of writing one of its names for the mention."""
 
-    def __init__(self, model, batch_size: int = 256, reproducible: bool = False):
-        self.model, self.batch_size, self.reproducible = model, batch_size, reproducible
+    batch_size = 256
 
     @classmethod
     def open(cls, folder: str | Path, device: str = "cpu", reproducible: bool = False) -> GenerativeReranker:
         return cls(open_generative(folder, device), reproducible=reproducible)
 
-    def fingerprint(self) -> str:
-        return self.model.fingerprint()
-
-    @property
-    def retriever_weight(self) -> float:
-        return self.model.retriever_weight
-
     def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence]) -> list[np.ndarray]:
         names = [[n for c in cands for n in c.names[:MAX_NAMES_PER_CONCEPT]] for cands in candidates]
         scored = self.model.score_names(list(queries), names, self.batch_size, batch_invariant=self.reproducible)
-        out = []
-        for cands, scores in zip(candidates, scored):
-            best, at = [], 0
-            for c in cands:
-                n = len(c.names[:MAX_NAMES_PER_CONCEPT])
-                best.append(scores[at:at + n].max())
-                at += n
-            out.append(np.array(best, dtype=np.float32))
-        return out
+        # a concept's score: the best of its names' (each concept has at least one name)
+        return [np.maximum.reduceat(scores, np.cumsum([0] + [len(c.names[:MAX_NAMES_PER_CONCEPT]) for c in cands])[:-1])
+                .astype(np.float32) for cands, scores in zip(candidates, scored)]

@@ -106,21 +106,17 @@ def open_reranker(folder: str | Path, device: str = "cpu", reproducible: bool = 
     return getattr(importlib.import_module(module), cls).open(folder, device, reproducible=reproducible)
 
 
-class CrossEncoderReranker:
-    """Scores each (query, concept) pair with a `CrossEncoder` (bioel_core.models.cross_encoder).
+class ModelReranker:
+    """A reranker that is a model folder: the model's fingerprint and retriever weight are the reranker's.
 
-    `reproducible`: a pair's score does not depend on the pairs scored with it (batch-invariant float64 scoring),
-    so bulk linking writes the same bytes whatever its batching or worker count; slower."""
+    `reproducible`: a score does not depend on the others scored with it (batch-invariant float64 scoring), so bulk
+    linking writes the same bytes whatever its batching or worker count; slower."""
 
-    def __init__(self, model, batch_size: int = 128, reproducible: bool = False):
-        self.model, self.batch_size, self.reproducible = model, batch_size, reproducible
+    batch_size = 128
 
-    @classmethod
-    def open(cls, folder: str | Path, device: str = "cpu", reproducible: bool = False) -> CrossEncoderReranker:
-        from bioel_core.models import load_encoder
-
-        check_reranker(folder)
-        return cls(load_encoder(folder, device), reproducible=reproducible)
+    def __init__(self, model, batch_size: int | None = None, reproducible: bool = False):
+        self.model, self.reproducible = model, reproducible
+        self.batch_size = batch_size or self.batch_size
 
     def fingerprint(self) -> str:
         return self.model.fingerprint()
@@ -129,14 +125,21 @@ class CrossEncoderReranker:
     def retriever_weight(self) -> float:
         return self.model.retriever_weight
 
+
+class CrossEncoderReranker(ModelReranker):
+    """Scores each (query, concept) pair with a `CrossEncoder` (bioel_core.models.cross_encoder)."""
+
+    @classmethod
+    def open(cls, folder: str | Path, device: str = "cpu", reproducible: bool = False) -> CrossEncoderReranker:
+        from bioel_core.models import load_encoder
+
+        check_reranker(folder)
+        return cls(load_encoder(folder, device), reproducible=reproducible)
+
     def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[ConceptCandidate]]) -> list[np.ndarray]:
         pairs = [(q, concept_text(c)) for q, cands in zip(queries, candidates) for c in cands]
         flat = self.model.score(pairs, self.batch_size, self.reproducible) if pairs else np.empty(0, dtype=np.float32)
-        out, at = [], 0
-        for cands in candidates:
-            out.append(flat[at:at + len(cands)])
-            at += len(cands)
-        return out
+        return np.split(flat, np.cumsum([len(cands) for cands in candidates])[:-1]) if len(candidates) else []
 
 
 def reranked(candidates: Sequence[ConceptCandidate], scores: np.ndarray) -> list[tuple[ConceptCandidate, float]]:

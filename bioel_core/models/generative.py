@@ -185,11 +185,7 @@ class GenerativeModel(torch.nn.Module):
                 flat[start:start + len(chunk)] = (total / count ** self.length_penalty).float().cpu().numpy()
         finally:
             self.train(was_training)
-        out, at = [], 0
-        for names in candidates:
-            out.append(flat[at:at + len(names)])
-            at += len(names)
-        return out
+        return np.split(flat, np.cumsum([len(names) for names in candidates])[:-1]) if len(candidates) else []
 
     # ---- constrained beam search -----------------------------------------------------------------
     @torch.inference_mode()
