@@ -44,6 +44,9 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--train-corpus", nargs="+", help="collective: gold PubTator documents to train on")
     tr.add_argument("--dev-corpus", nargs="+", help="collective: gold PubTator documents to choose the epoch and decoding on")
     tr.add_argument("--name-model", help="collective: the frozen name encoder (default: the shipped disease model)")
+    tr.add_argument("--document-layers", type=int, help="collective: keep only the first N transformer layers of the "
+                                                        "document encoder (a faster model; with --init a trained collective "
+                                                        "model, its first N layers and heads are the start)")
     tr.add_argument("--mention-pooling", choices=["endpoints", "mean"], default="endpoints",
                     help="collective: mention vectors from W[h_start; h_end] (default) or the mean of the span's tokens")
     tr.add_argument("--epochs", type=int, default=8, help="collective: epochs (the best on dev is kept)")
@@ -185,7 +188,8 @@ def cmd_train_collective(args) -> int:
     card = run_collective_training(train_corpus=args.train_corpus, dev_corpus=args.dev_corpus, names=names,
                                    output=args.output, name_model=args.name_model, init=args.init, config=config,
                                    device=resolve_device(args.device), mention_pooling=args.mention_pooling,
-                                   save_dtype=args.save_dtype, command=["bioel", *sys.argv[1:]])
+                                   save_dtype=args.save_dtype, command=["bioel", *sys.argv[1:]],
+                                   document_layers=args.document_layers)
     dev = card["collective"]["dev"]
     progress.count(epochs=len(card["collective"]["epochs"]))
     print(f"trained collective -> {args.output} in {card['training_seconds'] / 60:.1f} min; dev strict F1 "

@@ -1,8 +1,10 @@
 """The collective document model: windows, spans and offsets, the losses on hand-computed cases, save/load, a tiny
 training run, and `bioel link` with the model as detector (and for given mentions) on the committed sample."""
 
+import json
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import CollectiveEncoder, TransformerEncoder, open_model
 from bioel_core.models.collective import owner_window, windows, word_spans
 from bioel_core.training.collective import (CollectiveTrainConfig, NameSpace, bio_targets, document_loss,
-                                            gold_piece_spans, link_loss, span_loss)
+                                            gold_piece_spans, link_loss, span_loss, warm_start_heads)
 from conftest import SAMPLE_DATA, table_bytes
 from pipelines import build_index, embed_names, ingest_kb, link_corpus
 from pipelines.options import pipeline_options
@@ -106,6 +108,31 @@ def test_save_then_load_gives_identical_outputs(bases, tmp_path):
         assert torch.equal(model.span_logits(a), again.span_logits(b))
         assert torch.equal(model.mention_vectors(a, a.spans[:5]), again.mention_vectors(b, b.spans[:5]))
     assert np.array_equal(model.encode(["heart attack"]), again.encode(["heart attack"]))
+
+
+def test_a_smaller_model_starts_from_a_trained_ones_first_layers_and_heads(bases, tmp_path):
+    teacher = tiny(bases, window=24, overlap=8)
+    with torch.no_grad():
+        for p in teacher.heads().values():
+            p.add_(0.25)
+    folder = teacher.save(tmp_path / "teacher")
+    student = CollectiveEncoder(folder / "document", open_model(str(folder / "names")), teacher.entity_types,
+                                window=24, overlap=8, document_layers=1)
+    warm_start_heads(student, teacher)
+    assert len(student.document.encoder.layer) == 1 and student.document.config.num_hidden_layers == 1
+    for name, tensor in student.heads().items():
+        assert torch.equal(tensor, teacher.heads()[name]), name
+    first = {k: v for k, v in teacher.document.state_dict().items() if ".layer.1." not in k}
+    assert set(student.document.state_dict()) == set(first)
+    assert all(torch.equal(v, first[k]) for k, v in student.document.state_dict().items())
+    again = CollectiveEncoder.load(student.save(tmp_path / "student"))  # the folder keeps one layer
+    assert again.document.config.num_hidden_layers == 1 and again.fingerprint() == student.fingerprint()
+    with pytest.raises(ValueError, match="has 2 layers; cannot keep 3"):
+        CollectiveEncoder(folder / "document", open_model(str(folder / "names")), ["Disease"], document_layers=3)
+    other = CollectiveEncoder(folder / "document", open_model(str(folder / "names")), ["Disease"], document_layers=1)
+    before = {k: v.clone() for k, v in other.heads().items()}
+    warm_start_heads(other, teacher)  # other entity types: the heads mean something else, not copied
+    assert all(torch.equal(v, before[k]) for k, v in other.heads().items())
 
 
 def tiny_corpus() -> list[Document]:
@@ -202,6 +229,22 @@ def test_both_detectors_keep_the_longest_span_and_link_each_as_its_own_detector_
                [(r["start"], r["end"], r["concept_id"], r["score"]) for r in expected]
         from_dictionary += sum(r in dictionary for r in expected)
     assert 0 < from_dictionary < sum(len(b) for b in runs["both"])  # both detectors contribute
+
+
+def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_chain, tmp_path):
+    from pipelines import cli
+
+    teacher, index, corpus, _ = collective_chain
+    kb = str(Path(index).parent / "kb")
+    out = tmp_path / "small"
+    assert cli.main(["train", "--encoder", "collective", "--train-corpus", str(corpus), "--dev-corpus", str(corpus),
+                     "--names", f"Disease={kb}", f"Chemical={kb}", "--init", teacher, "--document-layers", "1",
+                     "--epochs", "1", "--save-dtype", "float32", "--output", str(out), "--no-progress"]) == 0
+    model = CollectiveEncoder.load(out)
+    assert model.document.config.num_hidden_layers == 1
+    assert model.names.fingerprint() == CollectiveEncoder.load(teacher).names.fingerprint()  # the teacher's name space
+    card = json.loads((out / "card.json").read_text())
+    assert card["init"] == teacher and card["document_layers"] == 1 and card["collective"]["best_epoch"] == 1
 
 
 def test_given_mentions_are_linked_in_one_pass_per_document(collective_chain, tmp_path):

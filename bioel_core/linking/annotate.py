@@ -153,12 +153,16 @@ class DocumentAnnotator:
 
     def _one_pass(self, documents: Sequence[Document]) -> tuple[list[list[Mention]], dict]:
         """Each document encoded once by the document model: its mentions (detected, or the given ones) and their
-        vectors, each searched in its entity type's index. With dictionaries too (`--detector both`), their spans
-        join the model's, longest first, and are linked by their text. Per document, so results never depend on
-        the batch."""
+        vectors. With dictionaries too (`--detector both`), their spans join the model's, longest first, and are
+        linked by their text. Encoding is per document, so vectors never depend on the batch; the searches are then
+        made once per entity type for the whole batch (one scan of each index instead of one per document; the
+        linkers' scores are exact, so their results do not depend on the batch either)."""
+        import numpy as np
         import torch
 
         model, found, best = self.document_model, [], {}
+        by_vector: dict[str, list[tuple[tuple[int, int], np.ndarray, str]]] = {t: [] for t in self.targets}
+        by_text: dict[str, list[tuple[tuple[int, int], str]]] = {t: [] for t in self.targets}
         with torch.no_grad():
             for i, document in enumerate(documents):
                 text = document.text
@@ -170,28 +174,32 @@ class DocumentAnnotator:
                     piece_span = {id(m): s.piece_span for m, s in zip(detected, spans)}
                     dictionary = [m for t in self.targets.values() if t.detector for m in t.detector.detect(document)]
                     mentions = _without_overlaps(dictionary + detected)
-                    pieces = [piece_span.get(id(m)) for m in mentions]
-                    by_text = [j for j, p in enumerate(pieces) if p is None]  # the dictionary's spans
+                    pieces = [piece_span.get(id(m)) for m in mentions]  # None: the dictionary's spans, linked by text
                 else:
                     mentions = [m for m in document.mentions if self.target_of(m) is not None]
                     pieces = [model.covering_span(encoded, m.start, m.end) for m in mentions]
-                    by_text = []
                     for j in (j for j, p in enumerate(pieces) if p is None):  # covers no word piece: nothing to encode
                         best[(i, j)] = None
                 found.append(mentions)
-                by_vector = [j for j, p in enumerate(pieces) if p is not None]
-                if by_vector:
-                    vectors = model.query_vectors(encoded, text, [pieces[j] for j in by_vector], model.decoding["link_with"])
-                for target in self.targets.values():
-                    mine = [k for k, j in enumerate(by_vector) if self.target_of(mentions[j]) is target]
-                    if mine:
-                        texts = [mentions[by_vector[k]].link_text or mentions[by_vector[k]].text for k in mine]
-                        for k, candidates in zip(mine, target.linker.search_vectors(vectors[mine], 1, texts=texts)):
-                            best[(i, by_vector[k])] = candidates[0] if candidates else None
-                    mine = [j for j in by_text if self.target_of(mentions[j]) is target]
-                    texts = [mentions[j].link_text or mentions[j].text for j in mine]
-                    for j, candidates in zip(mine, target.linker.link(texts, k=1, batch_size=self.batch_size) if mine else ()):
-                        best[(i, j)] = candidates[0] if candidates else None
+                encodable = [j for j, p in enumerate(pieces) if p is not None]
+                if encodable:
+                    vectors = model.query_vectors(encoded, text, [pieces[j] for j in encodable], model.decoding["link_with"])
+                    for j, vector in zip(encodable, vectors):
+                        m = mentions[j]
+                        by_vector[self.target_of(m).entity_type].append(((i, j), vector, m.link_text or m.text))
+                if self.detect:
+                    for j in (j for j, p in enumerate(pieces) if p is None):
+                        m = mentions[j]
+                        by_text[self.target_of(m).entity_type].append(((i, j), m.link_text or m.text))
+        for entity_type, target in self.targets.items():
+            if by_vector[entity_type]:
+                keys, vectors, texts = zip(*by_vector[entity_type])
+                for key, candidates in zip(keys, target.linker.search_vectors(np.stack(vectors), 1, texts=list(texts))):
+                    best[key] = candidates[0] if candidates else None
+            if by_text[entity_type]:
+                keys, texts = zip(*by_text[entity_type])
+                for key, candidates in zip(keys, target.linker.link(list(texts), k=1, batch_size=self.batch_size)):
+                    best[key] = candidates[0] if candidates else None
         return found, best
 
     def _rows(self, document: Document, mentions: list[Mention], best: dict, i: int) -> list[dict]:

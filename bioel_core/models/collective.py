@@ -73,6 +73,19 @@ def word_spans(pieces: Sequence[Piece], max_span: int) -> np.ndarray:
     return np.array(out, dtype=np.int64).reshape(-1, 2)
 
 
+def keep_first_layers(document: torch.nn.Module, layers: int) -> None:
+    """Cut a BERT-like document encoder to its first `layers` transformer layers (in place; the config follows,
+    so the saved folder loads back with that many). Dropping the top layers is the cheap way to a faster encoder
+    that keeps what the lower layers learned (Sajjad et al., "On the effect of dropping layers")."""
+    stack = getattr(getattr(document, "encoder", None), "layer", None)
+    if not isinstance(stack, torch.nn.ModuleList):
+        raise ValueError(f"cannot keep the first {layers} layers of a {type(document).__name__}: it has no encoder.layer list")
+    if not 1 <= layers <= len(stack):
+        raise ValueError(f"the document encoder has {len(stack)} layers; cannot keep {layers}")
+    document.encoder.layer = stack[:layers]
+    document.config.num_hidden_layers = layers
+
+
 def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
     """[start, end) piece ranges of at most `size` covering 0..n, consecutive ones sharing `overlap` pieces."""
     if n <= size:
@@ -101,7 +114,8 @@ class CollectiveEncoder(torch.nn.Module):
 
     def __init__(self, document_dir: str | Path, names, entity_types: Sequence[str], *, max_span: int = 10,
                  window: int | None = None, overlap: int = 128, mention_pooling: str = "endpoints", names_source: dict | None = None,
-                 decoding: dict | None = None):
+                 decoding: dict | None = None, document_layers: int | None = None):
+        """`document_layers`: keep only the document encoder's first N layers (a faster model to train from)."""
         super().__init__()
         if mention_pooling not in MENTION_POOLINGS:
             raise ValueError(f"mention_pooling must be one of {MENTION_POOLINGS}, got {mention_pooling!r}")
@@ -110,6 +124,8 @@ class CollectiveEncoder(torch.nn.Module):
         document_dir = require_safetensors(document_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(document_dir, local_files_only=True)
         self.document = AutoModel.from_pretrained(document_dir, local_files_only=True, use_safetensors=True, dtype=torch.float32)
+        if document_layers:
+            keep_first_layers(self.document, document_layers)
         window = window or min(512, self.document.config.max_position_embeddings)  # the model's positions, at most 512
         overlap = min(overlap, window // 4)
         if window > self.document.config.max_position_embeddings or window <= overlap + 2:

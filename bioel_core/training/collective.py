@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from bioel_core.corpora.records import Document
 from bioel_core.kb.vocab import plain_id
 from bioel_core.progress import bar as progress_bar
-from bioel_core.models.collective import CollectiveEncoder, Encoded
+from bioel_core.models.collective import DOCUMENT_DIR, NAMES_DIR, CollectiveEncoder, Encoded, is_collective
 from bioel_core.training.loop import load_optimizer_state, save_checkpoint
 
 log = logging.getLogger(__name__)
@@ -305,10 +305,26 @@ def tune_on_dev(model: CollectiveEncoder, dev_docs: list[Document], spaces: dict
     return {"thresholds": thresholds, "link_with": link_with, "dev": links[link_with], "dev_bio": bio, "tried": tried}
 
 
+def warm_start_heads(model: CollectiveEncoder, teacher: CollectiveEncoder) -> None:
+    """Copies a trained collective model's span, BIO and mention heads into `model` (which starts from its document
+    encoder, possibly cut to fewer layers). Only when they mean the same: the same entity types and pooling, and
+    mention vectors aimed at the same name space."""
+    same = (teacher.entity_types == model.entity_types and teacher.mention_pooling == model.mention_pooling
+            and teacher.names.fingerprint() == model.names.fingerprint())
+    if not same:
+        log.warning("the heads of the --init model are not copied: its entity types, mention pooling or name encoder differ")
+        return
+    for name in ("span_start", "span_end", "span_inside", "bio", "mention"):
+        getattr(model, name).load_state_dict(getattr(teacher, name).state_dict())
+
+
 def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], names: dict[str, str], output: str | Path,
                             name_model: str | None, init: str | None, config: CollectiveTrainConfig, device: str,
-                            mention_pooling: str = "endpoints", save_dtype: str = "float16", command: list[str]) -> dict:
-    """The whole `bioel train --encoder collective` job: build, train, tune decoding on dev, save, write the card."""
+                            mention_pooling: str = "endpoints", save_dtype: str = "float16", command: list[str],
+                            document_layers: int | None = None) -> dict:
+    """The whole `bioel train --encoder collective` job: build, train, tune decoding on dev, save, write the card.
+    `init`: an HF checkpoint, or a trained collective model folder (its document encoder, name encoder and heads are
+    the start; with `document_layers`, a smaller model learns from the larger one's first layers)."""
     import os
     import platform
 
@@ -320,15 +336,20 @@ def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], n
 
     began = time.monotonic()
     torch.manual_seed(config.seed)
+    teacher = Path(init) if init and is_collective(init) else None
+    if teacher and name_model is None:
+        name_model = str(teacher / NAMES_DIR)  # its mention head was trained into that name space
     name_encoder = open_model(name_model)
-    base = Path(init) if init else default_base_checkpoint()
+    base = teacher / DOCUMENT_DIR if teacher else Path(init) if init else default_base_checkpoint()
     train_docs = [d for path in train_corpus for d in read_pubtator(path)]
     dev_docs = [d for path in dev_corpus for d in read_pubtator(path)]
     if not train_docs or not dev_docs:
         raise ValueError(f"no documents: {len(train_docs)} in --train-corpus {train_corpus}, {len(dev_docs)} in --dev-corpus {dev_corpus}")
     types = sorted(names)
-    model = CollectiveEncoder(base, name_encoder, types, mention_pooling=mention_pooling,
+    model = CollectiveEncoder(base, name_encoder, types, mention_pooling=mention_pooling, document_layers=document_layers,
                               names_source={"path": str(model_folder(name_model))}).to(device)
+    if teacher:
+        warm_start_heads(model, CollectiveEncoder.load(teacher))
     log.info("encoding the names of %s with the frozen name encoder", ", ".join(types))
     spaces = {t: NameSpace.from_names_table(names[t], name_encoder) for t in types}
     record = train_collective(model, train_docs, dev_docs, spaces, config, output)
@@ -342,7 +363,7 @@ def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], n
         "model": Path(output).name, "bioel_version": bioel_core.__version__, "command": " ".join(command),
         # the fingerprint of the folder as saved (float16 weights load back as other floats than trained)
         "encoder": best.config(), "fingerprint": CollectiveEncoder.load(output).fingerprint(),
-        "init": str(checkpoint_reference(base)),
+        "init": str(teacher or checkpoint_reference(base)), "document_layers": best.document.config.num_hidden_layers,
         "save_dtype": save_dtype, "scores": {},
         "data": {"train_corpus": train_corpus, "dev_corpus": dev_corpus, "names": names,
                  "train_documents": len(train_docs), "dev_documents": len(dev_docs), "seed": config.seed},
