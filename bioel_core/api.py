@@ -21,7 +21,7 @@ class Annotator:
     @classmethod
     def from_folders(cls, indexes: Mapping[str, str | Path], model: str | Path | Mapping[str, str | Path] | None = None, *,
                      stop_lists: Mapping[str, str | Path] | None = None, nil_thresholds: Mapping[str, float] | None = None,
-                     mentions: str = "detect", detector: str = "dictionary", reranker: str | Path | None = None,
+                     mentions: str = "detect", detector: str | None = None, reranker: str | Path | None = None,
                      generative: str | Path | None = None,
                      device: str = "cpu") -> Annotator:
         """`indexes`: entity type -> `bioel build-index` folder (type '' takes mentions of any type); `model`: the
@@ -31,7 +31,8 @@ class Annotator:
         `nil_thresholds`: entity type -> score below which a mention is NIL; `mentions`: "detect" them in the
         text, or "given" (the documents' own mentions); `generative`: a generative model folder that links each
         mention by writing one of its type's names; `reranker`: a cross-encoder or generative folder that reorders each
-        mention's best concepts; the other arguments are `bioel link`'s flags."""
+        mention's best concepts; `detector`: as `bioel link --detector` (default: `both` with a collective model, else
+        `dictionary`); the other arguments are `bioel link`'s flags."""
         if mentions not in ("detect", "given"):
             raise ValueError(f"mentions must be 'detect' or 'given', got {mentions!r}")
 

@@ -45,11 +45,12 @@ def _add_annotator_flags(parser) -> None:
     parser.add_argument("--stop-list", nargs="+", metavar="[TYPE=]JSON",
                         help="detector stop-lists (models/stoplists/*.json), per entity type")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--detector", choices=DETECTORS, default="dictionary",
-                        help="with --mentions detect: the KB dictionaries (default); the span detector of a collective "
+    parser.add_argument("--detector", choices=DETECTORS,
+                        help="with --mentions detect: the KB dictionaries; the span detector of a collective "
                              "--model (`bioel train --encoder collective`), which finds and links every mention of a "
                              "document in one pass; or both (longest span first: the dictionaries' spans linked by their "
-                             "text, the model's by their vectors)")
+                             "text, the model's by their vectors). Default: both with a collective --model (the better "
+                             "on dev), else dictionary")
     parser.add_argument("--generative", help="a generative model (`bioel train --encoder generative`) that links each "
                                              "mention by writing one of its type's names (constrained to a prefix tree "
                                              "of the index's names) instead of the index's nearest names; slow on CPU")

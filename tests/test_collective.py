@@ -231,6 +231,15 @@ def test_both_detectors_keep_the_longest_span_and_link_each_as_its_own_detector_
     assert 0 < from_dictionary < sum(len(b) for b in runs["both"])  # both detectors contribute
 
 
+def test_the_default_detector_is_both_with_a_collective_model_and_the_dictionaries_otherwise(collective_chain):
+    model, index, _, _ = collective_chain
+    assert AnnotatorSpec(model=model, indexes=(("Disease", index),)).detector == "both"
+    assert AnnotatorSpec(model=None, indexes=(("Disease", index),)).detector == "dictionary"
+    # another model for a type: the collective model's one pass is refused, so the dictionaries are the default
+    assert AnnotatorSpec(model=model, indexes=(("Disease", index),), type_models=(("Disease", model),)).detector == "dictionary"
+    assert AnnotatorSpec(model=model, indexes=(("Disease", index),), detector="model").detector == "model"
+
+
 def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_chain, tmp_path):
     from pipelines import cli
 

@@ -237,7 +237,7 @@ class AnnotatorSpec:
     max_chars: int = MAX_DOCUMENT_CHARS
     batch_size: int = 256
     abbreviations: bool = True
-    detector: str = "dictionary"  # with detect: one of DETECTORS
+    detector: str | None = None  # with detect: one of DETECTORS; None: default_detector()
     reranker: str | None = None  # a cross-encoder or generative model folder that reorders each mention's top `rerank_depth` concepts
     rerank_depth: int = DEFAULT_RERANK_DEPTH
     type_models: tuple[tuple[str, str], ...] = ()
@@ -246,6 +246,8 @@ class AnnotatorSpec:
     generative: str | None = None
 
     def __post_init__(self):
+        if self.detector is None:
+            object.__setattr__(self, "detector", self.default_detector())
         if self.detector not in DETECTORS:
             raise ValueError(f"--detector must be one of {DETECTORS}, got {self.detector!r}")
         if not self.indexes:
@@ -268,6 +270,14 @@ class AnnotatorSpec:
             unknown = sorted({t for t, _ in pairs} - known)
             if unknown:
                 raise ValueError(f"{flag} names entity types {unknown} that have no --index (types: {sorted(known)})")
+
+    def default_detector(self) -> str:
+        """`both` for a collective model linking every type in its one pass (better than either detector alone on
+        BC5CDR dev: benchmarks/RESULTS.md), else the KB dictionaries."""
+        from bioel_core.models.collective import is_collective
+
+        one_model = not self.type_models and self.generative is None
+        return "both" if one_model and self.model and is_collective(self.model) else "dictionary"
 
     def _sources(self) -> dict[str, dict]:
         """Per entity type: index folder, names folder, model fingerprint and KB version, read from the
