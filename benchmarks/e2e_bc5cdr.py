@@ -2,6 +2,7 @@
 against the gold PubTator file (strict and partial micro P/R/F1, diseases to MEDIC, chemicals to MeSH tree D).
 
     .venv/bin/python benchmarks/e2e_bc5cdr.py [--model DIR] [--chemical-model DIR] [--collective DIR] [--work DIR] [--json OUT]
+        [--record-in-card]
 
 The KBs are built once with the `bioel` verbs (benchmarks/kbs.py). NIL thresholds are calibrated with
 `bioel calibrate-nil` on the BC5CDR development set, never on test. The test abstracts are linked by
@@ -120,6 +121,7 @@ def main() -> None:
     parser.add_argument("--collective", help="collective model folder (default: models/bc5cdr-collective when present)")
     parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with bulk_link.py) and runs")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--record-in-card", action="store_true", help="put the collective model's rows in its card")
     args = parser.parse_args()
     from bioel_core.models import model_folder
 
@@ -175,6 +177,10 @@ def main() -> None:
     for t, c in missing.items():
         print(f"gold {t} annotations with an id: {c['with_id']:,}; with no id in the {t} KB (unlinkable): "
               f"{c['unlinkable']:,} ({100 * c['unlinkable'] / max(1, c['with_id']):.1f}%)")
+    if args.record_in_card and collective:
+        from bioel_core.models.cards import record_e2e
+
+        record_e2e(collective, [r for r in rows if r["detector"] != "dictionary"])
     if args.json:
         Path(args.json).write_text(json.dumps({"model": model, "chemical_model": chemical, "collective": collective, "thresholds": thresholds_used,
                                                "unlinkable": missing, "runs": rows, "cpu_count": os.cpu_count(),

@@ -154,14 +154,14 @@ class DocumentAnnotator:
     def _one_pass(self, documents: Sequence[Document]) -> tuple[list[list[Mention]], dict]:
         """Each document encoded once by the document model: its mentions (detected, or the given ones) and their
         vectors. With dictionaries too (`--detector both`), their spans join the model's, longest first, and are
-        linked by their text. Encoding is per document, so vectors never depend on the batch; the searches are then
-        made once per entity type for the whole batch (one scan of each index instead of one per document; the
-        linkers' scores are exact, so their results do not depend on the batch either)."""
+        linked by their text. Encoding is per document, so vectors never depend on the batch; the name encoder (when
+        the model links with it too) then runs once for the batch, and the searches once per entity type (one scan
+        of each index instead of one per document): both are batch-invariant (float64 vectors, exact scores)."""
         import numpy as np
         import torch
 
         model, found, best = self.document_model, [], {}
-        by_vector: dict[str, list[tuple[tuple[int, int], np.ndarray, str]]] = {t: [] for t in self.targets}
+        encoded_keys, collective, span_texts = [], [], []  # the mentions linked by vector, over the whole batch
         by_text: dict[str, list[tuple[tuple[int, int], str]]] = {t: [] for t in self.targets}
         with torch.no_grad():
             for i, document in enumerate(documents):
@@ -183,18 +183,25 @@ class DocumentAnnotator:
                 found.append(mentions)
                 encodable = [j for j, p in enumerate(pieces) if p is not None]
                 if encodable:
-                    vectors = model.query_vectors(encoded, text, [pieces[j] for j in encodable], model.decoding["link_with"])
-                    for j, vector in zip(encodable, vectors):
-                        m = mentions[j]
-                        by_vector[self.target_of(m).entity_type].append(((i, j), vector, m.link_text or m.text))
+                    piece_spans = [pieces[j] for j in encodable]
+                    collective.append(model.collective_vectors(encoded, piece_spans))
+                    span_texts += model.span_texts(encoded, text, piece_spans)
+                    encoded_keys += [(i, j) for j in encodable]
                 if self.detect:
                     for j in (j for j, p in enumerate(pieces) if p is None):
                         m = mentions[j]
                         by_text[self.target_of(m).entity_type].append(((i, j), m.link_text or m.text))
+        by_vector: dict[str, list[int]] = {t: [] for t in self.targets}
+        if encoded_keys:  # the name encoder, when the model links with it too, once for the batch
+            vectors = model.linking_vectors(np.concatenate(collective), span_texts, model.decoding["link_with"])
+            for row, (i, j) in enumerate(encoded_keys):
+                by_vector[self.target_of(found[i][j]).entity_type].append(row)
         for entity_type, target in self.targets.items():
             if by_vector[entity_type]:
-                keys, vectors, texts = zip(*by_vector[entity_type])
-                for key, candidates in zip(keys, target.linker.search_vectors(np.stack(vectors), 1, texts=list(texts))):
+                rows = by_vector[entity_type]
+                keys = [encoded_keys[r] for r in rows]
+                texts = [found[i][j].link_text or found[i][j].text for i, j in keys]
+                for key, candidates in zip(keys, target.linker.search_vectors(vectors[rows], 1, texts=texts)):
                     best[key] = candidates[0] if candidates else None
             if by_text[entity_type]:
                 keys, texts = zip(*by_text[entity_type])
@@ -377,7 +384,7 @@ class AnnotatorSpec:
             detector = None
             if self.detect and self.detector != "model":
                 stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
-                detector = DictionaryDetector.from_names_table(source["names"], entity_type=entity_type or UNTYPED,
+                detector = DictionaryDetector.from_names_table(source["names"], names=names, entity_type=entity_type or UNTYPED,
                                                                stop_list=stop,
                                                                abbreviations=self.abbreviations)
             fingerprints[entity_type] = source["fingerprint"]  # the index's model: the dense linker checks it is this one

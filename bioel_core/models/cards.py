@@ -118,3 +118,14 @@ def record_scores(model_dir: str | Path, report: dict) -> None:
         **{k: report[k] for k in ("dataset", "split", "n", "acc@1", "acc@5") if k in report},  # acc@5 needs --k 5+
         **({"linker_options": report["linker_options"]} if report.get("linker") == "rerank" else {})}
     write_card(model_dir, card)
+
+
+def record_e2e(model_dir: str | Path, rows: list[dict]) -> None:
+    """Puts a collective model's end-to-end test rows (benchmarks/e2e_bc5cdr.py: corpus, detector, run, types,
+    strict and partial P/R/F1) in its card, replacing earlier ones."""
+    path = Path(model_dir) / CARD_JSON
+    card = json.loads(path.read_text())
+    if "collective" not in card:
+        raise ValueError(f"{model_dir}: end-to-end rows belong to a collective model's card")
+    card["collective"]["test"] = rows
+    write_card(model_dir, card)

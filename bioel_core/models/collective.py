@@ -218,19 +218,31 @@ class CollectiveEncoder(torch.nn.Module):
             return F.normalize(F.linear(x.double(), self.mention.weight.double(), self.mention.bias.double()), dim=-1)
         return F.normalize(self.mention(x), dim=-1)
 
-    LINK_WITH = ("collective", "surface", "both")
-
     def query_vectors(self, encoded: Encoded, text: str, piece_spans: Sequence[tuple[int, int]], link_with: str) -> np.ndarray:
         """The vectors mentions are searched with, float32 (m, dim): collective (the mention vector), surface (the
         name encoder on the span's text, batch-invariant) or both (their normalized sum)."""
+        return self.linking_vectors(self.collective_vectors(encoded, piece_spans),
+                                    self.span_texts(encoded, text, piece_spans), link_with)
+
+    def collective_vectors(self, encoded: Encoded, piece_spans: Sequence[tuple[int, int]]) -> np.ndarray:
+        """The mention vectors of the given piece spans, batch-invariant, float32 (m, dim)."""
+        spans = torch.tensor(list(piece_spans), dtype=torch.long, device=self.device).reshape(-1, 2)
+        return self.mention_vectors(encoded, spans, batch_invariant=True).float().detach().cpu().numpy()
+
+    @staticmethod
+    def span_texts(encoded: Encoded, text: str, piece_spans: Sequence[tuple[int, int]]) -> list[str]:
+        return [text[encoded.pieces[i].start:encoded.pieces[j].end] for i, j in piece_spans]
+
+    LINK_WITH = ("collective", "surface", "both")
+
+    def linking_vectors(self, collective: np.ndarray, texts: list[str], link_with: str) -> np.ndarray:
+        """`query_vectors` from mention vectors and span texts already taken, of any number of documents at once
+        (the name encoder is batch-invariant, so one call for many documents gives what one call each would)."""
         if link_with not in self.LINK_WITH:
             raise ValueError(f"link_with must be one of {self.LINK_WITH}, got {link_with!r}")
-        spans = torch.tensor(list(piece_spans), dtype=torch.long, device=self.device).reshape(-1, 2)
-        collective = self.mention_vectors(encoded, spans, batch_invariant=True).float().detach().cpu().numpy()
         if link_with == "collective":
             return collective
-        pieces = encoded.pieces
-        surface = self.encode([text[pieces[i].start:pieces[j].end] for i, j in piece_spans], batch_invariant=True)
+        surface = self.encode(texts, batch_invariant=True)
         if link_with == "surface":
             return surface
         both = collective.astype(np.float64) + surface

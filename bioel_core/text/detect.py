@@ -197,16 +197,17 @@ class DictionaryDetector(MentionDetector):
 
     @classmethod
     def from_names_table(cls, table_dir: str | Path, *, acronyms_uppercase_only: bool = True,
-                         semantic_types: Sequence[str] = (), **options) -> DictionaryDetector:
+                         semantic_types: Sequence[str] = (), names=None, **options) -> DictionaryDetector:
         """From an ingest-kb output folder, under the normalizer its manifest records; with
         `acronyms_uppercase_only`, its `acronym_names` match only uppercase text. `semantic_types` keeps the
         names of concepts with a semantic type starting with one of them (MeSH tree numbers: "D" = chemicals
-        and drugs; UMLS: "T047"), so a detector for one entity type ignores the KB's other branches."""
+        and drugs; UMLS: "T047"), so a detector for one entity type ignores the KB's other branches. `names`: the
+        folder's NameSet when the caller has already read it."""
         # imported here: tables need pyarrow and the schemas package, the detector itself does not
         from bioel_core.names import NameSet
         from bioel_core.tables import read_table
 
-        names = NameSet.from_names_table(table_dir)
+        names = names or NameSet.from_names_table(table_dir)
         kept, source = names.names, names.source
         if semantic_types:
             concepts = read_table(table_dir, "concepts", ["concept_id", "semantic_types"]).to_pydict()
