@@ -158,6 +158,18 @@ def test_name_scores_are_what_the_beam_search_ranks(model):
     assert [names[tree.names_at(n)[0]] for n, _ in found] == [names[i] for i in np.argsort(-scores, kind="stable")]
 
 
+@pytest.mark.parametrize("decoder_layers", [1, 2])
+def test_beam_scores_equal_the_teacher_forced_scores_of_the_names(tiny_bert, names, decoder_layers):
+    # the step-by-step decoder (cached keys and values, left-padded prompts) against the whole decoder run at once
+    torch.manual_seed(5)
+    model = GenerativeModel(tiny_bert, decoder_layers=decoder_layers, max_length=24, max_name_length=8).eval()
+    tree = PrefixTree.build(model.name_ids(names.names))
+    found = model.generate_names(MENTIONS, tree, beams=4, batch_size=4)
+    candidates = [[names.names[tree.names_at(node)[0]] for node, _ in f] for f in found]
+    for f, expected in zip(found, model.score_names(MENTIONS, candidates)):
+        assert len(f) and np.allclose([s for _, s in f], expected, atol=1e-5)
+
+
 def test_save_then_load_gives_identical_scores_and_refuses_other_uses(model, tmp_path):
     folder = model.save(tmp_path / "gen")
     loaded = load_encoder(folder)

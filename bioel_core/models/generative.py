@@ -18,7 +18,6 @@ the tokenizer, and `model.safetensors` holding each tensor once (the shared ones
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -206,52 +205,61 @@ class GenerativeModel(torch.nn.Module):
                 rows = order[start:start + batch_size]
                 found = self._beam_batch(module, [encoder_ids[i] for i in rows], [prompts[i] for i in rows], tree, beams)
                 for i, names in zip(rows, found):
+                    if batch_invariant:  # float64 sums still differ in the last bits with the padding: round them off
+                        names = sorted(((node, float(np.float32(s))) for node, s in names), key=lambda f: (-f[1], f[0]))
                     out[i] = names
         finally:
             self.train(was_training)
         return out
 
     def _beam_batch(self, module, encoder_ids, prompts, tree, beams: int) -> list[list[tuple[int, float]]]:
-        nodes: dict[tuple[int, ...], int | None] = {(): 0}  # name tokens so far -> tree node (None: off the tree)
-
-        def node_of(tokens: tuple[int, ...]) -> int | None:
-            if tokens not in nodes:
-                parent = node_of(tokens[:-1])
-                nodes[tokens] = None if parent is None else tree.child(parent, tokens[-1])
-            return nodes[tokens]
-
-        def allowed(batch_id: int, sequence: torch.Tensor) -> list[int]:
-            prompt = prompts[batch_id]
-            done = sequence.shape[-1] - 1  # tokens after the decoder's start token
-            if done < len(prompt):
-                return [prompt[done]]
-            node = node_of(tuple(sequence[1 + len(prompt):].tolist()))
-            if node is None:
-                return [self.sep_id]  # off the tree (or past the end token): only ending is allowed
-            allowed_ids = tree.next_tokens(node).tolist()
-            if len(tree.names_at(node)):
-                allowed_ids.append(self.sep_id)
-            return allowed_ids or [self.sep_id]
-
+        """Beam search over the tree for a batch of mentions, every live beam of every mention in one decoder step.
+        The prompt is read in one pass (teacher-forced, not scored); a beam's score is the sum of its name tokens'
+        log-probabilities (the full vocabulary's softmax, as in training), and a finished name's score is that sum with
+        the end token's, divided by their number ** length_penalty: exactly what `score_names` gives the name.
+        Running beams are ranked by their sums; a mention is done when it holds `beams` finished names."""
+        n = len(encoder_ids)
         input_ids, attention = self._padded(encoder_ids, self.pad_id)
-        longest = max(len(p) for p in prompts) + self.max_name_length + 1
-        generated = module.seq2seq.generate(
-            input_ids=input_ids, attention_mask=attention, num_beams=beams, num_return_sequences=beams,
-            max_new_tokens=longest, prefix_allowed_tokens_fn=allowed, do_sample=False, early_stopping=True,
-            length_penalty=self.length_penalty, output_scores=True, return_dict_in_generate=True)
-        sequences, scores = generated.sequences.tolist(), generated.sequences_scores.float().cpu().tolist()
+        states = module.seq2seq.encoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
+        decoder = _IncrementalDecoder(module.seq2seq.decoder, states, attention)
+        hidden = decoder.start([[self.cls_id, *p] for p in prompts])
+        mention = np.arange(n)  # per live beam: its mention, tree node, score sum, name tokens so far
+        node, total, length = np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64)
+        finished: list[list[tuple[float, int]]] = [[] for _ in range(n)]
+        for _ in range(self.max_name_length + 1):
+            logp = F.log_softmax(module.seq2seq.decoder.cls(hidden), dim=-1)
+            starts, counts = tree.child_start[node], tree.child_start[node + 1] - tree.child_start[node]
+            counts = np.where(length < self.max_name_length, counts, 0)
+            row = np.repeat(np.arange(len(node)), counts)
+            flat = starts[row] + np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
+            token = tree.child_token[flat]
+            ends = np.flatnonzero(tree.name_start[node + 1] > tree.name_start[node])
+            picked = logp[torch.from_numpy(np.concatenate([row, ends])).to(logp.device),
+                          torch.from_numpy(np.concatenate([token, np.full(len(ends), self.sep_id)])).to(logp.device)]
+            score = np.concatenate([total[row], total[ends]]) + picked.double().cpu().numpy()
+            owner = np.concatenate([mention[row], mention[ends]])
+            is_end = np.concatenate([np.zeros(len(row), dtype=bool), np.ones(len(ends), dtype=bool)])
+            order = np.lexsort((-score, owner))  # per mention, best first (ties: the order built, which is fixed)
+            owner, score, is_end = owner[order], score[order], is_end[order]
+            first = np.searchsorted(owner, owner)  # where each candidate's mention begins in the sorted list
+            rank = np.arange(len(owner)) - first
+            running = np.cumsum(~is_end)
+            running_rank = running - 1 - (running[first] - (~is_end[first]))
+            for i in np.flatnonzero(is_end & (rank < beams)):  # names ending among a mention's best: finished
+                parent = ends[order[i] - len(row)]
+                finished[owner[i]].append((score[i] / (length[parent] + 1) ** self.length_penalty, int(node[parent])))
+            done = np.array([len(f) >= beams for f in finished])
+            go_on = np.flatnonzero(~is_end & (running_rank < beams) & ~done[owner])
+            if not len(go_on):
+                break
+            parent, chosen = row[order[go_on]], order[go_on]
+            mention, total, length = owner[go_on], score[go_on], length[parent] + 1
+            node = tree.child_node[flat[chosen]]
+            hidden = decoder.step(parent, token[chosen])
         out = []
-        for i, prompt in enumerate(prompts):
-            found, seen = [], set()
-            for j in range(i * beams, (i + 1) * beams):
-                tokens = sequences[j][1 + len(prompt):]
-                if self.sep_id not in tokens or not math.isfinite(scores[j]):
-                    continue  # ran out of length before a name ended
-                node = node_of(tuple(tokens[:tokens.index(self.sep_id)]))
-                if node is not None and len(tree.names_at(node)) and node not in seen:
-                    seen.add(node)
-                    found.append((node, scores[j]))
-            out.append(found)
+        for found in finished:  # best first; ties by node, so the order does not depend on the batch
+            found = sorted(found, key=lambda f: (-f[0], f[1]))[:beams]
+            out.append([(node_id, float(s)) for s, node_id in found])
         return out
 
     # ---- folder --------------------------------------------------------------------------------------
@@ -293,3 +301,76 @@ class GenerativeModel(torch.nn.Module):
             raise ValueError(f"{directory}: {WEIGHTS_FILE} does not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
         model._share_embeddings()
         return model.to(device).eval()
+
+
+class _IncrementalDecoder:
+    """A BERT decoder (`BertLMHeadModel`'s layers and weights) run a token at a time over live beams, with the keys and
+    values of every token so far kept per beam and the encoder states projected for cross-attention once per mention.
+    `start` reads each mention's `[CLS] prompt` in one pass, left-padded so every row's next token takes the same
+    column; positions count real tokens only, so padding changes nothing a row attends to."""
+
+    def __init__(self, decoder: BertLMHeadModel, states: torch.Tensor, encoder_mask: torch.Tensor):
+        self.embeddings, self.layers = decoder.bert.embeddings, decoder.bert.encoder.layer
+        self.heads = decoder.config.num_attention_heads
+        self.cross = [(self._split(layer.crossattention.self.key(states)), self._split(layer.crossattention.self.value(states)))
+                      for layer in self.layers]
+        self.encoder_mask = encoder_mask.bool()[:, None, None, :]
+        self.device = states.device
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:  # (rows, tokens, hidden) -> (rows, heads, tokens, head size)
+        return x.view(x.shape[0], x.shape[1], self.heads, -1).transpose(1, 2)
+
+    @staticmethod
+    def _merge(x: torch.Tensor) -> torch.Tensor:
+        return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1)
+
+    def start(self, prefixes: list[list[int]]) -> torch.Tensor:
+        """Hidden state after each prefix, one row per prefix (row i belongs to mention i)."""
+        width = max(len(p) for p in prefixes)
+        ids = torch.zeros((len(prefixes), width), dtype=torch.long)
+        real = torch.zeros((len(prefixes), width), dtype=torch.bool)
+        positions = torch.zeros((len(prefixes), width), dtype=torch.long)
+        for i, p in enumerate(prefixes):
+            ids[i, width - len(p):] = torch.tensor(p)
+            real[i, width - len(p):] = True
+            positions[i, width - len(p):] = torch.arange(len(p))
+        self.mention = torch.arange(len(prefixes), device=self.device)
+        self.real, self.next_position = real.to(self.device), positions[:, -1].to(self.device) + 1
+        self.keys: list[torch.Tensor | None] = [None] * len(self.layers)
+        self.values: list[torch.Tensor | None] = [None] * len(self.layers)
+        return self._run(ids.to(self.device), positions.to(self.device))[:, -1]
+
+    def step(self, parents: np.ndarray, tokens: np.ndarray) -> torch.Tensor:
+        """The beams continued from rows `parents` by `tokens`: their hidden states after the new token."""
+        rows = torch.from_numpy(parents).to(self.device)
+        self.mention, self.real, self.next_position = self.mention[rows], self.real[rows], self.next_position[rows]
+        self.keys = [k.index_select(0, rows) for k in self.keys]
+        self.values = [v.index_select(0, rows) for v in self.values]
+        self.real = torch.cat([self.real, torch.ones((len(rows), 1), dtype=torch.bool, device=self.device)], dim=1)
+        positions = self.next_position[:, None]
+        self.next_position = self.next_position + 1
+        return self._run(torch.from_numpy(tokens).to(self.device)[:, None], positions)[:, 0]
+
+    def _run(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        new = ids.shape[1]
+        past = self.real.shape[1] - new
+        causal = torch.ones((new, past + new), dtype=torch.bool, device=self.device).tril(past)
+        self_diagonal = torch.zeros_like(causal)
+        self_diagonal[torch.arange(new), past + torch.arange(new)] = True  # a padding row sees itself: no empty softmax
+        visible = ((causal[None] & self.real[:, None, :]) | self_diagonal[None])[:, None]
+        cross_mask = self.encoder_mask.index_select(0, self.mention)
+        hidden = self.embeddings(input_ids=ids, position_ids=positions)
+        for i, layer in enumerate(self.layers):
+            attention = layer.attention
+            query = self._split(attention.self.query(hidden))
+            key, value = self._split(attention.self.key(hidden)), self._split(attention.self.value(hidden))
+            self.keys[i] = key if self.keys[i] is None else torch.cat([self.keys[i], key], dim=2)
+            self.values[i] = value if self.values[i] is None else torch.cat([self.values[i], value], dim=2)
+            context = F.scaled_dot_product_attention(query, self.keys[i], self.values[i], attn_mask=visible)
+            hidden = attention.output.LayerNorm(attention.output.dense(self._merge(context)) + hidden)
+            cross = layer.crossattention
+            key, value = (c.index_select(0, self.mention) for c in self.cross[i])
+            context = F.scaled_dot_product_attention(self._split(cross.self.query(hidden)), key, value, attn_mask=cross_mask)
+            hidden = cross.output.LayerNorm(cross.output.dense(self._merge(context)) + hidden)
+            hidden = layer.output.LayerNorm(layer.output.dense(layer.intermediate(hidden)) + hidden)
+        return hidden
