@@ -1,6 +1,6 @@
 """Embedding speed and memory: MeSH thesaurus names encoded in process vs by `bioel embed` (1 and 2 workers).
 
-    python benchmarks/embed.py [--model DIR [--pooling cls|mean]] [--names KB_DIR] [--limit N] [--json OUT]
+    python benchmarks/embed.py [--model DIR [--pooling cls|mean]] [--names KB_DIR] [--limit N] [--threads N] [--json OUT]
 
 Without --names, the MeSH 2024 thesaurus TSV is ingested once with `bioel ingest-kb --input-format mesh-tsv` into a cache
 folder (reused while the input's sha256 is unchanged). --limit N (default 40,000; 0 = all) keeps the N names
@@ -8,7 +8,8 @@ with the smallest name_id, a hash, so a uniform sample, written as a names folde
 in its own child process so peak RSS is per mode: a plain `Encoder.encode` loop (batch 256, length-sorted),
 the Beam pipeline with one worker (FnApiRunner in process) and with two worker processes. Times are end to
 end after imports: model load, reading, encoding (and for the pipeline, writing). The pipeline's vectors are
-compared with the in-process ones.
+compared with the in-process ones. Every process encodes with --threads torch threads (default 1:
+in process, each pipeline worker, `--threads_per_worker`), so 2 workers vs 1 compares workers, not threads.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ PEAK_RSS = ("max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
 CHILD_IN_PROCESS = """
 import json, resource, sys, time
 import numpy as np
+import torch
+torch.set_num_threads({threads})
 sys.path.insert(0, {repo!r})
 from bioel_core.models import open_model
 from bioel_core.tables import read_table
@@ -71,7 +74,8 @@ sys.path.insert(0, {repo!r})
 from pipelines import embed_names
 from pipelines.options import pipeline_options
 t0 = time.perf_counter()
-m = embed_names.run({model!r}, {names!r}, {out!r}, pipeline_options({flags!r}), pooling={pooling!r},
+m = embed_names.run({model!r}, {names!r}, {out!r}, pipeline_options({flags!r} + ["--threads_per_worker={threads}"]),
+                    pooling={pooling!r},
                     batch_size={batch_size})
 dt = time.perf_counter() - t0
 print(json.dumps({{"seconds": dt, "names": m["counts"]["names_read"], "embedded": m["counts"]["embedded"],
@@ -111,6 +115,7 @@ def names_subset(names_dir: Path, limit: int, folder: Path) -> Path:
     pq.write_table(table.cast(NAMES_SCHEMA), folder / "names" / "part-00000-of-00001.parquet")
     manifest = read_manifest(names_dir)
     manifest["outputs"] = {"names": {"files": ["names/part-00000-of-00001.parquet"], "rows": table.num_rows}}
+    manifest.pop("generation", None)  # the subset's table is in the folder itself, not in a generation of it
     manifest["benchmark_subset"] = {"of": str(names_dir), "rule": f"the {limit} smallest name_ids"}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return folder
@@ -132,6 +137,7 @@ def main() -> int:
     ap.add_argument("--input", default=str(DEFAULT_INPUT), help="MeSH thesaurus TSV to ingest when --names is not given")
     ap.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the ingested thesaurus is kept between runs")
     ap.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"names to encode (default {DEFAULT_LIMIT:,}; 0 = all)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
 
@@ -155,7 +161,7 @@ def main() -> int:
         tmp = Path(tmp)
         names = names_subset(names_dir, args.limit, tmp / "names") if args.limit else names_dir
         common = {"repo": str(REPO), "names": str(names), "model": model, "pooling": pooling,
-                  "batch_size": BATCH_SIZE, "peak": PEAK_RSS}
+                  "batch_size": BATCH_SIZE, "peak": PEAK_RSS, "threads": args.threads}
         (tmp / "in-process").mkdir()
         print(f"{IN_PROCESS} ...", flush=True)
         results[IN_PROCESS] = run_child(CHILD_IN_PROCESS.format(out=str(tmp / "in-process"), **common))
@@ -169,7 +175,7 @@ def main() -> int:
     base = results[IN_PROCESS]
     one, two = (results[label] for label in PIPELINE_MODES)
     print(f"\nmodel: {model_note}; names: {base['names']:,} from {names_dir}; batch {BATCH_SIZE}; "
-          f"{os.cpu_count()} CPUs; {platform.processor() or platform.machine()}")
+          f"{os.cpu_count()} CPUs, {args.threads} torch thread(s) per process; {platform.processor() or platform.machine()}")
     print(f"{'mode':40} {'seconds':>8} {'names/s':>8} {'peak RSS MB':>11} {'vs in process':>13} {'max |diff|':>10}")
     for label, r in results.items():
         diff = r.get("max_abs_difference_vs_in_process")
@@ -183,7 +189,8 @@ def main() -> int:
           f"{base['names'] / base['encode_seconds']:,.0f} names/s")
     if args.json:
         Path(args.json).write_text(json.dumps({"model": model_note, "names_dir": str(names_dir), "limit": args.limit,
-                                               "batch_size": BATCH_SIZE, "cpus": os.cpu_count(), "modes": results,
+                                               "batch_size": BATCH_SIZE, "cpus": os.cpu_count(), "threads_per_process": args.threads,
+                                               "modes": results,
                                                "ratios": ratios}, indent=2))
     ok = all(r["reconciled"] and r["embedded"] == r["names"] for r in results.values())
     return 0 if ok else 1

@@ -14,7 +14,6 @@ published only when the job has finished, by moving the manifest pointer (bioel_
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import apache_beam as beam
@@ -23,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core import progress
 from bioel_core.embeddings import check_names_unchanged, manifest_sha256, read_embeddings_manifest, vectors_of
@@ -34,7 +33,7 @@ from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
 from bioel_core.tables import table_files
 from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
-from pipelines.options import pipeline_progress, runner_name
+from pipelines.options import pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import filesystem_for
 from schemas import check_schema, embeddings_schema
 
@@ -110,17 +109,6 @@ def build_pipeline(p: beam.Pipeline, files: list[str], staged: OutputFolder, *, 
                | "GroupByShard" >> beam.GroupByKey()
                | "BuildShard" >> beam.ParDo(BuildShardFn(staged.root, num_shards, spec, dimension, threads)))
     _ = (read.stats, records) | "WriteStats" >> WriteStats(staged.root)
-
-
-def worker_threads(options: PipelineOptions) -> int | None:
-    """FAISS threads per local worker process, so several processes share the cores instead of each
-    starting one thread per core; None (FAISS's default) otherwise. The same rule as embed_names' for
-    torch, kept here so that build-index workers never import torch."""
-    direct = options.view_as(DirectOptions)
-    if direct.direct_running_mode != "multi_processing":
-        return None
-    cores = len(os.sched_getaffinity(0))
-    return max(1, cores // (direct.direct_num_workers or cores))
 
 
 def check_embeddings_folder(emb_dir: Path) -> dict:

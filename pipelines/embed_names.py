@@ -1,8 +1,10 @@
 """Names table of an ingest-kb output -> one L2-normalized vector per name (`bioel embed`), with RunInference.
 
-    NameFiles | ReadNameBatches ─┬─ batches | SpreadBatches | Encode (RunInference) | Route ─┬─ vectors | WriteEmbeddings
-                                 │                                                           └─ failures | WriteDeadLetters
-                                 └─ names read, + vectors and failures counted ───────────────────────── | WriteStats
+    NameFiles | ReadNameBatches ─┬─ batches | SpreadBatches | Encode (RunInference) | Route ─┬─ vectors by shard | GroupShards | WriteEmbeddings
+                                 │                                                           ├─ failures | WriteDeadLetters
+                                 └─ names read ───────────────────────────────── + embedded ─┴─ + dead letters counted | WriteStats
+
+Elements are encoder batches (and per-shard parts of them) from reading to writing, never single names.
 
 The encoded column is `name_norm`, the one NameSet.from_names_table (and so the in-memory dense linker) links
 on. `--names` and `--model` are local folders (the encoder loads from local files); `--output` may be any
@@ -12,7 +14,6 @@ Beam filesystem.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import apache_beam as beam
@@ -20,7 +21,7 @@ import numpy as np
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core.embeddings import PIPELINE, TEXT_COLUMN, manifest_sha256
 from bioel_core.guards import check_output_folder
@@ -31,7 +32,7 @@ from bioel_core.tables import KB_PIPELINE, read_output_manifest, stable_shard, t
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
 from pipelines.guards import refuse_empty
-from pipelines.options import pipeline_progress, runner_name
+from pipelines.options import pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import WriteShardFn, filesystem_for
 from schemas import DEAD_LETTER_SCHEMA, check_schema
 
@@ -41,13 +42,15 @@ TABLES = ("embeddings", "dead_letter")
 
 
 class ReadNameBatchesFn(beam.DoFn):
-    """One names shard -> batches of ((name_id, concept_id), text), each of names of similar length.
+    """One names shard -> encoder batches, each ((name_ids as int64 bytes, concept_ids), texts) of names of
+    similar length.
 
     Batches are made here, by sorting each shard on text length, rather than by RunInference's BatchElements
     (which fills batches in arrival order): a padded batch costs as much as its longest name, and sorting
     the whole shard gives tighter batches than keying by length buckets. Characters stand in for WordPiece
     tokens (names are short; the two grow together), so this step needs no tokenizer. Ties break on name_id,
-    so every run forms the same batches and writes the same floats.
+    so every run forms the same batches and writes the same floats. From here to the writer a batch travels
+    as one element: Beam's per-element cost is paid per batch, not per name.
     """
 
     def __init__(self, batch_size: int):
@@ -61,30 +64,50 @@ class ReadNameBatchesFn(beam.DoFn):
         concepts = table.column("concept_id").to_pylist()
         texts = table.column(TEXT_COLUMN).to_pylist()
         for rows in name_batches(ids, table.column(TEXT_COLUMN), self.batch_size):
-            yield [((int(ids[i]), concepts[i]), texts[i]) for i in rows]
+            # raw bytes: Beam codes bytes natively, where an ndarray would be pickled
+            yield (ids[rows].astype(np.int64).tobytes(), [concepts[i] for i in rows]), [texts[i] for i in rows]
 
 
-def route_result(element):
-    """(key, PredictionResult) -> (name_id, concept_id, vector bytes), or a dead letter."""
-    (nid, concept_id), result = element
-    if isinstance(result.inference, EncodeFailure):
-        yield beam.pvalue.TaggedOutput("dead", {"source": "encoder", "location": f"name_id {nid}",
-                                                "raw": result.example, "reason": result.inference.reason})
-        return
-    # raw float32 bytes: Beam codes bytes natively, where an ndarray would be pickled
-    yield nid, concept_id, result.inference.astype(np.float32).tobytes()
+class RouteBatchFn(beam.DoFn):
+    """An encoded batch -> its vectors cut by output shard, (shard, (name_id bytes, concept_ids, float32 bytes)),
+    and one dead letter per text that failed."""
+
+    def __init__(self, num_shards: int):
+        self.num_shards = num_shards
+
+    def process(self, element):
+        (id_bytes, concepts), result = element
+        ids = np.frombuffer(id_bytes, dtype=np.int64)
+        kept = []
+        for i, inference in enumerate(result.inference):
+            if isinstance(inference, EncodeFailure):
+                yield beam.pvalue.TaggedOutput("dead", {"source": "encoder", "location": f"name_id {ids[i]}",
+                                                        "raw": result.example[i], "reason": inference.reason})
+            else:
+                kept.append(i)
+        yield beam.pvalue.TaggedOutput("stats", ("embedded", len(kept)))
+        if not kept:
+            return
+        vectors = np.stack([result.inference[i] for i in kept]).astype(np.float32)
+        shards = np.array([stable_shard(str(ids[i]), self.num_shards) for i in kept])
+        for shard in np.unique(shards).tolist():
+            part = np.flatnonzero(shards == shard)
+            yield shard, (ids[[kept[j] for j in part]].tobytes(), [concepts[kept[j]] for j in part],
+                          vectors[part].tobytes())
 
 
 class WriteEmbeddingShardFn(beam.DoFn):
-    """Writes one (shard, rows) group as Parquet, sorted by name_id; vectors go into Arrow without Python floats."""
+    """Writes one (shard, parts) group as Parquet, sorted by name_id; vectors go into Arrow without Python floats."""
 
     def __init__(self, folder: str, dim: int, num_shards: int):
         self.folder, self.dim, self.num_shards = folder, dim, num_shards
 
     def process(self, element):
-        shard, rows = element
-        vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
-        table = embeddings_table(np.array([r[0] for r in rows], np.int64), [r[1] for r in rows], vectors, self.dim)
+        shard, parts = element
+        parts = list(parts)
+        ids = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.int64)
+        vectors = np.frombuffer(b"".join(p[2] for p in parts), dtype=np.float32).reshape(len(ids), self.dim)
+        table = embeddings_table(ids, [c for p in parts for c in p[1]], vectors, self.dim)
         path = FileSystems.join(self.folder, shard_name(shard, self.num_shards))
         write_parquet(filesystem_for(path), path, table)
         yield path
@@ -98,19 +121,16 @@ def build_pipeline(p: beam.Pipeline, name_files: list[str], staged: OutputFolder
     results = (read.batches
                # a fusion break: the batches of one names shard spread over every worker
                | "SpreadBatches" >> beam.Reshuffle()
-               | "Encode" >> RunInference(KeyedModelHandler(handler).with_no_batching())
-               | "Route" >> beam.FlatMap(route_result).with_outputs("dead", main="vectors"))
+               | "Encode" >> RunInference(KeyedModelHandler(handler))
+               | "Route" >> beam.ParDo(RouteBatchFn(num_shards)).with_outputs("dead", "stats", main="vectors"))
     _ = (results.vectors
-         | "KeyByShard" >> beam.Map(lambda r: (stable_shard(str(r[0]), num_shards), r))
          | "GroupShards" >> beam.GroupByKey()
          | "WriteEmbeddings" >> beam.ParDo(WriteEmbeddingShardFn(staged.table_dir("embeddings"), dim, num_shards)))
     _ = (results.dead
          | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
          | "GroupDeadLetters" >> beam.GroupByKey()
          | "WriteDeadLetters" >> beam.ParDo(WriteShardFn(staged.table_dir("dead_letter"), DEAD_LETTER_SCHEMA, 1, "location")))
-    counters = (read.stats,
-                results.vectors | "CountEmbedded" >> count_as("embedded"),
-                results.dead | "CountDeadLettered" >> count_as("dead_lettered"))
+    counters = (read.stats, results.stats, results.dead | "CountDeadLettered" >> count_as("dead_lettered"))
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
@@ -121,16 +141,6 @@ def check_names_folder(names_dir: Path) -> tuple[dict, list[str]]:
     for f in files:
         check_schema(pq.read_schema(f), "names", str(f))
     return manifest, [str(f) for f in files]
-
-
-def worker_threads(options: PipelineOptions) -> int | None:
-    """Torch threads per worker process when Beam runs several local processes, so they share the cores
-    instead of each starting one thread per core; None (torch's default) otherwise."""
-    direct = options.view_as(DirectOptions)
-    if direct.direct_running_mode != "multi_processing":
-        return None
-    cores = len(os.sched_getaffinity(0))
-    return max(1, cores // (direct.direct_num_workers or cores))
 
 
 def build_manifest(stats: dict, *, staged: OutputFolder, model: dict, names_dir: Path, names_manifest: dict,
@@ -174,8 +184,8 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     names_manifest, name_files = check_names_folder(names)
     model = open_checked_model(model_dir, pooling, device)
     check_output_folder(output_dir, PIPELINE, [("--input", str(names)), ("--model", model["path"])])
-    handler = EncoderModelHandler(model["path"], pooling=pooling, device=device, batch_size=batch_size,
-                                  fingerprint=model["fingerprint"], torch_threads=worker_threads(options))
+    handler = EncoderModelHandler(model["path"], pooling=pooling, device=device, fingerprint=model["fingerprint"],
+                                  torch_threads=worker_threads(options))
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
     def build() -> Manifest:

@@ -18,25 +18,27 @@ class ModelChangedError(RuntimeError):
     pass
 
 
-class EncoderModelHandler(ModelHandler[str, PredictionResult, Encoder]):
-    """Texts -> L2-normalized float32 vectors with a bioel model folder (or a plain HF checkpoint + pooling).
+class EncoderModelHandler(ModelHandler[Sequence[str], PredictionResult, Encoder]):
+    """Batches of texts -> L2-normalized float32 vectors with a bioel model folder (or a plain HF checkpoint +
+    pooling).
 
-    Every text gets one `PredictionResult` in input order (what `KeyedModelHandler` zips keys with); its
-    `inference` is the vector, or an `EncodeFailure` for an empty text, a text that failed alone after its
-    batch failed, or a vector that is not finite / not of unit norm (bioel_core.embeddings.encode_checked).
+    An example is a whole encoder batch, formed upstream (the embed pipeline sorts names by length first), so
+    RunInference passes batches, not rows, between steps: each gets one `PredictionResult` whose `inference`
+    holds, in the batch's order, a vector or an `EncodeFailure` per text (an empty text, a text that failed
+    alone after its batch failed, a vector that is not finite / not of unit norm: encode_checked).
 
     The model is loaded once per worker process (Beam's default, `share_model_across_processes()` False):
     bioel encoders are at most BERT-base size, so a copy per process is cheap, and it spares every batch the
     pickling round trip through the shared-model proxy process.
     """
 
-    def __init__(self, model_dir: str, *, pooling: str | None = None, device: str = "cpu", batch_size: int = 256,
+    def __init__(self, model_dir: str, *, pooling: str | None = None, device: str = "cpu",
                  fingerprint: str | None = None, torch_threads: int | None = None):
         """`fingerprint`: the model the driver checked; a worker that finds another model at the path refuses.
         `torch_threads`: intra-op threads per process, so several local worker processes do not oversubscribe."""
-        super().__init__(min_batch_size=1, max_batch_size=batch_size)
+        super().__init__(min_batch_size=1, max_batch_size=1)  # one example is already one encoder batch
         self.model_dir, self.pooling, self.device = model_dir, pooling, device
-        self.batch_size, self.fingerprint, self.torch_threads = batch_size, fingerprint, torch_threads
+        self.fingerprint, self.torch_threads = fingerprint, torch_threads
 
     def load_model(self) -> Encoder:
         import torch
@@ -49,8 +51,9 @@ class EncoderModelHandler(ModelHandler[str, PredictionResult, Encoder]):
                                     f"(fingerprint {encoder.fingerprint()[:12]} != {self.fingerprint[:12]})")
         return encoder
 
-    def run_inference(self, batch: Sequence[str], model: Encoder, inference_args=None) -> list[PredictionResult]:
-        texts = list(batch)
-        results = [PredictionResult(text, inference) for text, inference in zip(texts, encode_checked(model, texts))]
-        progress.advance(len(texts))
+    def run_inference(self, batch: Sequence[Sequence[str]], model: Encoder, inference_args=None) -> list[PredictionResult]:
+        results = []
+        for texts in batch:
+            results.append(PredictionResult(texts, encode_checked(model, list(texts))))
+            progress.advance(len(texts))
         return results

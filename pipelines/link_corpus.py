@@ -38,7 +38,7 @@ from bioel_core.records import DeadLetter
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
-from pipelines.options import pipeline_progress, runner_name
+from pipelines.options import pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import WriteShardFn, expand_inputs, filesystem_for, input_records
 from schemas import ANNOTATIONS_SCHEMA, DEAD_LETTER_SCHEMA, DOCUMENTS_SCHEMA
 
@@ -138,12 +138,18 @@ def _version(document: Document) -> int:
 
 class DetectAndLinkFn(beam.DoFn):
     """A batch of (content hash, Document) -> annotation rows and document rows. The annotator (encoder, FAISS shards, dictionaries) loads once per
-    worker process in setup."""
+    worker process in setup. `threads`: torch and FAISS threads in this worker (options.worker_threads)."""
 
-    def __init__(self, spec: AnnotatorSpec, output_format: str = "parquet"):
-        self.spec, self.output_format = spec, output_format
+    def __init__(self, spec: AnnotatorSpec, output_format: str = "parquet", threads: int | None = None):
+        self.spec, self.output_format, self.threads = spec, output_format, threads
 
     def setup(self):
+        if self.threads:
+            import faiss
+            import torch
+
+            torch.set_num_threads(self.threads)
+            faiss.omp_set_num_threads(self.threads)
         self.annotator = self.spec.open()
 
     def process(self, batch):
@@ -248,7 +254,8 @@ def previous_files(output_dir: str) -> dict[str, list[str]]:
 
 def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: OutputFolder, spec: AnnotatorSpec, *,
                    per_line: bool, previous: dict[str, list[str]], output_format: str, num_shards: int,
-                   batch_size: int, versions: tuple[str, str], id_prefix: str = "none", settings: str = "") -> None:
+                   batch_size: int, versions: tuple[str, str], id_prefix: str = "none", settings: str = "",
+                   threads: int | None = None) -> None:
     read = (p
             | "Inputs" >> beam.Create(inputs)
             | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
@@ -268,7 +275,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
 
     linked = (resolved.to_link
               | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=batch_size)
-              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec, output_format)).with_outputs("documents", "dead", "stats", main="annotations"))
+              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec, output_format, threads)).with_outputs("documents", "dead", "stats", main="annotations"))
 
     annotations = (resolved.annotations, linked.annotations) | "AllAnnotations" >> beam.Flatten()
     documents = (resolved.documents, linked.documents) | "AllDocuments" >> beam.Flatten()
@@ -374,7 +381,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
         with pipeline_progress(options, "link", "documents"), beam.Pipeline(options=options) as p:
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
                            num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix,
-                           settings=settings)
+                           settings=settings, threads=worker_threads(options))
         if single_file:
             merge_into_single_file(staged, output_format)
         return refuse_empty(build_manifest(read_stats(staged.root), inputs=inputs, fmt=fmt, output_format=output_format,

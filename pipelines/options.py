@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import logging
+import os
 import sys
 from contextlib import contextmanager
 
@@ -38,6 +39,30 @@ def pipeline_options(beam_args: list[str]) -> PipelineOptions:
         runner = LOCAL_RUNNER
     standard.runner = runner
     return options
+
+
+class WorkerOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--threads_per_worker", type=int, default=None,
+                            help="torch and FAISS threads in each worker process (default: local worker processes "
+                                 "share the cores evenly; elsewhere the libraries' own default)")
+
+
+def worker_threads(options: PipelineOptions) -> int | None:
+    """Torch / FAISS intra-op threads per worker process: --threads_per_worker when given; when Beam runs
+    several local processes, the cores shared evenly, so they do not each start one thread per core; else None
+    (the library's default)."""
+    threads = options.view_as(WorkerOptions).threads_per_worker
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"--threads_per_worker must be at least 1, got {threads}")
+        return threads
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode != "multi_processing":
+        return None
+    cores = len(os.sched_getaffinity(0))
+    return max(1, cores // (direct.direct_num_workers or cores))
 
 
 def runner_name(options: PipelineOptions) -> str:

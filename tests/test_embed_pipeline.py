@@ -3,6 +3,7 @@ vectors equal to Encoder.encode, byte-identical re-runs, two worker processes), 
 dead letters, killed runs, the embeddings quality suite and the CLI. A tiny BERT keeps it fast."""
 
 import json
+import os
 import shutil
 
 import apache_beam as beam
@@ -18,11 +19,11 @@ from apache_beam.testing.util import assert_that, equal_to
 from bioel_core.embeddings import ModelMismatchError, check_model_matches, read_embeddings, vectors_of
 from bioel_core.models import Encoder, TransformerEncoder, load_encoder
 from bioel_core.quality import format_summary, report
-from bioel_core.tables import IncompleteOutputError, read_manifest, read_table, table_files
+from bioel_core.tables import IncompleteOutputError, read_manifest, read_table, stable_shard, table_files
 from conftest import FIXTURES, assert_published, assert_unpublished, report_figures, report_page
 from pipelines import cli, embed_names, ingest_kb
 from pipelines.handlers import EncodeFailure, EncoderModelHandler, ModelChangedError
-from pipelines.options import pipeline_options
+from pipelines.options import pipeline_options, worker_threads
 from schemas import SchemaVersionError
 from schemas.tables import TABLE_KEY, VERSION_KEY
 from test_models import make_tiny_bert
@@ -77,15 +78,16 @@ def poison_encode(monkeypatch):
 
 def test_handler_loads_the_model_and_encodes_like_the_encoder(model_dir):
     encoder = load_encoder(model_dir)
-    handler = EncoderModelHandler(model_dir, fingerprint=encoder.fingerprint(), batch_size=8)
+    handler = EncoderModelHandler(model_dir, fingerprint=encoder.fingerprint())
     model = handler.load_model()
     texts = ["heart attack", "", "type 2 diabetes", "   ", "x linked disease of the colon"]
-    results = handler.run_inference(texts, model)
-    assert [r.example for r in results] == texts
-    assert [r.inference for r in results if isinstance(r.inference, EncodeFailure)] == [EncodeFailure("empty text")] * 2
-    got = np.stack([r.inference for r in results if not isinstance(r.inference, EncodeFailure)])
+    result, second = handler.run_inference([texts, ["cancer"]], model)  # two examples, each a whole batch
+    assert result.example == texts and len(result.inference) == len(texts) and second.example == ["cancer"]
+    assert [v for v in result.inference if isinstance(v, EncodeFailure)] == [EncodeFailure("empty text")] * 2
+    got = np.stack([v for v in result.inference if not isinstance(v, EncodeFailure)])
     np.testing.assert_allclose(got, encoder.encode([texts[0], texts[2], texts[4]]), atol=1e-5)
-    assert got.dtype == np.float32 and handler.batch_elements_kwargs()["max_batch_size"] == 8
+    np.testing.assert_allclose(second.inference[0], encoder.encode(["cancer"])[0], atol=1e-5)
+    assert got.dtype == np.float32 and handler.batch_elements_kwargs()["max_batch_size"] == 1
     with pytest.raises(ModelChangedError, match="changed after the job started"):
         EncoderModelHandler(model_dir, fingerprint="0" * 64).load_model()
 
@@ -94,9 +96,10 @@ def test_handler_retries_a_failed_batch_one_text_at_a_time(model_dir, monkeypatc
     handler = EncoderModelHandler(model_dir)
     model = handler.load_model()
     poison_encode(monkeypatch)
-    results = handler.run_inference(["heart attack", POISON, "cancer"], model)
-    assert isinstance(results[1].inference, EncodeFailure) and "cannot encode this one" in results[1].inference.reason
-    np.testing.assert_allclose(np.stack([results[0].inference, results[2].inference]),
+    [result] = handler.run_inference([["heart attack", POISON, "cancer"]], model)
+    vectors = result.inference
+    assert isinstance(vectors[1], EncodeFailure) and "cannot encode this one" in vectors[1].reason
+    np.testing.assert_allclose(np.stack([vectors[0], vectors[2]]),
                                model.encode(["heart attack", "cancer"]), atol=1e-5)
 
 
@@ -108,14 +111,21 @@ def test_read_encode_route_steps_on_a_test_pipeline(model_dir, names_dir, monkey
     with BeamTestPipeline(runner="FnApiRunner") as p:
         batches = p | beam.Create(files) | beam.ParDo(embed_names.ReadNameBatchesFn(3)).with_outputs("stats", main="batches")
         routed = (batches.batches
-                  | RunInference(KeyedModelHandler(EncoderModelHandler(model_dir)).with_no_batching())
-                  | beam.FlatMap(embed_names.route_result).with_outputs("dead", main="vectors"))
-        assert_that(batches.batches | beam.Map(len) | beam.CombineGlobally(max), equal_to([3]), label="batch size")
+                  | RunInference(KeyedModelHandler(EncoderModelHandler(model_dir)))
+                  | beam.ParDo(embed_names.RouteBatchFn(2)).with_outputs("dead", "stats", main="vectors"))
+        assert_that(batches.batches | beam.Map(lambda b: len(b[1])) | beam.CombineGlobally(max), equal_to([3]),
+                    label="batch size")
         assert_that(batches.stats | beam.Map(lambda kv: kv[1]) | beam.CombineGlobally(sum),
                     equal_to([len(names["name_id"])]), label="names read")
-        assert_that(routed.vectors | beam.Map(lambda r: (r[0], r[1], len(r[2]))),
-                    equal_to([(i, c, 32 * 4) for i, c in zip(names["name_id"], names["concept_id"]) if i != poison_id]),
+        # every name but the poisoned one, once, in the shard its name_id hashes to, with a 32-float vector
+        assert_that(routed.vectors | beam.FlatMap(lambda kv: [
+                        (kv[0], int(i), c, len(kv[1][2]) // len(kv[1][1])) for i, c in
+                        zip(np.frombuffer(kv[1][0], dtype=np.int64), kv[1][1])]),
+                    equal_to([(stable_shard(str(i), 2), i, c, 32 * 4)
+                              for i, c in zip(names["name_id"], names["concept_id"]) if i != poison_id]),
                     label="vectors")
+        assert_that(routed.stats | "EmbeddedCounts" >> beam.Map(lambda kv: kv[1]) | "Embedded" >> beam.CombineGlobally(sum),
+                    equal_to([len(names["name_id"]) - 1]), label="embedded")
         assert_that(routed.dead | beam.Map(lambda d: (d["location"], d["raw"])),
                     equal_to([(f"name_id {poison_id}", POISON)]), label="dead letters")
 
@@ -314,3 +324,12 @@ def test_quality_reports_an_empty_embeddings_table_as_critical(embedded, tmp_pat
     assert [(c["table"], c["severity"]) for c in summary["checks"]
             if c["expectation"] == "expect_table_row_count_to_be_between" and not c["success"]] == [("embeddings", "critical")]
     assert not summary["passed"]
+
+
+def test_threads_per_worker_is_the_option_else_the_cores_shared_by_local_processes():
+    assert worker_threads(pipeline_options(["--threads_per_worker=3"])) == 3
+    assert worker_threads(pipeline_options([])) is None  # in process: torch's own default
+    shared = worker_threads(pipeline_options(["--direct_num_workers=2", "--direct_running_mode=multi_processing"]))
+    assert shared == max(1, len(os.sched_getaffinity(0)) // 2)
+    with pytest.raises(ValueError, match="--threads_per_worker must be at least 1"):
+        worker_threads(pipeline_options(["--threads_per_worker=0"]))
