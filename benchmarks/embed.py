@@ -8,7 +8,9 @@ with the smallest name_id, a hash, so a uniform sample, written as a names folde
 in its own child process so peak RSS is per mode: a plain `Encoder.encode` loop (batch 256, length-sorted),
 the Beam pipeline with one worker (FnApiRunner in process) and with two worker processes. Times are end to
 end after imports: model load, reading, encoding (and for the pipeline, writing). The pipeline's vectors are
-compared with the in-process ones. Every process encodes with --threads torch threads (default 1:
+compared with the in-process ones. Each mode also runs on the START_UP_NAMES smallest name_ids first: that run's
+time is its start-up (model load, worker processes), and the full run's extra names over its extra seconds its
+steady-state rate. Every process encodes with --threads torch threads (default 1:
 in process, each pipeline worker, `--threads_per_worker`), so 2 workers vs 1 compares workers, not threads.
 """
 
@@ -46,6 +48,7 @@ PIPELINE_MODES = {
     "Beam pipeline, 2 worker processes": ["--direct_num_workers=2", "--direct_running_mode=multi_processing"],
 }
 IN_PROCESS = "in process (Encoder.encode loop)"
+START_UP_NAMES = 2048
 
 PEAK_RSS = ("max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
             "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
@@ -160,37 +163,55 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         names = names_subset(names_dir, args.limit, tmp / "names") if args.limit else names_dir
-        common = {"repo": str(REPO), "names": str(names), "model": model, "pooling": pooling,
-                  "batch_size": BATCH_SIZE, "peak": PEAK_RSS, "threads": args.threads}
-        (tmp / "in-process").mkdir()
-        print(f"{IN_PROCESS} ...", flush=True)
-        results[IN_PROCESS] = run_child(CHILD_IN_PROCESS.format(out=str(tmp / "in-process"), **common))
-        reference = dict(zip(np.load(tmp / "in-process/ids.npy").tolist(), np.load(tmp / "in-process/vectors.npy")))
-        for i, (label, flags) in enumerate(PIPELINE_MODES.items()):
+        small = names_subset(names_dir, START_UP_NAMES, tmp / "start-up-names")
+        common = {"repo": str(REPO), "model": model, "pooling": pooling, "batch_size": BATCH_SIZE, "peak": PEAK_RSS,
+                  "threads": args.threads}
+
+        def measured(label: str, child: str, out: Path, **extra) -> dict:
+            """The mode on the names, after a run on START_UP_NAMES names whose time stands for its start-up."""
+            start = run_child(child.format(out=str(out) + "-start-up", names=str(small), **common, **extra))
+            row = run_child(child.format(out=str(out), names=str(names), **common, **extra))
+            extra_seconds = row["seconds"] - start["seconds"]
+            steady = (row["names"] - start["names"]) / extra_seconds if row["names"] > start["names"] and extra_seconds > 0 \
+                else float("nan")  # too few names to outlast the start-up
+            return {**row, "start_up_seconds": start["seconds"], "steady_names_per_s": steady}
+
+        for label in (IN_PROCESS, *PIPELINE_MODES):
             print(f"{label} ...", flush=True)
-            out = tmp / f"pipeline-{i}"
-            results[label] = run_child(CHILD_PIPELINE.format(out=str(out), flags=flags, **common))
-            results[label]["max_abs_difference_vs_in_process"] = max_difference(reference, out)
+            out = tmp / f"mode-{len(results)}"
+            if label == IN_PROCESS:
+                (tmp / "mode-0-start-up").mkdir()
+                out.mkdir()
+                results[label] = measured(label, CHILD_IN_PROCESS, out)
+                reference = dict(zip(np.load(out / "ids.npy").tolist(), np.load(out / "vectors.npy")))
+            else:
+                results[label] = measured(label, CHILD_PIPELINE, out, flags=PIPELINE_MODES[label])
+                results[label]["max_abs_difference_vs_in_process"] = max_difference(reference, out)
 
     base = results[IN_PROCESS]
     one, two = (results[label] for label in PIPELINE_MODES)
     print(f"\nmodel: {model_note}; names: {base['names']:,} from {names_dir}; batch {BATCH_SIZE}; "
           f"{os.cpu_count()} CPUs, {args.threads} torch thread(s) per process; {platform.processor() or platform.machine()}")
-    print(f"{'mode':40} {'seconds':>8} {'names/s':>8} {'peak RSS MB':>11} {'vs in process':>13} {'max |diff|':>10}")
+    print(f"{'mode':40} {'seconds':>8} {'names/s':>8} {'start-up s':>10} {'steady names/s':>14} {'peak RSS MB':>11} "
+          f"{'vs in process':>13} {'max |diff|':>10}")
     for label, r in results.items():
         diff = r.get("max_abs_difference_vs_in_process")
-        print(f"{label:40} {r['seconds']:8.1f} {r['names'] / r['seconds']:8,.0f} {r['peak_rss_kb'] / 1024:11,.0f} "
+        print(f"{label:40} {r['seconds']:8.1f} {r['names'] / r['seconds']:8,.0f} {r['start_up_seconds']:10.1f} "
+              f"{r['steady_names_per_s']:14,.0f} {r['peak_rss_kb'] / 1024:11,.0f} "
               f"{base['seconds'] / r['seconds']:12.2f}x {'-' if diff is None else f'{diff:.1e}':>10}")
     ratios = {"two_workers_vs_one": one["seconds"] / two["seconds"],
               "pipeline_1_worker_vs_in_process": base["seconds"] / one["seconds"],
-              "pipeline_2_workers_vs_in_process": base["seconds"] / two["seconds"]}
-    print(f"2 workers / 1 worker: {ratios['two_workers_vs_one']:.2f}x; pipeline (1 worker) / in process: "
-          f"{ratios['pipeline_1_worker_vs_in_process']:.2f}x (names/s ratios); in-process encode alone: "
-          f"{base['names'] / base['encode_seconds']:,.0f} names/s")
+              "pipeline_2_workers_vs_in_process": base["seconds"] / two["seconds"],
+              "two_workers_vs_one_steady": two["steady_names_per_s"] / one["steady_names_per_s"],
+              "pipeline_1_worker_vs_in_process_steady": one["steady_names_per_s"] / base["steady_names_per_s"]}
+    print(f"2 workers / 1 worker: {ratios['two_workers_vs_one']:.2f}x end to end, "
+          f"{ratios['two_workers_vs_one_steady']:.2f}x steady state; pipeline (1 worker) / in process: "
+          f"{ratios['pipeline_1_worker_vs_in_process']:.2f}x end to end, {ratios['pipeline_1_worker_vs_in_process_steady']:.2f}x "
+          f"steady state (names/s ratios); in-process encode alone: {base['names'] / base['encode_seconds']:,.0f} names/s")
     if args.json:
         Path(args.json).write_text(json.dumps({"model": model_note, "names_dir": str(names_dir), "limit": args.limit,
                                                "batch_size": BATCH_SIZE, "cpus": os.cpu_count(), "threads_per_process": args.threads,
-                                               "modes": results,
+                                               "start_up_names": START_UP_NAMES, "modes": results,
                                                "ratios": ratios}, indent=2))
     ok = all(r["reconciled"] and r["embedded"] == r["names"] for r in results.values())
     return 0 if ok else 1

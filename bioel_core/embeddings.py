@@ -96,15 +96,15 @@ def check_names_unchanged(emb_dir: str | Path) -> Path:
     return folder
 
 
-def encode_checked(encoder, texts: list[str]) -> list:
-    """One L2-normalized float32 vector or `EncodeFailure` per text, in input order, the texts encoded as one
-    batch (`encoder`: a bioel_core Encoder). Failures: an empty text; a text that failed alone after its batch
+def encode_checked(encoder, texts: list[str], batch_size: int | None = None) -> list:
+    """One L2-normalized float32 vector or `EncodeFailure` per text, in input order, the texts encoded in
+    batches of `batch_size` (None: one batch) by the encoder's own order (`encoder`: a bioel_core Encoder). Failures: an empty text; a text that failed alone after its batch
     failed; a vector that is not finite or not of unit norm. `bioel embed` and `bioel refresh` both encode
     through here, so a name is dead-lettered by the same rules in either."""
     out: list = [EncodeFailure("empty text")] * len(texts)
     todo = [i for i, t in enumerate(texts) if t and t.strip()]
     try:
-        vectors = encoder.encode([texts[i] for i in todo], batch_size=max(len(todo), 1))
+        vectors = encoder.encode([texts[i] for i in todo], batch_size=batch_size or max(len(todo), 1))
     except Exception as err:  # one bad text (or a batch too big for the device) must not lose the others
         log.warning("encoding a batch of %d texts failed (%s: %s); retrying one by one", len(todo), type(err).__name__, err)
         vectors = [_encode_one(encoder, texts[i]) for i in todo]

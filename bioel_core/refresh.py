@@ -60,7 +60,7 @@ from bioel_core.index import IndexSpec, build_shard, read_index_manifest, shard_
 from bioel_core.index.layout import ID_MAPS, SHARDS
 from bioel_core.index.sharded import file_sha256
 from bioel_core.models import open_model
-from bioel_core.outputs import (LocalFileSystem, Manifest, OutputFolder, embeddings_table, name_batches, shard_name,
+from bioel_core.outputs import (LocalFileSystem, Manifest, OutputFolder, embeddings_table, name_chunks, shard_name,
                                 write_parquet)
 from bioel_core.tables import KB_PIPELINE, data_root, read_output_manifest, read_table, stable_shard, table_files
 from schemas import DEAD_LETTER_SCHEMA, embeddings_schema
@@ -263,13 +263,13 @@ class Encoded:
 
 
 def encode_names(encoder, names: pa.Table, batch_size: int) -> Encoded:
-    """`names` rows encoded in batches of similar length (ties by name_id), as `bioel embed` forms them."""
+    """`names` rows encoded in the chunks and batches `bioel embed` forms (outputs.name_chunks)."""
     ids = names.column("name_id").to_numpy()
     concepts, texts = names.column("concept_id").to_pylist(), names.column(TEXT_COLUMN).to_pylist()
     kept, vectors, dead = [], [], []
     with progress_bar(total=len(ids), unit="names", desc="encode") as bar:
-        for rows in name_batches(ids, names.column(TEXT_COLUMN), batch_size):
-            for i, result in zip(rows, encode_checked(encoder, [texts[i] for i in rows])):
+        for rows in name_chunks(ids, names.column(TEXT_COLUMN), batch_size):
+            for i, result in zip(rows, encode_checked(encoder, [texts[i] for i in rows], batch_size)):
                 if isinstance(result, EncodeFailure):
                     dead.append({"source": "encoder", "location": f"name_id {ids[i]}", "raw": texts[i], "reason": result.reason})
                 else:

@@ -1,10 +1,10 @@
 """Names table of an ingest-kb output -> one L2-normalized vector per name (`bioel embed`), with RunInference.
 
-    NameFiles | ReadNameBatches ─┬─ batches | SpreadBatches | Encode (RunInference) | Route ─┬─ vectors by shard | GroupShards | WriteEmbeddings
-                                 │                                                           ├─ failures | WriteDeadLetters
-                                 └─ names read ───────────────────────────────── + embedded ─┴─ + dead letters counted | WriteStats
+    NameFiles | ReadNameChunks ─┬─ chunks | SpreadChunks | Encode (RunInference) | Route ─┬─ vectors by shard | GroupShards | WriteEmbeddings
+                                │                                                         ├─ failures | WriteDeadLetters
+                                └─ names read ─────────────────────────────── + embedded ─┴─ + dead letters counted | WriteStats
 
-Elements are encoder batches (and per-shard parts of them) from reading to writing, never single names.
+Elements are chunks of names (and per-shard parts of them) from reading to writing, never single names.
 
 The encoded column is `name_norm`, the one NameSet.from_names_table (and so the in-memory dense linker) links
 on. `--names` and `--model` are local folders (the encoder loads from local files); `--output` may be any
@@ -26,7 +26,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from bioel_core.embeddings import PIPELINE, TEXT_COLUMN, manifest_sha256
 from bioel_core.guards import check_output_folder
 from bioel_core.models import model_folder, open_model, resolve_device
-from bioel_core.outputs import (Manifest, OutputFolder, check_num_shards, embeddings_table, name_batches, shard_name,
+from bioel_core.outputs import (Manifest, OutputFolder, check_num_shards, embeddings_table, name_chunks, shard_name,
                                 write_parquet)
 from bioel_core.tables import KB_PIPELINE, read_output_manifest, stable_shard, table_files
 from pipelines.counting import WriteStats, count_as, read_stats
@@ -41,16 +41,14 @@ log = logging.getLogger(__name__)
 TABLES = ("embeddings", "dead_letter")
 
 
-class ReadNameBatchesFn(beam.DoFn):
-    """One names shard -> encoder batches, each ((name_ids as int64 bytes, concept_ids), texts) of names of
-    similar length.
+class ReadNameChunksFn(beam.DoFn):
+    """One names shard -> chunks of names of similar length, each ((name_ids as int64 bytes, concept_ids), texts).
 
-    Batches are made here, by sorting each shard on text length, rather than by RunInference's BatchElements
-    (which fills batches in arrival order): a padded batch costs as much as its longest name, and sorting
-    the whole shard gives tighter batches than keying by length buckets. Characters stand in for WordPiece
-    tokens (names are short; the two grow together), so this step needs no tokenizer. Ties break on name_id,
-    so every run forms the same batches and writes the same floats. From here to the writer a batch travels
-    as one element: Beam's per-element cost is paid per batch, not per name.
+    Chunks are made here, by sorting each shard on text length (outputs.name_chunks), rather than by
+    RunInference's BatchElements (which fills batches in arrival order): a padded batch costs as much as its
+    longest name. This step needs no tokenizer; the encoder orders each chunk by token count and cuts its
+    batches. Every run forms the same chunks and batches, so writes the same floats. From here to the writer a
+    chunk travels as one element: Beam's per-element cost is paid per chunk, not per name.
     """
 
     def __init__(self, batch_size: int):
@@ -63,13 +61,13 @@ class ReadNameBatchesFn(beam.DoFn):
         ids = table.column("name_id").to_numpy()
         concepts = table.column("concept_id").to_pylist()
         texts = table.column(TEXT_COLUMN).to_pylist()
-        for rows in name_batches(ids, table.column(TEXT_COLUMN), self.batch_size):
+        for rows in name_chunks(ids, table.column(TEXT_COLUMN), self.batch_size):
             # raw bytes: Beam codes bytes natively, where an ndarray would be pickled
             yield (ids[rows].astype(np.int64).tobytes(), [concepts[i] for i in rows]), [texts[i] for i in rows]
 
 
-class RouteBatchFn(beam.DoFn):
-    """An encoded batch -> its vectors cut by output shard, (shard, (name_id bytes, concept_ids, float32 bytes)),
+class RouteChunkFn(beam.DoFn):
+    """An encoded chunk -> its vectors cut by output shard, (shard, (name_id bytes, concept_ids, float32 bytes)),
     and one dead letter per text that failed."""
 
     def __init__(self, num_shards: int):
@@ -117,12 +115,12 @@ def build_pipeline(p: beam.Pipeline, name_files: list[str], staged: OutputFolder
                    dim: int, batch_size: int, num_shards: int) -> None:
     read = (p
             | "NameFiles" >> beam.Create(name_files)
-            | "ReadNameBatches" >> beam.ParDo(ReadNameBatchesFn(batch_size)).with_outputs("stats", main="batches"))
-    results = (read.batches
-               # a fusion break: the batches of one names shard spread over every worker
-               | "SpreadBatches" >> beam.Reshuffle()
+            | "ReadNameChunks" >> beam.ParDo(ReadNameChunksFn(batch_size)).with_outputs("stats", main="chunks"))
+    results = (read.chunks
+               # a fusion break: the chunks of one names shard spread over every worker
+               | "SpreadChunks" >> beam.Reshuffle()
                | "Encode" >> RunInference(KeyedModelHandler(handler))
-               | "Route" >> beam.ParDo(RouteBatchFn(num_shards)).with_outputs("dead", "stats", main="vectors"))
+               | "Route" >> beam.ParDo(RouteChunkFn(num_shards)).with_outputs("dead", "stats", main="vectors"))
     _ = (results.vectors
          | "GroupShards" >> beam.GroupByKey()
          | "WriteEmbeddings" >> beam.ParDo(WriteEmbeddingShardFn(staged.table_dir("embeddings"), dim, num_shards)))
@@ -184,8 +182,8 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     names_manifest, name_files = check_names_folder(names)
     model = open_checked_model(model_dir, pooling, device)
     check_output_folder(output_dir, PIPELINE, [("--input", str(names)), ("--model", model["path"])])
-    handler = EncoderModelHandler(model["path"], pooling=pooling, device=device, fingerprint=model["fingerprint"],
-                                  torch_threads=worker_threads(options))
+    handler = EncoderModelHandler(model["path"], pooling=pooling, device=device, batch_size=batch_size,
+                                  fingerprint=model["fingerprint"], torch_threads=worker_threads(options))
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
     def build() -> Manifest:

@@ -19,12 +19,12 @@ class ModelChangedError(RuntimeError):
 
 
 class EncoderModelHandler(ModelHandler[Sequence[str], PredictionResult, Encoder]):
-    """Batches of texts -> L2-normalized float32 vectors with a bioel model folder (or a plain HF checkpoint +
+    """Chunks of texts -> L2-normalized float32 vectors with a bioel model folder (or a plain HF checkpoint +
     pooling).
 
-    An example is a whole encoder batch, formed upstream (the embed pipeline sorts names by length first), so
-    RunInference passes batches, not rows, between steps: each gets one `PredictionResult` whose `inference`
-    holds, in the batch's order, a vector or an `EncodeFailure` per text (an empty text, a text that failed
+    An example is a chunk of texts formed upstream (the embed pipeline's names of similar length), encoded in
+    batches of `batch_size`, so RunInference passes chunks, not rows, between steps: each gets one
+    `PredictionResult` whose `inference` holds, in the chunk's order, a vector or an `EncodeFailure` per text (an empty text, a text that failed
     alone after its batch failed, a vector that is not finite / not of unit norm: encode_checked).
 
     The model is loaded once per worker process (Beam's default, `share_model_across_processes()` False):
@@ -32,13 +32,13 @@ class EncoderModelHandler(ModelHandler[Sequence[str], PredictionResult, Encoder]
     pickling round trip through the shared-model proxy process.
     """
 
-    def __init__(self, model_dir: str, *, pooling: str | None = None, device: str = "cpu",
+    def __init__(self, model_dir: str, *, pooling: str | None = None, device: str = "cpu", batch_size: int = 256,
                  fingerprint: str | None = None, torch_threads: int | None = None):
         """`fingerprint`: the model the driver checked; a worker that finds another model at the path refuses.
         `torch_threads`: intra-op threads per process, so several local worker processes do not oversubscribe."""
-        super().__init__(min_batch_size=1, max_batch_size=1)  # one example is already one encoder batch
+        super().__init__(min_batch_size=1, max_batch_size=1)  # one example is already a chunk of encoder batches
         self.model_dir, self.pooling, self.device = model_dir, pooling, device
-        self.fingerprint, self.torch_threads = fingerprint, torch_threads
+        self.batch_size, self.fingerprint, self.torch_threads = batch_size, fingerprint, torch_threads
 
     def load_model(self) -> Encoder:
         import torch
@@ -54,6 +54,6 @@ class EncoderModelHandler(ModelHandler[Sequence[str], PredictionResult, Encoder]
     def run_inference(self, batch: Sequence[Sequence[str]], model: Encoder, inference_args=None) -> list[PredictionResult]:
         results = []
         for texts in batch:
-            results.append(PredictionResult(texts, encode_checked(model, list(texts))))
+            results.append(PredictionResult(texts, encode_checked(model, list(texts), self.batch_size)))
             progress.advance(len(texts))
         return results

@@ -18,6 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from bioel_core.embeddings import ModelMismatchError, check_model_matches, read_embeddings, vectors_of
 from bioel_core.models import Encoder, TransformerEncoder, load_encoder
+from bioel_core.outputs import layout
 from bioel_core.quality import format_summary, report
 from bioel_core.tables import IncompleteOutputError, read_manifest, read_table, stable_shard, table_files
 from conftest import FIXTURES, assert_published, assert_unpublished, report_figures, report_page
@@ -109,13 +110,14 @@ def test_read_encode_route_steps_on_a_test_pipeline(model_dir, names_dir, monkey
     poison_id = names["name_id"][names["name_norm"].index(POISON)]
     files = [str(f) for f in table_files(names_dir, "names")]
     with BeamTestPipeline(runner="FnApiRunner") as p:
-        batches = p | beam.Create(files) | beam.ParDo(embed_names.ReadNameBatchesFn(3)).with_outputs("stats", main="batches")
-        routed = (batches.batches
-                  | RunInference(KeyedModelHandler(EncoderModelHandler(model_dir)))
-                  | beam.ParDo(embed_names.RouteBatchFn(2)).with_outputs("dead", "stats", main="vectors"))
-        assert_that(batches.batches | beam.Map(lambda b: len(b[1])) | beam.CombineGlobally(max), equal_to([3]),
-                    label="batch size")
-        assert_that(batches.stats | beam.Map(lambda kv: kv[1]) | beam.CombineGlobally(sum),
+        monkeypatch.setattr(layout, "BATCHES_PER_CHUNK", 2)  # chunks of 2 batches of 1 name
+        chunks = p | beam.Create(files) | beam.ParDo(embed_names.ReadNameChunksFn(1)).with_outputs("stats", main="chunks")
+        routed = (chunks.chunks
+                  | RunInference(KeyedModelHandler(EncoderModelHandler(model_dir, batch_size=1)))
+                  | beam.ParDo(embed_names.RouteChunkFn(2)).with_outputs("dead", "stats", main="vectors"))
+        assert_that(chunks.chunks | beam.Map(lambda b: len(b[1])) | beam.CombineGlobally(max), equal_to([2]),
+                    label="chunk size")
+        assert_that(chunks.stats | beam.Map(lambda kv: kv[1]) | beam.CombineGlobally(sum),
                     equal_to([len(names["name_id"])]), label="names read")
         # every name but the poisoned one, once, in the shard its name_id hashes to, with a 32-float vector
         assert_that(routed.vectors | beam.FlatMap(lambda kv: [

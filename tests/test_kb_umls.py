@@ -174,3 +174,20 @@ def test_unknown_and_duplicate_files_are_dead_lettered(tmp_path):
     assert dead[1].reason == "a second MRSTY file in one input group"
     assert len(concepts) == 3
     assert len(stats) == 5 and all(s.reconciles() for s in stats.values())
+
+
+def test_the_benchmarks_synthetic_mrconso_reads_cleanly_and_is_reproducible(tmp_path):
+    # benchmarks/ingest.py --synthetic-rows measures ingest on this file: every row must be read, none dead-lettered
+    from benchmarks.synthetic_mrconso import write_mrconso
+
+    path = write_mrconso(tmp_path / "a", 3_000, seed=1)
+    assert path.read_bytes() == write_mrconso(tmp_path / "b", 3_000, seed=1).read_bytes()
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3_000 and all(line.count("|") == 18 for line in lines)
+    assert [line.split("|")[0] for line in lines] == sorted(line.split("|")[0] for line in lines)
+    concepts, names, dead, stats = read([path])
+    stat = stats[str(path)]
+    assert not dead and stat.records_read == 3_000
+    assert stat.records_read == stat.records_accepted + sum(stat.skipped_by_filter.values())
+    assert len(concepts) == len({line.split("|")[0] for line in lines})  # every concept has its English preferred atom
+    assert 0.6 < len(names) / 3_000 < 0.9  # most atoms English and not suppressed

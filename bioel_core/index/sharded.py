@@ -93,7 +93,9 @@ class ShardedIndex:
 
     def _open_shard(self, record: dict, overrides: dict) -> Shard:
         path = self.root / record["index_file"]
-        index = faiss.read_index(str(path))
+        # mapped, not copied: vector and code stores are read from the page cache, which every worker process
+        # on the machine shares, and only the pages a search touches become resident
+        index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC)
         if index.d != self.dimension:
             raise IndexIntegrityError(f"{path}: dimension {index.d}, the manifest says {self.dimension}")
         if index.ntotal != record["vectors"]:

@@ -2,7 +2,7 @@
 folder. Beam-free: pipelines pass an adapter over Beam's FileSystems, refresh the local filesystem."""
 
 from bioel_core.outputs.fs import FileSystem, LocalFileSystem, is_local
-from bioel_core.outputs.layout import (MANIFEST, QUALITY, STATS_FILE, check_num_shards, embeddings_table, name_batches,
+from bioel_core.outputs.layout import (MANIFEST, QUALITY, STATS_FILE, check_num_shards, embeddings_table, name_chunks,
                                        parquet_bytes, parquet_rows, read_json, shard_name, write_json, write_parquet)
 from bioel_core.outputs.manifest import VERBS, Manifest, utc_now
 from bioel_core.outputs.publish import (FAULT_ENV, LOCK, STEPS, ConcurrentRunError, OutputError, OutputFolder,
@@ -11,6 +11,6 @@ from bioel_core.outputs.publish import (FAULT_ENV, LOCK, STEPS, ConcurrentRunErr
 __all__ = [
     "FAULT_ENV", "LOCK", "MANIFEST", "QUALITY", "STATS_FILE", "STEPS", "VERBS", "ConcurrentRunError", "FileSystem",
     "LocalFileSystem", "Manifest", "OutputError", "OutputFolder", "check_num_shards", "embeddings_table", "is_local",
-    "name_batches", "parquet_bytes", "parquet_rows", "read_json", "read_pointer", "shard_name", "utc_now",
+    "name_chunks", "parquet_bytes", "parquet_rows", "read_json", "read_pointer", "shard_name", "utc_now",
     "write_json", "write_parquet",
 ]

@@ -73,8 +73,15 @@ def embeddings_table(name_ids: np.ndarray, concept_ids: list[str], vectors: np.n
     ], schema=embeddings_schema(dim))
 
 
-def name_batches(name_ids: np.ndarray, texts: pa.ChunkedArray | pa.Array, batch_size: int) -> list[np.ndarray]:
-    """Row numbers of a names table cut into encoder batches: sorted by text length (a padded batch costs as
-    much as its longest name), ties by name_id, so every run forms the same batches and writes the same floats."""
+BATCHES_PER_CHUNK = 16
+
+
+def name_chunks(name_ids: np.ndarray, texts: pa.ChunkedArray | pa.Array, batch_size: int) -> list[np.ndarray]:
+    """Row numbers of a names table cut into chunks of BATCHES_PER_CHUNK encoder batches, each encoded with
+    `encode_checked(encoder, texts, batch_size)`. Rows are sorted by character length, ties by name_id, so every
+    run forms the same chunks and writes the same floats; within a chunk the encoder orders by token count and
+    cuts its batches (a padded batch costs as much as its longest name, and character length alone is a loose
+    proxy for tokens: batches cut on it encoded MeSH names 1.7x slower)."""
     order = np.lexsort((np.asarray(name_ids), pc.utf8_length(texts).to_numpy(zero_copy_only=False)))
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    size = batch_size * BATCHES_PER_CHUNK
+    return [order[start:start + size] for start in range(0, len(order), size)]
