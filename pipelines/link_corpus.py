@@ -6,7 +6,9 @@ letters and a reconciled manifest.
      [--incremental]     │   previous documents + annotations ┴─ GroupByDocId | Resolve ─┬─ to link | Batch | DetectAndLink
                          │                                                              ├─ unchanged / carried (previous rows)
                          └─ dead letters                                                └─ deleted (tombstones)
-    annotations + documents | KeyByShard | GroupShards | WriteShard (Parquet, + the same as PubTator/BioC when asked)
+    annotations + documents, as (shard, rows) lists | GroupShards | WriteShard (Parquet, + PubTator/BioC when asked)
+
+DetectAndLink cuts each batch's rows by output shard, so linked rows travel in lists, not one element each.
 
 The output folder holds the whole annotated state. Without --incremental it is this run's inputs only;
 with it, the previous state is carried forward and only documents that are new, changed (content hash) or
@@ -137,11 +139,13 @@ def _version(document: Document) -> int:
 
 
 class DetectAndLinkFn(beam.DoFn):
-    """A batch of (content hash, Document) -> annotation rows and document rows. The annotator (encoder, FAISS shards, dictionaries) loads once per
-    worker process in setup. `threads`: torch and FAISS threads in this worker (options.worker_threads)."""
+    """A batch of (content hash, Document) -> (shard, annotation rows) and, tagged, (shard, document rows): the
+    batch's rows cut by output shard, so rows travel to the writers in lists, not one element each. The annotator
+    (encoder, FAISS shards, dictionaries) loads once per worker process in setup. `threads`: torch and FAISS
+    threads in this worker (options.worker_threads)."""
 
-    def __init__(self, spec: AnnotatorSpec, output_format: str = "parquet", threads: int | None = None):
-        self.spec, self.output_format, self.threads = spec, output_format, threads
+    def __init__(self, spec: AnnotatorSpec, num_shards: int, output_format: str = "parquet", threads: int | None = None):
+        self.spec, self.num_shards, self.output_format, self.threads = spec, num_shards, output_format, threads
 
     def setup(self):
         if self.threads:
@@ -173,15 +177,22 @@ class DetectAndLinkFn(beam.DoFn):
             return
         annotated = self.annotator.annotate([d for _, d in good])
         progress.advance(len(good))
+        documents, annotations = {}, {}
         for (sha, document), rows in zip(good, annotated):
-            yield beam.pvalue.TaggedOutput("documents", {
+            shard = stable_shard(document.doc_id, self.num_shards)
+            documents.setdefault(shard, []).append({
                 "doc_id": document.doc_id, "content_sha256": sha, "status": "annotated", "mentions": len(rows),
                 "passages": [{"kind": p.kind, "offset": p.offset, "text": p.text} for p in document.passages],
                 "model_version": self.annotator.model_version, "kb_version": self.annotator.kb_version})
-            yield beam.pvalue.TaggedOutput("stats", ("documents.linked", 1))
-            yield beam.pvalue.TaggedOutput("stats", ("mentions.linked", len(rows)))
-            yield beam.pvalue.TaggedOutput("stats", ("mentions.nil", sum(r["nil"] for r in rows)))
-            yield from rows
+            annotations.setdefault(shard, []).extend(rows)
+        rows = [r for part in annotations.values() for r in part]
+        yield beam.pvalue.TaggedOutput("stats", ("documents.linked", len(good)))
+        yield beam.pvalue.TaggedOutput("stats", ("mentions.linked", len(rows)))
+        yield beam.pvalue.TaggedOutput("stats", ("mentions.nil", sum(r["nil"] for r in rows)))
+        for shard in sorted(documents):
+            yield beam.pvalue.TaggedOutput("documents", (shard, documents[shard]))
+        for shard in sorted(annotations):
+            yield shard, annotations[shard]
 
 
 ID_PREFIXES = ("none", "vocabulary")
@@ -219,8 +230,9 @@ class WriteLinkedShardFn(beam.DoFn):
     def process(self, element):
         shard, grouped = element
         fs = filesystem_for(self.root)
-        annotations = sorted(grouped["annotations"], key=lambda r: (r["doc_id"], r["start"], r["end"], r["entity_type"]))
-        documents = sorted(grouped["documents"], key=lambda r: r["doc_id"])
+        annotations = sorted((r for part in grouped["annotations"] for r in part),
+                             key=lambda r: (r["doc_id"], r["start"], r["end"], r["entity_type"]))
+        documents = sorted((r for part in grouped["documents"] for r in part), key=lambda r: r["doc_id"])
         for table, rows, schema in (("annotations", annotations, ANNOTATIONS_SCHEMA), ("documents", documents, DOCUMENTS_SCHEMA)):
             write_parquet(fs, fs.join(self.root, table, shard_name(shard, self.num_shards)), pa.Table.from_pylist(rows, schema=schema))
         if self.output_format != "parquet":
@@ -274,17 +286,17 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
                     "documents", "annotations", "dead", "stats", main="to_link"))
 
     linked = (resolved.to_link
-              | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=batch_size)
-              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec, output_format, threads)).with_outputs("documents", "dead", "stats", main="annotations"))
+              # fixed-size batches: the annotator searches each index once a batch, so small adaptive batches cost
+              | "Batch" >> beam.BatchElements(min_batch_size=batch_size, max_batch_size=batch_size)
+              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec, num_shards, output_format, threads)).with_outputs("documents", "dead", "stats", main="annotations"))
 
-    annotations = (resolved.annotations, linked.annotations) | "AllAnnotations" >> beam.Flatten()
-    documents = (resolved.documents, linked.documents) | "AllDocuments" >> beam.Flatten()
+    def by_shard(label, rows):  # the rows Resolve keeps or carries, one at a time, as the linked ones come: (shard, [row])
+        return rows | label >> beam.Map(lambda r: (stable_shard(r["doc_id"], num_shards), [r]))
 
-    def by_shard(label, pcoll, key):
-        return pcoll | label >> beam.Map(lambda x: (stable_shard(key(x), num_shards), x))
-
-    shards = ({"annotations": by_shard("ShardAnnotations", annotations, lambda r: r["doc_id"]),
-               "documents": by_shard("ShardDocuments", documents, lambda r: r["doc_id"]),
+    annotations = ((by_shard("ShardKeptAnnotations", resolved.annotations), linked.annotations)
+                   | "AllAnnotations" >> beam.Flatten())
+    documents = (by_shard("ShardKeptDocuments", resolved.documents), linked.documents) | "AllDocuments" >> beam.Flatten()
+    shards = ({"annotations": annotations, "documents": documents,
                # every shard gets a group, and so its files, even without rows: a missing file is then an error
                "seed": p | "ShardSeeds" >> beam.Create([(s, None) for s in range(num_shards)])}
               | "GroupShards" >> beam.CoGroupByKey())
@@ -302,7 +314,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
                 read.deleted | "CountDeletionsRead" >> count_as("records.deletions"),
                 read.dead | "CountReadDeadLetters" >> count_as("records.dead_lettered"),
                 linked.dead | "CountLinkDeadLetters" >> count_as("documents.dead_lettered"),
-                annotations | "CountAnnotationsWritten" >> count_as("annotations.written"))
+                annotations | "CountAnnotationsWritten" >> beam.Map(lambda part: ("annotations.written", len(part[1]))))
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
