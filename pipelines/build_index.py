@@ -1,12 +1,15 @@
 """Embeddings of an embed output -> FAISS shards + id maps + manifest (`bioel build-index`).
 
-    EmbeddingFiles | Spread | ReadChunks ─┬─ (shard, rows) ─┐
-    every shard number, no rows ──────────┼─────────────────┴─ GroupByShard | BuildShard ─ shard records ─┐
-                                          └─ vectors read ────────────────────────────────────────────────┴─ WriteStats
+    EmbeddingFiles | Spread | SpillByShard ─┬─ (shard, spill file) ─┐
+    every shard number, no file ────────────┼───────────────────────┴─ GroupByShard | BuildShard ─ shard records ─┐
+                                            └─ vectors read ──────────────────────────────────────────────────────┴─ WriteStats
 
 A row's shard is `shard_of(name_id)`, so a refresh that touches few names rebuilds few shards. Each shard
 is built in one DoFn call (the index needs all its vectors at once) from rows put in name_id order, so
-runners and worker counts that deliver rows differently write the same files. Everything is staged and
+runners and worker counts that deliver rows differently write the same files. The rows reach their shard's
+builder through spill files (Arrow IPC, one per input file and shard, in the staged generation's `_spill`,
+removed before publishing), not as pipeline elements: a runner then shuffles file names, never vectors, and
+holds no more than one shard's vectors per worker, whatever the size of the KB. Everything is staged and
 published only when the job has finished, by moving the manifest pointer (bioel_core.outputs).
 `--embeddings` is a local folder (as `bioel embed` writes); `--output` may be any Beam filesystem.
 """
@@ -41,38 +44,41 @@ log = logging.getLogger(__name__)
 
 TABLES = (SHARDS, ID_MAPS)
 READ_BATCH_ROWS = 65536
+SPILL = "_spill"
 
 
-def _ipc(table: pa.Table) -> bytes:
-    # Arrow IPC bytes: Beam codes bytes natively, where a table or ndarray would be pickled
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+class SpillByShardFn(beam.DoFn):
+    """(input number, embeddings file) -> its rows cut by shard into one Arrow IPC file a shard under `spill`,
+    a record batch at a time; yields (shard, spill file). A retried bundle rewrites the same files."""
 
+    def __init__(self, num_shards: int, spill: str):
+        self.num_shards, self.spill = num_shards, spill
 
-def _from_ipc(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(data).read_all()
-
-
-class ReadChunksFn(beam.DoFn):
-    """One embeddings file -> (shard, Arrow IPC bytes of that shard's rows), a record batch at a time."""
-
-    def __init__(self, num_shards: int):
-        self.num_shards = num_shards
-
-    def process(self, path: str):
-        with FileSystems.open(path, compression_type="uncompressed") as fh:
-            for batch in pq.ParquetFile(fh).iter_batches(batch_size=READ_BATCH_ROWS):
-                table = pa.Table.from_batches([batch])
-                yield beam.pvalue.TaggedOutput("stats", ("vectors_read", table.num_rows))
-                shards = shard_of(table.column("name_id").to_numpy(), self.num_shards)
-                for shard in np.unique(shards):
-                    yield int(shard), _ipc(table.filter(pa.array(shards == shard)))
+    def process(self, element):
+        number, path = element
+        open_files = {}  # shard -> (spill file, handle, IPC writer)
+        try:
+            with FileSystems.open(path, compression_type="uncompressed") as fh:
+                for batch in pq.ParquetFile(fh).iter_batches(batch_size=READ_BATCH_ROWS):
+                    yield beam.pvalue.TaggedOutput("stats", ("vectors_read", batch.num_rows))
+                    shards = shard_of(batch.column("name_id").to_numpy(), self.num_shards)
+                    for shard in np.unique(shards).tolist():
+                        if shard not in open_files:
+                            target = FileSystems.join(self.spill, f"{shard:05d}", f"{number:05d}.arrow")
+                            handle = FileSystems.create(target, compression_type="uncompressed")
+                            open_files[shard] = (target, handle, pa.ipc.new_stream(handle, batch.schema))
+                        open_files[shard][2].write_batch(batch.filter(pa.array(shards == shard)))
+        finally:
+            for _, handle, writer in open_files.values():
+                writer.close()
+                handle.close()
+        for shard in sorted(open_files):
+            yield shard, open_files[shard][0]
 
 
 class BuildShardFn(beam.DoFn):
-    """(shard, chunks) -> the shard's .faiss file and id map in the staging folder; yields its manifest record."""
+    """(shard, spill files) -> the shard's .faiss file and id map in the staging folder, the spill files removed;
+    yields its manifest record."""
 
     def __init__(self, staging: str, num_shards: int, spec: IndexSpec, dimension: int, threads: int | None):
         self.staging, self.num_shards, self.spec, self.dimension, self.threads = staging, num_shards, spec, dimension, threads
@@ -82,9 +88,12 @@ class BuildShardFn(beam.DoFn):
             faiss.omp_set_num_threads(self.threads)
 
     def process(self, element):
-        shard, chunks = element
-        # IPC tables are views over the chunk bytes; the vectors are copied once, into the array build_shard owns
-        tables = [_from_ipc(c) for c in chunks if c]
+        shard, spilled = element
+        spilled = sorted(f for f in spilled if f)
+        tables = []
+        for path in spilled:
+            with FileSystems.open(path, compression_type="uncompressed") as fh:
+                tables.append(pa.ipc.open_stream(fh).read_all())
         if not tables:  # a shard no name hashed to: an empty index keeps the folder's shard count whole
             tables = [embeddings_schema(self.dimension).empty_table()]
         table = pa.concat_tables(tables)
@@ -93,6 +102,8 @@ class BuildShardFn(beam.DoFn):
         for relative, data in ((built.record["index_file"], built.index_bytes), (built.record["id_map_file"], built.id_map_bytes)):
             path = FileSystems.join(self.staging, relative)
             filesystem_for(path).write(path, data)
+        if spilled:
+            FileSystems.delete(spilled)
         progress.advance()
         yield "shards", [built.record]
 
@@ -100,11 +111,12 @@ class BuildShardFn(beam.DoFn):
 def build_pipeline(p: beam.Pipeline, files: list[str], staged: OutputFolder, *, num_shards: int, spec: IndexSpec,
                    dimension: int, threads: int | None) -> None:
     read = (p
-            | "EmbeddingFiles" >> beam.Create(files)
+            | "EmbeddingFiles" >> beam.Create(list(enumerate(files)))
             | "Spread" >> beam.Reshuffle()
-            | "ReadChunks" >> beam.ParDo(ReadChunksFn(num_shards)).with_outputs("stats", main="chunks"))
-    every_shard = p | "EveryShard" >> beam.Create([(s, b"") for s in range(num_shards)])
-    records = ((read.chunks, every_shard)
+            | "SpillByShard" >> beam.ParDo(SpillByShardFn(num_shards, FileSystems.join(staged.root, SPILL))).with_outputs(
+                "stats", main="spilled"))
+    every_shard = p | "EveryShard" >> beam.Create([(s, "") for s in range(num_shards)])
+    records = ((read.spilled, every_shard)
                | "WithEveryShard" >> beam.Flatten()
                | "GroupByShard" >> beam.GroupByKey()
                | "BuildShard" >> beam.ParDo(BuildShardFn(staged.root, num_shards, spec, dimension, threads)))
@@ -173,6 +185,7 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
         with pipeline_progress(options, "build-index", "shards", num_shards), beam.Pipeline(options=options) as p:
             build_pipeline(p, source["files"], staged, num_shards=num_shards, spec=spec, dimension=source["dimension"],
                            threads=threads)
+        staged.fs.delete(staged.fs.join(staged.root, SPILL))  # emptied by the builders; the folders stay
         return refuse_empty(build_manifest(read_stats(staged.root), source, staged=staged, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
                               threads=threads, options=options), staged)
 

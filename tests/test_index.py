@@ -267,6 +267,9 @@ def test_two_worker_processes_and_reruns_write_identical_shards(ties, tmp_path):
     assert shard_files(tmp_path / "again") == first == shard_files(tmp_path / "multi")
     assert again["shards"] == ties[3]["shards"] == multi["shards"]
     assert multi["options"]["direct_num_workers"] == 2 and multi["index"]["faiss_threads"] == 1
+    # the rows reached the builders through spill files, all removed: a generation holds the tables only
+    for folder in (root / "flat", tmp_path / "again", tmp_path / "multi"):
+        assert sorted(p.name for p in data_root(folder).iterdir() if p.is_dir()) == sorted(build_index.TABLES)
 
 
 def test_ivf_rerun_gives_identical_files(approximate, tmp_path):
