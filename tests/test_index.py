@@ -430,3 +430,14 @@ def test_dense_linker_over_a_flat_index_answers_as_the_in_memory_one(encoder, tm
     other = type(encoder)(num_blocks=1, filters=8, width=32)
     with pytest.raises(ModelMismatchError, match="fingerprint"):
         DenseLinker.from_index(tmp_path / "idx", names, other)
+
+
+def test_the_scale_benchmarks_streamed_exact_search_equals_brute_force():
+    # benchmarks/index_scale.py --through-build-index scores recall against this streamed reference
+    from benchmarks.index_scale import clustered_vectors, exact_top_k, mention_queries
+
+    base = clustered_vectors(250_000, 16, seed=3)  # three generator chunks
+    queries = mention_queries(base, 20, seed=3)
+    found = exact_top_k(250_000, 16, 3, queries, 5)
+    truth = np.argsort(-(queries @ base.T), axis=1, kind="stable")[:, :5]
+    assert all(set(f) == set(t) for f, t in zip(found.tolist(), truth.tolist()))
