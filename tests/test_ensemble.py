@@ -121,6 +121,6 @@ def test_the_beam_encode_handler_runs_an_ensemble_folder(members):
     expected = load_encoder(members / "ensemble")
     handler = EncoderModelHandler(str(members / "ensemble"), fingerprint=expected.fingerprint())
     model = handler.load_model()
-    results = handler.run_inference(TEXTS + [""], model)
-    np.testing.assert_allclose(np.stack([r.inference for r in results[:-1]]), expected.encode(TEXTS), atol=1e-6)
-    assert isinstance(results[-1].inference, EncodeFailure)
+    [result] = handler.run_inference([TEXTS + [""]], model)  # one example: a chunk of texts
+    np.testing.assert_allclose(np.stack(result.inference[:-1]), expected.encode(TEXTS), atol=1e-6)
+    assert isinstance(result.inference[-1], EncodeFailure)
