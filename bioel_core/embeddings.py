@@ -98,8 +98,9 @@ def check_names_unchanged(emb_dir: str | Path) -> Path:
 
 def encode_checked(encoder, texts: list[str], batch_size: int | None = None) -> list:
     """One L2-normalized float32 vector or `EncodeFailure` per text, in input order, the texts encoded in
-    batches of `batch_size` (None: one batch) by the encoder's own order (`encoder`: a bioel_core Encoder). Failures: an empty text; a text that failed alone after its batch
-    failed; a vector that is not finite or not of unit norm. `bioel embed` and `bioel refresh` both encode
+    batches of `batch_size` (None: one batch) in the encoder's own order (`encoder`: a bioel_core Encoder).
+    Failures: an empty text; a text that failed alone after its batch failed; a vector that is not finite or
+    not of unit norm. `bioel embed` and `bioel refresh` both encode
     through here, so a name is dead-lettered by the same rules in either."""
     out: list = [EncodeFailure("empty text")] * len(texts)
     todo = [i for i, t in enumerate(texts) if t and t.strip()]

@@ -86,12 +86,12 @@ class RouteChunkFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput("stats", ("embedded", len(kept)))
         if not kept:
             return
+        ids, concepts = ids[kept], [concepts[i] for i in kept]
         vectors = np.stack([result.inference[i] for i in kept]).astype(np.float32)
-        shards = np.array([stable_shard(str(ids[i]), self.num_shards) for i in kept])
+        shards = np.array([stable_shard(str(i), self.num_shards) for i in ids])
         for shard in np.unique(shards).tolist():
             part = np.flatnonzero(shards == shard)
-            yield shard, (ids[[kept[j] for j in part]].tobytes(), [concepts[kept[j]] for j in part],
-                          vectors[part].tobytes())
+            yield shard, (ids[part].tobytes(), [concepts[j] for j in part], vectors[part].tobytes())
 
 
 class WriteEmbeddingShardFn(beam.DoFn):

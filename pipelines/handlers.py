@@ -24,8 +24,9 @@ class EncoderModelHandler(ModelHandler[Sequence[str], PredictionResult, Encoder]
 
     An example is a chunk of texts formed upstream (the embed pipeline's names of similar length), encoded in
     batches of `batch_size`, so RunInference passes chunks, not rows, between steps: each gets one
-    `PredictionResult` whose `inference` holds, in the chunk's order, a vector or an `EncodeFailure` per text (an empty text, a text that failed
-    alone after its batch failed, a vector that is not finite / not of unit norm: encode_checked).
+    `PredictionResult` whose `inference` holds, in the chunk's order, a vector or an `EncodeFailure` per text
+    (an empty text, a text that failed alone after its batch failed, a vector that is not finite / not of unit
+    norm: encode_checked).
 
     The model is loaded once per worker process (Beam's default, `share_model_across_processes()` False):
     bioel encoders are at most BERT-base size, so a copy per process is cheap, and it spares every batch the

@@ -185,10 +185,9 @@ class DetectAndLinkFn(beam.DoFn):
                 "passages": [{"kind": p.kind, "offset": p.offset, "text": p.text} for p in document.passages],
                 "model_version": self.annotator.model_version, "kb_version": self.annotator.kb_version})
             annotations.setdefault(shard, []).extend(rows)
-        rows = [r for part in annotations.values() for r in part]
         yield beam.pvalue.TaggedOutput("stats", ("documents.linked", len(good)))
-        yield beam.pvalue.TaggedOutput("stats", ("mentions.linked", len(rows)))
-        yield beam.pvalue.TaggedOutput("stats", ("mentions.nil", sum(r["nil"] for r in rows)))
+        yield beam.pvalue.TaggedOutput("stats", ("mentions.linked", sum(len(rows) for rows in annotated)))
+        yield beam.pvalue.TaggedOutput("stats", ("mentions.nil", sum(r["nil"] for rows in annotated for r in rows)))
         for shard in sorted(documents):
             yield beam.pvalue.TaggedOutput("documents", (shard, documents[shard]))
         for shard in sorted(annotations):
