@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.children import steady_rate  # noqa: E402
 from benchmarks.kbs import BIOEL, DATA, annotator_flags, prepare  # noqa: E402
 from bioel_core.linking import DETECTORS  # noqa: E402
 
@@ -168,9 +169,8 @@ def main() -> None:
     def with_start_up(mode: str) -> dict:
         start = run(mode, small, START_UP_DOCUMENTS, "-start-up")
         row = run(mode, source, documents, "")
-        extra = row["seconds"] - start["seconds"]  # a corpus too small to outlast the noise gives no rate
-        steady = (documents - START_UP_DOCUMENTS) / extra if documents > START_UP_DOCUMENTS and extra > 0 else float("nan")
-        return {**row, "start_up_seconds": start["seconds"], "steady_abstracts_per_s": steady}
+        return {**row, "start_up_seconds": start["seconds"],
+                "steady_abstracts_per_s": steady_rate(documents, row["seconds"], START_UP_DOCUMENTS, start["seconds"])}
 
     rows = {mode: with_start_up(mode) for mode in MODES if mode in args.modes}
     print(f"\nBulk linking, {documents:,} abstracts ({source.name}), model {model}, detector {args.detector}, "

@@ -33,6 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from benchmarks.children import run_child, steady_rate  # noqa: E402
 from bioel_core.embeddings import read_embeddings  # noqa: E402
 from bioel_core.models import DEFAULT_MODEL  # noqa: E402
 from bioel_core.models import default_base_checkpoint  # noqa: E402
@@ -84,13 +85,6 @@ dt = time.perf_counter() - t0
 print(json.dumps({{"seconds": dt, "names": m["counts"]["names_read"], "embedded": m["counts"]["embedded"],
                   "reconciled": all(m["reconciliation"].values()), "peak_rss_kb": {peak}}}))
 """
-
-
-def run_child(code: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"benchmark child failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def sha256_file(path: Path) -> str:
@@ -171,10 +165,8 @@ def main() -> int:
             """The mode on the names, after a run on START_UP_NAMES names whose time stands for its start-up."""
             start = run_child(child.format(out=str(out) + "-start-up", names=str(small), **common, **extra))
             row = run_child(child.format(out=str(out), names=str(names), **common, **extra))
-            extra_seconds = row["seconds"] - start["seconds"]
-            steady = (row["names"] - start["names"]) / extra_seconds if row["names"] > start["names"] and extra_seconds > 0 \
-                else float("nan")  # too few names to outlast the start-up
-            return {**row, "start_up_seconds": start["seconds"], "steady_names_per_s": steady}
+            return {**row, "start_up_seconds": start["seconds"],
+                    "steady_names_per_s": steady_rate(row["names"], row["seconds"], start["names"], start["seconds"])}
 
         for label in (IN_PROCESS, *PIPELINE_MODES):
             print(f"{label} ...", flush=True)

@@ -32,7 +32,6 @@ import math
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -185,14 +184,10 @@ print(json.dumps({{"open_seconds": opened, "qps": best, "peak_rss_mb": resource.
 """
 
 
-def _child(code: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if proc.returncode:
-        raise SystemExit(f"benchmark child failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def through_build_index(args) -> int:
+    sys.path.insert(0, str(REPO))
+    from benchmarks.children import run_child
+
     work = Path(args.work or Path(tempfile.gettempdir()) / f"bioel-bench-index-{args.n}")
     if work.exists():
         shutil.rmtree(work)
@@ -203,10 +198,10 @@ def through_build_index(args) -> int:
     print(f"{args.n:,} x {args.dim} vectors written to {emb} ({parquet_gb:.2f} GB of Parquet) in {generated:.0f} s", flush=True)
     np.save(work / "queries.npy", queries)
     out = work / "index"
-    build = _child(CHILD_BUILD.format(repo=str(REPO), emb=str(emb), out=str(out), threads=args.threads, shards=args.num_shards))
+    build = run_child(CHILD_BUILD.format(repo=str(REPO), emb=str(emb), out=str(out), threads=args.threads, shards=args.num_shards))
     index_gb = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 1e9
     print(f"bioel build-index: {build['seconds']:.0f} s, peak RSS {build['peak_rss_mb']:,.0f} MB, {index_gb:.2f} GB on disk", flush=True)
-    search = _child(CHILD_SEARCH.format(repo=str(REPO), out=str(out), queries=str(work / "queries.npy"), k=args.k,
+    search = run_child(CHILD_SEARCH.format(repo=str(REPO), out=str(out), queries=str(work / "queries.npy"), k=args.k,
                                         threads=args.threads, found=str(work / "found.npy")))
     t0 = time.perf_counter()
     truth = exact_top_k(args.n, args.dim, args.seed, queries, args.k)
