@@ -33,6 +33,7 @@ from bioel_core.guards import check_output_folder
 from bioel_core.index import PIPELINE, IndexSpec, build_shard, shard_of
 from bioel_core.index.layout import ID_MAPS, SHARD_ASSIGNMENT, SHARDS
 from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
+from bioel_core.outputs.runs import SPILL
 from bioel_core.tables import table_files
 from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
@@ -44,7 +45,6 @@ log = logging.getLogger(__name__)
 
 TABLES = (SHARDS, ID_MAPS)
 READ_BATCH_ROWS = 65536
-SPILL = "_spill"
 
 
 class SpillByShardFn(beam.DoFn):

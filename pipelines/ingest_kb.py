@@ -1,17 +1,27 @@
 """KB dump -> versioned Parquet `concepts` and `names` tables, dead letters and a reconciled manifest.
 
-    InputGroups | ReadKB ─┬─ concepts | MergeConceptsById ───────────────────────────── | WriteConcepts
-                          ├─ names | Normalize | DedupByNameId | [SharedNamePolicy] ──── | WriteNames
-                          ├─ dead letters ─────────────────────────────────────────────── | WriteDeadLetters
-                          └─ read stats + step counters ───────────────────────────────── | WriteStats
+    InputGroups | Spread | ReadKB ─┬─ concept tables | SpillConcepts ─────────────────────────── | WriteConcepts (merge)
+                                   ├─ name tables | Normalize | SpillNames | [SharedNamePolicy] ─ | WriteNames (merge)
+                                   ├─ dead letters ───────────────────────────────────────────── | WriteDeadLetters
+                                   └─ read stats + step counters ─────────────────────────────── | WriteStats
+
+Rows move in Arrow tables of up to READ_BATCH rows, never one by one. A table is cut by output shard into
+sorted runs spilled under the staged generation's `_spill` (bioel_core.outputs.runs); each shard's writer
+merges its runs, keeping one row a name_id (the most authoritative type) and one a concept id (merged), so a
+worker holds one record batch a run, not a shard, whatever the size of the KB. The GenBioEL shared-name
+policy needs every name of a concept and of a normalized form together, so with it the deduplicated names
+take two row-level shuffles before they are spilled again and written.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import namedtuple
 from dataclasses import asdict
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -20,10 +30,11 @@ from bioel_core.guards import check_output_folder
 from bioel_core.kb import get_reader
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
-from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
+from bioel_core.outputs import Manifest, OutputFolder, check_num_shards, shard_name
+from bioel_core.outputs.runs import SPILL, MergeCounts, merge_runs, read_run, run_bytes, run_name, write_rows
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.tables import stable_shard
-from pipelines.counting import WriteStats, count_as, read_stats
+from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name
 from pipelines.outputs import WriteShardFn, expand_inputs, filesystem_for, sha256_of
@@ -34,10 +45,12 @@ log = logging.getLogger(__name__)
 SHARED_NAME_POLICIES = ("keep-all", "genbioel")
 NAME_TYPE_RANK = {"preferred": 0, "fsn": 1, "synonym": 2, "entry_term": 3, "abbreviation": 4}
 TABLES = ("concepts", "names", "dead_letter")
+READ_BATCH = 50_000  # names (or concepts) a reader hands on as one element
 
 
 class ReadKBFn(beam.DoFn):
-    """Reads one group of input files with the bioel_core reader and routes items by type."""
+    """Reads one group of input files with the bioel_core reader and routes items by type: names and concepts as
+    tables of up to READ_BATCH rows (cheap for a runner to move and size, unlike lists of records)."""
 
     def __init__(self, kb_format: str, reader_options: dict):
         self.kb_format, self.reader_options = kb_format, reader_options
@@ -47,19 +60,31 @@ class ReadKBFn(beam.DoFn):
 
     def process(self, paths):
         opener = lambda p: FileSystems.open(p, compression_type="uncompressed")  # noqa: E731 - gzip is sniffed by bioel_core
+        names, concepts = [], []
         for item in self.reader.read(paths, opener=opener):
             if isinstance(item, NameRecord):
-                yield item
+                names.append(item)
+                if len(names) == READ_BATCH:
+                    yield read_names_table(names)
+                    names = []
             elif isinstance(item, ConceptRecord):
-                yield beam.pvalue.TaggedOutput("concepts", item)
+                concepts.append(item)
+                if len(concepts) == READ_BATCH:
+                    yield beam.pvalue.TaggedOutput("concepts", concepts_table(concepts))
+                    concepts = []
             elif isinstance(item, DeadLetter):
                 yield beam.pvalue.TaggedOutput("dead", asdict(item))
             elif isinstance(item, ReadStats):
                 yield beam.pvalue.TaggedOutput("stats", ("read_stats", [asdict(item)]))
+        if names:
+            yield read_names_table(names)
+        if concepts:
+            yield beam.pvalue.TaggedOutput("concepts", concepts_table(concepts))
 
 
-class NormalizeNameFn(beam.DoFn):
-    """Adds name_norm and the stable name_id; a name that normalizes to nothing is dead-lettered."""
+class NormalizeNamesFn(beam.DoFn):
+    """A table of names as read -> a names table (name_norm and the stable name_id added); a name that normalizes
+    to nothing is dead-lettered."""
 
     def __init__(self, normalizer_config: NormalizerConfig):
         self.normalizer_config = normalizer_config
@@ -67,48 +92,126 @@ class NormalizeNameFn(beam.DoFn):
     def setup(self):
         self.normalize = Normalizer(self.normalizer_config)
 
-    def process(self, rec: NameRecord):
-        progress.advance()
-        name = clean_text(rec.name)
-        norm = self.normalize(name)
-        if not norm:
+    def process(self, read: pa.Table):
+        progress.advance(read.num_rows)
+        rows = []
+        for concept_id, kb, raw, name_type in zip(*(read.column(c).to_pylist() for c in READ_NAMES_SCHEMA.names)):
+            name = clean_text(raw)
+            norm = self.normalize(name)
+            if norm:
+                rows.append((name_id(kb, concept_id, norm), concept_id, kb, name, norm, name_type))
+                continue
             why = "of control characters only" if not name else "empty after normalization"
             yield beam.pvalue.TaggedOutput("dead", {
-                "source": "normalizer", "location": f"concept {rec.concept_id}", "raw": rec.name,
-                "reason": f"name is {why}"})
+                "source": "normalizer", "location": f"concept {concept_id}", "raw": raw, "reason": f"name is {why}"})
             yield beam.pvalue.TaggedOutput("stats", ("names.dead_lettered", 1))
-            return
-        yield {"name_id": name_id(rec.kb, rec.concept_id, norm), "concept_id": rec.concept_id, "kb": rec.kb,
-               "name": name, "name_norm": norm, "name_type": rec.name_type}
+        yield beam.pvalue.TaggedOutput("stats", ("names.emitted", read.num_rows))
+        if rows:
+            yield rows_table(rows, NAMES_SCHEMA)
 
 
-def _name_preference(row: dict) -> tuple:
-    return (NAME_TYPE_RANK.get(row["name_type"], 9), row["name"])
+def rows_table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_arrays([pa.array(values, type=field.type) for values, field in zip(zip(*rows), schema)], schema=schema)
 
 
-def keep_best_name(element):
+READ_NAMES_SCHEMA = pa.schema([NAMES_SCHEMA.field(c) for c in ("concept_id", "kb", "name", "name_type")])
+
+
+def read_names_table(records: list[NameRecord]) -> pa.Table:
+    return rows_table([(r.concept_id, r.kb, r.name, r.name_type) for r in records], READ_NAMES_SCHEMA)
+
+
+def concepts_table(records: list[ConceptRecord]) -> pa.Table:
+    """ConceptRecords as concepts rows, each already in its written form (a concept met once is written as is)."""
+    return rows_table([(r.concept_id, r.vocabulary, r.kb, clean_text(r.preferred_name), sorted(set(r.semantic_types)),
+                        r.definition, sorted(set(r.alt_ids) - {r.concept_id})) for r in records], CONCEPTS_SCHEMA)
+
+
+NameRow = namedtuple("NameRow", NAMES_SCHEMA.names)
+ConceptRow = namedtuple("ConceptRow", CONCEPTS_SCHEMA.names)
+
+
+def keep_best_name(rows: list[tuple]) -> tuple:
     """One row per name_id: the most authoritative type, then the smallest surface form."""
-    _, rows = element
-    rows = list(rows)
-    yield min(rows, key=_name_preference)
-    if len(rows) > 1:
-        yield beam.pvalue.TaggedOutput("stats", ("names.duplicates_within_concept", len(rows) - 1))
+    if len(rows) == 1:
+        return rows[0]
+    return min(map(NameRow._make, rows), key=lambda r: (NAME_TYPE_RANK.get(r.name_type, 9), r.name))
 
 
-def merge_concepts(element):
-    """One row per concept id; records met twice (several files, or a dictionary listing a concept on
-    several lines) merge deterministically: union of types and alt ids, first definition in sort order."""
-    concept_id, records = element
-    records = sorted(records, key=lambda r: (r.preferred_name, r.definition or "", r.semantic_types, r.alt_ids))
-    first = records[0]
-    yield {
-        "concept_id": concept_id, "vocabulary": first.vocabulary, "kb": first.kb, "preferred_name": clean_text(first.preferred_name),
-        "semantic_types": sorted({t for r in records for t in r.semantic_types}),
-        "definition": next((r.definition for r in records if r.definition), None),
-        "alt_ids": sorted({a for r in records for a in r.alt_ids} - {concept_id}),
-    }
-    if len(records) > 1:
-        yield beam.pvalue.TaggedOutput("stats", ("concepts.merged_duplicates", len(records) - 1))
+def merge_concepts(rows: list[tuple]) -> tuple:
+    """One row per concept id; records met twice (several files, or a dictionary listing a concept on several
+    lines) merge deterministically: union of types and alt ids, first definition in sort order."""
+    if len(rows) == 1:
+        return rows[0]
+    rows = sorted(map(ConceptRow._make, rows), key=lambda r: (r.preferred_name, r.definition or "", r.semantic_types, r.alt_ids, r.vocabulary))
+    first = rows[0]
+    return first._replace(semantic_types=sorted({t for r in rows for t in r.semantic_types}),
+                          definition=next((r.definition for r in rows if r.definition), None),
+                          alt_ids=sorted({a for r in rows for a in r.alt_ids} - {first.concept_id}))
+
+
+class SpillRunsFn(beam.DoFn):
+    """A table of rows -> one sorted run a shard under `spill` (bioel_core.outputs.runs); yields (shard, run file).
+    A row's shard is stable_shard(str(key)), as every table's."""
+
+    def __init__(self, spill: str, num_shards: int, key: str):
+        self.spill, self.num_shards, self.key = spill, num_shards, key
+
+    def process(self, table: pa.Table):
+        shards = np.array([stable_shard(str(k), self.num_shards) for k in table.column(self.key).to_pylist()])
+        for shard in np.unique(shards).tolist():
+            data = run_bytes(table.filter(pa.array(shards == shard)), self.key)
+            path = FileSystems.join(self.spill, f"{shard:05d}", run_name(data))
+            with FileSystems.create(path, compression_type="uncompressed") as fh:
+                fh.write(data)
+            yield shard, path
+
+
+class MergeShardFn(beam.DoFn):
+    """(shard, run files) -> the shard's Parquet file in `folder`, its rows in key order and one a key (`reduce`),
+    the runs removed; counts rows written and rows reduced away. Without a folder, yields the rows as dicts
+    instead (for a step that still needs them one by one)."""
+
+    def __init__(self, folder: str | None, schema: pa.Schema, num_shards: int, reduce, written: str | None, reduced: str):
+        self.folder, self.schema, self.num_shards, self.reduce = folder, schema, num_shards, reduce
+        self.written, self.reduced = written, reduced
+
+    def process(self, element):
+        shard, spilled = element
+        spilled = sorted(p for p in spilled if p)
+        counts = MergeCounts()
+        handles = [FileSystems.open(p, compression_type="uncompressed") for p in spilled]
+        try:
+            rows = merge_runs([read_run(h) for h in handles], 0, self.reduce, counts)
+            if self.folder is None:
+                yield from (dict(zip(self.schema.names, row)) for row in rows)
+            else:
+                path = FileSystems.join(self.folder, shard_name(shard, self.num_shards))
+                with FileSystems.create(path, compression_type="uncompressed") as sink:
+                    write_rows(rows, self.schema, sink)
+                yield beam.pvalue.TaggedOutput("stats", (self.written, counts.rows_out))
+        finally:
+            for handle in handles:
+                handle.close()
+        if spilled:
+            FileSystems.delete(sorted(set(spilled)))
+        yield beam.pvalue.TaggedOutput("stats", (self.reduced, counts.rows_in - counts.rows_out))
+
+
+class MergeByShard(beam.PTransform):
+    """(shard, run file) -> MergeShardFn over every shard, one with no rows included, so a table's shard count is
+    whole."""
+
+    def __init__(self, merge: MergeShardFn):
+        super().__init__()
+        self.merge = merge
+
+    def expand(self, runs):
+        every_shard = runs.pipeline | "EveryShard" >> beam.Create([(s, "") for s in range(self.merge.num_shards)])
+        return ((runs, every_shard)
+                | "WithEveryShard" >> beam.Flatten()
+                | "GroupByShard" >> beam.GroupByKey()
+                | "MergeShard" >> beam.ParDo(self.merge).with_outputs("stats", main="rows"))
 
 
 def tag_with_concept_size(element):
@@ -129,60 +232,48 @@ def keep_in_smallest_concept(element):
         yield beam.pvalue.TaggedOutput("stats", ("names.dropped_shared", len(sized_rows) - 1))
 
 
-class WriteSharded(beam.PTransform):
-    def __init__(self, folder, schema, num_shards, shard_key, sort_key):
-        super().__init__()
-        self.folder, self.schema, self.num_shards = folder, schema, num_shards
-        self.shard_key, self.sort_key = shard_key, sort_key
-
-    def expand(self, rows):
-        n, key = self.num_shards, self.shard_key
-        return (rows
-                | "KeyByShard" >> beam.Map(lambda r: (stable_shard(str(r[key]), n), r))
-                | "GroupShards" >> beam.GroupByKey()
-                | "WriteShard" >> beam.ParDo(WriteShardFn(self.folder, self.schema, n, self.sort_key)))
-
-
 def build_pipeline(p: beam.Pipeline, kb_format: str, input_groups: list[list[str]], staged: OutputFolder, *,
                    reader_options: dict, normalizer: Normalizer, shared_names: str, num_shards: int) -> None:
+    spill = FileSystems.join(staged.root, SPILL)
     read = (p
             | "InputGroups" >> beam.Create(input_groups)
+            | "Spread" >> beam.Reshuffle()
             | "ReadKB" >> beam.ParDo(ReadKBFn(kb_format, reader_options)).with_outputs("concepts", "dead", "stats", main="names"))
 
     concepts = (read.concepts
-                | "KeyConcepts" >> beam.Map(lambda c: (c.concept_id, c))
-                | "GroupConcepts" >> beam.GroupByKey()
-                | "MergeConceptsById" >> beam.FlatMap(merge_concepts).with_outputs("stats", main="rows"))
+                | "SpillConcepts" >> beam.ParDo(SpillRunsFn(FileSystems.join(spill, "concepts"), num_shards, "concept_id"))
+                | "WriteConcepts" >> MergeByShard(MergeShardFn(staged.table_dir("concepts"), CONCEPTS_SCHEMA, num_shards,
+                                                               merge_concepts, "concepts.written", "concepts.merged_duplicates")))
 
-    normalized = read.names | "Normalize" >> beam.ParDo(NormalizeNameFn(normalizer.config)).with_outputs("dead", "stats", main="rows")
-    deduped = (normalized.rows
-               | "KeyByNameId" >> beam.Map(lambda r: (r["name_id"], r))
-               | "GroupByNameId" >> beam.GroupByKey()
-               | "DedupByNameId" >> beam.FlatMap(keep_best_name).with_outputs("stats", main="rows"))
-    names, policy_stats = deduped.rows, []
+    normalized = read.names | "Normalize" >> beam.ParDo(NormalizeNamesFn(normalizer.config)).with_outputs("dead", "stats", main="tables")
+    name_runs = normalized.tables | "SpillNames" >> beam.ParDo(SpillRunsFn(FileSystems.join(spill, "names"), num_shards, "name_id"))
+    policy_stats = []
     if shared_names == "genbioel":
+        deduped = name_runs | "DedupByNameId" >> MergeByShard(MergeShardFn(None, NAMES_SCHEMA, num_shards, keep_best_name, None,
+                                                                            "names.duplicates_within_concept"))
         policy = (deduped.rows
                   | "KeyByConcept" >> beam.Map(lambda r: (r["concept_id"], r))
                   | "GroupByConcept" >> beam.GroupByKey()
                   | "TagConceptSize" >> beam.FlatMap(tag_with_concept_size)
                   | "GroupByNameNorm" >> beam.GroupByKey()
                   | "SharedNamePolicy" >> beam.FlatMap(keep_in_smallest_concept).with_outputs("stats", main="rows"))
-        names, policy_stats = policy.rows, [policy.stats]
+        name_runs = (policy.rows
+                     | "BatchKeptNames" >> beam.BatchElements(min_batch_size=READ_BATCH, max_batch_size=READ_BATCH)
+                     | "KeptNamesTable" >> beam.Map(lambda rows: pa.Table.from_pylist(rows, schema=NAMES_SCHEMA))
+                     | "SpillKeptNames" >> beam.ParDo(SpillRunsFn(FileSystems.join(spill, "kept_names"), num_shards, "name_id")))
+        policy_stats = [deduped.stats, policy.stats]
+    names = name_runs | "WriteNames" >> MergeByShard(MergeShardFn(staged.table_dir("names"), NAMES_SCHEMA, num_shards, keep_best_name,
+                                                                   "names.written", "names.duplicates_within_concept"))
 
     dead = (read.dead, normalized.dead) | "AllDeadLetters" >> beam.Flatten()
-    _ = concepts.rows | "WriteConcepts" >> WriteSharded(staged.table_dir("concepts"), CONCEPTS_SCHEMA, num_shards, "concept_id", "concept_id")
-    _ = names | "WriteNames" >> WriteSharded(staged.table_dir("names"), NAMES_SCHEMA, num_shards, "name_id", "name_id")
     _ = (dead
          | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
          | "GroupDeadLetters" >> beam.GroupByKey()
          | "WriteDeadLetters" >> beam.ParDo(WriteShardFn(staged.table_dir("dead_letter"), DEAD_LETTER_SCHEMA, 1, "location")))
 
     counters = (
-        read.stats, concepts.stats, normalized.stats, deduped.stats, *policy_stats,
-        read.concepts | "CountConceptsEmitted" >> count_as("concepts.emitted"),
-        read.names | "CountNamesEmitted" >> count_as("names.emitted"),
-        concepts.rows | "CountConceptsWritten" >> count_as("concepts.written"),
-        names | "CountNamesWritten" >> count_as("names.written"),
+        read.stats, normalized.stats, concepts.stats, names.stats, *policy_stats,
+        read.concepts | "CountConceptsEmitted" >> beam.Map(lambda table: ("concepts.emitted", table.num_rows)),
     )
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 
@@ -237,6 +328,7 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
         with pipeline_progress(options, "ingest-kb", "names"), beam.Pipeline(options=options) as p:
             build_pipeline(p, kb_format, reader.input_groups(inputs), staged, reader_options=reader_options, normalizer=normalizer,
                            shared_names=shared_names, num_shards=num_shards)
+        staged.fs.delete(staged.fs.join(staged.root, SPILL))  # emptied by the writers; the folders stay
         return refuse_empty(build_manifest(read_stats(staged.root), kb_format=kb_format, kb=reader.kb,
                               id_pattern=reader.id_pattern.pattern, inputs=inputs, staged=staged, options=options,
                               normalizer=normalizer, shared_names=shared_names, reader_options=reader_options), staged)

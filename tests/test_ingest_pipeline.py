@@ -12,6 +12,7 @@ from bioel_core.tables import IncompleteOutputError, data_root, read_manifest, r
 from conftest import FIXTURES, assert_published, shared_file
 from pipelines import cli, ingest_kb
 from pipelines.options import pipeline_options
+from schemas import NAMES_SCHEMA
 
 MEDIC_RAW = str(FIXTURES / "biosyn/medic_raw.txt")
 DICTIONARY = str(FIXTURES / "biosyn/dictionary.txt")
@@ -25,19 +26,22 @@ def rows(out, table):
     return sorted(read_table(out, table).to_pylist(), key=lambda r: json.dumps(r, sort_keys=True))
 
 
-def test_read_normalize_dedup_steps_on_test_pipeline():
+def test_read_normalize_spill_and_merge_steps_on_test_pipeline(tmp_path):
+    spill = tmp_path / "spill"
     with BeamTestPipeline(runner="FnApiRunner") as p:
-        names = (p
-                 | beam.Create([[DICTIONARY]])
-                 | beam.ParDo(ingest_kb.ReadKBFn("biosyn-dict", {"id_pattern": MEDIC_ID.pattern})).with_outputs("concepts", "dead", "stats", main="names"))
-        normalized = names.names | beam.ParDo(ingest_kb.NormalizeNameFn(Normalizer().config)).with_outputs("dead", "stats", main="rows")
-        deduped = (normalized.rows
-                   | beam.Map(lambda r: (r["name_id"], r)) | beam.GroupByKey()
-                   | beam.FlatMap(ingest_kb.keep_best_name).with_outputs("stats", main="rows"))
+        read = (p
+                | beam.Create([[DICTIONARY], [DICTIONARY]])  # every name twice: one of each pair merged away
+                | beam.ParDo(ingest_kb.ReadKBFn("biosyn-dict", {"id_pattern": MEDIC_ID.pattern})).with_outputs("concepts", "dead", "stats", main="names"))
+        normalized = read.names | beam.ParDo(ingest_kb.NormalizeNamesFn(Normalizer().config)).with_outputs("dead", "stats", main="tables")
+        deduped = (normalized.tables
+                   | beam.ParDo(ingest_kb.SpillRunsFn(str(spill), 2, "name_id"))
+                   | ingest_kb.MergeByShard(ingest_kb.MergeShardFn(None, NAMES_SCHEMA, 2, ingest_kb.keep_best_name, None, "duplicates")))
         assert_that(deduped.rows | beam.Map(lambda r: (r["concept_id"], r["name_norm"], r["name_type"])), equal_to([
             ("D001260", "ataxia telangiectasia", "preferred"), ("D001260", "louis bar syndrome", "synonym"),
             ("D015458", "t cell leukemia", "preferred"), ("D015458", "leukemia t cell", "synonym")]), label="names")
-        assert_that(names.dead | beam.Map(lambda d: d["location"]), equal_to(["line 5", "line 6"]), label="dead")
+        assert_that(deduped.stats | beam.CombinePerKey(sum), equal_to([("duplicates", 4)]), label="duplicates")
+        assert_that(read.dead | beam.Map(lambda d: d["location"]), equal_to(["line 5", "line 6"] * 2), label="dead")
+    assert not [f for f in spill.rglob("*") if f.is_file()]  # every run merged and removed
 
 
 def test_ingest_writes_reconciled_tables(tmp_path):
