@@ -33,8 +33,8 @@ from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import WriteShardFn, filesystem_for
-from schemas import DEAD_LETTER_SCHEMA, check_schema
+from pipelines.outputs import WriteDeadLetters, filesystem_for
+from schemas import check_schema
 
 log = logging.getLogger(__name__)
 
@@ -124,10 +124,7 @@ def build_pipeline(p: beam.Pipeline, name_files: list[str], staged: OutputFolder
     _ = (results.vectors
          | "GroupShards" >> beam.GroupByKey()
          | "WriteEmbeddings" >> beam.ParDo(WriteEmbeddingShardFn(staged.table_dir("embeddings"), dim, num_shards)))
-    _ = (results.dead
-         | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
-         | "GroupDeadLetters" >> beam.GroupByKey()
-         | "WriteDeadLetters" >> beam.ParDo(WriteShardFn(staged.table_dir("dead_letter"), DEAD_LETTER_SCHEMA, 1, "location")))
+    _ = results.dead | "WriteDeadLetters" >> WriteDeadLetters(staged.table_dir("dead_letter"))
     counters = (read.stats, results.stats, results.dead | "CountDeadLettered" >> count_as("dead_lettered"))
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 

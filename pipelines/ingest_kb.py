@@ -37,8 +37,8 @@ from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name
-from pipelines.outputs import WriteShardFn, expand_inputs, filesystem_for, sha256_of
-from schemas import CONCEPTS_SCHEMA, DEAD_LETTER_SCHEMA, NAMES_SCHEMA
+from pipelines.outputs import WriteDeadLetters, expand_inputs, filesystem_for, sha256_of
+from schemas import CONCEPTS_SCHEMA, NAMES_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,10 @@ SHARED_NAME_POLICIES = ("keep-all", "genbioel")
 NAME_TYPE_RANK = {"preferred": 0, "fsn": 1, "synonym": 2, "entry_term": 3, "abbreviation": 4}
 TABLES = ("concepts", "names", "dead_letter")
 READ_BATCH = 50_000  # names (or concepts) a reader hands on as one element
+
+
+def open_input(path: str):
+    return FileSystems.open(path, compression_type="uncompressed")  # gzip is sniffed by bioel_core
 
 
 class ReadKBFn(beam.DoFn):
@@ -59,9 +63,8 @@ class ReadKBFn(beam.DoFn):
         self.reader = get_reader(self.kb_format, **self.reader_options)
 
     def process(self, paths):
-        opener = lambda p: FileSystems.open(p, compression_type="uncompressed")  # noqa: E731 - gzip is sniffed by bioel_core
         names, concepts = [], []
-        for item in self.reader.read(paths, opener=opener):
+        for item in self.reader.read(paths, opener=open_input):
             if isinstance(item, NameRecord):
                 names.append(item)
                 if len(names) == READ_BATCH:
@@ -266,10 +269,7 @@ def build_pipeline(p: beam.Pipeline, kb_format: str, input_groups: list[list[str
                                                                    "names.written", "names.duplicates_within_concept"))
 
     dead = (read.dead, normalized.dead) | "AllDeadLetters" >> beam.Flatten()
-    _ = (dead
-         | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
-         | "GroupDeadLetters" >> beam.GroupByKey()
-         | "WriteDeadLetters" >> beam.ParDo(WriteShardFn(staged.table_dir("dead_letter"), DEAD_LETTER_SCHEMA, 1, "location")))
+    _ = dead | "WriteDeadLetters" >> WriteDeadLetters(staged.table_dir("dead_letter"))
 
     counters = (
         read.stats, normalized.stats, concepts.stats, names.stats, *policy_stats,
@@ -278,14 +278,28 @@ def build_pipeline(p: beam.Pipeline, kb_format: str, input_groups: list[list[str
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
+def read_stats_by_file(read_stats: list[dict]) -> dict[str, dict]:
+    """The read stats of each input file, summed over the ranges it was read in."""
+    by_file: dict[str, dict] = {}
+    for s in read_stats:
+        total = by_file.setdefault(s["source"], {"records_read": 0, "records_accepted": 0, "dead_lettered": 0, "skipped_by_filter": {}})
+        for key in ("records_read", "records_accepted", "dead_lettered"):
+            total[key] += s[key]
+        for reason, n in s["skipped_by_filter"].items():
+            total["skipped_by_filter"][reason] = total["skipped_by_filter"].get(reason, 0) + n
+    for total in by_file.values():
+        total["skipped_by_filter"] = dict(sorted(total["skipped_by_filter"].items()))
+    return by_file
+
+
 def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inputs: list[str], staged: OutputFolder,
                    options: PipelineOptions, normalizer: Normalizer, shared_names: str, reader_options: dict) -> Manifest:
     read_stats = sorted(stats.get("read_stats", []), key=lambda s: s["source"])
+    by_file = read_stats_by_file(read_stats)
     files_in = []
     for path in inputs:
         sha, size = sha256_of(path)
-        per_file = next((s for s in read_stats if s["source"] == path), {})
-        files_in.append({"path": path, "sha256": sha, "bytes": size, **{k: v for k, v in per_file.items() if k != "source"}})
+        files_in.append({"path": path, "sha256": sha, "bytes": size, **by_file.get(path, {})})
     records = {k: sum(s[k] for s in read_stats) for k in ("records_read", "records_accepted", "dead_lettered")}
     records["filtered"] = sum(sum(s["skipped_by_filter"].values()) for s in read_stats)
     c = {k.split(".", 1)[1]: v for k, v in stats.items() if k.startswith("concepts.")}
@@ -326,7 +340,7 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
 
     def build() -> Manifest:
         with pipeline_progress(options, "ingest-kb", "names"), beam.Pipeline(options=options) as p:
-            build_pipeline(p, kb_format, reader.input_groups(inputs), staged, reader_options=reader_options, normalizer=normalizer,
+            build_pipeline(p, kb_format, reader.input_groups(inputs, opener=open_input), staged, reader_options=reader_options, normalizer=normalizer,
                            shared_names=shared_names, num_shards=num_shards)
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # emptied by the writers; the folders stay
         return refuse_empty(build_manifest(read_stats(staged.root), kb_format=kb_format, kb=reader.kb,

@@ -41,8 +41,8 @@ from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import WriteShardFn, expand_inputs, filesystem_for, input_records
-from schemas import ANNOTATIONS_SCHEMA, DEAD_LETTER_SCHEMA, DOCUMENTS_SCHEMA
+from pipelines.outputs import WriteDeadLetters, expand_inputs, filesystem_for, input_records
+from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -302,11 +302,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
     _ = shards | "WriteShard" >> beam.ParDo(WriteLinkedShardFn(staged.root, num_shards, output_format, id_prefix))
 
     dead = (read.dead, resolved.dead, linked.dead) | "AllDeadLetters" >> beam.Flatten()
-    _ = (dead
-         | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
-         | "GroupDeadLetters" >> beam.GroupByKey()
-         | "WriteDeadLetters" >> beam.ParDo(WriteShardFn(staged.table_dir("dead_letter"), DEAD_LETTER_SCHEMA, 1,
-                                                         lambda r: (r["source"], r["location"], r["reason"]))))
+    _ = dead | "WriteDeadLetters" >> WriteDeadLetters(staged.table_dir("dead_letter"))
 
     counters = (resolved.stats, linked.stats,
                 read.documents | "CountDocumentsRead" >> count_as("records.documents"),

@@ -12,6 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from bioel_core.inputs import is_input_name
 from bioel_core.outputs import MANIFEST, FileSystem, LocalFileSystem, is_local, shard_name, write_parquet
+from schemas import DEAD_LETTER_SCHEMA
 
 
 class BeamFileSystem:
@@ -142,3 +143,22 @@ class WriteShardFn(beam.DoFn):
         path = FileSystems.join(self.folder, shard_name(shard, self.num_shards))
         write_parquet(filesystem_for(path), path, pa.Table.from_pylist(sorted(rows, key=key), schema=self.schema))
         yield path
+
+
+def dead_letter_order(row: dict) -> tuple:
+    """A total order, so dead letters that share a location (one line number in two files) write the same bytes."""
+    return row["source"], row["location"], row["raw"], row["reason"]
+
+
+class WriteDeadLetters(beam.PTransform):
+    """Dead-letter dicts -> the one-shard dead_letter table in `folder`."""
+
+    def __init__(self, folder: str):
+        super().__init__()
+        self.folder = folder
+
+    def expand(self, dead):
+        return (dead
+                | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
+                | "GroupDeadLetters" >> beam.GroupByKey()
+                | "WriteShard" >> beam.ParDo(WriteShardFn(self.folder, DEAD_LETTER_SCHEMA, 1, dead_letter_order)))

@@ -291,3 +291,22 @@ def test_quality_reports_empty_kb_tables_from_a_non_empty_input_as_critical(tmp_
              and not c["success"] and c["severity"] == "critical"}
     assert empty == {"concepts", "names"} and not summary["passed"]
     assert cli.main(["report", "--input", str(tmp_path / "kb")]) == 4
+
+
+def test_a_large_mrconso_read_in_ranges_gives_the_same_files_on_one_and_two_workers(tmp_path, monkeypatch):
+    from bioel_core.kb import io as kb_io
+    from test_kb_umls import _umls_release
+
+    paths = _umls_release(tmp_path / "release")
+    whole = ingest_kb.run("umls", paths, str(tmp_path / "whole"), local(), num_shards=3)
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 2000)
+    ranged = ingest_kb.run("umls", paths, str(tmp_path / "ranged"), local(), num_shards=3)
+    ingest_kb.run("umls", paths, str(tmp_path / "multi"), local("--direct_num_workers=2", "--direct_running_mode=multi_processing"),
+                          num_shards=3)
+    assert all(ranged["reconciliation"].values()) and ranged["counts"] == whole["counts"]
+    assert [f["skipped_by_filter"] for f in ranged["inputs"]] == [f["skipped_by_filter"] for f in whole["inputs"]]
+    for table in ("concepts", "names", "dead_letter"):
+        expected = [f.read_bytes() for f in sorted((data_root(tmp_path / "whole") / table).iterdir())]
+        for out in ("ranged", "multi"):
+            assert [f.read_bytes() for f in sorted((data_root(tmp_path / out) / table).iterdir())] == expected, (out, table)
+    assert not (data_root(tmp_path / "ranged") / "_spill").exists()

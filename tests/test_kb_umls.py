@@ -116,7 +116,8 @@ def test_gzip_inputs_read_the_same(tmp_path):
 def test_input_groups_and_registry():
     reader = get_reader("umls", languages=("ENG",))
     assert isinstance(reader, UmlsReader)
-    assert reader.input_groups(["a/MRCONSO.RRF", "a/MRSTY.RRF", "a/MRDEF.RRF"]) == [["a/MRCONSO.RRF", "a/MRSTY.RRF", "a/MRDEF.RRF"]]
+    paths = [str(FIXTURES / f) for f in FILES]
+    assert reader.input_groups(paths) == [paths]
 
 
 def test_bad_rows_are_dead_lettered(tmp_path):
@@ -191,3 +192,63 @@ def test_the_benchmarks_synthetic_mrconso_reads_cleanly_and_is_reproducible(tmp_
     assert stat.records_read == stat.records_accepted + sum(stat.skipped_by_filter.values())
     assert len(concepts) == len({line.split("|")[0] for line in lines})  # every concept has its English preferred atom
     assert 0.6 < len(names) / 3_000 < 0.9  # most atoms English and not suppressed
+
+
+def _umls_release(tmp_path):
+    """A small release with several CUIs a range: MRCONSO from the synthetic generator with a malformed line
+    and a non-UTF-8 line inside, MRSTY and MRDEF rows for some of its CUIs and for CUIs it lacks."""
+    from benchmarks.synthetic_mrconso import write_mrconso
+
+    conso = write_mrconso(tmp_path, 400)
+    lines = conso.read_bytes().splitlines(keepends=True)
+    lines[123:123] = [b"C0000041|ENG|broken line\n", b"C0000041|ENG|P|L|PF|S|Y|A||||MSH|MH||\xff\xfe|0|N||\n"]
+    conso.write_bytes(b"".join(lines))
+    cuis = sorted({line.split(b"|", 1)[0].decode() for line in lines})
+    sty = [f"{cui}|T047|B2.2.1.2.1|Disease or Syndrome|AT{i:08d}|256|\n" for i, cui in enumerate(cuis) if i % 3]
+    sty.insert(10, "C0000000|T047|B|Disease or Syndrome|AT0|256|\n")  # sorts first: a CUI without MRCONSO rows
+    sty.append("C9999999|T047|B|Disease or Syndrome|AT9|256|\n")
+    defs = [f"{cui}|A1|AT{i}|S|MSH|definition {i}|N||\n" for i, cui in enumerate(cuis) if i % 4 == 1]
+    write(tmp_path / "MRSTY.RRF", "".join(sorted(sty)))
+    write(tmp_path / "MRDEF.RRF", "".join(defs))
+    return [str(tmp_path / f) for f in FILES]
+
+
+def test_a_large_mrconso_is_read_in_cui_ranges_with_the_whole_file_result(tmp_path, monkeypatch):
+    from bioel_core.kb import io as kb_io
+
+    paths = _umls_release(tmp_path)
+    reader = UmlsReader()
+    assert reader.input_groups(paths) == [paths]  # smaller than a range: one group
+    whole = split(reader.read(paths))
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 2000)
+    groups = reader.input_groups(paths)
+    assert len(groups) > 5 and all(len(g) == 3 for g in groups)
+    for kind, parts in zip(FILES, zip(*groups)):
+        data = (tmp_path / kind).read_bytes()
+        assert [p.path for p in parts] == [str(tmp_path / kind)] * len(groups)
+        assert [p.start for p in parts][0] == 0 and parts[-1].end is None
+        assert all(a.end == b.start for a, b in zip(parts, parts[1:]))  # the ranges tile the file
+        for part in parts:  # each starts on a line, and knows its line number
+            assert part.start == 0 or data[part.start - 1:part.start] == b"\n"
+            assert part.first_line == data[:part.start].count(b"\n") + 1
+    conso = (tmp_path / "MRCONSO.RRF").read_bytes()
+    for part in [g[0] for g in groups][1:]:  # a CUI is never cut
+        before = conso[:part.start].splitlines()[-1].split(b"|")[0]
+        assert conso[part.start:].split(b"|")[0] != before
+    pieces = [split(reader.read(group)) for group in groups]
+    concepts, names, dead = ([x for p in pieces for x in p[i]] for i in range(3))
+    assert (concepts, names, dead) == whole[:3]
+    assert len(dead) == 2 and {d.location for d in dead} == {"line 124", "line 125"}
+    for kind in FILES:
+        path = str(tmp_path / kind)
+        ranged = [p[3][path] for p in pieces]
+        assert sum(s.records_read for s in ranged) == whole[3][path].records_read
+        assert sum(s.records_accepted for s in ranged) == whole[3][path].records_accepted
+
+
+def test_a_gzipped_mrconso_is_one_group(tmp_path, monkeypatch):
+    from bioel_core.kb import io as kb_io
+
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 100)
+    paths = [str(p) for p in copy_fixtures(tmp_path, gz=True)]
+    assert UmlsReader().input_groups(paths) == [paths]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
-from bioel_core.kb.io import Opener, ReaderContext
+from bioel_core.kb.io import Input, Opener, ReaderContext
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 
 KBItem = ConceptRecord | NameRecord | DeadLetter | ReadStats
@@ -25,11 +25,12 @@ class KBReader:
     #: a concept id that does not match is dead-lettered
     id_pattern: re.Pattern = re.compile(r".+")
 
-    def input_groups(self, paths: Sequence[str]) -> list[list[str]]:
-        """Default: every file is independent."""
+    def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[Input]]:
+        """Default: every file is independent. A reader may also cut a large file into FileRanges read by
+        different groups (`opener` opens the inputs for that planning)."""
         return [[p] for p in paths]
 
-    def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
+    def read(self, paths: Sequence[Input], opener: Opener | None = None) -> Iterator[KBItem]:
         raise NotImplementedError
 
     def check_id(self, concept_id: str, ctx: ReaderContext, location: str, raw: str) -> DeadLetter | None:

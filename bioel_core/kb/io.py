@@ -8,6 +8,7 @@ import gzip
 import io
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from bioel_core.records import DeadLetter, ReadStats
@@ -19,10 +20,15 @@ GZIP_MAGIC = b"\x1f\x8b"
 CORRUPT_INPUT_POLICY = "dead-letter-file"
 
 
+def open_raw(path: str, opener: Opener | None = None) -> BinaryIO:
+    """The file's bytes as stored (no decompression), through `opener` when given."""
+    return opener(path) if opener else open(path, "rb")
+
+
 def open_binary(path: str, opener: Opener | None = None) -> BinaryIO:
     """Open `path` for reading bytes, decompressing gzip when the file starts with the gzip magic number
     (so a misnamed file still works and a `.gz` that is not gzip is read as is)."""
-    raw = (opener or (lambda p: open(p, "rb")))(path)
+    raw = open_raw(path, opener)
     head = raw.read(2)
     seekable = hasattr(raw, "seek") and raw.seekable()
     if seekable:
@@ -41,7 +47,7 @@ def _verify_gzip(path: str, opener: Opener | None, stream: BinaryIO, seekable: b
     (CORRUPT_INPUT_POLICY): gzip checks them only at the end of a member, after every record was yielded.
     Raises what a broken stream raises (EOFError, gzip.BadGzipFile, zlib.error), which the readers dead-letter."""
     # a remote stream cannot rewind: verify from a second opening of the same path
-    source = stream if seekable else (opener or (lambda p: open(p, "rb")))(path)
+    source = stream if seekable else open_raw(path, opener)
     try:
         with gzip.GzipFile(fileobj=source) as check:
             while check.read(1 << 20):
@@ -113,27 +119,159 @@ class ReaderContext:
         return DeadLetter(source=self.source, location=location, raw=raw[:2000], reason=reason)
 
 
-def iter_lines(path: str, ctx: ReaderContext, opener: Opener | None = None) -> Iterator[tuple[int, str] | DeadLetter]:
-    """Yield (line_number, text) for each line (newline stripped; a byte-order mark is skipped), or a DeadLetter
-    (already counted) for a line that is not UTF-8, a truncated or corrupt gzip stream, or an empty file."""
+@dataclass(frozen=True)
+class FileRange:
+    """The lines of an uncompressed `path` that start at byte offsets in [start, end) (end None: to the end of the
+    file), the first of them line `first_line`: a piece of a large file that a worker reads on its own."""
+
+    path: str
+    start: int
+    end: int | None
+    first_line: int
+
+
+Input = str | FileRange  # what a reader reads: a whole file, or a range of one
+
+
+def input_path(item: Input) -> str:
+    return item.path if isinstance(item, FileRange) else item
+
+
+def _raw_lines(item: Input, opener: Opener | None) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of a whole file (gzip and a byte-order mark handled) or of a range of one."""
+    if not isinstance(item, FileRange):
+        with open_kb_file(item, opener) as fh:
+            yield from enumerate(fh, start=1)
+        return
+    if item.start == 0:
+        fh = open_kb_file(item.path, opener)
+        position = fh.tell() if fh.seekable() else 0  # past a byte-order mark
+    else:
+        fh = open_raw(item.path, opener)
+        fh.seek(item.start)
+        position = item.start
+    with fh:
+        for lineno, raw in enumerate(fh, start=item.first_line):
+            if item.end is not None and position >= item.end:
+                return
+            position += len(raw)
+            yield lineno, raw
+
+
+def iter_lines(item: Input, ctx: ReaderContext, opener: Opener | None = None) -> Iterator[tuple[int, str] | DeadLetter]:
+    """Yield (line_number, text) for each line of a file or a FileRange (newline stripped; a byte-order mark is
+    skipped), or a DeadLetter (already counted) for a line that is not UTF-8, a truncated or corrupt gzip stream,
+    or an empty file."""
     lineno = 0
     try:
-        with open_kb_file(path, opener) as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    yield ctx.dead(f"line {lineno}", raw.decode("utf-8", "replace"), f"invalid UTF-8: {err.reason} at byte {err.start}")
-                    continue
-                yield lineno, text.rstrip("\r\n")
+        for lineno, raw in _raw_lines(item, opener):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                yield ctx.dead(f"line {lineno}", raw.decode("utf-8", "replace"), f"invalid UTF-8: {err.reason} at byte {err.start}")
+                continue
+            yield lineno, text.rstrip("\r\n")
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
         yield ctx.dead(f"after line {lineno}" if lineno else "file", "", f"truncated or corrupt gzip stream: {err}")
         return
-    if lineno == 0:
+    if lineno == 0 and not isinstance(item, FileRange):
         yield ctx.dead("file", "", "empty file")
 
 
-def parse_lines(path: str, ctx: ReaderContext, parse: Callable[[int, str], Iterator], opener: Opener | None = None) -> Iterator:
+SPLIT_BYTES = 64 << 20  # a range of a large line file: a worker's share, big enough that planning costs little
+_COUNT_CHUNK = 16 << 20
+
+
+def _newlines(fh: BinaryIO, start: int, end: int) -> int:
+    fh.seek(start)
+    count, left = 0, end - start
+    while left > 0:
+        chunk = fh.read(min(left, _COUNT_CHUNK))
+        if not chunk:
+            break
+        count, left = count + chunk.count(b"\n"), left - len(chunk)
+    return count
+
+
+def _line_start_at_or_after(fh: BinaryIO, offset: int) -> int:
+    if offset == 0:
+        return 0
+    fh.seek(offset - 1)
+    fh.readline()
+    return fh.tell()
+
+
+def _ranges_at(path: str, fh: BinaryIO, offsets: list[int]) -> list[FileRange]:
+    """Ranges of `path` from line-start offsets (0 first, ascending), with the line number each begins at."""
+    ranges, lineno = [], 1
+    for i, start in enumerate(offsets):
+        if i:
+            lineno += _newlines(fh, offsets[i - 1], start)
+        ranges.append(FileRange(path, start, offsets[i + 1] if i + 1 < len(offsets) else None, lineno))
+    return ranges
+
+
+def _is_gzip(fh: BinaryIO) -> bool:
+    head = fh.read(2)
+    fh.seek(0)
+    return head == GZIP_MAGIC
+
+
+def split_lines(path: str, opener: Opener | None = None, same_record: Callable[[bytes, bytes], bool] | None = None,
+                target_bytes: int | None = None) -> list[Input]:
+    """`path` cut into ranges of about `target_bytes` (default SPLIT_BYTES) that start on a line, never between two lines that
+    `same_record(previous, line)` says belong together; [path] for a small or gzipped file (gzip cannot be
+    entered in the middle). Every line of the file is in exactly one range, so counts reconcile."""
+    with open_raw(path, opener) as fh:
+        size = fh.seek(0, io.SEEK_END)
+        fh.seek(0)
+        target_bytes = target_bytes or SPLIT_BYTES
+        if size <= target_bytes or _is_gzip(fh):
+            return [path]
+        offsets = [0]
+        while (start := _line_start_at_or_after(fh, offsets[-1] + target_bytes)) < size:
+            if same_record is not None:  # move past the lines that belong with the one before
+                previous = fh.readline()
+                start = fh.tell()
+                while start < size and same_record(previous, line := fh.readline()):
+                    previous, start = line, fh.tell()
+                if start >= size:
+                    break
+            offsets.append(start)
+        return [path] if len(offsets) == 1 else _ranges_at(path, fh, offsets)
+
+
+def split_at_keys(path: str, keys: list[str], key_of: Callable[[bytes], str], opener: Opener | None = None) -> list[Input]:
+    """A file sorted by `key_of(line)` cut before the first line of each of `keys` (ascending): len(keys) + 1
+    ranges, some possibly empty, together every line once. Binary search, so a range costs a few reads."""
+    with open_raw(path, opener) as fh:
+        size = fh.seek(0, io.SEEK_END)
+        fh.seek(0)
+        if _is_gzip(fh):
+            raise ValueError(f"{path}: a gzipped file cannot be cut into ranges")
+
+        def key_at(offset: int) -> str | None:
+            start = _line_start_at_or_after(fh, offset)
+            if start >= size:
+                return None
+            fh.seek(start)
+            return key_of(fh.readline().removeprefix(UTF8_BOM))
+
+        offsets = [0]
+        for key in keys:
+            lo, hi = offsets[-1], size
+            while lo < hi:
+                mid = (lo + hi) // 2
+                found = key_at(mid)
+                if found is None or found >= key:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            offsets.append(max(_line_start_at_or_after(fh, lo), offsets[-1]))
+        return _ranges_at(path, fh, offsets)
+
+
+def parse_lines(path: Input, ctx: ReaderContext, parse: Callable[[int, str], Iterator], opener: Opener | None = None) -> Iterator:
     """`parse(line_number, text)` over every non-blank decodable line of `path`; decoding dead letters pass
     through and blank lines are counted as filtered, so a reader's own code sees only lines with content."""
     for item in iter_lines(path, ctx, opener):
@@ -145,7 +283,7 @@ def parse_lines(path: str, ctx: ReaderContext, parse: Callable[[int, str], Itera
             yield from parse(*item)
 
 
-def tsv_rows(path: str, ctx: ReaderContext, columns: list[str], header_name: str,
+def tsv_rows(path: Input, ctx: ReaderContext, columns: list[str], header_name: str,
              opener: Opener | None = None) -> Iterator[tuple[int, str, dict[str, str]] | DeadLetter]:
     """(line number, line, {column: value}) for the data rows of a TSV file whose first line is `columns`.
     A different header is dead-lettered once (it usually means a wrong file) and reading goes on; a row with

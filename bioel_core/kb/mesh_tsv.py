@@ -39,7 +39,7 @@ class MeshTsvReader(KBReader):
         starting with one of them; needs the trees TSV among the inputs."""
         self.include_permuted, self.tree_prefixes = include_permuted, tuple(tree_prefixes)
 
-    def input_groups(self, paths: Sequence[str]) -> list[list[str]]:
+    def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[str]]:
         # the trees file annotates every thesaurus file, so they are read together
         return [list(paths)]
 

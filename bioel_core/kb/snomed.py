@@ -60,7 +60,7 @@ class SnomedReader(KBReader):
         self.language_refset_ids = {str(i) for i in language_refset_ids} if language_refset_ids else None
         self.acceptability = acceptability
 
-    def input_groups(self, paths: Sequence[str]) -> list[list[str]]:
+    def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[str]]:
         return [list(paths)]
 
     def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:

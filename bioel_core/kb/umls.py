@@ -6,6 +6,11 @@ before it is dead-lettered ("out of CUI order"): a merge-join cannot go back for
 Files are told apart by basename (MRCONSO.RRF, MRSTY.RRF, MRDEF.RRF, each optionally gzipped).
 MRSTY/MRDEF rows join only concepts with a selected MRCONSO row; with exclude_suppressed, suppressed
 definitions are skipped too, and the first remaining definition is kept.
+
+A large uncompressed MRCONSO is read in parallel: `input_groups` cuts it into ranges that start at a new CUI and
+cuts MRSTY and MRDEF before the same CUIs (a binary search each, as the files are sorted), so each group joins
+its own CUIs and every line of every file is read by exactly one group. The CUI order is checked within a
+range; in a sorted file (as MetamorphoSys writes) the tables are the same as from one whole-file read.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import Opener, ReaderContext, iter_lines
+from bioel_core.kb.io import FileRange, Input, Opener, ReaderContext, input_path, iter_lines, open_raw, split_at_keys, split_lines
 from bioel_core.kb.vocab import UMLS
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
@@ -30,6 +35,20 @@ REQUIRED = {"MRCONSO": "STR", "MRSTY": "TUI", "MRDEF": "DEF"}
 FILE_NAME = re.compile(r"(MRCONSO|MRSTY|MRDEF)\.RRF(?:\.gz)?", re.IGNORECASE)
 ABBREVIATION_TTYS = {"AB", "ACR", "AA"}
 SUPPRESSED = {"O", "E", "Y"}  # obsolete, suppressed by editors, suppressed by source; N is kept
+
+
+def cui_of(line: bytes) -> str:
+    return line.split(b"|", 1)[0].decode("utf-8", "replace")
+
+
+def same_cui(previous: bytes, line: bytes) -> bool:
+    return line.split(b"|", 1)[0] == previous.split(b"|", 1)[0]
+
+
+def _first_line(part: FileRange, opener: Opener | None) -> bytes:
+    with open_raw(part.path, opener) as fh:
+        fh.seek(part.start)
+        return fh.readline()
 
 
 class Row(NamedTuple):
@@ -93,8 +112,21 @@ class UmlsReader(KBReader):
         self.exclude_suppressed = exclude_suppressed
         self.preferred_only = preferred_only
 
-    def input_groups(self, paths: Sequence[str]) -> list[list[str]]:
-        return [list(paths)]
+    def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[Input]]:
+        """One group of all the files, or, for a large uncompressed MRCONSO, one group a CUI range."""
+        kinds = [match.group(1).upper() if (match := FILE_NAME.fullmatch(p.rsplit("/", 1)[-1])) else None for p in paths]
+        if "MRCONSO" not in kinds or None in kinds or len(set(kinds)) < len(kinds):
+            return [list(paths)]  # read() dead-letters what does not belong
+        files = dict(zip(kinds, paths))
+        conso = split_lines(files.pop("MRCONSO"), opener, same_cui)
+        if len(conso) == 1:
+            return [list(paths)]
+        starts = [cui_of(_first_line(r, opener)) for r in conso[1:]]
+        groups = [[r] for r in conso]
+        for path in files.values():
+            for group, part in zip(groups, split_at_keys(path, starts, cui_of, opener)):
+                group.append(part)
+        return groups
 
     def filter_reason(self, fields: dict[str, str]) -> str | None:
         """Why an MRCONSO row is left out, or None to keep it."""
@@ -110,19 +142,19 @@ class UmlsReader(KBReader):
             return "not preferred"
         return None
 
-    def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
-        files: dict[str, str] = {}
+    def read(self, paths: Sequence[Input], opener: Opener | None = None) -> Iterator[KBItem]:
+        files: dict[str, Input] = {}
         for path in paths:
-            match = FILE_NAME.fullmatch(path.rsplit("/", 1)[-1])
+            match = FILE_NAME.fullmatch(input_path(path).rsplit("/", 1)[-1])
             if match is None or match.group(1).upper() in files:
-                ctx = ReaderContext(path)
+                ctx = ReaderContext(input_path(path))
                 reason = ("not a UMLS file (expected MRCONSO.RRF, MRSTY.RRF or MRDEF.RRF, optionally .gz)" if match is None
                           else f"a second {match.group(1).upper()} file in one input group")
                 yield ctx.dead("file", "", reason)
                 yield ctx.stats
                 continue
             files[match.group(1).upper()] = path
-        ctxs = {kind: ReaderContext(path) for kind, path in files.items()}
+        ctxs = {kind: ReaderContext(input_path(path)) for kind, path in files.items()}
         rows = {kind: self._rows(kind, path, ctxs[kind], opener) for kind, path in files.items()}
         empty = ReaderContext("")  # stands in for a file that was not given: it never sees a row
         sty = Cursor(rows.get("MRSTY", iter(())), ctxs.get("MRSTY", empty))
@@ -165,7 +197,7 @@ class UmlsReader(KBReader):
         for ctx in ctxs.values():
             yield ctx.stats
 
-    def _rows(self, kind: str, path: str, ctx: ReaderContext, opener: Opener | None) -> Iterator[Row | DeadLetter]:
+    def _rows(self, kind: str, path: Input, ctx: ReaderContext, opener: Opener | None) -> Iterator[Row | DeadLetter]:
         """Well-formed rows of one RRF file in CUI order; every other line is dead-lettered or filtered here."""
         names = FIELDS[kind]
         last_cui = ""
