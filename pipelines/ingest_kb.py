@@ -37,7 +37,7 @@ from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name
-from pipelines.outputs import WriteDeadLetters, expand_inputs, filesystem_for, sha256_of
+from pipelines.outputs import WriteDeadLetters, expand_inputs, filesystem_for, open_input, sha256_of
 from schemas import CONCEPTS_SCHEMA, NAMES_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -46,10 +46,6 @@ SHARED_NAME_POLICIES = ("keep-all", "genbioel")
 NAME_TYPE_RANK = {"preferred": 0, "fsn": 1, "synonym": 2, "entry_term": 3, "abbreviation": 4}
 TABLES = ("concepts", "names", "dead_letter")
 READ_BATCH = 50_000  # names (or concepts) a reader hands on as one element
-
-
-def open_input(path: str):
-    return FileSystems.open(path, compression_type="uncompressed")  # gzip is sniffed by bioel_core
 
 
 class ReadKBFn(beam.DoFn):

@@ -1,14 +1,16 @@
 """Corpus files -> linked annotations: Parquet `annotations` + `documents` tables, an interchange copy, dead
 letters and a reconciled manifest.
 
-    Inputs | ReadCorpus ─┬─ documents | KeyByDocId ──────────┐
-                         ├─ deletions | KeyByDocId ─────────┤
-     [--incremental]     │   previous documents + annotations ┴─ GroupByDocId | Resolve ─┬─ to link | Batch | DetectAndLink
-                         │                                                              ├─ unchanged / carried (previous rows)
-                         └─ dead letters                                                └─ deleted (tombstones)
+    Inputs | Spread | ReadCorpus ─┬─ documents | KeyByDocId ──────────┐
+                                  ├─ deletions | KeyByDocId ─────────┤
+     [--incremental]              │   previous documents + annotations ┴─ GroupByDocId | Resolve ─┬─ to link | Batch | DetectAndLink
+                                  │                                                              ├─ unchanged / carried (previous rows)
+                                  └─ dead letters                                                └─ deleted (tombstones)
     annotations + documents, as (shard, rows) lists | GroupShards | WriteShard (Parquet, + PubTator/BioC when asked)
 
-DetectAndLink cuts each batch's rows by output shard, so linked rows travel in lists, not one element each.
+A large uncompressed JSONL, PubTator or per-line text file is read in ranges by several workers
+(bioel_core.corpora.corpus_inputs). DetectAndLink cuts each batch's rows by output shard, so linked rows travel
+in lists, not one element each.
 
 The output folder holds the whole annotated state. Without --incremental it is this run's inputs only;
 with it, the previous state is carried forward and only documents that are new, changed (content hash) or
@@ -27,7 +29,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core import progress
-from bioel_core.corpora import FORMATS, DeletedDocument, Document, pubtator_files, read_documents
+from bioel_core.corpora import FORMATS, DeletedDocument, Document, corpus_inputs, pubtator_files, read_documents
 from bioel_core.guards import check_output_folder
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.corpora.interchange import merge_interchange, unwritable, write_interchange
@@ -41,7 +43,7 @@ from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import WriteDeadLetters, expand_inputs, filesystem_for, input_records
+from pipelines.outputs import WriteDeadLetters, expand_inputs, filesystem_for, input_records, open_input
 from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -52,14 +54,13 @@ INTERCHANGE_SUFFIX = {"pubtator": ".pubtator", "bioc-json": ".bioc.json", "bioc-
 
 
 class ReadCorpusFn(beam.DoFn):
-    """One input file -> Documents, deletions (tagged) and dead letters (tagged)."""
+    """One input file or FileRange -> Documents, deletions (tagged) and dead letters (tagged)."""
 
     def __init__(self, fmt: str, per_line: bool):
         self.fmt, self.per_line = fmt, per_line
 
-    def process(self, path: str):
-        opener = lambda p: FileSystems.open(p, compression_type="uncompressed")  # noqa: E731 - gzip sniffed by bioel_core
-        for item in read_documents([path], self.fmt, per_line=self.per_line, opener=opener):
+    def process(self, path):
+        for item in read_documents([path], self.fmt, per_line=self.per_line, opener=open_input):
             if isinstance(item, Document):
                 yield item
             elif isinstance(item, DeletedDocument):
@@ -268,7 +269,8 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
                    batch_size: int, versions: tuple[str, str], id_prefix: str = "none", settings: str = "",
                    threads: int | None = None) -> None:
     read = (p
-            | "Inputs" >> beam.Create(inputs)
+            | "Inputs" >> beam.Create(corpus_inputs(inputs, fmt, per_line=per_line, opener=open_input))
+            | "Spread" >> beam.Reshuffle()
             | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
 
     def previous_rows(table: str):

@@ -116,6 +116,11 @@ def expand_inputs(patterns: list[str], flag: str = "--input", output_folder=None
     return sorted(files)
 
 
+def open_input(path: str):
+    """An input file's bytes as stored, on any Beam filesystem (bioel_core sniffs gzip itself)."""
+    return FileSystems.open(path, compression_type="uncompressed")
+
+
 def sha256_of(path: str) -> tuple[str, int]:
     digest, size = hashlib.sha256(), 0
     with FileSystems.open(path, compression_type="uncompressed") as fh:

@@ -266,3 +266,29 @@ def test_bioc_passage_with_both_text_and_sentences_is_read_when_they_agree(tmp_p
     abstract["text"] = abstract["text"].replace("Patients", "Patience")
     (dead,) = read_documents([_write(tmp_path, "differ.json", json.dumps(doc, ensure_ascii=False))], "bioc-json")
     assert isinstance(dead, DeadLetter) and "differs from the passage text" in dead.reason
+
+
+@pytest.mark.parametrize("fmt,per_line", [("jsonl", False), ("pubtator", False), ("text", True)])
+def test_a_large_line_format_file_read_in_ranges_gives_the_whole_files_items(tmp_path, monkeypatch, fmt, per_line):
+    from bioel_core.corpora import corpus_inputs
+    from bioel_core.kb import io as kb_io
+
+    docs = [Document(f"{i}", [Passage("title", 0, f"Title {i:02d} of gout."), Passage("abstract", 19, f"Abstract {i:02d}: gout again.")],
+                     [Mention("gout", f"{i}", 32, 36, "Disease", ("D006073",))] if i % 2 else []) for i in range(60)]
+    path = tmp_path / f"corpus.{fmt}"
+    if fmt == "jsonl":
+        lines = [json.dumps({"pmid": d.doc_id, "title": d.passages[0].text, "abstract": d.passages[1].text}) for d in docs]
+        lines[17] = "{not json"
+        path.write_text("\n".join(lines) + "\n")
+    elif fmt == "pubtator":
+        path.write_text("".join(format_pubtator(d) + "\n" for d in docs).replace("30|t|", "30|x|", 1))
+    else:
+        path.write_bytes(b"".join(f"{d.doc_id}\t{d.text}\n".encode() if i != 9 else b"\xff\xfe bad\n" for i, d in enumerate(docs)))
+    whole = list(read_documents([str(path)], fmt, per_line=per_line))
+    assert corpus_inputs([str(path)], fmt, per_line=per_line) == [str(path)]
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 500)
+    pieces = corpus_inputs([str(path)], fmt, per_line=per_line)
+    assert len(pieces) >= 4
+    ranged = [item for piece in pieces for item in read_documents([piece], fmt, per_line=per_line)]
+    assert ranged == whole and sum(isinstance(i, DeadLetter) for i in whole) == 1
+    assert corpus_inputs([str(path)], "pubmed-xml") == [str(path)]  # XML is read whole

@@ -598,3 +598,15 @@ def test_a_generative_model_links_reproducibly_as_reranker_and_alone(chain, corp
         AnnotatorSpec(model=model, indexes=(("Disease", index),), generative=generative, reranker=generative)
     with pytest.raises(ValueError, match="a transformer model; generative linking needs a generative model"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), generative=model)
+
+
+def test_a_large_corpus_file_read_in_ranges_links_to_the_same_bytes(chain, corpus, tmp_path, monkeypatch):
+    from bioel_core.kb import io as kb_io
+
+    folder, _ = corpus
+    inputs = [folder / "a.pubtator", folder / "b.pubtator"]
+    whole = run(chain, inputs, tmp_path / "whole")
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 4000)  # each file in several ranges, cut between documents
+    ranged = run(chain, inputs, tmp_path / "ranged")
+    assert ranged["counts"] == whole["counts"] and all(ranged["reconciliation"].values())
+    assert table_bytes(tmp_path / "ranged") == table_bytes(tmp_path / "whole")

@@ -33,28 +33,29 @@ from bioel_core.corpora.pubmed_xml import iter_pubmed_xml
 from bioel_core.corpora.pubtator import parse_pubtator
 from bioel_core.corpora.records import DeletedDocument, Document, FormatError
 from bioel_core.corpora.text import BOM, decoded_lines, iter_text
-from bioel_core.kb.io import Opener, open_binary
+from bioel_core.kb.io import FileRange, Input, Opener, open_binary, input_path, split_lines
 from bioel_core.records import DeadLetter
 
 CorpusItem = Document | DeletedDocument | DeadLetter
 _LINE = re.compile(r"line (\d+)")
 
 
-def _pubtator(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
+def _pubtator(path: Input, opener: Opener | None) -> Iterator[CorpusItem]:
+    source = input_path(path)
     block: list[tuple[int, str]] = []
     bad: DeadLetter | None = None  # an undecodable line spoils its whole document
 
     def finish() -> Iterator[CorpusItem]:
         if bad is not None:
-            yield DeadLetter(path, bad.location, bad.raw, f"document dropped: {bad.reason}")
+            yield DeadLetter(source, bad.location, bad.raw, f"document dropped: {bad.reason}")
         elif block:
             try:
-                yield from parse_pubtator([line for _, line in block], path)
+                yield from parse_pubtator([line for _, line in block], source)
             except FormatError as err:
                 # the parser counts lines from the block's start; name the file's line
                 m = _LINE.match(err.location)
                 where = f"line {block[int(m.group(1)) - 1][0]}" if m else f"lines {block[0][0]}-{block[-1][0]}"
-                yield DeadLetter(path, where, "\n".join(line for _, line in block)[:2000], err.reason)
+                yield DeadLetter(source, where, "\n".join(line for _, line in block)[:2000], err.reason)
 
     for item in decoded_lines(path, opener):
         if isinstance(item, DeadLetter):
@@ -67,16 +68,17 @@ def _pubtator(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
     yield from finish()
 
 
-def _jsonl(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
+def _jsonl(path: Input, opener: Opener | None) -> Iterator[CorpusItem]:
+    source = input_path(path)
     for item in decoded_lines(path, opener):
         if isinstance(item, DeadLetter):
             yield item
         elif item[1].strip():
             lineno, line = item
             try:
-                yield from parse_jsonl([line], path)
+                yield from parse_jsonl([line], source)
             except FormatError as err:
-                yield DeadLetter(path, f"line {lineno}", line[:2000], err.reason)
+                yield DeadLetter(source, f"line {lineno}", line[:2000], err.reason)
 
 
 def _bioc_document(d: object, path: str, where: str, raw: str | None = None) -> CorpusItem:
@@ -133,10 +135,30 @@ def _bioc_json(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
 FORMATS = ("pubmed-xml", "pubtator", "bioc-xml", "bioc-json", "jsonl", "text")
 
 
-def read_documents(paths: str | Path | Iterable[str | Path], fmt: str, *, per_line: bool = False,
+def _after_blank_line(previous: bytes, line: bytes) -> bool:
+    return bool(previous.strip())
+
+
+# formats whose records are lines, or blocks ended by a blank line (PubTator): a large uncompressed file of
+# one of them is read in ranges; the rest are read whole (XML and JSON documents cannot be entered midway)
+_RANGES = {"jsonl": None, "pubtator": _after_blank_line}
+
+
+def corpus_inputs(paths: Iterable[str], fmt: str, *, per_line: bool = False, opener: Opener | None = None) -> list[Input]:
+    """The pieces `read_documents` can read apart, for parallel workers: a file as is, or a large line-format
+    file (jsonl, pubtator, per-line text) as FileRanges that never cut a record. Together they read every line of
+    every file once, and a document keeps its line numbers (and so a per-line text document its id)."""
+    same_record = _RANGES.get(fmt, None)
+    if fmt not in _RANGES and not (fmt == "text" and per_line):
+        return list(paths)
+    return [piece for path in paths for piece in split_lines(path, opener, same_record)]
+
+
+def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt: str, *, per_line: bool = False,
                    opener: Opener | None = None) -> Iterator[CorpusItem]:
-    """Documents, DeletedDocuments and DeadLetters of `paths` read as `fmt` (one of FORMATS); `per_line`
-    is the text format's one-document-per-line layout (see bioel_core.corpora.text)."""
+    """Documents, DeletedDocuments and DeadLetters of `paths` (files, or FileRanges from `corpus_inputs`) read as
+    `fmt` (one of FORMATS); `per_line` is the text format's one-document-per-line layout (see
+    bioel_core.corpora.text)."""
     readers = {
         "pubmed-xml": lambda p: iter_pubmed_xml(p, opener),
         "pubtator": lambda p: _pubtator(p, opener),
@@ -149,8 +171,8 @@ def read_documents(paths: str | Path | Iterable[str | Path], fmt: str, *, per_li
         raise ValueError(f"unknown corpus format {fmt!r}; expected one of {FORMATS}")
     if per_line and fmt != "text":
         raise ValueError("per_line applies to the text format only")
-    for path in [paths] if isinstance(paths, (str, Path)) else paths:
+    for path in [paths] if isinstance(paths, (str, Path, FileRange)) else paths:
         try:
-            yield from readers[fmt](str(path))
+            yield from readers[fmt](path if isinstance(path, FileRange) else str(path))
         except FormatError as err:
             yield DeadLetter(err.source, err.location, "", err.reason)

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 
 from bioel_core.corpora.records import Document, FormatError, Passage
-from bioel_core.kb.io import Opener, open_binary
+from bioel_core.kb.io import FileRange, Input, Opener, input_path, open_binary, raw_lines
 from bioel_core.records import DeadLetter
 
 BOM = "\ufeff"
@@ -33,23 +33,22 @@ def document_stem(path: str) -> str:
     return PurePosixPath(name).stem or name
 
 
-def decoded_lines(path: str, opener: Opener | None = None) -> Iterator[tuple[int, str] | DeadLetter]:
-    """(line number, text without its line end) per line, a DeadLetter for a line that is not UTF-8;
-    FormatError for a truncated or corrupt gzip stream or an empty file."""
-    source, lineno = str(path), 0
+def decoded_lines(path: Input, opener: Opener | None = None) -> Iterator[tuple[int, str] | DeadLetter]:
+    """(line number, text without its line end) per line of a file or a FileRange of one, a DeadLetter for a line
+    that is not UTF-8; FormatError for a truncated or corrupt gzip stream or an empty file."""
+    source, lineno = input_path(path), 0
     try:
-        with open_binary(source, opener) as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    yield DeadLetter(source, f"line {lineno}", raw.decode("utf-8", "replace")[:2000],
-                                     f"invalid UTF-8: {err.reason} at byte {err.start}")
-                    continue
-                yield lineno, (text[1:] if lineno == 1 and text.startswith(BOM) else text).rstrip("\r\n")
+        for lineno, raw in raw_lines(path, opener):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                yield DeadLetter(source, f"line {lineno}", raw.decode("utf-8", "replace")[:2000],
+                                 f"invalid UTF-8: {err.reason} at byte {err.start}")
+                continue
+            yield lineno, text.rstrip("\r\n")
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
         raise FormatError(source, f"after line {lineno}", f"truncated or corrupt gzip stream: {err}") from err
-    if lineno == 0:
+    if lineno == 0 and not isinstance(path, FileRange):
         raise FormatError(source, "file", "empty file")
 
 
@@ -61,8 +60,10 @@ def _read_all(source: str, opener: Opener | None) -> bytes:
         raise FormatError(source, "file", f"truncated or corrupt gzip stream: {err}") from err
 
 
-def iter_text(path: str, per_line: bool = False, opener: Opener | None = None) -> Iterator[Document | DeadLetter]:
-    source, stem = str(path), document_stem(path)
+def iter_text(path: Input, per_line: bool = False, opener: Opener | None = None) -> Iterator[Document | DeadLetter]:
+    """A FileRange is read only in the per-line layout."""
+    source = input_path(path) if isinstance(path, FileRange) else str(path)
+    stem = document_stem(source)
     if not per_line:
         raw = _read_all(source, opener)
         try:
@@ -78,7 +79,7 @@ def iter_text(path: str, per_line: bool = False, opener: Opener | None = None) -
             return
         yield Document(stem, [Passage("text", 0, text.rstrip())])
         return
-    for item in decoded_lines(source, opener):
+    for item in decoded_lines(path, opener):
         if isinstance(item, DeadLetter):
             yield item
             continue

@@ -137,7 +137,7 @@ def input_path(item: Input) -> str:
     return item.path if isinstance(item, FileRange) else item
 
 
-def _raw_lines(item: Input, opener: Opener | None) -> Iterator[tuple[int, bytes]]:
+def raw_lines(item: Input, opener: Opener | None) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes) of a whole file (gzip and a byte-order mark handled) or of a range of one."""
     if not isinstance(item, FileRange):
         with open_kb_file(item, opener) as fh:
@@ -164,7 +164,7 @@ def iter_lines(item: Input, ctx: ReaderContext, opener: Opener | None = None) ->
     or an empty file."""
     lineno = 0
     try:
-        for lineno, raw in _raw_lines(item, opener):
+        for lineno, raw in raw_lines(item, opener):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
