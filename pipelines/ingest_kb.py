@@ -16,6 +16,7 @@ take two row-level shuffles before they are spilled again and written.
 from __future__ import annotations
 
 import logging
+import contextlib
 from collections import namedtuple
 from dataclasses import asdict
 
@@ -31,7 +32,8 @@ from bioel_core.kb import get_reader
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
 from bioel_core.outputs import Manifest, OutputFolder, check_num_shards, shard_name
-from bioel_core.outputs.runs import SPILL, MergeCounts, merge_runs, read_run, run_bytes, run_name, write_rows
+from bioel_core.outputs.runs import (MAX_FAN_IN, SPILL, MergeCounts, combine_runs, merge_runs, read_run, rows_table, run_bytes,
+                                     run_name, write_rows)
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, read_stats
@@ -109,10 +111,6 @@ class NormalizeNamesFn(beam.DoFn):
             yield rows_table(rows, NAMES_SCHEMA)
 
 
-def rows_table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_arrays([pa.array(values, type=field.type) for values, field in zip(zip(*rows), schema)], schema=schema)
-
-
 READ_NAMES_SCHEMA = pa.schema([NAMES_SCHEMA.field(c) for c in ("concept_id", "kb", "name", "name_type")])
 
 
@@ -178,9 +176,12 @@ class MergeShardFn(beam.DoFn):
     def process(self, element):
         shard, spilled = element
         spilled = sorted(p for p in spilled if p)
+        while len(spilled) > MAX_FAN_IN:
+            combined = [self._combine(spilled[i:i + MAX_FAN_IN]) for i in range(0, len(spilled), MAX_FAN_IN)]
+            _delete(spilled)  # after the pass: a run spilled twice (two identical inputs) may sit in two groups
+            spilled = combined
         counts = MergeCounts()
-        handles = [FileSystems.open(p, compression_type="uncompressed") for p in spilled]
-        try:
+        with _opened(spilled) as handles:
             rows = merge_runs([read_run(h) for h in handles], 0, self.reduce, counts)
             if self.folder is None:
                 yield from (dict(zip(self.schema.names, row)) for row in rows)
@@ -189,12 +190,30 @@ class MergeShardFn(beam.DoFn):
                 with FileSystems.create(path, compression_type="uncompressed") as sink:
                     write_rows(rows, self.schema, sink)
                 yield beam.pvalue.TaggedOutput("stats", (self.written, counts.rows_out))
-        finally:
-            for handle in handles:
-                handle.close()
-        if spilled:
-            FileSystems.delete(sorted(set(spilled)))
+        _delete(spilled)
         yield beam.pvalue.TaggedOutput("stats", (self.reduced, counts.rows_in - counts.rows_out))
+
+    def _combine(self, runs: list[str]) -> str:
+        """MAX_FAN_IN runs -> one, beside them, named after them (a retry rewrites the same file)."""
+        target = FileSystems.join(runs[0].rsplit("/", 1)[0], run_name("\n".join(runs).encode()))
+        with _opened(runs) as handles, FileSystems.create(target, compression_type="uncompressed") as sink:
+            combine_runs([read_run(h) for h in handles], 0, self.schema, sink)
+        return target
+
+
+@contextlib.contextmanager
+def _opened(paths: list[str]):
+    handles = [FileSystems.open(p, compression_type="uncompressed") for p in paths]
+    try:
+        yield handles
+    finally:
+        for handle in handles:
+            handle.close()
+
+
+def _delete(paths: list[str]) -> None:
+    if paths:
+        FileSystems.delete(sorted(set(paths)))
 
 
 class MergeByShard(beam.PTransform):

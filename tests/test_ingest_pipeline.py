@@ -75,6 +75,19 @@ def test_rerun_gives_identical_files(tmp_path):
         assert all(x.read_bytes() == y.read_bytes() for x, y in zip(fa, fb))
 
 
+def test_many_runs_merged_in_passes_write_the_same_files(tmp_path, monkeypatch):
+    inputs = [MEDIC_RAW, DICTIONARY]
+    ingest_kb.run("medic-biosyn", inputs, str(tmp_path / "one"), local(), num_shards=2)
+    monkeypatch.setattr(ingest_kb, "READ_BATCH", 2)  # a run of at most 2 rows...
+    monkeypatch.setattr(ingest_kb, "MAX_FAN_IN", 2)  # ...merged 2 at a time, over several passes
+    passes = ingest_kb.run("medic-biosyn", inputs, str(tmp_path / "passes"), local(), num_shards=2)
+    assert all(passes["reconciliation"].values()) and passes["counts"]["concepts"]["merged_duplicates"] == 3
+    for table in ("concepts", "names", "dead_letter"):
+        one, many = (sorted((data_root(tmp_path / out) / table).iterdir()) for out in ("one", "passes"))
+        assert [f.read_bytes() for f in one] == [f.read_bytes() for f in many]
+    assert not (data_root(tmp_path / "passes") / "_spill").exists()
+
+
 def test_two_worker_multiprocess_run_writes_the_same_rows(tmp_path):
     single, multi = tmp_path / "single", tmp_path / "multi"
     inputs = [MEDIC_RAW, DICTIONARY, str(FIXTURES / "biosyn/medic_raw.txt")]

@@ -57,3 +57,19 @@ def test_no_rows_write_an_empty_file_of_the_schema():
     runs.write_rows([], SCHEMA, sink)
     table = pq.read_table(io.BytesIO(sink.getvalue()))
     assert table.num_rows == 0 and table.schema == SCHEMA
+
+
+def test_runs_combined_in_groups_merge_as_the_runs_themselves():
+    rng = random.Random(1)
+    pieces = [[(rng.randrange(40), f"v{rng.randrange(9)}") for _ in range(rng.randrange(1, 30))] for _ in range(7)]
+    data = [runs.run_bytes(_table(piece), "key") for piece in pieces]
+    combined = []
+    for group in (data[:3], data[3:6], data[6:]):
+        sink = io.BytesIO()
+        runs.combine_runs([runs.read_run(io.BytesIO(d)) for d in group], 0, SCHEMA, sink)
+        combined.append(sink.getvalue())
+    assert sum(1 for _ in runs.read_run(io.BytesIO(combined[0]))) == sum(len(p) for p in pieces[:3])  # nothing reduced
+    direct, grouped = runs.MergeCounts(), runs.MergeCounts()
+    assert list(runs.merge_runs([runs.read_run(io.BytesIO(d)) for d in data], 0, _smallest, direct)) == \
+        list(runs.merge_runs([runs.read_run(io.BytesIO(d)) for d in combined], 0, _smallest, grouped))
+    assert direct == grouped

@@ -2,9 +2,11 @@
 into one sorted Parquet shard, rows that share a key reduced to one on the way.
 
 A pipeline cuts each batch of rows by output shard, sorts every piece by the table's key and spills it
-(`run_bytes`); the shard's writer then streams all the runs of its shard at once (`merge_runs`), holding one
+(`run_bytes`); the shard's writer then streams the runs of its shard together (`merge_runs`), holding one
 record batch of each run, never the whole shard, and writes a row group whenever one fills (`write_rows`).
-Rows are tuples in the schema's column order.
+More than MAX_FAN_IN runs are first merged, MAX_FAN_IN at a time and without reducing, into longer runs
+(`combine_runs`), so memory and open files stay bounded however large the table. Rows are tuples in the
+schema's column order.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 SPILL = "_spill"  # the staged generation's folder of runs, emptied by the writers and removed before publishing
-RUN_BATCH_ROWS = 4096  # a run's record batch: what its merge holds in memory
+RUN_BATCH_ROWS = 1024  # a run's record batch: what its merge holds in memory
+MAX_FAN_IN = 64  # runs merged at once
 ROW_GROUP_ROWS = 65536
 
 Row = tuple
@@ -31,12 +34,15 @@ Reduce = Callable[[list[Row]], Row]
 
 def run_bytes(table: pa.Table, key: str) -> bytes:
     """`table` sorted by `key` (stable) as an Arrow IPC stream of small record batches."""
-    table = table.sort_by([(key, "ascending")])
     buf = io.BytesIO()
-    with pa.ipc.new_stream(buf, table.schema) as writer:
+    write_run(table.sort_by([(key, "ascending")]), buf)
+    return buf.getvalue()
+
+
+def write_run(table: pa.Table, sink: BinaryIO) -> None:
+    with pa.ipc.new_stream(sink, table.schema) as writer:
         for batch in table.to_batches(max_chunksize=RUN_BATCH_ROWS):
             writer.write_batch(batch)
-    return buf.getvalue()
 
 
 def run_name(data: bytes) -> str:
@@ -53,6 +59,19 @@ def read_run(stream: BinaryIO) -> Iterator[Row]:
 class MergeCounts:
     rows_in: int = 0
     rows_out: int = 0
+
+
+def combine_runs(runs: Iterable[Iterator[Row]], key_index: int, schema: pa.Schema, sink: BinaryIO) -> None:
+    """Sorted runs merged into one longer run, every row kept (reducing is left to the last merge, so the result
+    does not depend on how the runs were grouped)."""
+    rows = heapq.merge(*runs, key=itemgetter(key_index))
+    with pa.ipc.new_stream(sink, schema) as writer:
+        while chunk := list(itertools.islice(rows, RUN_BATCH_ROWS)):
+            writer.write_table(rows_table(chunk, schema))
+
+
+def rows_table(rows: list[Row], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_arrays([pa.array(values, type=field.type) for values, field in zip(zip(*rows), schema)], schema=schema)
 
 
 def merge_runs(runs: Iterable[Iterator[Row]], key_index: int, reduce: Reduce, counts: MergeCounts) -> Iterator[Row]:
@@ -73,5 +92,4 @@ def write_rows(rows: Iterable[Row], schema: pa.Schema, sink: BinaryIO) -> None:
     rows = iter(rows)
     with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
         while chunk := list(itertools.islice(rows, ROW_GROUP_ROWS)):
-            columns = [pa.array(values, type=field.type) for values, field in zip(zip(*chunk), schema)]
-            writer.write_table(pa.Table.from_arrays(columns, schema=schema), row_group_size=ROW_GROUP_ROWS)
+            writer.write_table(rows_table(chunk, schema), row_group_size=ROW_GROUP_ROWS)
