@@ -6,11 +6,11 @@ letters and a reconciled manifest.
      [--incremental]              │   previous documents + annotations ┴─ GroupByDocId | Resolve ─┬─ to link | Batch | DetectAndLink
                                   │                                                              ├─ unchanged / carried (previous rows)
                                   └─ dead letters                                                └─ deleted (tombstones)
-    annotations + documents, as (shard, rows) lists | GroupShards | WriteShard (Parquet, + PubTator/BioC when asked)
+    annotations + documents, as (shard, table or rows) | GroupShards | WriteShard (Parquet, + PubTator/BioC when asked)
 
 A large uncompressed JSONL, PubTator or per-line text file is read in ranges by several workers
 (bioel_core.corpora.corpus_inputs). DetectAndLink cuts each batch's rows by output shard, so linked rows travel
-in lists, not one element each.
+as Arrow tables, not one element each.
 
 The output folder holds the whole annotated state. Without --incremental it is this run's inputs only;
 with it, the previous state is carried forward and only documents that are new, changed (content hash) or
@@ -140,8 +140,9 @@ def _version(document: Document) -> int:
 
 
 class DetectAndLinkFn(beam.DoFn):
-    """A batch of (content hash, Document) -> (shard, annotation rows) and, tagged, (shard, document rows): the
-    batch's rows cut by output shard, so rows travel to the writers in lists, not one element each. The annotator
+    """A batch of (content hash, Document) -> (shard, annotations table) and, tagged, (shard, documents table): the
+    batch's rows cut by output shard, so rows travel to the writers as Arrow tables, not one element each (nor as
+    dicts a runner pickles one by one). The annotator
     (encoder, FAISS shards, dictionaries) loads once per worker process in setup. `threads`: torch and FAISS
     threads in this worker (options.worker_threads)."""
 
@@ -190,9 +191,9 @@ class DetectAndLinkFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput("stats", ("mentions.linked", sum(len(rows) for rows in annotated)))
         yield beam.pvalue.TaggedOutput("stats", ("mentions.nil", sum(r["nil"] for rows in annotated for r in rows)))
         for shard in sorted(documents):
-            yield beam.pvalue.TaggedOutput("documents", (shard, documents[shard]))
+            yield beam.pvalue.TaggedOutput("documents", (shard, pa.Table.from_pylist(documents[shard], schema=DOCUMENTS_SCHEMA)))
         for shard in sorted(annotations):
-            yield shard, annotations[shard]
+            yield shard, pa.Table.from_pylist(annotations[shard], schema=ANNOTATIONS_SCHEMA)
 
 
 ID_PREFIXES = ("none", "vocabulary")
@@ -220,6 +221,15 @@ def as_linked_documents(documents: list[dict], annotations: list[dict], id_prefi
             for d in documents if d["status"] == "annotated"]
 
 
+def sorted_table(parts, schema: pa.Schema, keys: tuple[str, ...]) -> pa.Table:
+    """A shard's parts, tables from DetectAndLink and lists of rows kept or carried by Resolve, as one table
+    sorted by `keys` in one chunk, so the file is the same whatever the parts and their order."""
+    parts = list(parts)
+    rows = [r for part in parts if isinstance(part, list) for r in part]
+    tables = [part for part in parts if isinstance(part, pa.Table)] + [pa.Table.from_pylist(rows, schema=schema)]
+    return pa.concat_tables(tables).sort_by([(key, "ascending") for key in keys]).combine_chunks()
+
+
 class WriteLinkedShardFn(beam.DoFn):
     """One shard: annotations and documents Parquet files (rows sorted so re-runs are byte-stable) and, when
     asked, the same documents and annotations in an interchange format."""
@@ -230,13 +240,12 @@ class WriteLinkedShardFn(beam.DoFn):
     def process(self, element):
         shard, grouped = element
         fs = filesystem_for(self.root)
-        annotations = sorted((r for part in grouped["annotations"] for r in part),
-                             key=lambda r: (r["doc_id"], r["start"], r["end"], r["entity_type"]))
-        documents = sorted((r for part in grouped["documents"] for r in part), key=lambda r: r["doc_id"])
-        for table, rows, schema in (("annotations", annotations, ANNOTATIONS_SCHEMA), ("documents", documents, DOCUMENTS_SCHEMA)):
-            write_parquet(fs, fs.join(self.root, table, shard_name(shard, self.num_shards)), pa.Table.from_pylist(rows, schema=schema))
+        annotations = sorted_table(grouped["annotations"], ANNOTATIONS_SCHEMA, ("doc_id", "start", "end", "entity_type"))
+        documents = sorted_table(grouped["documents"], DOCUMENTS_SCHEMA, ("doc_id",))
+        for name, table in (("annotations", annotations), ("documents", documents)):
+            write_parquet(fs, fs.join(self.root, name, shard_name(shard, self.num_shards)), table)
         if self.output_format != "parquet":
-            linked = as_linked_documents(documents, annotations, self.id_prefix)
+            linked = as_linked_documents(documents.to_pylist(), annotations.to_pylist(), self.id_prefix)
             path = fs.join(self.root, self.output_format, shard_name(shard, self.num_shards, INTERCHANGE_SUFFIX[self.output_format]))
             fs.write(path, write_interchange(linked, self.output_format).encode())
         yield shard
