@@ -83,7 +83,33 @@ def test_chemicals():
 def test_registry_and_independent_groups():
     assert isinstance(get_reader("ctd-diseases"), CtdDiseasesReader)
     assert isinstance(get_reader("ctd-chemicals"), CtdChemicalsReader)
-    assert CtdDiseasesReader().input_groups(["a.tsv", "b.csv"]) == [["a.tsv"], ["b.csv"]]
+    assert CtdDiseasesReader().input_groups([str(DISEASES_TSV), str(DISEASES_CSV)]) == [[str(DISEASES_TSV)], [str(DISEASES_CSV)]]
+
+
+@pytest.mark.parametrize("source", [CHEMICALS_TSV, FIXTURES / "CTD_chemicals_13col.csv"])
+def test_a_large_file_read_in_ranges_gives_the_whole_files_items(tmp_path, monkeypatch, source):
+    from bioel_core.kb import io as kb_io
+
+    # an extra column no known layout has: a range that missed the header would dead-letter every row
+    sep = "," if source.suffix == ".csv" else "\t"
+    lines = source.read_text().splitlines()
+    fields = lines.index("# Fields:") + 1
+    header = [line + (sep + "Extra" if i == fields else "") + "\n" for i, line in enumerate(lines) if line.startswith("#")]
+    body = [line + sep + "x\n" for line in lines if not line.startswith("#") and line.strip()] * 40
+    body[57] = "a line\twithout the columns\n"
+    path = tmp_path / source.name
+    path.write_text("".join(header + body))
+    reader = CtdChemicalsReader()
+    whole = list(reader.read([str(path)]))
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 3000)
+    groups = reader.input_groups([str(path)])
+    assert len(groups) > 3 and all(len(g) == 1 for g in groups)
+    pieces = [list(reader.read(group)) for group in groups]
+    items = [i for piece in pieces for i in piece if not isinstance(i, ReadStats)]
+    assert items == [i for i in whole if not isinstance(i, ReadStats)]
+    assert sum(isinstance(i, DeadLetter) for i in items) == 1
+    stats = [i for piece in pieces for i in piece if isinstance(i, ReadStats)]
+    assert sum(s.records_read for s in stats) == next(i for i in whole if isinstance(i, ReadStats)).records_read
 
 
 def test_gzip_variants(tmp_path):

@@ -5,7 +5,8 @@ those NAMES, never by position: CTD adds and reorders columns between releases (
 columns to 13, its synonyms now split into MESHSynonyms and CTDCuratedSynonyms). A file with no such header
 is read with the known layout of its column count. CSV (chosen by a '.csv' in the file name) is parsed a line
 at a time, since CTD fields never span lines, so a malformed line is dead-lettered alone. Lists inside a
-field are '|'-separated. Each file is read independently, one concept per line, in constant memory.
+field are '|'-separated. Each file is read independently, one concept per line, in constant memory; a large uncompressed one in
+ranges by several workers, each range taking its columns from the header at the file's top.
 
 Ids are `MESH:D...` / `OMIM:...`: the vocabulary goes to its own column and the concept id is stored bare;
 alt ids (`DO:DOID:...`, `OMIM:...`) are already qualified and kept as written.
@@ -18,7 +19,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import Opener, ReaderContext, iter_lines
+from bioel_core.kb.io import FileRange, Input, Opener, ReaderContext, input_path, iter_lines, split_lines
 from bioel_core.kb.vocab import MESH, medic_vocabulary
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
@@ -46,16 +47,22 @@ class CtdReader(KBReader):
     id_column = ""
     alt_ids_column: str | None = None
 
-    def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
+    def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[Input]]:
+        """A group a file, or a range of one: a large uncompressed file is read by several workers."""
+        return [[piece] for path in paths for piece in split_lines(path, opener)]
+
+    def read(self, paths: Sequence[Input], opener: Opener | None = None) -> Iterator[KBItem]:
         for path in paths:
             yield from self._read_file(path, opener)
 
-    def _read_file(self, path: str, opener: Opener | None) -> Iterator[KBItem]:
+    def _read_file(self, piece: Input, opener: Opener | None) -> Iterator[KBItem]:
+        path = input_path(piece)
         ctx = ReaderContext(path)
         is_csv = ".csv" in path.rsplit("/", 1)[-1].lower()
-        columns: list[str] | None = None  # from the header; None: by the row's column count
+        # from the header; None: by the row's column count. A range below the header reads it from the file's top.
+        columns = self._columns_above(path, is_csv, opener) if isinstance(piece, FileRange) and piece.start else None
         after_fields = False
-        for item in iter_lines(path, ctx, opener):
+        for item in iter_lines(piece, ctx, opener):
             if isinstance(item, DeadLetter):
                 yield item
                 continue
@@ -104,6 +111,19 @@ class CtdReader(KBReader):
         for column in SYNONYM_COLUMNS:
             for synonym in split_list(row.get(column, "")):
                 yield NameRecord(concept_id, self.kb, synonym, "synonym")
+
+    def _columns_above(self, path: str, is_csv: bool, opener: Opener | None) -> list[str] | None:
+        """The columns the comment block at the top of `path` names (its faults are the first range's to report)."""
+        scratch = ReaderContext(path)
+        after_fields = False
+        for item in iter_lines(path, scratch, opener):
+            if isinstance(item, DeadLetter) or not item[1].startswith("#"):
+                return None
+            lineno, line = item
+            if after_fields and line[1:].strip():
+                return self._header(line, lineno, is_csv, scratch)[0]
+            after_fields = line[1:].strip() == "Fields:"
+        return None
 
     def _header(self, line: str, lineno: int, is_csv: bool, ctx: ReaderContext) -> tuple[list[str] | None, DeadLetter | None]:
         """The column names CTD lists after '# Fields:', or a DeadLetter when the id or name column is missing
