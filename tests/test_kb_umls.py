@@ -246,9 +246,15 @@ def test_a_large_mrconso_is_read_in_cui_ranges_with_the_whole_file_result(tmp_pa
         assert sum(s.records_accepted for s in ranged) == whole[3][path].records_accepted
 
 
-def test_a_gzipped_mrconso_is_one_group(tmp_path, monkeypatch):
+def test_a_gzipped_mrconso_or_mrsty_makes_one_group(tmp_path, monkeypatch):
     from bioel_core.kb import io as kb_io
 
     monkeypatch.setattr(kb_io, "SPLIT_BYTES", 100)
     paths = [str(p) for p in copy_fixtures(tmp_path, gz=True)]
     assert UmlsReader().input_groups(paths) == [paths]
+    mixed = [str(tmp_path / "plain" / "MRCONSO.RRF"), paths[1], paths[2]]  # MRCONSO as is, MRSTY and MRDEF gzipped
+    (tmp_path / "plain").mkdir()
+    shutil.copy(FIXTURES / "MRCONSO.RRF", mixed[0])
+    assert UmlsReader().input_groups(mixed) == [mixed]
+    concepts, _, dead, _ = split(UmlsReader().read(mixed))
+    assert len(concepts) == 3 and dead == []

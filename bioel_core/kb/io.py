@@ -217,11 +217,16 @@ def _is_gzip(fh: BinaryIO) -> bool:
     return head == GZIP_MAGIC
 
 
+def is_gzip_file(path: str, opener: Opener | None = None) -> bool:
+    with open_raw(path, opener) as fh:
+        return _is_gzip(fh)
+
+
 def split_lines(path: str, opener: Opener | None = None, same_record: Callable[[bytes, bytes], bool] | None = None,
                 target_bytes: int | None = None) -> list[Input]:
-    """`path` cut into ranges of about `target_bytes` (default SPLIT_BYTES) that start on a line, never between two lines that
-    `same_record(previous, line)` says belong together; [path] for a small or gzipped file (gzip cannot be
-    entered in the middle). Every line of the file is in exactly one range, so counts reconcile."""
+    """`path` cut into ranges of about `target_bytes` (default SPLIT_BYTES) that start on a line, never between two
+    lines that `same_record(previous, line)` says belong together; [path] for a small or gzipped file (gzip cannot
+    be entered in the middle). Every line of the file is in exactly one range, so counts reconcile."""
     with open_raw(path, opener) as fh:
         size = fh.seek(0, io.SEEK_END)
         fh.seek(0)

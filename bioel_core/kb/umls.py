@@ -20,7 +20,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import FileRange, Input, Opener, ReaderContext, input_path, iter_lines, open_raw, split_at_keys, split_lines
+from bioel_core.kb.io import (FileRange, Input, Opener, ReaderContext, input_path, is_gzip_file, iter_lines, open_raw,
+                              split_at_keys, split_lines)
 from bioel_core.kb.vocab import UMLS
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
@@ -119,8 +120,8 @@ class UmlsReader(KBReader):
             return [list(paths)]  # read() dead-letters what does not belong
         files = dict(zip(kinds, paths))
         conso = split_lines(files.pop("MRCONSO"), opener, same_cui)
-        if len(conso) == 1:
-            return [list(paths)]
+        if len(conso) == 1 or any(is_gzip_file(p, opener) for p in files.values()):
+            return [list(paths)]  # small, gzipped, or joined with a gzipped MRSTY/MRDEF that cannot be cut
         starts = [cui_of(_first_line(r, opener)) for r in conso[1:]]
         groups = [[r] for r in conso]
         for path in files.values():
