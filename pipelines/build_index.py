@@ -38,7 +38,7 @@ from bioel_core.tables import table_files
 from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import filesystem_for
+from pipelines.outputs import create_stream, delete_files, filesystem_for, open_stream
 from schemas import check_schema, embeddings_schema
 
 log = logging.getLogger(__name__)
@@ -58,14 +58,14 @@ class SpillByShardFn(beam.DoFn):
         number, path = element
         open_files = {}  # shard -> (spill file, handle, IPC writer)
         try:
-            with FileSystems.open(path, compression_type="uncompressed") as fh:
+            with open_stream(path) as fh:
                 for batch in pq.ParquetFile(fh).iter_batches(batch_size=READ_BATCH_ROWS):
                     yield beam.pvalue.TaggedOutput("stats", ("vectors_read", batch.num_rows))
                     shards = shard_of(batch.column("name_id").to_numpy(), self.num_shards)
                     for shard in np.unique(shards).tolist():
                         if shard not in open_files:
                             target = FileSystems.join(self.spill, f"{shard:05d}", f"{number:05d}.arrow")
-                            handle = FileSystems.create(target, compression_type="uncompressed")
+                            handle = create_stream(target)
                             open_files[shard] = (target, handle, pa.ipc.new_stream(handle, batch.schema))
                         open_files[shard][2].write_batch(batch.filter(pa.array(shards == shard)))
         finally:
@@ -92,7 +92,7 @@ class BuildShardFn(beam.DoFn):
         spilled = sorted(f for f in spilled if f)
         tables = []
         for path in spilled:
-            with FileSystems.open(path, compression_type="uncompressed") as fh:
+            with open_stream(path) as fh:
                 tables.append(pa.ipc.open_stream(fh).read_all())
         if not tables:  # a shard no name hashed to: an empty index keeps the folder's shard count whole
             tables = [embeddings_schema(self.dimension).empty_table()]
@@ -102,8 +102,7 @@ class BuildShardFn(beam.DoFn):
         for relative, data in ((built.record["index_file"], built.index_bytes), (built.record["id_map_file"], built.id_map_bytes)):
             path = FileSystems.join(self.staging, relative)
             filesystem_for(path).write(path, data)
-        if spilled:
-            FileSystems.delete(spilled)
+        delete_files(spilled)
         progress.advance()
         yield "shards", [built.record]
 

@@ -33,7 +33,7 @@ from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import WriteDeadLetters, filesystem_for
+from pipelines.outputs import WriteDeadLetters, filesystem_for, open_stream
 from schemas import check_schema
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class ReadNameChunksFn(beam.DoFn):
         self.batch_size = batch_size
 
     def process(self, path: str):
-        with FileSystems.open(path, compression_type="uncompressed") as fh:
+        with open_stream(path) as fh:
             table = pq.read_table(fh, columns=["name_id", "concept_id", TEXT_COLUMN])
         yield beam.pvalue.TaggedOutput("stats", ("names_read", table.num_rows))
         ids = table.column("name_id").to_numpy()

@@ -39,7 +39,8 @@ from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name
-from pipelines.outputs import WriteDeadLetters, expand_inputs, filesystem_for, open_input, sha256_of
+from pipelines.outputs import (WriteDeadLetters, create_stream, delete_files, expand_inputs, filesystem_for, open_stream,
+                               sha256_of)
 from schemas import CONCEPTS_SCHEMA, NAMES_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class ReadKBFn(beam.DoFn):
 
     def process(self, paths):
         names, concepts = [], []
-        for item in self.reader.read(paths, opener=open_input):
+        for item in self.reader.read(paths, opener=open_stream):
             if isinstance(item, NameRecord):
                 names.append(item)
                 if len(names) == READ_BATCH:
@@ -159,7 +160,7 @@ class SpillRunsFn(beam.DoFn):
         for shard in np.unique(shards).tolist():
             data = run_bytes(table.filter(pa.array(shards == shard)), self.key)
             path = FileSystems.join(self.spill, f"{shard:05d}", run_name(data))
-            with FileSystems.create(path, compression_type="uncompressed") as fh:
+            with create_stream(path) as fh:
                 fh.write(data)
             yield shard, path
 
@@ -178,7 +179,7 @@ class MergeShardFn(beam.DoFn):
         spilled = sorted(p for p in spilled if p)
         while len(spilled) > MAX_FAN_IN:
             combined = [self._combine(spilled[i:i + MAX_FAN_IN]) for i in range(0, len(spilled), MAX_FAN_IN)]
-            _delete(spilled)  # after the pass: a run spilled twice (two identical inputs) may sit in two groups
+            delete_files(spilled)  # after the pass: a run spilled twice (two identical inputs) may sit in two groups
             spilled = combined
         counts = MergeCounts()
         with _opened(spilled) as handles:
@@ -187,33 +188,28 @@ class MergeShardFn(beam.DoFn):
                 yield from (dict(zip(self.schema.names, row)) for row in rows)
             else:
                 path = FileSystems.join(self.folder, shard_name(shard, self.num_shards))
-                with FileSystems.create(path, compression_type="uncompressed") as sink:
+                with create_stream(path) as sink:
                     write_rows(rows, self.schema, sink)
                 yield beam.pvalue.TaggedOutput("stats", (self.written, counts.rows_out))
-        _delete(spilled)
+        delete_files(spilled)
         yield beam.pvalue.TaggedOutput("stats", (self.reduced, counts.rows_in - counts.rows_out))
 
     def _combine(self, runs: list[str]) -> str:
         """MAX_FAN_IN runs -> one, beside them, named after them (a retry rewrites the same file)."""
         target = FileSystems.join(runs[0].rsplit("/", 1)[0], run_name("\n".join(runs).encode()))
-        with _opened(runs) as handles, FileSystems.create(target, compression_type="uncompressed") as sink:
+        with _opened(runs) as handles, create_stream(target) as sink:
             combine_runs([read_run(h) for h in handles], 0, self.schema, sink)
         return target
 
 
 @contextlib.contextmanager
 def _opened(paths: list[str]):
-    handles = [FileSystems.open(p, compression_type="uncompressed") for p in paths]
+    handles = [open_stream(p) for p in paths]
     try:
         yield handles
     finally:
         for handle in handles:
             handle.close()
-
-
-def _delete(paths: list[str]) -> None:
-    if paths:
-        FileSystems.delete(sorted(set(paths)))
 
 
 class MergeByShard(beam.PTransform):
@@ -355,7 +351,7 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
 
     def build() -> Manifest:
         with pipeline_progress(options, "ingest-kb", "names"), beam.Pipeline(options=options) as p:
-            build_pipeline(p, kb_format, reader.input_groups(inputs, opener=open_input), staged, reader_options=reader_options, normalizer=normalizer,
+            build_pipeline(p, kb_format, reader.input_groups(inputs, opener=open_stream), staged, reader_options=reader_options, normalizer=normalizer,
                            shared_names=shared_names, num_shards=num_shards)
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # emptied by the writers; the folders stay
         return refuse_empty(build_manifest(read_stats(staged.root), kb_format=kb_format, kb=reader.kb,

@@ -25,7 +25,6 @@ from dataclasses import asdict
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core import progress
@@ -43,7 +42,7 @@ from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import WriteDeadLetters, expand_inputs, filesystem_for, input_records, open_input
+from pipelines.outputs import WriteDeadLetters, expand_inputs, filesystem_for, input_records, open_stream
 from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -60,7 +59,7 @@ class ReadCorpusFn(beam.DoFn):
         self.fmt, self.per_line = fmt, per_line
 
     def process(self, path):
-        for item in read_documents([path], self.fmt, per_line=self.per_line, opener=open_input):
+        for item in read_documents([path], self.fmt, per_line=self.per_line, opener=open_stream):
             if isinstance(item, Document):
                 yield item
             elif isinstance(item, DeletedDocument):
@@ -255,7 +254,7 @@ class ReadPreviousFn(beam.DoFn):
     """A Parquet file of the previous output -> (doc_id, row)."""
 
     def process(self, path: str):
-        with FileSystems.open(path, compression_type="uncompressed") as fh:
+        with open_stream(path) as fh:
             for row in pq.read_table(fh).to_pylist():
                 yield row["doc_id"], row
 
@@ -278,7 +277,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
                    batch_size: int, versions: tuple[str, str], id_prefix: str = "none", settings: str = "",
                    threads: int | None = None) -> None:
     read = (p
-            | "Inputs" >> beam.Create(corpus_inputs(inputs, fmt, per_line=per_line, opener=open_input))
+            | "Inputs" >> beam.Create(corpus_inputs(inputs, fmt, per_line=per_line, opener=open_stream))
             | "Spread" >> beam.Reshuffle()
             | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
 

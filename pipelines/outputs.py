@@ -36,7 +36,7 @@ class BeamFileSystem:
         return sorted({m.path[len(prefix):].split("/", 1)[0] for m in found if m.path.startswith(prefix)})
 
     def open(self, path: str):
-        return FileSystems.open(path, compression_type="uncompressed")
+        return open_stream(path)
 
     def write(self, path: str, data: bytes) -> None:
         with FileSystems.create(path) as fh:
@@ -116,14 +116,25 @@ def expand_inputs(patterns: list[str], flag: str = "--input", output_folder=None
     return sorted(files)
 
 
-def open_input(path: str):
-    """An input file's bytes as stored, on any Beam filesystem (bioel_core sniffs gzip itself)."""
+def open_stream(path: str):
+    """A file's bytes as stored, on any Beam filesystem: Beam must not decompress (bioel_core sniffs gzip itself,
+    and spill and Parquet files are not compressed streams)."""
     return FileSystems.open(path, compression_type="uncompressed")
+
+
+def create_stream(path: str):
+    return FileSystems.create(path, compression_type="uncompressed")
+
+
+def delete_files(paths: list[str]) -> None:
+    """Removes files named once or more (a run spilled twice by identical inputs is one file)."""
+    if paths:
+        FileSystems.delete(sorted(set(paths)))
 
 
 def sha256_of(path: str) -> tuple[str, int]:
     digest, size = hashlib.sha256(), 0
-    with FileSystems.open(path, compression_type="uncompressed") as fh:
+    with open_stream(path) as fh:
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
             size += len(chunk)
