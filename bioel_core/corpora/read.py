@@ -33,7 +33,7 @@ from bioel_core.corpora.pubmed_xml import iter_pubmed_xml
 from bioel_core.corpora.pubtator import parse_pubtator
 from bioel_core.corpora.records import DeletedDocument, Document, FormatError
 from bioel_core.corpora.text import BOM, decoded_lines, iter_text
-from bioel_core.kb.io import FileRange, Input, Opener, open_binary, input_path, split_lines
+from bioel_core.kb.io import FileRange, Input, Opener, input_path, open_binary, split_lines
 from bioel_core.records import DeadLetter
 
 CorpusItem = Document | DeletedDocument | DeadLetter
@@ -139,17 +139,16 @@ def _after_blank_line(previous: bytes, line: bytes) -> bool:
     return bool(previous.strip())
 
 
-# formats whose records are lines, or blocks ended by a blank line (PubTator): a large uncompressed file of
-# one of them is read in ranges; the rest are read whole (XML and JSON documents cannot be entered midway)
-_RANGES = {"jsonl": None, "pubtator": _after_blank_line}
-
-
 def corpus_inputs(paths: Iterable[str], fmt: str, *, per_line: bool = False, opener: Opener | None = None) -> list[Input]:
     """The pieces `read_documents` can read apart, for parallel workers: a file as is, or a large line-format
-    file (jsonl, pubtator, per-line text) as FileRanges that never cut a record. Together they read every line of
-    every file once, and a document keeps its line numbers (and so a per-line text document its id)."""
-    same_record = _RANGES.get(fmt, None)
-    if fmt not in _RANGES and not (fmt == "text" and per_line):
+    file (jsonl, per-line text; pubtator, whose documents end at a blank line) as FileRanges that never cut a
+    record. Together they read every line of every file once, and a document keeps its line numbers (and so a
+    per-line text document its id). XML and BioC JSON documents cannot be entered midway: read whole."""
+    if fmt == "pubtator":
+        same_record = _after_blank_line
+    elif fmt == "jsonl" or (fmt == "text" and per_line):
+        same_record = None
+    else:
         return list(paths)
     return [piece for path in paths for piece in split_lines(path, opener, same_record)]
 

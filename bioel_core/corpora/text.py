@@ -62,7 +62,7 @@ def _read_all(source: str, opener: Opener | None) -> bytes:
 
 def iter_text(path: Input, per_line: bool = False, opener: Opener | None = None) -> Iterator[Document | DeadLetter]:
     """A FileRange is read only in the per-line layout."""
-    source = input_path(path) if isinstance(path, FileRange) else str(path)
+    source = str(input_path(path))
     stem = document_stem(source)
     if not per_line:
         raw = _read_all(source, opener)
