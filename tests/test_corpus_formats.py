@@ -291,4 +291,4 @@ def test_a_large_line_format_file_read_in_ranges_gives_the_whole_files_items(tmp
     assert len(pieces) >= 4
     ranged = [item for piece in pieces for item in read_documents([piece], fmt, per_line=per_line)]
     assert ranged == whole and sum(isinstance(i, DeadLetter) for i in whole) == 1
-    assert corpus_inputs([str(path)], "pubmed-xml") == [str(path)]  # XML is read whole
+    assert corpus_inputs([str(path)], "bioc-xml") == [str(path)]  # BioC is read whole

@@ -610,3 +610,23 @@ def test_a_large_corpus_file_read_in_ranges_links_to_the_same_bytes(chain, corpu
     ranged = run(chain, inputs, tmp_path / "ranged")
     assert ranged["counts"] == whole["counts"] and all(ranged["reconciliation"].values())
     assert table_bytes(tmp_path / "ranged") == table_bytes(tmp_path / "whole")
+
+
+def test_a_large_pubmed_xml_file_read_in_article_ranges_links_to_the_same_bytes(chain, tmp_path, monkeypatch):
+    from bioel_core.kb import io as kb_io
+    from conftest import FIXTURES
+
+    sample = (FIXTURES / "pubmed" / "pubmed_damaged_sample.xml").read_bytes()  # a malformed and an unclosed article
+    head, body = sample.split(b"<PubmedArticleSet>")
+    records = body[:body.rindex(b"</PubmedArticleSet>")]
+    path = tmp_path / "large.xml"
+    path.write_bytes(head + b"<PubmedArticleSet>" + records * 10 + b"</PubmedArticleSet>\n")
+
+    def linked(out):
+        return link_corpus.run([str(path)], "pubmed-xml", str(out), spec(chain, True), pipeline_options([]))
+
+    whole = linked(tmp_path / "whole")
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 3000)
+    ranged = linked(tmp_path / "ranged")
+    assert table(tmp_path / "whole", "dead_letter") and ranged["counts"] == whole["counts"]
+    assert table_bytes(tmp_path / "ranged") == table_bytes(tmp_path / "whole")

@@ -264,3 +264,50 @@ def test_stray_content_between_articles_is_dead_lettered(tmp_path):
     dead = [i for i in items if isinstance(i, DeadLetter)]
     assert [d.reason for d in dead] == ["text outside any record of <PubmedArticleSet>", "malformed XML: stray end tag in <PubmedArticleSet>"]
     assert len([i for i in items if isinstance(i, Document)]) == 4
+
+
+def _records(name: str) -> tuple[bytes, bytes]:
+    """A fixture's prolog up to its set's start tag, and its records up to the set's end tag."""
+    data = (PUBMED / name).read_bytes()
+    root = b"<MedlineCitationSet>" if b"<MedlineCitationSet>" in data else b"<PubmedArticleSet>"
+    head, body = data.split(root)
+    return head + root, body[:body.rindex(b"</")]
+
+
+@pytest.mark.parametrize("names", [("pubmed25n0001_sample.xml", "pubmed_damaged_sample.xml", "pubmed25n1300_update_sample.xml"),
+                                   ("medline_legacy_sample.xml",)])
+def test_a_large_file_read_in_ranges_gives_the_whole_files_items(tmp_path, monkeypatch, names):
+    from bioel_core.corpora import corpus_inputs, read_documents
+    from bioel_core.kb import io as kb_io
+
+    head, _ = _records(names[0])
+    bodies = [_records(n)[1] for n in names]
+    path = tmp_path / "large.xml"  # real records, a malformed and an unclosed one among them, comments between
+    path.write_bytes(head + b"".join(b"".join(bodies) + b"\n<!-- <PubmedArticle> in a comment -->\n" for _ in range(12))
+                     + b"</" + head.rsplit(b"<", 1)[1])
+    whole = list(read_documents([str(path)], "pubmed-xml"))
+    assert corpus_inputs([str(path)], "pubmed-xml") == [str(path)]
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 3000)
+    pieces = corpus_inputs([str(path)], "pubmed-xml")
+    assert len(pieces) >= 5 and pieces[0].start == 0 and pieces[-1].end is None
+    data = path.read_bytes()
+    for before, after in zip(pieces, pieces[1:]):
+        assert before.end == after.start and data[after.start:after.start + 1] == b"<"
+        assert after.first_line == data[:after.start].count(b"\n") + 1
+    ranged = [item for piece in pieces for item in read_documents([piece], "pubmed-xml")]
+    assert ranged == whole
+    assert sum(isinstance(i, DeadLetter) for i in whole) >= (12 if len(names) > 1 else 0)
+    assert len({i.doc_id for i in whole if isinstance(i, Document)}) >= 2
+
+
+def test_a_gzipped_or_damaged_large_file_is_read_whole(tmp_path, monkeypatch):
+    from bioel_core.corpora import corpus_inputs
+    from bioel_core.kb import io as kb_io
+
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 500)
+    gz = tmp_path / "large.xml.gz"
+    gz.write_bytes(gzip.compress((PUBMED / "pubmed25n0001_sample.xml").read_bytes()))
+    assert corpus_inputs([str(gz)], "pubmed-xml") == [str(gz)]
+    cut = tmp_path / "cut.xml"  # ends inside a record: the whole-file read reports where
+    cut.write_bytes((PUBMED / "pubmed25n0001_sample.xml").read_bytes()[:-300])
+    assert corpus_inputs([str(cut)], "pubmed-xml") == [str(cut)]

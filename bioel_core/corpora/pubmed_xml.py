@@ -20,6 +20,10 @@ truncates the text and folds the following articles into the damaged one, with n
 A fault that leaves the rest of the file unreadable raises `FormatError` naming the file, the record being
 read and the line: a truncated or corrupt gzip stream, a file that ends inside a record or before the set's
 end tag, an empty file, another root element; what was yielded before stands. Memory holds one record.
+
+A large uncompressed file can be read by several workers: `split_pubmed_xml` skims it once with the same record
+cutting (no XML parsing) and cuts it at record starts into FileRanges that carry the line and the record ordinal
+they begin at, so a range's reader yields exactly what the whole file's reader yields for those records.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ import zlib
 from collections.abc import Iterator
 
 from bioel_core.corpora.records import DeletedDocument, Document, FormatError, Passage
-from bioel_core.kb.io import Opener, open_binary
+from bioel_core.kb import io as kb_io
+from bioel_core.kb.io import FileRange, Input, Opener, is_gzip_file, open_binary, open_raw
 from bioel_core.records import DeadLetter
 
 ROOTS = ("PubmedArticleSet", "MedlineCitationSet")
@@ -75,13 +80,18 @@ _RECORDS = {"PubmedArticleSet": (ARTICLE, BOOK_ARTICLE, DELETE), "MedlineCitatio
 
 
 class _Reader:
-    def __init__(self, source: str):
+    def __init__(self, source: str, *, skim_cuts_every: int = 0):
+        """`skim_cuts_every` > 0: records are cut out but not parsed, and a cut (offset, line, ordinal) is noted at
+        the first record start after every that many bytes (`split_pubmed_xml`)."""
         self.source = source
         self.ordinal = 0  # records of the set started
-        self.buf = b""  # unread bytes; buf[0] is on line self.line
+        self.buf = b""  # unread bytes; buf[0] is on line self.line, at byte self.offset of the file
         self.line = 1
+        self.offset = 0
         self.eof = False
         self.seen_text = False
+        self.skim_cuts_every = skim_cuts_every
+        self.cuts: list[tuple[int, int, int]] = []
 
     # ---- bytes in -------------------------------------------------------------------------------------
 
@@ -109,6 +119,7 @@ class _Reader:
     def consume(self, n: int) -> bytes:
         taken, self.buf = self.buf[:n], self.buf[n:]
         self.line += taken.count(b"\n")
+        self.offset += len(taken)
         return taken
 
     def skip_space(self, stream) -> None:
@@ -164,6 +175,8 @@ class _Reader:
     def parse(self, raw: bytes, line: int) -> Iterator[PubmedItem]:
         """One record's bytes (starting on `line` of the file) -> its items, or one dead letter."""
         self.ordinal += 1
+        if self.skim_cuts_every:
+            return
         where = self.where(self.ordinal, raw)
         try:
             text = raw.decode("utf-8")
@@ -186,15 +199,25 @@ class _Reader:
         first = raw.find(b"<")
         return f"line {line + row - 1}, column {col + (first if row == 1 else 0)}"
 
-    def read(self, stream) -> Iterator[PubmedItem]:
+    def read(self, stream, piece: FileRange | None = None) -> Iterator[PubmedItem]:
+        """The records of `stream`, or of `piece` of it (an uncompressed, seekable file): its prolog is read, then
+        the records that start in [piece.start, piece.end)."""
         # read1: a buffered read(n) would drop the text decompressed before a truncated gzip's end
         self.read = getattr(stream, "read1", stream.read)
         self.root = self.prolog(stream)
         if self.root is None:
             return
         self.kinds = _RECORDS[self.root]
+        if piece is not None and piece.start:
+            stream.seek(piece.start)
+            self.buf, self.eof = b"", False
+            self.offset, self.line, self.ordinal = piece.start, piece.first_line, piece.first_record
+        stop_at = piece.end if piece is not None else None
+        next_cut = self.skim_cuts_every
         while True:
             self.skip_space(stream)
+            if stop_at is not None and self.offset >= stop_at:  # the next range's first record starts here
+                return
             while len(self.buf) < 4 and self.more(stream):  # enough to tell "<!--" from "<" + name
                 pass
             if not self.buf:
@@ -212,6 +235,9 @@ class _Reader:
                 end = self.need(stream, close)
                 self.consume(end + len(close) if end >= 0 else len(self.buf))
             elif self.buf.startswith(b"<"):
+                if next_cut and self.offset >= next_cut:
+                    self.cuts.append((self.offset, self.line, self.ordinal))
+                    next_cut = self.offset + self.skim_cuts_every
                 yield from self.element(stream)
             else:
                 end = self.need(stream, b"<")
@@ -260,7 +286,7 @@ class _Reader:
         """Skips the XML declaration, DOCTYPE and comments; returns the root's name (None: an empty set)."""
         self.more(stream)
         if self.buf.startswith(b"\xef\xbb\xbf"):
-            self.buf = self.buf[3:]
+            self.consume(3)
         while True:
             self.skip_space(stream)
             while len(self.buf) < 4 and self.more(stream):  # enough to tell "<!--" from "<" + name
@@ -291,8 +317,34 @@ class _Reader:
         return None if tag.endswith(b"/>") else name
 
 
-def iter_pubmed_xml(path: str, opener: Opener | None = None) -> Iterator[PubmedItem]:
-    """Documents, DeletedDocuments and DeadLetters of one PubMed XML file (gzip sniffed from its bytes)."""
+def split_pubmed_xml(path: str, opener: Opener | None = None) -> list[Input]:
+    """`path` cut at record starts into FileRanges of about kb.io's SPLIT_BYTES; [path] for a small or gzipped file
+    (gzip cannot be entered in the middle) and for one the reader cannot get through (the whole-file read then
+    reports the fault where it is)."""
+    target = kb_io.SPLIT_BYTES
+    with open_raw(path, opener) as fh:
+        if fh.seek(0, 2) <= target or is_gzip_file(path, opener):
+            return [path]
+        fh.seek(0)
+        reader = _Reader(path, skim_cuts_every=target)
+        try:
+            for _ in reader.read(fh):
+                pass
+        except FormatError:
+            return [path]
+    starts = [(0, 1, 0), *reader.cuts]
+    return [path] if len(starts) == 1 else [
+        FileRange(path, offset, starts[i + 1][0] if i + 1 < len(starts) else None, line, ordinal)
+        for i, (offset, line, ordinal) in enumerate(starts)]
+
+
+def iter_pubmed_xml(path: Input, opener: Opener | None = None) -> Iterator[PubmedItem]:
+    """Documents, DeletedDocuments and DeadLetters of one PubMed XML file (gzip sniffed from its bytes), or of a
+    FileRange of one from `split_pubmed_xml`."""
+    if isinstance(path, FileRange):
+        with open_raw(path.path, opener) as stream:
+            yield from _Reader(path.path).read(stream, path)
+        return
     reader = _Reader(str(path))
     try:
         stream = open_binary(str(path), opener)

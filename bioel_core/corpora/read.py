@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bioel_core.corpora.bioc import _xml_document_dict, document_from_dict, iter_bioc_json_text
 from bioel_core.corpora.jsonl import parse_jsonl
-from bioel_core.corpora.pubmed_xml import iter_pubmed_xml
+from bioel_core.corpora.pubmed_xml import iter_pubmed_xml, split_pubmed_xml
 from bioel_core.corpora.pubtator import parse_pubtator
 from bioel_core.corpora.records import DeletedDocument, Document, FormatError
 from bioel_core.corpora.text import BOM, decoded_lines, iter_text
@@ -141,9 +141,12 @@ def _after_blank_line(previous: bytes, line: bytes) -> bool:
 
 def corpus_inputs(paths: Iterable[str], fmt: str, *, per_line: bool = False, opener: Opener | None = None) -> list[Input]:
     """The pieces `read_documents` can read apart, for parallel workers: a file as is, or a large line-format
-    file (jsonl, per-line text; pubtator, whose documents end at a blank line) as FileRanges that never cut a
-    record. Together they read every line of every file once, and a document keeps its line numbers (and so a
-    per-line text document its id). XML and BioC JSON documents cannot be entered midway: read whole."""
+    file (jsonl, per-line text; pubtator, whose documents end at a blank line) or PubMed XML file (cut at
+    article starts) as FileRanges that never cut a record. Together they read every record of every file once,
+    and a document keeps its line numbers (and so a per-line text document its id, a PubMed article its
+    ordinal). BioC XML and BioC JSON files are read whole."""
+    if fmt == "pubmed-xml":
+        return [piece for path in paths for piece in split_pubmed_xml(path, opener)]
     if fmt == "pubtator":
         same_record = _after_blank_line
     elif fmt == "jsonl" or (fmt == "text" and per_line):
