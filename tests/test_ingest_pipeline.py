@@ -323,3 +323,17 @@ def test_a_large_mrconso_read_in_ranges_gives_the_same_files_on_one_and_two_work
         for out in ("ranged", "multi"):
             assert [f.read_bytes() for f in sorted((data_root(tmp_path / out) / table).iterdir())] == expected, (out, table)
     assert not (data_root(tmp_path / "ranged") / "_spill").exists()
+
+
+def test_a_large_mesh_xml_read_in_record_ranges_gives_the_whole_files_tables(tmp_path, monkeypatch):
+    from bioel_core.kb import io as kb_io
+    from test_kb_mesh_xml import _large
+
+    path = str(_large(tmp_path, 15))
+    whole = ingest_kb.run("mesh-xml", [path], str(tmp_path / "whole"), local(), num_shards=2)
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 3000)
+    ranged = ingest_kb.run("mesh-xml", [path], str(tmp_path / "ranged"), local(), num_shards=2)
+    assert all(ranged["reconciliation"].values()) and ranged["counts"] == whole["counts"]
+    for table in ("concepts", "names", "dead_letter"):
+        assert ([f.read_bytes() for f in sorted((data_root(tmp_path / "ranged") / table).iterdir())]
+                == [f.read_bytes() for f in sorted((data_root(tmp_path / "whole") / table).iterdir())]), table

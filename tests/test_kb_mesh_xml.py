@@ -147,3 +147,52 @@ def test_file_level_faults(tmp_path):
     assert concepts[0] == CALCIMYCIN and concepts[-3:] == [CALCIMYCIN, AIDS, MI]
     assert [s.source for s in stats] == [str(empty), str(wrong_root), str(truncated), str(FIXTURE)]
     assert all(s.reconciles() for s in stats)
+
+
+def _large(tmp_path, copies: int, damage_copy: int | None = None):
+    """The fixture's three records `copies` times over (one copy's 'Heart Attack' string left unclosed)."""
+    lines = FIXTURE.read_bytes().splitlines(keepends=True)
+    records = b"".join(lines[3:-1])
+    body = [records.replace(b"<String>Heart Attack</String>", b"<String>Heart Attack") if i == damage_copy else records
+            for i in range(copies)]
+    path = tmp_path / "desc2024.xml"
+    path.write_bytes(b"".join(lines[:3]) + b"".join(body) + lines[-1])
+    return path
+
+
+def _read_groups(groups):
+    items = [item for group in groups for item in MeshXmlReader().read(group)]
+    concepts, names, dead, stats = split(items)
+    totals = [sum(getattr(s, f) for s in stats) for f in ("records_read", "records_accepted", "dead_lettered")]
+    return concepts, names, dead, totals
+
+
+def test_a_large_file_is_read_in_record_ranges_with_the_whole_files_items(tmp_path, monkeypatch):
+    from bioel_core.kb import io as kb_io
+
+    path = _large(tmp_path, 15)
+    reader = MeshXmlReader()
+    assert reader.input_groups([str(path)]) == [[str(path)]]
+    whole = _read_groups([[str(path)]])
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 3000)
+    groups = reader.input_groups([str(path)])
+    assert len(groups) >= 5 and all(len(g) == 1 for g in groups)
+    data = path.read_bytes()
+    for (before,), (after,) in zip(groups, groups[1:]):
+        assert before.end == after.start and data[after.start:].startswith(b"<DescriptorRecord ")
+        assert after.first_record == data[:after.start].count(b"<DescriptorRecord ")
+    assert _read_groups(groups) == whole and whole[3] == [45, 45, 0]
+
+
+def test_malformed_xml_in_a_range_ends_that_range_with_the_whole_files_dead_letter(tmp_path, monkeypatch):
+    from bioel_core.kb import io as kb_io
+
+    path = _large(tmp_path, 15, damage_copy=7)
+    whole = _read_groups([[str(path)]])
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 3000)
+    ranged = _read_groups(MeshXmlReader().input_groups([str(path)]))
+    assert [(d.location, d.reason) for d in ranged[2]] == [(d.location, d.reason) for d in whole[2]]
+    assert whole[2][0].location == "record 24 (DescriptorUI D009203)" and "mismatched tag: line" in whole[2][0].reason
+    # the whole file stops at the fault; the ranges after it are still read
+    assert ranged[0][:len(whole[0])] == whole[0] and len(ranged[0]) > len(whole[0])
+    assert ranged[3][0] == ranged[3][1] + ranged[3][2]

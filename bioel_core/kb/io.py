@@ -203,7 +203,7 @@ def _line_start_at_or_after(fh: BinaryIO, offset: int) -> int:
     return fh.tell()
 
 
-def _ranges_at(path: str, fh: BinaryIO, offsets: list[int]) -> list[FileRange]:
+def ranges_at(path: str, fh: BinaryIO, offsets: list[int]) -> list[FileRange]:
     """Ranges of `path` from line-start offsets (0 first, ascending), with the line number each begins at."""
     ranges, lineno = [], 1
     for i, start in enumerate(offsets):
@@ -245,7 +245,7 @@ def split_lines(path: str, opener: Opener | None = None, same_record: Callable[[
                 if start >= size:
                     break
             offsets.append(start)
-        return [path] if len(offsets) == 1 else _ranges_at(path, fh, offsets)
+        return [path] if len(offsets) == 1 else ranges_at(path, fh, offsets)
 
 
 def split_at_keys(path: str, keys: list[str], key_of: Callable[[bytes], str], opener: Opener | None = None) -> list[Input]:
@@ -275,7 +275,7 @@ def split_at_keys(path: str, keys: list[str], key_of: Callable[[bytes], str], op
                 else:
                     lo = mid + 1
             offsets.append(max(_line_start_at_or_after(fh, lo), offsets[-1]))
-        return _ranges_at(path, fh, offsets)
+        return ranges_at(path, fh, offsets)
 
 
 def parse_lines(path: Input, ctx: ReaderContext, parse: Callable[[int, str], Iterator], opener: Opener | None = None) -> Iterator:

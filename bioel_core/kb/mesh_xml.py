@@ -5,24 +5,108 @@ of every Concept of the record: the record preferred term, abbreviations (Lexica
 terms (permuted terms included). The definition is the preferred concept's ScopeNote; the tree numbers are
 the semantic types. Malformed XML ends the file with one DeadLetter naming the record being read and the
 parser's line and column; what was emitted before it stands.
+
+A large uncompressed file (descYYYY.xml is ~300 MB) is cut into FileRanges at lines that start a
+DescriptorRecord, each read by its own worker as the file's prolog + its records + the set's end tag, with the
+file's record numbers and line numbers; malformed XML then ends its range rather than the whole file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import re
 import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Iterator, Sequence
+from typing import BinaryIO
 
+from bioel_core.kb import io as kb_io
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import Opener, ReaderContext, open_kb_file
+from bioel_core.kb.io import FileRange, Input, Opener, ReaderContext, input_path, is_gzip_file, open_kb_file, open_raw
 from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, NameRecord
 
 ABBREVIATION_TAGS = {"ABB", "ACR"}
 ROOT = "DescriptorRecordSet"
 RECORD = "DescriptorRecord"
+_RECORD_START = re.compile(rb"<DescriptorRecord[\s>]")
+_ROOT_START = re.compile(rb"<DescriptorRecordSet[\s>][^>]*>")
+_PROLOG_BYTES = 1 << 16
+_AT_LINE = re.compile(r"line (\d+)(, column \d+)$")
+
+
+def split_mesh_xml(path: str, opener: Opener | None = None) -> list[Input]:
+    """`path` cut into FileRanges of about kb.io's SPLIT_BYTES, each starting on a line whose first tag starts a
+    DescriptorRecord; [path] for a small or gzipped file, or one with no such lines (one-line XML)."""
+    target = kb_io.SPLIT_BYTES
+    with open_raw(path, opener) as fh:
+        size = fh.seek(0, 2)
+        if size <= target or is_gzip_file(path, opener) or _prolog(fh) is None:
+            return [path]
+        offsets = [0]
+        while (start := _record_line_at_or_after(fh, offsets[-1] + target)) is not None:
+            offsets.append(start)
+        ranges = kb_io.ranges_at(path, fh, offsets) if len(offsets) > 1 else [path]
+        records = 0
+        for i, piece in enumerate(ranges[1:], start=1):  # records before a range: those started in the ones before it
+            records += _records_in(fh, offsets[i - 1], piece.start)
+            ranges[i] = dataclasses.replace(piece, first_record=records)
+        return ranges
+
+
+def _prolog(fh: BinaryIO) -> bytes | None:
+    """The file's bytes up to the end of its DescriptorRecordSet start tag."""
+    fh.seek(0)
+    head = fh.read(_PROLOG_BYTES)
+    m = _ROOT_START.search(head)
+    return head[:m.end()] if m else None
+
+
+def _record_line_at_or_after(fh: BinaryIO, offset: int) -> int | None:
+    fh.seek(offset)
+    fh.readline()  # to a line start
+    while line := fh.readline():
+        if _RECORD_START.match(line.lstrip()):
+            return fh.tell() - len(line)
+    return None
+
+
+def _records_in(fh: BinaryIO, start: int, end: int) -> int:
+    """DescriptorRecord start tags in [start, end), read in chunks; one across two chunks is counted once."""
+    fh.seek(start)
+    count, left, carry = 0, end - start, b""
+    keep = len(b"<DescriptorRecord")  # a match is a byte longer, so the tail kept never holds a whole one
+    while left > 0 and (chunk := fh.read(min(left, 1 << 24))):
+        data = carry + chunk
+        count += len(_RECORD_START.findall(data))
+        carry, left = data[-keep:], left - len(chunk)
+    return count
+
+
+class _RangeStream:
+    """`head` (the file's prolog, for a range that does not start the file), the range's bytes and (unless it is
+    the last range) the set's end tag."""
+
+    def __init__(self, fh: BinaryIO, head: bytes, piece: FileRange):
+        fh.seek(piece.start)
+        self._fh, self._left = fh, None if piece.end is None else piece.end - piece.start
+        self._head, self._tail = head, b"" if piece.end is None else f"</{ROOT}>\n".encode()
+
+    def read(self, n: int = -1) -> bytes:
+        n = n if n is not None and n >= 0 else 1 << 30
+        if self._head:
+            out, self._head = self._head[:n], self._head[n:]
+            return out
+        if self._left is None or self._left > 0:
+            data = self._fh.read(n if self._left is None else min(n, self._left))
+            if self._left is not None:
+                self._left -= len(data)
+            if data:
+                return data
+            self._left = 0
+        out, self._tail = self._tail[:n], self._tail[n:]
+        return out
 
 
 class MeshXmlReader(KBReader):
@@ -30,19 +114,28 @@ class MeshXmlReader(KBReader):
     vocabulary = MESH
     id_pattern = re.compile(r"D\d{6,9}")
 
-    def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
-        for path in paths:
-            ctx = ReaderContext(path)
-            yield from self._read_file(path, ctx, opener)
+    def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[Input]]:
+        """A group a file, or a range of one: a large uncompressed file is read by several workers."""
+        return [[piece] for path in paths for piece in split_mesh_xml(path, opener)]
+
+    def read(self, paths: Sequence[Input], opener: Opener | None = None) -> Iterator[KBItem]:
+        for piece in paths:
+            ctx = ReaderContext(input_path(piece))
+            yield from self._read_file(piece, ctx, opener)
             yield ctx.stats
 
-    def _read_file(self, path: str, ctx: ReaderContext, opener: Opener | None) -> Iterator[KBItem]:
+    def _read_file(self, piece: Input, ctx: ReaderContext, opener: Opener | None) -> Iterator[KBItem]:
         root = None
-        record_no = 0  # records started
+        record_no = piece.first_record if isinstance(piece, FileRange) else 0  # records started
         depth = 0
         ui = ""  # DescriptorUI of the record being read, for error locations
+        line_shift = 0  # a range's stream line + line_shift = the file's line
         try:
-            with open_kb_file(path, opener) as fh:
+            with open_kb_file(piece, opener) if not isinstance(piece, FileRange) else open_raw(piece.path, opener) as fh:
+                if isinstance(piece, FileRange):
+                    prolog = _prolog(fh) + b"\n" if piece.start else b""
+                    line_shift = piece.first_line - prolog.count(b"\n") - 1
+                    fh = _RangeStream(fh, prolog, piece)
                 for event, elem in ET.iterparse(fh, events=("start", "end")):
                     if event == "start":
                         depth += 1
@@ -65,7 +158,8 @@ class MeshXmlReader(KBReader):
             if root is None:
                 yield ctx.dead("file", "", f"empty file or no XML element: {err}")
             else:
-                yield ctx.dead(self._location(record_no, ui, depth), "", f"malformed XML: {err}")
+                at = _AT_LINE.sub(lambda m: f"line {int(m.group(1)) + line_shift}{m.group(2)}", str(err))
+                yield ctx.dead(self._location(record_no, ui, depth), "", f"malformed XML: {at}")
         except (EOFError, gzip.BadGzipFile, zlib.error) as err:
             yield ctx.dead(self._location(record_no, ui, depth), "", f"truncated or corrupt gzip stream: {err}")
 
