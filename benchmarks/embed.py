@@ -63,7 +63,7 @@ from bioel_core.models import open_model
 from bioel_core.tables import read_table
 t0 = time.perf_counter()
 names = read_table({names!r}, "names", ["name_id", "name_norm"])
-encoder = open_model({model!r}, {pooling!r})
+encoder = open_model({model!r}, {pooling!r}, {device!r})
 t1 = time.perf_counter()
 vectors = encoder.encode(names.column("name_norm").to_pylist(), batch_size={batch_size})
 t2 = time.perf_counter()
@@ -79,8 +79,7 @@ from pipelines import embed_names
 from pipelines.options import pipeline_options
 t0 = time.perf_counter()
 m = embed_names.run({model!r}, {names!r}, {out!r}, pipeline_options({flags!r} + ["--threads_per_worker={threads}"]),
-                    pooling={pooling!r},
-                    batch_size={batch_size})
+                    pooling={pooling!r}, device={device!r}, batch_size={batch_size})
 dt = time.perf_counter() - t0
 print(json.dumps({{"seconds": dt, "names": m["counts"]["names_read"], "embedded": m["counts"]["embedded"],
                   "reconciled": all(m["reconciliation"].values()), "peak_rss_kb": {peak}}}))
@@ -135,6 +134,8 @@ def main() -> int:
     ap.add_argument("--cache", default=str(DEFAULT_CACHE), help="where the ingested thesaurus is kept between runs")
     ap.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"names to encode (default {DEFAULT_LIMIT:,}; 0 = all)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda[:N]: where every mode encodes (`bioel embed --device`)")
+    ap.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"names per encoder call (default {BATCH_SIZE})")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
 
@@ -158,8 +159,8 @@ def main() -> int:
         tmp = Path(tmp)
         names = names_subset(names_dir, args.limit, tmp / "names") if args.limit else names_dir
         small = names_subset(names_dir, START_UP_NAMES, tmp / "start-up-names")
-        common = {"repo": str(REPO), "model": model, "pooling": pooling, "batch_size": BATCH_SIZE, "peak": PEAK_RSS,
-                  "threads": args.threads}
+        common = {"repo": str(REPO), "model": model, "pooling": pooling, "batch_size": args.batch_size, "peak": PEAK_RSS,
+                  "threads": args.threads, "device": args.device}
 
         def measured(label: str, child: str, out: Path, **extra) -> dict:
             """The mode on the names, after a run on START_UP_NAMES names whose time stands for its start-up."""
@@ -182,7 +183,7 @@ def main() -> int:
 
     base = results[IN_PROCESS]
     one, two = (results[label] for label in PIPELINE_MODES)
-    print(f"\nmodel: {model_note}; names: {base['names']:,} from {names_dir}; batch {BATCH_SIZE}; "
+    print(f"\nmodel: {model_note}; names: {base['names']:,} from {names_dir}; batch {args.batch_size}; device {args.device}; "
           f"{os.cpu_count()} CPUs, {args.threads} torch thread(s) per process; {platform.processor() or platform.machine()}")
     print(f"{'mode':40} {'seconds':>8} {'names/s':>8} {'start-up s':>10} {'steady names/s':>14} {'peak RSS MB':>11} "
           f"{'vs in process':>13} {'max |diff|':>10}")
@@ -202,7 +203,7 @@ def main() -> int:
           f"steady state (names/s ratios); in-process encode alone: {base['names'] / base['encode_seconds']:,.0f} names/s")
     if args.json:
         Path(args.json).write_text(json.dumps({"model": model_note, "names_dir": str(names_dir), "limit": args.limit,
-                                               "batch_size": BATCH_SIZE, "cpus": os.cpu_count(), "threads_per_process": args.threads,
+                                               "batch_size": args.batch_size, "device": args.device, "cpus": os.cpu_count(), "threads_per_process": args.threads,
                                                "start_up_names": START_UP_NAMES, "modes": results,
                                                "ratios": ratios}, indent=2))
     ok = all(r["reconciled"] and r["embedded"] == r["names"] for r in results.values())
