@@ -20,16 +20,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
-from transformers import AutoTokenizer, BertConfig, BertLMHeadModel, BertModel, EncoderDecoderModel
+from transformers import AutoTokenizer
 
 from bioel_core.models.base import WEIGHTS_FILE, fingerprint_of, float64_copy, read_config, stored, write_config
 from bioel_core.models.checkpoints import require_safetensors
+
+if TYPE_CHECKING:
+    from transformers import BertConfig, BertLMHeadModel
 
 START, END = "[unused0]", "[unused1]"  # mention markers: tokens of the BERT vocabulary no text produces
 # the decoder's copies of the encoder's tensors: not stored, shared again when the model is built
@@ -46,6 +50,10 @@ class GenerativeModel(torch.nn.Module):
         """From an HF BERT checkpoint (warm start); `_encoder_config` (load): the architecture only, weights to follow.
         `length_penalty`: beam and name scores are sums of token log-probabilities divided by length ** this.
         `retriever_weight`: as a reranker, the share of the retriever's score added to this model's (chosen on dev)."""
+        # imported here, not with the module: these classes take ~2 s to import, which every process that opens
+        # bioel_core.models (a link worker with a dense model, the CLI) would pay
+        from transformers import BertConfig, BertLMHeadModel, BertModel, EncoderDecoderModel
+
         super().__init__()
         checkpoint_dir = Path(checkpoint_dir) if _encoder_config is not None else require_safetensors(checkpoint_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir, local_files_only=True)
@@ -289,6 +297,8 @@ class GenerativeModel(torch.nn.Module):
 
     @classmethod
     def load(cls, directory: str | Path, device: str | torch.device = "cpu") -> GenerativeModel:
+        from transformers import BertConfig
+
         config = read_config(directory, cls.encoder_type)
         model = cls(directory, decoder_layers=config["decoder_layers"], max_length=config["max_length"],
                     max_name_length=config["max_name_length"], prompt=config["prompt"],
