@@ -80,10 +80,11 @@ def decoding_speed(args, model) -> dict:
     """Distinct dev mentions that are not a dictionary name (those skip decoding), NCBI's first, then BC5CDR's, decoded
     against NCBI's dev dictionary batched vs one at a time, after one warm-up of each (a GPU's first calls pay its
     kernels' start-up)."""
-    names, _ = split_data(args.data, DATASETS[0], "dev")
+    dev = [split_data(args.data, dataset, "dev") for dataset in DATASETS]
+    names = dev[0][0]
     linker = GenerativeLinker(names, model, args.model, beams=args.beams)
     known = set(names.names)
-    queries = [q for dataset in DATASETS for q in split_data(args.data, dataset, "dev")[1]]
+    queries = [q for _, split_queries in dev for q in split_queries]
     mentions = [m for m in dict.fromkeys(names.normalizer(q.text) for q in queries) if m not in known][: args.speed_mentions]
     model.generate_names(mentions[:8], linker.tree, args.beams, batch_size=8)
     model.generate_names(mentions[:1], linker.tree, args.beams, batch_size=1)

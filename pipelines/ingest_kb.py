@@ -15,8 +15,8 @@ take two row-level shuffles before they are spilled again and written.
 
 from __future__ import annotations
 
-import logging
 import contextlib
+import logging
 from collections import namedtuple
 from dataclasses import asdict
 

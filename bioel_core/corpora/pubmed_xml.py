@@ -36,7 +36,7 @@ from collections.abc import Iterator
 
 from bioel_core.corpora.records import DeletedDocument, Document, FormatError, Passage
 from bioel_core.kb import io as kb_io
-from bioel_core.kb.io import FileRange, Input, Opener, is_gzip_file, open_binary, open_raw
+from bioel_core.kb.io import FileRange, Input, Opener, is_gzip, open_binary, open_raw
 from bioel_core.records import DeadLetter
 
 ROOTS = ("PubmedArticleSet", "MedlineCitationSet")
@@ -323,9 +323,10 @@ def split_pubmed_xml(path: str, opener: Opener | None = None) -> list[Input]:
     reports the fault where it is)."""
     target = kb_io.SPLIT_BYTES
     with open_raw(path, opener) as fh:
-        if fh.seek(0, 2) <= target or is_gzip_file(path, opener):
-            return [path]
+        size = fh.seek(0, 2)
         fh.seek(0)
+        if size <= target or is_gzip(fh):
+            return [path]
         reader = _Reader(path, skim_cuts_every=target)
         try:
             for _ in reader.read(fh):

@@ -203,7 +203,7 @@ def _line_start_at_or_after(fh: BinaryIO, offset: int) -> int:
     return fh.tell()
 
 
-def ranges_at(path: str, fh: BinaryIO, offsets: list[int]) -> list[FileRange]:
+def _ranges_at(path: str, fh: BinaryIO, offsets: list[int]) -> list[FileRange]:
     """Ranges of `path` from line-start offsets (0 first, ascending), with the line number each begins at."""
     ranges, lineno = [], 1
     for i, start in enumerate(offsets):
@@ -213,7 +213,8 @@ def ranges_at(path: str, fh: BinaryIO, offsets: list[int]) -> list[FileRange]:
     return ranges
 
 
-def _is_gzip(fh: BinaryIO) -> bool:
+def is_gzip(fh: BinaryIO) -> bool:
+    """Whether a file opened at its start holds a gzip stream (left at its start)."""
     head = fh.read(2)
     fh.seek(0)
     return head == GZIP_MAGIC
@@ -221,7 +222,7 @@ def _is_gzip(fh: BinaryIO) -> bool:
 
 def is_gzip_file(path: str, opener: Opener | None = None) -> bool:
     with open_raw(path, opener) as fh:
-        return _is_gzip(fh)
+        return is_gzip(fh)
 
 
 def split_lines(path: str, opener: Opener | None = None, same_record: Callable[[bytes, bytes], bool] | None = None,
@@ -233,7 +234,7 @@ def split_lines(path: str, opener: Opener | None = None, same_record: Callable[[
         size = fh.seek(0, io.SEEK_END)
         fh.seek(0)
         target_bytes = target_bytes or SPLIT_BYTES
-        if size <= target_bytes or _is_gzip(fh):
+        if size <= target_bytes or is_gzip(fh):
             return [path]
         offsets = [0]
         while (start := _line_start_at_or_after(fh, offsets[-1] + target_bytes)) < size:
@@ -245,7 +246,7 @@ def split_lines(path: str, opener: Opener | None = None, same_record: Callable[[
                 if start >= size:
                     break
             offsets.append(start)
-        return [path] if len(offsets) == 1 else ranges_at(path, fh, offsets)
+        return [path] if len(offsets) == 1 else _ranges_at(path, fh, offsets)
 
 
 def split_at_keys(path: str, keys: list[str], key_of: Callable[[bytes], str], opener: Opener | None = None) -> list[Input]:
@@ -254,7 +255,7 @@ def split_at_keys(path: str, keys: list[str], key_of: Callable[[bytes], str], op
     with open_raw(path, opener) as fh:
         size = fh.seek(0, io.SEEK_END)
         fh.seek(0)
-        if _is_gzip(fh):
+        if is_gzip(fh):
             raise ValueError(f"{path}: a gzipped file cannot be cut into ranges")
 
         def key_at(offset: int) -> str | None:
@@ -275,7 +276,7 @@ def split_at_keys(path: str, keys: list[str], key_of: Callable[[bytes], str], op
                 else:
                     lo = mid + 1
             offsets.append(max(_line_start_at_or_after(fh, lo), offsets[-1]))
-        return ranges_at(path, fh, offsets)
+        return _ranges_at(path, fh, offsets)
 
 
 def parse_lines(path: Input, ctx: ReaderContext, parse: Callable[[int, str], Iterator], opener: Opener | None = None) -> Iterator:

@@ -13,7 +13,7 @@ file's record numbers and line numbers; malformed XML then ends its range rather
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import gzip
 import re
 import xml.etree.ElementTree as ET
@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 from bioel_core.kb import io as kb_io
 from bioel_core.kb.base import KBItem, KBReader
-from bioel_core.kb.io import FileRange, Input, Opener, ReaderContext, input_path, is_gzip_file, open_kb_file, open_raw
+from bioel_core.kb.io import FileRange, Input, Opener, ReaderContext, input_path, is_gzip, open_kb_file, open_raw
 from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, NameRecord
 
@@ -42,16 +42,20 @@ def split_mesh_xml(path: str, opener: Opener | None = None) -> list[Input]:
     target = kb_io.SPLIT_BYTES
     with open_raw(path, opener) as fh:
         size = fh.seek(0, 2)
-        if size <= target or is_gzip_file(path, opener) or _prolog(fh) is None:
+        fh.seek(0)
+        if size <= target or is_gzip(fh) or _prolog(fh) is None:
             return [path]
         offsets = [0]
         while (start := _record_line_at_or_after(fh, offsets[-1] + target)) is not None:
             offsets.append(start)
-        ranges = kb_io.ranges_at(path, fh, offsets) if len(offsets) > 1 else [path]
-        records = 0
-        for i, piece in enumerate(ranges[1:], start=1):  # records before a range: those started in the ones before it
-            records += _records_in(fh, offsets[i - 1], piece.start)
-            ranges[i] = dataclasses.replace(piece, first_record=records)
+        if len(offsets) == 1:
+            return [path]
+        ranges, line, records = [], 1, 0
+        for start, end in zip(offsets, [*offsets[1:], None]):
+            ranges.append(FileRange(path, start, end, line, records))
+            if end is not None:
+                newlines, started = _lines_and_records(fh, start, end)
+                line, records = line + newlines, records + started
         return ranges
 
 
@@ -72,16 +76,30 @@ def _record_line_at_or_after(fh: BinaryIO, offset: int) -> int | None:
     return None
 
 
-def _records_in(fh: BinaryIO, start: int, end: int) -> int:
-    """DescriptorRecord start tags in [start, end), read in chunks; one across two chunks is counted once."""
+def _lines_and_records(fh: BinaryIO, start: int, end: int) -> tuple[int, int]:
+    """Newlines and DescriptorRecord start tags in [start, end), in one read by chunks; a tag across two chunks is
+    counted once."""
     fh.seek(start)
-    count, left, carry = 0, end - start, b""
+    newlines, records, left, carry = 0, 0, end - start, b""
     keep = len(b"<DescriptorRecord")  # a match is a byte longer, so the tail kept never holds a whole one
     while left > 0 and (chunk := fh.read(min(left, 1 << 24))):
         data = carry + chunk
-        count += len(_RECORD_START.findall(data))
+        newlines, records = newlines + chunk.count(b"\n"), records + len(_RECORD_START.findall(data))
         carry, left = data[-keep:], left - len(chunk)
-    return count
+    return newlines, records
+
+
+@contextlib.contextmanager
+def _xml_stream(piece: Input, opener: Opener | None):
+    """The XML of a file, or of a range of one (`_RangeStream`), and what to add to the stream's line numbers to
+    get the file's."""
+    if not isinstance(piece, FileRange):
+        with open_kb_file(piece, opener) as fh:
+            yield fh, 0
+        return
+    with open_raw(piece.path, opener) as fh:
+        head = _prolog(fh) + b"\n" if piece.start else b""
+        yield _RangeStream(fh, head, piece), piece.first_line - head.count(b"\n") - 1
 
 
 class _RangeStream:
@@ -129,13 +147,8 @@ class MeshXmlReader(KBReader):
         record_no = piece.first_record if isinstance(piece, FileRange) else 0  # records started
         depth = 0
         ui = ""  # DescriptorUI of the record being read, for error locations
-        line_shift = 0  # a range's stream line + line_shift = the file's line
         try:
-            with open_kb_file(piece, opener) if not isinstance(piece, FileRange) else open_raw(piece.path, opener) as fh:
-                if isinstance(piece, FileRange):
-                    prolog = _prolog(fh) + b"\n" if piece.start else b""
-                    line_shift = piece.first_line - prolog.count(b"\n") - 1
-                    fh = _RangeStream(fh, prolog, piece)
+            with _xml_stream(piece, opener) as (fh, line_shift):  # a range's stream line + line_shift = the file's
                 for event, elem in ET.iterparse(fh, events=("start", "end")):
                     if event == "start":
                         depth += 1
