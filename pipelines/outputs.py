@@ -39,7 +39,7 @@ class BeamFileSystem:
         return open_stream(path)
 
     def write(self, path: str, data: bytes) -> None:
-        with FileSystems.create(path) as fh:
+        with create_stream(path) as fh:
             fh.write(data)
 
     def create_new(self, path: str, data: bytes) -> bool:
