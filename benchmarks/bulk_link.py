@@ -25,14 +25,13 @@ import json
 import os
 import platform
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.children import steady_rate  # noqa: E402
+from benchmarks.children import run_watched, steady_rate  # noqa: E402
 from benchmarks.kbs import BIOEL, DATA, annotator_flags, prepare  # noqa: E402
 from bioel_core.linking import DETECTORS  # noqa: E402
 
@@ -98,8 +97,7 @@ PEAK_RSS_WRAPPER = ("import resource, subprocess, sys; rc = subprocess.run(sys.a
 
 def measure(label: str, command: list[str], documents: int, output: Path) -> dict:
     began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_WRAPPER, *[str(c) for c in command]], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc, cpu = run_watched([sys.executable, "-c", PEAK_RSS_WRAPPER, *[str(c) for c in command]], cwd=ROOT)
     seconds = time.perf_counter() - began
     if proc.returncode:
         raise SystemExit(f"{label} failed:\n{proc.stdout}\n{proc.stderr}")
@@ -108,8 +106,12 @@ def measure(label: str, command: list[str], documents: int, output: Path) -> dic
         mentions = json.loads(proc.stdout.strip().splitlines()[-1])["mentions"]
     else:
         mentions = json.loads((output / "manifest.json").read_text())["counts"]["mentions"]["linked"]
+    # the wrapper is depth 0; the command's own process (with the local runner, the runner) is depth 1, and
+    # its worker processes below it
     return {"mode": label, "documents": documents, "mentions": mentions, "seconds": seconds,
-            "abstracts_per_s": documents / seconds, "mentions_per_s": mentions / seconds, "peak_rss_mb": rss}
+            "abstracts_per_s": documents / seconds, "mentions_per_s": mentions / seconds, "peak_rss_mb": rss,
+            "cpu_seconds": {"command": sum(s for depth, s in cpu if depth == 1),
+                            "workers": sorted((round(s, 1) for depth, s in cpu if depth > 1), reverse=True)}}
 
 
 def abstracts_parser(description: str) -> argparse.ArgumentParser:
@@ -190,6 +192,9 @@ def main() -> None:
             result[f"{name}_steady"] = rows[a]["steady_abstracts_per_s"] / rows[b]["steady_abstracts_per_s"]
             print(f"{name.replace('_', ' ')}: {result[name]:.2f}x end to end, {result[name + '_steady']:.2f}x steady state")
     print("peak RSS is the largest single process")
+    for r in rows.values():
+        cpu = r["cpu_seconds"]
+        print(f"CPU seconds, {r['mode']}: its own process {cpu['command']:.1f}, worker processes {cpu['workers'] or 'none'}")
     linked = [rows[m] for m in ("one-worker", "two-workers") if m in rows]
     if linked:  # what `bioel link` reaches, the better of its modes
         best = max(linked, key=lambda r: r["abstracts_per_s"])

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 
 
 def run_child(code: str) -> dict:
@@ -20,3 +22,41 @@ def steady_rate(rows: int, seconds: float, start_rows: int, start_seconds: float
     time stands for the start-up); NaN when the input is too small to outlast it."""
     extra = seconds - start_seconds
     return (rows - start_rows) / extra if rows > start_rows and extra > 0 else float("nan")
+
+
+def tree_cpu_seconds(root: int) -> dict[int, tuple[int, float]]:
+    """CPU seconds (user + system) so far of `root` and every process below it: pid -> (depth below root,
+    seconds). Linux /proc; empty where there is none."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()  # after "pid (comm)", which may hold spaces
+            except OSError:  # exited meanwhile
+                continue
+            stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)  # ppid, utime + stime
+    below, todo = {}, [(root, 0)]
+    while todo:
+        pid, depth = todo.pop()
+        if pid in stats:
+            below[pid] = (depth, stats[pid][1])
+            todo += [(child, depth + 1) for child, (parent, _) in stats.items() if parent == pid]
+    return below
+
+
+def run_watched(command: list[str], every: float = 0.5, **kwargs) -> tuple[subprocess.CompletedProcess, list]:
+    """`command` run to the end while its process tree's CPU is sampled every `every` seconds; returns the
+    completed process and [(depth below it, CPU seconds)] for each process seen, by pid (a process's last
+    sample: up to `every` seconds of its CPU may be missing)."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    seen: dict[int, tuple[int, float]] = {}
+    out: list[tuple[str, str]] = []
+    reader = threading.Thread(target=lambda: out.append(proc.communicate()))  # drains the pipes meanwhile
+    reader.start()
+    while reader.is_alive():
+        seen.update(tree_cpu_seconds(proc.pid))
+        reader.join(every)
+    stdout, stderr = out[0]
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr), [seen[pid] for pid in sorted(seen)]

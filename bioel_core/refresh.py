@@ -57,7 +57,7 @@ from bioel_core.embeddings import (TEXT_COLUMN, EncodeFailure, check_model_match
 from bioel_core.guards import check_output_folder
 from bioel_core.progress import bar as progress_bar
 from bioel_core.index import IndexSpec, build_shard, read_index_manifest, shard_of
-from bioel_core.index.layout import ID_MAPS, SHARDS
+from bioel_core.index.layout import FOLDERS, shard_files
 from bioel_core.index.sharded import file_sha256
 from bioel_core.models import open_model
 from bioel_core.outputs import (LocalFileSystem, Manifest, OutputFolder, embeddings_table, name_chunks, shard_name,
@@ -239,7 +239,7 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
         raise ValueError(f"--index {idx}: its parameters {requested} are not an IndexSpec of this bioel ({err}); "
                          "run `bioel build-index`") from None
     idx_root = data_root(idx, index_manifest)
-    missing = [f for r in index_manifest["shards"] for f in (r["index_file"], r["id_map_file"]) if not (idx_root / f).is_file()]
+    missing = [f for r in index_manifest["shards"] for f in shard_files(r).values() if not (idx_root / f).is_file()]
     if missing or sorted(r["shard"] for r in index_manifest["shards"]) != list(range(index_manifest["num_shards"])):
         raise FileNotFoundError(f"--index {idx}: incomplete: shard file(s) missing: {', '.join(missing) or 'none'}, "
                                 f"manifest lists shards {sorted(r['shard'] for r in index_manifest['shards'])}")
@@ -339,7 +339,7 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
 
     fs = LocalFileSystem()
     out_emb = OutputFolder(fs, str(Path(output_embeddings).resolve()), ("embeddings", "dead_letter"))
-    out_idx = OutputFolder(fs, str(Path(output_index).resolve()), (SHARDS, ID_MAPS))
+    out_idx = OutputFolder(fs, str(Path(output_index).resolve()), FOLDERS)
     report["refresh"] = {
         "carried": int(len(carried)), "encoded": to_encode.num_rows, "embedded": int(len(encoded.name_ids)),
         "dead_lettered": len(encoded.dead_letters), "retried_dead_letters": retried,
@@ -403,11 +403,11 @@ def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touche
     for record in manifest["shards"]:
         if record["shard"] in touched:
             continue
-        for key in ("index", "id_map"):
-            target = staging / record[f"{key}_file"]
-            shutil.copyfile(old_root / record[f"{key}_file"], target)
+        for key, relative in shard_files(record).items():
+            target = staging / relative
+            shutil.copyfile(old_root / relative, target)
             if file_sha256(target) != record[f"{key}_sha256"]:
-                raise ValueError(f"{old_root / record[f'{key}_file']}: sha256 does not match the index manifest "
+                raise ValueError(f"{old_root / relative}: sha256 does not match the index manifest "
                                  "(corrupted or replaced); run `bioel build-index`")
         records.append(record)
 
@@ -431,8 +431,8 @@ def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touche
             table = pa.concat_tables(rows.pop(shard) or [embeddings_schema(dim).empty_table()])
             built = build_shard(shard, num_shards, table.column("name_id").to_numpy(), table.column("concept_id"),
                                 vectors_of(table.column("vector"), dim), inputs.spec, dim)
-            (staging / built.record["index_file"]).write_bytes(built.index_bytes)
-            (staging / built.record["id_map_file"]).write_bytes(built.id_map_bytes)
+            for relative, data in built.files.items():
+                (staging / relative).write_bytes(data)
             records.append(built.record)
     finally:
         faiss.omp_set_num_threads(before)

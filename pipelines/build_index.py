@@ -31,7 +31,7 @@ from bioel_core import progress
 from bioel_core.embeddings import check_names_unchanged, manifest_sha256, read_embeddings_manifest, vectors_of
 from bioel_core.guards import check_output_folder
 from bioel_core.index import PIPELINE, IndexSpec, build_shard, shard_of
-from bioel_core.index.layout import ID_MAPS, SHARD_ASSIGNMENT, SHARDS
+from bioel_core.index.layout import FOLDERS, SHARD_ASSIGNMENT
 from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
 from bioel_core.outputs.runs import SPILL
 from bioel_core.tables import table_files
@@ -43,7 +43,6 @@ from schemas import check_schema, embeddings_schema
 
 log = logging.getLogger(__name__)
 
-TABLES = (SHARDS, ID_MAPS)
 READ_BATCH_ROWS = 65536
 
 
@@ -99,7 +98,7 @@ class BuildShardFn(beam.DoFn):
         table = pa.concat_tables(tables)
         built = build_shard(shard, self.num_shards, table.column("name_id").to_numpy(), table.column("concept_id"),
                             vectors_of(table.column("vector"), self.dimension), self.spec, self.dimension)
-        for relative, data in ((built.record["index_file"], built.index_bytes), (built.record["id_map_file"], built.id_map_bytes)):
+        for relative, data in built.files.items():
             path = FileSystems.join(self.staging, relative)
             filesystem_for(path).write(path, data)
         delete_files(spilled)
@@ -158,7 +157,7 @@ def build_manifest(stats: dict, source: dict, *, staged: OutputFolder, emb_dir: 
         counts=counts, runner=runner_name(options), options=options.get_all_options(drop_default=True),
         reconciliation={"vectors": counts["vectors_read"] == counts["embeddings_rows"] == indexed,
                         "shards": [r["shard"] for r in shards] == list(range(num_shards))},
-        outputs={table: staged.table_outputs(table, rows=False) for table in TABLES},
+        outputs={table: staged.table_outputs(table, rows=False) for table in FOLDERS},
         details={"kb": emb.get("kb"), "index": {"kind": spec.kind, "metric": "inner_product", "normalized": True, "dimension": source["dimension"],
                   "faiss_version": faiss.__version__, "faiss_threads": threads, "requested": spec.to_dict(),
                   "shard_assignment": SHARD_ASSIGNMENT},
@@ -178,7 +177,7 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
     spec.check_dimension(source["dimension"])
     check_output_folder(output_dir, PIPELINE, [("--input", str(emb_dir))])
     threads = faiss_threads or worker_threads(options)
-    staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
+    staged = OutputFolder(filesystem_for(output_dir), output_dir, FOLDERS)
 
     def build() -> Manifest:
         with pipeline_progress(options, "build-index", "shards", num_shards), beam.Pipeline(options=options) as p:

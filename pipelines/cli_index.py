@@ -39,6 +39,7 @@ def add_subcommands(subparsers) -> None:
 
 
 def cmd_build_index(args, beam_args: list[str]) -> int:
+    from bioel_core.index.layout import shard_bytes
     from pipelines import build_index
     from pipelines.cli_common import finish
     from pipelines.options import pipeline_options
@@ -48,7 +49,7 @@ def cmd_build_index(args, beam_args: list[str]) -> int:
                      ef_search=args.ef_search, train_size=args.train_size, seed=args.seed)
     manifest = build_index.run(args.input, args.output, pipeline_options(beam_args), num_shards=args.num_shards, spec=spec,
                                faiss_threads=args.faiss_threads)
-    size = sum(r["index_bytes"] for r in manifest["shards"])
+    size = sum(shard_bytes(r) for r in manifest["shards"])
     progress.count(vectors=manifest["vectors"], shards=manifest["num_shards"])
     print(f"indexed {manifest['vectors']:,} vectors ({args.index_kind}, dim {manifest['index']['dimension']}) in "
           f"{manifest['num_shards']} shards, {size / 1e6:,.1f} MB -> {args.output}")

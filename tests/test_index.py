@@ -17,9 +17,12 @@ import pytest
 
 from bioel_core.embeddings import ModelMismatchError, manifest_sha256
 from bioel_core.index import IndexIntegrityError, IndexSpec, ShardedIndex, shard_of
+from bioel_core import index as bioel_index
+from bioel_core.embeddings import vectors_of
+from bioel_core.index.layout import FOLDERS, shard_bytes
 from bioel_core.normalize import Normalizer, name_id
 from bioel_core.quality import report
-from bioel_core.tables import IncompleteOutputError, data_root
+from bioel_core.tables import IncompleteOutputError, data_root, read_table
 from conftest import assert_published, assert_unpublished, report_figures, report_page
 from pipelines import build_index, cli
 from pipelines.options import pipeline_options
@@ -202,7 +205,31 @@ def test_approximate_kinds_save_load_and_recall_against_flat(approximate, kind, 
         assert built[kind]["shards"][1]["params"]["training"]["sample_seed"] == [0, 1]
     if kind == "ivf-pq":
         assert params["factory"].endswith("Refine(SQfp16)") and 32 % params["pq_m"] == 0
-        assert sum(r["index_bytes"] for r in built[kind]["shards"]) < 3000 * 32 * 4  # smaller than the float32 vectors
+        assert sum(shard_bytes(r) for r in built[kind]["shards"]) < 3000 * 32 * 4  # smaller than the float32 vectors
+        assert all(r["refine_file"].startswith("refine/") for r in built[kind]["shards"])
+
+
+def test_a_separate_re_ranking_store_answers_as_faiss_index_refine_and_is_unmapped_after_each_search(approximate):
+    """The reference: FAISS's own IndexRefine built in memory from the same shard rows; the store file must
+    not stay mapped once a search is over (only the IVF-PQ part does)."""
+    root, queries, built, _ = approximate
+    index, folder = ShardedIndex(root / "ivf-pq"), data_root(root / "ivf-pq")
+    emb = read_table(built["ivf-pq"]["embeddings"]["path"], "embeddings")
+    vectors, name_ids = vectors_of(emb.column("vector"), 32), emb.column("name_id").to_numpy()
+    q = np.ascontiguousarray(queries / np.linalg.norm(queries, axis=1, keepdims=True), dtype=np.float32)
+    for shard, record in zip(index.shards, built["ivf-pq"]["shards"]):
+        mine = np.nonzero(shard_of(name_ids, 2) == shard.number)[0]
+        mine = mine[np.argsort(name_ids[mine])]  # a shard's rows are in name_id order
+        reference, params = bioel_index.build_index(vectors[mine], IndexSpec(kind="ivf-pq"), (shard.number,))
+        assert params == record["params"]
+        D, I = shard.search(q, 10)
+        D_ref, I_ref = reference.search(q, 10)
+        np.testing.assert_array_equal(I, I_ref)
+        np.testing.assert_array_equal(D, D_ref)
+        np.testing.assert_array_equal(shard.stored_vectors(I[0]), reference.reconstruct_batch(I[0]))
+    index.search(queries, 10, exact_scores=True)
+    mapped = open("/proc/self/maps").read()
+    assert str(folder / "shards") in mapped and str(folder / "refine") not in mapped
 
 
 def test_search_parameters_can_be_overridden_at_open(approximate):
@@ -269,7 +296,7 @@ def test_two_worker_processes_and_reruns_write_identical_shards(ties, tmp_path):
     assert multi["options"]["direct_num_workers"] == 2 and multi["index"]["faiss_threads"] == 1
     # the rows reached the builders through spill files, all removed: a generation holds the tables only
     for folder in (root / "flat", tmp_path / "again", tmp_path / "multi"):
-        assert sorted(p.name for p in data_root(folder).iterdir() if p.is_dir()) == sorted(build_index.TABLES)
+        assert sorted(p.name for p in data_root(folder).iterdir() if p.is_dir()) == sorted(FOLDERS)
 
 
 def test_ivf_rerun_gives_identical_files(approximate, tmp_path):

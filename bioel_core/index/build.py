@@ -1,5 +1,10 @@
 """Building one shard: its FAISS index (serialized in FAISS's native format) and its id map (Parquet).
 
+An ivf-pq shard with a re-ranking store is written as two FAISS files: the IVF-PQ index and the store (the
+`refine_index` of FAISS's IndexRefine, row for row). A search maps the store only while it re-ranks that
+shard's shortlist (`ShardedIndex`), so a process holds one shard's store pages at a time: at 10M names the
+stores are 7.7 GB and the PQ codes 0.5 GB.
+
 Pure functions of the shard's rows: rows are put in name_id order first, so the same rows give the same
 files whatever order a runner delivered them in. Flat and IVF shards are byte-identical on re-runs; an
 HNSW graph built with several threads depends on their interleaving (build with threads=1 to pin it).
@@ -16,14 +21,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bioel_core.index.layout import ID_MAP_SCHEMA, id_map_file, index_file
+from bioel_core.index.layout import ID_MAP_SCHEMA, SHARD_FILE_KEYS, shard_file
 from bioel_core.index.spec import IndexSpec
 
 
 @dataclass
 class ShardFiles:
-    index_bytes: bytes
-    id_map_bytes: bytes
+    files: dict[str, bytes]  # path relative to the index folder -> the file's bytes
     record: dict  # this shard's entry in the manifest
 
 
@@ -38,9 +42,20 @@ def set_search_params(index: faiss.Index, params: dict) -> None:
     """nprobe / efSearch / refine k_factor from a shard's parameters (FAISS also stores them in the file;
     setting them here lets a reader override them)."""
     space = faiss.ParameterSpace()
-    for key, faiss_name in (("nprobe", "nprobe"), ("ef_search", "efSearch"), ("refine_k", "k_factor_rf")):
+    for key, faiss_name in (("nprobe", "nprobe"), ("ef_search", "efSearch")):
         if params.get(key) is not None:
             space.set_index_parameter(index, faiss_name, params[key])
+    if params.get("refine_k") is not None and isinstance(faiss.downcast_index(index), faiss.IndexRefine):
+        space.set_index_parameter(index, "k_factor_rf", params["refine_k"])
+
+
+def split_refine(index: faiss.Index) -> dict[str, faiss.Index]:
+    """{"index": the index searched first, "refine": its re-ranking store} for a FAISS IndexRefine, else
+    {"index": index}. The parts stay owned by `index`."""
+    index = faiss.downcast_index(index)
+    if not isinstance(index, faiss.IndexRefine):
+        return {"index": index}
+    return {"index": faiss.downcast_index(index.base_index), "refine": faiss.downcast_index(index.refine_index)}
 
 
 def build_index(vectors: np.ndarray, spec: IndexSpec, seed_key: tuple[int, ...] = ()) -> tuple[faiss.Index, dict]:
@@ -93,15 +108,14 @@ def build_shard(shard: int, num_shards: int, name_ids: np.ndarray, concept_ids: 
     concept_ids = pa.array(concept_ids, pa.string()).take(pa.array(order))
     index, params = _build_normalized(vectors, spec, (shard,))
     del vectors
-    index_data = serialize(index)
+    data = {key: serialize(part) for key, part in split_refine(index).items()}
     ntotal = int(index.ntotal)
     del index
-    ids_data = id_map_bytes(name_ids, concept_ids)
-    record = {
-        "shard": shard, "vectors": ntotal, "params": params,
-        "index_file": index_file(shard, num_shards), "index_sha256": hashlib.sha256(index_data).hexdigest(),
-        "index_bytes": len(index_data),
-        "id_map_file": id_map_file(shard, num_shards), "id_map_sha256": hashlib.sha256(ids_data).hexdigest(),
-        "id_map_bytes": len(ids_data),
-    }
-    return ShardFiles(index_data, ids_data, record)
+    data["id_map"] = id_map_bytes(name_ids, concept_ids)
+    record, files = {"shard": shard, "vectors": ntotal, "params": params}, {}
+    for key in (key for key in SHARD_FILE_KEYS if key in data):
+        relative = shard_file(key, shard, num_shards)
+        files[relative] = data[key]
+        record.update({f"{key}_file": relative, f"{key}_sha256": hashlib.sha256(data[key]).hexdigest(),
+                       f"{key}_bytes": len(data[key])})
+    return ShardFiles(files, record)

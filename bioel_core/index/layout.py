@@ -2,6 +2,8 @@
 
     INDEX_DIR/shards/shard-00000-of-00004.faiss     FAISS native file (faiss.write_index format)
     INDEX_DIR/id_maps/shard-00000-of-00004.parquet  row i of the FAISS shard -> (name_id, concept_id)
+    INDEX_DIR/refine/shard-00000-of-00004.faiss     an ivf-pq shard's re-ranking store (a FAISS flat or scalar
+                                                    quantizer index, row i = row i of the shard), kinds that have one
     INDEX_DIR/manifest.json                         written last; see bioel_core.index.manifest
 """
 
@@ -16,6 +18,11 @@ from schemas.tables import TABLE_KEY, VERSION_KEY
 PIPELINE = "build-index"
 SHARDS = "shards"
 ID_MAPS = "id_maps"
+REFINE = "refine"
+# the files of a shard, by their key in its manifest record ("<key>_file", "<key>_sha256", "<key>_bytes")
+_FILE_KINDS = {"index": (SHARDS, ".faiss"), "id_map": (ID_MAPS, ".parquet"), "refine": (REFINE, ".faiss")}
+SHARD_FILE_KEYS = tuple(_FILE_KINDS)
+FOLDERS = tuple(folder for folder, _ in _FILE_KINDS.values())
 ID_MAP_TABLE = "index_id_map"
 ID_MAP_SCHEMA = pa.schema([
     pa.field("name_id", pa.int64(), nullable=False),
@@ -43,13 +50,21 @@ def shard_stem(shard: int, num_shards: int) -> str:
     return f"shard-{shard:05d}-of-{num_shards:05d}"
 
 
-def index_file(shard: int, num_shards: int) -> str:
-    """Relative to the index folder, '/'-separated as in the manifest."""
-    return f"{SHARDS}/{shard_stem(shard, num_shards)}.faiss"
+def shard_file(key: str, shard: int, num_shards: int) -> str:
+    """The file of `key` (one of SHARD_FILE_KEYS) of a shard, relative to the index folder, '/'-separated as in
+    the manifest."""
+    folder, suffix = _FILE_KINDS[key]
+    return f"{folder}/{shard_stem(shard, num_shards)}{suffix}"
 
 
-def id_map_file(shard: int, num_shards: int) -> str:
-    return f"{ID_MAPS}/{shard_stem(shard, num_shards)}.parquet"
+def shard_files(record: dict) -> dict[str, str]:
+    """A shard's files by key, as its manifest record lists them (no re-ranking store: no "refine")."""
+    return {key: record[f"{key}_file"] for key in SHARD_FILE_KEYS if f"{key}_file" in record}
+
+
+def shard_bytes(record: dict) -> int:
+    """A shard's size on disk, all its files."""
+    return sum(record[f"{key}_bytes"] for key in shard_files(record))
 
 
 def check_id_map_schema(found: pa.Schema, where: str) -> None:

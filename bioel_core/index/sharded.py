@@ -10,11 +10,17 @@ by (score descending, name_id ascending). A shard's top k can cut a group of equ
 where a shard's k-th score equals the merged k-th score that shard is asked again, deeper, until it has
 returned every vector with that score; with flat shards the result is then exactly one IndexFlatIP over
 all vectors with ties broken by name_id.
+
+Shard files are mapped, not read into memory. A shard with a re-ranking store (ivf-pq) maps the store only
+while that shard is searched and releases it after: the pages of one store at a time count in the process's
+memory, not all of them (10M names in 10 shards: 0.8 GB, not 7.7 GB), and the page cache keeps them warm
+for the next search as far as the machine's memory allows.
 """
 
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -25,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bioel_core.index.build import normalized, set_search_params
-from bioel_core.index.layout import PIPELINE, check_id_map_schema
+from bioel_core.index.layout import PIPELINE, check_id_map_schema, shard_files
 from bioel_core.tables import data_root, read_output_manifest
 
 
@@ -42,14 +48,43 @@ class SearchResult(NamedTuple):
 @dataclass
 class Shard:
     number: int
-    index: faiss.Index
+    index: faiss.Index  # searched first; the whole index unless the shard has a re-ranking store
     name_ids: np.ndarray
     concept_ids: pa.Array
     params: dict
+    refine_path: Path | None = None  # the re-ranking store, mapped only inside `_searchable`
 
     @property
     def ntotal(self) -> int:
         return int(self.index.ntotal)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        with self._searchable() as index:
+            return index.search(queries, k)
+
+    def stored_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The vectors the shard stores at `rows` (a PQ index's decoded codes; a refined one's store vectors)."""
+        with self._searchable() as index:
+            try:
+                return index.reconstruct_batch(rows.astype(np.int64))
+            except RuntimeError:  # an IVF index reconstructs by id only once it has a direct map
+                faiss.extract_index_ivf(self.index).make_direct_map()
+                return index.reconstruct_batch(rows.astype(np.int64))
+
+    @contextmanager
+    def _searchable(self):
+        """The index to search: with a re-ranking store, FAISS's IndexRefine over the mapped store, unmapped
+        when the block ends (the caller keeps no reference past it)."""
+        if self.refine_path is None:
+            yield self.index
+            return
+        store = faiss.read_index(str(self.refine_path), faiss.IO_FLAG_MMAP_IFC)
+        refined = faiss.IndexRefine(self.index, store)
+        refined.k_factor = self.params["refine_k"]
+        try:
+            yield refined
+        finally:
+            del refined, store
 
 
 def file_sha256(path: Path) -> str:
@@ -79,13 +114,13 @@ class ShardedIndex:
         if [r["shard"] for r in records] != list(range(self.manifest["num_shards"])):
             raise IndexIntegrityError(f"{folder}: the manifest lists shards {[r['shard'] for r in records]}, "
                                       f"expected 0..{self.manifest['num_shards'] - 1}")
-        missing = [f for r in records for f in (r["index_file"], r["id_map_file"]) if not (self.root / f).is_file()]
+        missing = [f for r in records for f in shard_files(r).values() if not (self.root / f).is_file()]
         if missing:
             raise FileNotFoundError(f"{folder}: index shard file(s) missing: {', '.join(missing)}")
         if verify:
             for r in records:
-                for key in ("index", "id_map"):
-                    path = self.root / r[f"{key}_file"]
+                for key, relative in shard_files(r).items():
+                    path = self.root / relative
                     if file_sha256(path) != r[f"{key}_sha256"]:
                         raise IndexIntegrityError(f"{path}: sha256 does not match the manifest (corrupted or replaced)")
         overrides = {"nprobe": nprobe, "ef_search": ef_search, "refine_k": refine_k}
@@ -105,11 +140,18 @@ class ShardedIndex:
         check_id_map_schema(ids.schema, str(ids_path))
         if ids.num_rows != index.ntotal:
             raise IndexIntegrityError(f"{ids_path}: {ids.num_rows} rows for {index.ntotal} vectors")
+        refine_path = self.root / record["refine_file"] if "refine_file" in record else None
+        if refine_path is not None:
+            store = faiss.read_index(str(refine_path), faiss.IO_FLAG_MMAP_IFC)
+            if (store.d, store.ntotal) != (index.d, index.ntotal):
+                raise IndexIntegrityError(f"{refine_path}: {store.ntotal} vectors of dimension {store.d} to re-rank "
+                                          f"a shard of {index.ntotal} of dimension {index.d}")
+            del store
         params = dict(record["params"])
         params.update({k: v for k, v in overrides.items() if v is not None and k in params})
         set_search_params(index, params)
         return Shard(record["shard"], index, ids.column("name_id").to_numpy(),
-                     ids.column("concept_id").combine_chunks(), params)
+                     ids.column("concept_id").combine_chunks(), params, refine_path)
 
     @property
     def ntotal(self) -> int:
@@ -139,7 +181,7 @@ class ShardedIndex:
         for shard in self.shards:
             width = min(k, shard.ntotal)
             if width:
-                parts.append((shard, everyone, *shard.index.search(q, width)))
+                parts.append((shard, everyone, *shard.search(q, width)))
         top = _merge(parts, nq, k)
         parts += self._deepen_cut_ties(parts, q, top[0][:, k - 1])
         merged = _merge(parts, nq, k)
@@ -151,7 +193,7 @@ class ShardedIndex:
         for shard in self.shards:
             where = shard_numbers == shard.number
             if where.any():
-                stored = _stored_vectors(shard.index, rows[where]).astype(np.float64)
+                stored = shard.stored_vectors(rows[where]).astype(np.float64)
                 queries = np.broadcast_to(q[:, None, :], (*scores.shape, q.shape[1]))[where].astype(np.float64)
                 exact[where] = np.einsum("ij,ij->i", queries, stored).astype(np.float32)
         order = np.lexsort((np.where(name_ids < 0, np.iinfo(np.int64).max, name_ids), -exact), axis=1)
@@ -174,7 +216,7 @@ class ShardedIndex:
             width = D.shape[1]
             while len(todo):
                 width = min(2 * width, shard.ntotal)
-                D2, I2 = shard.index.search(q[todo], width)
+                D2, I2 = shard.search(q[todo], width)
                 done = (width == shard.ntotal) | (I2[:, -1] < 0) | (D2[:, -1] < kth[todo])
                 extra.append((shard, todo[done], D2[done], I2[done]))
                 todo = todo[~done]
@@ -188,15 +230,6 @@ class ShardedIndex:
             if where.any():
                 concept_ids[where] = shard.concept_ids.take(pa.array(rows[where])).to_pylist()
         return SearchResult(scores, name_ids, concept_ids)
-
-
-def _stored_vectors(index: faiss.Index, rows: np.ndarray) -> np.ndarray:
-    """The vectors an index stores at `rows` (a PQ index's decoded codes; a refined one's refinement vectors)."""
-    try:
-        return index.reconstruct_batch(rows.astype(np.int64))
-    except RuntimeError:  # an IVF index reconstructs by id only once it has a direct map
-        faiss.extract_index_ivf(index).make_direct_map()
-        return index.reconstruct_batch(rows.astype(np.int64))
 
 
 def _merge(parts: list, nq: int, k: int):

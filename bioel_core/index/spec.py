@@ -9,7 +9,8 @@ from the shard's vector count n and dimension d when that shard is built (`Index
 - ivf-pq: pq_m = d / 8 sub-quantizers (48 bytes a 384-d vector; d / 4 trains 20x slower for a better
   shortlist the re-ranking makes up for), 8 bits each, fewer when the sample is too small for 2^nbits
   centroids; the PQ shortlist of refine_k·k = 16·k candidates is re-ranked with float16 copies of the
-  vectors (refine "fp16", 2 bytes a dimension). "sq8" (1 byte a dimension) halves that store but cannot
+  vectors (refine "fp16", 2 bytes a dimension), a file of its own that a search maps only while it
+  re-ranks (bioel_core.index.build). "sq8" (1 byte a dimension) halves that store but cannot
   order neighbours whose scores differ by less than ~1e-3, and recall@10 stays below 0.98 of flat at 1M
   vectors. Measured figures: benchmarks/index_scale.py.
 - hnsw: M = 32, efConstruction = 160 (FAISS's default 40 builds a graph that holds recall@10 near 0.91 on dense

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from bioel_core.embeddings import read_embeddings_manifest
 from bioel_core.index import read_index_manifest, shard_of
+from bioel_core.index.layout import shard_bytes, shard_files
 from bioel_core.index.sharded import file_sha256
 from bioel_core.quality.frames import distribution
 from bioel_core.quality.kb_tables import CRITICAL, _tag
@@ -25,16 +26,16 @@ from bioel_core.tables import data_root, read_table, table_files
 
 
 def _shard_row(folder: Path, record: dict) -> tuple[dict, pd.DataFrame | None]:
-    index_path, ids_path = folder / record["index_file"], folder / record["id_map_file"]
+    paths = {key: folder / relative for key, relative in shard_files(record).items()}
     row = {"shard": record["shard"], "vectors": record["vectors"], "index_vectors": None, "dimension": None,
-           "id_map_rows": None, "files_present": index_path.is_file() and ids_path.is_file(), "checksums_match": False}
+           "id_map_rows": None, "files_present": all(p.is_file() for p in paths.values()), "checksums_match": False}
     if not row["files_present"]:
         return row, None
-    index = faiss.read_index(str(index_path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
-    ids = pq.read_table(ids_path, columns=["name_id", "concept_id"]).to_pandas()
+    index = faiss.read_index(str(paths["index"]), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+    ids = pq.read_table(paths["id_map"], columns=["name_id", "concept_id"]).to_pandas()
     ids["shard"] = record["shard"]
     row.update(index_vectors=int(index.ntotal), dimension=int(index.d), id_map_rows=len(ids),
-               checksums_match=file_sha256(index_path) == record["index_sha256"] and file_sha256(ids_path) == record["id_map_sha256"])
+               checksums_match=all(file_sha256(p) == record[f"{key}_sha256"] for key, p in paths.items()))
     return row, ids
 
 
@@ -62,7 +63,7 @@ def load_frames(index_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict
     id_map["misplaced_name_id"] = id_map["name_id"].where(home != id_map["shard"].to_numpy())
     counts = {"kind": manifest["index"]["kind"], "dimension": manifest["index"]["dimension"],
               "num_shards": manifest["num_shards"], "vectors": manifest["vectors"], "embeddings_rows": embeddings_rows,
-              "names_dir": str(names_dir), "index_bytes": sum(r["index_bytes"] for r in manifest["shards"])}
+              "names_dir": str(names_dir), "index_bytes": sum(shard_bytes(r) for r in manifest["shards"])}
     return id_map, shards, counts
 
 
