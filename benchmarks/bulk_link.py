@@ -111,7 +111,7 @@ def measure(label: str, command: list[str], documents: int, output: Path) -> dic
     return {"mode": label, "documents": documents, "mentions": mentions, "seconds": seconds,
             "abstracts_per_s": documents / seconds, "mentions_per_s": mentions / seconds, "peak_rss_mb": rss,
             "cpu_seconds": {"command": sum(s for depth, s in cpu if depth == 1),
-                            "workers": sorted((round(s, 1) for depth, s in cpu if depth > 1), reverse=True)}}
+                            "workers": sorted((round(s, 1) for depth, s in cpu if depth > 1 and s >= 0.1), reverse=True)}}
 
 
 def abstracts_parser(description: str) -> argparse.ArgumentParser:

@@ -6,11 +6,13 @@ letters and a reconciled manifest.
      [--incremental]              │   previous documents + annotations ┴─ GroupByDocId | Resolve ─┬─ to link | Batch | DetectAndLink
                                   │                                                              ├─ unchanged / carried (previous rows)
                                   └─ dead letters                                                └─ deleted (tombstones)
-    annotations + documents, as (shard, table or rows) | GroupShards | WriteShard (Parquet, + PubTator/BioC when asked)
+    annotations + documents, as (shard, spill file or rows) | GroupShards | WriteShard (Parquet, + PubTator/BioC when asked)
 
 A large uncompressed JSONL, PubTator or per-line text file is read in ranges by several workers
-(bioel_core.corpora.corpus_inputs). DetectAndLink cuts each batch's rows by output shard, so linked rows travel
-as Arrow tables, not one element each.
+(bioel_core.corpora.corpus_inputs). DetectAndLink cuts each batch's rows by output shard and spills each piece
+as an Arrow IPC file in the staged generation's `_spill` (removed before publishing): the runner shuffles file
+names to the shard writers, not rows (on a 2-core machine it had taken the linked tables' pickling, decoding and
+re-encoding, seconds during which the workers waited).
 
 The output folder holds the whole annotated state. Without --incremental it is this run's inputs only;
 with it, the previous state is carried forward and only documents that are new, changed (content hash) or
@@ -25,6 +27,7 @@ from dataclasses import asdict
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core import progress
@@ -37,12 +40,13 @@ from bioel_core.kb.vocab import qualify
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, check_document, content_sha256
 from bioel_core.outputs import (Manifest, OutputError, OutputFolder, check_num_shards, parquet_rows, read_pointer, shard_name,
                                 write_parquet)
+from bioel_core.outputs.runs import SPILL, run_bytes, run_name
 from bioel_core.records import DeadLetter
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import WriteDeadLetters, expand_inputs, filesystem_for, input_records, open_stream
+from pipelines.outputs import WriteDeadLetters, create_stream, expand_inputs, filesystem_for, input_records, open_stream
 from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -139,14 +143,15 @@ def _version(document: Document) -> int:
 
 
 class DetectAndLinkFn(beam.DoFn):
-    """A batch of (content hash, Document) -> (shard, annotations table) and, tagged, (shard, documents table): the
-    batch's rows cut by output shard, so rows travel to the writers as Arrow tables, not one element each (nor as
-    dicts a runner pickles one by one). The annotator
-    (encoder, FAISS shards, dictionaries) loads once per worker process in setup. `threads`: torch and FAISS
-    threads in this worker (options.worker_threads)."""
+    """A batch of (content hash, Document) -> (shard, annotations spill file) and, tagged, (shard, documents spill
+    file): the batch's rows cut by output shard, each piece an Arrow IPC file under `spill` named by its content (a
+    retried bundle rewrites the same file). The annotator (encoder, FAISS shards, dictionaries) loads once per
+    worker process in setup. `threads`: torch and FAISS threads in this worker (options.worker_threads)."""
 
-    def __init__(self, spec: AnnotatorSpec, num_shards: int, output_format: str = "parquet", threads: int | None = None):
-        self.spec, self.num_shards, self.output_format, self.threads = spec, num_shards, output_format, threads
+    def __init__(self, spec: AnnotatorSpec, num_shards: int, spill: str, output_format: str = "parquet",
+                 threads: int | None = None):
+        self.spec, self.num_shards, self.spill = spec, num_shards, spill
+        self.output_format, self.threads = output_format, threads
 
     def setup(self):
         if self.threads:
@@ -186,13 +191,22 @@ class DetectAndLinkFn(beam.DoFn):
                 "passages": [{"kind": p.kind, "offset": p.offset, "text": p.text} for p in document.passages],
                 "model_version": self.annotator.model_version, "kb_version": self.annotator.kb_version})
             annotations.setdefault(shard, []).extend(rows)
+        mentions = sum(len(rows) for rows in annotated)
         yield beam.pvalue.TaggedOutput("stats", ("documents.linked", len(good)))
-        yield beam.pvalue.TaggedOutput("stats", ("mentions.linked", sum(len(rows) for rows in annotated)))
+        yield beam.pvalue.TaggedOutput("stats", ("mentions.linked", mentions))
         yield beam.pvalue.TaggedOutput("stats", ("mentions.nil", sum(r["nil"] for rows in annotated for r in rows)))
+        yield beam.pvalue.TaggedOutput("stats", ("annotations.written", mentions))
         for shard in sorted(documents):
-            yield beam.pvalue.TaggedOutput("documents", (shard, pa.Table.from_pylist(documents[shard], schema=DOCUMENTS_SCHEMA)))
+            yield beam.pvalue.TaggedOutput("documents", (shard, self._spilled("documents", shard, documents[shard], DOCUMENTS_SCHEMA)))
         for shard in sorted(annotations):
-            yield shard, pa.Table.from_pylist(annotations[shard], schema=ANNOTATIONS_SCHEMA)
+            yield shard, self._spilled("annotations", shard, annotations[shard], ANNOTATIONS_SCHEMA)
+
+    def _spilled(self, table: str, shard: int, rows: list[dict], schema: pa.Schema) -> str:
+        data = run_bytes(pa.Table.from_pylist(rows, schema=schema), "doc_id")
+        path = FileSystems.join(self.spill, table, f"{shard:05d}", run_name(data))
+        with create_stream(path) as fh:
+            fh.write(data)
+        return path
 
 
 ID_PREFIXES = ("none", "vocabulary")
@@ -221,11 +235,14 @@ def as_linked_documents(documents: list[dict], annotations: list[dict], id_prefi
 
 
 def sorted_table(parts, schema: pa.Schema, keys: tuple[str, ...]) -> pa.Table:
-    """A shard's parts, tables from DetectAndLink and lists of rows kept or carried by Resolve, as one table
+    """A shard's parts, spill files from DetectAndLink and lists of rows kept or carried by Resolve, as one table
     sorted by `keys` in one chunk, so the file is the same whatever the parts and their order."""
     parts = list(parts)
     rows = [r for part in parts if isinstance(part, list) for r in part]
-    tables = [part for part in parts if isinstance(part, pa.Table)] + [pa.Table.from_pylist(rows, schema=schema)]
+    tables = [pa.Table.from_pylist(rows, schema=schema)]
+    for path in sorted(part for part in parts if isinstance(part, str)):
+        with open_stream(path) as fh:
+            tables.append(pa.ipc.open_stream(fh).read_all())
     return pa.concat_tables(tables).sort_by([(key, "ascending") for key in keys]).combine_chunks()
 
 
@@ -297,7 +314,8 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
     linked = (resolved.to_link
               # fixed-size batches: the annotator searches each index once a batch, so small adaptive batches cost
               | "Batch" >> beam.BatchElements(min_batch_size=batch_size, max_batch_size=batch_size)
-              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec, num_shards, output_format, threads)).with_outputs("documents", "dead", "stats", main="annotations"))
+              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec, num_shards, FileSystems.join(staged.root, SPILL), output_format,
+                                                             threads)).with_outputs("documents", "dead", "stats", main="annotations"))
 
     def by_shard(label, rows):  # the rows Resolve keeps or carries, one at a time, as the linked ones come: (shard, [row])
         return rows | label >> beam.Map(lambda r: (stable_shard(r["doc_id"], num_shards), [r]))
@@ -319,7 +337,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
                 read.deleted | "CountDeletionsRead" >> count_as("records.deletions"),
                 read.dead | "CountReadDeadLetters" >> count_as("records.dead_lettered"),
                 linked.dead | "CountLinkDeadLetters" >> count_as("documents.dead_lettered"),
-                annotations | "CountAnnotationsWritten" >> beam.Map(lambda part: ("annotations.written", len(part[1]))))
+                resolved.annotations | "CountAnnotationsKept" >> count_as("annotations.written"))
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
@@ -399,6 +417,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
                            num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix,
                            settings=settings, threads=worker_threads(options))
+        staged.fs.delete(staged.fs.join(staged.root, SPILL))  # the linked rows' spill files, all read by the writers
         if single_file:
             merge_into_single_file(staged, output_format)
         return refuse_empty(build_manifest(read_stats(staged.root), inputs=inputs, fmt=fmt, output_format=output_format,
