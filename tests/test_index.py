@@ -19,7 +19,9 @@ from bioel_core.embeddings import ModelMismatchError, manifest_sha256
 from bioel_core.index import IndexIntegrityError, IndexSpec, ShardedIndex, shard_of
 from bioel_core import index as bioel_index
 from bioel_core.embeddings import vectors_of
+from bioel_core.index.build import build_shard
 from bioel_core.index.layout import FOLDERS, shard_bytes
+from bioel_core.index.sharded import Shard
 from bioel_core.normalize import Normalizer, name_id
 from bioel_core.quality import report
 from bioel_core.tables import IncompleteOutputError, data_root, read_table
@@ -207,6 +209,29 @@ def test_approximate_kinds_save_load_and_recall_against_flat(approximate, kind, 
         assert params["factory"].endswith("Refine(SQfp16)") and 32 % params["pq_m"] == 0
         assert sum(shard_bytes(r) for r in built[kind]["shards"]) < 3000 * 32 * 4  # smaller than the float32 vectors
         assert all(r["refine_file"].startswith("refine/") for r in built[kind]["shards"])
+
+
+@pytest.mark.parametrize("refine", ["fp16", "sq8", "flat", "none"])
+def test_every_re_ranking_store_kind_is_split_and_searched_as_faiss_builds_it(tmp_path, refine):
+    vectors = clustered(3000, 32, seed=5)
+    name_ids = np.arange(3000, dtype=np.int64)
+    spec = IndexSpec(kind="ivf-pq", refine=refine)
+    built = build_shard(0, 1, name_ids, [f"C{i}" for i in name_ids], vectors, spec, 32)
+    stem = "shard-00000-of-00001"
+    split = {f"refine/{stem}.faiss"} if refine != "none" else set()
+    assert set(built.files) == {f"shards/{stem}.faiss", f"id_maps/{stem}.parquet"} | split
+    for relative, data in built.files.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_bytes(data)
+    record = built.record
+    shard = Shard(0, faiss.read_index(str(tmp_path / record["index_file"]), faiss.IO_FLAG_MMAP_IFC), name_ids, None,
+                  record["params"], tmp_path / record["refine_file"] if refine != "none" else None)
+    reference, _ = bioel_index.build_index(vectors, spec, (0,))
+    queries = clustered(50, 32, seed=6)
+    D, I = shard.search(queries, 10)
+    D_ref, I_ref = reference.search(queries, 10)
+    np.testing.assert_array_equal(I, I_ref)
+    np.testing.assert_array_equal(D, D_ref)
 
 
 def test_a_separate_re_ranking_store_answers_as_faiss_index_refine_and_is_unmapped_after_each_search(approximate):
