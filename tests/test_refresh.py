@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import bioel_core.index.spec as spec_module
 import bioel_core.refresh as refresh_module
 from bioel_core.embeddings import ModelMismatchError, check_names_unchanged, read_embeddings
 from bioel_core.index import IndexSpec, ShardedIndex, shard_of
@@ -153,6 +154,17 @@ def test_outputs_equal_a_full_embed_and_build_index(kb, refreshed):
     assert np.array_equal(got.name_ids, full.name_ids) and np.array_equal(got.scores, full.scores)
     assert got.concept_ids.tolist() == full.concept_ids.tolist()
     assert ShardedIndex(out / "idx").manifest["shards"] == ShardedIndex(kb["full_idx"]).manifest["shards"]
+
+
+def test_ivf_pq_shards_and_their_re_ranking_stores_refresh_as_a_full_build_writes_them(kb, tmp_path, monkeypatch):
+    """Shards of a handful of names are trained here (MIN_TRAINED lowered), so the refresh copies and rebuilds
+    shards that have a re-ranking store of their own, file for file as build-index writes them."""
+    monkeypatch.setattr(spec_module, "MIN_TRAINED", 4)
+    for emb, idx in ((kb["emb"], tmp_path / "old-idx"), (kb["full_emb"], tmp_path / "full-idx")):
+        build_index.run(str(emb), str(idx), pipeline_options([]), num_shards=INDEX_SHARDS, spec=IndexSpec("ivf-pq"))
+    run_refresh(kb, tmp_path / "refreshed", index=tmp_path / "old-idx")
+    refreshed, full = files(tmp_path / "refreshed" / "idx", "*/shard-*"), files(tmp_path / "full-idx", "*/shard-*")
+    assert any(name.startswith("refine/") for name in full) and refreshed == full
 
 
 def test_refreshed_folders_are_normal_outputs(kb, refreshed):
