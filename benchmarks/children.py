@@ -37,12 +37,14 @@ def tree_cpu_seconds(root: int) -> dict[int, tuple[int, float]]:
             except OSError:  # exited meanwhile
                 continue
             stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)  # ppid, utime + stime
-    below, todo = {}, [(root, 0)]
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in stats.items():
+        children.setdefault(parent, []).append(pid)
+    below, todo = {}, [(root, 0)] if root in stats else []
     while todo:
         pid, depth = todo.pop()
-        if pid in stats:
-            below[pid] = (depth, stats[pid][1])
-            todo += [(child, depth + 1) for child, (parent, _) in stats.items() if parent == pid]
+        below[pid] = (depth, stats[pid][1])
+        todo += [(child, depth + 1) for child in children.get(pid, [])]
     return below
 
 

@@ -38,7 +38,7 @@ from bioel_core.tables import table_files
 from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import create_stream, delete_files, filesystem_for, open_stream
+from pipelines.outputs import create_stream, delete_files, filesystem_for, open_stream, read_spilled
 from schemas import check_schema, embeddings_schema
 
 log = logging.getLogger(__name__)
@@ -89,10 +89,7 @@ class BuildShardFn(beam.DoFn):
     def process(self, element):
         shard, spilled = element
         spilled = sorted(f for f in spilled if f)
-        tables = []
-        for path in spilled:
-            with open_stream(path) as fh:
-                tables.append(pa.ipc.open_stream(fh).read_all())
+        tables = [read_spilled(path) for path in spilled]
         if not tables:  # a shard no name hashed to: an empty index keeps the folder's shard count whole
             tables = [embeddings_schema(self.dimension).empty_table()]
         table = pa.concat_tables(tables)

@@ -32,7 +32,7 @@ from bioel_core.kb import get_reader
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
 from bioel_core.outputs import Manifest, OutputFolder, check_num_shards, shard_name
-from bioel_core.outputs.runs import (MAX_FAN_IN, SPILL, MergeCounts, combine_runs, merge_runs, read_run, rows_table, run_bytes,
+from bioel_core.outputs.runs import (MAX_FAN_IN, SPILL, MergeCounts, combine_runs, merge_runs, read_run, rows_table,
                                      run_name, write_rows)
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.tables import stable_shard
@@ -40,7 +40,7 @@ from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name
 from pipelines.outputs import (WriteDeadLetters, create_stream, delete_files, expand_inputs, filesystem_for, open_stream,
-                               sha256_of)
+                               sha256_of, spill_run)
 from schemas import CONCEPTS_SCHEMA, NAMES_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -158,11 +158,7 @@ class SpillRunsFn(beam.DoFn):
     def process(self, table: pa.Table):
         shards = np.array([stable_shard(str(k), self.num_shards) for k in table.column(self.key).to_pylist()])
         for shard in np.unique(shards).tolist():
-            data = run_bytes(table.filter(pa.array(shards == shard)), self.key)
-            path = FileSystems.join(self.spill, f"{shard:05d}", run_name(data))
-            with create_stream(path) as fh:
-                fh.write(data)
-            yield shard, path
+            yield shard, spill_run(FileSystems.join(self.spill, f"{shard:05d}"), table.filter(pa.array(shards == shard)), self.key)
 
 
 class MergeShardFn(beam.DoFn):

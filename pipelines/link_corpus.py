@@ -40,13 +40,14 @@ from bioel_core.kb.vocab import qualify
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, check_document, content_sha256
 from bioel_core.outputs import (Manifest, OutputError, OutputFolder, check_num_shards, parquet_rows, read_pointer, shard_name,
                                 write_parquet)
-from bioel_core.outputs.runs import SPILL, run_bytes, run_name
+from bioel_core.outputs.runs import SPILL
 from bioel_core.records import DeadLetter
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import WriteDeadLetters, create_stream, expand_inputs, filesystem_for, input_records, open_stream
+from pipelines.outputs import (WriteDeadLetters, expand_inputs, filesystem_for, input_records, open_stream, read_spilled,
+                               spill_run)
 from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -202,11 +203,7 @@ class DetectAndLinkFn(beam.DoFn):
             yield shard, self._spilled("annotations", shard, annotations[shard], ANNOTATIONS_SCHEMA)
 
     def _spilled(self, table: str, shard: int, rows: list[dict], schema: pa.Schema) -> str:
-        data = run_bytes(pa.Table.from_pylist(rows, schema=schema), "doc_id")
-        path = FileSystems.join(self.spill, table, f"{shard:05d}", run_name(data))
-        with create_stream(path) as fh:
-            fh.write(data)
-        return path
+        return spill_run(FileSystems.join(self.spill, table, f"{shard:05d}"), pa.Table.from_pylist(rows, schema=schema), "doc_id")
 
 
 ID_PREFIXES = ("none", "vocabulary")
@@ -239,10 +236,8 @@ def sorted_table(parts, schema: pa.Schema, keys: tuple[str, ...]) -> pa.Table:
     sorted by `keys` in one chunk, so the file is the same whatever the parts and their order."""
     parts = list(parts)
     rows = [r for part in parts if isinstance(part, list) for r in part]
-    tables = [pa.Table.from_pylist(rows, schema=schema)]
-    for path in sorted(part for part in parts if isinstance(part, str)):
-        with open_stream(path) as fh:
-            tables.append(pa.ipc.open_stream(fh).read_all())
+    spilled = sorted(part for part in parts if isinstance(part, str))  # in a fixed order: sort_by keeps ties' order
+    tables = [pa.Table.from_pylist(rows, schema=schema)] + [read_spilled(path) for path in spilled]
     return pa.concat_tables(tables).sort_by([(key, "ascending") for key in keys]).combine_chunks()
 
 

@@ -12,6 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from bioel_core.inputs import is_input_name
 from bioel_core.outputs import MANIFEST, FileSystem, LocalFileSystem, is_local, shard_name, write_parquet
+from bioel_core.outputs.runs import run_bytes, run_name
 from schemas import DEAD_LETTER_SCHEMA
 
 
@@ -124,6 +125,22 @@ def open_stream(path: str):
 
 def create_stream(path: str):
     return FileSystems.create(path, compression_type="uncompressed")
+
+
+def spill_run(folder: str, table: pa.Table, key: str) -> str:
+    """`table` sorted by `key` as an Arrow IPC run file in `folder` (bioel_core.outputs.runs), named by its content so
+    that a retried bundle rewrites the same file; returns its path."""
+    data = run_bytes(table, key)
+    path = FileSystems.join(folder, run_name(data))
+    with create_stream(path) as fh:
+        fh.write(data)
+    return path
+
+
+def read_spilled(path: str) -> pa.Table:
+    """A spilled Arrow IPC stream file as one table."""
+    with open_stream(path) as fh:
+        return pa.ipc.open_stream(fh).read_all()
 
 
 def delete_files(paths: list[str]) -> None:

@@ -52,7 +52,7 @@ class Shard:
     name_ids: np.ndarray
     concept_ids: pa.Array
     params: dict
-    refine_path: Path | None = None  # the re-ranking store, mapped only inside `_searchable`
+    refine_path: Path | None = None  # the re-ranking store, mapped only while a search or a check uses it
 
     @property
     def ntotal(self) -> int:
@@ -71,6 +71,10 @@ class Shard:
                 faiss.extract_index_ivf(self.index).make_direct_map()
                 return index.reconstruct_batch(rows.astype(np.int64))
 
+    def mapped_store(self) -> faiss.Index:
+        """The re-ranking store, mapped until the returned index is dropped."""
+        return faiss.read_index(str(self.refine_path), faiss.IO_FLAG_MMAP_IFC)
+
     @contextmanager
     def _searchable(self):
         """The index to search: with a re-ranking store, FAISS's IndexRefine over the mapped store, unmapped
@@ -78,7 +82,7 @@ class Shard:
         if self.refine_path is None:
             yield self.index
             return
-        store = faiss.read_index(str(self.refine_path), faiss.IO_FLAG_MMAP_IFC)
+        store = self.mapped_store()
         refined = faiss.IndexRefine(self.index, store)
         refined.k_factor = self.params["refine_k"]
         try:
@@ -140,18 +144,17 @@ class ShardedIndex:
         check_id_map_schema(ids.schema, str(ids_path))
         if ids.num_rows != index.ntotal:
             raise IndexIntegrityError(f"{ids_path}: {ids.num_rows} rows for {index.ntotal} vectors")
-        refine_path = self.root / record["refine_file"] if "refine_file" in record else None
-        if refine_path is not None:
-            store = faiss.read_index(str(refine_path), faiss.IO_FLAG_MMAP_IFC)
-            if (store.d, store.ntotal) != (index.d, index.ntotal):
-                raise IndexIntegrityError(f"{refine_path}: {store.ntotal} vectors of dimension {store.d} to re-rank "
-                                          f"a shard of {index.ntotal} of dimension {index.d}")
-            del store
         params = dict(record["params"])
         params.update({k: v for k, v in overrides.items() if v is not None and k in params})
         set_search_params(index, params)
-        return Shard(record["shard"], index, ids.column("name_id").to_numpy(),
-                     ids.column("concept_id").combine_chunks(), params, refine_path)
+        shard = Shard(record["shard"], index, ids.column("name_id").to_numpy(), ids.column("concept_id").combine_chunks(),
+                      params, self.root / record["refine_file"] if "refine_file" in record else None)
+        if shard.refine_path is not None:
+            store = shard.mapped_store()
+            if (store.d, store.ntotal) != (index.d, index.ntotal):
+                raise IndexIntegrityError(f"{shard.refine_path}: {store.ntotal} vectors of dimension {store.d} to re-rank "
+                                          f"a shard of {index.ntotal} of dimension {index.d}")
+        return shard
 
     @property
     def ntotal(self) -> int:
