@@ -84,7 +84,7 @@ class Shard:
             return
         store = self.mapped_store()
         refined = faiss.IndexRefine(self.index, store)
-        refined.k_factor = self.params["refine_k"]
+        set_search_params(refined, {"refine_k": self.params["refine_k"]})
         try:
             yield refined
         finally:
