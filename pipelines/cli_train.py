@@ -35,10 +35,6 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--synonym-examples", type=int, help="cross-encoder: KB names trained on as mentions, their concept "
                                                          "known by its other names (default: as many as the training "
                                                          "mentions give; 0: none)")
-    tr.add_argument("--train-retriever-weight", type=float, default=0.0,
-                    help="cross-encoder: train and choose the epoch on its score plus W x the retriever's, so it learns "
-                         "what the retriever gets wrong (default 0: on its own score; the weight used after training "
-                         "is chosen on dev either way)")
     tr.add_argument("--rerank-depth", type=int, default=DEFAULT_RERANK_DEPTH, help="cross-encoder: concepts reordered when scoring dev")
     tr.add_argument("--init", help="HF checkpoint or bioel model folder to start from (default: the packaged MiniLM)")
     tr.add_argument("--pooling", choices=["cls", "mean", "max", "attention"],
@@ -155,7 +151,7 @@ def cmd_train_reranker(args, config) -> int:
     card = run_reranker_training(names_dir=args.names, retriever_model=str(model_folder(args.retriever)), output=args.output,
                                  train_datasets=args.train_dataset, train_split=args.train_split, config=config,
                                  init=args.init, device=resolve_device(args.device), example_size=args.example_size,
-                                 synonym_count=args.synonym_examples, train_retriever_weight=args.train_retriever_weight,
+                                 synonym_count=args.synonym_examples,
                                  depth=args.rerank_depth, save_dtype=args.save_dtype, command=["bioel", *sys.argv[1:]],
                                  progress=not args.no_progress)
     progress.count(steps=card["stages"]["rerank"]["steps"])

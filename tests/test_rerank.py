@@ -161,24 +161,6 @@ def test_the_listwise_loss_is_the_cross_entropy_of_the_gold_concept(cross_encode
     assert listwise_loss(cross_encoder, batch).item() == pytest.approx(sum(expected) / 2, abs=1e-5)
 
 
-def test_with_a_retriever_weight_the_loss_scores_candidates_as_the_rerank_stage_does(tiny_bert):
-    from bioel_core.training.rerank import RerankExample, listwise_loss
-
-    model = CrossEncoder(tiny_bert, max_length=16, retriever_weight=20.0).eval()
-    # the gold concept of the second example was not retrieved: it scores as the example's worst retrieved one
-    pool = (ConceptCandidate(("D1",), ("breast cancer",), 0.9), ConceptCandidate(("D2",), ("ovarian cancer",), 0.7),
-            ConceptCandidate(("D3",), ("colon cancer",), float("-inf")))
-    batch = [RerankExample("breast carcinoma", pool[:2], 1), RerankExample("colon carcinoma", pool, 2)]
-    expected = []
-    for e, retrieved in zip(batch, ([0.9, 0.7], [0.9, 0.7, 0.7])):
-        alone = torch.from_numpy(model.score([(e.query, concept_text(c)) for c in e.candidates]))
-        fused = alone + 20.0 * torch.tensor(retrieved)
-        expected.append(F.cross_entropy(fused.unsqueeze(0), torch.tensor([e.gold])).item())
-    assert listwise_loss(model, batch).item() == pytest.approx(sum(expected) / 2, abs=1e-4)
-    model.retriever_weight = 0.0
-    assert listwise_loss(model, batch).item() != pytest.approx(sum(expected) / 2, abs=1e-2)
-
-
 def test_examples_hold_the_gold_concept_and_skip_unambiguous_exact_mentions(names):
     from bioel_core.training.rerank import rerank_examples
 
@@ -241,7 +223,6 @@ def test_bioel_train_cross_encoder_then_evaluate_rerank(tmp_path, tiny_bert, cap
     card = json.loads((out / "card.json").read_text())
     stage = card["stages"]["rerank"]
     assert card["encoder"]["encoder_type"] == "cross-encoder" and card["data"]["train_split"] == "train"
-    assert card["data"]["train_retriever_weight"] == 0.0  # trained on its own score (--train-retriever-weight)
     assert 2 <= len(stage["dev"]) <= 4 and stage["best_dev"]["score"] == max(h["score"] for h in stage["dev"])
     assert not (out / "_train").exists() and "dev acc@1 by epoch (epoch: score): 1: " in (out / "MODEL_CARD.md").read_text()
     assert cli.main(["evaluate", "--linker", "rerank", "--dataset", str(dataset), "--split", "dev", "--names", str(kb),

@@ -7,9 +7,7 @@ cross-entropy of the gold concept among them (a softmax over the cross-encoder's
 KB name of a single concept are left out: the rerank stage never reorders those (linking.rerank). The rest of
 the recipe is the bi-encoders' (training.loop): warm-up and decay, dev acc@1 of the whole rerank stage after
 each epoch, best model kept, patience, time budget, resume. Then the weight of the retriever's score added to the
-reranker's is chosen on dev (`choose_retriever_weight`) and saved in the model's config. With a training weight
-(`train_retriever_weight`) the loss and the choice of epoch already score each candidate as the stage does, the
-cross-encoder's score plus that weight x the retriever's, so the cross-encoder learns a correction to the retriever.
+reranker's is chosen on dev (`choose_retriever_weight`) and saved in the model's config.
 """
 
 from __future__ import annotations
@@ -81,24 +79,10 @@ def synonym_examples(retriever: Linker, names: NameSet, count: int, size: int, s
     return rerank_examples(retriever, names, [(rng.choice(ns), [ids[0]]) for ids, ns in picked], size, hide_query=True)
 
 
-def retriever_scores(batch: list[RerankExample], device) -> torch.Tensor:
-    """The retriever's score of every candidate of the batch, flat; a gold concept it did not retrieve gets the
-    lowest score of its example (the retriever ranks it no better than last)."""
-    flat = []
-    for e in batch:
-        found = [c.score for c in e.candidates if c.score != float("-inf")]
-        floor = min(found, default=0.0)
-        flat += [c.score if c.score != float("-inf") else floor for c in e.candidates]
-    return torch.tensor(flat, dtype=torch.float32, device=device)
-
-
 def listwise_loss(model: CrossEncoder, batch: list[RerankExample]) -> torch.Tensor:
-    """Mean cross-entropy of each example's gold concept among its candidates, scored as the rerank stage will
-    score them: the cross-encoder's score plus the model's `retriever_weight` x the retriever's (0: alone)."""
+    """Mean cross-entropy of each example's gold concept among its candidates."""
     pairs = [(e.query, concept_text(c)) for e in batch for c in e.candidates]
     scores = model(**model.tokenize(pairs))
-    if model.retriever_weight:
-        scores = scores + model.retriever_weight * retriever_scores(batch, scores.device)
     losses, at = [], 0
     for e in batch:
         n = len(e.candidates)
@@ -180,12 +164,9 @@ def choose_retriever_weight(reranker, sets: list[tuple[Linker, NameSet, list]], 
 def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, train_datasets: list[str],
                           train_split: str, config: TrainConfig, init: str | None = None, device: str = "cpu",
                           example_size: int = DEFAULT_EXAMPLE_SIZE, synonym_count: int | None = None,
-                          depth: int = DEFAULT_DEPTH, max_length: int = 32, train_retriever_weight: float = 0.0,
+                          depth: int = DEFAULT_DEPTH, max_length: int = 32,
                           save_dtype: str = "float32", command: list[str] | None = None, progress: bool = True) -> dict:
-    """Trains a cross-encoder reranker for `retriever_model` (a dense model folder) and writes it with its card.
-    `train_retriever_weight`: the retriever's score is added at that weight while training and choosing the epoch,
-    so the cross-encoder learns what the retriever gets wrong rather than the whole ranking (0: it learns alone);
-    the weight used after training is chosen on dev either way."""
+    """Trains a cross-encoder reranker for `retriever_model` (a dense model folder) and writes it with its card."""
     from bioel_core.linking.dense import DenseLinker
 
     out, workdir = Path(output), Path(output) / "_train"
@@ -202,8 +183,7 @@ def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, 
                                                 example_size, config.seed)
     examples += synonyms
     counts["synonym_examples"] = synonym_counts["examples"]
-    model = CrossEncoder(Path(init) if init else default_base_checkpoint(), max_length=max_length,
-                         retriever_weight=train_retriever_weight).to(device)
+    model = CrossEncoder(Path(init) if init else default_base_checkpoint(), max_length=max_length).to(device)
     if (workdir / "rerank" / "done.json").is_file():
         model.load_state_dict(load_encoder(workdir / "rerank" / "model", device).state_dict())
     # dev chooses the epoch and the retriever's weight, only when dev is not trained on
@@ -218,8 +198,7 @@ def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, 
     data = {"names": names_dir, "names_count": len(names), "retriever": str(Path(retriever_model).resolve()),
             "retriever_fingerprint": retriever.encoder.fingerprint(), "train_datasets": train_datasets,
             "train_split": train_split, "train_mentions": len(mentions), "train_queries_unusable": unusable,
-            "concepts_per_example": example_size, "rerank_depth": depth, "train_retriever_weight": train_retriever_weight,
-            **counts,
+            "concepts_per_example": example_size, "rerank_depth": depth, **counts,
             "model_selection": ("best dev acc@1 of retriever + reranker after each epoch (processed_dev against dev_dictionary.txt "
                                 "where the dataset has one, as BioSyn's protocol scores it)") if score else "the last epoch",
             "retriever_weight": model.retriever_weight,
