@@ -46,8 +46,8 @@ from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
 from pipelines.options import pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import (WriteDeadLetters, expand_inputs, filesystem_for, input_records, open_stream, read_spilled,
-                               spill_run)
+from pipelines.outputs import (WriteDeadLetters, delete_files, expand_inputs, filesystem_for, input_records, open_stream,
+                               read_spilled, spill_run)
 from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -251,14 +251,17 @@ class WriteLinkedShardFn(beam.DoFn):
     def process(self, element):
         shard, grouped = element
         fs = filesystem_for(self.root)
-        annotations = sorted_table(grouped["annotations"], ANNOTATIONS_SCHEMA, ("doc_id", "start", "end", "entity_type"))
-        documents = sorted_table(grouped["documents"], DOCUMENTS_SCHEMA, ("doc_id",))
+        parts = {table: list(grouped[table]) for table in ("annotations", "documents")}
+        annotations = sorted_table(parts["annotations"], ANNOTATIONS_SCHEMA, ("doc_id", "start", "end", "entity_type"))
+        documents = sorted_table(parts["documents"], DOCUMENTS_SCHEMA, ("doc_id",))
         for name, table in (("annotations", annotations), ("documents", documents)):
             write_parquet(fs, fs.join(self.root, name, shard_name(shard, self.num_shards)), table)
         if self.output_format != "parquet":
             linked = as_linked_documents(documents.to_pylist(), annotations.to_pylist(), self.id_prefix)
             path = fs.join(self.root, self.output_format, shard_name(shard, self.num_shards, INTERCHANGE_SUFFIX[self.output_format]))
             fs.write(path, write_interchange(linked, self.output_format).encode())
+        # this shard's spill files are read: freeing them now keeps `_spill` from holding a second copy of the run
+        delete_files([part for table_parts in parts.values() for part in table_parts if isinstance(part, str)])
         yield shard
 
 
