@@ -85,11 +85,16 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--no-progress", action="store_true", help="no progress bar (there is none anyway when stderr is not a terminal)")
     tr.set_defaults(func=cmd_train)
 
-    en = subparsers.add_parser("ensemble", help="combine trained models into one (weighted mean of their cosines)",
+    en = subparsers.add_parser("ensemble", help="combine trained models into one (name encoders: weighted mean of their "
+                                                "cosines; rerankers: weighted sum of their scores)",
                                description="Writes a model folder that references its members (never copies them) with "
-                                           "their fingerprints; every verb that takes --model takes it. Choose the weights on dev.")
+                                           "their fingerprints. Of name encoders, every verb that takes --model takes it; of "
+                                           "rerankers (cross-encoder, generative), every --reranker. Choose the weights on dev "
+                                           "(rerankers: python benchmarks/rerank_fusion.py).")
     en.add_argument("--member", nargs="+", action="append", required=True, metavar="PATH WEIGHT [POOLING]",
                     help="a model folder (or HF checkpoint, then with its pooling: cls or mean) and its weight; repeat per member")
+    en.add_argument("--retriever-weight", type=float,
+                    help="rerankers only, required: the share of the retriever's score added to the members' weighted sum")
     en.add_argument("--output", required=True, help="ensemble folder to write")
     en.set_defaults(func=cmd_ensemble)
 
@@ -198,6 +203,7 @@ def cmd_train_collective(args) -> int:
 
 
 def cmd_ensemble(args) -> int:
+    from bioel_core.linking.rerank import is_reranker_folder
     from bioel_core.models.ensemble import make_ensemble
 
     specs = []
@@ -209,6 +215,30 @@ def cmd_ensemble(args) -> int:
         except ValueError:
             raise ValueError(f"--member {' '.join(member)}: weight {member[1]!r} is not a number") from None
         specs.append((member[0], weight, member[2] if len(member) == 3 else None))
+    rerankers = [path for path, _, _ in specs if is_reranker_folder(path)]
+    if rerankers:
+        return _reranker_ensemble(args, specs, rerankers)
+    if args.retriever_weight is not None:
+        raise ValueError("--retriever-weight: only an ensemble of rerankers adds the retriever's score")
     card = make_ensemble(specs, args.output, command=["bioel", *sys.argv[1:]])
     print(f"ensemble of {len(specs)} members -> {args.output} (dim {card['encoder']['dim']}); card: {args.output}/MODEL_CARD.md")
+    return 0
+
+
+def _reranker_ensemble(args, specs: list, rerankers: list[str]) -> int:
+    from bioel_core.linking.rerank_ensemble import make_reranker_ensemble
+
+    if len(rerankers) != len(specs):
+        others = [path for path, _, _ in specs if path not in rerankers]
+        raise ValueError(f"--member: {rerankers[0]} is a reranker and {others[0]} is not: an ensemble is of name "
+                         f"encoders or of rerankers, not both")
+    if any(pooling for _, _, pooling in specs):
+        raise ValueError("--member: a reranker folder has no pooling to choose")
+    if args.retriever_weight is None:
+        raise ValueError("an ensemble of rerankers needs --retriever-weight (chosen on dev with the member weights: "
+                         "python benchmarks/rerank_fusion.py)")
+    make_reranker_ensemble([(path, weight) for path, weight, _ in specs], args.retriever_weight, args.output,
+                           command=["bioel", *sys.argv[1:]])
+    print(f"ensemble of {len(specs)} rerankers -> {args.output} (retriever weight {args.retriever_weight:g}); "
+          f"card: {args.output}/MODEL_CARD.md")
     return 0

@@ -535,6 +535,29 @@ def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_th
     assert code == 2 and "a transformer model; a reranker is a cross-encoder" in err
 
 
+def test_an_ensemble_of_rerankers_links_among_the_index_top_concepts_whatever_the_batching(chain, corpus, tmp_path):
+    from bioel_core.linking.rerank_ensemble import RerankerEnsemble, make_reranker_ensemble
+    from bioel_core.models import CrossEncoder
+
+    folder, _ = corpus
+    model, index = chain
+    members = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        members.append((CrossEncoder(Path(model), max_length=24).save(tmp_path / f"reranker{seed}"), 1.0 + seed))
+    make_reranker_ensemble(members, 2.0, tmp_path / "ensemble")
+    reranked = AnnotatorSpec(model=model, indexes=(("Disease", index),), reranker=str(tmp_path / "ensemble"), rerank_depth=4)
+    link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"), reranked, pipeline_options([]))
+    rows = table(tmp_path / "out", "annotations")
+    linker = reranked.open().targets["Disease"].linker
+    assert isinstance(linker.reranker, RerankerEnsemble) and all(m.reproducible for m in linker.reranker.members)
+    top = linker.candidates([linker.normalize(r["link_text"]) for r in rows])
+    assert rows and all(r["concept_id"] in {c.concept_ids[0] for c in pool} for r, pool in zip(rows, top))
+    link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "again"), reranked, pipeline_options([]),
+                    batch_size=3)
+    assert table(tmp_path / "again", "annotations") == rows
+
+
 def test_each_entity_type_links_with_its_own_model(chain, corpus, tmp_path, capsys):
     """`--model DIR Chemical=OTHER`: chemicals are embedded by the model their index was built with, diseases by the
     default one; each type's annotations are the ones a run with that type's model alone gives."""

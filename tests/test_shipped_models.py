@@ -6,14 +6,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bioel_core.linking.rerank import ConceptCandidate, open_reranker
+from bioel_core.linking.rerank_ensemble import RerankerEnsemble
 from bioel_core.models import DEFAULT_MODEL, CrossEncoder, GenerativeModel, ResCNNEncoder, load_encoder, open_model
+from bioel_core.models.base import RERANKER_ENSEMBLE, read_config
 
 SHIPPED = sorted(p.parent for p in (Path(__file__).resolve().parents[1] / "models").glob("*/card.json"))
 
 
 @pytest.fixture(scope="module", params=SHIPPED, ids=[p.name for p in SHIPPED])
 def shipped(request):
-    return request.param, load_encoder(request.param)
+    reranker_ensemble = read_config(request.param)["encoder_type"] == RERANKER_ENSEMBLE
+    return request.param, open_reranker(request.param) if reranker_ensemble else load_encoder(request.param)
 
 
 def test_the_default_disease_model_is_a_shipped_rescnn():
@@ -55,6 +59,10 @@ def test_shipped_model_puts_synonyms_nearest(shipped):
     if isinstance(model, CrossEncoder):  # a reranker scores (mention, a concept's names) pairs
         concepts = [" ; ".join(names[2 * c:2 * c + 2]) for c in range(3)]
         scores = np.array([model.score([(q, c) for c in concepts]) for q in queries])
+        concept_of = [0, 1, 2]
+    elif isinstance(model, RerankerEnsemble):  # its members' weighted scores of each concept, read as its names
+        concepts = [ConceptCandidate((f"C{c}",), tuple(names[2 * c:2 * c + 2]), 0.0) for c in range(3)]
+        scores = np.array(model.rerank_scores(queries, [concepts] * len(queries)))
         concept_of = [0, 1, 2]
     elif isinstance(model, GenerativeModel):  # a generative model writes the names: the likeliest must be the concept's
         scores = np.array(model.score_names(queries, [names] * len(queries)))

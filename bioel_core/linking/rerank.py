@@ -12,7 +12,8 @@ the two make different mistakes.
 
 A reranker is anything with `rerank_scores(queries, candidates) -> [scores]` and `fingerprint()`: the
 cross-encoder (`CrossEncoderReranker`) here; the generative model constrained to the candidates' names
-(linking.generative.GenerativeReranker) is the second. `open_reranker` opens either from its folder.
+(linking.generative.GenerativeReranker) is the second; several of them, their scores weighted and summed
+(linking.rerank_ensemble.RerankerEnsemble), the third. `open_reranker` opens any of them from its folder.
 """
 
 from __future__ import annotations
@@ -83,7 +84,15 @@ def concept_text(candidate: ConceptCandidate, names_per_concept: int = NAMES_PER
 
 # a reranker folder's encoder_type -> "module:Class" of the Reranker that reads it
 RERANKERS = {"cross-encoder": "bioel_core.linking.rerank:CrossEncoderReranker",
-             "generative": "bioel_core.linking.generative:GenerativeReranker"}
+             "generative": "bioel_core.linking.generative:GenerativeReranker",
+             "reranker-ensemble": "bioel_core.linking.rerank_ensemble:RerankerEnsemble"}
+
+
+def is_reranker_folder(folder: str | Path) -> bool:
+    try:
+        return read_config(folder).get("encoder_type") in RERANKERS
+    except FileNotFoundError:  # a plain HF checkpoint (an encoder ensemble's member) has no bioel config
+        return False
 
 
 def check_reranker(folder: str | Path) -> str:
@@ -94,7 +103,8 @@ def check_reranker(folder: str | Path) -> str:
         raise ValueError(f"--reranker {folder}: not a model folder (no bioel_encoder.json)") from None
     if found not in RERANKERS:
         raise ValueError(f"--reranker {folder}: a {found} model; a reranker is a cross-encoder "
-                         f"(`bioel train --encoder cross-encoder`) or a generative model (`--encoder generative`)")
+                         f"(`bioel train --encoder cross-encoder`), a generative model (`--encoder generative`) "
+                         f"or an ensemble of them (`bioel ensemble`)")
     return found
 
 
@@ -140,6 +150,28 @@ class CrossEncoderReranker(ModelReranker):
         pairs = [(q, concept_text(c)) for q, cands in zip(queries, candidates) for c in cands]
         flat = self.model.score(pairs, self.batch_size, self.reproducible) if pairs else np.empty(0, dtype=np.float32)
         return np.split(flat, np.cumsum([len(cands) for cands in candidates])[:-1]) if len(candidates) else []
+
+
+class KeptScores:
+    """A reranker whose scores per (query, candidates) are computed once: for trying weights on dev, where they do not change."""
+
+    def __init__(self, reranker):
+        self.reranker, self.kept = reranker, {}
+
+    @property
+    def retriever_weight(self) -> float:
+        return self.reranker.retriever_weight
+
+    def fingerprint(self) -> str:
+        return self.reranker.fingerprint()
+
+    def rerank_scores(self, queries, candidates):
+        keys = [(q, tuple((c.concept_ids, c.names) for c in cands)) for q, cands in zip(queries, candidates)]
+        new = [i for i, key in enumerate(keys) if key not in self.kept]
+        if new:
+            found = self.reranker.rerank_scores([queries[i] for i in new], [candidates[i] for i in new])
+            self.kept.update(zip((keys[i] for i in new), found))
+        return [self.kept[key] for key in keys]
 
 
 def reranked(candidates: Sequence[ConceptCandidate], scores: np.ndarray) -> list[tuple[ConceptCandidate, float]]:

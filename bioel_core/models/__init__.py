@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from bioel_core.models.base import CONFIG_FILE, Encoder, read_config
+from bioel_core.models.base import CONFIG_FILE, RERANKER_ENSEMBLE, Encoder, read_config
 from bioel_core.models.checkpoints import UnsafeCheckpointError, default_base_checkpoint
 from bioel_core.models.collective import CollectiveEncoder
 from bioel_core.models.cross_encoder import CrossEncoder
@@ -75,6 +75,9 @@ def open_encoder(folder: str | Path, pooling: str | None = None, device: str | t
     if found == GenerativeModel.encoder_type:
         raise ValueError(f"{folder} is a generative model: it writes names (--linker generative) or reorders a retriever's "
                          f"candidates (--reranker), it does not embed texts")
+    if found == RERANKER_ENSEMBLE:
+        raise ValueError(f"{folder} is an ensemble of rerankers: it reorders a retriever's candidates (--reranker), it does "
+                         f"not embed texts")
     return load_encoder(folder, device)
 
 

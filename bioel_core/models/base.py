@@ -25,6 +25,8 @@ from bioel_core.progress import bar as progress_bar
 CONFIG_FILE = "bioel_encoder.json"  # not config.json: a transformer folder also holds HF's config.json
 WEIGHTS_FILE = "model.safetensors"
 STORAGE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+# the encoder_type of an ensemble of rerankers (linking.rerank_ensemble): a folder `bioel ensemble` makes, not an Encoder
+RERANKER_ENSEMBLE = "reranker-ensemble"
 # batch-invariant vectors kept per encoder (a vector is then a function of its text alone, so a kept one is exact):
 # mentions repeat across the documents of a corpus; 65,536 vectors of 768 floats stay under 200 MB
 KEPT_QUERY_VECTORS = 65_536

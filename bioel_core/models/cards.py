@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bioel_core.models.base import RERANKER_ENSEMBLE
 
 CARD_JSON, CARD_MD = "card.json", "MODEL_CARD.md"
 
@@ -24,8 +25,9 @@ def write_card(model_dir: str | Path, card: dict) -> None:
     else:
         lines += _ensemble_lines(card) if "members" in card else _training_lines(card)
     encoder_type = card.get("encoder", {}).get("encoder_type")
-    reranker = encoder_type == "cross-encoder"
+    reranker = encoder_type in ("cross-encoder", RERANKER_ENSEMBLE)
     how = {"cross-encoder": "bioel evaluate --linker rerank --retriever MODEL --reranker THIS_FOLDER --record-in-card",
+           RERANKER_ENSEMBLE: "bioel evaluate --linker rerank --retriever MODEL --reranker THIS_FOLDER --record-in-card",
            "generative": "bioel evaluate --linker generative --model THIS_FOLDER --record-in-card (as a reranker: "
                          "--linker rerank --reranker THIS_FOLDER)"}.get(encoder_type,
                                                                          "bioel evaluate --linker dense --model THIS_FOLDER --record-in-card")
@@ -96,8 +98,12 @@ def _collective_lines(card: dict) -> list[str]:
 
 
 def _ensemble_lines(card: dict) -> list[str]:
-    lines = ["## Members", "", "Ranked by the weighted mean of the members' cosines (one index over their weighted, "
-             "concatenated unit vectors).", "", "| member | encoder | weight | fingerprint |", "|---|---|---:|---|"]
+    if card["encoder"]["encoder_type"] == RERANKER_ENSEMBLE:
+        how = (f"A retrieved concept's score: the weighted sum of the members' scores, plus "
+               f"{card['encoder']['retriever_weight']:g} x the retriever's.")
+    else:
+        how = "Ranked by the weighted mean of the members' cosines (one index over their weighted, concatenated unit vectors)."
+    lines = ["## Members", "", how, "", "| member | encoder | weight | fingerprint |", "|---|---|---:|---|"]
     for member in card["members"]:
         source = member["source"]
         where = source.get("path") or f"{source['package']} package, {source['checkpoint']}/"

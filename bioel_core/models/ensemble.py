@@ -32,6 +32,16 @@ class MemberChangedError(ValueError):
     """An ensemble member's weights or config differ from those the ensemble was made (and scored) with."""
 
 
+def check_members(directory: str | Path, saved: Sequence[dict], found: Sequence[str], where: Sequence[str | Path]) -> None:
+    """Refuses an ensemble (of encoders or of rerankers) whose members' fingerprints are not those it was made, and
+    scored, with (`saved`: its config's members)."""
+    for i, (spec, fingerprint) in enumerate(zip(saved, found)):
+        if fingerprint != spec["fingerprint"]:
+            raise MemberChangedError(
+                f"{directory}: member {i} at {where[i]} has fingerprint {fingerprint[:12]}, but the ensemble was made "
+                f"with {spec['fingerprint'][:12]}; re-create the ensemble (bioel ensemble) and re-score it")
+
+
 class EnsembleEncoder(torch.nn.Module):
     encoder_type = "ensemble"
 
@@ -121,11 +131,7 @@ class EnsembleEncoder(torch.nn.Module):
             members.append(open_encoder(resolve_reference(source), source.get("pooling"), device))
             sources.append(source)
         ensemble = cls(members, [m["weight"] for m in config["members"]], sources)
-        for i, (spec, found) in enumerate(zip(config["members"], ensemble.member_fingerprints)):
-            if found != spec["fingerprint"]:
-                raise MemberChangedError(
-                    f"{directory}: member {i} at {resolve_reference(sources[i])} has fingerprint {found[:12]}, but the "
-                    f"ensemble was made with {spec['fingerprint'][:12]}; re-create the ensemble (bioel ensemble) and re-score it")
+        check_members(directory, config["members"], ensemble.member_fingerprints, [resolve_reference(s) for s in sources])
         return ensemble
 
 

@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from bioel_core.linking.base import Linker
-from bioel_core.linking.rerank import DEFAULT_DEPTH, ConceptCandidate, ConceptNames, CrossEncoderReranker, RerankLinker, concept_text
+from bioel_core.linking.rerank import (DEFAULT_DEPTH, ConceptCandidate, ConceptNames, CrossEncoderReranker, KeptScores, RerankLinker,
+                                      concept_text)
 from bioel_core.models import CrossEncoder, default_base_checkpoint, load_encoder
 from bioel_core.names import NameSet
 from bioel_core.training.loop import TrainConfig
@@ -126,34 +127,12 @@ def dev_accuracy(sets: list[tuple[Linker, NameSet, list]], reranker, depth: int)
 RETRIEVER_WEIGHTS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0)
 
 
-class _KeptScores:
-    """A reranker whose scores per (query, candidates) are computed once (they do not change between weights)."""
-
-    def __init__(self, reranker):
-        self.reranker, self.kept = reranker, {}
-
-    @property
-    def retriever_weight(self) -> float:
-        return self.reranker.retriever_weight
-
-    def fingerprint(self) -> str:
-        return self.reranker.fingerprint()
-
-    def rerank_scores(self, queries, candidates):
-        keys = [(q, tuple((c.concept_ids, c.names) for c in cands)) for q, cands in zip(queries, candidates)]
-        new = [i for i, key in enumerate(keys) if key not in self.kept]
-        if new:
-            found = self.reranker.rerank_scores([queries[i] for i in new], [candidates[i] for i in new])
-            self.kept.update(zip((keys[i] for i in new), found))
-        return [self.kept[key] for key in keys]
-
-
 def choose_retriever_weight(reranker, sets: list[tuple[Linker, NameSet, list]], depth: int) -> dict:
     """Sets the reranker's model's `retriever_weight` to the weight with the best dev acc@1 (ties: the smaller);
     returns each weight's score, or {} (weight unchanged) without dev queries."""
     if not sets:
         return {}
-    model, kept, scores = reranker.model, _KeptScores(reranker), {}
+    model, kept, scores = reranker.model, KeptScores(reranker), {}
     for weight in RETRIEVER_WEIGHTS:
         model.retriever_weight = weight
         scores[weight] = dev_accuracy(sets, kept, depth)
