@@ -39,7 +39,7 @@ def add_subcommands(subparsers) -> None:
     ev.add_argument("--retriever-linker", choices=["dense", "hybrid"], default="dense",
                     help="rerank: the linker that retrieves the candidates (default dense)")
     ev.add_argument("--reranker", help="rerank: a cross-encoder or generative model folder (`bioel train --encoder "
-                                       "cross-encoder|generative`)")
+                                       "cross-encoder|generative`) or an ensemble of them (`bioel ensemble`)")
     ev.add_argument("--beams", type=positive_int, default=5, help="generative: beams of the constrained beam search "
                                                                   "(default 5; at least --k)")
     ev.add_argument("--rerank-depth", type=positive_int, default=DEFAULT_RERANK_DEPTH,

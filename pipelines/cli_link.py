@@ -55,7 +55,7 @@ def _add_annotator_flags(parser) -> None:
                                              "mention by writing one of its type's names (constrained to a prefix tree "
                                              "of the index's names) instead of the index's nearest names; slow on CPU")
     parser.add_argument("--reranker", help="a cross-encoder or a generative model (`bioel train --encoder cross-encoder|"
-                                           "generative`) that reorders each "
+                                           "generative`), or an ensemble of them (`bioel ensemble`), that reorders each "
                                            "mention's best concepts: slower, more accurate (benchmarks/RESULTS.md)")
     parser.add_argument("--rerank-depth", type=positive_int, default=DEFAULT_RERANK_DEPTH,
                         help="with --reranker: how many of the index's best concepts it reorders (default 16)")

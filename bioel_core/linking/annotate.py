@@ -245,7 +245,7 @@ class AnnotatorSpec:
     batch_size: int = 256
     abbreviations: bool = True
     detector: str | None = None  # with detect: one of DETECTORS; None: default_detector()
-    reranker: str | None = None  # a cross-encoder or generative model folder that reorders each mention's top `rerank_depth` concepts
+    reranker: str | None = None  # a cross-encoder, generative or reranker-ensemble folder that reorders each mention's top `rerank_depth` concepts
     rerank_depth: int = DEFAULT_RERANK_DEPTH
     type_models: tuple[tuple[str, str], ...] = ()
     # a generative model folder that links each mention by writing one of its type's names (whole-tree constrained
