@@ -26,8 +26,8 @@ def write_card(model_dir: str | Path, card: dict) -> None:
         lines += _ensemble_lines(card) if "members" in card else _training_lines(card)
     encoder_type = card.get("encoder", {}).get("encoder_type")
     reranker = encoder_type in ("cross-encoder", RERANKER_ENSEMBLE)
-    how = {"cross-encoder": "bioel evaluate --linker rerank --retriever MODEL --reranker THIS_FOLDER --record-in-card",
-           RERANKER_ENSEMBLE: "bioel evaluate --linker rerank --retriever MODEL --reranker THIS_FOLDER --record-in-card",
+    as_reranker = "bioel evaluate --linker rerank --retriever MODEL --reranker THIS_FOLDER --record-in-card"
+    how = {"cross-encoder": as_reranker, RERANKER_ENSEMBLE: as_reranker,
            "generative": "bioel evaluate --linker generative --model THIS_FOLDER --record-in-card (as a reranker: "
                          "--linker rerank --reranker THIS_FOLDER)"}.get(encoder_type,
                                                                          "bioel evaluate --linker dense --model THIS_FOLDER --record-in-card")
