@@ -28,7 +28,7 @@ import numpy as np
 from bioel_core.corpora.records import Candidate
 from bioel_core.linking import DEFAULT_RERANK_DEPTH as DEFAULT_DEPTH
 from bioel_core.linking.base import Linker
-from bioel_core.models.base import read_config
+from bioel_core.models.base import RERANKER_ENSEMBLE, read_config
 from bioel_core.names import NameSet
 
 # names of a concept the cross-encoder reads, best-matching first; more seldom fit in its input anyway
@@ -85,7 +85,7 @@ def concept_text(candidate: ConceptCandidate, names_per_concept: int = NAMES_PER
 # a reranker folder's encoder_type -> "module:Class" of the Reranker that reads it
 RERANKERS = {"cross-encoder": "bioel_core.linking.rerank:CrossEncoderReranker",
              "generative": "bioel_core.linking.generative:GenerativeReranker",
-             "reranker-ensemble": "bioel_core.linking.rerank_ensemble:RerankerEnsemble"}
+             RERANKER_ENSEMBLE: "bioel_core.linking.rerank_ensemble:RerankerEnsemble"}
 
 
 def is_reranker_folder(folder: str | Path) -> bool:
