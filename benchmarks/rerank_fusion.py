@@ -29,27 +29,13 @@ from bioel_core.corpora import read_query_folder  # noqa: E402
 from bioel_core.evaluation import evaluate  # noqa: E402
 from bioel_core.linking import NameSet  # noqa: E402
 from bioel_core.linking.dense import DenseLinker  # noqa: E402
-from bioel_core.linking.rerank import KeptScores, RerankLinker, open_reranker  # noqa: E402
+from bioel_core.linking.rerank import KeptPools, KeptScores, open_reranker  # noqa: E402
 from bioel_core.linking.rerank_ensemble import RerankerEnsemble  # noqa: E402
 from bioel_core.models import open_model  # noqa: E402
 from bioel_core.training.rerank import RETRIEVER_WEIGHTS  # noqa: E402
 
 DATASETS = ("ncbi-disease", "bc5cdr-disease")
 MEMBER_WEIGHTS = (0.5, 1.0, 2.0, 5.0, 10.0)
-
-
-class KeptPools(RerankLinker):
-    """The rerank stage with each query's retrieved concepts found once (they do not change with the weights)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.kept = {}
-
-    def candidates(self, queries):
-        new = [q for q in queries if q not in self.kept]
-        if new:
-            self.kept.update(zip(new, super().candidates(new)))
-        return [self.kept[q] for q in queries]
 
 
 def pooled(stages: dict, split: str, reranker=None) -> dict:

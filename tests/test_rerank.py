@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bioel_core.linking.rerank import (ConceptCandidate, ConceptNames, CrossEncoderReranker, RerankLinker, concept_text, open_reranker,
-                                       reranked)
+from bioel_core.linking.rerank import (ConceptCandidate, ConceptNames, CrossEncoderReranker, KeptPools, KeptScores, RerankLinker, concept_text,
+                                       open_reranker, reranked)
 from bioel_core.linking.tfidf import TfidfLinker
 from bioel_core.models import CrossEncoder, load_encoder, open_encoder
 from bioel_core.names import NameSet
@@ -106,6 +106,22 @@ def test_reproducible_answers_do_not_depend_on_the_other_queries(names, cross_en
     # two concepts with the same names score the same: the retriever's order breaks the tie
     cancer = together[QUERIES.index("cancer")]
     assert [c.concept_ids for c in cancer[:2]] == [("D5",), ("D6",)] and cancer[0].score == cancer[1].score
+
+
+def test_kept_pools_retrieve_each_query_once_and_answer_as_the_plain_stage(names, cross_encoder):
+    retriever, asked = TfidfLinker.build(names), []
+    search = retriever.search
+    retriever.search = lambda queries, k: asked.extend(queries) or search(queries, k)
+    kept = KeptPools(names, retriever, KeptScores(CrossEncoderReranker(cross_encoder)), "(test)", 3)
+    first = kept.link(QUERIES, k=3)
+    cross_encoder.retriever_weight = 50.0  # a weight tried on dev: the pools are not retrieved again
+    try:
+        second = kept.link(QUERIES + QUERIES[:2], k=3)
+        assert second == linker(names, cross_encoder).link(QUERIES + QUERIES[:2], k=3) and first != second
+    finally:
+        cross_encoder.retriever_weight = 0.0
+    assert first == linker(names, cross_encoder).link(QUERIES, k=3)
+    assert sorted(asked) == sorted({names.normalizer(q) for q in QUERIES})
 
 
 def test_cross_encoder_save_load_gives_identical_scores(cross_encoder, tmp_path):

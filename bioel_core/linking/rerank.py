@@ -256,3 +256,18 @@ class RerankLinker(Linker):
             raise ValueError(f"{folder}: the reranker at {options['reranker']} is not the one this linker was saved with "
                              f"(fingerprint {reranker.fingerprint()[:12]} != {options['fingerprint'][:12]})")
         return cls(names, load_linker(folder / "retriever"), reranker, options["reranker"], options["depth"])
+
+
+class KeptPools(RerankLinker):
+    """The rerank stage with each query's retrieved concepts found once: for scoring a reranker under training, or
+    weights being tried, over one frozen retriever (its pools do not change between them)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kept: dict[str, list[ConceptCandidate]] = {}
+
+    def candidates(self, queries: list[str]) -> list[list[ConceptCandidate]]:
+        new = [q for q in queries if q not in self.kept]
+        if new:
+            self.kept.update(zip(new, super().candidates(new)))
+        return [self.kept[q] for q in queries]

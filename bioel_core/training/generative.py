@@ -138,7 +138,7 @@ def run_generative_training(*, names_dir: str, output: str, retriever_model: str
     `finetune` and `train_datasets`), writes the model folder with its card."""
     from bioel_core.evaluation import evaluate
     from bioel_core.linking.dense import DenseLinker
-    from bioel_core.training.rerank import choose_retriever_weight, dev_sets
+    from bioel_core.training.rerank import choose_retriever_weight, dev_stages
 
     out, workdir = Path(output), Path(output) / "_train"
     began = time.perf_counter()
@@ -173,10 +173,11 @@ def run_generative_training(*, names_dir: str, output: str, retriever_model: str
         stages["finetune"] = train_stage(model, "finetune", examples, finetune, workdir, progress, dev_score=score,
                                          loss_fn=generative_loss)
         if score:
-            dev = dev_sets(DenseLinker.build(names, retriever_model, device=device), names, train_datasets)
+            dev = dev_stages(DenseLinker.build(names, retriever_model, device=device), names, train_datasets,
+                             GenerativeReranker(model), depth)
     if not stages:
         raise ValueError("nothing to train: give pre-training epochs (--pretrain-epochs) or fine-tuning data (--train-dataset)")
-    weights = choose_retriever_weight(GenerativeReranker(model), dev, depth)
+    weights = choose_retriever_weight(dev)
     data.update({"retriever": str(Path(retriever_model).resolve()), "rerank_depth": depth,
                  "retriever_weight": model.retriever_weight,
                  "retriever_weight_dev_acc@1": {str(w): a for w, a in weights.items()} or "not chosen (no dev split)"})

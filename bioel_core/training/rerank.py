@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from bioel_core.linking.base import Linker
-from bioel_core.linking.rerank import (DEFAULT_DEPTH, ConceptCandidate, ConceptNames, CrossEncoderReranker, KeptScores, RerankLinker,
+from bioel_core.linking.rerank import (DEFAULT_DEPTH, ConceptCandidate, ConceptNames, CrossEncoderReranker, KeptPools, KeptScores,
                                       concept_text)
 from bioel_core.models import CrossEncoder, default_base_checkpoint, load_encoder
 from bioel_core.names import NameSet
@@ -92,9 +92,10 @@ def listwise_loss(model: CrossEncoder, batch: list[RerankExample]) -> torch.Tens
     return torch.stack(losses).mean()
 
 
-def dev_sets(retriever, names: NameSet, datasets: list[str]) -> list[tuple[Linker, NameSet, list]]:
-    """Per dataset with a processed_dev split: (a retriever over its `dev_dictionary.txt` as BioSyn's protocol
-    scores it, or over the KB's names without one; those names; its queries with a concept)."""
+def dev_stages(retriever, names: NameSet, datasets: list[str], reranker, depth: int) -> list[tuple[KeptPools, list]]:
+    """Per dataset with a processed_dev split: (the rerank stage of `reranker` over `retriever`'s pools, on the
+    dataset's `dev_dictionary.txt` as BioSyn's protocol scores it, or on the KB's names without one; its queries with
+    a concept). The retriever is frozen, so each query's pool is retrieved once for every later score."""
     from bioel_core.linking.dense import DenseLinker
 
     out = []
@@ -105,19 +106,22 @@ def dev_sets(retriever, names: NameSet, datasets: list[str]) -> list[tuple[Linke
         dictionary = Path(dataset) / "dev_dictionary.txt"
         if dictionary.is_file():
             dev_names = NameSet.from_biosyn(dictionary, names.normalizer)
-            out.append((DenseLinker(dev_names, retriever.encoder, retriever.model_path), dev_names, queries))
+            dev_retriever = DenseLinker(dev_names, retriever.encoder, retriever.model_path)
         else:
-            out.append((retriever, names, queries))
+            dev_names, dev_retriever = names, retriever
+        out.append((KeptPools(dev_names, dev_retriever, reranker, "(training)", depth), queries))
     return out
 
 
-def dev_accuracy(sets: list[tuple[Linker, NameSet, list]], reranker, depth: int) -> float:
-    """acc@1 of the rerank stage over every dev query of every set."""
+def dev_accuracy(stages: list[tuple[KeptPools, list]], reranker=None) -> float:
+    """acc@1 of the rerank stage over every dev query of every stage (with `reranker` in each, when given)."""
     from bioel_core.evaluation import evaluate
 
     hits = total = 0
-    for retriever, names, queries in sets:
-        scores = evaluate(RerankLinker(names, retriever, reranker, "(training)", depth), queries, k=1)[0]
+    for stage, queries in stages:
+        if reranker is not None:
+            stage.reranker = reranker
+        scores = evaluate(stage, queries, k=1)[0]
         hits, total = hits + scores["acc@1"] * scores["n"], total + scores["n"]
     return hits / total
 
@@ -127,15 +131,16 @@ def dev_accuracy(sets: list[tuple[Linker, NameSet, list]], reranker, depth: int)
 RETRIEVER_WEIGHTS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0)
 
 
-def choose_retriever_weight(reranker, sets: list[tuple[Linker, NameSet, list]], depth: int) -> dict:
-    """Sets the reranker's model's `retriever_weight` to the weight with the best dev acc@1 (ties: the smaller);
-    returns each weight's score, or {} (weight unchanged) without dev queries."""
-    if not sets:
+def choose_retriever_weight(stages: list[tuple[KeptPools, list]]) -> dict:
+    """Sets the stages' reranker's model's `retriever_weight` to the weight with the best dev acc@1 (ties: the
+    smaller); returns each weight's score, or {} (weight unchanged) without dev stages."""
+    if not stages:
         return {}
+    reranker = stages[0][0].reranker
     model, kept, scores = reranker.model, KeptScores(reranker), {}
     for weight in RETRIEVER_WEIGHTS:
         model.retriever_weight = weight
-        scores[weight] = dev_accuracy(sets, kept, depth)
+        scores[weight] = dev_accuracy(stages, kept)
     model.retriever_weight = max(RETRIEVER_WEIGHTS, key=lambda w: (scores[w], -w))
     return scores
 
@@ -166,13 +171,13 @@ def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, 
     if (workdir / "rerank" / "done.json").is_file():
         model.load_state_dict(load_encoder(workdir / "rerank" / "model", device).state_dict())
     # dev chooses the epoch and the retriever's weight, only when dev is not trained on
-    dev = dev_sets(retriever, names, train_datasets) if train_split == "train" else []
-    score = (lambda: dev_accuracy(dev, CrossEncoderReranker(model), depth)) if dev else None
+    dev = dev_stages(retriever, names, train_datasets, CrossEncoderReranker(model), depth) if train_split == "train" else []
+    score = (lambda: dev_accuracy(dev)) if dev else None
     print(f"cross-encoder: {counts['examples']:,} mention examples of {example_size} concepts from {where} and "
           f"{counts['synonym_examples']:,} from the KB's synonyms "
           f"(retriever {retriever_model}); model selection: {'dev acc@1' if score else 'the last epoch'}", file=sys.stderr)
     stage = train_stage(model, "rerank", examples, config, workdir, progress, dev_score=score, loss_fn=listwise_loss)
-    weights = choose_retriever_weight(CrossEncoderReranker(model), dev, depth)
+    weights = choose_retriever_weight(dev)
     model.save(out, dtype=save_dtype)
     data = {"names": names_dir, "names_count": len(names), "retriever": str(Path(retriever_model).resolve()),
             "retriever_fingerprint": retriever.encoder.fingerprint(), "train_datasets": train_datasets,
