@@ -36,6 +36,10 @@ def add_subcommands(subparsers) -> None:
                                                          "known by its other names (default: as many as the training "
                                                          "mentions give; 0: none)")
     tr.add_argument("--rerank-depth", type=int, default=DEFAULT_RERANK_DEPTH, help="cross-encoder: concepts reordered when scoring dev")
+    tr.add_argument("--retriever-weight", type=float,
+                    help="cross-encoder, generative: the share of the retriever's score the rerank stage adds, as chosen "
+                         "on dev by an earlier run (for a model retrained on --train-split traindev, where no dev is left "
+                         "to choose it; default: chosen on dev, else 0)")
     tr.add_argument("--init", help="HF checkpoint or bioel model folder to start from (default: the packaged MiniLM)")
     tr.add_argument("--pooling", choices=["cls", "mean", "max", "attention"],
                     help="transformer: cls (default) or mean; rescnn: max (default) or attention")
@@ -119,6 +123,9 @@ def cmd_train(args) -> int:
                            warmup=args.warmup, patience=args.patience, max_minutes=args.max_minutes,
                            min_steps=FINETUNE_MIN_STEPS if by_size else 0, dev_every_steps=DEV_EVERY_STEPS if by_size else 0)
 
+    if args.retriever_weight is not None and (args.encoder not in ("cross-encoder", "generative") or not args.retriever_weight >= 0):
+        raise ValueError(f"--retriever-weight {args.retriever_weight:g}: a weight of zero or more, for --encoder cross-encoder "
+                         f"or generative (got --encoder {args.encoder})")
     with_dev = bool(args.train_dataset) and all((Path(d) / "processed_dev").is_dir() for d in args.train_dataset)
     if args.train_split is None:
         args.train_split = "train" if with_dev else "traindev"
@@ -157,8 +164,8 @@ def cmd_train_reranker(args, config) -> int:
                                  train_datasets=args.train_dataset, train_split=args.train_split, config=config,
                                  init=args.init, device=resolve_device(args.device), example_size=args.example_size,
                                  synonym_count=args.synonym_examples,
-                                 depth=args.rerank_depth, save_dtype=args.save_dtype, command=["bioel", *sys.argv[1:]],
-                                 progress=not args.no_progress)
+                                 depth=args.rerank_depth, retriever_weight=args.retriever_weight, save_dtype=args.save_dtype,
+                                 command=["bioel", *sys.argv[1:]], progress=not args.no_progress)
     progress.count(steps=card["stages"]["rerank"]["steps"])
     print(f"trained cross-encoder -> {args.output} in {card['training_seconds'] / 60:.1f} min; card: {args.output}/MODEL_CARD.md")
     return 0
@@ -172,8 +179,8 @@ def cmd_train_generative(args, pretrain, finetune) -> int:
                                    train_datasets=args.train_dataset, train_split=args.train_split, pretrain=pretrain,
                                    finetune=finetune, target=args.target_name, prompt=not args.no_prompt,
                                    decoder_layers=args.decoder_layers, init=args.init, device=resolve_device(args.device),
-                                   depth=args.rerank_depth, save_dtype=args.save_dtype, command=["bioel", *sys.argv[1:]],
-                                   progress=not args.no_progress)
+                                   depth=args.rerank_depth, retriever_weight=args.retriever_weight, save_dtype=args.save_dtype,
+                                   command=["bioel", *sys.argv[1:]], progress=not args.no_progress)
     progress.count(steps=sum(stage["steps"] for stage in card["stages"].values()))
     print(f"trained generative -> {args.output} in {card['training_seconds'] / 60:.1f} min; card: {args.output}/MODEL_CARD.md")
     return 0

@@ -255,3 +255,30 @@ def test_bioel_train_cross_encoder_then_evaluate_rerank(tmp_path, tiny_bert, cap
     assert json.loads((out / "card.json").read_text())["scores"]["adr/dev"]["acc@1"] == report["acc@1"]
     code = cli.main(["train", "--encoder", "cross-encoder", "--names", str(kb), "--output", str(tmp_path / "x"), "--device", "cpu"])
     assert code == 2 and "give --train-dataset" in capsys.readouterr().err
+
+
+def test_a_reranker_retrained_on_traindev_keeps_the_retriever_weight_it_is_given(tmp_path, tiny_bert, capsys):
+    """No dev is left to choose the weight once dev is trained on: the weight chosen by an earlier run is given."""
+    from bioel_core.models import ResCNNEncoder
+    from pipelines import cli
+
+    kb, dataset = _adr_kb_and_dataset(tmp_path)
+    (dataset / "processed_traindev").mkdir()
+    (dataset / "processed_traindev" / "p.concept").write_text(
+        (dataset / "processed_train" / "p.concept").read_text() + (dataset / "processed_dev" / "p.concept").read_text())
+    torch.manual_seed(0)
+    retriever = ResCNNEncoder(tiny_bert, width=24, filters=8, num_blocks=1).save(tmp_path / "retriever")
+    common = ["train", "--names", str(kb), "--train-dataset", str(dataset), "--retriever", str(retriever), "--init", str(tiny_bert),
+              "--example-size", "3", "--finetune-epochs", "1", "--device", "cpu", "--no-progress"]
+    out = tmp_path / "reranker"
+    capsys.readouterr()
+    assert cli.main([*common, "--encoder", "cross-encoder", "--train-split", "traindev", "--retriever-weight", "20",
+                     "--output", str(out)]) == 0
+    assert "model selection: the last epoch" in capsys.readouterr().err
+    card = json.loads((out / "card.json").read_text())
+    assert card["data"]["train_split"] == "traindev" and card["data"]["train_mentions"] == 7
+    assert card["data"]["retriever_weight_dev_acc@1"] == "given (20, --retriever-weight)"
+    assert card["encoder"]["retriever_weight"] == 20.0 and load_encoder(out).retriever_weight == 20.0
+    for encoder, weight in (("cross-encoder", "-1"), ("rescnn", "20")):
+        assert cli.main([*common, "--encoder", encoder, "--retriever-weight", weight, "--output", str(tmp_path / "x")]) == 2
+        assert "--retriever-weight" in capsys.readouterr().err and not (tmp_path / "x").exists()

@@ -132,8 +132,8 @@ def run_generative_training(*, names_dir: str, output: str, retriever_model: str
                             train_split: str = "train", pretrain: TrainConfig | None = None,
                             finetune: TrainConfig | None = None, target: str = "tfidf", prompt: bool = True,
                             decoder_layers: int = 1, init: str | None = None, device: str = "cpu",
-                            depth: int = DEFAULT_DEPTH, save_dtype: str = "float32", command: list[str] | None = None,
-                            progress: bool = True) -> dict:
+                            depth: int = DEFAULT_DEPTH, retriever_weight: float | None = None, save_dtype: str = "float32",
+                            command: list[str] | None = None, progress: bool = True) -> dict:
     """Pre-trains on the KB's names (when `pretrain`), fine-tunes on the datasets' training mentions (when
     `finetune` and `train_datasets`), writes the model folder with its card."""
     from bioel_core.evaluation import evaluate
@@ -177,10 +177,10 @@ def run_generative_training(*, names_dir: str, output: str, retriever_model: str
                              GenerativeReranker(model), depth)
     if not stages:
         raise ValueError("nothing to train: give pre-training epochs (--pretrain-epochs) or fine-tuning data (--train-dataset)")
-    weights = choose_retriever_weight(dev)
+    weights = choose_retriever_weight(model, dev, retriever_weight)
     data.update({"retriever": str(Path(retriever_model).resolve()), "rerank_depth": depth,
                  "retriever_weight": model.retriever_weight,
-                 "retriever_weight_dev_acc@1": {str(w): a for w, a in weights.items()} or "not chosen (no dev split)"})
+                 "retriever_weight_dev_acc@1": weights})
     model.save(out, dtype=save_dtype)
     return finish_card(out, model, data, stages, init=init, device=device, save_dtype=save_dtype, command=command,
                        began=began, workdir=workdir)

@@ -131,24 +131,27 @@ def dev_accuracy(stages: list[tuple[KeptPools, list]], reranker=None) -> float:
 RETRIEVER_WEIGHTS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0)
 
 
-def choose_retriever_weight(stages: list[tuple[KeptPools, list]]) -> dict:
-    """Sets the stages' reranker's model's `retriever_weight` to the weight with the best dev acc@1 (ties: the
-    smaller); returns each weight's score, or {} (weight unchanged) without dev stages."""
+def choose_retriever_weight(model, stages: list[tuple[KeptPools, list]], given: float | None = None) -> dict | str:
+    """Sets `model.retriever_weight`: to `given` when there is one (chosen on dev by an earlier run, e.g. before
+    retraining on train + dev), else to the weight with the best acc@1 on the dev `stages` (ties: the smaller).
+    Returns what the card records: each weight's dev acc@1, or how the weight was set."""
+    if given is not None:
+        model.retriever_weight = given
+        return f"given ({given:g}, --retriever-weight)"
     if not stages:
-        return {}
-    reranker = stages[0][0].reranker
-    model, kept, scores = reranker.model, KeptScores(reranker), {}
+        return "not chosen (no dev split)"
+    kept, scores = KeptScores(stages[0][0].reranker), {}
     for weight in RETRIEVER_WEIGHTS:
         model.retriever_weight = weight
         scores[weight] = dev_accuracy(stages, kept)
     model.retriever_weight = max(RETRIEVER_WEIGHTS, key=lambda w: (scores[w], -w))
-    return scores
+    return {str(w): a for w, a in scores.items()}
 
 
 def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, train_datasets: list[str],
                           train_split: str, config: TrainConfig, init: str | None = None, device: str = "cpu",
                           example_size: int = DEFAULT_EXAMPLE_SIZE, synonym_count: int | None = None,
-                          depth: int = DEFAULT_DEPTH, max_length: int = 32,
+                          depth: int = DEFAULT_DEPTH, max_length: int = 32, retriever_weight: float | None = None,
                           save_dtype: str = "float32", command: list[str] | None = None, progress: bool = True) -> dict:
     """Trains a cross-encoder reranker for `retriever_model` (a dense model folder) and writes it with its card."""
     from bioel_core.linking.dense import DenseLinker
@@ -177,7 +180,7 @@ def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, 
           f"{counts['synonym_examples']:,} from the KB's synonyms "
           f"(retriever {retriever_model}); model selection: {'dev acc@1' if score else 'the last epoch'}", file=sys.stderr)
     stage = train_stage(model, "rerank", examples, config, workdir, progress, dev_score=score, loss_fn=listwise_loss)
-    weights = choose_retriever_weight(dev)
+    weights = choose_retriever_weight(model, dev, retriever_weight)
     model.save(out, dtype=save_dtype)
     data = {"names": names_dir, "names_count": len(names), "retriever": str(Path(retriever_model).resolve()),
             "retriever_fingerprint": retriever.encoder.fingerprint(), "train_datasets": train_datasets,
@@ -186,6 +189,6 @@ def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, 
             "model_selection": ("best dev acc@1 of retriever + reranker after each epoch (processed_dev against dev_dictionary.txt "
                                 "where the dataset has one, as BioSyn's protocol scores it)") if score else "the last epoch",
             "retriever_weight": model.retriever_weight,
-            "retriever_weight_dev_acc@1": {str(w): a for w, a in weights.items()} or "not chosen (no dev split)"}
+            "retriever_weight_dev_acc@1": weights}
     return finish_card(out, model, data, {"rerank": stage}, init=init, device=device, save_dtype=save_dtype,
                        command=command, began=began, workdir=workdir)
