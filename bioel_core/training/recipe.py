@@ -53,9 +53,9 @@ def new_encoder(kind: str, init: str | None, pooling: str | None, device: str) -
     raise ValueError(f"unknown encoder {kind!r}; choose transformer or rescnn")
 
 
-def training_mentions(dataset: str | Path, split: str, alias: dict[str, str]) -> tuple[list[tuple[str, list[str]]], int]:
-    """(sub-mention, [concept ids]) from DATASET/processed_SPLIT; composites pair parts and ids by position.
-    Returns the mentions and how many queries could not be used (ids not in the KB, or parts != ids)."""
+def usable_queries(dataset: str | Path, split: str, alias: dict[str, str]) -> tuple[list[tuple], int]:
+    """(query, [(sub-mention, [concept ids])]) per usable query of DATASET/processed_SPLIT; composites pair parts and
+    ids by position. Returns them and how many queries could not be used (ids not in the KB, or parts != ids)."""
     out, unusable = [], 0
     for m in read_query_folder(Path(dataset) / f"processed_{split}"):
         parts = split_composite(m.text)
@@ -71,8 +71,14 @@ def training_mentions(dataset: str | Path, split: str, alias: dict[str, str]) ->
         if any(not g for _, g in resolved):
             unusable += 1
             continue
-        out.extend(resolved)
+        out.append((m, resolved))
     return out, unusable
+
+
+def training_mentions(dataset: str | Path, split: str, alias: dict[str, str]) -> tuple[list[tuple[str, list[str]]], int]:
+    """(sub-mention, [concept ids]) of every usable query of DATASET/processed_SPLIT, and how many were not usable."""
+    queries, unusable = usable_queries(dataset, split, alias)
+    return [pair for _, pairs in queries for pair in pairs], unusable
 
 
 def dataset_mentions(names: NameSet, names_dir: str, datasets: list[str], split: str,

@@ -1,0 +1,160 @@
+"""Does the mention's document context help the cross-encoder reranker? (issue 15's "a little context where it helps")
+
+Trains the cross-encoder as `bioel train --encoder cross-encoder --finetune-epochs EPOCHS` does (the retriever's hard
+negatives, as many KB-synonym examples as mention examples, dev acc@1 after each epoch, best epoch kept, then the
+retriever's weight chosen on dev), except that a training or dev mention reads `left < mention > right`: WORDS
+words of its document on each side, normalized as queries are, when its document is in the corpora (PubTator files
+whose offsets the BioSyn queries use). A distinct training mention takes the context of its first occurrence; the
+KB-synonym examples have none. `--words 0` is the same recipe without context (`bioel train`'s), for the side-by-side
+figure. Dev: the BioSyn protocol on each dataset's processed_dev against its dev_dictionary.txt, every occurrence with
+its own context. Prints a table and writes JSON.
+
+    python benchmarks/rerank_context.py --names MEDIC_KB --words 8 --json OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bioel_core.corpora.pubtator import read_pubtator  # noqa: E402
+from bioel_core.evaluation.biosyn_protocol import score_query  # noqa: E402
+from bioel_core.linking.dense import DenseLinker  # noqa: E402
+from bioel_core.linking.rerank import CrossEncoderReranker, KeptScores  # noqa: E402
+from bioel_core.models import CrossEncoder, default_base_checkpoint  # noqa: E402
+from bioel_core.names import NameSet  # noqa: E402
+from bioel_core.text.preprocess import split_composite  # noqa: E402
+from bioel_core.training.loop import TrainConfig  # noqa: E402
+from bioel_core.training.recipe import DEFAULT_BATCH, DEFAULT_LR, train_stage, usable_queries  # noqa: E402
+from bioel_core.training.rerank import (DEFAULT_EXAMPLE_SIZE, RETRIEVER_WEIGHTS, dev_stages, listwise_loss,  # noqa: E402
+                                        rerank_examples, synonym_examples)
+
+DATASETS = ("ncbi-disease", "bc5cdr-disease")
+CORPORA = ("ncbi-disease/raw_corpus/*.txt", "bc5cdr-corpus/*.PubTator.txt")
+
+
+def document_texts(data: Path) -> dict[str, str]:
+    files = sorted(f for pattern in CORPORA for f in data.glob(pattern))
+    return {d.doc_id: d.text for f in files for d in read_pubtator(f)}
+
+
+class Contexts:
+    """`left < mention > right` from a query's document, WORDS normalized words a side; the mention alone when
+    WORDS is 0 or the document is unknown."""
+
+    def __init__(self, texts: dict[str, str], normalize, words: int):
+        self.texts, self.normalize, self.words = texts, normalize, words
+
+    def __call__(self, query, mention: str) -> str:
+        text = self.texts.get(query.doc_id)
+        if not self.words or text is None or query.start is None:
+            return mention
+        left = self.normalize(text[:query.start]).split()[-self.words:]
+        right = self.normalize(text[query.end:]).split()[:self.words]
+        return " ".join([*left, "<", mention, ">", *right])
+
+
+def dev_accuracy(dev, reranker=None) -> list[tuple[int, int]]:
+    """(hits, queries) of the rerank stage per dev set, each sub-mention reranked as it reads in context."""
+    out = []
+    for stage, queries, subs, read in dev:
+        if reranker is not None:
+            stage.reranker = reranker
+        flat = [p for parts in subs for p in parts]
+        answers = stage._reranked([r for rs in read for r in rs], stage.candidates(flat), 1)
+        hits, at = 0, 0
+        for q, parts in zip(queries, subs):
+            hits += score_query(q, parts, answers[at:at + len(parts)]).hit(1)
+            at += len(parts)
+        out.append((hits, len(queries)))
+    return out
+
+
+def pooled(counts: list[tuple[int, int]]) -> float:
+    return 100.0 * sum(h for h, _ in counts) / sum(n for _, n in counts)
+
+
+def run(args, names: NameSet, retriever: DenseLinker, texts: dict[str, str], words: int) -> dict:
+    began = time.perf_counter()
+    workdir = args.workdir / f"words-{words}"
+    shutil.rmtree(workdir, ignore_errors=True)  # a fresh run: train_stage would otherwise take a finished one as done
+    contexts = Contexts(texts, names.normalizer, words)
+    datasets = [str(args.data / d) for d in DATASETS]
+    alias = {i: ids[0] for ids in names.concept_ids for i in ids}
+    mentions, read_as = [], {}
+    for dataset in datasets:
+        for query, pairs in usable_queries(dataset, "train", alias)[0]:
+            for part, ids in pairs:
+                mention = names.normalizer(part)
+                mentions.append((mention, ids))
+                read_as.setdefault(mention, contexts(query, mention))
+    examples, counts = rerank_examples(retriever, names, mentions, DEFAULT_EXAMPLE_SIZE)
+    examples = [replace(e, query=read_as[e.query]) for e in examples]
+    synonyms, _ = synonym_examples(retriever, names, len(examples), DEFAULT_EXAMPLE_SIZE, args.seed)
+    max_length = args.max_length or (64 if words else 32)
+    model = CrossEncoder(default_base_checkpoint(), max_length=max_length)
+    dev = []
+    for stage, queries in dev_stages(retriever, names, datasets, CrossEncoderReranker(model), args.depth):
+        subs = [[names.normalizer(p) for p in split_composite(q.text)] for q in queries]
+        dev.append((stage, queries, subs, [[contexts(q, p) for p in parts] for q, parts in zip(queries, subs)]))
+    config = TrainConfig(epochs=args.epochs, batch_size=DEFAULT_BATCH["cross-encoder"], learning_rate=DEFAULT_LR["cross-encoder"],
+                         seed=args.seed, loss="listwise", max_steps=args.max_steps)
+    stats = train_stage(model, "rerank", examples + synonyms, config, workdir, False,
+                        dev_score=lambda: pooled(dev_accuracy(dev)), loss_fn=listwise_loss)
+    kept, fused = KeptScores(dev[0][0].reranker), {}
+    for weight in RETRIEVER_WEIGHTS:
+        model.retriever_weight = weight
+        fused[weight] = dev_accuracy(dev, kept)
+    best = max(RETRIEVER_WEIGHTS, key=lambda w: (pooled(fused[w]), -w))
+    row = {"words": words, "max_length": max_length, "mention_examples": len(examples), "synonym_examples": len(synonyms),
+           "dev_alone_by_epoch": [d["score"] for d in stats.get("dev", [])], "weight": best,
+           "dev_fused_by_weight": {str(w): pooled(c) for w, c in fused.items()},
+           "dev_fused": {d: 100.0 * h / n for d, (h, n) in zip(DATASETS, fused[best])}, "dev_fused_pooled": pooled(fused[best]),
+           "minutes": (time.perf_counter() - began) / 60, "skipped": counts}
+    print(f"words {words}: alone by epoch {', '.join(f'{s:.2f}' for s in row['dev_alone_by_epoch'])}; weight {best:g}: "
+          + ", ".join(f"{d} {a:.2f}" for d, a in row["dev_fused"].items()) + f", pooled {row['dev_fused_pooled']:.2f} "
+          f"({row['minutes']:.1f} min)", flush=True)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--names", required=True, help="an ingest-kb output folder (MEDIC)")
+    ap.add_argument("--retriever", default=str(ROOT / "models" / "disease-default"))
+    ap.add_argument("--words", type=int, nargs="+", default=[0, 8], help="context words a side (0: the mention alone)")
+    ap.add_argument("--max-length", type=int, help="word pieces of mention (+ context) and concept names (default: "
+                                                   "32 without context, as `bioel train`; 64 with)")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--max-steps", type=int, help="stop each run after this many steps (a quick look)")
+    ap.add_argument("--depth", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workdir", type=Path, default=Path(".bench/rerank_context"))
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    missing = [d for d in DATASETS if not (args.data / d).is_dir()]
+    if missing:
+        raise SystemExit(f"rerank_context: {', '.join(missing)} not found under {args.data}")
+    names = NameSet.from_names_table(args.names)
+    retriever = DenseLinker.build(names, args.retriever)
+    texts = document_texts(args.data)
+    rows = [run(args, names, retriever, texts, words) for words in args.words]
+    print("\n| words a side | dev alone by epoch | weight | NCBI dev | BC5CDR dev | pooled dev |\n|---:|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['words']} | {', '.join(f'{s:.2f}' for s in r['dev_alone_by_epoch'])} | {r['weight']:g} | "
+              f"{r['dev_fused']['ncbi-disease']:.2f} | {r['dev_fused']['bc5cdr-disease']:.2f} | {r['dev_fused_pooled']:.2f} |")
+    if args.json:
+        args.json.write_text(json.dumps({"retriever": args.retriever, "names": args.names, "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
