@@ -22,6 +22,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -33,7 +35,7 @@ from bioel_core.models import CrossEncoder, default_base_checkpoint  # noqa: E40
 from bioel_core.names import NameSet  # noqa: E402
 from bioel_core.text.preprocess import split_composite  # noqa: E402
 from bioel_core.training.loop import TrainConfig  # noqa: E402
-from bioel_core.training.recipe import DEFAULT_BATCH, DEFAULT_LR, train_stage, usable_queries  # noqa: E402
+from bioel_core.training.recipe import DEFAULT_BATCH, DEFAULT_LR, concept_alias, train_stage, usable_queries  # noqa: E402
 from bioel_core.training.rerank import (DEFAULT_EXAMPLE_SIZE, RETRIEVER_WEIGHTS, dev_stages, listwise_loss,  # noqa: E402
                                         rerank_examples, synonym_examples)
 
@@ -47,29 +49,27 @@ def document_texts(data: Path) -> dict[str, str]:
 
 
 class Contexts:
-    """`left < mention > right` from a query's document, WORDS normalized words a side; the mention alone when
-    WORDS is 0 or the document is unknown."""
+    """`left < mention > right` from a query's document, `words` normalized words a side; the mention alone when
+    `words` is 0 or the document is unknown."""
 
-    def __init__(self, texts: dict[str, str], normalize, words: int):
-        self.texts, self.normalize, self.words = texts, normalize, words
+    def __init__(self, texts: dict[str, str], normalize):
+        self.texts, self.normalize = texts, normalize
 
-    def __call__(self, query, mention: str) -> str:
+    def __call__(self, query, mention: str, words: int) -> str:
         text = self.texts.get(query.doc_id)
-        if not self.words or text is None or query.start is None:
+        if not words or text is None or query.start is None:
             return mention
-        left = self.normalize(text[:query.start]).split()[-self.words:]
-        right = self.normalize(text[query.end:]).split()[:self.words]
+        left = self.normalize(text[:query.start]).split()[-words:]
+        right = self.normalize(text[query.end:]).split()[:words]
         return " ".join([*left, "<", mention, ">", *right])
 
 
-def dev_accuracy(dev, reranker=None) -> list[tuple[int, int]]:
-    """(hits, queries) of the rerank stage per dev set, each sub-mention reranked as it reads in context."""
+def dev_accuracy(dev, reads, reranker) -> list[tuple[int, int]]:
+    """(hits, queries) of the rerank stage with `reranker` per dev set, each sub-mention reranked as `reads` gives it."""
     out = []
-    for stage, queries, subs, read in dev:
-        if reranker is not None:
-            stage.reranker = reranker
-        flat = [p for parts in subs for p in parts]
-        answers = stage._reranked([r for rs in read for r in rs], stage.candidates(flat), 1)
+    for (stage, queries, subs), read in zip(dev, reads):
+        stage.reranker = reranker
+        answers = stage._reranked([r for rs in read for r in rs], stage.candidates([p for parts in subs for p in parts]), 1)
         hits, at = 0, 0
         for q, parts in zip(queries, subs):
             hits += score_query(q, parts, answers[at:at + len(parts)]).hit(1)
@@ -82,43 +82,50 @@ def pooled(counts: list[tuple[int, int]]) -> float:
     return 100.0 * sum(h for h, _ in counts) / sum(n for _, n in counts)
 
 
-def run(args, names: NameSet, retriever: DenseLinker, texts: dict[str, str], words: int) -> dict:
+class Data:
+    """What every run shares: the training mentions with their queries, the examples as the retriever makes them
+    (each mention read alone), and the dev stages with each query's pool retrieved once."""
+
+    def __init__(self, args, names: NameSet, retriever: DenseLinker):
+        datasets = [str(args.data / d) for d in DATASETS]
+        alias = concept_alias(names)
+        self.train = [(query, names.normalizer(part), ids) for dataset in datasets
+                      for query, pairs in usable_queries(dataset, "train", alias)[0] for part, ids in pairs]
+        self.examples, self.counts = rerank_examples(retriever, names, [(m, ids) for _, m, ids in self.train],
+                                                     DEFAULT_EXAMPLE_SIZE)
+        self.synonyms, _ = synonym_examples(retriever, names, len(self.examples), DEFAULT_EXAMPLE_SIZE, args.seed)
+        # the stages' reranker is set by each score (dev_accuracy)
+        self.dev = [(stage, queries, [[names.normalizer(p) for p in split_composite(q.text)] for q in queries])
+                    for stage, queries in dev_stages(retriever, names, datasets, None, args.depth)]
+
+
+def run(args, data: Data, contexts: Contexts, words: int, rng_state) -> dict:
     began = time.perf_counter()
+    torch.set_rng_state(rng_state)  # the model's head starts alike whichever runs came before
     workdir = args.workdir / f"words-{words}"
     shutil.rmtree(workdir, ignore_errors=True)  # a fresh run: train_stage would otherwise take a finished one as done
-    contexts = Contexts(texts, names.normalizer, words)
-    datasets = [str(args.data / d) for d in DATASETS]
-    alias = {i: ids[0] for ids in names.concept_ids for i in ids}
-    mentions, read_as = [], {}
-    for dataset in datasets:
-        for query, pairs in usable_queries(dataset, "train", alias)[0]:
-            for part, ids in pairs:
-                mention = names.normalizer(part)
-                mentions.append((mention, ids))
-                read_as.setdefault(mention, contexts(query, mention))
-    examples, counts = rerank_examples(retriever, names, mentions, DEFAULT_EXAMPLE_SIZE)
-    examples = [replace(e, query=read_as[e.query]) for e in examples]
-    synonyms, _ = synonym_examples(retriever, names, len(examples), DEFAULT_EXAMPLE_SIZE, args.seed)
+    read_as = {}
+    for query, mention, _ in data.train:  # a distinct mention reads its first occurrence's context
+        read_as.setdefault(mention, contexts(query, mention, words))
+    examples = [replace(e, query=read_as[e.query]) for e in data.examples]
+    reads = [[[contexts(q, p, words) for p in parts] for q, parts in zip(queries, subs)] for _, queries, subs in data.dev]
     max_length = args.max_length or (64 if words else 32)
     model = CrossEncoder(default_base_checkpoint(), max_length=max_length)
-    dev = []
-    for stage, queries in dev_stages(retriever, names, datasets, CrossEncoderReranker(model), args.depth):
-        subs = [[names.normalizer(p) for p in split_composite(q.text)] for q in queries]
-        dev.append((stage, queries, subs, [[contexts(q, p) for p in parts] for q, parts in zip(queries, subs)]))
+    reranker = CrossEncoderReranker(model)
     config = TrainConfig(epochs=args.epochs, batch_size=DEFAULT_BATCH["cross-encoder"], learning_rate=DEFAULT_LR["cross-encoder"],
                          seed=args.seed, loss="listwise", max_steps=args.max_steps)
-    stats = train_stage(model, "rerank", examples + synonyms, config, workdir, False,
-                        dev_score=lambda: pooled(dev_accuracy(dev)), loss_fn=listwise_loss)
-    kept, fused = KeptScores(dev[0][0].reranker), {}
+    stats = train_stage(model, "rerank", examples + data.synonyms, config, workdir, False,
+                        dev_score=lambda: pooled(dev_accuracy(data.dev, reads, reranker)), loss_fn=listwise_loss)
+    kept, fused = KeptScores(reranker), {}
     for weight in RETRIEVER_WEIGHTS:
         model.retriever_weight = weight
-        fused[weight] = dev_accuracy(dev, kept)
+        fused[weight] = dev_accuracy(data.dev, reads, kept)
     best = max(RETRIEVER_WEIGHTS, key=lambda w: (pooled(fused[w]), -w))
-    row = {"words": words, "max_length": max_length, "mention_examples": len(examples), "synonym_examples": len(synonyms),
+    row = {"words": words, "max_length": max_length, "mention_examples": len(examples), "synonym_examples": len(data.synonyms),
            "dev_alone_by_epoch": [d["score"] for d in stats.get("dev", [])], "weight": best,
            "dev_fused_by_weight": {str(w): pooled(c) for w, c in fused.items()},
            "dev_fused": {d: 100.0 * h / n for d, (h, n) in zip(DATASETS, fused[best])}, "dev_fused_pooled": pooled(fused[best]),
-           "minutes": (time.perf_counter() - began) / 60, "skipped": counts}
+           "minutes": (time.perf_counter() - began) / 60, "skipped": data.counts}
     print(f"words {words}: alone by epoch {', '.join(f'{s:.2f}' for s in row['dev_alone_by_epoch'])}; weight {best:g}: "
           + ", ".join(f"{d} {a:.2f}" for d, a in row["dev_fused"].items()) + f", pooled {row['dev_fused_pooled']:.2f} "
           f"({row['minutes']:.1f} min)", flush=True)
@@ -145,8 +152,9 @@ def main() -> int:
         raise SystemExit(f"rerank_context: {', '.join(missing)} not found under {args.data}")
     names = NameSet.from_names_table(args.names)
     retriever = DenseLinker.build(names, args.retriever)
-    texts = document_texts(args.data)
-    rows = [run(args, names, retriever, texts, words) for words in args.words]
+    data, contexts = Data(args, names, retriever), Contexts(document_texts(args.data), names.normalizer)
+    rng_state = torch.get_rng_state()
+    rows = [run(args, data, contexts, words, rng_state) for words in args.words]
     print("\n| words a side | dev alone by epoch | weight | NCBI dev | BC5CDR dev | pooled dev |\n|---:|---|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['words']} | {', '.join(f'{s:.2f}' for s in r['dev_alone_by_epoch'])} | {r['weight']:g} | "

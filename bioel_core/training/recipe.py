@@ -81,12 +81,17 @@ def training_mentions(dataset: str | Path, split: str, alias: dict[str, str]) ->
     return [pair for _, pairs in queries for pair in pairs], unusable
 
 
+def concept_alias(names: NameSet) -> dict[str, str]:
+    """Every id of the KB -> the first id of its concept (a dataset's ids may be any of a concept's)."""
+    return {i: ids[0] for ids in names.concept_ids for i in ids}
+
+
 def dataset_mentions(names: NameSet, names_dir: str, datasets: list[str], split: str,
                      stage: str) -> tuple[list[tuple[str, list[str]]], int, str]:
     """(normalized (sub-mention, [concept ids]) of every dataset's processed_SPLIT, how many queries could not be
     used, where they came from); data that yields no mention is refused with a line naming `stage`, the inputs and
     why. Mentions are normalized as the names are (and as queries are at link time: Linker.link)."""
-    alias = {i: ids[0] for ids in names.concept_ids for i in ids}
+    alias = concept_alias(names)
     mentions, unusable = [], 0
     for dataset in datasets:
         found, bad = training_mentions(dataset, split, alias)
