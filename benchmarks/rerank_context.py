@@ -22,8 +22,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -31,13 +29,12 @@ from bioel_core.corpora.pubtator import read_pubtator  # noqa: E402
 from bioel_core.evaluation.biosyn_protocol import score_query  # noqa: E402
 from bioel_core.linking.dense import DenseLinker  # noqa: E402
 from bioel_core.linking.rerank import CrossEncoderReranker, KeptScores  # noqa: E402
-from bioel_core.models import CrossEncoder, default_base_checkpoint  # noqa: E402
 from bioel_core.names import NameSet  # noqa: E402
 from bioel_core.text.preprocess import split_composite  # noqa: E402
 from bioel_core.training.loop import TrainConfig  # noqa: E402
 from bioel_core.training.recipe import DEFAULT_BATCH, DEFAULT_LR, concept_alias, train_stage, usable_queries  # noqa: E402
 from bioel_core.training.rerank import (DEFAULT_EXAMPLE_SIZE, RETRIEVER_WEIGHTS, dev_stages, listwise_loss,  # noqa: E402
-                                        rerank_examples, synonym_examples)
+                                        new_cross_encoder, rerank_examples, synonym_examples)
 
 DATASETS = ("ncbi-disease", "bc5cdr-disease")
 CORPORA = ("ncbi-disease/raw_corpus/*.txt", "bc5cdr-corpus/*.PubTator.txt")
@@ -99,9 +96,8 @@ class Data:
                     for stage, queries in dev_stages(retriever, names, datasets, None, args.depth)]
 
 
-def run(args, data: Data, contexts: Contexts, words: int, rng_state) -> dict:
+def run(args, data: Data, contexts: Contexts, words: int) -> dict:
     began = time.perf_counter()
-    torch.set_rng_state(rng_state)  # the model's head starts alike whichever runs came before
     workdir = args.workdir / f"words-{words}"
     shutil.rmtree(workdir, ignore_errors=True)  # a fresh run: train_stage would otherwise take a finished one as done
     read_as = {}
@@ -110,7 +106,7 @@ def run(args, data: Data, contexts: Contexts, words: int, rng_state) -> dict:
     examples = [replace(e, query=read_as[e.query]) for e in data.examples]
     reads = [[[contexts(q, p, words) for p in parts] for q, parts in zip(queries, subs)] for _, queries, subs in data.dev]
     max_length = args.max_length or (64 if words else 32)
-    model = CrossEncoder(default_base_checkpoint(), max_length=max_length)
+    model = new_cross_encoder(None, max_length, "cpu", args.seed)
     reranker = CrossEncoderReranker(model)
     config = TrainConfig(epochs=args.epochs, batch_size=DEFAULT_BATCH["cross-encoder"], learning_rate=DEFAULT_LR["cross-encoder"],
                          seed=args.seed, loss="listwise", max_steps=args.max_steps)
@@ -153,8 +149,7 @@ def main() -> int:
     names = NameSet.from_names_table(args.names)
     retriever = DenseLinker.build(names, args.retriever)
     data, contexts = Data(args, names, retriever), Contexts(document_texts(args.data), names.normalizer)
-    rng_state = torch.get_rng_state()
-    rows = [run(args, data, contexts, words, rng_state) for words in args.words]
+    rows = [run(args, data, contexts, words) for words in args.words]
     print("\n| words a side | dev alone by epoch | weight | NCBI dev | BC5CDR dev | pooled dev |\n|---:|---|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['words']} | {', '.join(f'{s:.2f}' for s in r['dev_alone_by_epoch'])} | {r['weight']:g} | "

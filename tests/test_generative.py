@@ -258,3 +258,15 @@ def test_bioel_train_generative_then_evaluate(tmp_path, tiny_bert, capsys):
     scores = json.loads((out / "card.json").read_text())["scores"]
     assert set(scores) == {"adr/dev", "adr/dev/rerank"}
     assert "| adr | dev | reranker |" in (out / "MODEL_CARD.md").read_text()
+
+
+def test_a_fresh_model_draws_its_random_weights_from_the_seed(tiny_bert):
+    """The decoder's cross-attention starts random: from the seed, not from what the process ran before."""
+    from bioel_core.training.generative import new_model
+
+    states = []
+    for global_seed, seed in ((1, 0), (2, 0), (1, 1)):
+        torch.manual_seed(global_seed)
+        states.append(new_model(str(tiny_bert), 1, True, "cpu", seed).state_dict())
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+    assert not all(torch.equal(states[0][k], states[2][k]) for k in states[0])

@@ -282,3 +282,21 @@ def test_a_reranker_retrained_on_traindev_keeps_the_retriever_weight_it_is_given
     for encoder, weight in (("cross-encoder", "-1"), ("rescnn", "20")):
         assert cli.main([*common, "--encoder", encoder, "--retriever-weight", weight, "--output", str(tmp_path / "x")]) == 2
         assert "--retriever-weight" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_models_trained_from_scratch_draw_their_random_weights_from_the_seed(tiny_bert):
+    """`bioel train --seed S` twice gives one model: the weights that start random do not depend on what the process
+    ran before (here: another global torch seed)."""
+    from bioel_core.training.recipe import new_encoder
+    from bioel_core.training.rerank import new_cross_encoder
+
+    def state(make, seed):
+        torch.manual_seed(100 + seed)
+        first = make(seed).state_dict()
+        torch.manual_seed(200 + seed)
+        return first, make(seed).state_dict()
+
+    for make in (lambda seed: new_cross_encoder(str(tiny_bert), 24, "cpu", seed),
+                 lambda seed: new_encoder("rescnn", str(tiny_bert), None, "cpu", seed)):
+        (a, b), (c, _) = state(make, 0), state(make, 1)
+        assert all(torch.equal(a[k], b[k]) for k in a) and not all(torch.equal(a[k], c[k]) for k in a)

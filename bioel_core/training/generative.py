@@ -119,11 +119,13 @@ def kb_names(names_dir: str) -> tuple[NameSet, dict[str, list[str]], dict[str, s
     return names, by_concept, definitions
 
 
-def new_model(init: str | None, decoder_layers: int, prompt: bool, device: str) -> GenerativeModel:
-    """A generative model folder to train further, or a fresh one warm-started from an HF BERT checkpoint."""
+def new_model(init: str | None, decoder_layers: int, prompt: bool, device: str, seed: int = 0) -> GenerativeModel:
+    """A generative model folder to train further, or a fresh one warm-started from an HF BERT checkpoint (the
+    weights that start random, the decoder's cross-attention, drawn from `seed`)."""
     if init and (Path(init) / CONFIG_FILE).is_file():
         read_config(init, GenerativeModel.encoder_type)
         return load_encoder(init, device).train()
+    torch.manual_seed(seed)
     return GenerativeModel(Path(init) if init else default_base_checkpoint(), decoder_layers=decoder_layers,
                            prompt=prompt).to(device)
 
@@ -143,7 +145,7 @@ def run_generative_training(*, names_dir: str, output: str, retriever_model: str
     out, workdir = Path(output), Path(output) / "_train"
     began = time.perf_counter()
     names, by_concept, definitions = kb_names(names_dir)
-    model = new_model(init, decoder_layers, prompt, device)
+    model = new_model(init, decoder_layers, prompt, device, next(c.seed for c in (pretrain, finetune, TrainConfig()) if c is not None))
     for stage in ("finetune", "pretrain"):  # a restarted run continues from the last finished stage's weights
         if (workdir / stage / "done.json").is_file():
             model.load_state_dict(load_encoder(workdir / stage / "model", device).state_dict())

@@ -38,14 +38,16 @@ FINETUNE_MIN_STEPS, DEV_EVERY_STEPS = 1500, 200
 DEFAULT_BATCH = {"transformer": 128, "rescnn": 128, "cross-encoder": 8, "generative": 32}
 
 
-def new_encoder(kind: str, init: str | None, pooling: str | None, device: str) -> Encoder:
-    """A fresh encoder: `init` is a bioel model folder (continue training it) or an HF checkpoint."""
+def new_encoder(kind: str, init: str | None, pooling: str | None, device: str, seed: int = 0) -> Encoder:
+    """A fresh encoder: `init` is a bioel model folder (continue training it) or an HF checkpoint; the weights
+    that start random (a ResCNN's, a pooling head's) are drawn from `seed`."""
     if init and (Path(init) / CONFIG_FILE).is_file():
         encoder = load_encoder(init, device)
         if not isinstance(encoder, Encoder):
             raise ValueError(f"--init {init}: a {encoder.encoder_type} is not trained as one; train its members")
         return encoder
     base = Path(init) if init else default_base_checkpoint()
+    torch.manual_seed(seed)
     if kind == "transformer":
         return TransformerEncoder(base, pooling=pooling or "cls").to(device)
     if kind == "rescnn":
@@ -152,7 +154,7 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
     for name, ids in zip(names.names, names.concept_ids):
         by_concept.setdefault(ids[0], []).append(name)
 
-    encoder = new_encoder(encoder_kind, init, pooling, device)
+    encoder = new_encoder(encoder_kind, init, pooling, device, next(c.seed for c in (align, finetune, TrainConfig()) if c is not None))
     # a restarted run continues from the last finished stage's weights
     for stage in ("finetune", "align"):
         if (workdir / stage / "done.json").is_file():

@@ -80,6 +80,12 @@ def synonym_examples(retriever: Linker, names: NameSet, count: int, size: int, s
     return rerank_examples(retriever, names, [(rng.choice(ns), [ids[0]]) for ids, ns in picked], size, hide_query=True)
 
 
+def new_cross_encoder(init: str | None, max_length: int, device: str, seed: int) -> CrossEncoder:
+    """A cross-encoder to train from an HF checkpoint (default the packaged MiniLM), its head drawn from `seed`."""
+    torch.manual_seed(seed)
+    return CrossEncoder(Path(init) if init else default_base_checkpoint(), max_length=max_length).to(device)
+
+
 def listwise_loss(model: CrossEncoder, batch: list[RerankExample]) -> torch.Tensor:
     """Mean cross-entropy of each example's gold concept among its candidates."""
     pairs = [(e.query, concept_text(c)) for e in batch for c in e.candidates]
@@ -170,7 +176,7 @@ def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, 
                                                 example_size, config.seed)
     examples += synonyms
     counts["synonym_examples"] = synonym_counts["examples"]
-    model = CrossEncoder(Path(init) if init else default_base_checkpoint(), max_length=max_length).to(device)
+    model = new_cross_encoder(init, max_length, device, config.seed)
     if (workdir / "rerank" / "done.json").is_file():
         model.load_state_dict(load_encoder(workdir / "rerank" / "model", device).state_dict())
     # dev chooses the epoch and the retriever's weight, only when dev is not trained on
