@@ -27,22 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bioel_core.corpora import read_query_folder  # noqa: E402
+from benchmarks.biosyn_sets import DATASETS, missing_datasets, split_data  # noqa: E402
 from bioel_core.evaluation import evaluate  # noqa: E402
-from bioel_core.linking import NameSet  # noqa: E402
 from bioel_core.linking.dense import DenseLinker  # noqa: E402
 from bioel_core.linking.generative import GenerativeLinker, GenerativeReranker, open_generative  # noqa: E402
 from bioel_core.linking.rerank import RerankLinker  # noqa: E402
 from bioel_core.models import open_model  # noqa: E402
-
-DATASETS = ("ncbi-disease", "bc5cdr-disease")
-
-
-def split_data(data: Path, dataset: str, split: str, limit: int = 0) -> tuple[NameSet, list]:
-    """The split's dictionary and its queries with a concept (the first `limit` of them, for a quick look)."""
-    names = NameSet.from_biosyn(data / dataset / f"{split}_dictionary.txt")
-    queries = [q for q in read_query_folder(data / dataset / f"processed_{split}") if q.concept_ids]
-    return names, queries[:limit] if limit else queries
 
 
 def scored(label: str, linker, queries: list, dataset: str, split: str, k: int, record_in: str | None = None) -> dict:
@@ -152,9 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
     args = parser.parse_args(argv)
-    missing = [d for d in DATASETS if not (args.data / d).is_dir()]
-    if missing:
-        print(f"error: {args.data}: missing {', '.join(missing)}", file=sys.stderr)
+    problem = missing_datasets(args.data)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     model = open_generative(args.model, args.device)
     speed = decoding_speed(args, model) if args.speed_mentions else {}

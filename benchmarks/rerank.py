@@ -21,14 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bioel_core.corpora import read_query_folder  # noqa: E402
+from benchmarks.biosyn_sets import DATASETS, missing_datasets, split_data  # noqa: E402
 from bioel_core.evaluation import evaluate  # noqa: E402
-from bioel_core.linking import NameSet  # noqa: E402
 from bioel_core.linking.dense import DenseLinker  # noqa: E402
 from bioel_core.linking.rerank import RerankLinker, open_reranker  # noqa: E402
 from bioel_core.models import open_model  # noqa: E402
-
-DATASETS = ("ncbi-disease", "bc5cdr-disease")
 
 
 def run(data: Path, retrievers: list[str], reranker_dir: str, splits: list[str], depth: int, k: int, device: str) -> list[dict]:
@@ -38,8 +35,7 @@ def run(data: Path, retrievers: list[str], reranker_dir: str, splits: list[str],
         encoder = open_model(retriever, device=device)
         for dataset in DATASETS:
             for split in splits:
-                names = NameSet.from_biosyn(data / dataset / f"{split}_dictionary.txt")
-                queries = [q for q in read_query_folder(data / dataset / f"processed_{split}") if q.concept_ids]
+                names, queries = split_data(data, dataset, split)
                 dense = DenseLinker(names, encoder, retriever)
                 for label, linker in (("retriever", dense), (f"+ reranker (depth {depth})", RerankLinker(names, dense, reranker, reranker_dir, depth))):
                     scores, _ = evaluate(linker, queries, k)
@@ -77,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
     args = parser.parse_args(argv)
-    missing = [d for d in DATASETS if not (args.data / d).is_dir()]
-    if missing:
-        print(f"error: {args.data}: missing {', '.join(missing)}", file=sys.stderr)
+    problem = missing_datasets(args.data)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     rows = run(args.data, args.retriever, args.reranker, args.splits, args.depth, args.k, args.device)
     args.reranker = os.path.relpath(args.reranker, ROOT)

@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.biosyn_sets import DATASETS, missing_datasets  # noqa: E402
 from bioel_core.corpora.pubtator import read_pubtator  # noqa: E402
 from bioel_core.evaluation.biosyn_protocol import score_query  # noqa: E402
 from bioel_core.linking.dense import DenseLinker  # noqa: E402
@@ -36,7 +37,6 @@ from bioel_core.training.recipe import DEFAULT_BATCH, DEFAULT_LR, concept_alias,
 from bioel_core.training.rerank import (DEFAULT_EXAMPLE_SIZE, RETRIEVER_WEIGHTS, dev_stages, listwise_loss,  # noqa: E402
                                         new_cross_encoder, rerank_examples, synonym_examples)
 
-DATASETS = ("ncbi-disease", "bc5cdr-disease")
 CORPORA = ("ncbi-disease/raw_corpus/*.txt", "bc5cdr-corpus/*.PubTator.txt")
 
 
@@ -143,9 +143,9 @@ def main() -> int:
     ap.add_argument("--workdir", type=Path, default=Path(".bench/rerank_context"))
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    missing = [d for d in DATASETS if not (args.data / d).is_dir()]
-    if missing:
-        raise SystemExit(f"rerank_context: {', '.join(missing)} not found under {args.data}")
+    problem = missing_datasets(args.data)
+    if problem:
+        raise SystemExit(problem)
     names = NameSet.from_names_table(args.names)
     retriever = DenseLinker.build(names, args.retriever)
     data, contexts = Data(args, names, retriever), Contexts(document_texts(args.data), names.normalizer)

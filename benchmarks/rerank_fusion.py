@@ -25,16 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bioel_core.corpora import read_query_folder  # noqa: E402
+from benchmarks.biosyn_sets import DATASETS, missing_datasets, split_data  # noqa: E402
 from bioel_core.evaluation import evaluate  # noqa: E402
-from bioel_core.linking import NameSet  # noqa: E402
 from bioel_core.linking.dense import DenseLinker  # noqa: E402
 from bioel_core.linking.rerank import KeptPools, KeptScores, open_reranker  # noqa: E402
 from bioel_core.linking.rerank_ensemble import RerankerEnsemble  # noqa: E402
 from bioel_core.models import open_model  # noqa: E402
 from bioel_core.training.rerank import RETRIEVER_WEIGHTS  # noqa: E402
 
-DATASETS = ("ncbi-disease", "bc5cdr-disease")
 MEMBER_WEIGHTS = (0.5, 1.0, 2.0, 5.0, 10.0)
 
 
@@ -58,8 +56,7 @@ def run(data: Path, members: list[str], retriever: str, depth: int, device: str)
     encoder = open_model(retriever, device=device)
     stages = {}
     for dataset, split in itertools.product(DATASETS, ("dev", "test")):
-        names = NameSet.from_biosyn(data / dataset / f"{split}_dictionary.txt")
-        queries = [q for q in read_query_folder(data / dataset / f"processed_{split}") if q.concept_ids]
+        names, queries = split_data(data, dataset, split)
         stages[dataset, split] = (KeptPools(names, DenseLinker(names, encoder, retriever), kept[0], "(fusion)", depth), queries)
     ensemble = RerankerEnsemble(kept, [1.0] * len(kept), 0.0, members)
     grid = []
@@ -116,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if len(args.member) < 2:
         parser.error("--member: give two or more reranker folders")
-    missing = [d for d in DATASETS if not (args.data / d).is_dir()]
-    if missing:
-        print(f"error: {args.data}: missing {', '.join(missing)}", file=sys.stderr)
+    problem = missing_datasets(args.data)
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     results = [run(args.data, args.member, retriever, args.depth, args.device) for retriever in args.retriever]
     args.member = [os.path.relpath(m, ROOT) for m in args.member]
