@@ -259,7 +259,9 @@ class WriteLinkedShardFn(beam.DoFn):
         if self.output_format != "parquet":
             linked = as_linked_documents(documents.to_pylist(), annotations.to_pylist(), self.id_prefix)
             path = fs.join(self.root, self.output_format, shard_name(shard, self.num_shards, INTERCHANGE_SUFFIX[self.output_format]))
-            fs.write(path, write_interchange(linked, self.output_format).encode())
+            text = write_interchange(linked, self.output_format)
+            if text:  # a PubTator part of no document would be an empty file, which every PubTator reader refuses
+                fs.write(path, text.encode())
         # this shard's spill files are read: freeing them now keeps `_spill` from holding a second copy of the run
         delete_files([part for table_parts in parts.values() for part in table_parts if isinstance(part, str)])
         yield shard

@@ -223,7 +223,7 @@ def test_link_writes_every_interchange_format_from_plain_text_and_reads_it_back(
     else:
         assert per_line["counts"]["documents"]["linked"] == 2 and not dead
     rows = table(out, "annotations")
-    files = sorted(str(f) for f in (data_root(out) / output_format).iterdir() if f.stat().st_size)  # a shard without documents is empty
+    files = sorted(str(f) for f in (data_root(out) / output_format).iterdir())  # a shard without documents writes none
     written = [d for d in read_documents(files, output_format)]
     assert all(isinstance(d, Document) for d in written)
     texts = {d.doc_id: d.text for d in written}
@@ -656,3 +656,31 @@ def test_a_large_pubmed_xml_file_read_in_article_ranges_links_to_the_same_bytes(
     ranged = linked(tmp_path / "ranged")
     assert table(tmp_path / "whole", "dead_letter") and ranged["counts"] == whole["counts"]
     assert table_bytes(tmp_path / "ranged") == table_bytes(tmp_path / "whole")
+
+
+def test_a_shard_without_documents_writes_no_empty_pubtator_part(chain, corpus, tmp_path):
+    """Two documents over four shards leave shards with no document. Their PubTator part was an empty file, which
+    every PubTator reader refuses ("empty file"): --single-file crashed merging the parts ("cannot merge a part
+    that does not read back as documents"), and a link output given as PubTator --input dead-lettered each empty
+    part. A job whose every document is dead-lettered hit the same crash instead of the "no rows" refusal."""
+    from bioel_core.guards import EmptyOutputError
+
+    _, docs = corpus
+    two = tmp_path / "two.pubtator"
+    with open(two, "w") as fh:
+        write_pubtator(docs[:2], fh)
+    manifest = run(chain, [two], tmp_path / "one", output_format="pubtator", single_file=True, num_shards=4)
+    assert manifest["counts"]["documents"]["linked"] == 2
+    merged = data_root(tmp_path / "one") / "pubtator" / "linked.pubtator"
+    assert [d.doc_id for d in read_pubtator(merged)] == sorted(d.doc_id for d in docs[:2])
+    parts = run(chain, [two], tmp_path / "parts", output_format="pubtator", num_shards=4)
+    files = sorted((data_root(tmp_path / "parts") / "pubtator").iterdir())
+    assert parts["outputs"]["pubtator"]["files"] == [f"pubtator/{f.name}" for f in files]
+    assert 1 <= len(files) <= 2 and all(f.stat().st_size for f in files)
+    again = link_corpus.run([str(tmp_path / "parts")], "pubtator", str(tmp_path / "relinked"), spec(chain, detect=False),
+                            pipeline_options([]))
+    assert again["counts"]["records"]["dead_lettered"] == 0 and again["counts"]["documents"]["linked"] == 2
+    bad = tmp_path / "bad.pubtator"
+    bad.write_text("1|t|Gout.\n1\t0\t9\tnot there\tDisease\tD1\n\n")
+    with pytest.raises(EmptyOutputError, match="no rows"):
+        run(chain, [bad], tmp_path / "none", output_format="pubtator", single_file=True, num_shards=2)
