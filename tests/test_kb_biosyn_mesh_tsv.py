@@ -147,3 +147,22 @@ def test_medic_html_entities_are_unescaped(tmp_path):
     path.write_text("D010300||Parkinson Disease|Parkinson&apos;s Disease|Lewy &amp; Body\n")
     _, names, dead, _ = split(get_reader("medic-biosyn").read([str(path)]))
     assert [n.name for n in names] == ["Parkinson Disease", "Parkinson's Disease", "Lewy & Body"] and dead == []
+
+
+def test_a_umls_cui_is_not_taken_for_a_mesh_id(tmp_path):
+    # MeSH record UIs are D or C followed by 6 or 9 digits (D000001, D000086382, C000002, C000657245); a UMLS CUI
+    # is C followed by 7 (C0011849). A dictionary of CUIs (no --vocabulary) had every CUI labelled MESH, its alt
+    # CUIs written `MESH:C...`, so `--id-prefix vocabulary` wrote MESH:C0011849 for a UMLS concept
+    path = tmp_path / "cuis.txt"
+    path.write_text("C0011849|C0011860||diabetes mellitus\nUMLS:C0004096||asthma\nD000086382||COVID-19\n"
+                    "C000657245||COVID-19 drug treatment\nC000002||bevonium\n")
+    concepts, _, dead, _ = split(BioSynDictionaryReader().read([str(path)]))
+    assert dead == []
+    assert [(c.concept_id, c.vocabulary, c.alt_ids) for c in concepts] == [
+        ("C0011849", "LOCAL", ("LOCAL:C0011860",)), ("C0004096", "UMLS", ()), ("D000086382", "MESH", ()),
+        ("C000657245", "MESH", ()), ("C000002", "MESH", ())]
+    # readers that admit MeSH ids only dead-letter the CUI instead of taking it for MeSH
+    medic = tmp_path / "medic.txt"
+    medic.write_text("C0011849||diabetes mellitus\nD003920||Diabetes Mellitus\n")
+    concepts, _, dead, _ = split(get_reader("medic-biosyn").read([str(medic)]))
+    assert [c.concept_id for c in concepts] == ["D003920"] and [d.location for d in dead] == ["line 1"]

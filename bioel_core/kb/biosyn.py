@@ -20,12 +20,12 @@ from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
 from bioel_core.kb.io import Opener, ReaderContext, parse_lines
-from bioel_core.kb.vocab import MESH, medic_vocabulary, mesh_first, split_prefix
+from bioel_core.kb.vocab import MESH, MESH_UI, medic_vocabulary, mesh_first, split_prefix
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 # MeSH descriptor/supplementary ids or OMIM numbers, optionally prefixed (BioSyn strips the prefixes);
 # MEDIC's root concept "Diseases" has the bare MeSH category id C.
-MEDIC_ID = re.compile(r"(?:MESH:)?(?:[CD]\d{6,9}|C)|(?:OMIM:)?\d{6}")
+MEDIC_ID = re.compile(rf"(?:MESH:)?(?:{MESH_UI}|C)|(?:OMIM:)?\d{{6}}")
 LOCAL = "LOCAL"  # the vocabulary of a dictionary id that names none
 
 

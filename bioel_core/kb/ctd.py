@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
 from bioel_core.kb.io import FileRange, Input, Opener, ReaderContext, input_path, iter_lines, split_lines
-from bioel_core.kb.vocab import MESH, medic_vocabulary
+from bioel_core.kb.vocab import MESH, MESH_UI, medic_vocabulary
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 # every column CTD has used for a concept's synonyms; those a file has are all read
@@ -142,7 +142,7 @@ class CtdReader(KBReader):
 class CtdDiseasesReader(CtdReader):
     kb = "ctd-diseases"
     # the prefix is optional so that the stored (bare) ids match the pattern the quality suite checks
-    id_pattern = re.compile(r"(?:MESH:)?[CD]\d{6,9}|(?:OMIM:)?\d{6}")
+    id_pattern = re.compile(rf"(?:MESH:)?{MESH_UI}|(?:OMIM:)?\d{{6}}")
     layouts = (["DiseaseName", "DiseaseID", "AltDiseaseIDs", "Definition", "ParentIDs", "TreeNumbers",
                 "ParentTreeNumbers", "Synonyms", "SlimMappings"],
                ["DiseaseName", "DiseaseID", "AltDiseaseIDs", "Definition", "ParentIDs", "TreeNumbers",
@@ -152,7 +152,7 @@ class CtdDiseasesReader(CtdReader):
 
 class CtdChemicalsReader(CtdReader):
     kb = "ctd-chemicals"
-    id_pattern = re.compile(r"(?:MESH:)?[CD]\d{6,9}")
+    id_pattern = re.compile(rf"(?:MESH:)?{MESH_UI}")
     layouts = (["ChemicalName", "ChemicalID", "CasRN", "Definition", "ParentIDs", "TreeNumbers", "ParentTreeNumbers",
                 "Synonyms"],
                ["ChemicalName", "ChemicalID", "CasRN", "PubChemCID", "PubChemSID", "DTXSID", "InChIKey", "Definition",

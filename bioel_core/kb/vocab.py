@@ -14,8 +14,10 @@ MESH, OMIM, UMLS, SNOMEDCT = "MESH", "OMIM", "UMLS", "SNOMEDCT"
 KNOWN = (MESH, OMIM, UMLS, SNOMEDCT)
 _PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(.+)")
 _KNOWN_PREFIX = re.compile(rf"^(?:{'|'.join(KNOWN)}):", re.IGNORECASE)
-# MeSH descriptors (D), supplementary concepts (C) and MEDIC's root "Diseases" (the bare category C); OMIM numbers
-MESH_ID = re.compile(r"[CD]\d{6,9}|C")
+# MeSH record UIs: descriptors (D) and supplementary concepts (C), 6 or 9 digits (D000001, D000086382); never 7,
+# which is a UMLS CUI's shape (C0011849). MESH_ID adds MEDIC's root "Diseases" (the bare category C). OMIM numbers
+MESH_UI = r"[CD](?:\d{6}|\d{9})"
+MESH_ID = re.compile(rf"{MESH_UI}|C")
 OMIM_ID = re.compile(r"\d{6}")
 
 
