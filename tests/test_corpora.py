@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,24 @@ def test_pubtator_round_trip_is_byte_identical(tmp_path):
     # the id column is written as read ("+" composites included), so the file comes back byte for byte
     assert out.read_text() == (FIXTURES / "sample.pubtator").read_text()
     assert read_pubtator(out) == docs
+
+
+
+def test_pubtator_gold_with_a_byte_order_mark_crlf_or_gzip_reads_as_link_reads_it(tmp_path):
+    """read_pubtator (evaluate-e2e --gold/--pred, calibrate-nil --gold, train --train-corpus) opened the file as
+    plain UTF-8 text: a byte-order mark (a gold file saved by a Windows editor) stuck to the first PMID, so
+    evaluate-e2e failed ("document 1000001 starts before document \ufeff1000001 ended") or, with one document, scored
+    it under another id; a gzipped gold file failed to decode. `bioel link` reads the same files."""
+    from bioel_core.corpora import read_documents
+
+    raw = (FIXTURES / "sample.pubtator").read_bytes()
+    expected = read_pubtator(FIXTURES / "sample.pubtator")
+    variants = {"bom.pubtator": b"\xef\xbb\xbf" + raw, "crlf.pubtator": b"\xef\xbb\xbf" + raw.replace(b"\n", b"\r\n"),
+                "gold.pubtator.gz": gzip.compress(b"\xef\xbb\xbf" + raw)}
+    for name, data in variants.items():
+        (tmp_path / name).write_bytes(data)
+        assert read_pubtator(tmp_path / name) == expected, name
+        assert list(read_documents([str(tmp_path / name)], "pubtator")) == expected, name
 
 
 @pytest.mark.parametrize("lines, reason", [
