@@ -100,11 +100,28 @@ def test_bioc_xml_reads_bc5cdr_layout():
     assert doc.text == read_pubtator(FIXTURES / "sample.pubtator")[0].text
     ids = [m.concept_ids for m in doc.mentions]
     assert ids == [("D015738",), ("D003693",), ("D006470", "D003556"), (), ("D007859", "D008569")]
-    disc = doc.mentions[-1]  # two locations: one span from first start to last end
-    assert (disc.start, disc.end, disc.text) == (94, 124, "learning impairment")
+    disc = doc.mentions[-1]  # two locations: one span from first start to last end, linked by its own text
+    assert (disc.start, disc.end, disc.text, disc.link_text) == (94, 124, "learning and memory impairment", "learning impairment")
     rel = doc.relations[0]
     assert (rel.kind, rel.args, rel.roles) == ("CID", ("D015738", "D003693"), ("Chemical", "Disease"))
 
+
+@pytest.mark.parametrize("fmt", ["xml", "json"])
+def test_bioc_discontinuous_annotation_keeps_its_document_linkable_and_writable(tmp_path, fmt):
+    """A discontinuous annotation (BC5CDR's BioC release states a composite's individual mention with two
+    locations) became a mention whose text was not the text of its span: `bioel link --mentions given` dead-lettered
+    its whole document ("does not match the text there"), and a document written back to BioC did not read again."""
+    from bioel_core.linking.annotate import check_document
+
+    (doc,) = read_bioc_xml(FIXTURES / "sample.bioc.xml")
+    assert all(doc.text[m.start:m.end] == m.text for m in doc.mentions)
+    assert check_document(doc, detect=False) == doc.text
+    path = tmp_path / f"out.{fmt}"
+    write, read = (write_bioc_xml, read_bioc_xml) if fmt == "xml" else (write_bioc_json, read_bioc_json)
+    write([doc], path)
+    (again,) = read(path)
+    assert [(m.start, m.end, m.text, m.concept_ids) for m in again.mentions] == \
+        [(m.start, m.end, m.text, m.concept_ids) for m in doc.mentions]
 
 def test_bioc_json_reads_pubtator_central_layout():
     (doc,) = read_bioc_json(FIXTURES / "sample.bioc.json")

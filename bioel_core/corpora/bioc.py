@@ -14,7 +14,8 @@ JSON lines).
 
 Concept ids come from the first annotation infon among `id_keys` (`identifier` in PubTator Central,
 `MESH` in the BC5CDR release), kept verbatim (`Mention.id_field`) and split like PubTator ids. An annotation
-with several locations (a discontinuous mention) gets the span from its first start to its last end.
+with several locations (a discontinuous mention) gets the span from its first start to its last end, that span's
+text, and its own text as `Mention.link_text` (what it is linked by).
 
 The `bioc` package (PyPI) reads and writes these layouts too, but it is not used here: its loaders fail the
 whole collection on one bad document (ValueError on one bad offset) and refuse the API envelope and bare
@@ -113,9 +114,11 @@ def _mention(a: dict, doc_id: str, full: str, source: str, where: str, id_keys: 
     id_field = infons[id_key] if id_key else ""
     parts = tuple(x for x in infons.get("parts", "").split("|") if x)
     rest = tuple((k, v) for k, v in infons.items() if k not in ("type", "parts", id_key))
-    return Mention(text=full[start:end] if len(locs) == 1 else text, doc_id=doc_id, start=start, end=end,
+    # a discontinuous mention's text is its span's, as every mention's; the annotation's own text is what it links by
+    link_text = text if len(locs) > 1 and text and text != full[start:end] else ""
+    return Mention(text=full[start:end], doc_id=doc_id, start=start, end=end,
                    entity_type=infons.get("type", ""), concept_ids=split_ids(id_field), parts=parts,
-                   ann_id=str(a.get("id", "")), id_field=id_field, infons=rest)
+                   ann_id=str(a.get("id", "")), link_text=link_text, id_field=id_field, infons=rest)
 
 
 def _relation(r: dict) -> Relation:
