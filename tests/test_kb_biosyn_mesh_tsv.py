@@ -166,3 +166,25 @@ def test_a_umls_cui_is_not_taken_for_a_mesh_id(tmp_path):
     medic.write_text("C0011849||diabetes mellitus\nD003920||Diabetes Mellitus\n")
     concepts, _, dead, _ = split(get_reader("medic-biosyn").read([str(medic)]))
     assert [c.concept_id for c in concepts] == ["D003920"] and [d.location for d in dead] == ["line 1"]
+
+
+def test_ids_of_other_vocabularies_keep_their_prefix_and_never_collide(tmp_path):
+    # HP:0000118 and MP:0000118 are two concepts. Stored without their prefix ('0000118') they were one: MP's
+    # concept was never written and its names became HP's synonyms; and as scoring keeps such prefixes
+    # (plain_id('HP:0000118') == 'HP:0000118'), gold 'HP:0000118' never matched the stored '0000118'
+    from bioel_core.kb.vocab import plain_id, qualify
+
+    path = tmp_path / "ontologies.txt"
+    path.write_text("HP:0000118||Phenotypic abnormality\nMP:0000118||abnormal cell morphology\n"
+                    "DOID:0060135|HP:0000119||abdominal cancer\nOMIM:123||short omim\nUMLS:C0004096||asthma\n")
+    concepts, names, dead, _ = split(BioSynDictionaryReader().read([str(path)]))
+    assert dead == []
+    assert [(c.concept_id, c.vocabulary, c.alt_ids) for c in concepts] == [
+        ("HP:0000118", "HP", ()), ("MP:0000118", "MP", ()), ("DOID:0060135", "DOID", ("HP:0000119",)),
+        ("123", "OMIM", ()), ("C0004096", "UMLS", ())]
+    assert [(n.concept_id, n.name) for n in names][:2] == [("HP:0000118", "Phenotypic abnormality"),
+                                                           ("MP:0000118", "abnormal cell morphology")]
+    assert all(plain_id(c.concept_id) == c.concept_id for c in concepts[:3])
+    # the qualified form (--id-prefix vocabulary, alt ids) writes such an id once, as it is
+    assert [qualify(c.vocabulary, c.concept_id) for c in concepts] == [
+        "HP:0000118", "MP:0000118", "DOID:0060135", "OMIM:123", "UMLS:C0004096"]

@@ -6,8 +6,9 @@ whatever the order on the line (some lines list the OMIM id first); the other id
 
 A dictionary (`biosyn-dict`) takes ids of any scheme. Its vocabulary is declared (`vocabulary="SNOMEDCT"`:
 every id of the file is in it; a written `SNOMEDCT:` prefix is dropped) or, by default, read from each id:
-MeSH and OMIM ids by their shape (MeSH first, as in MEDIC), other ids by a `VOCAB:` prefix, and an id with
-neither is in the dictionary's own vocabulary `LOCAL`. A composite line (`D008581+D012008||recurrent
+MeSH and OMIM ids by their shape (MeSH first, as in MEDIC), other ids by a `VOCAB:` prefix (dropped for UMLS,
+SNOMEDCT, OMIM and MESH, part of the id otherwise: `HP:0000118`), and an id with neither is in the dictionary's own
+vocabulary `LOCAL`. A composite line (`D008581+D012008||recurrent
 meningitis`, BioSyn's composite mentions) gives its name to each of its concepts: BioSyn's evaluation counts
 a name right when any of its ids is gold, and a name linked to several concepts keeps all their ids.
 """
@@ -20,7 +21,7 @@ from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
 from bioel_core.kb.io import Opener, ReaderContext, parse_lines
-from bioel_core.kb.vocab import MESH, MESH_UI, medic_vocabulary, mesh_first, split_prefix
+from bioel_core.kb.vocab import MESH, MESH_UI, medic_vocabulary, mesh_first, split_prefix, vocabulary_of
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 # MeSH descriptor/supplementary ids or OMIM numbers, optionally prefixed (BioSyn strips the prefixes);
@@ -66,8 +67,8 @@ class BioSynDictionaryReader(KBReader):
         if self.vocabulary:
             prefix, bare = split_prefix(raw_id)
             return self.vocabulary, bare if prefix == self.vocabulary else raw_id
-        prefix, bare = split_prefix(raw_id)
-        return medic_vocabulary(raw_id) or ((prefix, bare) if prefix else (LOCAL, raw_id))
+        prefix, concept_id = vocabulary_of(raw_id)
+        return medic_vocabulary(raw_id) or ((prefix, concept_id) if prefix else (LOCAL, raw_id))
 
     def _parse(self, ctx: ReaderContext, seen: set[str], lineno: int, line: str) -> Iterator[KBItem]:
         ids_field, sep, name = line.partition("||")

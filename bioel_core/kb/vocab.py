@@ -22,14 +22,23 @@ OMIM_ID = re.compile(r"\d{6}")
 
 
 def qualify(vocabulary: str, concept_id: str) -> str:
-    """`MESH`, `D003920` -> `MESH:D003920`."""
-    return f"{vocabulary}:{concept_id}"
+    """`MESH`, `D003920` -> `MESH:D003920`; an id that already carries its vocabulary's prefix (`HP:0000118`, see
+    `vocabulary_of`) is returned as it is."""
+    return concept_id if split_prefix(concept_id)[0] == vocabulary.upper() else f"{vocabulary}:{concept_id}"
 
 
 def split_prefix(concept_id: str) -> tuple[str | None, str]:
     """`OMIM:208900` -> ("OMIM", "208900"); an id with no `VOCAB:` prefix -> (None, id)."""
     m = _PREFIX.fullmatch(concept_id)
     return (m.group(1).upper(), m.group(2)) if m else (None, concept_id)
+
+
+def vocabulary_of(concept_id: str) -> tuple[str | None, str]:
+    """(vocabulary, the id as a concepts table stores it) of a prefixed id as written: a known vocabulary's prefix
+    is dropped (`UMLS:C0004096` -> C0004096), any other is part of the id, as scoring (`plain_id`) keeps it
+    (`HP:0000118`: HP and MP number their terms alike); (None, id) without a prefix."""
+    prefix, bare = split_prefix(concept_id)
+    return (prefix, bare) if prefix in KNOWN else (prefix, concept_id if prefix else bare)
 
 
 def plain_id(concept_id: str) -> str:
