@@ -100,5 +100,11 @@ def check_not_empty(manifest: dict, dead_letters: Iterable[str] | Callable[[], I
         return
     sample = list(dead_letters() if callable(dead_letters) else dead_letters)
     reasons = f"; first dead letters: {' | '.join(sample)}" if sample else ""
+    filtered: dict[str, int] = {}  # a reader's filters (a language, a source, inactive rows) may have left nothing
+    for source in manifest.get("inputs", []):
+        for why, n in (source.get("skipped_by_filter") or {}).items():
+            filtered[why] = filtered.get(why, 0) + n
+    if filtered:
+        reasons += "; filtered: " + ", ".join(f"{why} ({n:,})" for why, n in sorted(filtered.items(), key=lambda w: (-w[1], w[0])))
     raise EmptyOutputError(f"no rows: {read:,} input records read, none produced a row "
                            f"(all dead-lettered or filtered); nothing published{reasons}")

@@ -337,3 +337,14 @@ def test_a_large_mesh_xml_read_in_record_ranges_gives_the_whole_files_tables(tmp
     for table in ("concepts", "names", "dead_letter"):
         assert ([f.read_bytes() for f in sorted((data_root(tmp_path / "ranged") / table).iterdir())]
                 == [f.read_bytes() for f in sorted((data_root(tmp_path / "whole") / table).iterdir())]), table
+
+
+def test_no_rows_names_why_the_records_were_filtered(tmp_path, capsys):
+    # every MRCONSO row was left out by a filter (French rows, English selected by default): the refusal said only
+    # "all dead-lettered or filtered", with no dead letter to name, so nothing told the user which option to change
+    conso = tmp_path / "MRCONSO.RRF"
+    conso.write_text("C0000039|FRE|P|L1|PF|S1|Y|A1||M1|D015060|MSHFRE|MH|D015060|Colfosceril|3|N||\n"
+                     "C0000039|FRE|S|L2|PF|S2|Y|A2||M1|D015060|MSHFRE|EN|D015060|Dipalmitoyllecithine|3|N||\n")
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "umls", "--input", conso, "--output", tmp_path / "kb", "--no-quality")
+    assert code == 3 and len(err.splitlines()) == 1, err
+    assert "no rows: 2 input records read" in err and "filtered: LAT not selected (2)" in err, err
