@@ -51,7 +51,6 @@ def test_pubtator_round_trip_is_byte_identical(tmp_path):
     assert read_pubtator(out) == docs
 
 
-
 def test_pubtator_gold_with_a_byte_order_mark_crlf_or_gzip_reads_as_link_reads_it(tmp_path):
     """read_pubtator (evaluate-e2e --gold/--pred, calibrate-nil --gold, train --train-corpus) opened the file as
     plain UTF-8 text: a byte-order mark (a gold file saved by a Windows editor) stuck to the first PMID, so
@@ -122,6 +121,7 @@ def test_bioc_discontinuous_annotation_keeps_its_document_linkable_and_writable(
     (again,) = read(path)
     assert [(m.start, m.end, m.text, m.concept_ids) for m in again.mentions] == \
         [(m.start, m.end, m.text, m.concept_ids) for m in doc.mentions]
+
 
 def test_bioc_json_reads_pubtator_central_layout():
     (doc,) = read_bioc_json(FIXTURES / "sample.bioc.json")
