@@ -258,3 +258,17 @@ def test_a_gzipped_mrconso_or_mrsty_makes_one_group(tmp_path, monkeypatch):
     assert UmlsReader().input_groups(mixed) == [mixed]
     concepts, _, dead, _ = split(UmlsReader().read(mixed))
     assert len(concepts) == 3 and dead == []
+
+
+def test_the_preferred_name_is_the_english_one_when_several_languages_are_read(tmp_path):
+    # every language has its own TS=P, STT=PF, ISPREF=Y row; UMLS's concept name is the English one. With French
+    # read too and its row first in the file, the French string was the concept's name
+    conso = write(tmp_path / "MRCONSO.RRF",
+                  "C0004096|FRE|P|L0|PF|S0|Y|A0||M1|D001249|MSHFRE|MH|D001249|Asthme|3|N||\n"
+                  "C0004096|ENG|P|L1|PF|S1|Y|A1||M1|D001249|MSH|MH|D001249|Asthma|0|N||\n"
+                  "C0004096|ENG|S|L2|PF|S2|Y|A2||M1|D001249|MSH|EN|D001249|Asthma, Bronchial|0|N||\n"
+                  "C0011849|FRE|P|L3|PF|S3|Y|A3||M2|D003920|MSHFRE|MH|D003920|Diabète|3|N||\n")
+    concepts, names, dead, _ = read([conso], languages=("ENG", "FRE"))
+    assert dead == []
+    assert [(c.concept_id, c.preferred_name) for c in concepts] == [("C0004096", "Asthma"), ("C0011849", "Diabète")]
+    assert names_of(names, "C0004096") == [("Asthme", "synonym"), ("Asthma", "preferred"), ("Asthma, Bronchial", "synonym")]

@@ -62,6 +62,13 @@ def is_preferred(fields: dict[str, str]) -> bool:
     return fields["TS"] == "P" and fields["STT"] == "PF" and fields["ISPREF"] == "Y"
 
 
+def preferred_row(rows: list[Row]) -> Row:
+    """The row of the concept's name: UMLS's preferred name is the English row with TS=P, STT=PF, ISPREF=Y (every
+    language has such a row, and MetamorphoSys need not sort English first); without English, the first such row."""
+    preferred = [row for row in rows if is_preferred(row.fields)]
+    return next((row for row in preferred if row.fields["LAT"] == "ENG"), preferred[0] if preferred else rows[0])
+
+
 def cui_groups(rows: Iterable[Row | DeadLetter]) -> Iterator[list[Row] | DeadLetter]:
     """Consecutive rows of one CUI as a list; dead letters pass through."""
     group: list[Row] = []
@@ -230,7 +237,7 @@ class UmlsReader(KBReader):
             yield Row(lineno, cui, fields)
 
     def _concept(self, cui: str, rows: list[Row], semantic_types: tuple[str, ...], definition: str | None) -> Iterator[KBItem]:
-        preferred = next((row for row in rows if is_preferred(row.fields)), rows[0])
+        preferred = preferred_row(rows)
         yield ConceptRecord(concept_id=cui, kb=self.kb, preferred_name=preferred.fields["STR"],
                             semantic_types=semantic_types, definition=definition, vocabulary=self.vocabulary)
         for row in rows:
