@@ -51,21 +51,34 @@ def test_pubtator_round_trip_is_byte_identical(tmp_path):
     assert read_pubtator(out) == docs
 
 
-def test_pubtator_gold_with_a_byte_order_mark_crlf_or_gzip_reads_as_link_reads_it(tmp_path):
-    """read_pubtator (evaluate-e2e --gold/--pred, calibrate-nil --gold, train --train-corpus) opened the file as
-    plain UTF-8 text: a byte-order mark (a gold file saved by a Windows editor) stuck to the first PMID, so
-    evaluate-e2e failed ("document 1000001 starts before document \ufeff1000001 ended") or, with one document, scored
-    it under another id; a gzipped gold file failed to decode. `bioel link` reads the same files."""
+WHOLE_FILE_READERS = [  # (library reader, fixture, the `bioel link --input-format` that reads it too)
+    ("read_pubtator", "sample.pubtator", "pubtator"), ("read_jsonl", "sample.jsonl", "jsonl"),
+    ("read_bioc_json", "sample.bioc.json", "bioc-json"), ("read_bioc_xml", "sample.bioc.xml", "bioc-xml"),
+    ("iter_dictionary", "biosyn/test_dictionary.txt", None), ("read_query_file", "biosyn/processed_test/1000001.concept", None),
+]
+
+
+@pytest.mark.parametrize("reader, fixture, fmt", WHOLE_FILE_READERS)
+def test_library_readers_read_a_byte_order_mark_crlf_or_gzip_as_the_plain_file(tmp_path, reader, fixture, fmt):
+    """The library readers (evaluate-e2e --gold/--pred, calibrate-nil --gold, train --train-corpus, evaluate --dataset,
+    the Python API) opened files as plain UTF-8 text: a byte-order mark (a file saved by a Windows editor) stuck to
+    the first PMID or concept id, so evaluate-e2e failed ("document 1000001 starts before document \ufeff1000001
+    ended"), a gold id never matched, or the first record did not parse; a gzipped file failed to decode.
+    `bioel link` reads the same files."""
+    import bioel_core.corpora as corpora
     from bioel_core.corpora import read_documents
 
-    raw = (FIXTURES / "sample.pubtator").read_bytes()
-    expected = read_pubtator(FIXTURES / "sample.pubtator")
-    variants = {"bom.pubtator": b"\xef\xbb\xbf" + raw, "crlf.pubtator": b"\xef\xbb\xbf" + raw.replace(b"\n", b"\r\n"),
-                "gold.pubtator.gz": gzip.compress(b"\xef\xbb\xbf" + raw)}
-    for name, data in variants.items():
-        (tmp_path / name).write_bytes(data)
-        assert read_pubtator(tmp_path / name) == expected, name
-        assert list(read_documents([str(tmp_path / name)], "pubtator")) == expected, name
+    read = getattr(corpora, reader)
+    raw = (FIXTURES / fixture).read_bytes()
+    expected = list(read(FIXTURES / fixture))
+    name = Path(fixture).name
+    variants = {f"bom.{name}": b"\xef\xbb\xbf" + raw, f"crlf.{name}": b"\xef\xbb\xbf" + raw.replace(b"\n", b"\r\n"),
+                f"{name}.gz": gzip.compress(b"\xef\xbb\xbf" + raw)}
+    for variant, data in variants.items():
+        (tmp_path / variant).write_bytes(data)
+        assert list(read(tmp_path / variant)) == expected, variant
+        if fmt:
+            assert list(read_documents([str(tmp_path / variant)], fmt)) == expected, variant
 
 
 @pytest.mark.parametrize("lines, reason", [

@@ -34,6 +34,7 @@ from pathlib import Path
 from bioel_core.corpora.pubtator import id_field, split_ids
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
+from bioel_core.kb.io import open_kb_file, open_text_file
 
 DEFAULT_ID_KEYS = ("identifier", "MESH", "MeSH", "Identifier")
 _ARG_KEY = re.compile(r"arg\d+")  # role names the writer invents for relations stated without roles
@@ -238,7 +239,9 @@ def iter_bioc_json_text(text: str, source: str) -> Iterator[tuple[str, object, s
 def read_bioc_json(path: str | Path, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> list[Document]:
     """Every document of a BioC JSON file in any layout above; FormatError on the first bad one."""
     source, out = str(path), []
-    for item in iter_bioc_json_text(Path(path).read_text(encoding="utf-8"), source):
+    with open_text_file(path) as fh:
+        text = fh.read()
+    for item in iter_bioc_json_text(text, source):
         if isinstance(item, FormatError):
             raise item
         if not isinstance(item[1], dict):
@@ -291,10 +294,11 @@ def iter_bioc_xml(path: str | Path, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) 
     """Stream the documents of a BioC XML collection (memory: one document at a time)."""
     source = str(path)
     try:
-        for _, el in ET.iterparse(str(path), events=("end",)):
-            if el.tag == "document":
-                yield document_from_dict(_xml_document_dict(el), source, id_keys)
-                el.clear()
+        with open_kb_file(source) as fh:
+            for _, el in ET.iterparse(fh, events=("end",)):
+                if el.tag == "document":
+                    yield document_from_dict(_xml_document_dict(el), source, id_keys)
+                    el.clear()
     except ET.ParseError as err:
         line, col = err.position
         raise FormatError(source, f"line {line}, column {col}", f"not well-formed XML: {err}") from err

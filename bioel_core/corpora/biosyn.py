@@ -14,11 +14,12 @@ from pathlib import Path
 
 from bioel_core.corpora.pubtator import split_ids
 from bioel_core.corpora.records import FormatError, Mention
+from bioel_core.kb.io import open_text_file
 
 
 def read_query_file(path: str | Path) -> list[Mention]:
     source, out = str(path), []
-    with open(path, encoding="utf-8") as fh:
+    with open_text_file(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
             line = raw.rstrip("\r\n")
             if not line.strip():
@@ -55,7 +56,7 @@ class DictionaryEntry:
 
 def iter_dictionary(path: str | Path) -> Iterator[DictionaryEntry]:
     source = str(path)
-    with open(path, encoding="utf-8") as fh:
+    with open_text_file(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
             line = raw.rstrip("\r\n")
             if not line.strip():
@@ -70,7 +71,7 @@ def iter_dictionary(path: str | Path) -> Iterator[DictionaryEntry]:
 def read_typo_map(path: str | Path) -> dict[str, str]:
     """BioSyn's spelling map (`typo||correction` per line, e.g. NCBI's ncbi-spell-check.txt)."""
     out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as fh:
+    with open_text_file(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue

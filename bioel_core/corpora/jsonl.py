@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from bioel_core.corpora.records import Document, FormatError, Passage
+from bioel_core.kb.io import open_text_file
 
 
 def parse_jsonl(lines: Iterable[str], source: str = "<jsonl>") -> Iterator[Document]:
@@ -35,7 +36,7 @@ def parse_jsonl(lines: Iterable[str], source: str = "<jsonl>") -> Iterator[Docum
 
 
 def read_jsonl(path: str | Path) -> list[Document]:
-    with open(path, encoding="utf-8") as fh:
+    with open_text_file(path) as fh:
         return list(parse_jsonl(fh, str(path)))
 
 

@@ -24,14 +24,13 @@ Writing (one rule each, in `format_pubtator`):
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
-from bioel_core.kb.io import open_kb_file
+from bioel_core.kb.io import open_text_file
 
 NIL_ID = "-1"
 _TEXT_LINE = re.compile(r"^([^|\t]+)\|([ta])\|(.*)$")
@@ -151,8 +150,7 @@ def read_pubtator(path: str | Path, flag: str = "") -> list[Document]:
     """Every document of a PubTator file, parts folder or `bioel link` output folder (see pubtator_files)."""
     documents = []
     for file in pubtator_files(path, flag):
-        # opened as every reader opens its files (gzip sniffed, a byte-order mark skipped); lines end at "\n" only
-        with io.TextIOWrapper(open_kb_file(file), encoding="utf-8", newline="\n") as fh:
+        with open_text_file(file) as fh:
             documents.extend(parse_pubtator(fh, file))
     return documents
 

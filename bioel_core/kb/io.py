@@ -9,7 +9,8 @@ import io
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from pathlib import Path
+from typing import BinaryIO, TextIO
 
 from bioel_core.records import DeadLetter, ReadStats
 
@@ -75,6 +76,13 @@ def open_kb_file(path: str, opener: Opener | None = None) -> BinaryIO:
     if stream.peek(3)[:3] == UTF8_BOM:
         stream.read(3)
     return stream
+
+
+def open_text_file(path: str | Path, opener: Opener | None = None) -> TextIO:
+    """`open_kb_file` as UTF-8 text whose lines end at LF only (the caller strips a CR; a lone CR inside a record
+    does not split it): how the readers of a whole text file open it, so a gzipped file or one that starts with a
+    byte-order mark reads like the plain file."""
+    return io.TextIOWrapper(open_kb_file(str(path), opener), encoding="utf-8", newline="\n")
 
 
 class _Prepended:
