@@ -201,8 +201,17 @@ def test_biosyn_query_folder_keeps_every_line_and_strips_ids():
 
 
 def test_biosyn_nil_query_is_read_without_ids(tmp_path):
-    (tmp_path / "1.concept").write_text("1||0|6||Disease||anotia||-1\n")
-    assert read_query_folder(tmp_path)[0].concept_ids == ()
+    # BioSyn and PubTator write -1 for a mention no concept names; n2c2/ShARe-derived sets write CUI-less, which
+    # was read as a concept id that no prediction could match
+    (tmp_path / "1.concept").write_text("1||0|6||Disease||anotia||-1\n1||7|13||Disease||anotia||CUI-less\n")
+    assert [q.concept_ids for q in read_query_folder(tmp_path)] == [(), ()]
+
+
+def test_a_dictionary_line_with_a_nil_id_is_refused(tmp_path):
+    path = tmp_path / "dict.txt"
+    path.write_text("D1||name\nCUI-less||unlinked finding\n")
+    with pytest.raises(FormatError, match=r"dict.txt: line 2: id field 'CUI-less' labels a mention with no concept"):
+        list(iter_dictionary(path))
 
 
 def test_biosyn_dictionary_and_typo_map(tmp_path):

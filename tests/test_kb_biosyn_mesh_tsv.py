@@ -188,3 +188,15 @@ def test_ids_of_other_vocabularies_keep_their_prefix_and_never_collide(tmp_path)
     # the qualified form (--id-prefix vocabulary, alt ids) writes such an id once, as it is
     assert [qualify(c.vocabulary, c.concept_id) for c in concepts] == [
         "HP:0000118", "MP:0000118", "DOID:0060135", "OMIM:123", "UMLS:C0004096"]
+
+
+def test_a_nil_id_is_not_a_concept(tmp_path):
+    # `-1` (BioSyn, PubTator) and `CUI-less` (n2c2, ShARe) label mentions no concept names; a dictionary built from
+    # such mentions made them LOCAL concepts, and a concept with id -1 was written back as NIL in PubTator output
+    path = tmp_path / "dict.txt"
+    path.write_text("D003920||diabetes\n-1||unknown syndrome\nD006973|CUI-less||hypertension\nC0011849||dm\n")
+    concepts, _, dead, _ = split(BioSynDictionaryReader().read([str(path)]))
+    assert [c.concept_id for c in concepts] == ["D003920", "C0011849"]
+    assert [(d.location, d.reason) for d in dead] == [
+        ("line 2", "id '-1' labels a mention with no concept (NIL); a dictionary line names a concept"),
+        ("line 3", "id 'CUI-less' labels a mention with no concept (NIL); a dictionary line names a concept")]

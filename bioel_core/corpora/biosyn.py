@@ -3,7 +3,8 @@
 Query line: `PMID||start|end||type||mention||ID`; a composite mention is `m1|m2` with ids `C1|C2`
 (ids also joined with `+`). Dictionary line: `ID||name`, ids of one name joined with `|`. Whitespace
 around ids is stripped (two NCBI test lines have a leading space). A line that does not parse raises
-FormatError naming file, line and reason. A query with id `-1` (no concept) is read with no concept ids.
+FormatError naming file, line and reason. A query with id `-1` or `CUI-less` (no concept) is read with no
+concept ids; a dictionary line with such an id is a FormatError (a dictionary names concepts).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from bioel_core.corpora.pubtator import split_ids
 from bioel_core.corpora.records import FormatError, Mention
 from bioel_core.kb.io import open_text_file
+from bioel_core.kb.vocab import is_nil_id
 
 
 def read_query_file(path: str | Path) -> list[Mention]:
@@ -65,6 +67,9 @@ def iter_dictionary(path: str | Path) -> Iterator[DictionaryEntry]:
             ids = tuple(i.strip() for i in ids_field.split("|") if i.strip())
             if not sep or not ids or not name.strip():
                 raise FormatError(source, f"line {lineno}", "expected 'ID||name' with a non-empty id and name")
+            if any(is_nil_id(i) for i in ids):
+                raise FormatError(source, f"line {lineno}", f"id field {ids_field!r} labels a mention with no concept (NIL); "
+                                                            "a dictionary line names a concept")
             yield DictionaryEntry(name.strip(), ids)
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
 from bioel_core.kb.io import open_text_file
+from bioel_core.kb.vocab import is_nil_id
 
 NIL_ID = "-1"
 _TEXT_LINE = re.compile(r"^([^|\t]+)\|([ta])\|(.*)$")
@@ -38,9 +39,9 @@ _ID_SEPARATORS = re.compile(r"[|+]")
 
 
 def split_ids(field: str) -> tuple[str, ...]:
-    """`D001943|D010051`, `D007674+D006222`, ` D007945` -> ids; `-1` and '' -> () (no concept)."""
+    """`D001943|D010051`, `D007674+D006222`, ` D007945` -> ids; `-1`, `CUI-less` and '' -> () (no concept)."""
     ids = tuple(i.strip() for i in _ID_SEPARATORS.split(field) if i.strip())
-    return () if ids == (NIL_ID,) else ids
+    return () if len(ids) == 1 and is_nil_id(ids[0]) else ids
 
 
 class _DocBuilder:

@@ -8,7 +8,7 @@ A dictionary (`biosyn-dict`) takes ids of any scheme. Its vocabulary is declared
 every id of the file is in it; a written `SNOMEDCT:` prefix is dropped) or, by default, read from each id:
 MeSH and OMIM ids by their shape (MeSH first, as in MEDIC), other ids by a `VOCAB:` prefix (dropped for UMLS,
 SNOMEDCT, OMIM and MESH, part of the id otherwise: `HP:0000118`), and an id with neither is in the dictionary's own
-vocabulary `LOCAL`. A composite line (`D008581+D012008||recurrent
+vocabulary `LOCAL`. A NIL label (`-1`, `CUI-less`) is no concept: its line is dead-lettered. A composite line (`D008581+D012008||recurrent
 meningitis`, BioSyn's composite mentions) gives its name to each of its concepts: BioSyn's evaluation counts
 a name right when any of its ids is gold, and a name linked to several concepts keeps all their ids.
 """
@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader
 from bioel_core.kb.io import Opener, ReaderContext, parse_lines
-from bioel_core.kb.vocab import MESH, MESH_UI, medic_vocabulary, mesh_first, split_prefix, vocabulary_of
+from bioel_core.kb.vocab import MESH, MESH_UI, is_nil_id, medic_vocabulary, mesh_first, split_prefix, vocabulary_of
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 # MeSH descriptor/supplementary ids or OMIM numbers, optionally prefixed (BioSyn strips the prefixes);
@@ -75,6 +75,10 @@ class BioSynDictionaryReader(KBReader):
         concepts = [split_ids(part) for part in ids_field.split("+")]
         if not sep or not all(concepts) or not name.strip():
             yield ctx.dead(f"line {lineno}", line, "expected 'ID[|ALT][+ID...]||name' with non-empty ids and name")
+            return
+        nil = next((i for ids in concepts for i in ids if is_nil_id(i)), None)
+        if nil is not None:
+            yield ctx.dead(f"line {lineno}", line, f"id {nil!r} labels a mention with no concept (NIL); a dictionary line names a concept")
             return
         if (dead := bad_id(self, [i for ids in concepts for i in ids], ctx, lineno, line)) is not None:
             yield dead

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 
 MESH, OMIM, UMLS, SNOMEDCT = "MESH", "OMIM", "UMLS", "SNOMEDCT"
+#: what corpora write for a mention that no concept of the KB names (PubTator/BioSyn `-1`, n2c2/ShARe `CUI-less`)
+NIL_IDS = frozenset({"-1", "cui-less"})
 #: vocabularies bioel's readers write; their prefixes are the ones scoring ignores
 KNOWN = (MESH, OMIM, UMLS, SNOMEDCT)
 _PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(.+)")
@@ -25,6 +27,11 @@ def qualify(vocabulary: str, concept_id: str) -> str:
     """`MESH`, `D003920` -> `MESH:D003920`; an id that already carries its vocabulary's prefix (`HP:0000118`, see
     `vocabulary_of`) is returned as it is."""
     return concept_id if split_prefix(concept_id)[0] == vocabulary.upper() else f"{vocabulary}:{concept_id}"
+
+
+def is_nil_id(concept_id: str) -> bool:
+    """An id that says "no concept" (a NIL mention's label), which no KB entry can have."""
+    return concept_id.strip().lower() in NIL_IDS
 
 
 def split_prefix(concept_id: str) -> tuple[str | None, str]:
