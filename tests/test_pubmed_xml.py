@@ -79,8 +79,18 @@ def test_article_without_pmid_is_dead_lettered_and_reading_goes_on(tmp_path):
     assert dead.raw.startswith("<PubmedArticle") and "PubMed-not-MEDLINE" in dead.raw
 
 
+def test_article_without_an_english_title_takes_its_vernacular_title(tmp_path):
+    # NLM leaves ArticleTitle empty when a non-English article has no English title; the original-language
+    # VernacularTitle is then the article's title (the document had an empty title, or was dead-lettered as textless)
+    path = _variant(tmp_path, "vernacular.xml", b"<ArticleTitle>[Delirium after famotidine treatment].</ArticleTitle>", b"<ArticleTitle/>")
+    assert read_pubmed_xml(path)[2].title == "Délire après un traitement par la famotidine."
+    assert read_pubmed_xml(BASELINE)[2].title == "[Delirium after famotidine treatment]."  # the English one first
+
+
 def test_article_without_text_is_dead_lettered(tmp_path):
     path = _variant(tmp_path, "notext.xml", b"<ArticleTitle>[Delirium after famotidine treatment].</ArticleTitle>", b"<ArticleTitle/>")
+    data = path.read_bytes().replace("<VernacularTitle>Délire après un traitement par la famotidine.</VernacularTitle>".encode(), b"")
+    path.write_bytes(data)
     dead = read_pubmed_xml(path)[2]
     assert isinstance(dead, DeadLetter)
     assert (dead.location, dead.reason) == ("article 3 (PMID 1000003)", "neither a title nor an abstract with text")

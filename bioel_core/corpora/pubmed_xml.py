@@ -1,7 +1,9 @@
 """NLM PubMed XML (`PubmedArticleSet`, as in the annual baseline and the daily update files, and the legacy
 `MedlineCitationSet` of pre-2016 MEDLINE files), streamed.
 
-One `Document` per `PubmedArticle` (id = MedlineCitation/PMID, `version` = its Version attribute), per
+One `Document` per `PubmedArticle` (id = MedlineCitation/PMID, `version` = its Version attribute; title =
+Article/ArticleTitle, else the original-language Article/VernacularTitle, which NLM leaves alone when it has
+no English title), per
 `PubmedBookArticle` (BookDocument/PMID; title = ArticleTitle, else Book/BookTitle) and per bare
 `MedlineCitation` of a `MedlineCitationSet`; one `DeletedDocument` per PMID of a `DeleteCitation` (either set).
 Passages are laid out as PubTator does, so offsets agree across formats:
@@ -72,9 +74,9 @@ def _abstract(sections: Iterator[ET.Element]) -> str:
 # per record kind: the element holding PMID and texts ("." = the record), the title paths in order of preference,
 # the abstract
 _LAYOUTS = {
-    ARTICLE: ("MedlineCitation", ("Article/ArticleTitle",), "Article/Abstract/AbstractText"),
+    ARTICLE: ("MedlineCitation", ("Article/ArticleTitle", "Article/VernacularTitle"), "Article/Abstract/AbstractText"),
     BOOK_ARTICLE: ("BookDocument", ("ArticleTitle", "Book/BookTitle"), "Abstract/AbstractText"),
-    CITATION: (".", ("Article/ArticleTitle",), "Article/Abstract/AbstractText"),
+    CITATION: (".", ("Article/ArticleTitle", "Article/VernacularTitle"), "Article/Abstract/AbstractText"),
 }
 _RECORDS = {"PubmedArticleSet": (ARTICLE, BOOK_ARTICLE, DELETE), "MedlineCitationSet": (CITATION, DELETE)}
 
