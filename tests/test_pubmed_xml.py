@@ -227,6 +227,7 @@ def test_read_documents_never_raises_on_bad_files(tmp_path, fmt):
     items = list(read_documents(paths, fmt))
     assert items and isinstance(items[0], DeadLetter) and items[0].source == str(paths[0]) and "empty" in items[0].reason
     assert isinstance(items[-1], DeadLetter) and items[-1].source == str(paths[1])
+    assert (items[-1].location, items[-1].reason.split(":")[0]) == ("file", "truncated or corrupt gzip stream")  # no line of it is read
 
 
 def test_read_documents_refuses_caller_errors(tmp_path):

@@ -47,7 +47,7 @@ def decoded_lines(path: Input, opener: Opener | None = None) -> Iterator[tuple[i
                 continue
             yield lineno, text.rstrip("\r\n")
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
-        raise FormatError(source, f"after line {lineno}", f"truncated or corrupt gzip stream: {err}") from err
+        raise FormatError(source, f"after line {lineno}" if lineno else "file", f"truncated or corrupt gzip stream: {err}") from err
     if lineno == 0 and not isinstance(path, FileRange):
         raise FormatError(source, "file", "empty file")
 
