@@ -58,17 +58,21 @@ INTERCHANGE_SUFFIX = {"pubtator": ".pubtator", "bioc-json": ".bioc.json", "bioc-
 
 
 class ReadCorpusFn(beam.DoFn):
-    """One input file or FileRange -> Documents, deletions (tagged) and dead letters (tagged)."""
+    """(index, input file or FileRange) -> (input position, Document), (input position, deletion) (tagged) and dead
+    letters (tagged). The input position is (the piece's index among `corpus_inputs`, the item's index in the
+    piece): pieces are listed file by file in the order given, each file's ranges in file order, so positions
+    order the records as reading the files one after another does, whatever the ranges and the workers."""
 
     def __init__(self, fmt: str, per_line: bool):
         self.fmt, self.per_line = fmt, per_line
 
-    def process(self, path):
-        for item in read_documents([path], self.fmt, per_line=self.per_line, opener=open_stream):
+    def process(self, element):
+        index, path = element
+        for n, item in enumerate(read_documents([path], self.fmt, per_line=self.per_line, opener=open_stream)):
             if isinstance(item, Document):
-                yield item
+                yield (index, n), item
             elif isinstance(item, DeletedDocument):
-                yield beam.pvalue.TaggedOutput("deleted", item)
+                yield beam.pvalue.TaggedOutput("deleted", ((index, n), item))
             else:
                 yield beam.pvalue.TaggedOutput("dead", asdict(item))
 
@@ -81,23 +85,24 @@ class ResolveFn(beam.DoFn):
     """Everything known about one doc id -> what to do with it this run.
 
     Every input record is first checked as the annotator would (`check_document`): an invalid one (blank,
-    oversized, mentions off the text) is dead-lettered and never chosen. Among the rest a deletion wins, else
-    the highest PubMed version, then the last content hash in sort order (deterministic); the others are
-    counted as superseded. When every record of an id is invalid, its previous state (document and
-    annotations) is kept: a bad re-delivery never removes a good document."""
+    oversized, mentions off the text) is dead-lettered and never chosen. The rest apply in input order (NLM's rule
+    for the baseline and update files): the last deletion removes the records before it; among the documents
+    after it the highest PubMed version wins, then the one read last (a later file's record replaces an earlier
+    file's). The others are counted as superseded. When every record of an id is invalid, its previous state
+    (document and annotations) is kept: a bad re-delivery never removes a good document."""
 
     def __init__(self, with_mentions: bool, versions: tuple[str, str], settings: str = "", max_chars: int | None = None):
         self.with_mentions, self.versions, self.settings = with_mentions, versions, settings
         self.max_chars = max_chars
 
-    def _valid(self, documents: list[Document]):
-        """(valid copies, dead letters of the invalid ones)."""
+    def _valid(self, documents: list[tuple[tuple[int, int], Document]]):
+        """(valid (input position, copy) pairs, dead letters of the invalid ones)."""
         valid, dead = [], []
         limit = {} if self.max_chars is None else {"max_chars": self.max_chars}
-        for d in documents:
+        for position, d in documents:
             try:
                 check_document(d, not self.with_mentions, **limit)
-                valid.append(d)
+                valid.append((position, d))
             except DocumentError as err:
                 dead.append(_dead(d, str(err)))
         return valid, dead
@@ -114,6 +119,9 @@ class ResolveFn(beam.DoFn):
         if received > 1:
             yield beam.pvalue.TaggedOutput("stats", ("documents.superseded", received - 1))
         if deleted:
+            last_deletion = max(position for position, _ in deleted)
+            current = [(position, d) for position, d in current if position > last_deletion]
+        if deleted and not current:
             yield beam.pvalue.TaggedOutput("stats", ("documents.deleted", 1))
             yield beam.pvalue.TaggedOutput("documents", {"doc_id": doc_id, "content_sha256": "", "status": "deleted", "mentions": 0,
                                                          "passages": [], "model_version": self.versions[0],
@@ -126,8 +134,8 @@ class ResolveFn(beam.DoFn):
             for row in previous_rows:
                 yield beam.pvalue.TaggedOutput("annotations", row)
             return
-        hashed = [(content_sha256(d, self.with_mentions, self.settings), d) for d in current]
-        sha, document = max(hashed, key=lambda h: (_version(h[1]), h[0]))
+        _, document = max(current, key=lambda pd: (_version(pd[1]), pd[0]))
+        sha = content_sha256(document, self.with_mentions, self.settings)
         prev = previous[0] if previous else None
         if prev and prev["status"] == "annotated" and prev["content_sha256"] == sha and \
                 (prev["model_version"], prev["kb_version"]) == self.versions:
@@ -294,7 +302,7 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
                    batch_size: int, versions: tuple[str, str], id_prefix: str = "none", settings: str = "",
                    threads: int | None = None) -> None:
     read = (p
-            | "Inputs" >> beam.Create(corpus_inputs(inputs, fmt, per_line=per_line, opener=open_stream))
+            | "Inputs" >> beam.Create(list(enumerate(corpus_inputs(inputs, fmt, per_line=per_line, opener=open_stream))))
             | "Spread" >> beam.Reshuffle()
             | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
 
@@ -303,8 +311,8 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
                 | f"Previous{table.title()}Files" >> beam.Create(previous[table])
                 | f"ReadPrevious{table.title()}" >> beam.ParDo(ReadPreviousFn()))
 
-    resolved = ({"document": read.documents | "KeyDocuments" >> beam.Map(lambda d: (d.doc_id, d)),
-                 "deleted": read.deleted | "KeyDeletions" >> beam.Map(lambda d: (d.doc_id, d)),
+    resolved = ({"document": read.documents | "KeyDocuments" >> beam.Map(lambda pd: (pd[1].doc_id, pd)),
+                 "deleted": read.deleted | "KeyDeletions" >> beam.Map(lambda pd: (pd[1].doc_id, pd)),
                  "previous": previous_rows("documents"),
                  "previous_annotations": previous_rows("annotations")}
                 | "GroupByDocId" >> beam.CoGroupByKey()

@@ -88,14 +88,16 @@ def _is_folder(path: str) -> bool:
 
 def expand_inputs(patterns: list[str], flag: str = "--input", output_folder=None) -> list[str]:
     """Input files, globs and folders (local, gs://, s3://, hdfs://, ... through Beam's FileSystems) -> the
-    files they name: sorted and without repeats, so outputs do not depend on listing or argument order.
+    files they name, in the order given: a glob's or folder's files sorted, so outputs do not depend on the
+    listing, and a file named again kept at its first place. The order is the one `bioel link` applies records in
+    (a PubMed update file given after the baseline replaces its records).
 
     A folder contributes its input files (bioel_core.inputs: directly inside it, no hidden, bookkeeping or
     checksum files); a glob (`DIR/*.xml.gz`, `gs://b/baseline/*.xml.gz`, `**` for subfolders) the input files
     it matches. A glob or folder without any, or a missing file, is an error naming it. A local folder that is
     a finished bioel output (it holds manifest.json) goes to `output_folder(path) -> files` when given (a
     `bioel link` output read for its PubTator copy), else it is refused."""
-    files: set[str] = set()
+    files: dict[str, None] = {}  # ordered, without repeats
     for pattern in patterns:
         if GLOB_CHARS & set(pattern):
             found = _input_files(pattern)
@@ -113,8 +115,8 @@ def expand_inputs(patterns: list[str], flag: str = "--input", output_folder=None
             found = [pattern]
         else:
             raise FileNotFoundError(f"{flag} {pattern}: no such file or folder")
-        files.update(found)
-    return sorted(files)
+        files.update(dict.fromkeys(sorted(found)))
+    return list(files)
 
 
 def open_stream(path: str):

@@ -43,8 +43,9 @@ def test_a_folder_is_its_input_files_sorted_without_sidecars_hidden_or_subfolder
     assert expand_inputs([str(folder)]) == expected
     assert expand_inputs([str(folder) + "/"]) == expected
     assert expand_inputs([str(folder / "*.xml.gz")]) == expected
-    # the same files named twice, in any order, by a file, a glob and the folder: one sorted list
-    assert expand_inputs([expected[1], str(folder / "*.gz"), str(folder)]) == expected
+    # files in the order given (`bioel link` applies records in that order), each named once at its first place
+    assert expand_inputs([expected[1], str(folder / "*.gz"), str(folder)]) == expected[::-1]
+    assert expand_inputs([expected[1], expected[0]]) == expected[::-1]
     assert expand_inputs([str(folder / "**.xml.gz")]) == sorted(expected + [str(folder / "old" / "pubmed24n0001.xml.gz")])
 
 

@@ -352,6 +352,54 @@ def test_among_copies_of_a_document_a_valid_one_wins(chain, tmp_path):
     assert dead["location"] == "document 1000001" and "exceeds the limit of 300" in dead["reason"]
 
 
+def _retitled_articles(**titles) -> tuple[str, dict[str, str]]:
+    """(the committed PubMed sample's prolog up to <PubmedArticleSet>, its first article (PMID 1000001, version 1)
+    under each of `titles`)."""
+    xml = (ROOT / "tests" / "fixtures" / "pubmed" / "pubmed25n0001_sample.xml").read_text()
+    head = xml[:xml.index("<PubmedArticle>")]
+    article = xml[xml.index("<PubmedArticle>"):xml.index("</PubmedArticle>") + len("</PubmedArticle>")]
+    title = article[article.index("<ArticleTitle>"):article.index("</ArticleTitle>")]
+    return head, {name: article.replace(title, f"<ArticleTitle>{t}") for name, t in titles.items()}
+
+
+def test_a_pmid_in_several_input_files_keeps_the_record_of_the_file_given_last(chain, tmp_path, monkeypatch):
+    """PubMed's baseline and update files are applied in order: a later file's record of a PMID replaces the
+    earlier one, a later DeleteCitation deletes it. The record kept was the one whose content hash sorted last
+    (and the files were read in sorted order whatever the order given), so one order kept the earlier record."""
+    from bioel_core.kb import io as kb_io
+
+    titles = {"baseline": "Gout in an invented patient.", "update": "Delirium in an invented patient."}
+    head, articles = _retitled_articles(**titles)
+    paths = {}
+    for name, article in articles.items():
+        paths[name] = tmp_path / f"{name}.xml"
+        paths[name].write_text(f"{head}{article}\n</PubmedArticleSet>\n")
+    paths["deletion"] = tmp_path / "deletion.xml"
+    paths["deletion"].write_text('<?xml version="1.0" encoding="utf-8"?>\n<PubmedArticleSet>\n<DeleteCitation>\n'
+                                 '<PMID Version="1">1000001</PMID>\n</DeleteCitation>\n</PubmedArticleSet>\n')
+    for first, last in (("baseline", "update"), ("update", "baseline")):  # one file holding both, in either order
+        paths[f"{first}-{last}"] = tmp_path / f"{first}-{last}.xml"
+        paths[f"{first}-{last}"].write_text(f"{head}{articles[first]}\n{articles[last]}\n</PubmedArticleSet>\n")
+    two_workers = ["--runner", "DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+    runs = iter(range(100))
+
+    def kept(*names, beam_args=()) -> str:
+        out = tmp_path / f"out{next(runs)}"
+        manifest = link_corpus.run([str(paths[n]) for n in names], "pubmed-xml", str(out), spec(chain),
+                                   pipeline_options(list(beam_args)))
+        assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
+        assert manifest["counts"]["documents"]["superseded"] == 1 and table(out, "dead_letter") == []
+        (row,) = table(out, "documents")
+        return row["passages"][0]["text"] if row["status"] == "annotated" else row["status"]
+
+    assert kept("baseline", "update") == titles["update"]
+    assert kept("update", "baseline") == kept("update", "baseline", beam_args=two_workers) == titles["baseline"]
+    assert kept("baseline", "deletion") == "deleted"
+    assert kept("deletion", "update") == titles["update"]  # applied in order: a record after its deletion stands
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 1000)  # one file cut in ranges, its second article in the second one
+    assert kept("baseline-update") == titles["update"] and kept("update-baseline") == titles["baseline"]
+
+
 def test_a_blank_redelivery_keeps_the_previous_document_and_its_annotations(chain, corpus, tmp_path):
     folder, docs = corpus
     out = tmp_path / "state"
