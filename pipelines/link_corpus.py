@@ -78,7 +78,9 @@ class ReadCorpusFn(beam.DoFn):
 
 
 def _dead(document: Document, reason: str) -> dict:
-    return asdict(DeadLetter(source="link", location=f"document {document.doc_id}", raw=document.text[:2000], reason=reason))
+    """A document refused at linking, named as a reader's dead letter names a record: its input file, its id."""
+    return asdict(DeadLetter(source=document.source, location=f"document {document.doc_id}", raw=document.text[:2000],
+                             reason=reason))
 
 
 class ResolveFn(beam.DoFn):

@@ -166,6 +166,24 @@ def test_bad_documents_are_dead_lettered_and_the_run_completes(chain, tmp_path):
     assert [r["mention"] for r in table(tmp_path / "out", "annotations")] == ["Ataxia telangiectasia"]
 
 
+def test_a_document_refused_at_linking_is_dead_lettered_naming_its_file_and_id(chain, tmp_path):
+    """A document the reader took but linking refused (whitespace only; an id PubTator cannot hold) was
+    dead-lettered with source `link`: nothing said which input file held it. It now names its file, as a reader's
+    dead letter does, and the document by id."""
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(json.dumps({"pmid": "11", "title": "Gout in a child.", "abstract": ""}) + "\n")
+    bad.write_text("\n".join(json.dumps(r) for r in ({"pmid": "12", "title": "Gout.", "abstract": "No more."},
+                                                        {"pmid": "13", "title": " ", "abstract": "\t "},
+                                                        {"pmid": "14|15", "title": "Gout.", "abstract": ""})) + "\n")
+    manifest = link_corpus.run([str(good), str(bad)], "jsonl", str(tmp_path / "out"), spec(chain), pipeline_options([]),
+                               output_format="pubtator")
+    assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
+    assert manifest["counts"]["documents"]["linked"] == 2 and manifest["counts"]["documents"]["dead_lettered"] == 2
+    dead = table(tmp_path / "out", "dead_letter")
+    assert [(d["source"], d["location"]) for d in dead] == [(str(bad), "document 13"), (str(bad), "document 14|15")]
+    assert "empty document" in dead[0]["reason"] and "cannot be written as PubTator" in dead[1]["reason"]
+
+
 def test_errors_before_any_work(chain, corpus, tmp_path):
     folder, _ = corpus
     model, index = chain

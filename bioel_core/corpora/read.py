@@ -2,7 +2,8 @@
 
 Contract, the same for every format:
 - Items are `Document`, `DeletedDocument` (PubMed update files only) or `DeadLetter`, streamed file by file
-  in the order of `paths`; memory holds one document (BioC JSON, a single JSON value, holds one file).
+  in the order of `paths`; memory holds one document (BioC JSON, a single JSON value, holds one file). Each
+  `Document.source` is the file it was read from.
 - Every input may be gzip-compressed (sniffed from the bytes); `opener` opens a path as a binary stream
   (e.g. Beam's FileSystems.open for remote paths).
 - Bad input data never raises. A bad record becomes a DeadLetter(source, location, raw, reason) and
@@ -174,7 +175,11 @@ def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt
     if per_line and fmt != "text":
         raise ValueError("per_line applies to the text format only")
     for path in [paths] if isinstance(paths, (str, Path, FileRange)) else paths:
+        path = path if isinstance(path, FileRange) else str(path)
         try:
-            yield from readers[fmt](path if isinstance(path, FileRange) else str(path))
+            for item in readers[fmt](path):
+                if isinstance(item, Document):
+                    item.source = input_path(path)
+                yield item
         except FormatError as err:
             yield DeadLetter(err.source, err.location, "", err.reason)

@@ -69,6 +69,9 @@ class Document:
     mentions: list[Mention] = field(default_factory=list)
     relations: list[Relation] = field(default_factory=list)
     version: str = ""  # PubMed's PMID Version ('' where the format has none)
+    # the input file it was read from (read_documents sets it), for what names the document later, e.g. a dead
+    # letter of linking; not part of the document, so not compared
+    source: str = field(default="", compare=False)
 
     @property
     def text(self) -> str:
