@@ -68,6 +68,9 @@ def test_content_hash_changes_with_text_and_given_mentions_only_when_they_count(
     with_m = doc("Gout.", mentions=[Mention("Gout", "42", 0, 4, "Disease")])
     assert content_sha256(with_m, False) == content_sha256(a, False)
     assert content_sha256(with_m, True) != content_sha256(a, True)
+    # a given mention linked by other words (a discontinuous BioC annotation's own text) is relinked when they change
+    linked_by = doc("Gout.", mentions=[Mention("Gout", "42", 0, 4, "Disease", link_text="gouty arthritis")])
+    assert content_sha256(linked_by, True) != content_sha256(with_m, True)
 
 
 def test_rows_carry_the_concepts_vocabulary_and_alt_ids():

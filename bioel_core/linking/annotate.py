@@ -57,7 +57,10 @@ def content_sha256(document: Document, with_mentions: bool, settings: str = "") 
     relinks a document whenever any of them changed."""
     payload = {"id": document.doc_id, "passages": [[p.kind, p.offset, p.text] for p in document.passages]}
     if with_mentions:
-        payload["mentions"] = [[m.start, m.end, m.text, m.entity_type] for m in document.mentions]
+        # what a given mention is linked by counts too (a discontinuous BioC annotation's own text); left out when it
+        # is the mention's text, so documents without one keep the hash they had
+        payload["mentions"] = [[m.start, m.end, m.text, m.entity_type, *([m.link_text] if m.link_text else [])]
+                               for m in document.mentions]
     if settings:
         payload["settings"] = settings
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
