@@ -80,7 +80,7 @@ class NameSet:
 def table_normalizer(manifest: dict, table_dir: str | Path) -> Normalizer:
     """The normalizer an ingest-kb output's names were normalized with, from its manifest; the queries
     matched against those names must go through it."""
-    normalizer = Normalizer(NormalizerConfig(**{k: v for k, v in manifest.get("normalizer", {}).items() if k != "version"}))
+    normalizer = Normalizer(NormalizerConfig.from_dict(manifest.get("normalizer", {})))
     if manifest.get("normalizer", {}).get("version", normalizer.version) != normalizer.version:
         raise ValueError(f"{table_dir}: the manifest's normalizer version differs from its config; rebuild the table")
     return normalizer

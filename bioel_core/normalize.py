@@ -1,7 +1,11 @@
 """The one normalizer every stage shares, so training, indexing and querying see the same strings.
 
 The default policy reproduces BioSyn's preprocessing (lowercase; every run of punctuation and whitespace
-becomes one space), with Unicode NFKC first so that full-width and compatibility forms collapse.
+becomes one space), with Unicode NFKC first so that full-width and compatibility forms collapse. Punctuation is
+ASCII's and every other Unicode punctuation character (category P: the typographic apostrophe in "Parkinson’s",
+the hyphen U+2010 and the dashes, curly quotes), which NFKC leaves as they are and PubMed's text is full of, while
+KB names mostly write the ASCII forms. Configs recorded before `unicode_punctuation` existed had ASCII
+punctuation only; `NormalizerConfig.from_dict` reads them so, and their version is unchanged.
 """
 
 from __future__ import annotations
@@ -10,12 +14,14 @@ import hashlib
 import json
 import re
 import string
+import sys
 import unicodedata
 from dataclasses import asdict, dataclass
 
 PUNCTUATION_POLICIES = ("split", "remove", "keep")
 # Unicode category Cc (C0, DEL, C1): NUL and the like reach names from broken dumps and never mean anything there
 _CONTROL = re.compile(r"[ ]*[\x00-\x1f\x7f-\x9f]+[ ]*")
+UNICODE_PUNCTUATION = "".join(c for c in map(chr, range(128, sys.maxunicode + 1)) if unicodedata.category(c).startswith("P"))
 
 
 def clean_text(text: str) -> str:
@@ -31,6 +37,19 @@ class NormalizerConfig:
     lowercase: bool = True
     punctuation: str = "split"  # split: punctuation becomes a space; remove: deleted; keep: untouched
     keep_chars: str = ""  # punctuation kept whatever the policy, e.g. "|" for composite queries
+    unicode_punctuation: bool = True  # False: ASCII punctuation only (configs recorded before this field)
+
+    @classmethod
+    def from_dict(cls, recorded: dict) -> NormalizerConfig:
+        """The config a manifest, saved linker or stop list recorded (`Normalizer.to_dict`)."""
+        fields = {k: v for k, v in recorded.items() if k != "version"}
+        fields.setdefault("unicode_punctuation", False)
+        return cls(**fields)
+
+    def punctuation_chars(self) -> str:
+        """Every character the policy treats as punctuation."""
+        chars = string.punctuation + (UNICODE_PUNCTUATION if self.unicode_punctuation else "")
+        return "".join(c for c in chars if c not in self.keep_chars)
 
     def __post_init__(self) -> None:
         if self.punctuation not in PUNCTUATION_POLICIES:
@@ -42,14 +61,18 @@ class NormalizerConfig:
 class Normalizer:
     def __init__(self, config: NormalizerConfig | None = None):
         self.config = config or NormalizerConfig()
-        punct = "".join(c for c in string.punctuation if c not in self.config.keep_chars)
+        punct = self.config.punctuation_chars()
         self._punct_re = re.compile(f"[{re.escape(punct)}]") if punct else None
         self._space_re = re.compile(r"\s+")
 
     @property
     def version(self) -> str:
-        """A short fingerprint of the policy: it goes into every manifest and model card."""
-        blob = json.dumps(asdict(self.config), sort_keys=True).encode()
+        """A short fingerprint of the policy: it goes into every manifest and model card. An ASCII-punctuation
+        config leaves the field out, so it keeps the version it was recorded with."""
+        config = asdict(self.config)
+        if not config["unicode_punctuation"]:
+            del config["unicode_punctuation"]
+        blob = json.dumps(config, sort_keys=True).encode()
         return "norm-" + hashlib.sha256(blob).hexdigest()[:12]
 
     def to_dict(self) -> dict:

@@ -80,6 +80,15 @@ def test_possessive_s_is_optional():
     assert found(det, doc("Parkinson s disease")) == []  # a lone "s" is a word, not a possessive
 
 
+def test_typographic_punctuation_splits_words_as_ascii_punctuation_does():
+    # PubMed writes "Parkinson’s" (U+2019) and "type‐2" (U+2010 hyphen), KB names the ASCII forms; NFKC leaves both
+    # alone, so with ASCII punctuation only neither was ever detected
+    det = detector("Parkinson Disease", "Type 2 Diabetes", "Crohn's disease")
+    text = "Parkinson\u2019s disease, type\u20102 diabetes, type\u20132 diabetes and \u201cCrohn\u2019s disease\u201d."
+    assert found(det, doc(text)) == ["Parkinson\u2019s disease", "type\u20102 diabetes", "type\u20132 diabetes",
+                                     "Crohn\u2019s disease"]
+
+
 def test_length_number_and_acronym_filters():
     names = ("as", "21", "x", "ALL")
     assert found(detector(*names), doc("AS in 21 x cases: all had ALL.")) == ["all", "ALL"]

@@ -20,6 +20,24 @@ def test_keep_chars_and_other_policies():
     assert Normalizer(NormalizerConfig(punctuation="keep", lowercase=False))("A-23187  x") == "A-23187 x"
 
 
+def test_unicode_punctuation_is_punctuation():
+    norm = Normalizer()
+    assert norm("Parkinson\u2019s disease") == norm("Parkinson's disease") == "parkinson s disease"
+    assert norm("type\u20102 \u201cdiabetes\u201d \u2013 adult\u2010onset") == "type 2 diabetes adult onset"
+    assert Normalizer(NormalizerConfig(punctuation="remove"))("A\u201023187") == "a23187"
+    assert Normalizer(NormalizerConfig(keep_chars="\u2019"))("Parkinson\u2019s") == "parkinson\u2019s"
+
+
+def test_a_config_recorded_before_unicode_punctuation_reads_as_it_was_written():
+    # the manifests, saved linkers and stop lists written before the field: ASCII punctuation, the same version
+    recorded = {"version": "norm-17c9f93edb2f", "unicode_form": "NFKC", "lowercase": True, "punctuation": "split",
+                "keep_chars": ""}
+    old = Normalizer(NormalizerConfig.from_dict(recorded))
+    assert old.version == "norm-17c9f93edb2f" and old("Parkinson\u2019s disease") == "parkinson\u2019s disease"
+    assert Normalizer().version != old.version
+    assert Normalizer(NormalizerConfig.from_dict(Normalizer().to_dict())).version == Normalizer().version
+
+
 def test_version_depends_on_policy_only():
     assert Normalizer().version == Normalizer(NormalizerConfig()).version
     assert Normalizer().version != Normalizer(NormalizerConfig(punctuation="remove")).version

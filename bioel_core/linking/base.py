@@ -85,8 +85,8 @@ class Linker(ABC):
         config = read_config(folder)
         if config["linker"] != cls.kind:
             raise ValueError(f"{folder}: holds a {config['linker']!r} linker, not {cls.kind!r}")
-        norm = {k: v for k, v in config["normalizer"].items() if k != "version"}
-        names = NameSet.read_saved(folder / NAMES, Normalizer(NormalizerConfig(**norm)), config.get("source", ""))
+        names = NameSet.read_saved(folder / NAMES, Normalizer(NormalizerConfig.from_dict(config["normalizer"])),
+                                   config.get("source", ""))
         if names.normalizer.version != config["normalizer"]["version"]:
             raise ValueError(f"{folder}: normalizer version {config['normalizer']['version']} cannot be rebuilt here")
         return cls._load_state(folder, names, config["options"])

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import re
-import string
 import unicodedata
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -43,6 +42,7 @@ _PREFIX, _NAME, _STOPPED, _UPPER = 1, 2, 4, 8
 _BREAK = re.compile(r"[.!?;](?=\s|$)|[()\[\]{}]")
 STOP_LIST_KIND = "bioel-stop-list"
 ACRONYM_CHARS = 5
+APOSTROPHES = "'\u2019"  # a possessive "s" follows either: "Parkinson's", "Parkinson’s"
 
 
 def _has_lower(text: str, start: int, end: int) -> bool:
@@ -91,7 +91,7 @@ class Tokenizer:
     def __init__(self, normalizer: Normalizer):
         self.normalizer = normalizer
         cfg = normalizer.config
-        punct = re.escape("".join(c for c in string.punctuation if c not in cfg.keep_chars))
+        punct = re.escape(cfg.punctuation_chars())
         if cfg.punctuation == "split":
             self._token = re.compile(rf"[^\s{punct}]+")
         elif cfg.punctuation == "remove":
@@ -111,7 +111,7 @@ class Tokenizer:
             raw = text[start:end]
             if self._ascii_fast and raw.isascii():
                 norm = raw.lower() if self._lower else raw
-                possessive = norm == "s" and bool(out) and out[-1].end == start - 1 and probe[start - 1] == "'"
+                possessive = norm == "s" and bool(out) and out[-1].end == start - 1 and probe[start - 1] in APOSTROPHES
                 out.append(Token(norm, start, end, possessive))
                 continue
             # a character may normalize to several words ("⑴" -> "(1)"): each keeps the token's span
@@ -171,7 +171,8 @@ class DictionaryDetector(MentionDetector):
         self.normalizer = normalizer or Normalizer()
         if isinstance(stop_list, StopList) and stop_list.normalizer.get("version", self.normalizer.version) != self.normalizer.version:
             raise ValueError(f"the stop list was learned under normalizer {stop_list.normalizer.get('version')}, "
-                             f"these names use {self.normalizer.version}")
+                             f"these names use {self.normalizer.version}: re-ingest the KB (bioel ingest-kb) under the "
+                             "stop list's normalizer, or learn a stop list for these names")
         self.stopped = stop_list.names if isinstance(stop_list, StopList) else frozenset(stop_list or ())
         self.entity_type, self.abbreviations, self.source = entity_type, abbreviations, source
         self.min_chars, self.skip_numeric = min_chars, skip_numeric
