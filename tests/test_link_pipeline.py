@@ -461,6 +461,20 @@ def test_changed_annotation_settings_relink_every_document(chain, corpus, tmp_pa
     assert with_stop.settings_sha256() != first
 
 
+def test_a_stop_list_learned_under_another_normalizer_is_refused_before_any_work(chain, tmp_path):
+    # a KB ingested before Unicode punctuation counted, with the shipped stop lists (learned under the current
+    # normalizer): the workers refused it one by one, each logging a traceback; now the run is refused up front
+    from bioel_core.normalize import Normalizer, NormalizerConfig
+    from bioel_core.text.detect import StopList
+
+    stop = tmp_path / "stop.json"
+    StopList({"gout": (5, 0)}, normalizer=Normalizer(NormalizerConfig(punctuation="remove")).to_dict()).save(stop)
+    with pytest.raises(ValueError, match=rf"--stop-list {stop}: the stop list was learned under normalizer norm-"):
+        link_corpus.run([str(GOLD_SAMPLE)], "pubtator", str(tmp_path / "out"), spec(chain, stop_lists=(("Disease", str(stop)),)),
+                        pipeline_options([]))
+    assert not (tmp_path / "out").exists()
+
+
 def test_link_reads_a_glob_or_a_folder_of_gzipped_pubmed_xml(chain, tmp_path, capsys):
     """A baseline folder as NCBI serves it (`*.xml.gz` with `.md5` sidecars): the glob and the folder name the
     same sorted files, the manifest lists them, and no sidecar is read as a document."""

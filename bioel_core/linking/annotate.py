@@ -311,6 +311,7 @@ class AnnotatorSpec:
         """(model version, KB version), after checking before any work that each entity type's model is the one
         its index was built with."""
         sources = self._sources()
+        self._check_stop_lists(sources)
         models = self._open_models()
         fingerprints = {}
         for entity_type, source in sources.items():
@@ -323,6 +324,19 @@ class AnnotatorSpec:
             fingerprints[entity_type] = found
         return (combined_version(fingerprints),
                 combined_version({t: s["kb_version"] for t, s in sources.items()}))
+
+    def _check_stop_lists(self, sources: dict[str, dict]) -> None:
+        """Each stop list against its type's KB names, before the workers open them."""
+        from bioel_core.names import table_normalizer
+        from bioel_core.tables import read_manifest
+        from bioel_core.text.detect import StopList
+
+        for entity_type, path in self.stop_lists:
+            names_dir = sources[entity_type]["names"]
+            try:
+                StopList.load(path).check_normalizer(table_normalizer(read_manifest(names_dir), names_dir))
+            except ValueError as err:
+                raise ValueError(f"--stop-list {path}: {err}") from None
 
     def _open_models(self) -> dict:
         """Model folder -> its opened encoder, once per folder; the document model checked against the detector."""

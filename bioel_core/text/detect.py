@@ -135,6 +135,13 @@ class StopList:
     def names(self) -> frozenset[str]:
         return frozenset(self.counts)
 
+    def check_normalizer(self, normalizer: Normalizer) -> None:
+        """Refuses names normalized otherwise than the list's: its names would not be theirs."""
+        if self.normalizer.get("version", normalizer.version) != normalizer.version:
+            raise ValueError(f"the stop list was learned under normalizer {self.normalizer.get('version')}, these names "
+                             f"use {normalizer.version}: re-ingest the KB (bioel ingest-kb) under the stop list's "
+                             "normalizer, or learn a stop list for these names")
+
     def save(self, path: str | Path) -> None:
         data = {"kind": STOP_LIST_KIND, "rule": "matched >= min_count and gold / matched < max_precision",
                 "min_count": self.min_count, "max_precision": self.max_precision, "learned_from": self.learned_from,
@@ -169,10 +176,8 @@ class DictionaryDetector(MentionDetector):
         """`names` are already normalized by `normalizer` (as a NameSet's or a names table's `name_norm`);
         `uppercase_only` names match only text written without lowercase letters (acronyms: "ALL", not "all")."""
         self.normalizer = normalizer or Normalizer()
-        if isinstance(stop_list, StopList) and stop_list.normalizer.get("version", self.normalizer.version) != self.normalizer.version:
-            raise ValueError(f"the stop list was learned under normalizer {stop_list.normalizer.get('version')}, "
-                             f"these names use {self.normalizer.version}: re-ingest the KB (bioel ingest-kb) under the "
-                             "stop list's normalizer, or learn a stop list for these names")
+        if isinstance(stop_list, StopList):
+            stop_list.check_normalizer(self.normalizer)
         self.stopped = stop_list.names if isinstance(stop_list, StopList) else frozenset(stop_list or ())
         self.entity_type, self.abbreviations, self.source = entity_type, abbreviations, source
         self.min_chars, self.skip_numeric = min_chars, skip_numeric
