@@ -96,6 +96,20 @@ def check_names_unchanged(emb_dir: str | Path) -> Path:
     return folder
 
 
+def check_embeddings_unchanged(index_dir: str | Path, index_manifest: dict) -> Path:
+    """The embeddings folder a `bioel build-index` output was built from, checked to be the same table version
+    (its manifest's sha256): an index left from an earlier embeddings generation (a new KB release ingested and
+    embedded into the same folders, or a refresh killed between its two outputs) has names and concepts the
+    current tables no longer hold, and lacks theirs."""
+    embeddings = index_manifest["embeddings"]
+    folder = Path(embeddings["path"])
+    read_embeddings_manifest(folder)
+    if manifest_sha256(folder) != embeddings["manifest_sha256"]:
+        raise ValueError(f"{index_dir}: the embeddings at {folder} changed since this index was built "
+                         "(its manifest.json differs); re-run `bioel build-index`")
+    return folder
+
+
 def encode_checked(encoder, texts: list[str], batch_size: int | None = None) -> list:
     """One L2-normalized float32 vector or `EncodeFailure` per text, in input order, the texts encoded in
     batches of `batch_size` (None: one batch) in the encoder's own order (`encoder`: a bioel_core Encoder).

@@ -204,6 +204,24 @@ def test_errors_before_any_work(chain, corpus, tmp_path):
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
+def test_an_index_built_from_an_earlier_embeddings_generation_is_refused(chain, corpus, tmp_path):
+    model, _ = chain
+    folder, _ = corpus
+    kb, emb, index, dictionary = tmp_path / "kb", tmp_path / "emb", tmp_path / "index", tmp_path / "medic.txt"
+    lines = Path(MEDIC_SAMPLE).read_text().splitlines(keepends=True)
+    dictionary.write_text("".join(lines[:30]))
+    ingest_kb.run("medic-biosyn", [str(dictionary)], str(kb), pipeline_options([]), num_shards=1)
+    embed_names.run(model, str(kb), str(emb), pipeline_options([]), num_shards=1)
+    build_index.run(str(emb), str(index), pipeline_options([]), num_shards=1, spec=IndexSpec("flat"))
+    dictionary.write_text("".join(lines[10:30]))  # a new release ingested and embedded into the same folders
+    ingest_kb.run("medic-biosyn", [str(dictionary)], str(kb), pipeline_options([]), num_shards=1)
+    embed_names.run(model, str(kb), str(emb), pipeline_options([]), num_shards=1)
+    with pytest.raises(ValueError, match=f"^{index}: the embeddings at {emb} changed since this index was built"):
+        link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"),
+                        AnnotatorSpec(model=model, indexes=(("Disease", str(index)),)), pipeline_options([]))
+    assert not (tmp_path / "out").exists()
+
+
 def test_nil_threshold_marks_low_scores(chain, corpus, tmp_path):
     folder, _ = corpus
     model, index = chain

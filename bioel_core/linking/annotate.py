@@ -292,13 +292,13 @@ class AnnotatorSpec:
     def _sources(self) -> dict[str, dict]:
         """Per entity type: index folder, names folder, model fingerprint and KB version, read from the
         manifests (index -> embeddings -> names), each checked to be complete and unchanged."""
-        from bioel_core.embeddings import check_names_unchanged, manifest_sha256
+        from bioel_core.embeddings import check_embeddings_unchanged, check_names_unchanged, manifest_sha256
         from bioel_core.index import read_index_manifest
 
         out = {}
         for entity_type, index_dir in self.indexes:
             manifest = read_index_manifest(index_dir)
-            names_dir = check_names_unchanged(manifest["embeddings"]["path"])
+            names_dir = check_names_unchanged(check_embeddings_unchanged(index_dir, manifest))
             out[entity_type] = {"index": index_dir, "names": str(names_dir), "fingerprint": manifest["model"]["fingerprint"],
                                 "kb_version": manifest_sha256(names_dir)}
         return out
