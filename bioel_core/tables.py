@@ -27,7 +27,12 @@ def read_manifest(output_dir: str | Path) -> dict:
     if not path.is_file():
         raise IncompleteOutputError(f"{output_dir} is not a finished bioel output (no {MANIFEST}): interrupted, still "
                                     f"running, or not written by bioel")
-    manifest = json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text())
+    except ValueError as err:
+        raise ValueError(f"{path}: not a readable bioel manifest ({err})") from None
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{path}: not a readable bioel manifest (a JSON {type(manifest).__name__}, not an object)")
     if not manifest.get("complete"):
         raise IncompleteOutputError(f"{path}: output is marked incomplete")
     return manifest

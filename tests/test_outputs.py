@@ -120,3 +120,10 @@ def test_the_manifest_round_trips_and_refuses_clashing_or_unknown_fields():
 
 def test_read_pointer_of_an_empty_folder_is_none(tmp_path):
     assert read_pointer(LocalFileSystem(), str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("text", ["{half", "[1, 2]", "null", "\udcff"])
+def test_a_manifest_that_is_not_a_json_object_is_one_error_naming_it(tmp_path, text):
+    (tmp_path / MANIFEST).write_text(text, errors="surrogateescape")  # a crash mid-write by hand, another tool's file
+    with pytest.raises(ValueError, match=f"^{tmp_path / MANIFEST}: not a readable bioel manifest"):
+        read_manifest(tmp_path)
