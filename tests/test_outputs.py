@@ -65,6 +65,23 @@ def test_recovery_removes_what_killed_runs_left_and_keeps_the_published_generati
     assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, first.generation, "notes.txt"])
 
 
+def test_a_users_folders_named_like_the_layers_own_are_never_removed(tmp_path):
+    out = tmp_path / "out"
+    (out / "gen-2023-notes").mkdir(parents=True)
+    (out / "gen-2023-notes" / "a.txt").write_text("a user's file")
+    (out / "quality").mkdir()
+    (out / "quality" / "notes.txt").write_text("a user's file")
+    with pytest.raises(OutputError, match=f"^{out} holds quality, which no bioel run published there"):
+        publish(out, "one")
+    assert sorted(p.name for p in out.iterdir()) == ["gen-2023-notes", "quality"]
+    (out / "quality" / "notes.txt").unlink()
+    (out / "quality").rmdir()
+    first = publish(out, "one")
+    second = publish(out, "two")
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, second.generation, "gen-2023-notes"])
+    assert first.generation != second.generation and (out / "gen-2023-notes" / "a.txt").read_text() == "a user's file"
+
+
 def test_a_second_run_into_a_folder_being_written_refuses_and_touches_nothing(tmp_path):
     out = tmp_path / "out"
     publish(out, "one")

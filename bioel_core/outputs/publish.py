@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import uuid
@@ -33,6 +34,7 @@ from bioel_core.outputs.manifest import Manifest, utc_now
 LOCK = "_lock.json"
 STAGED_POINTER = MANIFEST + ".next"
 GENERATION_PREFIX = "gen-"
+GENERATION = re.compile(rf"{GENERATION_PREFIX}\d{{8}}T\d{{6}}Z-[0-9a-f]{{12}}")  # gen-<UTC time>-<run id>, as named below
 LEGACY_STAGING_PREFIX = "_staging-"  # what publishing before generations left behind when killed
 FAULT_ENV = "BIOEL_FAULT_AT"
 STEPS = ("locked", "recovered", "built", "pointer_staged", "pointer_moved", "old_removed")
@@ -115,11 +117,18 @@ class OutputFolder:
         return manifest
 
     def recover(self) -> dict | None:
-        """Delete what killed runs left (the lock must be held); returns the pointer in force, if any."""
+        """Delete what killed runs left (the lock must be held); returns the pointer in force, if any. Only what
+        a run names as its own goes: a user's `gen-notes/` stays, and a folder with a derived folder's name
+        (`quality/`) where nothing was published is refused, since publishing would remove it."""
         pointer = read_pointer(self.fs, self.output_dir)
         current = (pointer or {}).get("generation", "")
-        for name in self.fs.children(self.output_dir):
-            stale_generation = name.startswith(GENERATION_PREFIX) and name != current and name != self.generation
+        children = self.fs.children(self.output_dir)
+        foreign = [name for name in self.derived if name in children] if pointer is None else []
+        if foreign:
+            raise OutputError(f"{self.output_dir} holds {', '.join(foreign)}, which no bioel run published there and "
+                              "publishing would remove: choose another output folder, or move it away")
+        for name in children:
+            stale_generation = GENERATION.fullmatch(name) and name != current and name != self.generation
             if stale_generation or name.startswith(LEGACY_STAGING_PREFIX) or name == STAGED_POINTER:
                 self.fs.delete(self.fs.join(self.output_dir, name))
         return pointer
