@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     except EmptyOutputError as err:  # the job ran but nothing came out: nothing was published
         print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
         return 3
-    except (FileNotFoundError, PermissionError, ValueError, RuntimeError) as err:
+    except (OSError, ValueError, RuntimeError) as err:  # OSError: a missing, unreadable or unwritable path, a full disk
         print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
         return 2
     print(summary.line(), file=sys.stderr)

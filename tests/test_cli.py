@@ -110,6 +110,11 @@ def test_missing_and_unfinished_folders_are_named(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"bioel link: error: no such folder: {missing}"
 
 
+def test_a_folder_given_where_a_file_is_written_is_one_line_and_exit_2(tmp_path, capsys):
+    assert cli.main(["evaluate-e2e", "--gold", str(GOLD_SAMPLE), "--pred", str(GOLD_SAMPLE), "--json", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"bioel evaluate-e2e: error: [Errno 21] Is a directory: '{tmp_path}'\n"
+
+
 def test_ingest_kb_prints_its_summary_and_no_bar_off_a_terminal(tmp_path):
     """A real run in a fresh interpreter, stderr a pipe as in a scheduled job: the summary line, -v after the verb
     giving bioel's INFO lines and no library's, the old --kb spelling working with its note, and no bar."""
