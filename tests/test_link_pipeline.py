@@ -195,6 +195,8 @@ def test_errors_before_any_work(chain, corpus, tmp_path):
         run(chain, [tmp_path / "missing.pubtator"], tmp_path / "out")
     with pytest.raises(ValueError, match="no --index"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), nil_thresholds=(("Chemical", 0.5),))
+    with pytest.raises(ValueError, match=f"^{GOLD_SAMPLE}: not a bioel stop list \\(Extra data"):
+        AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=(("Disease", str(GOLD_SAMPLE)),))
     unfinished = tmp_path / "index-copy"
     shutil.copytree(index, unfinished)
     (unfinished / "manifest.json").unlink()
@@ -470,12 +472,13 @@ def test_changed_annotation_settings_relink_every_document(chain, corpus, tmp_pa
                                    incremental=True)
         docs = manifest["counts"]["documents"]
         assert (docs["linked"], docs["unchanged"]) == (20, 0), changed
-    stop = tmp_path / "stop.json"
-    stop.write_text(json.dumps(["gout"]))
+    stop, shipped = tmp_path / "stop.json", json.loads((ROOT / "models" / "stoplists" / "disease-medic.json").read_text())
+    stop.write_text(json.dumps(shipped))
     with_stop = AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=(("Disease", str(stop)),))
     first = with_stop.settings_sha256()
     assert first != spec(chain).settings_sha256()
-    stop.write_text(json.dumps(["gout", "pain"]))  # the same path with other contents is another setting
+    shipped["names"]["gout"] = {"matched": 9, "gold": 0}
+    stop.write_text(json.dumps(shipped))  # the same path with other contents is another setting
     assert with_stop.settings_sha256() != first
 
 

@@ -274,6 +274,10 @@ class AnnotatorSpec:
             if self.reranker is not None:
                 raise ValueError("--generative links by writing names; --reranker reorders the index's candidates: choose one")
             check_generative(self.generative)
+        from bioel_core.text.detect import StopList
+
+        for _, path in self.stop_lists:  # refused here, before any work, not in every worker
+            StopList.load(path)
         known = {t for t, _ in self.indexes}
         for flag, pairs in (("--stop-list", self.stop_lists), ("--nil-threshold", self.nil_thresholds),
                             ("--model", self.type_models)):

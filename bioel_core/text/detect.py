@@ -151,9 +151,13 @@ class StopList:
 
     @classmethod
     def load(cls, path: str | Path) -> StopList:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("kind") != STOP_LIST_KIND:
-            raise ValueError(f"{path}: not a bioel stop list (kind {data.get('kind')!r})")
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except ValueError as err:
+            raise ValueError(f"{path}: not a bioel stop list ({err})") from None
+        kind = data.get("kind") if isinstance(data, dict) else None
+        if kind != STOP_LIST_KIND:
+            raise ValueError(f"{path}: not a bioel stop list (kind {kind!r})")
         return cls({n: (c["matched"], c["gold"]) for n, c in data["names"].items()}, data["min_count"],
                    data["max_precision"], data["learned_from"], data["entity_types"], data["dictionary"], data["normalizer"])
 
