@@ -407,6 +407,8 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
         raise ValueError(f"--output-format must be one of {OUTPUT_FORMATS}")
     if id_prefix not in ID_PREFIXES:
         raise ValueError(f"--id-prefix must be one of {ID_PREFIXES}")
+    if per_line and fmt != "text":
+        raise ValueError(f"--text-per-line applies to --input-format text, not {fmt}")
     if single_file and output_format == "parquet":
         raise ValueError("--single-file needs an interchange --output-format (pubtator, bioc-json, bioc-xml)")
     check_num_shards(num_shards)

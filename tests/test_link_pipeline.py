@@ -579,6 +579,13 @@ def test_single_file_needs_an_interchange_format(chain, corpus, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_text_per_line_needs_the_text_format(chain, corpus, tmp_path):
+    folder, _ = corpus
+    with pytest.raises(ValueError, match="^--text-per-line applies to --input-format text, not pubtator$"):
+        run(chain, [folder / "a.pubtator"], tmp_path / "out", per_line=True)
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_index_given_without_a_type_labels_detected_mentions_entity(chain, corpus, tmp_path, capsys):
     """`--index DIR` without TYPE= wrote detected mentions with an empty type column in PubTator; calibrate-nil
     reports such an index's threshold as (any)."""
