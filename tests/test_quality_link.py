@@ -48,7 +48,7 @@ def index_dir(tmp_path_factory):
         "complete": True, "pipeline": "embed", "schema_version": SCHEMA_VERSION, "names": {"path": str(kb), "manifest_sha256": manifest_sha256(kb)}}))
     (index / "manifest.json").write_text(json.dumps({
         "complete": True, "pipeline": "build-index", "schema_version": SCHEMA_VERSION,
-        "embeddings": {"path": str(emb)}, "model": {"fingerprint": MODEL}}))
+        "embeddings": {"path": str(emb), "manifest_sha256": manifest_sha256(emb)}, "model": {"fingerprint": MODEL}}))
     return index, manifest_sha256(kb)
 
 
