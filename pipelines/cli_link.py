@@ -16,6 +16,8 @@ def typed(values: list[str] | None, convert=str) -> tuple[tuple[str, object], ..
     out = []
     for v in values or ():
         entity_type, sep, value = v.rpartition("=") if "=" in v else ("", "", v)
+        if not value.strip():  # "Disease=" would be read as the current folder
+            raise ValueError(f"cannot read {v!r}: expected [TYPE=]VALUE, VALUE not empty")
         try:
             out.append((entity_type, convert(value)))
         except ValueError:

@@ -31,7 +31,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core import progress
-from bioel_core.corpora import FORMATS, DeletedDocument, Document, corpus_inputs, pubtator_files, read_documents
+from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS, DeletedDocument, Document, corpus_inputs, pubtator_files, read_documents
 from bioel_core.guards import check_output_folder
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.corpora.interchange import merge_interchange, unwritable, write_interchange
@@ -409,6 +409,9 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
         raise ValueError(f"--id-prefix must be one of {ID_PREFIXES}")
     if per_line and fmt != "text":
         raise ValueError(f"--text-per-line applies to --input-format text, not {fmt}")
+    if not spec.detect and fmt not in FORMATS_WITH_MENTIONS:
+        raise ValueError(f"--mentions given links the corpus's own mentions, and --input-format {fmt} carries none "
+                         f"(formats with mentions: {', '.join(FORMATS_WITH_MENTIONS)})")
     if single_file and output_format == "parquet":
         raise ValueError("--single-file needs an interchange --output-format (pubtator, bioc-json, bioc-xml)")
     check_num_shards(num_shards)

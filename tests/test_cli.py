@@ -115,6 +115,12 @@ def test_a_folder_given_where_a_file_is_written_is_one_line_and_exit_2(tmp_path,
     assert capsys.readouterr().err == f"bioel evaluate-e2e: error: [Errno 21] Is a directory: '{tmp_path}'\n"
 
 
+def test_an_empty_path_after_a_type_is_refused_not_read_as_the_current_folder(tmp_path, capsys):
+    assert cli.main(["link", "--input", str(GOLD_SAMPLE), "--input-format", "pubtator", "--index", "Disease=",
+                     "--output", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == "bioel link: error: cannot read 'Disease=': expected [TYPE=]VALUE, VALUE not empty\n"
+
+
 def test_ingest_kb_prints_its_summary_and_no_bar_off_a_terminal(tmp_path):
     """A real run in a fresh interpreter, stderr a pipe as in a scheduled job: the summary line, -v after the verb
     giving bioel's INFO lines and no library's, the old --kb spelling working with its note, and no bar."""

@@ -197,6 +197,11 @@ def test_errors_before_any_work(chain, corpus, tmp_path):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), nil_thresholds=(("Chemical", 0.5),))
     with pytest.raises(ValueError, match=f"^{GOLD_SAMPLE}: not a bioel stop list \\(Extra data"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=(("Disease", str(GOLD_SAMPLE)),))
+    # --mentions given on a format with no mentions linked nothing and said nothing (documents linked, 0 mentions)
+    (tmp_path / "docs.jsonl").write_text('{"pmid": "1", "title": "Gout.", "abstract": ""}\n')
+    with pytest.raises(ValueError, match="--input-format jsonl carries none"):
+        link_corpus.run([str(tmp_path / "docs.jsonl")], "jsonl", str(tmp_path / "out"), spec(chain, detect=False),
+                        pipeline_options([]))
     unfinished = tmp_path / "index-copy"
     shutil.copytree(index, unfinished)
     (unfinished / "manifest.json").unlink()

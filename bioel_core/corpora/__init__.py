@@ -6,13 +6,13 @@ from bioel_core.corpora.biosyn import DictionaryEntry, iter_dictionary, read_que
 from bioel_core.corpora.jsonl import read_jsonl, write_jsonl
 from bioel_core.corpora.pubmed_xml import iter_pubmed_xml, read_pubmed_xml
 from bioel_core.corpora.pubtator import pubtator_files, read_pubtator, split_ids, write_pubtator
-from bioel_core.corpora.read import FORMATS, CorpusItem, corpus_inputs, read_documents
+from bioel_core.corpora.read import FORMATS, FORMATS_WITH_MENTIONS, CorpusItem, corpus_inputs, read_documents
 from bioel_core.corpora.records import (Candidate, DeletedDocument, Document, FormatError, Mention, Passage, Relation,
                                         UnwritableDocument)
 from bioel_core.corpora.text import iter_text, read_text
 
 __all__ = [
-    "FORMATS", "Candidate", "CorpusItem", "DeletedDocument", "DictionaryEntry", "Document", "FormatError", "Mention",
+    "FORMATS", "FORMATS_WITH_MENTIONS", "Candidate", "CorpusItem", "DeletedDocument", "DictionaryEntry", "Document", "FormatError", "Mention",
     "Passage", "Relation", "corpus_inputs", "iter_bioc_xml", "iter_dictionary", "iter_pubmed_xml", "iter_text",
     "read_bioc_json", "read_bioc_xml", "read_documents", "read_jsonl", "read_pubmed_xml", "read_pubtator", "read_query_file",
     "pubtator_files", "read_query_folder", "read_text", "read_typo_map", "split_ids", "UnwritableDocument", "write_bioc_json",

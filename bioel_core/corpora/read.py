@@ -134,6 +134,7 @@ def _bioc_json(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
 
 
 FORMATS = ("pubmed-xml", "pubtator", "bioc-xml", "bioc-json", "jsonl", "text")
+FORMATS_WITH_MENTIONS = ("pubtator", "bioc-xml", "bioc-json")  # the others carry text only
 
 
 def _after_blank_line(previous: bytes, line: bytes) -> bool:
