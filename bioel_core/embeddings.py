@@ -85,29 +85,30 @@ def manifest_sha256(output_dir: str | Path) -> str:
     return hashlib.sha256((Path(output_dir) / MANIFEST).read_bytes()).hexdigest()
 
 
-def check_names_unchanged(emb_dir: str | Path) -> Path:
-    """The names folder the embeddings were made from, checked to be the same table version (its manifest's sha256)."""
-    names = read_embeddings_manifest(emb_dir)["names"]
-    folder = Path(names["path"])
-    read_manifest(folder)
-    if manifest_sha256(folder) != names["manifest_sha256"]:
-        raise ValueError(f"{emb_dir}: the names table at {folder} changed since these embeddings were made "
-                         "(its manifest.json differs); re-run `bioel embed`")
+def _unchanged_source(output_dir: str | Path, source: dict, read, what: str, since: str, verb: str) -> Path:
+    """The folder an output was made from (`source`: its manifest's {"path", "manifest_sha256"}), read with `read`
+    and checked to be the same table version (its manifest's sha256)."""
+    folder = Path(source["path"])
+    read(folder)
+    if manifest_sha256(folder) != source["manifest_sha256"]:
+        raise ValueError(f"{output_dir}: the {what} at {folder} changed since {since} (its manifest.json differs); "
+                         f"re-run `bioel {verb}`")
     return folder
+
+
+def check_names_unchanged(emb_dir: str | Path) -> Path:
+    """The names folder the embeddings were made from, checked to be the same table version."""
+    return _unchanged_source(emb_dir, read_embeddings_manifest(emb_dir)["names"], read_manifest, "names table",
+                             "these embeddings were made", "embed")
 
 
 def check_embeddings_unchanged(index_dir: str | Path, index_manifest: dict) -> Path:
-    """The embeddings folder a `bioel build-index` output was built from, checked to be the same table version
-    (its manifest's sha256): an index left from an earlier embeddings generation (a new KB release ingested and
-    embedded into the same folders, or a refresh killed between its two outputs) has names and concepts the
-    current tables no longer hold, and lacks theirs."""
-    embeddings = index_manifest["embeddings"]
-    folder = Path(embeddings["path"])
-    read_embeddings_manifest(folder)
-    if manifest_sha256(folder) != embeddings["manifest_sha256"]:
-        raise ValueError(f"{index_dir}: the embeddings at {folder} changed since this index was built "
-                         "(its manifest.json differs); re-run `bioel build-index`")
-    return folder
+    """The embeddings folder a `bioel build-index` output was built from, checked to be the same table version: an
+    index left from an earlier embeddings generation (a new KB release ingested and embedded into the same folders,
+    or a refresh killed between its two outputs) has names and concepts the current tables no longer hold, and
+    lacks theirs."""
+    return _unchanged_source(index_dir, index_manifest["embeddings"], read_embeddings_manifest, "embeddings",
+                             "this index was built", "build-index")
 
 
 def encode_checked(encoder, texts: list[str], batch_size: int | None = None) -> list:
