@@ -97,10 +97,7 @@ def cmd_evaluate(args) -> int:
     if args.k < 1:
         raise ValueError(f"--k must be at least 1, got {args.k}")
     dataset = Path(args.dataset)
-    queries = read_query_folder(dataset / f"processed_{args.split}")
-    # as BioSyn does, queries without a concept (-1) are not scored; they are counted in the report
-    without_concept = sum(not q.concept_ids for q in queries)
-    queries = [q for q in queries if q.concept_ids]
+    queries, without_concept = scored_queries(dataset, args.split)
     linker, source = _linker(args)
     preprocessor = QueryPreprocessor.from_typo_file(args.typos) if args.typos else None
     scores, results = evaluate(linker, queries, args.k, preprocessor)
@@ -118,7 +115,7 @@ def cmd_evaluate(args) -> int:
         print(f"note: {train_dir} not found: subpopulations skipped", file=sys.stderr)
     print(format_report(report))
     if without_concept:
-        print(f"note: {without_concept} queries without a concept id (-1) left out", file=sys.stderr)
+        print(f"note: {without_concept} queries without a concept id (-1 or CUI-less) left out", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     if args.record_in_card:
@@ -132,14 +129,27 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
-def cmd_probe(args) -> int:
+def scored_queries(dataset: Path, split: str) -> tuple[list, int]:
+    """The queries of DATASET/processed_SPLIT that are scored and how many are left out: as BioSyn does, those
+    without a concept (-1, CUI-less). A split with no query left to score is refused."""
     from bioel_core.corpora import read_query_folder
+
+    folder = dataset / f"processed_{split}"
+    queries = read_query_folder(folder)
+    scored = [q for q in queries if q.concept_ids]
+    if not scored:
+        raise ValueError(f"{folder}: no query to score: {len(queries):,} queries, all without a concept id (-1 or CUI-less)"
+                         if queries else f"{folder}: no query to score: its *.concept files are empty")
+    return scored, len(queries) - len(scored)
+
+
+def cmd_probe(args) -> int:
     from bioel_core.evaluation.probing import format_probe, probe
     from bioel_core.linking import NameSet
     from bioel_core.models import model_folder, open_model
 
     dataset = Path(args.dataset)
-    queries = [q for q in read_query_folder(dataset / f"processed_{args.split}") if q.concept_ids]
+    queries = scored_queries(dataset, args.split)[0]
     names = NameSet.from_biosyn(dataset / f"{args.split}_dictionary.txt")
     rows = probe(open_model(args.model, args.pooling, args.device), names, queries, args.k, args.seed)
     progress.count(queries=len(queries))

@@ -138,6 +138,20 @@ def test_evaluate_verb_prints_a_table_and_writes_json(tmp_path, capsys):
     assert "not_direct_match" in printed and "62.50" in printed
 
 
+@pytest.mark.parametrize("lines, reason", [("1||0|3||Disease||foo||-1\n1||4|7||Disease||bar||CUI-less\n",
+                                              "2 queries, all without a concept id (-1 or CUI-less)"),
+                                             ("", "its *.concept files are empty")])
+def test_evaluate_and_probe_refuse_a_split_with_no_query_to_score(tmp_path, capsys, lines, reason):
+    """A split whose every query is NIL (or whose files are empty) scored n = 0, acc 0.00, exit 0."""
+    (tmp_path / "processed_test").mkdir()
+    (tmp_path / "processed_test" / "a.concept").write_text(lines)
+    (tmp_path / "test_dictionary.txt").write_text("C1||foo\n")
+    for verb in ("evaluate", "probe"):
+        with pytest.raises(ValueError) as err:
+            _run_cli([verb, "--dataset", str(tmp_path), "--split", "test"])
+        assert str(err.value) == f"{tmp_path / 'processed_test'}: no query to score: {reason}"
+
+
 def test_evaluate_verb_choices_come_from_the_registry():
     parser = argparse.ArgumentParser()
     cli_evaluate.add_subcommands(parser.add_subparsers(dest="verb"))
