@@ -46,7 +46,12 @@ class NameSet:
 
     @classmethod
     def from_biosyn(cls, path: str | Path, normalizer: Normalizer | None = None) -> NameSet:
-        return cls.from_pairs(((e.name, e.concept_ids) for e in iter_dictionary(path)), normalizer, str(path))
+        """A dictionary with no name to link against (no line, or every name empty once normalized) is refused."""
+        names = cls.from_pairs(((e.name, e.concept_ids) for e in iter_dictionary(path)), normalizer, str(path))
+        if not names:
+            raise ValueError(f"{path}: no name to link against (no 'ID||name' line whose name is left non-empty by "
+                             f"normalization)")
+        return names
 
     @classmethod
     def from_names_table(cls, table_dir: str | Path) -> NameSet:

@@ -152,6 +152,20 @@ def test_evaluate_and_probe_refuse_a_split_with_no_query_to_score(tmp_path, caps
         assert str(err.value) == f"{tmp_path / 'processed_test'}: no query to score: {reason}"
 
 
+@pytest.mark.parametrize("linker", ["exact", "tfidf"])
+@pytest.mark.parametrize("dictionary", ["\n\n", "C1||---\n"])
+def test_evaluate_refuses_a_dictionary_with_no_name(tmp_path, linker, dictionary):
+    """exact scored every query a miss (exit 0); tfidf failed with scikit-learn's 'empty vocabulary; perhaps the
+    documents only contain stop words', naming no file."""
+    (tmp_path / "processed_test").mkdir()
+    (tmp_path / "processed_test" / "a.concept").write_text("1||0|3||Disease||foo||C1\n")
+    (tmp_path / "test_dictionary.txt").write_text(dictionary)
+    with pytest.raises(ValueError) as err:
+        _run_cli(["evaluate", "--dataset", str(tmp_path), "--split", "test", "--linker", linker])
+    assert str(err.value) == (f"{tmp_path / 'test_dictionary.txt'}: no name to link against (no 'ID||name' line whose "
+                              f"name is left non-empty by normalization)")
+
+
 def test_evaluate_verb_choices_come_from_the_registry():
     parser = argparse.ArgumentParser()
     cli_evaluate.add_subcommands(parser.add_subparsers(dest="verb"))
