@@ -94,6 +94,23 @@ def test_evaluate_e2e_verb_on_pubtator_fixture(tmp_path, capsys):
     assert "strict" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("annotation, types, reason", [
+    ("1\t0\t5\tHeart\tDisease\tD001", ["Chemical"], " of type Chemical to score (1 documents, 0 annotations without a "
+                                                       "concept id; types in the file: Disease)"),
+    ("1\t0\t5\tHeart\tDisease\t-1", None, " to score (1 documents, 1 annotations without a concept id; types in the "
+                                            "file: Disease)"),
+    (None, None, " to score (1 documents, 0 annotations without a concept id; types in the file: none)")])
+def test_evaluate_e2e_refuses_a_gold_with_nothing_to_score(tmp_path, annotation, types, reason):
+    """--types naming no type of the gold, an all-NIL gold or a gold without annotations printed P/R/F1 0.00 with
+    0 gold, exit 0."""
+    gold = tmp_path / "gold.pubtator"
+    gold.write_text("1|t|Heart attack.\n1|a|\n" + (annotation + "\n" if annotation else "") + "\n")
+    argv = ["evaluate-e2e", "--gold", str(gold), "--pred", str(gold)] + (["--types", *types] if types else [])
+    with pytest.raises(ValueError) as err:
+        _run_cli(argv)
+    assert str(err.value) == f"--gold {gold}: no annotation with a concept id{reason}"
+
+
 @needs_data
 def test_bc5cdr_test_gold_against_itself_is_100():
     gold = read_pubtator(DATA / "bc5cdr-corpus" / "CDR_TestSet.PubTator.txt")
