@@ -3,6 +3,7 @@ flat FAISS shards -> link the committed gold abstracts (PubTator) with detected 
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -618,6 +619,32 @@ def test_an_index_given_without_a_type_labels_detected_mentions_entity(chain, co
     any_type = next(line.split() for line in out.splitlines() if line.startswith("(any)"))
     assert float(any_type[4]) > 0 and int(any_type[7]) > 0  # F1 and predictions of the untyped index
     assert err.startswith("calibrate-nil: ") and " mentions in " in err
+
+
+def test_calibrate_nil_refuses_a_gold_with_no_annotation_of_an_index_type(chain, corpus, tmp_path, capsys):
+    """A gold whose every annotation is NIL, or with no annotation of an --index's type, failed after linking every
+    document with 'calibration needs at least one gold annotation and one prediction', naming no file nor type."""
+    from pipelines import cli
+
+    folder, docs = corpus
+    model, index = chain
+    nil = tmp_path / "nil.pubtator"
+    write_pubtator([Document(d.doc_id, d.passages, [replace(m, concept_ids=(), id_field="-1") for m in d.mentions])
+                    for d in docs[:2]], nil)
+    disease = tmp_path / "disease.pubtator"
+    write_pubtator([Document(d.doc_id, d.passages, [replace(m, entity_type="Disease") for m in d.mentions])
+                    for d in docs[:2]], disease)
+    mentions = [m for d in docs[:2] for m in d.mentions]
+    types = ", ".join(sorted({m.entity_type for m in mentions}))
+    for gold, index_flag, reason in [
+            (nil, index, f"to calibrate against (2 documents, {len(mentions)} annotations without a concept id; "
+                         f"types in the file: {types})"),
+            (disease, f"Chemical={index}", f"of entity type Chemical to calibrate against (2 documents, "
+                                           f"{sum(not m.concept_ids for m in mentions)} annotations without a concept id; "
+                                           f"types in the file: Disease)")]:
+        capsys.readouterr()
+        assert cli.main(["calibrate-nil", "--model", model, "--index", index_flag, "--gold", str(gold)]) == 2
+        assert capsys.readouterr().err == f"bioel calibrate-nil: error: --gold {gold}: no annotation with a concept id {reason}\n"
 
 
 def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_the_batching(chain, corpus, tmp_path, capsys):

@@ -20,6 +20,13 @@ def calibrate_on_gold(spec: AnnotatorSpec, gold_pubtator: str, batch_size: int =
             if target is not None and m.concept_ids:
                 key = (target.entity_type, d.doc_id, m.start, m.end)
                 gold.setdefault(key, set()).update(plain_id(i) for c in m.concept_ids for i in c.split("|"))
+    for t in annotator.targets:
+        if not any(k[0] == t for k in gold):
+            found = sorted({m.entity_type for d in documents for m in d.mentions})
+            raise ValueError(f"--gold {gold_pubtator}: no annotation with a concept id {f'of entity type {t} ' if t else ''}"
+                             f"to calibrate against ({len(documents):,} documents, "
+                             f"{sum(not m.concept_ids for d in documents for m in d.mentions):,} annotations without a "
+                             f"concept id; types in the file: {', '.join(found) or 'none'})")
     scores: dict[str, list[float]] = {t: [] for t in annotator.targets}
     correct: dict[str, list[bool]] = {t: [] for t in annotator.targets}
     for start in range(0, len(documents), batch_size):
