@@ -8,14 +8,34 @@ import json
 import sys
 
 
-def positive_int(text: str) -> int:
-    """argparse type for counts (shards, batch sizes): a 0 would divide by zero deep inside a worker."""
+def _int_at_least(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts (shards, batch sizes): a 0 would divide by zero deep inside a worker."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type for counts where 0 means none (training epochs: 0 skips the stage)."""
+    return _int_at_least(text, 0)
+
+
+def positive_float(text: str) -> float:
+    """argparse type for amounts above zero (a time budget in minutes)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
     return value
 
 

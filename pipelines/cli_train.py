@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bioel_core import progress
 from bioel_core.linking import DEFAULT_RERANK_DEPTH
+from pipelines.cli_common import non_negative_int, positive_float, positive_int
 
 
 def add_subcommands(subparsers) -> None:
@@ -22,20 +23,20 @@ def add_subcommands(subparsers) -> None:
                          "--train-dataset; `bioel evaluate --linker generative`, or as a --reranker)")
     tr.add_argument("--retriever", help="cross-encoder, generative: the dense model whose top concepts it learns to "
                                         "reorder (its score's weight is chosen on dev; default: the shipped disease model)")
-    tr.add_argument("--pretrain-epochs", type=int, default=1, help="generative: epochs of KB-guided pre-training, one "
+    tr.add_argument("--pretrain-epochs", type=non_negative_int, default=1, help="generative: epochs of KB-guided pre-training, one "
                                                                    "synthetic example per concept each (0: none)")
     tr.add_argument("--target-name", choices=["tfidf", "shortest", "random"], default="tfidf",
                     help="generative: which name of the gold concept a training mention learns to write (default: the "
                          "most similar by char 3-gram TF-IDF)")
     tr.add_argument("--no-prompt", action="store_true", help="generative: decode the name alone, without the `mention is` prompt")
-    tr.add_argument("--decoder-layers", type=int, default=1, help="generative: decoder layers (default 1, which keeps "
+    tr.add_argument("--decoder-layers", type=positive_int, default=1, help="generative: decoder layers (default 1, which keeps "
                                                                   "the float16 folder under 50 MB)")
-    tr.add_argument("--example-size", type=int, default=8, help="cross-encoder: concepts per training mention (gold + the "
+    tr.add_argument("--example-size", type=positive_int, default=8, help="cross-encoder: concepts per training mention (gold + the "
                                                                 "retriever's best wrong ones)")
-    tr.add_argument("--synonym-examples", type=int, help="cross-encoder: KB names trained on as mentions, their concept "
+    tr.add_argument("--synonym-examples", type=non_negative_int, help="cross-encoder: KB names trained on as mentions, their concept "
                                                          "known by its other names (default: as many as the training "
                                                          "mentions give; 0: none)")
-    tr.add_argument("--rerank-depth", type=int, default=DEFAULT_RERANK_DEPTH, help="cross-encoder: concepts reordered when scoring dev")
+    tr.add_argument("--rerank-depth", type=positive_int, default=DEFAULT_RERANK_DEPTH, help="cross-encoder: concepts reordered when scoring dev")
     tr.add_argument("--retriever-weight", type=float,
                     help="cross-encoder, generative: the share of the retriever's score the rerank stage adds, as chosen "
                          "on dev by an earlier run (for a model retrained on --train-split traindev, where no dev is left "
@@ -48,29 +49,29 @@ def add_subcommands(subparsers) -> None:
     tr.add_argument("--train-corpus", nargs="+", help="collective: gold PubTator documents to train on")
     tr.add_argument("--dev-corpus", nargs="+", help="collective: gold PubTator documents to choose the epoch and decoding on")
     tr.add_argument("--name-model", help="collective: the frozen name encoder (default: the shipped disease model)")
-    tr.add_argument("--document-layers", type=int, help="collective: keep only the first N transformer layers of the "
+    tr.add_argument("--document-layers", type=positive_int, help="collective: keep only the first N transformer layers of the "
                                                         "document encoder (a faster model; with --init a trained collective "
                                                         "model, its first N layers and heads are the start)")
     tr.add_argument("--mention-pooling", choices=["endpoints", "mean"], default="endpoints",
                     help="collective: mention vectors from W[h_start; h_end] (default) or the mean of the span's tokens")
-    tr.add_argument("--epochs", type=int, default=8, help="collective: epochs (the best on dev is kept)")
-    tr.add_argument("--max-minutes", type=float, help="wall-clock budget for the whole run; ends after the running step "
+    tr.add_argument("--epochs", type=positive_int, default=8, help="collective: epochs (the best on dev is kept)")
+    tr.add_argument("--max-minutes", type=positive_float, help="wall-clock budget for the whole run; ends after the running step "
                                                       "with the best model so far (best on dev when there is a dev split)")
     tr.add_argument("--train-dataset", nargs="+", help="BioSyn dataset folder(s) whose training mentions fine-tune the model")
     tr.add_argument("--train-split", help="processed_SPLIT used for fine-tuning; default: train when every --train-dataset "
                                           "has processed_dev (dev then chooses the epoch), else traindev")
     tr.add_argument("--output", required=True, help="model folder to write")
     tr.add_argument("--device", default="auto", help="auto (default: cuda when available, else cpu), cpu or cuda[:N]")
-    tr.add_argument("--align-epochs", type=int, default=1, help="0 skips self-alignment")
-    tr.add_argument("--align-max-steps", type=int)
-    tr.add_argument("--finetune-epochs", type=int, help="at most this many epochs (default: 20 when dev chooses the "
+    tr.add_argument("--align-epochs", type=non_negative_int, default=1, help="0 skips self-alignment")
+    tr.add_argument("--align-max-steps", type=positive_int)
+    tr.add_argument("--finetune-epochs", type=non_negative_int, help="at most this many epochs (default: 20 when dev chooses the "
                                                           "epoch and --patience stops it, more when the data is small: at "
                                                           "least 1,500 steps, dev scored about every 200 steps; else 3)")
-    tr.add_argument("--patience", type=int, default=3, help="with a dev split: epochs without a better dev acc@1 before stopping")
+    tr.add_argument("--patience", type=positive_int, default=3, help="with a dev split: epochs without a better dev acc@1 before stopping")
     tr.add_argument("--warmup", type=float, default=0.1, help="share of each stage's steps with a rising learning rate "
                                                              "(then linear decay to 0)")
-    tr.add_argument("--finetune-max-steps", type=int)
-    tr.add_argument("--batch-size", type=int, help="pairs per step (default 128); cross-encoder: mentions per step (default 8); "
+    tr.add_argument("--finetune-max-steps", type=positive_int)
+    tr.add_argument("--batch-size", type=positive_int, help="pairs per step (default 128); cross-encoder: mentions per step (default 8); "
                                                    "generative: examples per step (default 32)")
     tr.add_argument("--lr", type=float, help="learning rate (default 2e-5 transformer and cross-encoder, 1e-3 rescnn, "
                                              "1e-4 generative)")
@@ -79,10 +80,10 @@ def add_subcommands(subparsers) -> None:
                     help="fine-tuning loss: SapBERT's multi-similarity with hard-pair mining (default), or a batch "
                          "softmax (InfoNCE) where the gold name and the wrong names compete")
     tr.add_argument("--temperature", type=float, default=0.05, help="infonce temperature")
-    tr.add_argument("--hard-negatives", type=int, default=0,
+    tr.add_argument("--hard-negatives", type=non_negative_int, default=0,
                     help="fine-tuning: put each mention's N nearest wrong concepts (mined every epoch with the current "
                          "model) in its batch instead of random batches (default 0: random)")
-    tr.add_argument("--max-pairs-per-concept", type=int, default=50)
+    tr.add_argument("--max-pairs-per-concept", type=positive_int, default=50)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--save-dtype", choices=["float32", "float16"],
                     help="weights on disk (default float32; collective: float16, which keeps the folder under 50 MB)")

@@ -267,6 +267,22 @@ def test_nothing_to_train_names_the_stage_the_input_and_why(tmp_path, capsys):
     assert code == 2 and "fine-tuning: no usable training mention in" in err and "processed_traindev" in err
 
 
+@pytest.mark.parametrize("flag, value, reason", [
+    ("--finetune-max-steps", "0", "must be at least 1, got 0"),  # was a TypeError traceback writing the card, exit 1
+    ("--batch-size", "0", "must be at least 1, got 0"),  # trained, exit 0
+    ("--patience", "0", "must be at least 1, got 0"),  # stopped at the first dev score, exit 0
+    ("--finetune-epochs", "-1", "must be at least 0, got -1"),  # 'no fine-tuning data was given (--train-dataset)'
+    ("--align-epochs", "-2", "must be at least 0, got -2"),  # alignment skipped silently, exit 0
+    ("--max-minutes", "-1", "must be above 0, got -1"),  # trained one step, exit 0
+])
+def test_train_refuses_counts_and_budgets_out_of_range_before_any_work(tmp_path, capsys, flag, value, reason):
+    from pipelines import cli
+
+    code = cli.main(["train", "--encoder", "rescnn", "--names", str(tmp_path / "kb"), "--output", str(tmp_path / "m"), flag, value])
+    assert code == 2 and capsys.readouterr().err.strip() == f"bioel train: error: argument {flag}: {reason}"
+    assert not (tmp_path / "m").exists()
+
+
 def test_learning_rate_rises_linearly_then_falls_to_zero():
     from bioel_core.training.loop import TrainConfig, learning_rate_at
 
