@@ -245,7 +245,11 @@ def test_a_one_name_per_concept_kb_skips_alignment_and_fine_tunes(tmp_path, caps
     out = tmp_path / "model"
     assert cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
                      "--finetune-max-steps", "2", "--batch-size", "8", "--device", "cpu", "--no-progress"]) == 0
-    assert "note: self-alignment skipped: no concept of the KB" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "note: self-alignment skipped: no concept of the KB" in err
+    # the query whose id is not in the KB is counted in the card and said on stderr (it was in the card only)
+    assert (f"note: fine-tuning: 1 queries of {dataset}/processed_traindev left out: no concept id (-1, CUI-less), no id "
+            f"of the KB {kb}, or a composite whose parts and ids differ in number") in err
     card = json.loads((out / "card.json").read_text())
     assert card["data"]["align_skipped"] and set(card["stages"]) == {"finetune"}
     assert card["data"]["train_mentions"] == 4 and card["data"]["train_queries_unusable"] == 1  # ADR9999 is not in the KB

@@ -102,6 +102,9 @@ def dataset_mentions(names: NameSet, names_dir: str, datasets: list[str], split:
     if not mentions:
         raise ValueError(f"{stage}: no usable training mention in {where}: {unusable:,} queries, none with an id of the KB "
                          f"{names_dir} (check --names and the ids' vocabulary) and parts matching its ids")
+    if unusable:
+        print(f"note: {stage}: {unusable:,} queries of {where} left out: no concept id (-1, CUI-less), no id of the KB "
+              f"{names_dir}, or a composite whose parts and ids differ in number", file=sys.stderr)
     return [(names.normalizer(text), ids) for text, ids in mentions], unusable, where
 
 
