@@ -1,5 +1,5 @@
 """Refusals every pipeline verb makes, each rule in one place: an output folder that belongs to another verb or
-is one of the job's own inputs, and a finished job that produced no rows at all.
+is one of the job's own inputs (a model's too), and a finished job that produced no rows at all.
 
 Plain functions over paths and manifest dicts (no Beam), so the pipelines and the output layer share them.
 """
@@ -39,9 +39,7 @@ def check_output_folder(output: str, pipeline: str, inputs: Iterable[tuple[str, 
     `inputs` are (flag, path) pairs, e.g. [("--index", "idx/medic"), ("--input", "corpus.xml")]."""
     if pipeline not in PIPELINES:
         raise ValueError(f"unknown pipeline {pipeline!r}; known: {PIPELINES}")
-    for flag, path in inputs:
-        if path and _same_or_inside(path, output):
-            raise ValueError(f"--output {output} is (or holds) the {flag} {path} of this job; write to a folder of its own")
+    _check_not_an_input(output, inputs)
     local = _local(output)
     if local is None:  # remote outputs: the staging layer's own checks apply
         return
@@ -55,6 +53,23 @@ def check_output_folder(output: str, pipeline: str, inputs: Iterable[tuple[str, 
     if written_by != pipeline:
         raise ValueError(f"--output {output} holds a `bioel {written_by}` output ({manifest}); "
                          f"`bioel {pipeline}` will not overwrite it: choose another folder")
+
+
+def check_model_output(output: str, inputs: Iterable[tuple[str, str]] = ()) -> None:
+    """Refuse, before any training, a model --output that is (or holds) one of the run's inputs, or that holds a
+    pipeline's output (a KB, embeddings, an index, links): the model's files would land among its tables, and that
+    verb's next run would replace the folder. A model folder is allowed: a stopped run resumes there."""
+    _check_not_an_input(output, inputs)
+    local = _local(output)
+    if local is not None and (local / MANIFEST).is_file():
+        raise ValueError(f"--output {output} holds a bioel pipeline output ({local / MANIFEST}); write the model to a "
+                         "folder of its own")
+
+
+def _check_not_an_input(output: str, inputs: Iterable[tuple[str, str]]) -> None:
+    for flag, path in inputs:
+        if path and _same_or_inside(path, output):
+            raise ValueError(f"--output {output} is (or holds) the {flag} {path} of this job; write to a folder of its own")
 
 
 def dead_letter_sample(files: Iterable[str], opener: Callable[[str], BinaryIO] | None = None, limit: int = 3) -> list[str]:

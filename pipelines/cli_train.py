@@ -104,11 +104,24 @@ def add_subcommands(subparsers) -> None:
     en.set_defaults(func=cmd_ensemble)
 
 
+def _model_inputs(args) -> list[tuple[str, str]]:
+    """(flag, path) of every folder or file a train or ensemble run reads."""
+    single = [(flag, getattr(args, attr, None)) for flag, attr in
+              (("--init", "init"), ("--retriever", "retriever"), ("--name-model", "name_model"))]
+    many = [(flag, path) for flag, attr in (("--train-dataset", "train_dataset"), ("--train-corpus", "train_corpus"),
+                                            ("--dev-corpus", "dev_corpus")) for path in getattr(args, attr, None) or ()]
+    names = [("--names", typed.rpartition("=")[2]) for typed in getattr(args, "names", None) or ()]  # [TYPE=]DIR
+    members = [("--member", member[0]) for member in getattr(args, "member", None) or ()]
+    return [(flag, str(path)) for flag, path in single + many + names + members if path]
+
+
 def cmd_train(args) -> int:
+    from bioel_core.guards import check_model_output
     from bioel_core.models import resolve_device
     from bioel_core.training.loop import TrainConfig
     from bioel_core.training.recipe import DEFAULT_BATCH, DEFAULT_LR, DEV_EVERY_STEPS, FINETUNE_MIN_STEPS, run_training
 
+    check_model_output(args.output, _model_inputs(args))
     if args.encoder == "collective":
         return cmd_train_collective(args)
     if len(args.names) != 1 or "=" in args.names[0]:
@@ -211,9 +224,11 @@ def cmd_train_collective(args) -> int:
 
 
 def cmd_ensemble(args) -> int:
+    from bioel_core.guards import check_model_output
     from bioel_core.linking.rerank import is_reranker_folder
     from bioel_core.models.ensemble import make_ensemble
 
+    check_model_output(args.output, _model_inputs(args))
     specs = []
     for member in args.member:
         if len(member) not in (2, 3):

@@ -5,6 +5,7 @@ ends with."""
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 
@@ -160,3 +161,26 @@ def test_evaluate_e2e_prints_its_summary_line(capsys):
     out, err = capsys.readouterr()
     assert "strict" in out
     assert err.startswith("evaluate-e2e: 40 documents, ") and " predictions in " in err and err.endswith(" documents/s)\n")
+
+
+def test_train_and_ensemble_refuse_an_output_among_their_inputs_or_holding_a_pipeline_output(tmp_path, capsys):
+    # `--output` was written into whatever folder it named: a KB folder got model files beside its manifest (and the
+    # next ingest-kb there replaced them), a dataset folder got them among its splits
+    kb = tmp_path / "kb"
+    assert cli.main(["ingest-kb", "--input-format", "medic-biosyn", "--input", str(FIXTURES / "biosyn/medic_raw.txt"),
+                     "--output", str(kb), "--num-shards", "1", "--no-quality"]) == 0
+    capsys.readouterr()
+    dataset = tmp_path / "dataset"
+    (dataset / "processed_train").mkdir(parents=True)
+    for output, reason in ((kb, f"is (or holds) the --names {kb} of this job"),
+                           (dataset, f"is (or holds) the --train-dataset {dataset} of this job")):
+        assert cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--train-dataset", str(dataset),
+                         "--output", str(output)]) == 2
+        assert capsys.readouterr().err == f"bioel train: error: --output {output} {reason}; write to a folder of its own\n"
+    other_kb = tmp_path / "other-kb"
+    shutil.copytree(kb, other_kb)
+    assert cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--output", str(other_kb)]) == 2
+    assert "holds a bioel pipeline output" in capsys.readouterr().err
+    assert cli.main(["ensemble", "--member", str(REPO / "models/disease-default"), "1", "--output", str(kb)]) == 2
+    assert "holds a bioel pipeline output" in capsys.readouterr().err
+    assert not list(kb.glob("*.safetensors")) and not list(other_kb.glob("*.safetensors"))
