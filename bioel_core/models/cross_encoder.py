@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel
 
 from bioel_core.models.base import fingerprint_of, float64_copy, read_config, stored, write_config
-from bioel_core.models.checkpoints import require_safetensors
+from bioel_core.models.checkpoints import load_tokenizer, require_safetensors
 
 HEAD_FILE = "head.safetensors"
 
@@ -35,7 +35,7 @@ class CrossEncoder(torch.nn.Module):
         super().__init__()
         self.retriever_weight = retriever_weight
         checkpoint_dir = require_safetensors(checkpoint_dir)
-        self.tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir, local_files_only=True)
+        self.tokenizer = load_tokenizer(checkpoint_dir)
         self.model = AutoModel.from_pretrained(checkpoint_dir, local_files_only=True, use_safetensors=True,
                                                dtype=torch.float32)
         self.max_length, self.dropout_p = max_length, dropout

@@ -27,10 +27,9 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
-from transformers import AutoTokenizer
 
 from bioel_core.models.base import WEIGHTS_FILE, fingerprint_of, float64_copy, read_config, stored, write_config
-from bioel_core.models.checkpoints import require_safetensors
+from bioel_core.models.checkpoints import load_tokenizer, require_safetensors
 
 if TYPE_CHECKING:
     from transformers import BertConfig, BertLMHeadModel
@@ -56,7 +55,7 @@ class GenerativeModel(torch.nn.Module):
 
         super().__init__()
         checkpoint_dir = Path(checkpoint_dir) if _encoder_config is not None else require_safetensors(checkpoint_dir)
-        self.tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir, local_files_only=True)
+        self.tokenizer = load_tokenizer(checkpoint_dir)
         if _encoder_config is None:
             encoder = BertModel.from_pretrained(checkpoint_dir, local_files_only=True, use_safetensors=True,
                                                 add_pooling_layer=False, dtype=torch.float32)

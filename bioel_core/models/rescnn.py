@@ -18,10 +18,9 @@ import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import AutoTokenizer
 
 from bioel_core.models.base import WEIGHTS_FILE, Encoder, stored, tensor_bytes, write_config
-from bioel_core.models.checkpoints import (checkpoint_reference, default_base_checkpoint, require_safetensors,
+from bioel_core.models.checkpoints import (checkpoint_reference, default_base_checkpoint, load_tokenizer, require_safetensors,
                                            resolve_reference)
 
 POOLINGS = ("max", "attention")
@@ -72,7 +71,7 @@ class ResCNNEncoder(Encoder):
             raise ValueError(f"kernel sizes must be odd to keep the sequence length, got {kernel_sizes}")
         base = Path(base_checkpoint) if base_checkpoint is not None else default_base_checkpoint()
         embeddings = read_word_embeddings(base)
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir or base, local_files_only=True)
+        tokenizer = load_tokenizer(tokenizer_dir or base)
         if len(tokenizer) > embeddings.shape[0]:
             raise ValueError(f"tokenizer has {len(tokenizer)} tokens but {base} has {embeddings.shape[0]} embeddings")
         super().__init__(tokenizer, max_length)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel
 
 from bioel_core.models.base import Encoder, stored, write_config
-from bioel_core.models.checkpoints import require_safetensors
+from bioel_core.models.checkpoints import load_tokenizer, require_safetensors
 
 POOLINGS = ("cls", "mean")
 
@@ -24,7 +24,7 @@ class TransformerEncoder(Encoder):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         checkpoint_dir = require_safetensors(checkpoint_dir)
-        super().__init__(AutoTokenizer.from_pretrained(checkpoint_dir, local_files_only=True), max_length)
+        super().__init__(load_tokenizer(checkpoint_dir), max_length)
         # float32 whatever the stored dtype: a float16 folder is upcast for CPU inference and training.
         self.model = AutoModel.from_pretrained(checkpoint_dir, local_files_only=True, use_safetensors=True,
                                                dtype=torch.float32)
