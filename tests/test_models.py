@@ -246,3 +246,24 @@ def test_a_folder_without_tokenizer_files_is_refused_not_read_with_an_empty_voca
         with pytest.raises(FileNotFoundError) as err:
             load(folder)
         assert str(err.value) == message.format(folder)
+
+
+def test_a_truncated_safetensors_file_is_refused_naming_it(tiny_bert, tmp_path):
+    # the header was intact, so the format check passed and safetensors' own SafetensorError (neither OSError nor
+    # ValueError) ended `bioel evaluate --model` with a traceback and exit 1
+    saved = tiny_rescnn(tiny_bert).save(tmp_path / "rescnn")
+    weights = saved / "model.safetensors"
+    size = weights.stat().st_size
+    with open(weights, "r+b") as fh:
+        fh.truncate(size - 100)
+    header = 8 + int.from_bytes(weights.read_bytes()[:8], "little")
+    with pytest.raises(ValueError) as err:
+        load_encoder(saved)
+    assert str(err.value) == (f"{weights}: a damaged or truncated safetensors file (its header describes "
+                              f"{size - header:,} bytes of tensors, {size - header - 100:,} follow); refusing to load it")
+    from pipelines.cli import main
+
+    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
+    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
+    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
+    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(saved)]) == 2

@@ -87,14 +87,20 @@ def check_safetensors_file(path: Path) -> None:
     with open(path, "rb") as fh:
         head = fh.read(8)
         length = int.from_bytes(head, "little") if len(head) == 8 else -1
-        ok = 0 < length <= size - 8
-        if ok:
+        header = None
+        if 0 < length <= size - 8:
             try:
-                ok = isinstance(json.loads(fh.read(length)), dict)
+                header = json.loads(fh.read(length))
             except ValueError:
-                ok = False
-    if not ok:
+                pass
+    if not isinstance(header, dict):
         raise UnsafeCheckpointError(f"{path}: not a safetensors file (no safetensors header; a renamed pickle?); refusing to load it")
+    # the tensors' bytes must be all there (a copy cut short), else safetensors fails with its own error type
+    described = max((entry["data_offsets"][1] for name, entry in header.items()
+                     if name != "__metadata__" and isinstance(entry, dict) and len(entry.get("data_offsets") or ()) == 2), default=0)
+    if described != size - 8 - length:
+        raise ValueError(f"{path}: a damaged or truncated safetensors file (its header describes {described:,} bytes of "
+                         f"tensors, {size - 8 - length:,} follow); refusing to load it")
 
 
 def load_tokenizer(folder: str | Path):
