@@ -359,3 +359,24 @@ def test_with_a_dev_split_the_default_recipe_trains_on_train_and_dev_chooses_the
     assert 3 <= len(finetune["dev"]) <= 8
     assert finetune["stopped_by"] in ("patience", "steps") and finetune["best_dev"]["score"] == max(h["score"] for h in finetune["dev"])
     assert "dev acc@1 by epoch (epoch: score): 200: " in (out / "MODEL_CARD.md").read_text()
+
+
+@pytest.mark.parametrize("encoder", ["transformer", "rescnn"])
+def test_init_with_a_model_folder_of_another_kind_is_refused(tmp_path, capsys, encoder):
+    # --encoder transformer --init models/disease-default trained the ResCNN on, said 'trained transformer' and exited 0
+    # (and --encoder rescnn with a transformer folder the same the other way round)
+    from bioel_core.models import TransformerEncoder, shipped_path
+    from pipelines import cli
+    from test_models import make_tiny_bert
+
+    kb, dataset = _one_name_kb_and_dataset(tmp_path)
+    other = {"transformer": shipped_path("disease-default"),
+             "rescnn": TransformerEncoder(make_tiny_bert(tmp_path / "bert")).save(tmp_path / "tf")}[encoder]
+    found = "rescnn" if encoder == "transformer" else "transformer"
+    capsys.readouterr()
+    code = cli.main(["train", "--encoder", encoder, "--init", str(other), "--names", str(kb), "--train-dataset", str(dataset),
+                     "--output", str(tmp_path / "m"), "--device", "cpu", "--finetune-max-steps", "1"])
+    assert code == 2 and capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"bioel train: error: --init {other}: a {found} model folder; --encoder {found} trains it on "
+        f"(--encoder {encoder} starts from a Hugging Face checkpoint or a {encoder} model folder)")
+    assert not (tmp_path / "m").exists()

@@ -22,8 +22,8 @@ import bioel_core
 from bioel_core.corpora.biosyn import read_query_folder
 from bioel_core.corpora.pubtator import split_ids
 from bioel_core.names import NameSet
-from bioel_core.models import Encoder, ResCNNEncoder, TransformerEncoder, default_base_checkpoint, load_encoder
-from bioel_core.models.base import CONFIG_FILE
+from bioel_core.models import Encoder, EnsembleEncoder, ResCNNEncoder, TransformerEncoder, default_base_checkpoint, load_encoder
+from bioel_core.models.base import CONFIG_FILE, read_config
 from bioel_core.models.cards import write_card
 from bioel_core.text.preprocess import split_composite
 from bioel_core.training.hard_negatives import HardNegativeBatcher
@@ -42,10 +42,13 @@ def new_encoder(kind: str, init: str | None, pooling: str | None, device: str, s
     """A fresh encoder: `init` is a bioel model folder (continue training it) or an HF checkpoint; the weights
     that start random (a ResCNN's, a pooling head's) are drawn from `seed`."""
     if init and (Path(init) / CONFIG_FILE).is_file():
-        encoder = load_encoder(init, device)
-        if not isinstance(encoder, Encoder):
-            raise ValueError(f"--init {init}: a {encoder.encoder_type} is not trained as one; train its members")
-        return encoder
+        found = read_config(init).get("encoder_type")
+        if found == EnsembleEncoder.encoder_type:
+            raise ValueError(f"--init {init}: an ensemble is not trained as one; train its members")
+        if found != kind:
+            raise ValueError(f"--init {init}: a {found} model folder; --encoder {found} trains it on (--encoder {kind} "
+                             f"starts from a Hugging Face checkpoint or a {kind} model folder)")
+        return load_encoder(init, device)
     base = Path(init) if init else default_base_checkpoint()
     torch.manual_seed(seed)
     if kind == "transformer":
