@@ -54,13 +54,15 @@ class Annotator:
 
     def link(self, texts: Sequence[str], k: int = 1) -> list[dict[str, list[Candidate]]]:
         """Per string, per entity type: its k best concepts (Candidate: concept_ids, matched name, score), best first."""
-        per_type = {t: target.linker.link(list(texts), k=k) for t, target in self.annotator.targets.items()}
+        texts = _listed(texts, "texts: a list of strings")
+        per_type = {t: target.linker.link(texts, k=k) for t, target in self.annotator.targets.items()}
         return [{t: found[i] for t, found in per_type.items()} for i in range(len(texts))]
 
     def annotate(self, documents: Sequence[Document | str]) -> list[list[dict]]:
         """Per document (a Document, or a plain string: one text passage, id = its position), its annotation rows
         (doc_id, start, end, mention, entity_type, concept_id or None when NIL, score, ...), in order. A document
         that cannot be annotated (empty, oversized, given mentions off the text) raises DocumentError naming it."""
+        documents = _listed(documents, "documents: a list of documents or strings")
         docs = [d if isinstance(d, Document) else Document(str(i), [Passage("text", 0, d)]) for i, d in enumerate(documents)]
         for d in docs:
             try:
@@ -68,3 +70,10 @@ class Annotator:
             except DocumentError as err:
                 raise DocumentError(f"document {d.doc_id}: {err}") from None
         return self.annotator.annotate(docs)
+
+
+def _listed(items, what: str) -> list:
+    """`items` as a list; one str is refused: it is a sequence of strings too, and each character would be linked."""
+    if isinstance(items, str):
+        raise TypeError(f"{what}, got one str (wrap one text in a list: [{items!r}])")
+    return list(items)

@@ -76,6 +76,19 @@ def test_link_and_annotate_are_the_linkers_and_the_annotator_rows(demo_output):
         Annotator.from_folders(indexes={"Disease": index}, mentions="find")
 
 
+def test_one_string_instead_of_a_list_is_refused(demo_output):
+    # a str is a sequence of strings: link("delirium") linked each of its 8 characters (8 answers, exit fine) and
+    # annotate("delirium in gout") annotated each character as a document, then failed on 'document 8: empty document'
+    annotator = Annotator.from_folders(indexes={"Disease": str(demo_output / "demo_output" / "index")})
+    with pytest.raises(TypeError) as err:
+        annotator.link("delirium")
+    assert str(err.value) == "texts: a list of strings, got one str (wrap one text in a list: ['delirium'])"
+    with pytest.raises(TypeError) as err:
+        annotator.annotate("delirium in gout")
+    assert str(err.value) == "documents: a list of documents or strings, got one str (wrap one text in a list: ['delirium in gout'])"
+    assert len(annotator.link(["delirium"])) == 1 and annotator.link([]) == [] and annotator.annotate([]) == []
+
+
 @pytest.mark.parametrize("module", ["bioel", "pipelines.cli"])
 def test_python_dash_m_runs_the_cli(module, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
