@@ -13,7 +13,7 @@ from tokenizers.models import WordPiece
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
 from bioel_core.models import (ENCODERS, CollectiveEncoder, CrossEncoder, EmbeddingMismatchError, EnsembleEncoder, GenerativeModel, ResCNNEncoder,
-                               TransformerEncoder, UnsafeCheckpointError, default_base_checkpoint, load_encoder, resolve_device)
+                               TransformerEncoder, UnsafeCheckpointError, default_base_checkpoint, load_encoder, open_model, resolve_device)
 from bioel_core.models.checkpoints import resolve_reference
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + (
@@ -267,3 +267,24 @@ def test_a_truncated_safetensors_file_is_refused_naming_it(tiny_bert, tmp_path):
     (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
     (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
     assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(saved)]) == 2
+
+
+def test_an_hf_folder_without_config_or_with_a_model_type_transformers_lacks_is_refused_in_one_line(tiny_bert, tmp_path):
+    # no config.json gave transformers' 'Unrecognized model in DIR. Should have a `model_type` key in its config.json';
+    # an unknown model_type a warning line, then a three-paragraph message on upgrading transformers
+    import transformers
+
+    bare, alien = tmp_path / "no config", tmp_path / "alien"
+    shutil.copytree(tiny_bert, bare)
+    (bare / "config.json").unlink()
+    shutil.copytree(tiny_bert, alien)
+    config = json.loads((alien / "config.json").read_text())
+    (alien / "config.json").write_text(json.dumps({**config, "model_type": "fancynet", "architectures": ["FancyNetModel"]}))
+    for load in (TransformerEncoder, open_model, CrossEncoder):
+        with pytest.raises(FileNotFoundError) as err:
+            load(bare)
+        assert str(err.value) == f"{bare}: no config.json (neither a Hugging Face checkpoint nor a bioel model folder)"
+        with pytest.raises(ValueError) as err:
+            load(alien)
+        assert str(err.value) == (f"{alien}: config.json has model_type 'fancynet', which transformers "
+                                  f"{transformers.__version__} does not know")

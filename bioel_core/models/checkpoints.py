@@ -80,6 +80,25 @@ def require_safetensors(folder: str | Path) -> Path:
     raise FileNotFoundError(f"{folder}: no *.safetensors weights")
 
 
+def require_hf_checkpoint(folder: str | Path) -> Path:
+    """`require_safetensors`, and a config.json whose model_type this transformers knows: refused in one line
+    naming the folder, before transformers reads it (its own messages name no reason or run over several lines)."""
+    folder = require_safetensors(folder)
+    path = folder / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder}: no config.json (neither a Hugging Face checkpoint nor a bioel model folder)")
+    try:
+        model_type = json.loads(path.read_text()).get("model_type")
+    except (ValueError, AttributeError):
+        raise ValueError(f"{path}: not a JSON object") from None
+    import transformers
+
+    if model_type not in transformers.CONFIG_MAPPING:
+        raise ValueError(f"{folder}: config.json has model_type {model_type!r}, which transformers "
+                         f"{transformers.__version__} does not know")
+    return folder
+
+
 def check_safetensors_file(path: Path) -> None:
     """Refuse, naming the file, weights that are not safetensors (e.g. a pickle renamed): the format is an
     8-byte little-endian header length, then that many bytes of JSON; the loaders fail deep inside otherwise."""

@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModel
 
 from bioel_core.models.base import CONFIG_FILE, read_config, stored, tensor_bytes, write_config
-from bioel_core.models.checkpoints import load_tokenizer, require_safetensors
+from bioel_core.models.checkpoints import load_tokenizer, require_hf_checkpoint, require_safetensors
 
 MENTION_POOLINGS = ("endpoints", "mean")
 DOCUMENT_DIR, NAMES_DIR, HEADS_FILE = "document", "names", "heads.safetensors"
@@ -121,7 +121,7 @@ class CollectiveEncoder(torch.nn.Module):
             raise ValueError(f"mention_pooling must be one of {MENTION_POOLINGS}, got {mention_pooling!r}")
         if not entity_types:
             raise ValueError("a collective model needs at least one entity type")
-        document_dir = require_safetensors(document_dir)
+        document_dir = require_hf_checkpoint(document_dir)
         self.tokenizer = load_tokenizer(document_dir)
         self.document = AutoModel.from_pretrained(document_dir, local_files_only=True, use_safetensors=True, dtype=torch.float32)
         if document_layers:

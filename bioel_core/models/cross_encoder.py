@@ -21,7 +21,7 @@ from tokenizers import Tokenizer
 from transformers import AutoModel
 
 from bioel_core.models.base import fingerprint_of, float64_copy, read_config, stored, write_config
-from bioel_core.models.checkpoints import load_tokenizer, require_safetensors
+from bioel_core.models.checkpoints import load_tokenizer, require_hf_checkpoint
 
 HEAD_FILE = "head.safetensors"
 
@@ -34,7 +34,7 @@ class CrossEncoder(torch.nn.Module):
         after training; part of the config, so of the fingerprint)."""
         super().__init__()
         self.retriever_weight = retriever_weight
-        checkpoint_dir = require_safetensors(checkpoint_dir)
+        checkpoint_dir = require_hf_checkpoint(checkpoint_dir)
         self.tokenizer = load_tokenizer(checkpoint_dir)
         self.model = AutoModel.from_pretrained(checkpoint_dir, local_files_only=True, use_safetensors=True,
                                                dtype=torch.float32)

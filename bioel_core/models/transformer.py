@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModel
 
 from bioel_core.models.base import Encoder, stored, write_config
-from bioel_core.models.checkpoints import load_tokenizer, require_safetensors
+from bioel_core.models.checkpoints import load_tokenizer, require_hf_checkpoint
 
 POOLINGS = ("cls", "mean")
 
@@ -23,7 +23,7 @@ class TransformerEncoder(Encoder):
     def __init__(self, checkpoint_dir: str | Path, pooling: str = "cls", max_length: int = 25):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-        checkpoint_dir = require_safetensors(checkpoint_dir)
+        checkpoint_dir = require_hf_checkpoint(checkpoint_dir)
         super().__init__(load_tokenizer(checkpoint_dir), max_length)
         # float32 whatever the stored dtype: a float16 folder is upcast for CPU inference and training.
         self.model = AutoModel.from_pretrained(checkpoint_dir, local_files_only=True, use_safetensors=True,
