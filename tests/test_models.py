@@ -288,3 +288,17 @@ def test_an_hf_folder_without_config_or_with_a_model_type_transformers_lacks_is_
             load(alien)
         assert str(err.value) == (f"{alien}: config.json has model_type 'fancynet', which transformers "
                                   f"{transformers.__version__} does not know")
+
+
+def test_a_model_config_that_is_not_json_is_refused_naming_it(tmp_path):
+    # was json's bare 'Expecting property name enclosed in double quotes: line 1 column 2 (char 1)', naming no file
+    (tmp_path / "bioel_encoder.json").write_text("{broken")
+    for load in (load_encoder, open_model):
+        with pytest.raises(ValueError) as err:
+            load(tmp_path)
+        assert str(err.value) == (f"{tmp_path / 'bioel_encoder.json'}: not valid JSON (Expecting property name enclosed "
+                                  f"in double quotes: line 1 column 2 (char 1))")
+    (tmp_path / "bioel_encoder.json").write_text("[]")
+    with pytest.raises(ValueError) as err:
+        load_encoder(tmp_path)
+    assert str(err.value) == f"{tmp_path / 'bioel_encoder.json'}: not a JSON object"

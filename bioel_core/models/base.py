@@ -70,7 +70,12 @@ def read_config(directory: str | Path, encoder_type: str | None = None) -> dict:
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{directory}: no {CONFIG_FILE} (not a bioel model folder)")
-    config = json.loads(path.read_text())
+    try:
+        config = json.loads(path.read_text())
+    except ValueError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: not a JSON object")
     if encoder_type is not None and config.get("encoder_type") != encoder_type:
         raise ValueError(f"{directory}: encoder_type {config.get('encoder_type')!r}, expected {encoder_type!r}")
     return config
