@@ -55,6 +55,18 @@ def check_output_folder(output: str, pipeline: str, inputs: Iterable[tuple[str, 
                          f"`bioel {pipeline}` will not overwrite it: choose another folder")
 
 
+def read_json_object(path: str | Path, what: str) -> dict:
+    """The JSON object a bioel file holds (a manifest, a model config); anything else (not JSON, a list, null) is
+    refused naming the file and what it should have been."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise ValueError(f"{path}: not a readable {what} ({err})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: not a readable {what} (a JSON {type(value).__name__}, not an object)")
+    return value
+
+
 def check_model_output(output: str, inputs: Iterable[tuple[str, str]] = ()) -> None:
     """Refuse, before any training, a model --output that is (or holds) one of the run's inputs, or that holds a
     pipeline's output (a KB, embeddings, an index, links): the model's files would land among its tables, and that

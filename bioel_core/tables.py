@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bioel_core.guards import read_json_object
 from bioel_core.outputs.layout import MANIFEST
 from schemas import SCHEMA_VERSION, TABLE_SCHEMAS, check_schema
 
@@ -27,12 +27,7 @@ def read_manifest(output_dir: str | Path) -> dict:
     if not path.is_file():
         raise IncompleteOutputError(f"{output_dir} is not a finished bioel output (no {MANIFEST}): interrupted, still "
                                     f"running, or not written by bioel")
-    try:
-        manifest = json.loads(path.read_text())
-    except ValueError as err:
-        raise ValueError(f"{path}: not a readable bioel manifest ({err})") from None
-    if not isinstance(manifest, dict):
-        raise ValueError(f"{path}: not a readable bioel manifest (a JSON {type(manifest).__name__}, not an object)")
+    manifest = read_json_object(path, "bioel manifest")
     if not manifest.get("complete"):
         raise IncompleteOutputError(f"{path}: output is marked incomplete")
     return manifest

@@ -296,9 +296,9 @@ def test_a_model_config_that_is_not_json_is_refused_naming_it(tmp_path):
     for load in (load_encoder, open_model):
         with pytest.raises(ValueError) as err:
             load(tmp_path)
-        assert str(err.value) == (f"{tmp_path / 'bioel_encoder.json'}: not valid JSON (Expecting property name enclosed "
-                                  f"in double quotes: line 1 column 2 (char 1))")
+        assert str(err.value) == (f"{tmp_path / 'bioel_encoder.json'}: not a readable bioel model config (Expecting "
+                                  f"property name enclosed in double quotes: line 1 column 2 (char 1))")
     (tmp_path / "bioel_encoder.json").write_text("[]")
     with pytest.raises(ValueError) as err:
         load_encoder(tmp_path)
-    assert str(err.value) == f"{tmp_path / 'bioel_encoder.json'}: not a JSON object"
+    assert str(err.value) == f"{tmp_path / 'bioel_encoder.json'}: not a readable bioel model config (a JSON list, not an object)"

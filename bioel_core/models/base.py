@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
+from bioel_core.guards import read_json_object
 from bioel_core.progress import bar as progress_bar
 
 CONFIG_FILE = "bioel_encoder.json"  # not config.json: a transformer folder also holds HF's config.json
@@ -70,12 +71,7 @@ def read_config(directory: str | Path, encoder_type: str | None = None) -> dict:
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{directory}: no {CONFIG_FILE} (not a bioel model folder)")
-    try:
-        config = json.loads(path.read_text())
-    except ValueError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path}: not a JSON object")
+    config = read_json_object(path, "bioel model config")
     if encoder_type is not None and config.get("encoder_type") != encoder_type:
         raise ValueError(f"{directory}: encoder_type {config.get('encoder_type')!r}, expected {encoder_type!r}")
     return config
