@@ -33,8 +33,11 @@ class Annotator:
         mention by writing one of its type's names; `reranker`: a cross-encoder or generative folder that reorders each
         mention's best concepts; `detector`: as `bioel link --detector` (default: `both` with a collective model, else
         `dictionary`); the other arguments are `bioel link`'s flags."""
+        from bioel_core.models import resolve_device
+
         if mentions not in ("detect", "given"):
             raise ValueError(f"mentions must be 'detect' or 'given', got {mentions!r}")
+        device = resolve_device(device)  # in process: "auto" is this machine's, and cuda without one is refused here
 
         def pairs(mapping):
             return tuple((t, str(v)) for t, v in (mapping or {}).items())

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from bioel_core import Annotator
 from bioel_core.corpora import Document, Mention, Passage
@@ -74,6 +75,9 @@ def test_link_and_annotate_are_the_linkers_and_the_annotator_rows(demo_output):
         annotator.annotate(["fine text", "   "])
     with pytest.raises(ValueError, match="mentions must be 'detect' or 'given'"):
         Annotator.from_folders(indexes={"Disease": index}, mentions="find")
+    if not torch.cuda.is_available():  # was torch's "AssertionError: Torch not compiled with CUDA enabled" at first use
+        with pytest.raises(ValueError, match="^--device cuda: no CUDA device is available here$"):
+            Annotator.from_folders(indexes={"Disease": index}, device="cuda")
 
 
 def test_one_string_instead_of_a_list_is_refused(demo_output):
