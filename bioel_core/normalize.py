@@ -10,6 +10,7 @@ punctuation only; `NormalizerConfig.from_dict` reads them so, and their version 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -21,7 +22,13 @@ from dataclasses import asdict, dataclass
 PUNCTUATION_POLICIES = ("split", "remove", "keep")
 # Unicode category Cc (C0, DEL, C1): NUL and the like reach names from broken dumps and never mean anything there
 _CONTROL = re.compile(r"[ ]*[\x00-\x1f\x7f-\x9f]+[ ]*")
-UNICODE_PUNCTUATION = "".join(c for c in map(chr, range(128, sys.maxunicode + 1)) if unicodedata.category(c).startswith("P"))
+
+
+@functools.cache
+def unicode_punctuation() -> str:
+    """Every non-ASCII character of Unicode category P. Built on first use, not at import: the scan of all code
+    points takes a quarter of a second, which every `bioel` command (`--help` included) would pay."""
+    return "".join(c for c in map(chr, range(128, sys.maxunicode + 1)) if unicodedata.category(c).startswith("P"))
 
 
 def clean_text(text: str) -> str:
@@ -48,7 +55,7 @@ class NormalizerConfig:
 
     def punctuation_chars(self) -> str:
         """Every character the policy treats as punctuation."""
-        chars = string.punctuation + (UNICODE_PUNCTUATION if self.unicode_punctuation else "")
+        chars = string.punctuation + (unicode_punctuation() if self.unicode_punctuation else "")
         return "".join(c for c in chars if c not in self.keep_chars)
 
     def __post_init__(self) -> None:
