@@ -27,7 +27,7 @@ from bioel_core.linking.rerank import DEFAULT_DEPTH
 from bioel_core.models import GenerativeModel, default_base_checkpoint, load_encoder
 from bioel_core.models.base import CONFIG_FILE, read_config
 from bioel_core.names import NameSet
-from bioel_core.training.loop import TrainConfig
+from bioel_core.training.loop import TrainConfig, run_seed
 from bioel_core.training.recipe import dataset_mentions, dev_queries, finish_card, train_stage
 
 TARGETS = ("tfidf", "shortest", "random")
@@ -145,7 +145,7 @@ def run_generative_training(*, names_dir: str, output: str, retriever_model: str
     out, workdir = Path(output), Path(output) / "_train"
     began = time.perf_counter()
     names, by_concept, definitions = kb_names(names_dir)
-    model = new_model(init, decoder_layers, prompt, device, next(c.seed for c in (pretrain, finetune, TrainConfig()) if c is not None))
+    model = new_model(init, decoder_layers, prompt, device, run_seed(pretrain, finetune))
     for stage in ("finetune", "pretrain"):  # a restarted run continues from the last finished stage's weights
         if (workdir / stage / "done.json").is_file():
             model.load_state_dict(load_encoder(workdir / stage / "model", device).state_dict())

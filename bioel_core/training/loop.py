@@ -53,6 +53,12 @@ class TrainConfig:
     max_minutes: float | None = None  # wall-clock budget: ends after the running step, with the best model so far
 
 
+def run_seed(*stages: TrainConfig | None) -> int:
+    """The seed of a run of stages, some skipped (None): the first run stage's (the fresh model's random start is
+    drawn from it), the default when none runs."""
+    return next((stage.seed for stage in stages if stage is not None), TrainConfig.seed)
+
+
 def learning_rate_at(step: int, total: int, config: TrainConfig) -> float:
     """Linear warm-up over `warmup` of the steps, then linear decay to 0 at `total`; a function of the step
     alone, so a resumed run follows the same schedule."""

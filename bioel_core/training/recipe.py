@@ -27,7 +27,7 @@ from bioel_core.models.base import CONFIG_FILE, read_config
 from bioel_core.models.cards import write_card
 from bioel_core.text.preprocess import split_composite
 from bioel_core.training.hard_negatives import HardNegativeBatcher
-from bioel_core.training.loop import TrainConfig, train
+from bioel_core.training.loop import TrainConfig, run_seed, train
 from bioel_core.training.pairs import alignment_pairs, mention_pairs
 
 DEFAULT_LR = {"transformer": 2e-5, "rescnn": 1e-3, "cross-encoder": 2e-5, "generative": 1e-4}
@@ -160,7 +160,7 @@ def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | 
     for name, ids in zip(names.names, names.concept_ids):
         by_concept.setdefault(ids[0], []).append(name)
 
-    encoder = new_encoder(encoder_kind, init, pooling, device, next(c.seed for c in (align, finetune, TrainConfig()) if c is not None))
+    encoder = new_encoder(encoder_kind, init, pooling, device, run_seed(align, finetune))
     # a restarted run continues from the last finished stage's weights
     for stage in ("finetune", "align"):
         if (workdir / stage / "done.json").is_file():
