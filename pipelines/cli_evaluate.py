@@ -175,14 +175,13 @@ def format_report(report: dict) -> str:
 def cmd_evaluate_e2e(args) -> int:
     from bioel_core.corpora import read_pubtator
     from bioel_core.evaluation import e2e_scores
+    from bioel_core.evaluation.e2e import gold_contents
 
     gold, pred = read_pubtator(args.gold, "--gold"), read_pubtator(args.pred, "--pred")
     scores = e2e_scores(gold, pred, args.types)
     if not scores["strict"]["n_gold"]:
-        types = sorted({m.entity_type for d in gold for m in d.mentions})
         raise ValueError(f"--gold {args.gold}: no annotation with a concept id{' of type ' + ', '.join(args.types) if args.types else ''}"
-                         f" to score ({len(gold):,} documents, {scores['gold_without_concept']:,} annotations without a "
-                         f"concept id; types in the file: {', '.join(types) or 'none'})")
+                         f" to score ({gold_contents(gold)})")
     progress.count(documents=len(pred), predictions=scores["strict"]["n_pred"])
     report = {"gold": args.gold, "pred": args.pred, "types": args.types or "all", **scores}
     print(f"{'mode':<9}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")

@@ -74,6 +74,14 @@ def score(gold: dict[str, set[_Ann]], pred: dict[str, set[_Ann]], strict: bool) 
     return Scores(100 * prec, 100 * rec, 100 * f1, n_pred, n_gold, correct, matched)
 
 
+def gold_contents(documents: list[Document]) -> str:
+    """What a gold corpus holds, for a refusal that found nothing in it to score or calibrate against."""
+    mentions = [m for d in documents for m in d.mentions]
+    types = sorted({m.entity_type for m in mentions})
+    return (f"{len(documents):,} documents, {sum(not m.concept_ids for m in mentions):,} annotations without a concept "
+            f"id; types in the file: {', '.join(types) or 'none'}")
+
+
 def e2e_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Mention], entity_types: Iterable[str] | None = None) -> dict:
     """{"strict": {...}, "partial": {...}, "gold_without_concept": n, "pred_without_concept": n}; P/R/F1 in percent."""
     types = set(entity_types) if entity_types else None

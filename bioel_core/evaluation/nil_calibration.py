@@ -4,6 +4,7 @@ pick per entity type the score below which mentions are better left NIL (strict 
 from __future__ import annotations
 
 from bioel_core.corpora import read_pubtator
+from bioel_core.evaluation.e2e import gold_contents
 from bioel_core.kb.vocab import plain_id
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.linking.nil import calibrate_threshold
@@ -22,11 +23,8 @@ def calibrate_on_gold(spec: AnnotatorSpec, gold_pubtator: str, batch_size: int =
                 gold.setdefault(key, set()).update(plain_id(i) for c in m.concept_ids for i in c.split("|"))
     for t in annotator.targets:
         if not any(k[0] == t for k in gold):
-            found = sorted({m.entity_type for d in documents for m in d.mentions})
             raise ValueError(f"--gold {gold_pubtator}: no annotation with a concept id {f'of entity type {t} ' if t else ''}"
-                             f"to calibrate against ({len(documents):,} documents, "
-                             f"{sum(not m.concept_ids for d in documents for m in d.mentions):,} annotations without a "
-                             f"concept id; types in the file: {', '.join(found) or 'none'})")
+                             f"to calibrate against ({gold_contents(documents)})")
     scores: dict[str, list[float]] = {t: [] for t in annotator.targets}
     correct: dict[str, list[bool]] = {t: [] for t in annotator.targets}
     for start in range(0, len(documents), batch_size):
