@@ -7,6 +7,7 @@ Plain functions over paths and manifest dicts (no Beam), so the pipelines and th
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
@@ -127,10 +128,9 @@ def check_not_empty(manifest: dict, dead_letters: Iterable[str] | Callable[[], I
         return
     sample = list(dead_letters() if callable(dead_letters) else dead_letters)
     reasons = f"; first dead letters: {' | '.join(sample)}" if sample else ""
-    filtered: dict[str, int] = {}  # a reader's filters (a language, a source, inactive rows) may have left nothing
+    filtered = Counter()  # a reader's filters (a language, a source, inactive rows) may have left nothing
     for source in manifest.get("inputs", []):
-        for why, n in (source.get("skipped_by_filter") or {}).items():
-            filtered[why] = filtered.get(why, 0) + n
+        filtered.update(source.get("skipped_by_filter") or {})
     if filtered:
         reasons += "; filtered: " + ", ".join(f"{why} ({n:,})" for why, n in sorted(filtered.items(), key=lambda w: (-w[1], w[0])))
     raise EmptyOutputError(f"no rows: {read:,} input records read, none produced a row "

@@ -45,7 +45,7 @@ def vocabulary_of(concept_id: str) -> tuple[str | None, str]:
     is dropped (`UMLS:C0004096` -> C0004096), any other is part of the id, as scoring (`plain_id`) keeps it
     (`HP:0000118`: HP and MP number their terms alike); (None, id) without a prefix."""
     prefix, bare = split_prefix(concept_id)
-    return (prefix, bare) if prefix in KNOWN else (prefix, concept_id if prefix else bare)
+    return prefix, bare if prefix in KNOWN else concept_id
 
 
 def plain_id(concept_id: str) -> str:
