@@ -37,7 +37,7 @@ from bioel_core.outputs.runs import SPILL
 from bioel_core.tables import table_files
 from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
-from pipelines.options import pipeline_progress, runner_name, worker_threads
+from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import create_stream, delete_files, filesystem_for, open_stream, read_spilled
 from schemas import check_schema, embeddings_schema
 
@@ -177,7 +177,7 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
     staged = OutputFolder(filesystem_for(output_dir), output_dir, FOLDERS)
 
     def build() -> Manifest:
-        with pipeline_progress(options, "build-index", "shards", num_shards), beam.Pipeline(options=options) as p:
+        with pipeline_progress(options, "build-index", "shards", num_shards), new_pipeline(options) as p:
             build_pipeline(p, source["files"], staged, num_shards=num_shards, spec=spec, dimension=source["dimension"],
                            threads=threads)
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # emptied by the builders; the folders stay

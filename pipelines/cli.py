@@ -18,7 +18,7 @@ from bioel_core import progress
 from bioel_core.guards import EmptyOutputError
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES
-from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train
+from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train, logs
 from pipelines.cli_common import add_renamed, finish, positive_int, quality
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
@@ -26,8 +26,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 BEAM_VERBS = {"ingest-kb", "embed", "build-index", "link"}
-# bioel's own loggers: INFO with -v; every other library's stays at WARNING, -v or not
-OWN_LOGGERS = ("bioel_core", "pipelines")
 
 
 def _reader_options(args) -> dict:
@@ -130,16 +128,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    for name in OWN_LOGGERS:
-        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
-    # Beam warns at import that the GCP client libraries are absent; irrelevant unless gs:// paths are used,
-    # and then the GCS filesystem raises its own clear error.
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(lambda record: not record.getMessage().startswith("apitools not found"))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:  # argparse exits on a bad argument (and on --help): return its code, as every other refusal does
@@ -148,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 2
-    _configure_logging(args.verbose)  # before Beam is imported: its import-time warning goes through these handlers
+    logs.configure(logging.INFO if args.verbose else logging.WARNING)
     if extra:
         from pipelines.options import unknown_flag_error
 

@@ -32,7 +32,7 @@ from bioel_core.tables import KB_PIPELINE, read_output_manifest, stable_shard, t
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
 from pipelines.guards import refuse_empty
-from pipelines.options import pipeline_progress, runner_name, worker_threads
+from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import WriteDeadLetters, filesystem_for, open_stream
 from schemas import check_schema
 
@@ -185,7 +185,7 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
 
     def build() -> Manifest:
         with pipeline_progress(options, "embed", "names", names_manifest["outputs"]["names"]["rows"]), \
-                beam.Pipeline(options=options) as p:
+                new_pipeline(options) as p:
             build_pipeline(p, name_files, staged, handler, dim=model["dim"], batch_size=batch_size, num_shards=num_shards)
         return refuse_empty(build_manifest(read_stats(staged.root), staged=staged, model=model, names_dir=names,
                               names_manifest=names_manifest, options=options, device=device,

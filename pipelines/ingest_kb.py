@@ -38,7 +38,7 @@ from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, read_stats
 from pipelines.guards import refuse_empty
-from pipelines.options import pipeline_progress, runner_name
+from pipelines.options import new_pipeline, pipeline_progress, runner_name
 from pipelines.outputs import (WriteDeadLetters, create_stream, delete_files, expand_inputs, filesystem_for, open_stream,
                                sha256_of, spill_run)
 from schemas import CONCEPTS_SCHEMA, NAMES_SCHEMA
@@ -346,7 +346,7 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
     def build() -> Manifest:
-        with pipeline_progress(options, "ingest-kb", "names"), beam.Pipeline(options=options) as p:
+        with pipeline_progress(options, "ingest-kb", "names"), new_pipeline(options) as p:
             build_pipeline(p, kb_format, reader.input_groups(inputs, opener=open_stream), staged, reader_options=reader_options, normalizer=normalizer,
                            shared_names=shared_names, num_shards=num_shards)
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # emptied by the writers; the folders stay

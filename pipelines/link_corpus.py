@@ -45,7 +45,7 @@ from bioel_core.records import DeadLetter
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.guards import refuse_empty
-from pipelines.options import pipeline_progress, runner_name, worker_threads
+from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import (WriteDeadLetters, delete_files, expand_inputs, filesystem_for, input_records, open_stream,
                                read_spilled, spill_run)
 from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA
@@ -428,7 +428,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     staged = OutputFolder(filesystem_for(output_dir), output_dir, tables)
 
     def build() -> Manifest:
-        with pipeline_progress(options, "link", "documents"), beam.Pipeline(options=options) as p:
+        with pipeline_progress(options, "link", "documents"), new_pipeline(options) as p:
             build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
                            num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix,
                            settings=settings, threads=worker_threads(options))

@@ -11,10 +11,14 @@ import argparse
 import difflib
 import logging
 import os
+import shlex
 import sys
 from contextlib import contextmanager
 
+import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.portability import python_urns
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from bioel_core import progress
 
@@ -63,6 +67,39 @@ def worker_threads(options: PipelineOptions) -> int | None:
         return None
     cores = len(os.sched_getaffinity(0))
     return max(1, cores // (direct.direct_num_workers or cores))
+
+
+class LocalRunner(FnApiRunner):
+    """Beam's FnApiRunner, whose worker processes (multi_processing) run `pipelines.beam_worker`: Beam's worker
+    with bioel's logging. Beam's own prints some twenty INFO lines a process, then prints each of its warnings
+    twice (on its stderr and forwarded through the runner); here each warning once, and bioel's INFO with -v."""
+
+    _BEAM_WORKER = f"{sys.executable} -m apache_beam.runners.worker.sdk_worker_main".encode()
+    # the runner re-logs every record its workers forward; they print their own to stderr already
+    _FORWARDED = logging.getLogger("apache_beam.runners.portability.local_job_service")
+
+    def run_via_runner_api(self, pipeline_proto, options):
+        level = logging.getLevelName(logging.getLogger("pipelines").getEffectiveLevel())
+        ours = f"{shlex.quote(sys.executable)} -m pipelines.beam_worker {level}".encode()
+        for environment in pipeline_proto.components.environments.values():
+            if environment.urn == python_urns.SUBPROCESS_SDK and environment.payload == self._BEAM_WORKER:
+                environment.payload = ours
+        self._FORWARDED.addFilter(_not_forwarded)
+        try:
+            return super().run_via_runner_api(pipeline_proto, options)
+        finally:
+            self._FORWARDED.removeFilter(_not_forwarded)
+
+
+def _not_forwarded(record: logging.LogRecord) -> bool:
+    return record.msg != "Worker: %s"
+
+
+def new_pipeline(options: PipelineOptions) -> beam.Pipeline:
+    """A pipeline on the runner the options name, the local one being `LocalRunner`."""
+    if runner_name(options) == LOCAL_RUNNER:
+        return beam.Pipeline(runner=LocalRunner(), options=options)
+    return beam.Pipeline(options=options)
 
 
 def runner_name(options: PipelineOptions) -> str:

@@ -15,7 +15,7 @@ import pytest
 import bioel_core
 from bioel_core import progress
 from conftest import FIXTURES, REPO, SAMPLE_DATA
-from pipelines import cli
+from pipelines import cli, logs
 from pipelines.options import pipeline_options, pipeline_progress
 
 HEAVY = ("torch", "transformers", "apache_beam", "great_expectations", "faiss", "pyarrow", "pandas", "sklearn")
@@ -35,7 +35,7 @@ def test_help_of_every_verb_imports_no_heavy_library():
     # `bioel --help` took 3.5-11.6 s: building the parser imported torch, Beam, great-expectations, FAISS
     child = f"""
 import json, sys
-from pipelines import cli
+from pipelines import cli, logs
 parser = cli.build_parser()
 verbs = sorted(next(a for a in parser._actions if a.dest == "verb").choices)
 codes = {{v: cli.main([v, "--help"]) for v in verbs}}
@@ -66,15 +66,28 @@ def test_verbose_is_accepted_before_or_after_the_verb(argv):
 
 
 def test_verbose_raises_bioel_loggers_only(monkeypatch):
-    for name in (*cli.OWN_LOGGERS, "apache_beam", "transformers"):
+    for name in (*logs.OWN_LOGGERS, "apache_beam", "transformers"):
         monkeypatch.setattr(logging.getLogger(name), "level", logging.getLogger(name).level)
-    cli._configure_logging(verbose=True)
+    logs.configure(logging.INFO)
     assert logging.getLogger("bioel_core.refresh").isEnabledFor(logging.INFO)
     assert logging.getLogger("pipelines.options").isEnabledFor(logging.INFO)
     assert not logging.getLogger("apache_beam.runners.portability").isEnabledFor(logging.INFO)
     assert not logging.getLogger("transformers.modeling_utils").isEnabledFor(logging.INFO)
-    cli._configure_logging(verbose=False)
+    logs.configure(logging.WARNING)
     assert not logging.getLogger("bioel_core.refresh").isEnabledFor(logging.INFO)
+
+
+def test_a_beam_worker_process_shows_beams_warnings_but_not_its_info_nor_known_noise():
+    # a worker's root logger is at INFO once Beam's harness starts: the handler's filter holds the line
+    def record(name, level, message):
+        return logging.LogRecord(name, level, __file__, 1, message, None, None)
+
+    assert not logs.shown(record("apache_beam.runners.worker.sdk_worker", logging.INFO, "Control channel established."))
+    assert not logs.shown(record("root", logging.WARNING, "apitools not found, and bigquery client libraries ..."))
+    assert not logs.shown(record("apache_beam.runners.worker.sdk_worker_main", logging.WARNING,
+                                 "No semi_persistent_directory found: ..."))
+    assert logs.shown(record("apache_beam.io.filesystem", logging.WARNING, "something a user must see"))
+    assert logs.shown(record("bioel_core.linking.dense", logging.INFO, "index opened"))
 
 
 def test_renamed_flags_keep_their_old_spelling_with_a_note(capsys):
@@ -184,3 +197,14 @@ def test_train_and_ensemble_refuse_an_output_among_their_inputs_or_holding_a_pip
     assert cli.main(["ensemble", "--member", str(REPO / "models/disease-default"), "1", "--output", str(kb)]) == 2
     assert "holds a bioel pipeline output" in capsys.readouterr().err
     assert not list(kb.glob("*.safetensors")) and not list(other_kb.glob("*.safetensors"))
+
+
+def test_two_worker_processes_print_no_beam_start_up_lines(tmp_path):
+    # Beam's own worker processes print ~20 INFO lines each and every warning twice; bioel's log as the CLI does
+    done = bioel("ingest-kb", "--input-format", "medic-biosyn", "--input", REPO / "sample_data" / "medic_sample.txt",
+                 "--output", tmp_path / "kb", "--num-shards", "2", "--no-quality", "--direct_num_workers=2",
+                 "--direct_running_mode=multi_processing")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0].startswith("ingest-kb: started on FnApiRunner")
+    noise = [line for line in done.stderr.splitlines() if "INFO" in line or "Worker:" in line or "apache_beam" in line]
+    assert noise == []

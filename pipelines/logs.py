@@ -1,0 +1,30 @@
+"""How bioel's processes log, the CLI and the local Beam worker processes it starts alike: one line a record,
+WARNING and above from every library, bioel's own loggers at the level the user chose (-v: INFO)."""
+
+from __future__ import annotations
+
+import logging
+
+OWN_LOGGERS = ("bioel_core", "pipelines")
+FORMAT = "%(levelname)s %(name)s: %(message)s"
+# Beam warns at import that the GCP client libraries are absent (irrelevant unless gs:// paths are used, and then
+# the GCS filesystem raises its own clear error); a local worker process warns that it has no persistent folder.
+_NOISE = ("apitools not found", "No semi_persistent_directory found")
+
+
+def configure(own_level: int) -> None:
+    """Before Beam is imported: its import-time warning goes through these handlers."""
+    logging.basicConfig(level=logging.WARNING, format=FORMAT)
+    for name in OWN_LOGGERS:
+        logging.getLogger(name).setLevel(own_level)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(shown)
+
+
+def shown(record: logging.LogRecord) -> bool:
+    """Whether a record reaches the terminal: WARNING and above but known noise, or one of bioel's own (whose
+    loggers' levels already chose). A Beam worker process sets the root logger to INFO once it starts, so the
+    handler, not the root level, holds the line there."""
+    if record.name.split(".")[0] in OWN_LOGGERS:
+        return True
+    return record.levelno >= logging.WARNING and not record.getMessage().startswith(_NOISE)
