@@ -16,9 +16,10 @@ COPY bioel ./bioel
 COPY bioel_core ./bioel_core
 COPY pipelines ./pipelines
 COPY schemas ./schemas
-# what the wheel ships as the bioel_models package (setup.py): the default model and the stop-lists
+# what the wheel ships as the bioel_models package (setup.py): the disease and chemical models and the stop-lists
 COPY models/README.md ./models/
 COPY models/disease-default ./models/disease-default
+COPY models/chemical-default ./models/chemical-default
 COPY models/stoplists ./models/stoplists
 RUN pip install --no-cache-dir --no-deps . && bioel --help > /dev/null
 

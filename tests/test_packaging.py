@@ -68,6 +68,15 @@ def test_the_wheel_carries_the_small_models_and_stop_lists_only(installed):
     assert "bioel/__main__.py" in names
 
 
+
+def test_the_image_copies_every_model_folder_the_wheel_ships(installed):
+    # the image installs from its own copy of models/: a folder the wheel ships but the Dockerfile does not COPY
+    # (chemical-default was) is silently missing from the image's bioel_models
+    wheel, _ = installed
+    shipped = {n.split("/")[1] for n in zipfile.ZipFile(wheel).namelist() if n.startswith("bioel_models/") and n.count("/") > 1}
+    copied = set(re.findall(r"^COPY models/([^/\s]+)", (REPO / "Dockerfile").read_text(), re.M))
+    assert shipped and shipped <= copied, sorted(shipped - copied)
+
 def test_an_installed_bioel_embeds_with_its_default_model_outside_the_checkout(installed, tmp_path):
     _, venv = installed
     python, bioel = venv / "bin" / "python", venv / "bin" / "bioel"
