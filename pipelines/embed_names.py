@@ -179,7 +179,9 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     names_manifest, name_files = check_names_folder(names)
     model = open_checked_model(model_dir, pooling, device)
     check_output_folder(output_dir, PIPELINE, [("--input", str(names)), ("--model", model["path"])])
-    handler = EncoderModelHandler(model["path"], pooling=pooling, device=device, batch_size=batch_size,
+    # the default model goes by no path: each worker opens its own installed copy (a --setup_file or image worker has
+    # nothing at the launcher's checkout path); the fingerprint still pins it to the model checked here
+    handler = EncoderModelHandler(model["path"] if model_dir else None, pooling=pooling, device=device, batch_size=batch_size,
                                   fingerprint=model["fingerprint"], torch_threads=worker_threads(options))
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 

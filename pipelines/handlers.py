@@ -33,9 +33,10 @@ class EncoderModelHandler(ModelHandler[Sequence[str], PredictionResult, Encoder]
     pickling round trip through the shared-model proxy process.
     """
 
-    def __init__(self, model_dir: str, *, pooling: str | None = None, device: str = "cpu", batch_size: int = 256,
+    def __init__(self, model_dir: str | None, *, pooling: str | None = None, device: str = "cpu", batch_size: int = 256,
                  fingerprint: str | None = None, torch_threads: int | None = None):
-        """`fingerprint`: the model the driver checked; a worker that finds another model at the path refuses.
+        """`model_dir` None: the shipped default model, as installed where the worker runs.
+        `fingerprint`: the model the driver checked; a worker that finds another model at the path refuses.
         `torch_threads`: intra-op threads per process, so several local worker processes do not oversubscribe."""
         super().__init__(min_batch_size=1, max_batch_size=1)  # one example is already a chunk of encoder batches
         self.model_dir, self.pooling, self.device = model_dir, pooling, device
@@ -48,7 +49,7 @@ class EncoderModelHandler(ModelHandler[Sequence[str], PredictionResult, Encoder]
             torch.set_num_threads(self.torch_threads)
         encoder = open_model(self.model_dir, self.pooling, self.device).eval()
         if self.fingerprint is not None and encoder.fingerprint() != self.fingerprint:
-            raise ModelChangedError(f"the model at {self.model_dir} changed after the job started "
+            raise ModelChangedError(f"the model at {self.model_dir or 'the default model path'} changed after the job started "
                                     f"(fingerprint {encoder.fingerprint()[:12]} != {self.fingerprint[:12]})")
         return encoder
 

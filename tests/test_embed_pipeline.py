@@ -104,6 +104,28 @@ def test_handler_retries_a_failed_batch_one_text_at_a_time(model_dir, monkeypatc
                                model.encode(["heart attack", "cancer"]), atol=1e-5)
 
 
+
+def test_workers_open_their_own_copy_of_the_default_model(model_dir, names_dir, tmp_path, monkeypatch):
+    """The launcher's default model is its checkout's models/disease-default; a worker installed from --setup_file
+    or an image has its own copy elsewhere and nothing at the launcher's path (it failed: model folder not found)."""
+    import bioel_core.models as models
+
+    launcher, worker = tmp_path / "launcher", tmp_path / "worker"
+    shutil.copytree(model_dir, launcher)
+    shutil.copytree(model_dir, worker)
+    monkeypatch.setattr(models, "DEFAULT_MODEL", launcher)
+    checked_here = embed_names.open_checked_model
+
+    def then_on_a_worker(*args):
+        checked = checked_here(*args)
+        shutil.rmtree(launcher)
+        monkeypatch.setattr(models, "DEFAULT_MODEL", worker)
+        return checked
+
+    monkeypatch.setattr(embed_names, "open_checked_model", then_on_a_worker)
+    manifest = embed_names.run(None, str(names_dir), str(tmp_path / "emb"), pipeline_options([]), num_shards=1)
+    assert manifest["outputs"]["embeddings"]["rows"] == len(names_of(names_dir)["name_id"])
+
 def test_read_encode_route_steps_on_a_test_pipeline(model_dir, names_dir, monkeypatch):
     poison_encode(monkeypatch)
     names = names_of(names_dir)
