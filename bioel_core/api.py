@@ -57,7 +57,7 @@ class Annotator:
 
     def link(self, texts: Sequence[str], k: int = 1) -> list[dict[str, list[Candidate]]]:
         """Per string, per entity type: its k best concepts (Candidate: concept_ids, matched name, score), best first."""
-        texts = _listed(texts, "texts: a list of strings")
+        texts = _listed(texts, "texts: a list of strings", str)
         per_type = {t: target.linker.link(texts, k=k) for t, target in self.annotator.targets.items()}
         return [{t: found[i] for t, found in per_type.items()} for i in range(len(texts))]
 
@@ -65,7 +65,7 @@ class Annotator:
         """Per document (a Document, or a plain string: one text passage, id = its position), its annotation rows
         (doc_id, start, end, mention, entity_type, concept_id or None when NIL, score, ...), in order. A document
         that cannot be annotated (empty, oversized, given mentions off the text) raises DocumentError naming it."""
-        documents = _listed(documents, "documents: a list of documents or strings")
+        documents = _listed(documents, "documents: a list of documents or strings", (Document, str))
         docs = [d if isinstance(d, Document) else Document(str(i), [Passage("text", 0, d)]) for i, d in enumerate(documents)]
         for d in docs:
             try:
@@ -75,8 +75,16 @@ class Annotator:
         return self.annotator.annotate(docs)
 
 
-def _listed(items, what: str) -> list:
-    """`items` as a list; one str is refused: it is a sequence of strings too, and each character would be linked."""
+def _listed(items, what: str, kinds: type | tuple[type, ...]) -> list:
+    """`items` as a list of `kinds`; one str is refused: it is a sequence of strings too, and each character would be
+    linked. Anything else is named here, not by a TypeError from the normalizer or the passage joiner deep inside."""
     if isinstance(items, str):
         raise TypeError(f"{what}, got one str (wrap one text in a list: [{items!r}])")
-    return list(items)
+    try:
+        listed = list(items)
+    except TypeError:
+        raise TypeError(f"{what}, got {type(items).__name__}") from None
+    for i, item in enumerate(listed):
+        if not isinstance(item, kinds):
+            raise TypeError(f"{what}, got {type(item).__name__} at position {i}: {item!r:.60}")
+    return listed

@@ -93,6 +93,22 @@ def test_one_string_instead_of_a_list_is_refused(demo_output):
     assert len(annotator.link(["delirium"])) == 1 and annotator.link([]) == [] and annotator.annotate([]) == []
 
 
+def test_what_is_not_a_text_is_named_in_one_line(demo_output):
+    # were TypeErrors from deep inside: "expected string or bytes-like object, got 'NoneType'" (the normalizer),
+    # "can only concatenate str (not "bytes") to str" (the passages joined), "'NoneType' object is not iterable"
+    annotator = Annotator.from_folders(indexes={"Disease": str(demo_output / "demo_output" / "index")})
+    for call, arg, message in [(annotator.link, ["gout", None], "texts: a list of strings, got NoneType at position 1: None"),
+                               (annotator.link, [b"gout"], "texts: a list of strings, got bytes at position 0: b'gout'"),
+                               (annotator.link, None, "texts: a list of strings, got NoneType"),
+                               (annotator.annotate, [7], "documents: a list of documents or strings, got int at position 0: 7"),
+                               (annotator.annotate, [{"text": "gout"}],
+                                "documents: a list of documents or strings, got dict at position 0: {'text': 'gout'}")]:
+        with pytest.raises(TypeError) as err:
+            call(arg)
+        assert str(err.value) == message
+    assert annotator.link(("gout",)) == annotator.link(t for t in ["gout"])  # any iterable of strings
+
+
 @pytest.mark.parametrize("module", ["bioel", "pipelines.cli"])
 def test_python_dash_m_runs_the_cli(module, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
