@@ -39,15 +39,26 @@ class Annotator:
             raise ValueError(f"mentions must be 'detect' or 'given', got {mentions!r}")
         device = resolve_device(device)  # in process: "auto" is this machine's, and cuda without one is refused here
 
-        def pairs(mapping):
-            return tuple((t, str(v)) for t, v in (mapping or {}).items())
+        def pairs(name: str, mapping, convert=str) -> tuple:
+            """An entity type -> value argument as pairs; a bare folder or number is named here (it was an
+            AttributeError on `.items`), as is a value that does not convert."""
+            if mapping is not None and not isinstance(mapping, Mapping):
+                raise TypeError(f"{name}: a mapping of entity type -> value ({{'Disease': ...}}), got "
+                                f"{type(mapping).__name__} {mapping!r:.60}")
+            out = []
+            for t, v in (mapping or {}).items():
+                try:
+                    out.append((t, convert(v)))
+                except (TypeError, ValueError):
+                    raise ValueError(f"{name}: {t!r} -> {v!r} is not a {convert.__name__}") from None
+            return tuple(out)
 
-        models = dict(pairs(model)) if isinstance(model, Mapping) else {"": str(model)} if model else {}
-        spec = AnnotatorSpec(model=models.pop("", None), type_models=tuple(models.items()), indexes=pairs(indexes), detect=mentions == "detect",
-                             stop_lists=pairs(stop_lists), device=device, detector=detector,
+        models = dict(pairs("model", model)) if isinstance(model, Mapping) else {"": str(model)} if model else {}
+        spec = AnnotatorSpec(model=models.pop("", None), type_models=tuple(models.items()), indexes=pairs("indexes", indexes),
+                             detect=mentions == "detect", stop_lists=pairs("stop_lists", stop_lists), device=device, detector=detector,
                              reranker=str(reranker) if reranker else None,
                              generative=str(generative) if generative else None,
-                             nil_thresholds=tuple((t, float(v)) for t, v in (nil_thresholds or {}).items()))
+                             nil_thresholds=pairs("nil_thresholds", nil_thresholds, float))
         spec.versions()  # the model is the one every index was built with, before anything is loaded
         return cls(spec.open())
 

@@ -109,6 +109,22 @@ def test_what_is_not_a_text_is_named_in_one_line(demo_output):
     assert annotator.link(("gout",)) == annotator.link(t for t in ["gout"])  # any iterable of strings
 
 
+
+def test_an_argument_that_is_not_a_mapping_of_entity_types_is_named(demo_output):
+    # were AttributeError: 'str' object has no attribute 'items', and "could not convert string to float: 'x'"
+    index = str(demo_output / "demo_output" / "index")
+    for kwargs, error, message in [
+            ({"indexes": index}, TypeError, "indexes: a mapping of entity type -> value ({'Disease': ...}), got str '" + index),
+            ({"indexes": {"Disease": index}, "stop_lists": "stop.json"}, TypeError,
+             "stop_lists: a mapping of entity type -> value ({'Disease': ...}), got str 'stop.json'"),
+            ({"indexes": {"Disease": index}, "nil_thresholds": 0.8}, TypeError,
+             "nil_thresholds: a mapping of entity type -> value ({'Disease': ...}), got float 0.8"),
+            ({"indexes": {"Disease": index}, "nil_thresholds": {"Disease": "high"}}, ValueError,
+             "nil_thresholds: 'Disease' -> 'high' is not a float")]:
+        with pytest.raises(error) as err:
+            Annotator.from_folders(**kwargs)
+        assert str(err.value).startswith(message), err.value
+
 @pytest.mark.parametrize("module", ["bioel", "pipelines.cli"])
 def test_python_dash_m_runs_the_cli(module, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
