@@ -110,6 +110,17 @@ def test_what_is_not_a_text_is_named_in_one_line(demo_output):
 
 
 
+
+def test_a_text_with_nothing_to_link_gets_no_concept(demo_output):
+    # its empty query was answered by the name nearest the empty string's vector: 'disease' at 0.63
+    annotator = Annotator.from_folders(indexes={"Disease": str(demo_output / "demo_output" / "index")})
+    found = annotator.link(["", "gout", "  ", "!!! —", "délirium ☃"], k=2)
+    assert [len(f["Disease"]) for f in found] == [0, 2, 0, 0, 2]
+    assert found[1]["Disease"] == annotator.link(["gout"], k=2)[0]["Disease"]  # the others, as linked alone
+    assert found[4]["Disease"][0].concept_ids == ("D003693",)
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        annotator.link([""], k=0)
+
 def test_an_argument_that_is_not_a_mapping_of_entity_types_is_named(demo_output):
     # were AttributeError: 'str' object has no attribute 'items', and "could not convert string to float: 'x'"
     index = str(demo_output / "demo_output" / "index")
