@@ -2,6 +2,7 @@
 large collective model), and an installed `bioel` embeds with its default model from any folder; the worker
 image's entrypoint runs bioel or Beam's SDK harness; the image installs runtime pins only."""
 
+import fnmatch
 import json
 import os
 import re
@@ -76,6 +77,17 @@ def test_the_image_copies_every_model_folder_the_wheel_ships(installed):
     shipped = {n.split("/")[1] for n in zipfile.ZipFile(wheel).namelist() if n.startswith("bioel_models/") and n.count("/") > 1}
     copied = set(re.findall(r"^COPY models/([^/\s]+)", (REPO / "Dockerfile").read_text(), re.M))
     assert shipped and shipped <= copied, sorted(shipped - copied)
+
+
+def test_the_docker_build_context_leaves_out_what_git_ignores():
+    # without .dockerignore, `docker build .` sent the 2 GB .venv and .git to the daemon on every build
+    ignored = {line.strip().lstrip("/").removeprefix("**/") for line in (REPO / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    gitignored = {line.strip().lstrip("/") for line in (REPO / ".gitignore").read_text().splitlines() if line.strip()}
+    assert gitignored | {".git"} <= ignored
+    copied = re.findall(r"^COPY (.+) \S+$", (REPO / "Dockerfile").read_text(), re.M)
+    sources = [src for line in copied for src in line.split()]
+    assert sources and not [s for s in sources if any(fnmatch.fnmatch(s, i.rstrip("/")) for i in ignored)]
 
 def test_an_installed_bioel_embeds_with_its_default_model_outside_the_checkout(installed, tmp_path):
     _, venv = installed
