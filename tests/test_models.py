@@ -231,6 +231,13 @@ def test_resolve_device_auto_follows_cuda_availability_and_explicit_cuda_without
     assert resolve_device("cuda:1") == "cuda:1"
 
 
+def test_a_device_torch_does_not_know_is_refused_in_one_line():
+    # `bioel embed --device tpu` failed in the workers, after the pipeline had started, under torch's traceback
+    with pytest.raises(ValueError) as err:
+        resolve_device("tpu")
+    assert str(err.value) == "--device tpu: not a device (cpu, cuda, cuda:N or auto)"
+
+
 def test_a_folder_without_tokenizer_files_is_refused_not_read_with_an_empty_vocabulary(tiny_bert, tmp_path):
     # transformers builds a BertTokenizer with no vocabulary when a folder has none (every word [UNK]): a model
     # folder that lost its tokenizer.json linked with exit 0 and wrong answers
