@@ -80,6 +80,25 @@ def test_link_and_annotate_are_the_linkers_and_the_annotator_rows(demo_output):
             Annotator.from_folders(indexes={"Disease": index}, device="cuda")
 
 
+
+def test_annotate_gives_the_rows_bioel_link_writes(demo_output, tmp_path):
+    from bioel_core.models import shipped_path
+    from bioel_core.tables import read_table
+    from pipelines import cli
+
+    index, stop = str(demo_output / "demo_output" / "index"), str(shipped_path("stoplists/disease-medic.json"))
+    texts = {"a": "Famotidine-associated delirium in gout. Délirium — 肝炎 and subacute delirium.",
+             "b": "The weather was fine.", "c": "😀 Gouty arthritis, then mixed origin delirium; DELIRIUM."}
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"{i}\t{t}\n" for i, t in texts.items()), encoding="utf-8")
+    assert cli.main(["link", "--input", str(corpus), "--input-format", "text", "--text-per-line", "--index", f"Disease={index}",
+                     "--stop-list", f"Disease={stop}", "--output", str(tmp_path / "links"), "--num-shards", "1", "--no-quality"]) == 0
+    by_cli = sorted(read_table(tmp_path / "links", "annotations").to_pylist(), key=lambda r: (r["doc_id"], r["start"]))
+    annotator = Annotator.from_folders(indexes={"Disease": index}, stop_lists={"Disease": stop})
+    documents = [Document(i, [Passage("text", 0, t)]) for i, t in texts.items()]
+    by_api = [row for rows in annotator.annotate(documents) for row in rows]
+    assert len(by_api) >= 4 and by_api == by_cli  # same spans, ids, scores, versions
+
 def test_one_string_instead_of_a_list_is_refused(demo_output):
     # a str is a sequence of strings: link("delirium") linked each of its 8 characters (8 answers, exit fine) and
     # annotate("delirium in gout") annotated each character as a document, then failed on 'document 8: empty document'
