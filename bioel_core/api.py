@@ -70,7 +70,7 @@ class Annotator:
         """Per string, per entity type: its k best concepts (Candidate: concept_ids, matched name, score), best first;
         none for a text with nothing to link (empty, or punctuation only: nothing left once normalized)."""
         texts = _listed(texts, "texts: a list of strings", str)
-        per_type = {t: _linked(target.linker, texts, k) for t, target in self.annotator.targets.items()}
+        per_type = {t: target.linker.link(texts, k=k) for t, target in self.annotator.targets.items()}
         return [{t: found[i] for t, found in per_type.items()} for i in range(len(texts))]
 
     def annotate(self, documents: Sequence[Document | str]) -> list[list[dict]]:
@@ -85,14 +85,6 @@ class Annotator:
             except DocumentError as err:
                 raise DocumentError(f"document {d.doc_id}: {err}") from None
         return self.annotator.annotate(docs)
-
-
-def _linked(linker, texts: list[str], k: int) -> list[list[Candidate]]:
-    """`linker.link` on the texts whose query is not empty; no candidates for the others, whose empty query would get
-    the name nearest the empty string's vector as an answer ('' and '!!!' were 'disease' at 0.63)."""
-    queried = [i for i, text in enumerate(texts) if linker.normalize(text)]
-    found = dict(zip(queried, linker.link([texts[i] for i in queried], k=k)))
-    return [found.get(i, []) for i in range(len(texts))]
 
 
 def _listed(items, what: str, kinds: type | tuple[type, ...]) -> list:

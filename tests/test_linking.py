@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bioel_core.corpora import Mention, read_query_folder
+from bioel_core.corpora import Candidate, Mention, read_query_folder
 from bioel_core.evaluation import evaluate
 from bioel_core.linking import LINKERS, Linker, NameSet, available_linkers, build_linker, linker_class, load_linker, register_linker
 from bioel_core.normalize import Normalizer, name_id
@@ -53,6 +53,25 @@ def test_tfidf_ranks_nearest_names_with_exact_matches_first(names):
     assert hemorrhagic[0].name == "hemorrhage"
     assert exact[0].name == "breast cancer" and exact[0].score == 1.0
     assert len({c.name for c in exact}) == len(exact) == 3  # the exact name is not repeated by the search
+
+
+def test_a_mention_with_nothing_left_once_normalized_gets_no_candidate(names):
+    # searched, the empty query got the name nearest the empty string (the dense linker: 'disease' at 0.63)
+    class Nearest(Linker):  # like a dense linker: every query it is asked gets a nearest name
+        def search(self, queries, k):
+            self.asked += queries
+            return [[Candidate(("D1",), "disease", 0.63)] for _ in queries]
+
+        @classmethod
+        def build(cls, names, **options):
+            linker = cls(names)
+            linker.asked = []
+            return linker
+
+    linker = Nearest.build(names)
+    found = linker.link(["-", "breast cancer", "", "()", Mention("  "), "gout"], k=2, batch_size=1)
+    assert [len(c) for c in found] == [0, 1, 0, 0, 0, 1]
+    assert linker.asked == ["breast cancer", "gout"]
 
 
 def test_tfidf_k_and_queries_without_any_shared_ngram(names):

@@ -46,9 +46,14 @@ class Linker(ABC):
                         maps[context] = abbreviation_map(context)
                     texts[i] = expand_abbreviations(texts[i], maps[context])
         queries = [self.normalize(t) for t in texts]
-        out: list[list[Candidate]] = []
-        for i in range(0, len(queries), batch_size):
-            out.extend(self.search(queries[i:i + batch_size], k))
+        # a query empty once normalized (a mention of punctuation only) names nothing: searched, it would get the
+        # name nearest the empty string ('disease' at 0.63); no candidate makes it NIL
+        asked = [i for i, query in enumerate(queries) if query]
+        out: list[list[Candidate]] = [[] for _ in queries]
+        for start in range(0, len(asked), batch_size):
+            batch = asked[start:start + batch_size]
+            for i, candidates in zip(batch, self.search([queries[i] for i in batch], k)):
+                out[i] = candidates
         return out
 
     @abstractmethod
