@@ -2,6 +2,7 @@
 flat FAISS shards -> link the committed gold abstracts (PubTator) with detected or given mentions."""
 
 import json
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from test_models import make_tiny_bert
 
 ROOT = Path(__file__).resolve().parent.parent
 MEDIC_SAMPLE = str(ROOT / "sample_data" / "medic_sample.txt")
+STOP_LIST = ROOT / "models" / "stoplists" / "disease-medic.json"
 GOLD_SAMPLE = ROOT / "sample_data" / "gold_ncbi_bc5cdr_sample.pubtator"
 
 
@@ -824,3 +826,16 @@ def test_a_shard_without_documents_writes_no_empty_pubtator_part(chain, corpus, 
     bad.write_text("1|t|Gout.\n1\t0\t9\tnot there\tDisease\tD1\n\n")
     with pytest.raises(EmptyOutputError, match="no rows"):
         run(chain, [bad], tmp_path / "none", output_format="pubtator", single_file=True, num_shards=2)
+
+
+def test_the_spec_names_its_folders_absolutely_for_workers_started_elsewhere(chain, corpus, tmp_path, monkeypatch):
+    # a relative --index/--model reached the workers as given: one started in another folder read it against its own
+    model, index = (Path(p) for p in chain)
+    monkeypatch.chdir(index.parent)
+    relative = AnnotatorSpec(model=os.path.relpath(model), indexes=(("Disease", index.name),),
+                             stop_lists=(("Disease", os.path.relpath(STOP_LIST)),))
+    assert relative.model == str(model) and relative.indexes == (("Disease", str(index)),)
+    assert relative.stop_lists == (("Disease", str(STOP_LIST)),)
+    monkeypatch.chdir(tmp_path)  # where a worker may start
+    docs = corpus[1][:3]
+    assert relative.open().annotate(docs) == spec(chain, stop_lists=(("Disease", str(STOP_LIST)),)).open().annotate(docs)

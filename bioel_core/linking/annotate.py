@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -230,6 +231,11 @@ class DocumentAnnotator:
 
 
 
+def _absolute(path: str) -> str:
+    """A local path made absolute; a URL (gs://...) as it is."""
+    return path if "://" in path else os.path.abspath(path)
+
+
 @dataclass(frozen=True)
 class AnnotatorSpec:
     """Everything a worker needs to build its DocumentAnnotator: plain paths and numbers, cheap to ship.
@@ -256,6 +262,13 @@ class AnnotatorSpec:
     generative: str | None = None
 
     def __post_init__(self):
+        # workers open these folders: one started elsewhere (a Flink or Spark task manager on this machine) would read
+        # a relative path against its own working folder
+        for name in ("model", "reranker", "generative"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _absolute(getattr(self, name)))
+        for name in ("indexes", "stop_lists", "type_models"):
+            object.__setattr__(self, name, tuple((t, _absolute(path)) for t, path in getattr(self, name)))
         if self.detector is None:
             object.__setattr__(self, "detector", self.default_detector())
         if self.detector not in DETECTORS:
