@@ -33,14 +33,16 @@ def _same_or_inside(inner: str, outer: str) -> bool:
     return a == b or b in a.parents
 
 
-def check_output_folder(output: str, pipeline: str, inputs: Iterable[tuple[str, str]] = ()) -> None:
-    """Refuse, before any work, an --output that another verb wrote (its manifest's `pipeline`) or that is (or
-    holds) one of this job's inputs: publishing replaces the folder's tables, which would destroy them.
+def check_output_folder(output: str, pipeline: str, inputs: Iterable[tuple[str, str]] = (), flag: str = "--output") -> None:
+    """Refuse, before any work, an --output that another verb wrote (its manifest's `pipeline`), that is (or
+    holds) one of this job's inputs, or that lies inside an input folder: publishing replaces the folder's tables,
+    which would destroy them, and an output inside an input is read back, or removed, with that input.
 
-    `inputs` are (flag, path) pairs, e.g. [("--index", "idx/medic"), ("--input", "corpus.xml")]."""
+    `inputs` are (flag, path) pairs as the user gave them (files, folders, globs), e.g. [("--index", "idx/medic"),
+    ("--input", "corpus/*.xml")]; `flag` names the output in refusals (`bioel refresh` has two)."""
     if pipeline not in PIPELINES:
         raise ValueError(f"unknown pipeline {pipeline!r}; known: {PIPELINES}")
-    _check_not_an_input(output, inputs)
+    _check_not_an_input(output, inputs, flag)
     local = _local(output)
     if local is None:  # remote outputs: the staging layer's own checks apply
         return
@@ -69,7 +71,8 @@ def read_json_object(path: str | Path, what: str) -> dict:
 
 
 def check_model_output(output: str, inputs: Iterable[tuple[str, str]] = ()) -> None:
-    """Refuse, before any training, a model --output that is (or holds) one of the run's inputs, or that holds a
+    """Refuse, before any training, a model --output that is (or holds) one of the run's inputs, lies inside an input
+    folder, or that holds a
     pipeline's output (a KB, embeddings, an index, links): the model's files would land among its tables, and that
     verb's next run would replace the folder. A model folder is allowed: a stopped run resumes there."""
     _check_not_an_input(output, inputs)
@@ -79,10 +82,17 @@ def check_model_output(output: str, inputs: Iterable[tuple[str, str]] = ()) -> N
                          "folder of its own")
 
 
-def _check_not_an_input(output: str, inputs: Iterable[tuple[str, str]]) -> None:
+def _check_not_an_input(output: str, inputs: Iterable[tuple[str, str]], output_flag: str = "--output") -> None:
+    from bioel_core.inputs import glob_root  # imports pyarrow, which `bioel --help` must not
+
     for flag, path in inputs:
-        if path and _same_or_inside(path, output):
-            raise ValueError(f"--output {output} is (or holds) the {flag} {path} of this job; write to a folder of its own")
+        if not path:
+            continue
+        if _same_or_inside(path, output):
+            raise ValueError(f"{output_flag} {output} is (or holds) the {flag} {path} of this job; write to a folder of its own")
+        folder = glob_root(str(path))  # an input file has nothing inside it: only a folder (or a glob's) can hold the output
+        if _same_or_inside(output, folder):
+            raise ValueError(f"{output_flag} {output} is inside the {flag} folder {folder} of this job; write to a folder of its own")
 
 
 def dead_letter_sample(files: Iterable[str], opener: Callable[[str], BinaryIO] | None = None, limit: int = 3) -> list[str]:

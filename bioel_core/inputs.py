@@ -14,6 +14,13 @@ from pathlib import Path
 from bioel_core.outputs.layout import MANIFEST
 
 CHECKSUM_SUFFIXES = (".md5", ".sha1", ".sha256", ".sha512")
+GLOB_CHARS = frozenset("*?[")
+
+
+def glob_root(pattern: str) -> str:
+    """The folder a glob reads from (`DIR` of `DIR/*.xml.gz` or `DIR/**/x.xml`); any other path as given."""
+    first = min((pattern.index(c) for c in GLOB_CHARS if c in pattern), default=None)
+    return pattern if first is None else pattern[:first].rpartition("/")[0] or "."
 
 
 def is_input_name(name: str) -> bool:

@@ -210,10 +210,9 @@ class Inputs:
     new_names_manifest: dict
 
 
-def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str | Path, index: str | Path,
-                 outputs: list[str | Path]) -> Inputs:
-    """Every refusal that needs no model, before any work: unfinished or foreign folders, embeddings not made
-    from --old, an index not built from --embeddings, missing files, outputs that are inputs."""
+def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str | Path, index: str | Path) -> Inputs:
+    """Every refusal of the inputs that needs no model, before any work: unfinished or foreign folders, embeddings
+    not made from --old, an index not built from --embeddings, missing files (the outputs: guards.check_output_folder)."""
     old, new, emb, idx = (Path(p).resolve() for p in (old_names, new_names, embeddings, index))
     old_manifest, new_manifest = read_output_manifest(old, KB_PIPELINE, "--old"), read_output_manifest(new, KB_PIPELINE, "--new")
     if old_manifest.get("kb") != new_manifest.get("kb"):
@@ -243,12 +242,6 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
     if missing or sorted(r["shard"] for r in index_manifest["shards"]) != list(range(index_manifest["num_shards"])):
         raise FileNotFoundError(f"--index {idx}: incomplete: shard file(s) missing: {', '.join(missing) or 'none'}, "
                                 f"manifest lists shards {sorted(r['shard'] for r in index_manifest['shards'])}")
-    resolved = [Path(o).resolve() for o in outputs]
-    if len(set(resolved)) < len(resolved):
-        raise ValueError("--output-embeddings and --output-index must be two folders")
-    for out in resolved:
-        if out in (old, new, emb, idx):
-            raise ValueError(f"{out} is an input of this refresh; write the refreshed outputs to new folders")
     return Inputs(old, new, emb, idx, emb_manifest, index_manifest, spec, new_manifest)
 
 
@@ -307,11 +300,12 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
     their manifests and the diff report. `batch_size` None: the one the embeddings were made with."""
     if examples < 0 or (batch_size is not None and batch_size < 1):
         raise ValueError("--examples must be at least 0 and --batch-size at least 1")
-    inputs = check_inputs(old_names, new_names, embeddings, index, [output_embeddings, output_index])
+    inputs = check_inputs(old_names, new_names, embeddings, index)
     sources = [("--old", inputs.old_names), ("--new", inputs.new_names), ("--embeddings", inputs.embeddings),
                ("--index", inputs.index), ("--model", model)]
-    check_output_folder(str(output_embeddings), "embed", sources)
-    check_output_folder(str(output_index), "build-index", sources)
+    # neither output may hold the other: publishing one would replace the other's tables
+    check_output_folder(str(output_embeddings), "embed", sources + [("--output-index", output_index)], "--output-embeddings")
+    check_output_folder(str(output_index), "build-index", sources, "--output-index")
     emb_manifest = inputs.emb_manifest
     encoder = open_model(model, emb_manifest["model"].get("pooling"), device).eval()
     check_model_matches(inputs.embeddings, encoder)

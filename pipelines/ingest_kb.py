@@ -340,8 +340,8 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
     if shared_names not in SHARED_NAME_POLICIES:
         raise ValueError(f"--shared-names must be one of {SHARED_NAME_POLICIES}")
     check_num_shards(num_shards)
-    inputs = sorted(expand_inputs(inputs))  # a KB's tables do not depend on the order its files are given
     check_output_folder(output_dir, "ingest-kb", [("--input", p) for p in inputs])
+    inputs = sorted(expand_inputs(inputs))  # a KB's tables do not depend on the order its files are given
     reader = get_reader(kb_format, **reader_options)
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 

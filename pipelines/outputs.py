@@ -10,7 +10,7 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
-from bioel_core.inputs import is_input_name
+from bioel_core.inputs import GLOB_CHARS, is_input_name
 from bioel_core.outputs import MANIFEST, FileSystem, LocalFileSystem, is_local, shard_name, write_parquet
 from bioel_core.outputs.runs import run_bytes, run_name
 from schemas import DEAD_LETTER_SCHEMA
@@ -65,9 +65,6 @@ class BeamFileSystem:
 def filesystem_for(path: str) -> FileSystem:
     """The local filesystem for local paths (atomic renames, exclusive lock files), Beam's for the rest."""
     return LocalFileSystem() if is_local(path) else BeamFileSystem()
-
-
-GLOB_CHARS = frozenset("*?[")
 
 
 def _matched_files(pattern: str) -> list[str]:

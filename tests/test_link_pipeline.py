@@ -344,6 +344,30 @@ def test_another_verbs_folder_is_never_an_output(chain, corpus, tmp_path, capsys
     assert code == 2 and "holds a `bioel embed` output" in capsys.readouterr().err
 
 
+def test_an_output_inside_one_of_the_runs_input_folders_is_refused_naming_both(chain, corpus, tmp_path, capsys):
+    # an output inside an input folder was accepted: a later run given the folder (or a `**` glob) read the links back
+    # as corpus, and a republished KB, embeddings or index folder could take the output with it
+    from pipelines import cli
+
+    folder, _ = corpus
+    model, index = chain
+    root = Path(index).parent
+    for inputs, out, says in (([folder], folder / "links", f"inside the --input folder {folder} "),
+                              ([f"{folder}/*.pubtator"], folder / "sub/links", f"inside the --input folder {folder} "),
+                              ([folder / "a.pubtator"], Path(index) / "links", f"inside the --index folder {index} ")):
+        code, err = link_cli(chain, capsys, "--input", *inputs, "--output", out)
+        assert code == 2 and err == f"bioel link: error: --output {out} is {says}of this job; write to a folder of its own"
+        assert not out.exists()
+    for argv, out, says in ((["embed", "--model", model, "--input", root / "kb"], root / "kb/emb", f"--input folder {root / 'kb'}"),
+                            (["build-index", "--num-shards", "1", "--input", root / "emb"], root / "emb/index", f"--input folder {root / 'emb'}"),
+                            (["ingest-kb", "--input-format", "medic-biosyn", "--input", f"{folder}/*"], folder / "kb",
+                             f"--input folder {folder}")):
+        assert cli.main([str(a) for a in argv] + ["--output", str(out)]) == 2
+        assert f"--output {out} is inside the {says} of this job" in capsys.readouterr().err
+        assert not out.exists()
+    assert link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", tmp_path / "beside")[0] == 0
+
+
 def test_a_run_whose_every_document_is_dead_lettered_exits_3_and_publishes_nothing(chain, corpus, tmp_path, capsys):
     folder, _ = corpus
     out = tmp_path / "state"

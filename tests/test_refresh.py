@@ -7,6 +7,7 @@ refresh, the CLI."""
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -260,7 +261,9 @@ def test_a_name_that_fails_is_dead_lettered_and_the_next_refresh_retries_it(kb, 
     ("index-shard-missing", FileNotFoundError, "shard file\\(s\\) missing"),
     ("index-of-other-embeddings", ValueError, "was not built from --embeddings"),
     ("embeddings-file-missing", ValueError, "are not the"),
-    ("output-is-input", ValueError, "is an input of this refresh"),
+    ("output-is-input", ValueError, "--output-index .* is \\(or holds\\) the --index "),
+    ("output-inside-input", ValueError, "--output-index .*/sub is inside the --old folder "),
+    ("outputs-nested", ValueError, "--output-embeddings .*/out-emb is \\(or holds\\) the --output-index .*/out-emb/idx "),
 ])
 def test_bad_inputs_are_refused_before_any_work(kb, tmp_path, monkeypatch, breakage, error, message):
     args = {k: kb[k] for k in ("old", "new", "model", "emb", "idx")}
@@ -290,11 +293,15 @@ def test_bad_inputs_are_refused_before_any_work(kb, tmp_path, monkeypatch, break
         args["idx"] = kb["full_idx"]
     elif breakage == "output-is-input":
         out["idx"] = kb["idx"]
+    elif breakage == "output-inside-input":
+        out["idx"] = Path(kb["old"]) / "sub"
+    elif breakage == "outputs-nested":
+        out["idx"] = out["emb"] / "idx"
     monkeypatch.setattr(Encoder, "encode", lambda *a, **k: pytest.fail("a name was encoded"))
     monkeypatch.setattr(refresh_module, "build_shard", lambda *a, **k: pytest.fail("a shard was built"))
     with pytest.raises(error, match=message):
         refresh(args["old"], args["new"], args["model"], args["emb"], args["idx"], out["emb"], out["idx"])
-    assert not out["emb"].exists() and (breakage == "output-is-input" or not out["idx"].exists())
+    assert not out["emb"].exists() and (breakage == "output-is-input" or not Path(out["idx"]).exists())
 
 
 def test_a_killed_refresh_leaves_nothing_complete_and_a_rerun_finishes(kb, tmp_path, monkeypatch):
