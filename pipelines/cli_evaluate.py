@@ -182,6 +182,10 @@ def cmd_evaluate_e2e(args) -> int:
     if not scores["strict"]["n_gold"]:
         raise ValueError(f"--gold {args.gold}: no annotation with a concept id{' of type ' + ', '.join(args.types) if args.types else ''}"
                          f" to score ({gold_contents(gold)})")
+    docs = scores["documents"]
+    if docs["gold"] == docs["gold_not_in_pred"]:  # every gold annotation would count as missed: F1 0 that means nothing
+        raise ValueError(f"--pred {args.pred}: none of its {docs['pred']:,} documents is in --gold {args.gold} "
+                         f"({docs['gold']:,} documents): not predictions for this gold")
     progress.count(documents=len(pred), predictions=scores["strict"]["n_pred"])
     report = {"gold": args.gold, "pred": args.pred, "types": args.types or "all", **scores}
     print(f"{'mode':<9}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")
@@ -189,6 +193,9 @@ def cmd_evaluate_e2e(args) -> int:
         s = scores[mode]
         print(f"{mode:<9}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}")
     print(f"left out (no concept id): gold {scores['gold_without_concept']}, pred {scores['pred_without_concept']}")
+    print(f"documents: gold {docs['gold']:,}, pred {docs['pred']:,}; gold not in pred {docs['gold_not_in_pred']:,} "
+          f"({docs['gold_not_in_pred_annotations']:,} gold annotations counted as missed), "
+          f"pred not in gold {docs['pred_not_in_gold']:,}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

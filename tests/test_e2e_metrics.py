@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,24 @@ def test_evaluate_e2e_verb_on_pubtator_fixture(tmp_path, capsys):
     assert report["strict"]["n_gold"] == 13 and report["strict"]["n_pred"] == 12
     assert report["strict"]["precision"] == 100.0 and report["strict"]["recall"] == pytest.approx(1200 / 13)
     assert "strict" in capsys.readouterr().out
+
+
+def test_evaluate_e2e_reports_documents_absent_from_either_side_and_refuses_predictions_of_other_documents(tmp_path, capsys):
+    # a --pred missing half the gold documents scored them as all missed with no word about it, and predictions of
+    # other documents altogether (a wrong file) printed F1 0.00 with exit 0
+    gold = FIXTURES / "sample.pubtator"
+    docs = read_pubtator(gold)
+    pred, out = tmp_path / "pred.pubtator", tmp_path / "e2e.json"
+    write_pubtator(docs[1:] + [replace(docs[0], doc_id="other", mentions=[])], pred)
+    assert _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(pred), "--json", str(out)]) == 0
+    lost = len({(a.start, a.end) for a in docs[0].mentions if a.concept_ids})
+    assert json.loads(out.read_text())["documents"] == {"gold": len(docs), "pred": len(docs), "gold_not_in_pred": 1,
+                                                         "pred_not_in_gold": 1, "gold_not_in_pred_annotations": lost}
+    assert (f"documents: gold {len(docs)}, pred {len(docs)}; gold not in pred 1 ({lost} gold annotations counted as "
+            "missed), pred not in gold 1") in capsys.readouterr().out
+    write_pubtator([replace(docs[0], doc_id="other")], pred)
+    with pytest.raises(ValueError, match=f"^--pred {pred}: none of its 1 documents is in --gold {gold} \\({len(docs)} documents\\)"):
+        _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(pred)])
 
 
 @pytest.mark.parametrize("annotation, types, reason", [

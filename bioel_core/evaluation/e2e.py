@@ -82,10 +82,23 @@ def gold_contents(documents: list[Document]) -> str:
             f"id; types in the file: {', '.join(types) or 'none'}")
 
 
+def document_coverage(gold_docs: set[str], pred_docs: set[str], gold: dict[str, set[_Ann]]) -> dict:
+    """The documents of each side and those of one absent from the other. A gold document absent from the
+    predictions counts as all missed (the standard scoring), so a wrong --pred file, or a run that lost documents,
+    reads as a weak linker unless these counts are shown beside the scores."""
+    missing = gold_docs - pred_docs
+    return {"gold": len(gold_docs), "pred": len(pred_docs), "gold_not_in_pred": len(missing),
+            "pred_not_in_gold": len(pred_docs - gold_docs),
+            "gold_not_in_pred_annotations": sum(len(gold.get(d, ())) for d in missing)}
+
+
 def e2e_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Mention], entity_types: Iterable[str] | None = None) -> dict:
-    """{"strict": {...}, "partial": {...}, "gold_without_concept": n, "pred_without_concept": n}; P/R/F1 in percent."""
+    """{"strict": {...}, "partial": {...}, "gold_without_concept": n, "pred_without_concept": n, "documents": {...}
+    (document_coverage)}; P/R/F1 in percent. A side given as mentions has the documents its mentions are in."""
+    gold, pred = list(gold), list(pred)
     types = set(entity_types) if entity_types else None
     gcounts, pcounts = defaultdict(int), defaultdict(int)
     g, p = _annotations(gold, types, gcounts), _annotations(pred, types, pcounts)
     return {"strict": asdict(score(g, p, strict=True)), "partial": asdict(score(g, p, strict=False)),
-            "gold_without_concept": gcounts["without_concept"], "pred_without_concept": pcounts["without_concept"]}
+            "gold_without_concept": gcounts["without_concept"], "pred_without_concept": pcounts["without_concept"],
+            "documents": document_coverage({d.doc_id for d in gold}, {d.doc_id for d in pred}, g)}
