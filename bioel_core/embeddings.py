@@ -7,6 +7,7 @@ rows sorted by name_id within each shard), `dead_letter/` and `manifest.json` (s
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from bioel_core.outputs.manifest import content_sha256
 from bioel_core.tables import MANIFEST, read_manifest, read_output_manifest, read_table
 
 log = logging.getLogger(__name__)
@@ -81,16 +83,24 @@ def check_model_matches(emb_dir: str | Path, encoder) -> None:
 
 
 def manifest_sha256(output_dir: str | Path) -> str:
-    """sha256 of an output folder's manifest.json: it names the exact table version a later stage read."""
-    return hashlib.sha256((Path(output_dir) / MANIFEST).read_bytes()).hexdigest()
+    """The table version of an output folder (bioel_core.outputs.content_sha256 of its manifest.json): equal for a
+    re-run of the same inputs, so re-ingesting an unchanged KB leaves its embeddings, index and links current."""
+    return content_sha256(json.loads((Path(output_dir) / MANIFEST).read_bytes()))
+
+
+def is_version_of(recorded: str, output_dir: str | Path) -> bool:
+    """True when `recorded` (a later stage's `manifest_sha256` of the folder it read) is the folder's version now.
+    Outputs made before versions left out the run fields recorded the sha256 of the whole manifest.json."""
+    path = Path(output_dir) / MANIFEST
+    return recorded in (manifest_sha256(output_dir), hashlib.sha256(path.read_bytes()).hexdigest())
 
 
 def _unchanged_source(output_dir: str | Path, source: dict, read, what: str, since: str, verb: str) -> Path:
     """The folder an output was made from (`source`: its manifest's {"path", "manifest_sha256"}), read with `read`
-    and checked to be the same table version (its manifest's sha256)."""
+    and checked to be the same table version (is_version_of)."""
     folder = Path(source["path"])
     read(folder)
-    if manifest_sha256(folder) != source["manifest_sha256"]:
+    if not is_version_of(source["manifest_sha256"], folder):
         raise ValueError(f"{output_dir}: the {what} at {folder} changed since {since} (its manifest.json differs); "
                          f"re-run `bioel {verb}`")
     return folder

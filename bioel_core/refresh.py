@@ -52,8 +52,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bioel_core.embeddings import (TEXT_COLUMN, EncodeFailure, check_model_matches, encode_checked, manifest_sha256,
-                                   read_embeddings_manifest, vectors_of)
+from bioel_core.embeddings import (TEXT_COLUMN, EncodeFailure, check_model_matches, encode_checked, is_version_of,
+                                   manifest_sha256, read_embeddings_manifest, vectors_of)
 from bioel_core.guards import check_output_folder
 from bioel_core.progress import bar as progress_bar
 from bioel_core.index import IndexSpec, build_shard, read_index_manifest, shard_of
@@ -219,7 +219,7 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
         raise ValueError(f"--old is KB {old_manifest.get('kb')!r} and --new is KB {new_manifest.get('kb')!r}: "
                          "a refresh compares two versions of one KB")
     emb_manifest = read_embeddings_manifest(emb, "--embeddings")
-    if emb_manifest["names"]["manifest_sha256"] != manifest_sha256(old):
+    if not is_version_of(emb_manifest["names"]["manifest_sha256"], old):
         raise ValueError(f"--old {old} is not the names folder the embeddings at {emb} were made from "
                          f"({emb_manifest['names']['path']}, by its manifest's sha256); pass that folder as --old")
     listed = sorted(Path(f).name for f in emb_manifest["outputs"]["embeddings"]["files"])
@@ -228,7 +228,7 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
     if listed != found or not layout.issuperset(found):
         raise ValueError(f"--embeddings {emb}: embeddings files {found} are not the {listed} its manifest lists")
     index_manifest = read_index_manifest(idx)
-    if index_manifest["embeddings"]["manifest_sha256"] != manifest_sha256(emb):
+    if not is_version_of(index_manifest["embeddings"]["manifest_sha256"], emb):
         raise ValueError(f"--index {idx} was not built from --embeddings {emb} (it names "
                          f"{index_manifest['embeddings']['path']}, by its manifest's sha256)")
     requested = index_manifest["index"]["requested"]

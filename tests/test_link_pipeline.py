@@ -128,6 +128,32 @@ def test_incremental_links_only_new_or_changed_documents_and_honours_deletions(c
     assert table_bytes(tmp_path / "state") == before
 
 
+def test_rerunning_an_unchanged_kb_embed_and_index_keeps_every_link(chain, corpus, tmp_path):
+    # the KB, embeddings and index versions were their manifests' sha256, which hold each run's generation and time:
+    # re-ingesting the same KB file made the embeddings refuse to load, and once re-embedded and re-indexed an
+    # incremental link relinked every document
+    folder, _ = corpus
+    model, _ = chain
+    kb, emb, index, out = (str(tmp_path / name) for name in ("kb", "emb", "index", "links"))
+
+    def rebuild():
+        ingest_kb.run("medic-biosyn", [MEDIC_SAMPLE], kb, pipeline_options([]), num_shards=1)
+        embed_names.run(model, kb, emb, pipeline_options([]), num_shards=1)
+        build_index.run(emb, index, pipeline_options([]), num_shards=1, spec=IndexSpec("flat"))
+
+    def link() -> tuple[int, int]:
+        counts = link_corpus.run([str(folder / "a.pubtator")], "pubtator", out, AnnotatorSpec(model=model, indexes=(("Disease", index),)),
+                                 pipeline_options([]), incremental=True)["counts"]["documents"]
+        return counts["linked"], counts["unchanged"]
+
+    rebuild()
+    assert link() == (20, 0)
+    ingest_kb.run("medic-biosyn", [MEDIC_SAMPLE], kb, pipeline_options([]), num_shards=1)
+    assert link() == (0, 20)
+    rebuild()
+    assert link() == (0, 20)
+
+
 def test_a_killed_incremental_run_resumed_ends_like_an_uninterrupted_one(chain, corpus, tmp_path, monkeypatch):
     folder, _ = corpus
     run(chain, [folder / "a.pubtator"], tmp_path / "straight", incremental=True)

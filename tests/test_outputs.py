@@ -1,6 +1,7 @@
 """The output layer on its own (bioel_core.outputs), on the local filesystem: the lock, recovery, publishing,
 the typed manifest. The kill-at-every-step behaviour through the real verbs is in test_publish_kills.py."""
 
+import hashlib
 import json
 import os
 import socket
@@ -133,6 +134,25 @@ def test_the_manifest_round_trips_and_refuses_clashing_or_unknown_fields():
         Manifest(pipeline="embed", inputs=[], counts={}, reconciliation={}, outputs={}, runner="x", details={"counts": 1})
     with pytest.raises(ValueError, match="unknown pipeline"):
         Manifest(pipeline="ingest", inputs=[], counts={}, reconciliation={}, outputs={}, runner="x")
+
+
+def test_a_rerun_of_the_same_inputs_keeps_the_folders_version_and_older_records_still_match(tmp_path):
+    # the version later stages record (embed of its names, build-index of its embeddings, link's kb_version) was the
+    # sha256 of the whole manifest.json, whose generation and time change with every run: re-ingesting an unchanged
+    # KB made its embeddings refuse to load and an incremental link relink every document
+    from bioel_core.embeddings import is_version_of, manifest_sha256
+
+    out = tmp_path / "out"
+    publish(out, "same")
+    before, whole_file = manifest_sha256(out), hashlib.sha256((out / MANIFEST).read_bytes()).hexdigest()
+    publish(out, "same")  # a new generation, perhaps another second
+    pointer = json.loads((out / MANIFEST).read_text())
+    (out / MANIFEST).write_text(json.dumps({**pointer, "runner": "DataflowRunner", "options": {"direct_num_workers": 2}}))
+    assert manifest_sha256(out) == before
+    assert is_version_of(before, out) and not is_version_of(whole_file, out)
+    assert is_version_of(hashlib.sha256((out / MANIFEST).read_bytes()).hexdigest(), out)  # recorded before versions
+    publish(out, "other")  # other rows: another version
+    assert manifest_sha256(out) != before and not is_version_of(before, out)
 
 
 def test_read_pointer_of_an_empty_folder_is_none(tmp_path):

@@ -384,12 +384,13 @@ class AnnotatorSpec:
         """Every setting besides the model fingerprint and KB versions that changes annotations: detection or given
         mentions, abbreviations, the stop lists' contents, the NIL thresholds and the indexes' manifests (kind and
         parameters of the search). Part of each document's incremental key (`content_sha256`)."""
+        from bioel_core.embeddings import manifest_sha256
         from bioel_core.index.sharded import file_sha256 as file_sha
 
         payload = {"detect": self.detect, "detector": self.detector, "abbreviations": self.abbreviations,
                    "stop_lists": sorted((t, file_sha(p)) for t, p in self.stop_lists),
                    "nil_thresholds": sorted((t, float(v)) for t, v in self.nil_thresholds),
-                   "indexes": sorted((t, file_sha(f"{d.rstrip('/')}/manifest.json")) for t, d in self.indexes)}
+                   "indexes": sorted((t, manifest_sha256(d)) for t, d in self.indexes)}
         # a reranker's or generative model's weights and config decide the concepts as much as the model's do
         if self.reranker:
             payload["reranker"] = {"depth": self.rerank_depth, "files": _model_files(self.reranker)}

@@ -7,6 +7,7 @@ which later stages read by key.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 
@@ -14,6 +15,9 @@ import bioel_core
 from schemas import SCHEMA_VERSION
 
 VERBS = ("ingest-kb", "embed", "build-index", "link")
+# how a run went, not what its output holds: a re-run of the same inputs writes a new generation at another time,
+# perhaps on other workers, and its tables are the same bytes, so its version (content_sha256) must be too
+RUN_FIELDS = ("generation", "created_utc", "runner", "options")
 
 
 def utc_now() -> str:
@@ -58,3 +62,10 @@ class Manifest:
     def from_dict(cls, d: dict) -> Manifest:
         names = {f.name for f in fields(cls)} - {"details"}
         return cls(**{k: v for k, v in d.items() if k in names}, details={k: v for k, v in d.items() if k not in names})
+
+
+def content_sha256(manifest: dict) -> str:
+    """The version of an output folder: sha256 of its manifest less RUN_FIELDS. What a later stage records of the
+    folder it read (embed of its names, build-index of its embeddings, link's kb_version) and checks again later."""
+    kept = {k: v for k, v in manifest.items() if k not in RUN_FIELDS}
+    return hashlib.sha256(json.dumps(kept, indent=2, sort_keys=True).encode()).hexdigest()
