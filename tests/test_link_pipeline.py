@@ -699,6 +699,23 @@ def test_calibrate_nil_refuses_a_gold_with_no_annotation_of_an_index_type(chain,
         assert capsys.readouterr().err == f"bioel calibrate-nil: error: --gold {gold}: no annotation with a concept id {reason}\n"
 
 
+def test_calibrate_nil_refuses_when_no_linked_mention_is_right(chain, corpus, tmp_path, capsys):
+    # a gold whose ids no linked mention has (another KB's vocabulary) scored F1 0 at every threshold, and the lowest
+    # was printed as the calibrated one, with exit 0
+    from pipelines import cli
+
+    folder, docs = corpus
+    model, index = chain
+    gold = tmp_path / "other-ids.pubtator"
+    write_pubtator([Document(d.doc_id, d.passages, [replace(m, entity_type="Disease", concept_ids=("X1",), id_field="X1") for m in d.mentions])
+                    for d in docs[:2]], gold)
+    capsys.readouterr()
+    assert cli.main(["calibrate-nil", "--model", model, "--index", f"Disease={index}", "--gold", str(gold)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"bioel calibrate-nil: error: --gold {gold}: none of the ") and len(err.splitlines()) == 1
+    assert f" mentions detected and linked with --index Disease={index} has a gold annotation's span and concept id" in err
+
+
 def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_the_batching(chain, corpus, tmp_path, capsys):
     from bioel_core.linking.rerank import CrossEncoderReranker, RerankLinker
     from bioel_core.models import CrossEncoder

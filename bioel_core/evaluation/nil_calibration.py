@@ -35,4 +35,10 @@ def calibrate_on_gold(spec: AnnotatorSpec, gold_pubtator: str, batch_size: int =
                 ids = gold.get((entity_type, r["doc_id"], r["start"], r["end"]), set())
                 scores[entity_type].append(r["score"])
                 correct[entity_type].append(not r["nil"] and any(plain_id(i) in ids for i in (r["concept_id"], *r["alt_ids"])))
+    for t, index in spec.indexes:
+        # with no right link every threshold scores F1 0, and the lowest (cut nothing) would be offered as calibrated
+        if not any(correct[t]):
+            raise ValueError(f"--gold {gold_pubtator}: none of the {len(scores[t]):,} mentions detected and linked with --index "
+                             f"{t + '=' if t else ''}{index} has a gold annotation's span and concept id: no threshold "
+                             "to calibrate (is the index's KB the one the gold's ids come from?)")
     return {t: calibrate_threshold(scores[t], correct[t], sum(1 for k in gold if k[0] == t)) for t in annotator.targets}
