@@ -42,7 +42,7 @@ def check_output_folder(output: str, pipeline: str, inputs: Iterable[tuple[str, 
     ("--input", "corpus/*.xml")]; `flag` names the output in refusals (`bioel refresh` has two)."""
     if pipeline not in PIPELINES:
         raise ValueError(f"unknown pipeline {pipeline!r}; known: {PIPELINES}")
-    _check_not_an_input(output, inputs, flag)
+    check_not_an_input(output, inputs, flag)
     local = _local(output)
     if local is None:  # remote outputs: the staging layer's own checks apply
         return
@@ -75,14 +75,16 @@ def check_model_output(output: str, inputs: Iterable[tuple[str, str]] = ()) -> N
     folder, or that holds a
     pipeline's output (a KB, embeddings, an index, links): the model's files would land among its tables, and that
     verb's next run would replace the folder. A model folder is allowed: a stopped run resumes there."""
-    _check_not_an_input(output, inputs)
+    check_not_an_input(output, inputs)
     local = _local(output)
     if local is not None and (local / MANIFEST).is_file():
         raise ValueError(f"--output {output} holds a bioel pipeline output ({local / MANIFEST}); write the model to a "
                          "folder of its own")
 
 
-def _check_not_an_input(output: str, inputs: Iterable[tuple[str, str]], output_flag: str = "--output") -> None:
+def check_not_an_input(output: str, inputs: Iterable[tuple[str, str]], output_flag: str = "--output") -> None:
+    """Refuse an output (a folder, or a file such as --json) that is (or holds) one of the job's inputs or lies inside
+    an input folder: writing it would overwrite the input, or a later run given the folder would read it back."""
     from bioel_core.inputs import glob_root  # imports pyarrow, which `bioel --help` must not
 
     for flag, path in inputs:

@@ -7,6 +7,8 @@ import argparse
 import json
 import sys
 
+from bioel_core.guards import check_not_an_input
+
 
 def _int_at_least(text: str, minimum: int) -> int:
     try:
@@ -59,6 +61,13 @@ def add_renamed(parser, flag: str, *old: str, **kwargs) -> argparse.Action:
     action.old_spellings = old
     action.option_strings = [flag]  # the parser still maps the old strings to this action
     return action
+
+
+def check_json(path: str | None, inputs: list[tuple[str, str | None]]) -> None:
+    """Refuse, before any work, a --json that is one of the run's inputs (it would be overwritten: `--json` typed for
+    `--pred`) or lies inside an input folder; `inputs`: (flag, path) pairs, unset ones None."""
+    if path:
+        check_not_an_input(path, [(flag, p) for flag, p in inputs if p], "--json")
 
 
 def quality(table_dir: str, output: str | None, fail_on: str) -> int:

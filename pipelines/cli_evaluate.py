@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bioel_core import progress
 from bioel_core.linking import DEFAULT_RERANK_DEPTH, LINKERS
-from pipelines.cli_common import positive_int
+from pipelines.cli_common import check_json, positive_int
 
 # training mentions for the subpopulations: the ones a model evaluated on this split may have seen
 TRAIN_FOLDER = {"dev": "processed_train", "test": "processed_traindev"}
@@ -96,6 +96,8 @@ def cmd_evaluate(args) -> int:
 
     if args.k < 1:
         raise ValueError(f"--k must be at least 1, got {args.k}")
+    check_json(args.json, [(f"--{name.replace('_', '-')}", getattr(args, name)) for name in
+                           ("dataset", "dictionary", "names", "linker_dir", "model", "retriever", "reranker", "typos")])
     dataset = Path(args.dataset)
     queries, without_concept = scored_queries(dataset, args.split)
     linker, source = _linker(args)
@@ -148,6 +150,7 @@ def cmd_probe(args) -> int:
     from bioel_core.linking import NameSet
     from bioel_core.models import model_folder, open_model
 
+    check_json(args.json, [("--dataset", args.dataset), ("--model", args.model)])
     dataset = Path(args.dataset)
     queries = scored_queries(dataset, args.split)[0]
     names = NameSet.from_biosyn(dataset / f"{args.split}_dictionary.txt")
@@ -177,6 +180,7 @@ def cmd_evaluate_e2e(args) -> int:
     from bioel_core.evaluation import e2e_scores
     from bioel_core.evaluation.e2e import gold_contents
 
+    check_json(args.json, [("--gold", args.gold), ("--pred", args.pred)])
     gold, pred = read_pubtator(args.gold, "--gold"), read_pubtator(args.pred, "--pred")
     scores = e2e_scores(gold, pred, args.types)
     if not scores["strict"]["n_gold"]:

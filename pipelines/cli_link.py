@@ -8,7 +8,7 @@ from pathlib import Path
 from bioel_core import progress
 from bioel_core.corpora import FORMATS
 from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS
-from pipelines.cli_common import positive_int
+from pipelines.cli_common import check_json, positive_int
 
 
 def typed(values: list[str] | None, convert=str) -> tuple[tuple[str, object], ...]:
@@ -124,8 +124,9 @@ def cmd_link(args, beam_args: list[str]) -> int:
 def cmd_calibrate_nil(args) -> int:
     from bioel_core.evaluation.nil_calibration import calibrate_on_gold
 
-    gold = args.gold
-    result = calibrate_on_gold(_annotator_spec(args, detect=True), gold)
+    gold, spec = args.gold, _annotator_spec(args, detect=True)
+    check_json(args.json, [("--gold", gold)] + spec.inputs())
+    result = calibrate_on_gold(spec, gold)
     progress.count(mentions=sum(t.predictions for t in result.values()))
     print(f"{'type':<12}{'threshold':>10}{'P':>8}{'R':>8}{'F1':>8}{'F1 no cut':>11}{'kept':>8}{'pred':>8}{'gold':>8}")
     for entity_type, t in sorted(result.items()):

@@ -415,10 +415,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     if single_file and output_format == "parquet":
         raise ValueError("--single-file needs an interchange --output-format (pubtator, bioc-json, bioc-xml)")
     check_num_shards(num_shards)
-    check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + [("--index", d) for _, d in spec.indexes]
-                        + [("--model", m) for m in (spec.model, *(m for _, m in spec.type_models)) if m]
-                        + [(flag, m) for flag, m in (("--reranker", spec.reranker), ("--generative", spec.generative)) if m]
-                        + [("--stop-list", s) for _, s in spec.stop_lists])
+    check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + spec.inputs())
     # a finished `bioel link` output given as PubTator input is read for its PubTator copy
     inputs = expand_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, "--input")) if fmt == "pubtator" else None)
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work

@@ -113,6 +113,19 @@ def test_evaluate_e2e_reports_documents_absent_from_either_side_and_refuses_pred
         _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(pred)])
 
 
+def test_a_json_that_is_an_input_or_inside_an_input_folder_is_refused_before_scoring(tmp_path):
+    # `--json` given the predictions file (or a file in the gold folder) overwrote it with the scores
+    pred, gold = tmp_path / "pred.pubtator", tmp_path / "gold"
+    gold.mkdir()
+    for path in (pred, gold / "a.pubtator"):
+        path.write_bytes((FIXTURES / "sample.pubtator").read_bytes())
+    for json_path, says in ((pred, f"is (or holds) the --pred {pred}"), (gold / "s.json", f"is inside the --gold folder {gold}")):
+        with pytest.raises(ValueError) as err:
+            _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(pred), "--json", str(json_path)])
+        assert str(err.value) == f"--json {json_path} {says} of this job; write to a folder of its own"
+    assert pred.read_bytes() == (FIXTURES / "sample.pubtator").read_bytes() and sorted(gold.iterdir()) == [gold / "a.pubtator"]
+
+
 @pytest.mark.parametrize("annotation, types, reason", [
     ("1\t0\t5\tHeart\tDisease\tD001", ["Chemical"], " of type Chemical to score (1 documents, 0 annotations without a "
                                                        "concept id; types in the file: Disease)"),

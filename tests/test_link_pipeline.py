@@ -391,6 +391,9 @@ def test_an_output_inside_one_of_the_runs_input_folders_is_refused_naming_both(c
         assert cli.main([str(a) for a in argv] + ["--output", str(out)]) == 2
         assert f"--output {out} is inside the {says} of this job" in capsys.readouterr().err
         assert not out.exists()
+    assert cli.main(["calibrate-nil", "--model", model, "--index", index, "--gold", str(folder / "a.pubtator"),
+                     "--json", f"{index}/nil.json"]) == 2
+    assert f"--json {index}/nil.json is inside the --index folder {index} of this job" in capsys.readouterr().err
     assert link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", tmp_path / "beside")[0] == 0
 
 

@@ -380,6 +380,13 @@ class AnnotatorSpec:
                              "its vectors: use one or the other")
         return model
 
+    def inputs(self) -> list[tuple[str, str]]:
+        """(flag, path) of every folder and file the annotator reads, for the refusal of an output among them."""
+        return ([("--index", d) for _, d in self.indexes]
+                + [("--model", m) for m in (self.model, *(m for _, m in self.type_models)) if m]
+                + [(flag, m) for flag, m in (("--reranker", self.reranker), ("--generative", self.generative)) if m]
+                + [("--stop-list", s) for _, s in self.stop_lists])
+
     def settings_sha256(self) -> str:
         """Every setting besides the model fingerprint and KB versions that changes annotations: detection or given
         mentions, abbreviations, the stop lists' contents, the NIL thresholds and the indexes' manifests (kind and
