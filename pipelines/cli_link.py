@@ -113,7 +113,7 @@ def cmd_link(args, beam_args: list[str]) -> int:
                                num_shards=args.num_shards, batch_size=args.batch_size, id_prefix=args.id_prefix,
                                single_file=args.single_file)
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
-    progress.count(documents=docs["linked"], mentions=mentions["linked"] + mentions["nil"])
+    progress.count(documents=docs["linked"], mentions=mentions["linked"])  # NIL mentions are among the linked ones
     print(f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
           f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "
           f"kept (bad re-delivery) {docs['kept_previous']:,}, "

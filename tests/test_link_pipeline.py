@@ -271,6 +271,21 @@ def test_nil_threshold_marks_low_scores(chain, corpus, tmp_path):
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["annotator"]["nil_thresholds"] == [["", 0.999]]
 
 
+def test_the_summary_line_counts_a_nil_mention_once(chain, corpus, tmp_path, capsys):
+    # counts.mentions.linked is every annotation row, NIL ones included (`nil` counts a part of them): the summary line
+    # added the NIL mentions a second time
+    from pipelines import cli
+
+    folder, _ = corpus
+    model, index = chain
+    out = tmp_path / "out"
+    assert cli.main(["link", "--model", model, "--index", index, "--mentions", "given", "--nil-threshold", "0.999", "--input",
+                     str(folder / "a.pubtator"), "--input-format", "pubtator", "--output", str(out), "--no-quality"]) == 0
+    rows = table(out, "annotations")
+    assert any(r["nil"] for r in rows)
+    assert capsys.readouterr().err.startswith(f"link: 20 documents, {len(rows):,} mentions in ")
+
+
 @pytest.mark.parametrize("output_format", ["pubtator", "bioc-json", "bioc-xml"])
 def test_link_writes_every_interchange_format_from_plain_text_and_reads_it_back(chain, tmp_path, output_format):
     """Issue 13: bioc-json/bioc-xml crashed on every input (a StringIO given to path-only writers), and three
