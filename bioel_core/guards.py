@@ -16,8 +16,16 @@ PIPELINES = ("ingest-kb", "embed", "build-index", "link")
 MANIFEST = "manifest.json"
 
 
-class EmptyOutputError(RuntimeError):
-    """A job that read its inputs but has no row to publish (the CLI exits 3; nothing is published)."""
+class UnpublishedError(RuntimeError):
+    """A job that ran but whose output is not published, so the previous output stands (the CLI exits 3)."""
+
+
+class EmptyOutputError(UnpublishedError):
+    """A job that read its inputs but has no row to publish."""
+
+
+class UnreconciledError(UnpublishedError):
+    """A job whose counts do not add up (rows in != rows out + dead letters): its tables are not what it read."""
 
 
 def _local(path: str) -> Path | None:

@@ -15,7 +15,7 @@ import sys
 
 import bioel_core
 from bioel_core import progress
-from bioel_core.guards import EmptyOutputError
+from bioel_core.guards import UnpublishedError
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES
 from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train, logs
@@ -57,7 +57,7 @@ def cmd_ingest_kb(args, beam_args: list[str]) -> int:
     print(f"ingested {args.input_format}: {outputs['concepts']['rows']:,} concepts, "
           f"{outputs['names']['rows']:,} names, {outputs['dead_letter']['rows']:,} dead letters "
           f"from {counts['records_read']:,} input records -> {args.output}")
-    return finish(manifest, args.output, args.no_quality, args.fail_on)
+    return finish(args.output, args.no_quality, args.fail_on)
 
 
 def cmd_report(args) -> int:
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Beam verbs also take the flags meant for Beam; every other verb takes its parsed arguments only
         code = args.func(args, extra) if args.verb in BEAM_VERBS else int(args.func(args) or 0)
-    except EmptyOutputError as err:  # the job ran but nothing came out: nothing was published
+    except UnpublishedError as err:  # the job ran but nothing came out, or its counts do not add up: nothing published
         print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
         return 3
     except (OSError, ValueError, RuntimeError) as err:  # OSError: a missing, unreadable or unwritable path, a full disk

@@ -35,4 +35,4 @@ def cmd_embed(args, beam_args: list[str]) -> int:
     progress.count(names=counts["embedded"])
     print(f"embedded {counts['embedded']:,} of {counts['names_read']:,} names ({counts['dead_lettered']:,} dead letters) "
           f"with {manifest['model']['path']} (dim {manifest['model']['dim']}) -> {args.output}")
-    return finish(manifest, args.output, args.no_quality, args.fail_on)
+    return finish(args.output, args.no_quality, args.fail_on)

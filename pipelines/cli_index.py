@@ -53,4 +53,4 @@ def cmd_build_index(args, beam_args: list[str]) -> int:
     progress.count(vectors=manifest["vectors"], shards=manifest["num_shards"])
     print(f"indexed {manifest['vectors']:,} vectors ({args.index_kind}, dim {manifest['index']['dimension']}) in "
           f"{manifest['num_shards']} shards, {size / 1e6:,.1f} MB -> {args.output}")
-    return finish(manifest, args.output, args.no_quality, args.fail_on)
+    return finish(args.output, args.no_quality, args.fail_on)

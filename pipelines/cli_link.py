@@ -118,7 +118,7 @@ def cmd_link(args, beam_args: list[str]) -> int:
           f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "
           f"kept (bad re-delivery) {docs['kept_previous']:,}, "
           f"dead-lettered {docs['dead_lettered'] + manifest['counts']['records']['dead_lettered']:,} -> {args.output}")
-    return finish(manifest, args.output, args.no_quality, args.fail_on)
+    return finish(args.output, args.no_quality, args.fail_on)
 
 
 def cmd_calibrate_nil(args) -> int:

@@ -42,6 +42,6 @@ def cmd_refresh(args) -> int:
     print(format_summary(result.report))
     print(f"refreshed -> {args.output_embeddings}, {args.output_index}; report: {data_root(args.output_embeddings) / REPORT_FILE}")
     # both outputs are checked and reported, whichever fails first
-    codes = [finish(result.embeddings_manifest, args.output_embeddings, args.no_quality, args.fail_on),
-             finish(result.index_manifest, args.output_index, args.no_quality, args.fail_on)]
+    codes = [finish(args.output_embeddings, args.no_quality, args.fail_on),
+             finish(args.output_index, args.no_quality, args.fail_on)]
     return next((c for c in codes if c), 0)

@@ -216,6 +216,24 @@ def _cli(capsys, *argv) -> tuple[int, str]:
     return code, capsys.readouterr().err.strip()
 
 
+def test_an_ingest_whose_counts_do_not_reconcile_exits_3_and_the_previous_kb_stands(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "kb"
+    assert _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--no-quality")[0] == 0
+    before = (out / "manifest.json").read_bytes()
+    build = ingest_kb.build_manifest
+
+    def losing_a_name(*args, **kwargs):
+        manifest = build(*args, **kwargs)
+        manifest.reconciliation["names"] = False
+        return manifest
+
+    monkeypatch.setattr(ingest_kb, "build_manifest", losing_a_name)
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--no-quality")
+    assert code == 3 and err.startswith("bioel ingest-kb: error: counts do not reconcile: ") and "nothing published" in err
+    assert (out / "manifest.json").read_bytes() == before
+    assert_published(out)
+
+
 def test_misspelled_flags_are_refused_before_any_work_and_beam_flags_pass(tmp_path, capsys):
     out = tmp_path / "kb"
     code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--nmu-shards", "2")

@@ -54,6 +54,24 @@ def test_a_failed_build_leaves_the_previous_state_and_no_trace(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, first.generation])
 
 
+def test_counts_that_do_not_reconcile_are_not_published(tmp_path):
+    # the CLI checked reconciliation after publishing: it exited 3 ("nothing is published", said the README) with the
+    # unreconciled tables already the folder's state
+    from bioel_core.guards import UnpublishedError, UnreconciledError
+
+    out = tmp_path / "out"
+    first = publish(out, "one")
+    before = (out / MANIFEST).read_bytes()
+    folder = OutputFolder(LocalFileSystem(), str(out), ("names",))
+    unreconciled = manifest(rows=3)
+    unreconciled.reconciliation = {"rows": False, "names": True}
+    with pytest.raises(UnreconciledError, match='^counts do not reconcile: {"rows": false, "names": true}; nothing published$'):
+        folder.publish(lambda: unreconciled)
+    assert issubclass(UnreconciledError, UnpublishedError)  # the CLI's exit 3
+    assert (out / MANIFEST).read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, first.generation])
+
+
 def test_recovery_removes_what_killed_runs_left_and_keeps_the_published_generation(tmp_path):
     out = tmp_path / "out"
     first = publish(out, "one")

@@ -27,6 +27,7 @@ import socket
 import uuid
 from collections.abc import Callable
 
+from bioel_core.guards import UnreconciledError
 from bioel_core.outputs.fs import FileSystem
 from bioel_core.outputs.layout import MANIFEST, QUALITY, parquet_rows
 from bioel_core.outputs.manifest import Manifest, utc_now
@@ -93,7 +94,8 @@ class OutputFolder:
     def publish(self, build: Callable[[], Manifest]) -> Manifest:
         """Lock, recover what a killed run left, run `build` (it writes the tables into this generation and
         returns the manifest), move the pointer to the new generation, remove the old one, unlock. A failure
-        before the pointer moves removes the new generation and leaves the previous state as it was."""
+        before the pointer moves (a manifest whose counts do not reconcile is one: UnreconciledError) removes the
+        new generation and leaves the previous state as it was."""
         self._lock()
         try:
             fault_point("locked")
@@ -104,6 +106,9 @@ class OutputFolder:
             try:
                 manifest = build()
                 manifest.generation = self.generation
+                if not manifest.reconciled:
+                    raise UnreconciledError(f"counts do not reconcile: {json.dumps(manifest.reconciliation)}; "
+                                            "nothing published")
                 fault_point("built")
                 self._move_pointer(manifest)
             except BaseException:
