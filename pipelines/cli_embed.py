@@ -12,7 +12,8 @@ def add_subcommands(subparsers) -> None:
                                            "(Beam RunInference). Unknown flags go to Beam (e.g. --direct_num_workers=2 "
                                            "--direct_running_mode=multi_processing).")
     em.add_argument("--model", help="bioel model folder or plain HF checkpoint (default: the shipped disease model, models/disease-default)")
-    em.add_argument("--pooling", choices=["cls", "mean"], help="a plain HF checkpoint's pooling (default cls)")
+    em.add_argument("--pooling", choices=["cls", "mean"], help="a plain HF checkpoint's pooling (default: a sentence-transformers "
+                    "folder's own, else cls)")
     add_renamed(em, "--input", "--names", required=True, help="an ingest-kb output folder")
     em.add_argument("--output", required=True, help="output folder")
     em.add_argument("--device", default="cpu", help="cpu or cuda[:N]")

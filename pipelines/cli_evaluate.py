@@ -32,7 +32,8 @@ def add_subcommands(subparsers) -> None:
     src.add_argument("--linker-dir", help="a saved linker folder (its own names; --linker is ignored)")
     ev.add_argument("--model", help="dense: a bioel model folder or a local HF checkpoint (default: the shipped disease "
                                     "model); generative: a generative model folder")
-    ev.add_argument("--pooling", choices=["cls", "mean"], help="dense with a plain HF checkpoint: pooling (default cls)")
+    ev.add_argument("--pooling", choices=["cls", "mean"], help="dense with a plain HF checkpoint: pooling "
+                    "(default: a sentence-transformers folder's own, else cls)")
     ev.add_argument("--device", default="cpu", help="dense: cpu or cuda")
     ev.add_argument("--sparse-weight", type=float, help="hybrid: weight of the TF-IDF cosine (tune on dev)")
     ev.add_argument("--retriever", help="rerank: the retriever's model folder (default: --model, else the shipped disease model)")
@@ -53,7 +54,8 @@ def add_subcommands(subparsers) -> None:
 
     pr = subparsers.add_parser("probe", help="ResCNN-paper probing: shuffled n-grams and attention windows (dense linker)")
     pr.add_argument("--model", help="a bioel model folder or a local HF checkpoint (default: the shipped disease model)")
-    pr.add_argument("--pooling", choices=["cls", "mean"], help="a plain HF checkpoint's pooling (default cls)")
+    pr.add_argument("--pooling", choices=["cls", "mean"], help="a plain HF checkpoint's pooling (default: a sentence-transformers "
+                    "folder's own, else cls)")
     pr.add_argument("--dataset", required=True, help="a BioSyn-format dataset folder")
     pr.add_argument("--split", choices=sorted(TRAIN_FOLDER), default="dev")
     pr.add_argument("--k", type=positive_int, default=5)

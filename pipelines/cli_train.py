@@ -43,7 +43,8 @@ def add_subcommands(subparsers) -> None:
                          "to choose it; default: chosen on dev, else 0)")
     tr.add_argument("--init", help="HF checkpoint or bioel model folder to start from (default: the packaged MiniLM)")
     tr.add_argument("--pooling", choices=["cls", "mean", "max", "attention"],
-                    help="transformer: cls (default) or mean; rescnn: max (default) or attention")
+                    help="transformer: cls or mean (default: a sentence-transformers --init folder's own, else cls); "
+                         "rescnn: max (default) or attention")
     tr.add_argument("--names", required=True, nargs="+", metavar="[TYPE=]KB_DIR",
                     help="an ingest-kb output folder (the KB's names); collective: one per entity type, TYPE=KB_DIR")
     tr.add_argument("--train-corpus", nargs="+", help="collective: gold PubTator documents to train on")

@@ -309,3 +309,110 @@ def test_a_model_config_that_is_not_json_is_refused_naming_it(tmp_path):
     with pytest.raises(ValueError) as err:
         load_encoder(tmp_path)
     assert str(err.value) == f"{tmp_path / 'bioel_encoder.json'}: not a readable bioel model config (a JSON list, not an object)"
+
+
+CLS_FLAGS = {"word_embedding_dimension": 32, "pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False,
+             "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False}
+
+
+def make_sentence_transformers(folder, bert, *, transformer="0_Transformer", pooling=CLS_FLAGS, after=(("2_Normalize", "Normalize"),),
+                               types=None, sentence_bert=None, st_config=None):
+    """A folder laid out as sentence-transformers saves one: modules.json listing a Transformer (the HF checkpoint, at
+    `transformer`: "" is the folder itself), a Pooling module (1_Pooling/config.json) and the modules `after` it,
+    each typed `sentence_transformers.models.KIND` unless `types` gives another class path."""
+    shutil.copytree(bert, folder / transformer, dirs_exist_ok=True)
+    modules = [(transformer, "Transformer"), ("1_Pooling", "Pooling"), *after]
+    (folder / "modules.json").write_text(json.dumps([
+        {"idx": i, "name": str(i), "path": path, "type": (types or {}).get(kind, f"sentence_transformers.models.{kind}")}
+        for i, (path, kind) in enumerate(modules)]))
+    for path, _ in modules[1:]:
+        (folder / path).mkdir(exist_ok=True)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    (folder / transformer / "sentence_bert_config.json").write_text(json.dumps(sentence_bert or {"max_seq_length": 128, "do_lower_case": False}))
+    (folder / "config_sentence_transformers.json").write_text(json.dumps(st_config or {"__version__": {"sentence_transformers": "2.2.2"}}))
+    return folder
+
+
+def test_a_sentence_transformers_folder_is_read_through_its_modules_json(tiny_bert, tmp_path):
+    # a 0_Transformer/ layout was 'no *.safetensors weights', and the declared pooling was ignored for cls
+    from pipelines.cli import main
+    from bioel_core.training.recipe import new_encoder
+
+    sapbert_like = make_sentence_transformers(tmp_path / "cls-st", tiny_bert)
+    for encoder in (open_model(sapbert_like), load_encoder(sapbert_like), new_encoder("transformer", str(sapbert_like), None, "cpu")):
+        assert encoder.pooling == "cls"
+        np.testing.assert_array_equal(encoder.encode(TEXTS), TransformerEncoder(tiny_bert, pooling="cls").encode(TEXTS))
+    assert open_model(sapbert_like, pooling="mean").pooling == "mean"  # an explicit --pooling still wins
+    # sentence-transformers 6 types modules by their new class paths, and writes one pooling_mode
+    minilm_like = make_sentence_transformers(tmp_path / "mean-st", tiny_bert, transformer="", types={
+        "Transformer": "sentence_transformers.base.modules.transformer.Transformer",
+        "Pooling": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+        "Normalize": "sentence_transformers.base.modules.normalize.Normalize"}, pooling={"embedding_dimension": 32, "pooling_mode": "mean"})
+    encoder = open_model(minilm_like)
+    assert encoder.pooling == "mean"
+    np.testing.assert_array_equal(encoder.encode(TEXTS), TransformerEncoder(tiny_bert, pooling="mean").encode(TEXTS))
+    # the ResCNN reads its frozen embeddings and tokenizer from the Transformer module too
+    assert tiny_rescnn(sapbert_like).frozen_embeddings["path"] == str((sapbert_like / "0_Transformer").resolve())
+    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
+    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
+    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
+    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(sapbert_like)]) == 0
+
+
+def test_what_a_sentence_transformers_transformer_module_declares_is_applied(tiny_bert, tmp_path):
+    cased = shutil.copytree(tiny_bert, tmp_path / "cased")
+    tokenizer = Tokenizer.from_file(str(cased / "tokenizer.json"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False)
+    tokenizer.save(str(cased / "tokenizer.json"))
+    folder = make_sentence_transformers(tmp_path / "st", cased, sentence_bert={"max_seq_length": 4, "do_lower_case": True})
+    encoder = open_model(folder)
+    assert encoder.max_length == 4
+    assert encoder.token_ids(["HEART Attack of the colon"]) == TransformerEncoder(tiny_bert, max_length=4).token_ids(["heart attack of the colon"])
+    # saved as a bioel folder, the lowercasing travels in its tokenizer
+    saved = load_encoder(encoder.save(tmp_path / "saved"))
+    assert saved.token_ids(["HEART Attack"]) == encoder.token_ids(["heart attack"]) and saved.max_length == 4
+
+
+def test_sentence_transformers_modules_bioel_would_not_reproduce_are_refused_in_one_line(tiny_bert, tmp_path):
+    from pipelines.cli import main
+
+    cases = {
+        "dense": ({"after": (("2_Dense", "Dense"), ("3_Normalize", "Normalize"))},
+                  "{}: its sentence-transformers module Dense (2_Dense, modules.json) is not supported; bioel reads a "
+                  "Transformer, then cls or mean Pooling, then optionally Normalize"),
+        "max": ({"pooling": {**CLS_FLAGS, "pooling_mode_cls_token": False, "pooling_mode_max_tokens": True}},
+                "{}: its sentence-transformers Pooling (1_Pooling/config.json) is max pooling; bioel pools with cls or mean"),
+        "cls+mean": ({"pooling": {"embedding_dimension": 32, "pooling_mode": ["cls", "mean"]}},
+                     "{}: its sentence-transformers Pooling (1_Pooling/config.json) is cls + mean pooling; bioel pools with cls or mean"),
+        "prompt": ({"st_config": {"prompts": {"query": "query: "}, "default_prompt_name": "query"}},
+                   "{}: declares a default prompt ('query', config_sentence_transformers.json) put before every text; "
+                   "bioel encodes texts as they are"),
+        "dot": ({"after": (), "st_config": {"similarity_fn_name": "dot"}},
+                "{}: declares dot similarity (config_sentence_transformers.json); bioel ranks by the cosine"),
+    }
+    for name, (layout, message) in cases.items():
+        folder = make_sentence_transformers(tmp_path / name, tiny_bert, **layout)
+        with pytest.raises(ValueError) as err:
+            open_model(folder)
+        assert str(err.value) == message.format(folder)
+    # dot products of unit vectors are cosines: with a Normalize module, dot similarity is what bioel computes
+    assert open_model(make_sentence_transformers(tmp_path / "dot-normalized", tiny_bert, st_config={"similarity_fn_name": "dot"})).pooling == "cls"
+    no_pooling = make_sentence_transformers(tmp_path / "no-pooling", tiny_bert)
+    (no_pooling / "modules.json").write_text(json.dumps(json.loads((no_pooling / "modules.json").read_text())[:1]))
+    with pytest.raises(ValueError) as err:
+        open_model(no_pooling)
+    assert str(err.value) == f"{no_pooling}: a sentence-transformers folder with no Pooling module (modules.json), so no sentence vectors"
+    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
+    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
+    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
+    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(tmp_path / "dense")]) == 2
+
+
+def test_an_ensemble_records_the_pooling_a_sentence_transformers_member_declares(tiny_bert, tmp_path):
+    # it recorded cls for any member given without a pooling, which a folder declaring mean is no longer read with
+    folder = make_sentence_transformers(tmp_path / "st", tiny_bert, pooling={"pooling_mode_mean_tokens": True})
+    tiny_rescnn(tiny_bert).save(tmp_path / "rescnn")
+    ensemble = EnsembleEncoder.from_folders([(tmp_path / "rescnn", 1.0, None), (folder, 1.0, None)])
+    ensemble.save(tmp_path / "ensemble")
+    assert ensemble.sources[1]["pooling"] == "mean"
+    assert load_encoder(tmp_path / "ensemble").fingerprint() == ensemble.fingerprint()

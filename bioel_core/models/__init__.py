@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from bioel_core.models.base import CONFIG_FILE, RERANKER_ENSEMBLE, Encoder, read_config
-from bioel_core.models.checkpoints import UnsafeCheckpointError, default_base_checkpoint
+from bioel_core.models.checkpoints import MODULES_FILE, UnsafeCheckpointError, default_base_checkpoint
 from bioel_core.models.collective import CollectiveEncoder
 from bioel_core.models.cross_encoder import CrossEncoder
 from bioel_core.models.ensemble import EnsembleEncoder, MemberChangedError
@@ -54,9 +54,10 @@ def resolve_device(requested: str) -> str:
 
 
 def load_encoder(directory: str | Path, device: str | torch.device = "cpu") -> Encoder:
-    """A saved model folder, by its `encoder_type`; a plain HF checkpoint folder loads as a CLS TransformerEncoder."""
+    """A saved model folder, by its `encoder_type`; a plain HF checkpoint folder loads as a TransformerEncoder (with
+    the pooling a sentence-transformers folder declares, else CLS)."""
     directory = Path(directory)
-    if not (directory / CONFIG_FILE).is_file() and (directory / "config.json").is_file():
+    if not (directory / CONFIG_FILE).is_file() and ((directory / "config.json").is_file() or (directory / MODULES_FILE).is_file()):
         return TransformerEncoder(directory).to(device)
     encoder_type = read_config(directory).get("encoder_type")
     if encoder_type not in ENCODERS:
@@ -66,10 +67,10 @@ def load_encoder(directory: str | Path, device: str | torch.device = "cpu") -> E
 
 def open_encoder(folder: str | Path, pooling: str | None = None, device: str | torch.device = "cpu") -> Encoder:
     """A bioel model folder (its pooling fixed by its config), or a plain HF checkpoint read with `pooling`
-    (default cls, as SapBERT)."""
+    (default: what a sentence-transformers folder declares, else cls, as SapBERT)."""
     folder = Path(folder)
     if not (folder / CONFIG_FILE).is_file():
-        return TransformerEncoder(folder, pooling=pooling or "cls").to(device)
+        return TransformerEncoder(folder, pooling=pooling).to(device)
     if pooling is not None:
         raise ValueError(f"{folder} is a bioel model folder: its pooling is fixed by its config; drop --pooling")
     found = read_config(folder).get("encoder_type")

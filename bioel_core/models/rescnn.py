@@ -20,8 +20,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from bioel_core.models.base import WEIGHTS_FILE, Encoder, stored, tensor_bytes, write_config
-from bioel_core.models.checkpoints import (checkpoint_reference, default_base_checkpoint, load_tokenizer, require_safetensors,
-                                           resolve_reference)
+from bioel_core.models.checkpoints import (checkpoint_reference, default_base_checkpoint, hf_checkpoint_folder, load_tokenizer,
+                                           require_safetensors, resolve_reference)
 
 POOLINGS = ("max", "attention")
 _EMBEDDING = "embedding.weight"
@@ -69,7 +69,7 @@ class ResCNNEncoder(Encoder):
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         if any(k % 2 == 0 for k in kernel_sizes):
             raise ValueError(f"kernel sizes must be odd to keep the sequence length, got {kernel_sizes}")
-        base = Path(base_checkpoint) if base_checkpoint is not None else default_base_checkpoint()
+        base = hf_checkpoint_folder(base_checkpoint) if base_checkpoint is not None else default_base_checkpoint()
         embeddings = read_word_embeddings(base)
         tokenizer = load_tokenizer(tokenizer_dir or base)
         if len(tokenizer) > embeddings.shape[0]:

@@ -52,7 +52,7 @@ def new_encoder(kind: str, init: str | None, pooling: str | None, device: str, s
     base = Path(init) if init else default_base_checkpoint()
     torch.manual_seed(seed)
     if kind == "transformer":
-        return TransformerEncoder(base, pooling=pooling or "cls").to(device)
+        return TransformerEncoder(base, pooling=pooling).to(device)
     if kind == "rescnn":
         return ResCNNEncoder(base, pooling=pooling or "max").to(device)
     raise ValueError(f"unknown encoder {kind!r}; choose transformer or rescnn")
