@@ -416,3 +416,41 @@ def test_an_ensemble_records_the_pooling_a_sentence_transformers_member_declares
     ensemble.save(tmp_path / "ensemble")
     assert ensemble.sources[1]["pooling"] == "mean"
     assert load_encoder(tmp_path / "ensemble").fingerprint() == ensemble.fingerprint()
+
+
+def test_a_model_folder_whose_weights_are_not_the_ones_its_card_records_is_refused(tiny_bert, tmp_path):
+    # weights swapped or damaged (a readable file) since `bioel train` wrote the card loaded without a word, and
+    # the folder went on carrying the card's scores
+    from pipelines.cli import main
+    from bioel_core.models.ensemble import make_ensemble
+
+    folders = {}
+    for name, model in (("rescnn", tiny_rescnn(tiny_bert)), ("transformer", TransformerEncoder(tiny_bert))):
+        folders[name] = model.save(tmp_path / name)
+        (folders[name] / "card.json").write_text(json.dumps({"fingerprint": load_encoder(folders[name]).fingerprint(), "scores": {}}))
+    folders["ensemble"] = tmp_path / "ensemble"
+    make_ensemble([(str(folders["rescnn"]), 1.0, None), (str(tiny_bert), 1.0, None)], folders["ensemble"])
+    for folder in folders.values():
+        load_encoder(folder)
+
+    other = tiny_rescnn(tiny_bert)
+    perturb(other)
+    shutil.copy(other.save(tmp_path / "other") / "model.safetensors", folders["rescnn"])  # swapped
+    weights = load_file(folders["transformer"] / "model.safetensors")
+    weights["embeddings.word_embeddings.weight"][5, 0] += 1.0  # damaged
+    save_file(weights, folders["transformer"] / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((folders["ensemble"] / "bioel_encoder.json").read_text())
+    config["members"][0]["source"]["path"] = "../other"  # another member with its own weight
+    config["members"][0]["fingerprint"] = load_encoder(tmp_path / "other").fingerprint()
+    (folders["ensemble"] / "bioel_encoder.json").write_text(json.dumps(config))
+    for folder in folders.values():
+        recorded = json.loads((folder / "card.json").read_text())["fingerprint"]
+        with pytest.raises(ValueError) as err:
+            load_encoder(folder)
+        message = str(err.value)
+        assert message.startswith(f"{folder}: the model is not the one its card records (fingerprint ") and message.endswith(
+            f"card.json {recorded[:12]}): its files changed since the card was written; restore them or train again")
+    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
+    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
+    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
+    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(folders["transformer"])]) == 2

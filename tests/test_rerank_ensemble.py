@@ -76,6 +76,11 @@ def test_saved_it_references_its_members_opens_with_identical_scores_and_refuses
     stage = RerankLinker(names, TfidfLinker.build(names), opened, str(tmp_path / "ens"), depth=3)
     stage.save(tmp_path / "linker")
     assert load_linker(tmp_path / "linker").link(MENTIONS, k=3) == stage.link(MENTIONS, k=3)
+    # another retriever weight is another ensemble than the one its card records (and scores)
+    (tmp_path / "ens" / "bioel_encoder.json").write_text(json.dumps({**config, "retriever_weight": 5.0}))
+    with pytest.raises(ValueError, match=r"ens: the model is not the one its card records \(fingerprint "):
+        open_reranker(tmp_path / "ens")
+    (tmp_path / "ens" / "bioel_encoder.json").write_text(json.dumps(config))
 
     cross = load_encoder(tmp_path / "ce")
     with torch.no_grad():

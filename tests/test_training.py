@@ -380,3 +380,19 @@ def test_init_with_a_model_folder_of_another_kind_is_refused(tmp_path, capsys, e
         f"bioel train: error: --init {other}: a {found} model folder; --encoder {found} trains it on "
         f"(--encoder {encoder} starts from a Hugging Face checkpoint or a {encoder} model folder)")
     assert not (tmp_path / "m").exists()
+
+
+def test_a_model_trained_again_into_its_folder_gets_a_card_of_its_own(tmp_path, capsys):
+    # the card of the model trained there before must not refuse the new weights (load_encoder checks a folder
+    # against its card)
+    import json
+
+    from bioel_core.models import load_encoder
+    from pipelines import cli
+
+    kb, dataset = _one_name_kb_and_dataset(tmp_path)
+    out = tmp_path / "model"
+    for seed in ("0", "1"):
+        assert cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
+                         "--finetune-max-steps", "1", "--batch-size", "8", "--seed", seed, "--device", "cpu", "--no-progress"]) == 0
+        assert json.loads((out / "card.json").read_text())["fingerprint"] == load_encoder(out).fingerprint()

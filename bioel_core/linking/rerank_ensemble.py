@@ -24,7 +24,7 @@ import numpy as np
 import bioel_core
 from bioel_core.linking.rerank import Reranker, check_reranker, open_reranker
 from bioel_core.models.base import RERANKER_ENSEMBLE, read_config, write_config
-from bioel_core.models.cards import write_card
+from bioel_core.models.cards import check_fingerprint, write_card
 from bioel_core.models.ensemble import check_members
 
 
@@ -87,6 +87,7 @@ class RerankerEnsemble:
         specs = [((folder / m["source"]["path"]).resolve(), m["weight"]) for m in config["members"]]
         ensemble = cls.from_folders(specs, config["retriever_weight"], device, reproducible)
         check_members(folder, config["members"], ensemble.member_fingerprints, [path for path, _ in specs])
+        check_fingerprint(folder, ensemble)
         return ensemble
 
 

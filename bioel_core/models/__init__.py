@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from bioel_core.models.base import CONFIG_FILE, RERANKER_ENSEMBLE, Encoder, read_config
+from bioel_core.models.cards import check_fingerprint
 from bioel_core.models.checkpoints import MODULES_FILE, UnsafeCheckpointError, default_base_checkpoint
 from bioel_core.models.collective import CollectiveEncoder
 from bioel_core.models.cross_encoder import CrossEncoder
@@ -54,15 +55,17 @@ def resolve_device(requested: str) -> str:
 
 
 def load_encoder(directory: str | Path, device: str | torch.device = "cpu") -> Encoder:
-    """A saved model folder, by its `encoder_type`; a plain HF checkpoint folder loads as a TransformerEncoder (with
-    the pooling a sentence-transformers folder declares, else CLS)."""
+    """A saved model folder, by its `encoder_type`, checked against its card's fingerprint; a plain HF checkpoint
+    folder loads as a TransformerEncoder (with the pooling a sentence-transformers folder declares, else CLS)."""
     directory = Path(directory)
     if not (directory / CONFIG_FILE).is_file() and ((directory / "config.json").is_file() or (directory / MODULES_FILE).is_file()):
         return TransformerEncoder(directory).to(device)
     encoder_type = read_config(directory).get("encoder_type")
     if encoder_type not in ENCODERS:
         raise ValueError(f"{directory}: unknown encoder_type {encoder_type!r}; known: {sorted(ENCODERS)}")
-    return ENCODERS[encoder_type].load(directory, device)
+    model = ENCODERS[encoder_type].load(directory, device)
+    check_fingerprint(directory, model)
+    return model
 
 
 def open_encoder(folder: str | Path, pooling: str | None = None, device: str | torch.device = "cpu") -> Encoder:

@@ -209,8 +209,9 @@ def finish_card(out: Path, model, data: dict, stages: dict, *, init: str | None,
     """Writes the card of a model saved at `out` (command, data, stages, hardware, time) and removes the run's
     work folder."""
     card = {
-        # the saved folder's fingerprint: weights stored as float16 are not the float32 ones still in memory
-        "model": out.name, "encoder": model.config(), "fingerprint": load_encoder(out).fingerprint(), "init": init or str(default_base_checkpoint()),
+        # the saved folder's fingerprint: weights stored as float16 are not the float32 ones still in memory (read by the
+        # class, not load_encoder: the card of an earlier model trained into this folder would refuse it)
+        "model": out.name, "encoder": model.config(), "fingerprint": type(model).load(out).fingerprint(), "init": init or str(default_base_checkpoint()),
         "command": " ".join(command or sys.argv), "data": data, "stages": stages, "save_dtype": save_dtype,
         "training_seconds": sum(s.get("seconds", 0.0) for s in stages.values()), "wall_seconds_this_run": time.perf_counter() - began,
         "hardware": {"device": str(device), "cuda": torch.cuda.get_device_name(0) if str(device).startswith("cuda") else None,
