@@ -454,3 +454,32 @@ def test_a_model_folder_whose_weights_are_not_the_ones_its_card_records_is_refus
     (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
     (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
     assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(folders["transformer"])]) == 2
+
+
+def test_a_checkpoint_that_lacks_weights_or_holds_them_in_other_shapes_is_refused_not_started_at_random(tiny_bert, tmp_path):
+    # transformers started the weights a checkpoint's files lack at random, printed a report and went on: bioel
+    # evaluate exited 0 with a model that was half noise; weights of another shape ended in its 'For details look
+    # at the above report!'
+    from pipelines.cli import main
+
+    lacking, reshaped = shutil.copytree(tiny_bert, tmp_path / "lacking"), shutil.copytree(tiny_bert, tmp_path / "reshaped")
+    weights = load_file(tiny_bert / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if ".layer.1." not in k}, lacking / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((reshaped / "config.json").read_text())
+    (reshaped / "config.json").write_text(json.dumps({**config, "intermediate_size": 48}))
+    for folder, count, first in ((lacking, 16, "encoder.layer.1.attention.output.LayerNorm.bias"),
+                                 (reshaped, 6, "encoder.layer.0.intermediate.dense.bias")):
+        for load in (TransformerEncoder, CrossEncoder, lambda f: GenerativeModel(f, max_length=24, max_name_length=8)):
+            with pytest.raises(ValueError) as err:
+                load(folder)
+            assert str(err.value) == (f"{folder}: its safetensors files lack {count} of the bert model's weights or hold "
+                                      f"them in other shapes than config.json describes (first: {first}); refusing to "
+                                      f"start them at random")
+    # a checkpoint saved without the pooler (from a masked-LM model) is whole for every model here
+    pooler_less = shutil.copytree(tiny_bert, tmp_path / "pooler-less")
+    save_file({k: v for k, v in weights.items() if not k.startswith("pooler.")}, pooler_less / "model.safetensors", metadata={"format": "pt"})
+    np.testing.assert_array_equal(TransformerEncoder(pooler_less).encode(TEXTS), TransformerEncoder(tiny_bert).encode(TEXTS))
+    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
+    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
+    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
+    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(lacking)]) == 2

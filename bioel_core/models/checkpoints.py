@@ -133,6 +133,24 @@ def require_hf_checkpoint(folder: str | Path) -> Path:
     return folder
 
 
+def load_hf_model(folder: Path, model_class=None, **kwargs):
+    """The transformers model (AutoModel, or `model_class`) of a folder `require_hf_checkpoint` passed, in float32
+    whatever the stored dtype. Refused in one line naming the folder when the files lack some of the model's weights
+    or hold them in shapes other than config.json describes: transformers would start those at random (after a
+    report on stderr) and the model would answer wrongly. The pooler aside: no model here reads it."""
+    import torch
+    from transformers import AutoModel
+
+    model, info = (model_class or AutoModel).from_pretrained(folder, local_files_only=True, use_safetensors=True, dtype=torch.float32,
+                                                             output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+    lacking = sorted({k for k in info["missing_keys"] if not k.startswith("pooler.")} | {k for k, *_ in info["mismatched_keys"]})
+    if lacking:
+        raise ValueError(f"{folder}: its safetensors files lack {len(lacking)} of the {model.config.model_type} model's weights "
+                         f"or hold them in other shapes than config.json describes (first: {lacking[0]}); refusing to start "
+                         f"them at random")
+    return model
+
+
 def check_safetensors_file(path: Path) -> None:
     """Refuse, naming the file, weights that are not safetensors (e.g. a pickle renamed): the format is an
     8-byte little-endian header length, then that many bytes of JSON; the loaders fail deep inside otherwise."""

@@ -26,10 +26,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
-from transformers import AutoModel
 
 from bioel_core.models.base import CONFIG_FILE, read_config, stored, tensor_bytes, write_config
-from bioel_core.models.checkpoints import load_tokenizer, require_hf_checkpoint, require_safetensors
+from bioel_core.models.checkpoints import load_hf_model, load_tokenizer, require_hf_checkpoint, require_safetensors
 
 MENTION_POOLINGS = ("endpoints", "mean")
 DOCUMENT_DIR, NAMES_DIR, HEADS_FILE = "document", "names", "heads.safetensors"
@@ -123,7 +122,7 @@ class CollectiveEncoder(torch.nn.Module):
             raise ValueError("a collective model needs at least one entity type")
         document_dir = require_hf_checkpoint(document_dir)
         self.tokenizer = load_tokenizer(document_dir)
-        self.document = AutoModel.from_pretrained(document_dir, local_files_only=True, use_safetensors=True, dtype=torch.float32)
+        self.document = load_hf_model(document_dir)
         if document_layers:
             keep_first_layers(self.document, document_layers)
         window = window or min(512, self.document.config.max_position_embeddings)  # the model's positions, at most 512

@@ -18,10 +18,9 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
-from transformers import AutoModel
 
 from bioel_core.models.base import fingerprint_of, float64_copy, read_config, stored, write_config
-from bioel_core.models.checkpoints import load_tokenizer, require_hf_checkpoint
+from bioel_core.models.checkpoints import load_hf_model, load_tokenizer, require_hf_checkpoint
 
 HEAD_FILE = "head.safetensors"
 
@@ -36,8 +35,7 @@ class CrossEncoder(torch.nn.Module):
         self.retriever_weight = retriever_weight
         checkpoint_dir = require_hf_checkpoint(checkpoint_dir)
         self.tokenizer = load_tokenizer(checkpoint_dir)
-        self.model = AutoModel.from_pretrained(checkpoint_dir, local_files_only=True, use_safetensors=True,
-                                               dtype=torch.float32)
+        self.model = load_hf_model(checkpoint_dir)
         self.max_length, self.dropout_p = max_length, dropout
         self.dropout = torch.nn.Dropout(dropout)
         self.head = torch.nn.Linear(self.model.config.hidden_size, 1)

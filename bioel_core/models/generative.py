@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 from bioel_core.models.base import WEIGHTS_FILE, fingerprint_of, float64_copy, read_config, stored, write_config
-from bioel_core.models.checkpoints import load_tokenizer, require_hf_checkpoint
+from bioel_core.models.checkpoints import load_hf_model, load_tokenizer, require_hf_checkpoint
 
 if TYPE_CHECKING:
     from transformers import BertConfig, BertLMHeadModel
@@ -57,8 +57,7 @@ class GenerativeModel(torch.nn.Module):
         checkpoint_dir = Path(checkpoint_dir) if _encoder_config is not None else require_hf_checkpoint(checkpoint_dir)
         self.tokenizer = load_tokenizer(checkpoint_dir)
         if _encoder_config is None:
-            encoder = BertModel.from_pretrained(checkpoint_dir, local_files_only=True, use_safetensors=True,
-                                                add_pooling_layer=False, dtype=torch.float32)
+            encoder = load_hf_model(checkpoint_dir, BertModel, add_pooling_layer=False)
         else:
             encoder = BertModel(_encoder_config, add_pooling_layer=False)
         config = encoder.config

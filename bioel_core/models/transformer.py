@@ -11,12 +11,11 @@ from pathlib import Path
 
 import torch
 from tokenizers import normalizers
-from transformers import AutoModel
 
 from bioel_core.guards import read_json_object
 from bioel_core.models.base import Encoder, stored, write_config
-from bioel_core.models.checkpoints import (MODULES_FILE, hf_checkpoint_folder, load_tokenizer, require_hf_checkpoint,
-                                           sentence_transformers_modules)
+from bioel_core.models.checkpoints import (MODULES_FILE, hf_checkpoint_folder, load_hf_model, load_tokenizer,
+                                           require_hf_checkpoint, sentence_transformers_modules)
 
 POOLINGS = ("cls", "mean")
 # sentence-transformers' Pooling config: `pooling_mode` (a mode or a list of them, concatenated) since version 6,
@@ -99,8 +98,7 @@ class TransformerEncoder(Encoder):
             backend.normalizer = normalizers.Sequence([normalizers.Lowercase()] + ([backend.normalizer] if backend.normalizer else []))
         super().__init__(tokenizer, min(max_length, declared.get("max_length", max_length)))
         # float32 whatever the stored dtype: a float16 folder is upcast for CPU inference and training.
-        self.model = AutoModel.from_pretrained(checkpoint_dir, local_files_only=True, use_safetensors=True,
-                                               dtype=torch.float32)
+        self.model = load_hf_model(checkpoint_dir)
         self.pooling = pooling
 
     @property
