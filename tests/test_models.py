@@ -483,3 +483,17 @@ def test_a_checkpoint_that_lacks_weights_or_holds_them_in_other_shapes_is_refuse
     (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
     (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
     assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(lacking)]) == 2
+
+
+def test_a_checkpoint_without_a_pooler_has_one_fingerprint(tiny_bert, tmp_path):
+    # the pooler transformers started at random was hashed with the weights: the same folder had another fingerprint
+    # in every process, so `bioel link --model` refused it against the index `bioel embed --model` had built with it
+    pooler_less = shutil.copytree(tiny_bert, tmp_path / "pooler-less")
+    weights = load_file(tiny_bert / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if not k.startswith("pooler.")}, pooler_less / "model.safetensors", metadata={"format": "pt"})
+    fingerprints = set()
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        fingerprints.add(open_model(pooler_less).fingerprint())
+    assert len(fingerprints) == 1
+    assert load_encoder(TransformerEncoder(pooler_less).save(tmp_path / "saved")).fingerprint() == fingerprints.pop()

@@ -137,7 +137,8 @@ def load_hf_model(folder: Path, model_class=None, **kwargs):
     """The transformers model (AutoModel, or `model_class`) of a folder `require_hf_checkpoint` passed, in float32
     whatever the stored dtype. Refused in one line naming the folder when the files lack some of the model's weights
     or hold them in shapes other than config.json describes: transformers would start those at random (after a
-    report on stderr) and the model would answer wrongly. The pooler aside: no model here reads it."""
+    report on stderr) and the model would answer wrongly. A missing pooler is dropped instead: no model here reads it
+    (checkpoints saved from a masked-LM model have none)."""
     import torch
     from transformers import AutoModel
 
@@ -148,6 +149,10 @@ def load_hf_model(folder: Path, model_class=None, **kwargs):
         raise ValueError(f"{folder}: its safetensors files lack {len(lacking)} of the {model.config.model_type} model's weights "
                          f"or hold them in other shapes than config.json describes (first: {lacking[0]}); refusing to start "
                          f"them at random")
+    if any(k.startswith("pooler.") for k in info["missing_keys"]):
+        # started at random, the unused pooler would still be among the weights: a fingerprint that changes from
+        # one process to the next, so an index built with the model would refuse the very same folder
+        model.pooler = None
     return model
 
 
