@@ -497,3 +497,21 @@ def test_a_checkpoint_without_a_pooler_has_one_fingerprint(tiny_bert, tmp_path):
         fingerprints.add(open_model(pooler_less).fingerprint())
     assert len(fingerprints) == 1
     assert load_encoder(TransformerEncoder(pooler_less).save(tmp_path / "saved")).fingerprint() == fingerprints.pop()
+
+
+def test_a_tokenizer_with_more_tokens_than_the_model_embeds_is_refused(tiny_bert, tmp_path):
+    # a tokenizer from another checkpoint loaded; the first text with a token past the embeddings ended in
+    # 'IndexError: index out of range in self', a traceback out of bioel evaluate
+    from pipelines.cli import main
+
+    other = make_tiny_bert(tmp_path / "other", VOCAB + [f"word{i}" for i in range(100)])
+    folder = shutil.copytree(tiny_bert, tmp_path / "mixed")
+    shutil.copy(other / "tokenizer.json", folder)
+    for load in (TransformerEncoder, CrossEncoder, ResCNNEncoder):
+        with pytest.raises(ValueError) as err:
+            load(folder)
+        assert str(err.value) == f"{folder}: its tokenizer has 126 tokens, the model embeddings for 26 only (a tokenizer from another checkpoint?)"
+    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
+    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||word50 cancer\n")
+    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||word99||D2\n")
+    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(folder)]) == 2

@@ -133,12 +133,21 @@ def require_hf_checkpoint(folder: str | Path) -> Path:
     return folder
 
 
-def load_hf_model(folder: Path, model_class=None, **kwargs):
+def check_vocabulary(folder: Path, tokenizer, rows: int) -> None:
+    """Refuses, naming the folder, a tokenizer whose ids run past the model's `rows` embeddings (a tokenizer from
+    another checkpoint): the first text with such a token would end in an IndexError deep inside the model."""
+    if len(tokenizer) > rows:
+        raise ValueError(f"{folder}: its tokenizer has {len(tokenizer):,} tokens, the model embeddings for {rows:,} only "
+                         f"(a tokenizer from another checkpoint?)")
+
+
+def load_hf_model(folder: Path, tokenizer, model_class=None, **kwargs):
     """The transformers model (AutoModel, or `model_class`) of a folder `require_hf_checkpoint` passed, in float32
-    whatever the stored dtype. Refused in one line naming the folder when the files lack some of the model's weights
-    or hold them in shapes other than config.json describes: transformers would start those at random (after a
-    report on stderr) and the model would answer wrongly. A missing pooler is dropped instead: no model here reads it
-    (checkpoints saved from a masked-LM model have none)."""
+    whatever the stored dtype, checked to embed every id of `tokenizer` (`check_vocabulary`). Refused in one line
+    naming the folder when the files lack some of the model's weights or hold them in shapes other than config.json
+    describes: transformers would start those at random (after a report on stderr) and the model would answer
+    wrongly. A missing pooler is dropped instead: no model here reads it (checkpoints saved from a masked-LM model
+    have none)."""
     import torch
     from transformers import AutoModel
 
@@ -153,6 +162,7 @@ def load_hf_model(folder: Path, model_class=None, **kwargs):
         # started at random, the unused pooler would still be among the weights: a fingerprint that changes from
         # one process to the next, so an index built with the model would refuse the very same folder
         model.pooler = None
+    check_vocabulary(folder, tokenizer, model.get_input_embeddings().num_embeddings)
     return model
 
 

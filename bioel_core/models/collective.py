@@ -122,7 +122,7 @@ class CollectiveEncoder(torch.nn.Module):
             raise ValueError("a collective model needs at least one entity type")
         document_dir = require_hf_checkpoint(document_dir)
         self.tokenizer = load_tokenizer(document_dir)
-        self.document = load_hf_model(document_dir)
+        self.document = load_hf_model(document_dir, self.tokenizer)
         if document_layers:
             keep_first_layers(self.document, document_layers)
         window = window or min(512, self.document.config.max_position_embeddings)  # the model's positions, at most 512

@@ -35,7 +35,7 @@ class CrossEncoder(torch.nn.Module):
         self.retriever_weight = retriever_weight
         checkpoint_dir = require_hf_checkpoint(checkpoint_dir)
         self.tokenizer = load_tokenizer(checkpoint_dir)
-        self.model = load_hf_model(checkpoint_dir)
+        self.model = load_hf_model(checkpoint_dir, self.tokenizer)
         self.max_length, self.dropout_p = max_length, dropout
         self.dropout = torch.nn.Dropout(dropout)
         self.head = torch.nn.Linear(self.model.config.hidden_size, 1)

@@ -57,7 +57,7 @@ class GenerativeModel(torch.nn.Module):
         checkpoint_dir = Path(checkpoint_dir) if _encoder_config is not None else require_hf_checkpoint(checkpoint_dir)
         self.tokenizer = load_tokenizer(checkpoint_dir)
         if _encoder_config is None:
-            encoder = load_hf_model(checkpoint_dir, BertModel, add_pooling_layer=False)
+            encoder = load_hf_model(checkpoint_dir, self.tokenizer, BertModel, add_pooling_layer=False)
         else:
             encoder = BertModel(_encoder_config, add_pooling_layer=False)
         config = encoder.config

@@ -20,8 +20,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from bioel_core.models.base import WEIGHTS_FILE, Encoder, stored, tensor_bytes, write_config
-from bioel_core.models.checkpoints import (checkpoint_reference, default_base_checkpoint, hf_checkpoint_folder, load_tokenizer,
-                                           require_safetensors, resolve_reference)
+from bioel_core.models.checkpoints import (check_vocabulary, checkpoint_reference, default_base_checkpoint, hf_checkpoint_folder,
+                                           load_tokenizer, require_safetensors, resolve_reference)
 
 POOLINGS = ("max", "attention")
 _EMBEDDING = "embedding.weight"
@@ -72,8 +72,7 @@ class ResCNNEncoder(Encoder):
         base = hf_checkpoint_folder(base_checkpoint) if base_checkpoint is not None else default_base_checkpoint()
         embeddings = read_word_embeddings(base)
         tokenizer = load_tokenizer(tokenizer_dir or base)
-        if len(tokenizer) > embeddings.shape[0]:
-            raise ValueError(f"tokenizer has {len(tokenizer)} tokens but {base} has {embeddings.shape[0]} embeddings")
+        check_vocabulary(tokenizer_dir or base, tokenizer, embeddings.shape[0])
         super().__init__(tokenizer, max_length)
         self.pooling, self.num_blocks, self.kernel_sizes = pooling, num_blocks, tuple(kernel_sizes)
         self.filters, self.width, self.dropout_p = filters, width, dropout

@@ -98,7 +98,7 @@ class TransformerEncoder(Encoder):
             backend.normalizer = normalizers.Sequence([normalizers.Lowercase()] + ([backend.normalizer] if backend.normalizer else []))
         super().__init__(tokenizer, min(max_length, declared.get("max_length", max_length)))
         # float32 whatever the stored dtype: a float16 folder is upcast for CPU inference and training.
-        self.model = load_hf_model(checkpoint_dir)
+        self.model = load_hf_model(checkpoint_dir, tokenizer)
         self.pooling = pooling
 
     @property
