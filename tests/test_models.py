@@ -515,3 +515,42 @@ def test_a_tokenizer_with_more_tokens_than_the_model_embeds_is_refused(tiny_bert
     (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||word50 cancer\n")
     (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||word99||D2\n")
     assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(folder)]) == 2
+
+
+def test_a_model_with_fewer_positions_than_the_tokens_it_would_be_given_is_refused(tiny_bert, tmp_path):
+    # it loaded, and the first name longer than its positions failed inside the model ('The expanded size of the
+    # tensor (25) must match the existing size (8)', RoBERTa's 'index 26 is out of bounds'): in bioel embed, a
+    # dead letter per long name
+    from transformers import RobertaConfig, RobertaModel
+
+    from pipelines.cli import main
+
+    short = make_tiny_bert(tmp_path / "short", VOCAB + ["[unused0]", "[unused1]", "is"])  # the generative model's markers
+    config = json.loads((short / "config.json").read_text())
+    (short / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 8}))
+    weights = load_file(short / "model.safetensors")
+    weights["embeddings.position_embeddings.weight"] = weights["embeddings.position_embeddings.weight"][:8].clone()
+    save_file(weights, short / "model.safetensors", metadata={"format": "pt"})
+    for load, length in ((TransformerEncoder, 25), (CrossEncoder, 64), (lambda f: GenerativeModel(f, max_length=24, max_name_length=8), 24)):
+        with pytest.raises(ValueError) as err:
+            load(short)
+        assert str(err.value) == (f"{short}: its model reads at most 8 tokens (max_position_embeddings in config.json), "
+                                  f"fewer than the {length} it would be given")
+    # RoBERTa numbers positions from padding_idx + 1: 26 position embeddings hold 25 tokens when [PAD] is 0
+    for positions, fits in ((25, False), (26, True)):
+        folder = tmp_path / f"roberta-{positions}"
+        shutil.copytree(tiny_bert, folder, ignore=shutil.ignore_patterns("config.json", "model.safetensors"))
+        RobertaModel(RobertaConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                   max_position_embeddings=positions, pad_token_id=0)).save_pretrained(folder)
+        if fits:
+            assert TransformerEncoder(folder).encode([" ".join(["cancer"] * 40)]).shape == (1, 32)
+            # the collective model's windows fit the same count (they took 26 and failed on a long document)
+            collective = CollectiveEncoder(folder, TransformerEncoder(tiny_bert), ["Disease"])
+            assert collective.window == 25 and len(collective.encode_document(" ".join(["cancer"] * 60)).states) == 60
+        else:
+            with pytest.raises(ValueError, match="reads at most 24 tokens"):
+                TransformerEncoder(folder)
+    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
+    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||familial breast and ovarian cancer syndrome\n")
+    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
+    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(short)]) == 2

@@ -166,6 +166,23 @@ def load_hf_model(folder: Path, tokenizer, model_class=None, **kwargs):
     return model
 
 
+def token_positions(model) -> int | None:
+    """How many tokens a transformers model reads at most: its position embeddings, fewer by padding_idx + 1 where
+    the embeddings number positions from there (RoBERTa's); None for a model with none (relative positions only)."""
+    positions = getattr(model.config, "max_position_embeddings", None)
+    offset = getattr(getattr(model, "embeddings", None), "padding_idx", None)
+    return positions if positions is None or offset is None else positions - offset - 1
+
+
+def check_positions(folder: Path, model, length: int) -> None:
+    """Refuses, naming the folder, a model that reads fewer tokens than the `length` it would be given: the first
+    text that long would end in an index or shape error deep inside it (in a pipeline, its batch dead-lettered)."""
+    positions = token_positions(model)
+    if positions is not None and positions < length:
+        raise ValueError(f"{folder}: its model reads at most {positions} tokens (max_position_embeddings in config.json), "
+                         f"fewer than the {length} it would be given")
+
+
 def check_safetensors_file(path: Path) -> None:
     """Refuse, naming the file, weights that are not safetensors (e.g. a pickle renamed): the format is an
     8-byte little-endian header length, then that many bytes of JSON; the loaders fail deep inside otherwise."""

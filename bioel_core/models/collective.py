@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from bioel_core.models.base import CONFIG_FILE, read_config, stored, tensor_bytes, write_config
-from bioel_core.models.checkpoints import load_hf_model, load_tokenizer, require_hf_checkpoint, require_safetensors
+from bioel_core.models.checkpoints import load_hf_model, load_tokenizer, require_hf_checkpoint, require_safetensors, token_positions
 
 MENTION_POOLINGS = ("endpoints", "mean")
 DOCUMENT_DIR, NAMES_DIR, HEADS_FILE = "document", "names", "heads.safetensors"
@@ -125,11 +125,11 @@ class CollectiveEncoder(torch.nn.Module):
         self.document = load_hf_model(document_dir, self.tokenizer)
         if document_layers:
             keep_first_layers(self.document, document_layers)
-        window = window or min(512, self.document.config.max_position_embeddings)  # the model's positions, at most 512
+        positions = token_positions(self.document) or 512
+        window = window or min(512, positions)  # the model's positions, at most 512
         overlap = min(overlap, window // 4)
-        if window > self.document.config.max_position_embeddings or window <= overlap + 2:
-            raise ValueError(f"window {window} must fit the model's {self.document.config.max_position_embeddings} "
-                             f"positions and exceed the overlap {overlap} + 2")
+        if window > positions or window <= overlap + 2:
+            raise ValueError(f"window {window} must fit the model's {positions} positions and exceed the overlap {overlap} + 2")
         self.names = names.eval()
         for p in self.names.parameters():
             p.requires_grad_(False)

@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 from bioel_core.models.base import fingerprint_of, float64_copy, read_config, stored, write_config
-from bioel_core.models.checkpoints import load_hf_model, load_tokenizer, require_hf_checkpoint
+from bioel_core.models.checkpoints import check_positions, load_hf_model, load_tokenizer, require_hf_checkpoint
 
 HEAD_FILE = "head.safetensors"
 
@@ -36,6 +36,7 @@ class CrossEncoder(torch.nn.Module):
         checkpoint_dir = require_hf_checkpoint(checkpoint_dir)
         self.tokenizer = load_tokenizer(checkpoint_dir)
         self.model = load_hf_model(checkpoint_dir, self.tokenizer)
+        check_positions(checkpoint_dir, self.model, max_length)
         self.max_length, self.dropout_p = max_length, dropout
         self.dropout = torch.nn.Dropout(dropout)
         self.head = torch.nn.Linear(self.model.config.hidden_size, 1)

@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 from bioel_core.models.base import WEIGHTS_FILE, fingerprint_of, float64_copy, read_config, stored, write_config
-from bioel_core.models.checkpoints import load_hf_model, load_tokenizer, require_hf_checkpoint
+from bioel_core.models.checkpoints import check_positions, load_hf_model, load_tokenizer, require_hf_checkpoint
 
 if TYPE_CHECKING:
     from transformers import BertConfig, BertLMHeadModel
@@ -86,6 +86,9 @@ class GenerativeModel(torch.nn.Module):
         self._fast.no_padding()
         self._fast.no_truncation()
         self._is_ids = self.pieces(["is"])[0]
+        # the decoder reads [CLS], the prompt (half the input at most, then `is`) and the name
+        prompt_length = max_length // 2 + len(self._is_ids) if prompt else 0
+        check_positions(checkpoint_dir, encoder, max(max_length, 1 + prompt_length + max_name_length))
 
     def _share_embeddings(self) -> None:
         decoder = self.seq2seq.decoder

@@ -14,7 +14,7 @@ from tokenizers import normalizers
 
 from bioel_core.guards import read_json_object
 from bioel_core.models.base import Encoder, stored, write_config
-from bioel_core.models.checkpoints import (MODULES_FILE, hf_checkpoint_folder, load_hf_model, load_tokenizer,
+from bioel_core.models.checkpoints import (MODULES_FILE, check_positions, hf_checkpoint_folder, load_hf_model, load_tokenizer,
                                            require_hf_checkpoint, sentence_transformers_modules)
 
 POOLINGS = ("cls", "mean")
@@ -99,6 +99,7 @@ class TransformerEncoder(Encoder):
         super().__init__(tokenizer, min(max_length, declared.get("max_length", max_length)))
         # float32 whatever the stored dtype: a float16 folder is upcast for CPU inference and training.
         self.model = load_hf_model(checkpoint_dir, tokenizer)
+        check_positions(checkpoint_dir, self.model, self.max_length)
         self.pooling = pooling
 
     @property
