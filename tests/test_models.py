@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
-from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+from transformers import AutoModel, BertConfig, BertModel, DistilBertConfig, ElectraConfig, PreTrainedTokenizerFast
 
 from bioel_core.models import (ENCODERS, CollectiveEncoder, CrossEncoder, EmbeddingMismatchError, EnsembleEncoder, GenerativeModel, ResCNNEncoder,
                                TransformerEncoder, UnsafeCheckpointError, default_base_checkpoint, load_encoder, open_model, resolve_device)
@@ -554,3 +554,35 @@ def test_a_model_with_fewer_positions_than_the_tokens_it_would_be_given_is_refus
     (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||familial breast and ovarian cancer syndrome\n")
     (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
     assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(short)]) == 2
+
+
+def test_a_checkpoint_that_is_not_an_encoder_reading_in_both_directions_is_refused(tiny_bert, tmp_path):
+    # a GPT-2 folder linked with exit 0, each vector the state of the first token (which has seen no other); a T5
+    # folder ended in 'You must specify exactly one of input_ids or inputs_embeds'
+    from transformers import GPT2Config, GPT2Model, T5Config, T5Model
+
+    from pipelines.cli import main
+
+    small = {"vocab_size": len(VOCAB), "n_positions": 64, "n_embd": 32, "n_layer": 2, "n_head": 2}
+    models = {"gpt2": GPT2Model(GPT2Config(**small)),
+              "t5": T5Model(T5Config(vocab_size=len(VOCAB), d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2))}
+    for model_type, model in models.items():
+        folder = tmp_path / model_type
+        shutil.copytree(tiny_bert, folder, ignore=shutil.ignore_patterns("config.json", "model.safetensors"))
+        model.save_pretrained(folder)
+        for load in (TransformerEncoder, CrossEncoder):
+            with pytest.raises(ValueError) as err:
+                load(folder)
+            assert str(err.value) == (f"{folder}: config.json has model_type {model_type!r}, not an encoder that reads in both "
+                                      f"directions (a model type with a masked-language-model head, as BERT, RoBERTa or ELECTRA)")
+    for name, config in (("distilbert", DistilBertConfig(vocab_size=len(VOCAB), dim=32, n_layers=2, n_heads=2, hidden_dim=64)),
+                         ("electra", ElectraConfig(vocab_size=len(VOCAB), embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                                                   num_attention_heads=2, intermediate_size=64))):
+        folder = tmp_path / name
+        shutil.copytree(tiny_bert, folder, ignore=shutil.ignore_patterns("config.json", "model.safetensors"))
+        AutoModel.from_config(config).save_pretrained(folder)
+        assert TransformerEncoder(folder).encode(TEXTS).shape == (len(TEXTS), 32)
+    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
+    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
+    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
+    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(tmp_path / "gpt2")]) == 2

@@ -115,21 +115,28 @@ def hf_checkpoint_folder(folder: str | Path) -> Path:
 
 def require_hf_checkpoint(folder: str | Path) -> Path:
     """The folder's Hugging Face checkpoint (`hf_checkpoint_folder`): `require_safetensors`, and a config.json whose
-    model_type this transformers knows: refused in one line naming the folder, before transformers reads it (its
-    own messages name no reason or run over several lines)."""
+    model_type this transformers knows as an encoder that reads in both directions: refused in one line naming the
+    folder, before transformers reads it (its own messages name no reason or run over several lines)."""
     folder = require_safetensors(hf_checkpoint_folder(folder))
     path = folder / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: no config.json (neither a Hugging Face checkpoint nor a bioel model folder)")
     try:
-        model_type = json.loads(path.read_text()).get("model_type")
+        config = json.loads(path.read_text())
+        model_type = config.get("model_type")
     except (ValueError, AttributeError):
         raise ValueError(f"{path}: not a JSON object") from None
     import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
     if model_type not in transformers.CONFIG_MAPPING:
         raise ValueError(f"{folder}: config.json has model_type {model_type!r}, which transformers "
                          f"{transformers.__version__} does not know")
+    # every model here reads token states that have seen the whole text ([CLS], mean, spans): a decoder-only
+    # model's first state has seen one token, and an encoder-decoder's model wants decoder inputs
+    if model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or config.get("is_encoder_decoder"):
+        raise ValueError(f"{folder}: config.json has model_type {model_type!r}, not an encoder that reads in both directions "
+                         f"(a model type with a masked-language-model head, as BERT, RoBERTa or ELECTRA)")
     return folder
 
 
