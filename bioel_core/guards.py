@@ -80,9 +80,8 @@ def read_json_object(path: str | Path, what: str) -> dict:
 
 def check_model_output(output: str, inputs: Iterable[tuple[str, str]] = ()) -> None:
     """Refuse, before any training, a model --output that is (or holds) one of the run's inputs, lies inside an input
-    folder, or that holds a
-    pipeline's output (a KB, embeddings, an index, links): the model's files would land among its tables, and that
-    verb's next run would replace the folder. A model folder is allowed: a stopped run resumes there."""
+    folder, or holds a pipeline's output (a KB, embeddings, an index, links): the model's files would land among its
+    tables, and that verb's next run would replace the folder. A model folder is allowed: a stopped run resumes there."""
     check_not_an_input(output, inputs)
     local = _local(output)
     if local is not None and (local / MANIFEST).is_file():

@@ -389,8 +389,9 @@ class AnnotatorSpec:
 
     def settings_sha256(self) -> str:
         """Every setting besides the model fingerprint and KB versions that changes annotations: detection or given
-        mentions, abbreviations, the stop lists' contents, the NIL thresholds and the indexes' manifests (kind and
-        parameters of the search). Part of each document's incremental key (`content_sha256`)."""
+        mentions, abbreviations, the stop lists' contents, the NIL thresholds and the indexes' versions (their
+        manifests, kind and parameters of the search, less the run fields). Part of each document's incremental key
+        (`content_sha256`)."""
         from bioel_core.embeddings import manifest_sha256
         from bioel_core.index.sharded import file_sha256 as file_sha
 
