@@ -19,8 +19,9 @@ NAMES = [
 ]
 
 
-def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2):
-    """A finished ingest output folder: manifest, sharded names, one concepts and dead-letter file."""
+def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2, dead_letters=0):
+    """A finished ingest output folder: manifest, sharded names, one concepts and dead-letter file; the manifest
+    counts a record read per concept and per dead letter."""
     for table in ("concepts", "names", "dead_letter"):
         (out / table).mkdir(parents=True)
     ids, preferred = zip(*concepts)
@@ -33,9 +34,12 @@ def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2):
     step = -(-len(names) // shards)
     for s in range(shards):
         pq.write_table(table.slice(s * step, step), out / "names" / f"part-{s:05d}-of-{shards:05d}.parquet")
-    pq.write_table(DEAD_LETTER_SCHEMA.empty_table(), out / "dead_letter" / "part-00000-of-00001.parquet")
+    pq.write_table(pa.table({"source": ["kb.txt"] * dead_letters, "location": [f"line {i}" for i in range(dead_letters)],
+                             "raw": ["x||y"] * dead_letters, "reason": ["bad concept id"] * dead_letters},
+                            schema=DEAD_LETTER_SCHEMA), out / "dead_letter" / "part-00000-of-00001.parquet")
     (out / "manifest.json").write_text(json.dumps(
-        {"schema_version": SCHEMA_VERSION, "complete": True, "kb": "medic", "id_pattern": ID_PATTERN}))
+        {"schema_version": SCHEMA_VERSION, "complete": True, "kb": "medic", "id_pattern": ID_PATTERN,
+         "counts": {"records_read": len(concepts) + dead_letters}}))
     return out
 
 
@@ -130,6 +134,17 @@ def test_warnings_fail_only_when_asked(tmp_path):
 
     assert not report(kb, fail_on="warning", max_name_length=30)["passed"]
     assert report(kb, fail_on="none", max_name_length=30)["passed"]
+
+
+def test_most_records_dead_lettered_is_critical_and_a_few_a_warning(tmp_path):
+    # every check of the tables written passed when 997 of 1,000 records were dead-lettered (a wrong id pattern)
+    dead_letter_checks = [c for c in report(write_kb(tmp_path / "clean"))["checks"] if c["table"] == "dead_letter"]
+    assert [c["success"] for c in dead_letter_checks] == [True, True]
+    summary = report(write_kb(tmp_path / "most", dead_letters=997))
+    assert not summary["passed"] and summary["critical_failures"] == 1 and summary["warnings"] == 1
+    assert {c["severity"]: c["observed"] for c in summary["checks"] if not c["success"]} == {"warning": 997, "critical": 997}
+    summary = report(write_kb(tmp_path / "few", dead_letters=1))  # 1 of 4 records: above 1%, not above half
+    assert summary["passed"] and summary["warnings"] == 1 and summary["critical_failures"] == 0
 
 
 def test_report_to_another_folder_is_the_same_bytes_on_a_rerun(tmp_path):

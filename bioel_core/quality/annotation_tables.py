@@ -21,8 +21,8 @@ import pandas as pd
 from bioel_core.corpora.records import Document, Passage
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.names import table_normalizer
-from bioel_core.quality.frames import count_histogram, dead_letter_stats, distribution, histogram
-from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag, rows_from_input
+from bioel_core.quality.frames import count_histogram, dead_letter_stats, distribution, histogram, read_dead_letters
+from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag, dead_letter_suite, rows_from_input
 from bioel_core.tables import read_manifest, read_table
 
 ANNOTATION_COLUMNS = ["doc_id", "start", "end", "mention", "link_text", "entity_type", "concept_id", "matched_name",
@@ -204,6 +204,7 @@ def link_figures(annotations: pd.DataFrame, mentions_per_document: pd.Series) ->
 def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) -> tuple[dict, dict]:
     """({table: (frame, suite)}, stats) for the report. `max_nil_share`: above it the NIL share is a warning."""
     annotations, documents, sources = load_frames(link_dir, manifest)
+    dead = read_dead_letters(link_dir)
     counts = manifest.get("counts", {})
     carried = counts.get("documents", {}).get("carried", 0)
     records_in = counts.get("records", {}).get("documents", 0) + counts.get("records", {}).get("deletions", 0)
@@ -220,11 +221,12 @@ def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) 
         "mentions_per_document": distribution(documents.loc[annotated, "annotation_count"]),
         "kbs": {t: s["names"] for t, s in sources.items()},
         **link_figures(annotations, documents.loc[annotated, "annotation_count"]),
-        **dead_letter_stats(link_dir),
+        **dead_letter_stats(dead),
     }
     return {
         "annotations": (annotations, annotations_suite(sorted(sources), max_nil_share, version_severity,
                                                        counts.get("documents", {}).get("linked", 0))),
         "documents": (documents, documents_suite(version_severity, records_in)),
+        "dead_letter": (dead, dead_letter_suite(records_in)),
     }, stats
 

@@ -17,13 +17,13 @@ import pandas as pd
 
 from bioel_core.embeddings import check_names_unchanged, read_embeddings_manifest, vectors_of
 from bioel_core.quality.frames import histogram
-from bioel_core.quality.kb_tables import CRITICAL, _tag, rows_from_input
+from bioel_core.quality.kb_tables import CRITICAL, _tag, dead_letter_suite, rows_from_input
 from bioel_core.tables import read_table
 
 NORM_TOLERANCE = 1e-3
 
 
-def load_frame(emb_dir: str | Path) -> tuple[pd.DataFrame, dict]:
+def load_frame(emb_dir: str | Path, dead_letters: int) -> tuple[pd.DataFrame, dict]:
     """The embeddings as one row per vector with its derived columns, and the counts the suite compares."""
     manifest = read_embeddings_manifest(emb_dir)
     names_dir = check_names_unchanged(emb_dir)
@@ -40,7 +40,7 @@ def load_frame(emb_dir: str | Path) -> tuple[pd.DataFrame, dict]:
     frame["unknown_name_id"] = frame["name_id"].where(~known)
     name_concept = frame["name_id"].map(names)
     frame["concept_mismatch_name_id"] = frame["name_id"].where(known & (name_concept != frame["concept_id"]))
-    counts = {"embeddings": len(frame), "dead_letters": read_table(emb_dir, "dead_letter", ["location"]).num_rows,
+    counts = {"embeddings": len(frame), "dead_letters": dead_letters,
               "names": len(names), "dim": manifest["model"]["dim"], "names_dir": str(names_dir)}
     return frame, counts
 
@@ -80,11 +80,12 @@ def _norm_bounds(norms: pd.Series) -> tuple[float, float]:
 
 def checks(emb_dir: str | Path) -> tuple[dict, dict]:
     """({table: (frame, suite)}, stats) for the report."""
-    frame, counts = load_frame(emb_dir)
+    dead = read_table(emb_dir, "dead_letter", ["location"]).to_pandas()
+    frame, counts = load_frame(emb_dir, len(dead))
     suite = embeddings_suite(counts["dim"], counts["names"] - counts["dead_letters"], counts["names"])
     norms = frame["norm"].dropna()
     stats = {**counts, "norm": {"min": round(float(norms.min()), 6) if len(norms) else None,
                                 "max": round(float(norms.max()), 6) if len(norms) else None},
              "norm_histogram": histogram(norms, _norm_bounds(norms))}
-    return {"embeddings": (frame, suite)}, stats
+    return {"embeddings": (frame, suite), "dead_letter": (dead, dead_letter_suite(counts["names"]))}, stats
 

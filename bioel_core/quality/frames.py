@@ -77,10 +77,13 @@ def count_histogram(values: pd.Series) -> dict:
     return {"edges": edges.tolist(), "counts": counts.tolist()}
 
 
-def dead_letter_stats(output_dir: str | Path) -> dict:
-    """The dead_letter table of an output: its row count, the most frequent reasons with their counts, and
-    the first rows (raw input shortened) to show as examples."""
-    rows = read_table(output_dir, "dead_letter").to_pandas()
+def read_dead_letters(output_dir: str | Path) -> pd.DataFrame:
+    return read_table(output_dir, "dead_letter").to_pandas()
+
+
+def dead_letter_stats(rows: pd.DataFrame) -> dict:
+    """Of an output's dead_letter table (`read_dead_letters`): its row count, the most frequent reasons with their
+    counts, and the first rows (raw input shortened) to show as examples."""
     reasons = rows["reason"].value_counts(sort=False).sort_index().sort_values(ascending=False, kind="stable")
     by_reason = [{"reason": str(r), "dead_letters": int(n)} for r, n in reasons.head(TOP_REASONS).items()]
     if len(reasons) > TOP_REASONS:

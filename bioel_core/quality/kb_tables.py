@@ -42,6 +42,24 @@ def rows_from_input(table: str, records_in: int) -> gxe.Expectation:
         description=f"A non-empty input ({records_in:,} records) gives a non-empty {table} table."), CRITICAL)
 
 
+# of a run's input records, dead-lettered: above the first a warning (a few malformed lines happen), above the second
+# critical (a reader that does not understand the file, a wrong --input-format or id pattern)
+DEAD_LETTER_WARNING_SHARE = 0.01
+DEAD_LETTER_CRITICAL_SHARE = 0.5
+
+
+def dead_letter_suite(records_in: int) -> gx.ExpectationSuite:
+    """The dead_letter table's size against the run's input: most records dead-lettered is not a usable output,
+    though every check of the tables that were written passes."""
+    def at_most(share: float, severity: str) -> gxe.Expectation:
+        return _tag(gxe.ExpectTableRowCountToBeBetween(
+            max_value=int(share * records_in),
+            description=f"At most {share:.0%} of the {records_in:,} input records are dead-lettered."), severity)
+
+    return gx.ExpectationSuite(name="dead_letter", expectations=[
+        at_most(DEAD_LETTER_WARNING_SHARE, WARNING), at_most(DEAD_LETTER_CRITICAL_SHARE, CRITICAL)])
+
+
 def concepts_suite(id_pattern: str, max_names_per_concept: int, records_in: int = 0) -> gx.ExpectationSuite:
     return gx.ExpectationSuite(name="concepts", expectations=[
         rows_from_input("concepts", records_in),

@@ -89,17 +89,18 @@ def _kb_checks(table_dir: Path, manifest: dict, *, max_names_per_concept: int = 
     """The two maxima are warning thresholds: beyond them a KB is suspicious (a parsing slip, merged dumps) but
     still usable."""
     # great-expectations takes seconds to import: only pay for it when a report is actually made
-    from bioel_core.quality.frames import dead_letter_stats, load_frames, table_stats
-    from bioel_core.quality.kb_tables import concepts_suite, names_suite
+    from bioel_core.quality.frames import dead_letter_stats, load_frames, read_dead_letters, table_stats
+    from bioel_core.quality.kb_tables import concepts_suite, dead_letter_suite, names_suite
 
     if not manifest.get("id_pattern"):
         raise ValueError(f"{table_dir}: the manifest has no id_pattern; re-run the ingest with this bioel version")
-    frames = load_frames(table_dir)
+    frames, dead = load_frames(table_dir), read_dead_letters(table_dir)
     records_in = manifest.get("counts", {}).get("records_read", 0)
     return {
         "concepts": (frames.concepts, concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in)),
         "names": (frames.names, names_suite(manifest["id_pattern"], max_name_length, records_in)),
-    }, {**table_stats(frames), **dead_letter_stats(table_dir)}
+        "dead_letter": (dead, dead_letter_suite(records_in)),
+    }, {**table_stats(frames), **dead_letter_stats(dead)}
 
 
 def _kb_line(stats: dict) -> str:
