@@ -99,6 +99,10 @@ def test_a_good_link_output_passes(index_dir, tmp_path):
 
     assert failures(summary) == {}
     assert summary["passed"] and summary["pipeline"] == "link"
+    # which published tables were checked: a later run's report replaces this one
+    kb = index.parent / "medic"
+    generation = read_manifest(kb)["generation"]
+    assert generation.startswith("gen-") and report(kb, output_dir=tmp_path / "kb-quality")["generation"] == generation
     assert summary["stats"] == {
         "documents": 3, "annotated": 2, "tombstones": 1, "mentions": 5, "nil_share": 0.2,
         "mentions_per_entity_type": {"Disease": 5},

@@ -216,6 +216,7 @@ def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on:
     critical, warnings = failed.count("critical"), failed.count("warning")
     summary = {
         "table_dir": str(table_dir),
+        "generation": manifest.get("generation"),  # which published tables these checks read
         "pipeline": pipeline,
         "kb": manifest.get("kb"),
         "fail_on": fail_on,
