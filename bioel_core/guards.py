@@ -20,6 +20,15 @@ class UnpublishedError(RuntimeError):
     """A job that ran but whose output is not published, so the previous output stands (the CLI exits 3)."""
 
 
+class QualityGateError(RuntimeError):
+    """A job whose tables failed their quality checks (bioel_core.quality.QualityGate): nothing published, the
+    previous output stands (the CLI exits 4). `summary`: the quality report's."""
+
+    def __init__(self, message: str, summary: dict):
+        super().__init__(message)
+        self.summary = summary
+
+
 class EmptyOutputError(UnpublishedError):
     """A job that read its inputs but has no row to publish."""
 

@@ -295,9 +295,11 @@ class RefreshResult:
 
 def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, embeddings: str | Path, index: str | Path,
             output_embeddings: str | Path, output_index: str | Path, *, device: str = "cpu",
-            batch_size: int | None = None, examples: int = 10) -> RefreshResult:
+            batch_size: int | None = None, examples: int = 10, gates: tuple = (None, None)) -> RefreshResult:
     """Refreshes `embeddings` and `index` (made from `old_names`) to `new_names` into two new folders; returns
-    their manifests and the diff report. `batch_size` None: the one the embeddings were made with."""
+    their manifests and the diff report. `batch_size` None: the one the embeddings were made with. `gates`: the
+    quality.QualityGate each output must pass to be published (None: unchecked); embeddings that fail leave the
+    index unbuilt."""
     if examples < 0 or (batch_size is not None and batch_size < 1):
         raise ValueError("--examples must be at least 0 and --batch-size at least 1")
     inputs = check_inputs(old_names, new_names, embeddings, index)
@@ -351,14 +353,14 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
         outputs = {table: out_emb.table_outputs(table) for table in out_emb.tables}
         return _embeddings_manifest(inputs, Path(model), device, batch_size, outputs, report)
 
-    emb_out_manifest = out_emb.publish(build_embeddings).to_dict()
+    emb_out_manifest = out_emb.publish(build_embeddings, gates[0]).to_dict()
 
     def build_index() -> Manifest:
         records, vectors_read = _stage_index(inputs, Path(out_idx.root), data_root(out_emb.output_dir), index_touched)
         return _index_manifest(inputs, Path(out_emb.output_dir), records, vectors_read, report,
                                {table: out_idx.table_outputs(table, rows=False) for table in out_idx.tables})
 
-    index_out_manifest = out_idx.publish(build_index).to_dict()
+    index_out_manifest = out_idx.publish(build_index, gates[1]).to_dict()
     return RefreshResult(emb_out_manifest, index_out_manifest, report)
 
 

@@ -163,8 +163,9 @@ def build_manifest(stats: dict, source: dict, *, staged: OutputFolder, emb_dir: 
 
 
 def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_shards: int, spec: IndexSpec,
-        faiss_threads: int | None = None) -> dict:
-    """Builds the index and publishes it; returns the manifest. `faiss_threads` None: FAISS's default in
+        faiss_threads: int | None = None, gate=None) -> dict:
+    """Builds the index and publishes it if it passes `gate` (a quality.QualityGate; None: unchecked); returns the
+    manifest. `faiss_threads` None: FAISS's default in
     process, the cores shared out among local worker processes otherwise."""
     check_num_shards(num_shards)
     if faiss_threads is not None and faiss_threads < 1:
@@ -184,4 +185,4 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
         return refuse_empty(build_manifest(read_stats(staged.root), source, staged=staged, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
                               threads=threads, options=options), staged)
 
-    return staged.publish(build).to_dict()
+    return staged.publish(build, gate).to_dict()

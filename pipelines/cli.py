@@ -15,11 +15,11 @@ import sys
 
 import bioel_core
 from bioel_core import progress
-from bioel_core.guards import UnpublishedError
+from bioel_core.guards import QualityGateError, UnpublishedError
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES
 from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train, logs
-from pipelines.cli_common import add_renamed, finish, positive_int, quality
+from pipelines.cli_common import add_renamed, finish, positive_int, quality, quality_gate
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -49,15 +49,16 @@ def cmd_ingest_kb(args, beam_args: list[str]) -> int:
 
     normalizer = Normalizer(NormalizerConfig(unicode_form=None if args.unicode_form == "none" else args.unicode_form,
                                              lowercase=not args.keep_case, punctuation=args.punctuation))
+    gate = quality_gate(args, args.output)
     manifest = ingest_kb.run(args.input_format, args.input, args.output, pipeline_options(beam_args),
                              reader_options=_reader_options(args), normalizer=normalizer,
-                             shared_names=args.shared_names, num_shards=args.num_shards)
+                             shared_names=args.shared_names, num_shards=args.num_shards, gate=gate)
     counts, outputs = manifest["counts"], manifest["outputs"]
     progress.count(names=outputs["names"]["rows"], concepts=outputs["concepts"]["rows"], records=counts["records_read"])
     print(f"ingested {args.input_format}: {outputs['concepts']['rows']:,} concepts, "
           f"{outputs['names']['rows']:,} names, {outputs['dead_letter']['rows']:,} dead letters "
           f"from {counts['records_read']:,} input records -> {args.output}")
-    return finish(args.output, args.no_quality, args.fail_on)
+    return finish(gate)
 
 
 def cmd_report(args) -> int:
@@ -154,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     except UnpublishedError as err:  # the job ran but nothing came out, or its counts do not add up: nothing published
         print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
         return 3
+    except QualityGateError as err:  # the job's tables failed their quality checks: nothing published
+        from bioel_core.quality import format_summary
+
+        print(format_summary(err.summary))
+        print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
+        return 4
     except (OSError, ValueError, RuntimeError) as err:  # OSError: a missing, unreadable or unwritable path, a full disk
         print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
         return 2

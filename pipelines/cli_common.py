@@ -1,5 +1,5 @@
-"""What the verbs share besides parsing: argparse types, renamed flags, the --json refusal, and the quality report a
-pipeline verb runs on its published output (exit code 4)."""
+"""What the verbs share besides parsing: argparse types, renamed flags, the --json refusal, and the quality checks a
+pipeline verb's output must pass to be published (exit code 4)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,25 @@ def quality(table_dir: str, output: str | None, fail_on: str) -> int:
     return 0 if summary["passed"] else 4
 
 
-def finish(output: str, no_quality: bool, fail_on: str) -> int:
-    """The quality report of a published output (exit 4 when it fails); counts that do not reconcile were refused
-    before publishing (OutputFolder.publish)."""
-    return 0 if no_quality else quality(output, None, fail_on)
+def quality_gate(args, output: str):
+    """The quality checks `output` must pass to be published (--fail-on; bioel_core.quality.QualityGate); none with
+    --no-quality, nor for a remote output (the report reads local folders: `bioel report` a local copy)."""
+    from bioel_core.outputs import is_local
+    from bioel_core.quality import QualityGate
+
+    if args.no_quality:
+        return None
+    if not is_local(output):
+        print(f"bioel: note: {output} is not a local folder: published without the quality report", file=sys.stderr)
+        return None
+    return QualityGate(args.fail_on)
+
+
+def finish(gate) -> int:
+    """The report of the checks a published output passed (one that failed was refused, nothing published: the
+    CLI's QualityGateError, exit 4)."""
+    if gate is not None:
+        from bioel_core.quality import format_summary
+
+        print(format_summary(gate.summary))
+    return 0

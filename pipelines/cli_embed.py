@@ -27,13 +27,15 @@ def add_subcommands(subparsers) -> None:
 
 def cmd_embed(args, beam_args: list[str]) -> int:
     from pipelines import embed_names
-    from pipelines.cli_common import finish
+    from pipelines.cli_common import finish, quality_gate
     from pipelines.options import pipeline_options
 
+    gate = quality_gate(args, args.output)
     manifest = embed_names.run(args.model, args.input, args.output, pipeline_options(beam_args), pooling=args.pooling,
-                               device=args.device, batch_size=args.batch_size, num_shards=args.num_shards)
+                               device=args.device, batch_size=args.batch_size, num_shards=args.num_shards,
+                               gate=gate)
     counts = manifest["counts"]
     progress.count(names=counts["embedded"])
     print(f"embedded {counts['embedded']:,} of {counts['names_read']:,} names ({counts['dead_lettered']:,} dead letters) "
           f"with {manifest['model']['path']} (dim {manifest['model']['dim']}) -> {args.output}")
-    return finish(args.output, args.no_quality, args.fail_on)
+    return finish(gate)

@@ -41,16 +41,17 @@ def add_subcommands(subparsers) -> None:
 def cmd_build_index(args, beam_args: list[str]) -> int:
     from bioel_core.index.layout import shard_bytes
     from pipelines import build_index
-    from pipelines.cli_common import finish
+    from pipelines.cli_common import finish, quality_gate
     from pipelines.options import pipeline_options
 
     spec = IndexSpec(kind=args.index_kind, nlist=args.nlist, nprobe=args.nprobe, pq_m=args.pq_m, pq_nbits=args.pq_nbits,
                      refine=args.refine, refine_k=args.refine_k, hnsw_m=args.hnsw_m, ef_construction=args.ef_construction,
                      ef_search=args.ef_search, train_size=args.train_size, seed=args.seed)
+    gate = quality_gate(args, args.output)
     manifest = build_index.run(args.input, args.output, pipeline_options(beam_args), num_shards=args.num_shards, spec=spec,
-                               faiss_threads=args.faiss_threads)
+                               faiss_threads=args.faiss_threads, gate=gate)
     size = sum(shard_bytes(r) for r in manifest["shards"])
     progress.count(vectors=manifest["vectors"], shards=manifest["num_shards"])
     print(f"indexed {manifest['vectors']:,} vectors ({args.index_kind}, dim {manifest['index']['dimension']}) in "
           f"{manifest['num_shards']} shards, {size / 1e6:,.1f} MB -> {args.output}")
-    return finish(args.output, args.no_quality, args.fail_on)
+    return finish(gate)

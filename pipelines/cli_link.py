@@ -104,21 +104,22 @@ def add_subcommands(subparsers) -> None:
 
 def cmd_link(args, beam_args: list[str]) -> int:
     from pipelines import link_corpus
-    from pipelines.cli_common import finish
+    from pipelines.cli_common import finish, quality_gate
     from pipelines.options import pipeline_options
 
     spec = _annotator_spec(args, args.mentions == "detect", typed(args.nil_threshold, float))
+    gate = quality_gate(args, args.output)
     manifest = link_corpus.run(args.input, args.input_format, args.output, spec, pipeline_options(beam_args),
                                output_format=args.output_format, per_line=args.text_per_line, incremental=args.incremental,
                                num_shards=args.num_shards, batch_size=args.batch_size, id_prefix=args.id_prefix,
-                               single_file=args.single_file)
+                               single_file=args.single_file, gate=gate)
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
     progress.count(documents=docs["linked"], mentions=mentions["linked"])  # NIL mentions are among the linked ones
     print(f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
           f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "
           f"kept (bad re-delivery) {docs['kept_previous']:,}, "
           f"dead-lettered {docs['dead_lettered'] + manifest['counts']['records']['dead_lettered']:,} -> {args.output}")
-    return finish(args.output, args.no_quality, args.fail_on)
+    return finish(gate)
 
 
 def cmd_calibrate_nil(args) -> int:

@@ -32,16 +32,17 @@ def add_subcommands(subparsers) -> None:
 def cmd_refresh(args) -> int:
     from bioel_core.refresh import REPORT_FILE, format_summary, refresh
     from bioel_core.tables import data_root
-    from pipelines.cli_common import finish
+    from pipelines.cli_common import finish, quality_gate
 
+    gates = (quality_gate(args, args.output_embeddings), quality_gate(args, args.output_index))
     result = refresh(args.old, args.new, args.model, args.embeddings, args.index, args.output_embeddings,
-                     args.output_index, device=args.device, batch_size=args.batch_size, examples=args.examples)
+                     args.output_index, device=args.device, batch_size=args.batch_size, examples=args.examples,
+                     gates=gates)
     done = result.report["refresh"]
     progress.count(names_encoded=done["encoded"], vectors_carried=done["carried"],
                    index_shards_rebuilt=len(done["index_shards_rebuilt"]))
     print(format_summary(result.report))
     print(f"refreshed -> {args.output_embeddings}, {args.output_index}; report: {data_root(args.output_embeddings) / REPORT_FILE}")
-    # both outputs are checked and reported, whichever fails first
-    codes = [finish(args.output_embeddings, args.no_quality, args.fail_on),
-             finish(args.output_index, args.no_quality, args.fail_on)]
-    return next((c for c in codes if c), 0)
+    for gate in gates:
+        finish(gate)
+    return 0

@@ -170,8 +170,9 @@ def open_checked_model(model_dir: str | None, pooling: str | None, device: str):
 
 
 def run(model_dir: str | None, names_dir: str, output_dir: str, options: PipelineOptions, *, pooling: str | None = None,
-        device: str = "cpu", batch_size: int = 256, num_shards: int = 4) -> dict:
-    """Runs the embed pipeline and publishes its output; returns the manifest. `model_dir` None = the shipped default."""
+        device: str = "cpu", batch_size: int = 256, num_shards: int = 4, gate=None) -> dict:
+    """Runs the embed pipeline and publishes its output if it passes `gate` (a quality.QualityGate; None: unchecked);
+    returns the manifest. `model_dir` None = the shipped default."""
     check_num_shards(num_shards)
     if batch_size < 1:
         raise ValueError(f"--batch-size must be at least 1, got {batch_size}")
@@ -193,4 +194,4 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
                               names_manifest=names_manifest, options=options, device=device,
                               batch_size=batch_size, num_shards=num_shards), staged)
 
-    return staged.publish(build).to_dict()
+    return staged.publish(build, gate).to_dict()

@@ -332,9 +332,9 @@ def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inp
 
 
 def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOptions, *, reader_options: dict | None = None,
-        normalizer: Normalizer | None = None, shared_names: str = "keep-all", num_shards: int = 4) -> dict:
+        normalizer: Normalizer | None = None, shared_names: str = "keep-all", num_shards: int = 4, gate=None) -> dict:
     """Runs the ingest pipeline on `inputs` (files, folders, globs: pipelines.outputs.expand_inputs) and publishes
-    its output; returns the manifest."""
+    its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest."""
     reader_options = reader_options or {}
     normalizer = normalizer or Normalizer()
     if shared_names not in SHARED_NAME_POLICIES:
@@ -354,4 +354,4 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
                               id_pattern=reader.id_pattern.pattern, inputs=inputs, staged=staged, options=options,
                               normalizer=normalizer, shared_names=shared_names, reader_options=reader_options), staged)
 
-    return staged.publish(build).to_dict()
+    return staged.publish(build, gate).to_dict()

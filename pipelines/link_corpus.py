@@ -398,9 +398,9 @@ def merge_into_single_file(staged: OutputFolder, output_format: str) -> None:
 
 def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
         output_format: str = "parquet", per_line: bool = False, incremental: bool = False, num_shards: int = 4,
-        batch_size: int = 64, id_prefix: str = "none", single_file: bool = False) -> dict:
+        batch_size: int = 64, id_prefix: str = "none", single_file: bool = False, gate=None) -> dict:
     """Runs the linking pipeline on `inputs` (files, folders, globs: pipelines.outputs.expand_inputs) and publishes
-    its output; returns the manifest. `single_file`: the interchange copy is one file in doc-id order, not parts."""
+    its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest. `single_file`: the interchange copy is one file in doc-id order, not parts."""
     if fmt not in FORMATS:
         raise ValueError(f"--input-format must be one of {FORMATS}")
     if output_format not in OUTPUT_FORMATS:
@@ -437,4 +437,4 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
                                            previous_documents=parquet_rows(staged.fs, previous["documents"]),
                                            options=options, id_prefix=id_prefix, single_file=single_file), staged)
 
-    return staged.publish(build).to_dict()
+    return staged.publish(build, gate).to_dict()

@@ -35,10 +35,12 @@ def one_torch_thread():
 
 
 def assert_published(out: Path) -> dict:
-    """`out` holds its manifest, the generation it names and perhaps its quality report: nothing a run left
-    behind (no other generation, no staged pointer, no lock). Returns the manifest."""
+    """`out` holds its manifest, the generation it names and perhaps its quality reports (of these tables, of a run
+    its checks refused): nothing a run left behind (no other generation, no staged pointer, no lock). Returns the
+    manifest."""
     manifest = json.loads((out / "manifest.json").read_text())
-    assert sorted(p.name for p in out.iterdir() if p.name != "quality") == sorted(["manifest.json", manifest["generation"]])
+    reports = ("quality", "rejected")
+    assert sorted(p.name for p in out.iterdir() if p.name not in reports) == sorted(["manifest.json", manifest["generation"]])
     return manifest
 
 

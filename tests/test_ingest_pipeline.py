@@ -1,5 +1,6 @@
 import json
 import shutil
+from pathlib import Path
 
 import apache_beam as beam
 import pytest
@@ -366,3 +367,28 @@ def test_no_rows_names_why_the_records_were_filtered(tmp_path, capsys):
     code, err = _cli(capsys, "ingest-kb", "--input-format", "umls", "--input", conso, "--output", tmp_path / "kb", "--no-quality")
     assert code == 3 and len(err.splitlines()) == 1, err
     assert "no rows: 2 input records read" in err and "filtered: LAT not selected (2)" in err, err
+
+
+def test_an_ingest_that_fails_its_quality_checks_publishes_nothing(tmp_path, capsys):
+    # write, audit, publish: the checks ran on the published folder, so a KB dump read wrong replaced the good KB
+    out = tmp_path / "kb"
+    assert _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", DICTIONARY, "--output", out)[0] == 0
+    before, tables = (out / "manifest.json").read_bytes(), read_table(out, "names")
+    report_before = (out / "quality" / "summary.json").read_bytes()
+    good = Path(DICTIONARY).read_text().splitlines()[0]
+    bad = tmp_path / "bad.txt"
+    bad.write_text("\n".join([good] + [f"not an id {i}||name {i}" for i in range(5)]) + "\n")  # 5 of 6 dead letters
+
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", bad, "--output", out)
+    assert code == 4 and "nothing published" in err and str(out / "rejected" / "report.html") in err, err
+    assert (out / "manifest.json").read_bytes() == before and read_table(out, "names") == tables
+    assert (out / "quality" / "summary.json").read_bytes() == report_before  # the report of the tables in force
+    rejected = json.loads((out / "rejected" / "summary.json").read_text())
+    assert not rejected["passed"] and rejected["generation"] != read_manifest(out)["generation"]
+    assert not (out / rejected["generation"]).exists()
+    assert_published(out)
+
+    # asked not to fail, the same input is published; a published run clears the last rejected report
+    assert _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", bad, "--output", out, "--fail-on", "none")[0] == 0
+    assert read_table(out, "names").num_rows == 1 and not (out / "rejected").exists()
+    assert json.loads((out / "quality" / "summary.json").read_text())["generation"] == read_manifest(out)["generation"]

@@ -3,6 +3,7 @@
     OUTPUT/manifest.json            the pointer: the finished manifest, naming the generation that holds the tables
     OUTPUT/gen-<time>-<run>/TABLE/  part-00000-of-00004.parquet ... (and interchange copies, index shards)
     OUTPUT/quality/                 the report of the current generation (derived, rewritten after each publish)
+    OUTPUT/rejected/                the report of the last run refused by its quality checks (derived)
     OUTPUT/_lock.json               present while a run writes here
 """
 
@@ -22,6 +23,7 @@ from schemas import embeddings_schema
 MANIFEST = "manifest.json"
 STATS_FILE = "_stats.json"  # the job's counters, written by the pipeline into its generation folder
 QUALITY = "quality"
+REJECTED = "rejected"
 
 
 def shard_name(index: int, num_shards: int, suffix: str = ".parquet") -> str:

@@ -6,7 +6,7 @@ is written beside itself and renamed over the old one: one atomic step on a POSI
 store a single-object write that is either whole or absent. Only once the pointer has moved are the old
 generation and the derived folders (its quality report) removed.
 
-    lock ─ recover ─ build (new generation) ─ stage pointer ─ move pointer ─ remove old ─ unlock
+    lock ─ recover ─ build (new generation) ─ audit ─ stage pointer ─ move pointer ─ remove old ─ report ─ unlock
 
 A run holds `_lock.json` while it writes: a second run into the same folder refuses instead of deleting the
 first's work. A lock left by a killed run on this host (its process is gone) is taken over; one from another
@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from bioel_core.guards import UnreconciledError
 from bioel_core.outputs.fs import FileSystem
-from bioel_core.outputs.layout import MANIFEST, QUALITY, parquet_rows
+from bioel_core.outputs.layout import MANIFEST, QUALITY, REJECTED, parquet_rows
 from bioel_core.outputs.manifest import Manifest, utc_now
 
 LOCK = "_lock.json"
@@ -68,7 +68,7 @@ class OutputFolder:
     `tables`: the folders the run writes in its generation; `derived`: folders beside the generations that
     are computed from the tables afterwards (a quality report), stale once a new generation is published."""
 
-    def __init__(self, fs: FileSystem, output_dir: str, tables: tuple[str, ...], derived: tuple[str, ...] = (QUALITY,)):
+    def __init__(self, fs: FileSystem, output_dir: str, tables: tuple[str, ...], derived: tuple[str, ...] = (QUALITY, REJECTED)):
         self.fs, self.output_dir = fs, str(output_dir).rstrip("/")
         self.tables, self.derived = tables, derived
         run = uuid.uuid4().hex[:12]
@@ -91,11 +91,12 @@ class OutputFolder:
             entry["rows"] = parquet_rows(self.fs, files)
         return entry
 
-    def publish(self, build: Callable[[], Manifest]) -> Manifest:
+    def publish(self, build: Callable[[], Manifest], gate=None) -> Manifest:
         """Lock, recover what a killed run left, run `build` (it writes the tables into this generation and
-        returns the manifest), move the pointer to the new generation, remove the old one, unlock. A failure
-        before the pointer moves (a manifest whose counts do not reconcile is one: UnreconciledError) removes the
-        new generation and leaves the previous state as it was."""
+        returns the manifest), audit them with `gate` (a quality.QualityGate, or None), move the pointer to the new
+        generation, remove the old one, write the gate's report, unlock. A failure before the pointer moves (a
+        manifest whose counts do not reconcile: UnreconciledError; failed quality checks: QualityGateError) removes
+        the new generation and leaves the previous state as it was."""
         self._lock()
         try:
             fault_point("locked")
@@ -109,6 +110,8 @@ class OutputFolder:
                 if not manifest.reconciled:
                     raise UnreconciledError(f"counts do not reconcile: {json.dumps(manifest.reconciliation)}; "
                                             "nothing published")
+                if gate is not None:
+                    gate.audit(self.output_dir, self.root, manifest.to_dict())
                 fault_point("built")
                 self._move_pointer(manifest)
             except BaseException:
@@ -117,6 +120,8 @@ class OutputFolder:
             fault_point("pointer_moved")
             self._remove_previous(previous)
             fault_point("old_removed")
+            if gate is not None:
+                gate.publish(self.output_dir)
         finally:
             self._unlock()
         return manifest

@@ -4,6 +4,6 @@ opens offline, and summary.json.
 Importing this package is cheap; great-expectations and matplotlib are imported when `report` runs.
 """
 
-from bioel_core.quality.report import format_summary, report
+from bioel_core.quality.report import QualityGate, format_summary, report
 
-__all__ = ["format_summary", "report"]
+__all__ = ["QualityGate", "format_summary", "report"]

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from bioel_core.quality.html import Table, page
 from bioel_core.quality.plots import Bars, Histogram
+from bioel_core.guards import QualityGateError
+from bioel_core.outputs.layout import MANIFEST, QUALITY, REJECTED
 from bioel_core.tables import read_manifest
 
 FAIL_ON = ("critical", "warning", "none")
@@ -197,12 +199,17 @@ def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on:
     thresholds of that pipeline's checks (KB tables: max_names_per_concept, max_name_length;
     link: max_nil_share).
     """
+    table_dir = Path(table_dir)
+    return _write(check(table_dir, fail_on, **limits), Path(output_dir) if output_dir is not None else table_dir / QUALITY)
+
+
+def check(table_dir: str | Path, fail_on: str = "critical", **limits) -> dict:
+    """The summary of `report`, without writing it."""
     if fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {FAIL_ON}, not {fail_on!r}")
     from bioel_core.quality.validation import validate
 
     table_dir = Path(table_dir)
-    output_dir = Path(output_dir) if output_dir is not None else table_dir / "quality"
     manifest = read_manifest(table_dir)
     pipeline = manifest.get("pipeline", DEFAULT_PIPELINE)
     if pipeline not in CHECKS:
@@ -214,7 +221,7 @@ def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on:
     checks = [_check(table, r) for table, suite_result in results.items() for r in suite_result.results]
     failed = [c["severity"] for c in checks if not c["success"]]
     critical, warnings = failed.count("critical"), failed.count("warning")
-    summary = {
+    return {
         "table_dir": str(table_dir),
         "generation": manifest.get("generation"),  # which published tables these checks read
         "pipeline": pipeline,
@@ -225,13 +232,45 @@ def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on:
         "warnings": warnings,
         "checks": checks,
         "stats": stats,
-        "html": str(output_dir / HTML),
-        "summary_json": str(output_dir / SUMMARY),
     }
+
+
+def _write(summary: dict, output_dir: Path) -> dict:
+    summary = {**summary, "html": str(output_dir / HTML), "summary_json": str(output_dir / SUMMARY)}
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
-    (output_dir / HTML).write_text(page(summary, CHECKS[pipeline].sections(stats)), encoding="utf-8")
+    (output_dir / HTML).write_text(page(summary, CHECKS[summary["pipeline"]].sections(summary["stats"])), encoding="utf-8")
     return summary
+
+
+class QualityGate:
+    """Write, audit, publish: the quality checks of a run's new generation, before its pointer moves
+    (`OutputFolder.publish`). A run that fails them (`fail_on`) publishes nothing: the folder keeps its previous
+    tables and report, and this run's report goes to OUTPUT/rejected/. A run that passes publishes its report as
+    OUTPUT/quality/ once its tables are the folder's state. `summary`: the last audit's."""
+
+    def __init__(self, fail_on: str = "critical", **limits):
+        if fail_on not in FAIL_ON:
+            raise ValueError(f"fail_on must be one of {FAIL_ON}, not {fail_on!r}")
+        self.fail_on, self.limits, self.summary = fail_on, limits, None
+
+    def audit(self, output_dir: str, root: str, manifest: dict) -> None:
+        """Checks the generation at `root` as the tables `manifest` will publish; raises QualityGateError to refuse."""
+        view = Path(root) / MANIFEST  # the generation read as a folder of its own: its tables, named by no generation
+        view.write_text(json.dumps({k: v for k, v in manifest.items() if k != "generation"}))
+        try:
+            summary = check(root, self.fail_on, **self.limits)
+        finally:
+            view.unlink()
+        self.summary = {**summary, "table_dir": output_dir, "generation": manifest.get("generation")}
+        if not summary["passed"]:
+            self.summary = _write(self.summary, Path(output_dir) / REJECTED)
+            raise QualityGateError(f"quality checks failed (fail on {self.fail_on}): nothing published, {output_dir} "
+                                   f"keeps its previous state; report: {self.summary['html']}", self.summary)
+
+    def publish(self, output_dir: str) -> None:
+        """Writes the audited report beside the generation just published."""
+        self.summary = _write(self.summary, Path(output_dir) / QUALITY)
 
 
 def _dist(d: dict) -> str:
