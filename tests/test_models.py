@@ -2,6 +2,7 @@
 frozen-embedding checks and the refusal of pickle checkpoints."""
 
 import json
+import logging
 import shutil
 
 import numpy as np
@@ -586,3 +587,21 @@ def test_a_checkpoint_that_is_not_an_encoder_reading_in_both_directions_is_refus
     (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
     (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
     assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(tmp_path / "gpt2")]) == 2
+
+
+def test_loading_a_masked_lm_checkpoint_prints_no_report(tiny_bert, tmp_path):
+    # transformers printed a dozen-line table of unused head and missing pooler keys on every load, past the CLI's
+    # log filter; bioel reads the same loading info and refuses what matters in one line
+    masked_lm = shutil.copytree(tiny_bert, tmp_path / "masked-lm")
+    weights = {k: v for k, v in load_file(tiny_bert / "model.safetensors").items() if not k.startswith("pooler.")}
+    weights["cls.predictions.bias"] = torch.zeros(len(VOCAB))
+    save_file(weights, masked_lm / "model.safetensors", metadata={"format": "pt"})
+    reported = []  # transformers' own handler writes to the stderr it found at import: listen beside it
+    listener = logging.Handler()
+    listener.emit = reported.append
+    logging.getLogger("transformers").addHandler(listener)
+    try:
+        np.testing.assert_array_equal(TransformerEncoder(masked_lm).encode(TEXTS), TransformerEncoder(tiny_bert).encode(TEXTS))
+    finally:
+        logging.getLogger("transformers").removeHandler(listener)
+    assert [r.getMessage() for r in reported] == []

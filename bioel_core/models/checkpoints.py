@@ -157,9 +157,18 @@ def load_hf_model(folder: Path, tokenizer, model_class=None, **kwargs):
     have none)."""
     import torch
     from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
 
-    model, info = (model_class or AutoModel).from_pretrained(folder, local_files_only=True, use_safetensors=True, dtype=torch.float32,
-                                                             output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+    # transformers' own report of the keys it did not find or use goes to stderr past any filter (a table of a dozen
+    # lines for every masked-LM checkpoint, whose head is unused): its loading info, read below, says the same
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        model, info = (model_class or AutoModel).from_pretrained(folder, local_files_only=True, use_safetensors=True,
+                                                                 dtype=torch.float32, output_loading_info=True,
+                                                                 ignore_mismatched_sizes=True, **kwargs)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
     lacking = sorted({k for k in info["missing_keys"] if not k.startswith("pooler.")} | {k for k, *_ in info["mismatched_keys"]})
     if lacking:
         raise ValueError(f"{folder}: its safetensors files lack {len(lacking)} of the {model.config.model_type} model's weights "
