@@ -6,6 +6,7 @@ Plain functions over paths and manifest dicts (no Beam), so the pipelines and th
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -109,8 +110,23 @@ def check_not_an_input(output: str, inputs: Iterable[tuple[str, str]], output_fl
         if _same_or_inside(path, output):
             raise ValueError(f"{output_flag} {output} is (or holds) the {flag} {path} of this job; write to a folder of its own")
         folder = glob_root(str(path))  # an input file has nothing inside it: only a folder (or a glob's) can hold the output
-        if _same_or_inside(output, folder):
+        if _same_or_inside(output, folder) and (folder == str(path) or _glob_reaches(str(path), folder, output)):
             raise ValueError(f"{output_flag} {output} is inside the {flag} folder {folder} of this job; write to a folder of its own")
+
+
+def _glob_reaches(pattern: str, root: str, output: str) -> bool:
+    """Whether the glob `pattern` (whose folder `root` holds `output`) could read what is written at `output`: a
+    recursive one (**) reaches every folder below its root; another only what it matches, so the output folder or a
+    folder holding it (`*.jsonl` never reads `links/`, `corpus/*` reads `corpus/links`)."""
+    if "**" in pattern:
+        return True
+    local_root, local_output = _local(root), _local(output)
+    if local_root is not None and local_output is not None:
+        pattern = str(local_root / pattern[len(root):].lstrip("/")) if root != "." else str(local_root / pattern)
+        candidates = [local_output, *(p for p in local_output.parents if local_root in p.parents)]
+    else:
+        candidates = [output.rstrip("/")]
+    return any(fnmatch.fnmatchcase(str(c), pattern) for c in candidates)
 
 
 def dead_letter_sample(files: Iterable[str], opener: Callable[[str], BinaryIO] | None = None, limit: int = 3) -> list[str]:

@@ -394,7 +394,8 @@ def test_an_output_inside_one_of_the_runs_input_folders_is_refused_naming_both(c
     model, index = chain
     root = Path(index).parent
     for inputs, out, says in (([folder], folder / "links", f"inside the --input folder {folder} "),
-                              ([f"{folder}/*.pubtator"], folder / "sub/links", f"inside the --input folder {folder} "),
+                              ([f"{folder}/*"], folder / "sub/links", f"inside the --input folder {folder} "),
+                              ([f"{folder}/**/*.pubtator"], folder / "links", f"inside the --input folder {folder} "),
                               ([folder / "a.pubtator"], Path(index) / "links", f"inside the --index folder {index} ")):
         code, err = link_cli(chain, capsys, "--input", *inputs, "--output", out)
         assert code == 2 and err == f"bioel link: error: --output {out} is {says}of this job; write to a folder of its own"
@@ -410,6 +411,11 @@ def test_an_output_inside_one_of_the_runs_input_folders_is_refused_naming_both(c
                      "--json", f"{index}/nil.json"]) == 2
     assert f"--json {index}/nil.json is inside the --index folder {index} of this job" in capsys.readouterr().err
     assert link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", tmp_path / "beside")[0] == 0
+    # a glob that cannot match the output (`*.pubtator` never reads `links/`) may have it in its folder
+    here = tmp_path / "here"
+    here.mkdir()
+    shutil.copy(folder / "a.pubtator", here)
+    assert link_cli(chain, capsys, "--input", f"{here}/*.pubtator", "--output", here / "links")[0] == 0
 
 
 def test_a_run_whose_every_document_is_dead_lettered_exits_3_and_publishes_nothing(chain, corpus, tmp_path, capsys):
