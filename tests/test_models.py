@@ -40,6 +40,25 @@ def make_tiny_bert(folder, vocab=VOCAB):
     return folder
 
 
+def evaluate_dense(tmp_path, model, dictionary="D1||heart attack\nD2||cancer\n", query="cancers") -> int:
+    """The exit code of `bioel evaluate --linker dense --model MODEL` on a two-concept BioSyn dataset (one query)."""
+    from pipelines.cli import main
+
+    dataset = tmp_path / "ds"
+    (dataset / "processed_test").mkdir(parents=True, exist_ok=True)
+    (dataset / "test_dictionary.txt").write_text(dictionary)
+    (dataset / "processed_test" / "1.concept").write_text(f"1||0|6||Disease||{query}||D2\n")
+    return main(["evaluate", "--dataset", str(dataset), "--linker", "dense", "--model", str(model)])
+
+
+def without_pooler(checkpoint, folder):
+    """A copy of `checkpoint` whose weights lack the pooler, as a checkpoint saved from a masked-LM model does."""
+    copy = shutil.copytree(checkpoint, folder)
+    weights = load_file(checkpoint / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if not k.startswith("pooler.")}, copy / "model.safetensors", metadata={"format": "pt"})
+    return copy
+
+
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
     return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
@@ -269,12 +288,7 @@ def test_a_truncated_safetensors_file_is_refused_naming_it(tiny_bert, tmp_path):
         load_encoder(saved)
     assert str(err.value) == (f"{weights}: a damaged or truncated safetensors file (its header describes "
                               f"{size - header:,} bytes of tensors, {size - header - 100:,} follow); refusing to load it")
-    from pipelines.cli import main
-
-    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
-    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
-    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
-    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(saved)]) == 2
+    assert evaluate_dense(tmp_path, saved) == 2
 
 
 def test_an_hf_folder_without_config_or_with_a_model_type_transformers_lacks_is_refused_in_one_line(tiny_bert, tmp_path):
@@ -336,7 +350,6 @@ def make_sentence_transformers(folder, bert, *, transformer="0_Transformer", poo
 
 def test_a_sentence_transformers_folder_is_read_through_its_modules_json(tiny_bert, tmp_path):
     # a 0_Transformer/ layout was 'no *.safetensors weights', and the declared pooling was ignored for cls
-    from pipelines.cli import main
     from bioel_core.training.recipe import new_encoder
 
     sapbert_like = make_sentence_transformers(tmp_path / "cls-st", tiny_bert)
@@ -354,10 +367,7 @@ def test_a_sentence_transformers_folder_is_read_through_its_modules_json(tiny_be
     np.testing.assert_array_equal(encoder.encode(TEXTS), TransformerEncoder(tiny_bert, pooling="mean").encode(TEXTS))
     # the ResCNN reads its frozen embeddings and tokenizer from the Transformer module too
     assert tiny_rescnn(sapbert_like).frozen_embeddings["path"] == str((sapbert_like / "0_Transformer").resolve())
-    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
-    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
-    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
-    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(sapbert_like)]) == 0
+    assert evaluate_dense(tmp_path, sapbert_like) == 0
 
 
 def test_what_a_sentence_transformers_transformer_module_declares_is_applied(tiny_bert, tmp_path):
@@ -375,8 +385,6 @@ def test_what_a_sentence_transformers_transformer_module_declares_is_applied(tin
 
 
 def test_sentence_transformers_modules_bioel_would_not_reproduce_are_refused_in_one_line(tiny_bert, tmp_path):
-    from pipelines.cli import main
-
     cases = {
         "dense": ({"after": (("2_Dense", "Dense"), ("3_Normalize", "Normalize"))},
                   "{}: its sentence-transformers module Dense (2_Dense, modules.json) is not supported; bioel reads a "
@@ -403,10 +411,7 @@ def test_sentence_transformers_modules_bioel_would_not_reproduce_are_refused_in_
     with pytest.raises(ValueError) as err:
         open_model(no_pooling)
     assert str(err.value) == f"{no_pooling}: a sentence-transformers folder with no Pooling module (modules.json), so no sentence vectors"
-    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
-    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
-    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
-    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(tmp_path / "dense")]) == 2
+    assert evaluate_dense(tmp_path, tmp_path / "dense") == 2
 
 
 def test_an_ensemble_records_the_pooling_a_sentence_transformers_member_declares(tiny_bert, tmp_path):
@@ -422,7 +427,6 @@ def test_an_ensemble_records_the_pooling_a_sentence_transformers_member_declares
 def test_a_model_folder_whose_weights_are_not_the_ones_its_card_records_is_refused(tiny_bert, tmp_path):
     # weights swapped or damaged (a readable file) since `bioel train` wrote the card loaded without a word, and
     # the folder went on carrying the card's scores
-    from pipelines.cli import main
     from bioel_core.models.ensemble import make_ensemble
 
     folders = {}
@@ -461,8 +465,6 @@ def test_a_checkpoint_that_lacks_weights_or_holds_them_in_other_shapes_is_refuse
     # transformers started the weights a checkpoint's files lack at random, printed a report and went on: bioel
     # evaluate exited 0 with a model that was half noise; weights of another shape ended in its 'For details look
     # at the above report!'
-    from pipelines.cli import main
-
     lacking, reshaped = shutil.copytree(tiny_bert, tmp_path / "lacking"), shutil.copytree(tiny_bert, tmp_path / "reshaped")
     weights = load_file(tiny_bert / "model.safetensors")
     save_file({k: v for k, v in weights.items() if ".layer.1." not in k}, lacking / "model.safetensors", metadata={"format": "pt"})
@@ -477,21 +479,15 @@ def test_a_checkpoint_that_lacks_weights_or_holds_them_in_other_shapes_is_refuse
                                       f"them in other shapes than config.json describes (first: {first}); refusing to "
                                       f"start them at random")
     # a checkpoint saved without the pooler (from a masked-LM model) is whole for every model here
-    pooler_less = shutil.copytree(tiny_bert, tmp_path / "pooler-less")
-    save_file({k: v for k, v in weights.items() if not k.startswith("pooler.")}, pooler_less / "model.safetensors", metadata={"format": "pt"})
+    pooler_less = without_pooler(tiny_bert, tmp_path / "pooler-less")
     np.testing.assert_array_equal(TransformerEncoder(pooler_less).encode(TEXTS), TransformerEncoder(tiny_bert).encode(TEXTS))
-    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
-    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
-    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
-    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(lacking)]) == 2
+    assert evaluate_dense(tmp_path, lacking) == 2
 
 
 def test_a_checkpoint_without_a_pooler_has_one_fingerprint(tiny_bert, tmp_path):
     # the pooler transformers started at random was hashed with the weights: the same folder had another fingerprint
     # in every process, so `bioel link --model` refused it against the index `bioel embed --model` had built with it
-    pooler_less = shutil.copytree(tiny_bert, tmp_path / "pooler-less")
-    weights = load_file(tiny_bert / "model.safetensors")
-    save_file({k: v for k, v in weights.items() if not k.startswith("pooler.")}, pooler_less / "model.safetensors", metadata={"format": "pt"})
+    pooler_less = without_pooler(tiny_bert, tmp_path / "pooler-less")
     fingerprints = set()
     for seed in (1, 2):
         torch.manual_seed(seed)
@@ -503,8 +499,6 @@ def test_a_checkpoint_without_a_pooler_has_one_fingerprint(tiny_bert, tmp_path):
 def test_a_tokenizer_with_more_tokens_than_the_model_embeds_is_refused(tiny_bert, tmp_path):
     # a tokenizer from another checkpoint loaded; the first text with a token past the embeddings ended in
     # 'IndexError: index out of range in self', a traceback out of bioel evaluate
-    from pipelines.cli import main
-
     other = make_tiny_bert(tmp_path / "other", VOCAB + [f"word{i}" for i in range(100)])
     folder = shutil.copytree(tiny_bert, tmp_path / "mixed")
     shutil.copy(other / "tokenizer.json", folder)
@@ -512,10 +506,7 @@ def test_a_tokenizer_with_more_tokens_than_the_model_embeds_is_refused(tiny_bert
         with pytest.raises(ValueError) as err:
             load(folder)
         assert str(err.value) == f"{folder}: its tokenizer has 126 tokens, the model embeddings for 26 only (a tokenizer from another checkpoint?)"
-    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
-    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||word50 cancer\n")
-    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||word99||D2\n")
-    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(folder)]) == 2
+    assert evaluate_dense(tmp_path, folder, dictionary="D1||heart attack\nD2||word50 cancer\n", query="word99") == 2
 
 
 def test_a_model_with_fewer_positions_than_the_tokens_it_would_be_given_is_refused(tiny_bert, tmp_path):
@@ -523,8 +514,6 @@ def test_a_model_with_fewer_positions_than_the_tokens_it_would_be_given_is_refus
     # tensor (25) must match the existing size (8)', RoBERTa's 'index 26 is out of bounds'): in bioel embed, a
     # dead letter per long name
     from transformers import RobertaConfig, RobertaModel
-
-    from pipelines.cli import main
 
     short = make_tiny_bert(tmp_path / "short", VOCAB + ["[unused0]", "[unused1]", "is"])  # the generative model's markers
     config = json.loads((short / "config.json").read_text())
@@ -551,18 +540,13 @@ def test_a_model_with_fewer_positions_than_the_tokens_it_would_be_given_is_refus
         else:
             with pytest.raises(ValueError, match="reads at most 24 tokens"):
                 TransformerEncoder(folder)
-    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
-    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||familial breast and ovarian cancer syndrome\n")
-    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
-    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(short)]) == 2
+    assert evaluate_dense(tmp_path, short, dictionary="D1||heart attack\nD2||familial breast and ovarian cancer syndrome\n") == 2
 
 
 def test_a_checkpoint_that_is_not_an_encoder_reading_in_both_directions_is_refused(tiny_bert, tmp_path):
     # a GPT-2 folder linked with exit 0, each vector the state of the first token (which has seen no other); a T5
     # folder ended in 'You must specify exactly one of input_ids or inputs_embeds'
     from transformers import GPT2Config, GPT2Model, T5Config, T5Model
-
-    from pipelines.cli import main
 
     small = {"vocab_size": len(VOCAB), "n_positions": 64, "n_embd": 32, "n_layer": 2, "n_head": 2}
     models = {"gpt2": GPT2Model(GPT2Config(**small)),
@@ -583,18 +567,14 @@ def test_a_checkpoint_that_is_not_an_encoder_reading_in_both_directions_is_refus
         shutil.copytree(tiny_bert, folder, ignore=shutil.ignore_patterns("config.json", "model.safetensors"))
         AutoModel.from_config(config).save_pretrained(folder)
         assert TransformerEncoder(folder).encode(TEXTS).shape == (len(TEXTS), 32)
-    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
-    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
-    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
-    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(tmp_path / "gpt2")]) == 2
+    assert evaluate_dense(tmp_path, tmp_path / "gpt2") == 2
 
 
 def test_loading_a_masked_lm_checkpoint_prints_no_report(tiny_bert, tmp_path):
     # transformers printed a dozen-line table of unused head and missing pooler keys on every load, past the CLI's
     # log filter; bioel reads the same loading info and refuses what matters in one line
-    masked_lm = shutil.copytree(tiny_bert, tmp_path / "masked-lm")
-    weights = {k: v for k, v in load_file(tiny_bert / "model.safetensors").items() if not k.startswith("pooler.")}
-    weights["cls.predictions.bias"] = torch.zeros(len(VOCAB))
+    masked_lm = without_pooler(tiny_bert, tmp_path / "masked-lm")
+    weights = {**load_file(masked_lm / "model.safetensors"), "cls.predictions.bias": torch.zeros(len(VOCAB))}
     save_file(weights, masked_lm / "model.safetensors", metadata={"format": "pt"})
     reported = []  # transformers' own handler writes to the stderr it found at import: listen beside it
     listener = logging.Handler()
