@@ -455,10 +455,7 @@ def test_a_model_folder_whose_weights_are_not_the_ones_its_card_records_is_refus
         message = str(err.value)
         assert message.startswith(f"{folder}: the model is not the one its card records (fingerprint ") and message.endswith(
             f"card.json {recorded[:12]}): its files changed since the card was written; restore them or train again")
-    (tmp_path / "ds" / "processed_test").mkdir(parents=True)
-    (tmp_path / "ds" / "test_dictionary.txt").write_text("D1||heart attack\nD2||cancer\n")
-    (tmp_path / "ds" / "processed_test" / "1.concept").write_text("1||0|6||Disease||cancers||D2\n")
-    assert main(["evaluate", "--dataset", str(tmp_path / "ds"), "--linker", "dense", "--model", str(folders["transformer"])]) == 2
+    assert evaluate_dense(tmp_path, folders["transformer"]) == 2
 
 
 def test_a_checkpoint_that_lacks_weights_or_holds_them_in_other_shapes_is_refused_not_started_at_random(tiny_bert, tmp_path):
