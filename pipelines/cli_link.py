@@ -48,7 +48,7 @@ def _add_annotator_flags(parser) -> None:
                         help="detector stop-lists (models/stoplists/*.json), per entity type")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--detector", choices=DETECTORS,
-                        help="with --mentions detect: the KB dictionaries; the span detector of a collective "
+                        help="how mentions are detected: the KB dictionaries; the span detector of a collective "
                              "--model (`bioel train --encoder collective`), which finds and links every mention of a "
                              "document in one pass; or both (longest span first: the dictionaries' spans linked by their "
                              "text, the model's by their vectors). Default: both with a collective --model (the better "
