@@ -51,7 +51,8 @@ def embeddings_schema(dimension: int) -> pa.Schema:
     ])
 
 
-# the embeddings schema is checked against its own width (see check_schema); 384 is the default model's
+# the embeddings schema is checked against its own width (see check_schema); 384 is MiniLM's (the shipped
+# default model, the ResCNN disease-default, writes 300)
 EMBEDDINGS_SCHEMA = embeddings_schema(384)
 
 ANNOTATIONS_SCHEMA = _versioned("annotations", [
