@@ -226,6 +226,9 @@ def test_errors_before_any_work(chain, corpus, tmp_path):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), nil_thresholds=(("Chemical", 0.5),))
     with pytest.raises(ValueError, match=f"^{GOLD_SAMPLE}: not a bioel stop list \\(Extra data"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=(("Disease", str(GOLD_SAMPLE)),))
+    for path, reason in ((tmp_path, "Is a directory"), (tmp_path / "none.json", "No such file or directory")):
+        with pytest.raises(ValueError, match=f"^--stop-list Disease={path}: {reason}$"):  # was the system's words alone
+            AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=(("Disease", str(path)),))
     # --mentions given on a format with no mentions linked nothing and said nothing (documents linked, 0 mentions)
     (tmp_path / "docs.jsonl").write_text('{"pmid": "1", "title": "Gout.", "abstract": ""}\n')
     with pytest.raises(ValueError, match="--input-format jsonl carries none"):

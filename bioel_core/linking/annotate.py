@@ -289,8 +289,11 @@ class AnnotatorSpec:
             check_generative(self.generative)
         from bioel_core.text.detect import StopList
 
-        for _, path in self.stop_lists:  # refused here, before any work, not in every worker
-            StopList.load(path)
+        for entity_type, path in self.stop_lists:  # refused here, before any work, not in every worker
+            try:
+                StopList.load(path)
+            except OSError as err:  # a missing file or a folder: the system's words alone name no flag
+                raise ValueError(f"--stop-list {entity_type + '=' if entity_type else ''}{path}: {err.strerror}") from None
         known = {t for t, _ in self.indexes}
         for flag, pairs in (("--stop-list", self.stop_lists), ("--nil-threshold", self.nil_thresholds),
                             ("--model", self.type_models)):
