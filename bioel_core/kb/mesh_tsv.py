@@ -40,17 +40,23 @@ class MeshTsvReader(KBReader):
         self.include_permuted, self.tree_prefixes = include_permuted, tuple(tree_prefixes)
 
     def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[str]]:
-        # the trees file annotates every thesaurus file, so they are read together
+        # the trees file annotates every thesaurus file, so they are read together; tree prefixes without one are
+        # refused here, before the pipeline starts (in `read`, a worker's traceback)
+        self._trees_files(paths, opener)
         return [list(paths)]
 
+    def _trees_files(self, paths: Sequence[str], opener: Opener | None) -> list[str]:
+        found = [p for p in paths if _header(p, opener)[:3] == TREES_FIRST_COLUMNS]
+        if self.tree_prefixes and not found:
+            raise ValueError(f"tree prefixes {list(self.tree_prefixes)} need the MeSH trees TSV among the inputs "
+                             f"(columns {TREES_FIRST_COLUMNS}...)")
+        return found
+
     def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
-        trees_paths = [p for p in paths if _header(p, opener)[:3] == TREES_FIRST_COLUMNS]
+        trees_paths = self._trees_files(paths, opener)
         trees: dict[str, list[str]] = {}
         for path in trees_paths:
             yield from self._read_trees(path, trees, opener)
-        if self.tree_prefixes and not trees_paths:
-            raise ValueError(f"tree prefixes {list(self.tree_prefixes)} need the MeSH trees TSV among the inputs "
-                             f"(columns {TREES_FIRST_COLUMNS}...)")
         for path in paths:
             if path not in trees_paths:
                 yield from self._read_thesaurus(path, trees, opener)
