@@ -265,7 +265,12 @@ def test_given_mentions_are_linked_in_one_pass_per_document(collective_chain, tm
 
 
 def test_the_model_detector_needs_a_collective_model(collective_chain, tmp_path):
-    _, index, corpus, _ = collective_chain
+    folder, index, corpus, _ = collective_chain
     names_only = AnnotatorSpec(model=None, indexes=(("Disease", index),), detector="model")
     with pytest.raises(ValueError, match="--detector model needs a collective model"):
         names_only.versions()
+    # the collective model given as a type's name model: the refusal says which --model the detector is
+    typed = AnnotatorSpec(model=None, indexes=(("Disease", index),), type_models=(("Disease", folder),), detector="model")
+    with pytest.raises(ValueError, match=r"name encoder \(a --model TYPE=DIR names an entity type's name model; the span "
+                                         r"detector is the untyped --model\)$"):
+        typed.versions()

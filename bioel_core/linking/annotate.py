@@ -373,8 +373,11 @@ class AnnotatorSpec:
     def _checked(self, model):
         """The model, after checking that it can do what the detector asks of it."""
         if self.detect and self.detector != "dictionary" and not _is_document_model(model):
+            typed = " (a --model TYPE=DIR names an entity type's name model; the span detector is the untyped --model)" \
+                if self.type_models else ""
             raise ValueError(f"--detector {self.detector} needs a collective model (`bioel train --encoder collective`); "
-                             f"{self.model or 'the default model'} is a {model.config().get('encoder_type')} name encoder")
+                             f"{self.model or 'the default model'} is a {model.config().get('encoder_type')} name encoder"
+                             + typed)
         if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.type_models:
             raise ValueError("--model TYPE=DIR gives an entity type a name model of its own, but the collective model's "
                              "one pass links every type by its own vectors: use one --model (the collective one)")
