@@ -90,9 +90,12 @@ def manifest_sha256(output_dir: str | Path) -> str:
 
 def is_version_of(recorded: str, output_dir: str | Path) -> bool:
     """True when `recorded` (a later stage's `manifest_sha256` of the folder it read) is the folder's version now.
-    Outputs made before versions left out the run fields recorded the sha256 of the whole manifest.json."""
-    path = Path(output_dir) / MANIFEST
-    return recorded in (manifest_sha256(output_dir), hashlib.sha256(path.read_bytes()).hexdigest())
+    Outputs made before versions left out where inputs lie recorded it with them; before versions left out the run
+    fields, the sha256 of the whole manifest.json."""
+    text = (Path(output_dir) / MANIFEST).read_bytes()
+    manifest = json.loads(text)
+    return recorded in (content_sha256(manifest), content_sha256(manifest, with_locations=True),
+                        hashlib.sha256(text).hexdigest())
 
 
 def _unchanged_source(output_dir: str | Path, source: dict, read, what: str, since: str, verb: str) -> Path:

@@ -154,6 +154,27 @@ def test_rerunning_an_unchanged_kb_embed_and_index_keeps_every_link(chain, corpu
     assert link() == (0, 20)
 
 
+def test_the_same_kb_and_model_in_other_folders_link_to_the_same_bytes(chain, corpus, tmp_path):
+    # the versions in the tables (kb_version, and the index's in each document's content_sha256) hashed the paths the
+    # manifests record: another machine's layout, or the KB file named by a relative path, gave other bytes
+    folder, _ = corpus
+    model, _ = chain
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(MEDIC_SAMPLE, elsewhere / "medic.txt")
+    outputs = []
+    for root, kb_file, model_dir in ((tmp_path / "here", MEDIC_SAMPLE, model),
+                                     (elsewhere, os.path.relpath(elsewhere / "medic.txt"), shutil.copytree(model, elsewhere / "model"))):
+        kb, emb, index, out = (str(root / name) for name in ("kb", "emb", "index", "links"))
+        ingest_kb.run("medic-biosyn", [kb_file], kb, pipeline_options([]), num_shards=1)
+        embed_names.run(str(model_dir), kb, emb, pipeline_options([]), num_shards=1)
+        build_index.run(emb, index, pipeline_options([]), num_shards=1, spec=IndexSpec("flat"))
+        link_corpus.run([str(folder / "a.pubtator")], "pubtator", out, AnnotatorSpec(model=str(model_dir), indexes=(("Disease", index),)),
+                        pipeline_options([]))
+        outputs.append(table_bytes(Path(out)))
+    assert outputs[0] == outputs[1]
+
+
 def test_a_killed_incremental_run_resumed_ends_like_an_uninterrupted_one(chain, corpus, tmp_path, monkeypatch):
     folder, _ = corpus
     run(chain, [folder / "a.pubtator"], tmp_path / "straight", incremental=True)

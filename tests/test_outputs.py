@@ -173,6 +173,27 @@ def test_a_rerun_of_the_same_inputs_keeps_the_folders_version_and_older_records_
     assert manifest_sha256(out) != before and not is_version_of(before, out)
 
 
+def test_a_folders_version_leaves_out_where_its_inputs_lie_and_older_records_still_match(tmp_path):
+    from bioel_core.embeddings import is_version_of, manifest_sha256
+    from bioel_core.outputs.manifest import content_sha256
+
+    out = tmp_path / "out"
+    publish(out, "same")
+    pointer = json.loads((out / MANIFEST).read_text())
+
+    def located(file: str, model: str, sha: str = "ab") -> dict:
+        return {**pointer, "inputs": [{"path": file, "sha256": sha}], "model": {"path": model, "fingerprint": "cd"}}
+
+    (out / MANIFEST).write_text(json.dumps(located("/data/medic.txt", "/models/m")))
+    version = manifest_sha256(out)
+    recorded_with_paths = content_sha256(located("/data/medic.txt", "/models/m"), with_locations=True)
+    assert is_version_of(recorded_with_paths, out)  # recorded before locations were left out
+    (out / MANIFEST).write_text(json.dumps(located("medic.txt", "/elsewhere/m")))  # the same inputs, elsewhere
+    assert manifest_sha256(out) == version
+    (out / MANIFEST).write_text(json.dumps(located("/data/medic.txt", "/models/m", sha="ef")))  # another file's content
+    assert manifest_sha256(out) != version
+
+
 def test_read_pointer_of_an_empty_folder_is_none(tmp_path):
     assert read_pointer(LocalFileSystem(), str(tmp_path)) is None
 
