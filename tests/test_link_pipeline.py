@@ -175,6 +175,19 @@ def test_the_same_kb_and_model_in_other_folders_link_to_the_same_bytes(chain, co
     assert outputs[0] == outputs[1]
 
 
+def test_an_index_built_with_other_threads_links_to_the_same_bytes(chain, corpus, tmp_path):
+    # the index's version (inside each document's content_sha256) hashed the FAISS threads it was built with: the same
+    # shards built by two worker processes (one thread each) or with --faiss-threads gave another documents table
+    folder, _ = corpus
+    model, index = chain
+    emb = read_manifest(index)["embeddings"]["path"]
+    build_index.run(emb, str(tmp_path / "index"), pipeline_options([]), num_shards=2, spec=IndexSpec("flat"), faiss_threads=1)
+    for out, built in (("one", index), ("other", str(tmp_path / "index"))):
+        link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / out),
+                        AnnotatorSpec(model=model, indexes=(("Disease", built),)), pipeline_options([]))
+    assert table_bytes(tmp_path / "one") == table_bytes(tmp_path / "other")
+
+
 def test_a_killed_incremental_run_resumed_ends_like_an_uninterrupted_one(chain, corpus, tmp_path, monkeypatch):
     folder, _ = corpus
     run(chain, [folder / "a.pubtator"], tmp_path / "straight", incremental=True)

@@ -18,6 +18,9 @@ VERBS = ("ingest-kb", "embed", "build-index", "link")
 # how a run went, not what its output holds: a re-run of the same inputs writes a new generation at another time,
 # perhaps on other workers, and its tables are the same bytes, so its version (content_sha256) must be too
 RUN_FIELDS = ("generation", "created_utc", "runner", "options")
+# the same in an index's "index" section: the FAISS threads it was built with (one per worker process, or
+# --faiss-threads); its shards' sha256 say what they hold
+INDEX_RUN_FIELDS = ("faiss_threads",)
 # where an input lies (a "path" key at any depth), not what it holds: each is recorded beside its content's identity (a
 # file's sha256, a folder's manifest_sha256, a model's fingerprint), and the same inputs in other folders (another
 # machine, a KB file named by a relative path) must make the same version, which the linked tables carry
@@ -69,12 +72,19 @@ class Manifest:
 
 
 def content_sha256(manifest: dict, with_locations: bool = False) -> str:
-    """The version of an output folder: sha256 of its manifest less RUN_FIELDS and every LOCATION. What a later stage
-    records of the folder it read (embed of its names, build-index of its embeddings, link's kb_version) and checks
-    again later. `with_locations`: the version as recorded before locations were left out (is_version_of)."""
-    kept = {k: v for k, v in manifest.items() if k not in RUN_FIELDS}
+    """The version of an output folder: sha256 of its manifest less the run fields and every LOCATION. What a later
+    stage records of the folder it read (embed of its names, build-index of its embeddings, link's kb_version) and
+    checks again later. `with_locations`: the version as recorded before locations were left out (is_version_of)."""
+    kept = _without_run_fields(manifest)
     return hashlib.sha256(json.dumps(kept if with_locations else _without_locations(kept), indent=2, sort_keys=True)
                           .encode()).hexdigest()
+
+
+def _without_run_fields(manifest: dict) -> dict:
+    kept = {k: v for k, v in manifest.items() if k not in RUN_FIELDS}
+    if isinstance(kept.get("index"), dict):
+        kept["index"] = {k: v for k, v in kept["index"].items() if k not in INDEX_RUN_FIELDS}
+    return kept
 
 
 def _without_locations(value):
