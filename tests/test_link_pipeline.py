@@ -805,6 +805,26 @@ def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_th
     assert code == 2 and "a transformer model; a reranker is a cross-encoder" in err
 
 
+def test_scores_recorded_in_a_rerankers_card_change_no_linked_table(chain, corpus, tmp_path):
+    # the settings digest inside each document's content_sha256 hashed the reranker folder's card.json, which
+    # `bioel evaluate --record-in-card` rewrites: a re-run after an evaluation wrote another documents table, and
+    # --incremental relinked every document
+    from bioel_core.models import CrossEncoder
+    from bioel_core.models.cards import CARD_JSON
+
+    folder, _ = corpus
+    model, index = chain
+    torch.manual_seed(0)
+    reranker = CrossEncoder(Path(model), max_length=24).save(tmp_path / "reranker")
+    reranked = AnnotatorSpec(model=model, indexes=(("Disease", index),), reranker=str(reranker), rerank_depth=4)
+    found = []
+    for scores in ({}, {"ncbi-disease/dev": {"acc@1": 90.0}}):
+        (reranker / CARD_JSON).write_text(json.dumps({"scores": scores}))
+        link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"), reranked, pipeline_options([]))
+        found.append(table_bytes(tmp_path / "out"))
+    assert found[0] == found[1]
+
+
 def test_an_ensemble_of_rerankers_links_among_the_index_top_concepts_whatever_the_batching(chain, corpus, tmp_path):
     from bioel_core.linking.rerank_ensemble import RerankerEnsemble, make_reranker_ensemble
     from bioel_core.models import CrossEncoder

@@ -455,10 +455,13 @@ class AnnotatorSpec:
 
 
 def _model_files(folder: str) -> list[tuple[str, str]]:
-    """(name, sha256) of a model folder's config and weights files."""
+    """(name, sha256) of a model folder's config and weights files. Not its card: `bioel evaluate --record-in-card`
+    rewrites it, and it decides no link (the fingerprint it records is checked when the model opens)."""
     from bioel_core.index.sharded import file_sha256
+    from bioel_core.models.cards import CARD_JSON
 
-    return sorted((p.name, file_sha256(str(p))) for p in Path(folder).iterdir() if p.suffix in (".json", ".safetensors"))
+    return sorted((p.name, file_sha256(str(p))) for p in Path(folder).iterdir()
+                  if p.suffix in (".json", ".safetensors") and p.name != CARD_JSON)
 
 
 def _is_document_model(encoder) -> bool:
