@@ -16,15 +16,16 @@ import numpy as np
 import pandas as pd
 
 from bioel_core.embeddings import check_names_unchanged, read_embeddings_manifest, vectors_of
-from bioel_core.quality.frames import histogram
+from bioel_core.quality.frames import histogram, read_dead_letters
 from bioel_core.quality.kb_tables import CRITICAL, _tag, dead_letter_suite, rows_from_input
 from bioel_core.tables import read_table
 
 NORM_TOLERANCE = 1e-3
 
 
-def load_frame(emb_dir: str | Path, dead_letters: int) -> tuple[pd.DataFrame, dict]:
-    """The embeddings as one row per vector with its derived columns, and the counts the suite compares."""
+def load_frame(emb_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """The embeddings as one row per vector with its derived columns, the dead letters, and the counts the suite
+    compares."""
     manifest = read_embeddings_manifest(emb_dir)
     names_dir = check_names_unchanged(emb_dir)
     # read_table, not read_embeddings: a width other than the manifest's is a failed check here, not an error
@@ -40,9 +41,10 @@ def load_frame(emb_dir: str | Path, dead_letters: int) -> tuple[pd.DataFrame, di
     frame["unknown_name_id"] = frame["name_id"].where(~known)
     name_concept = frame["name_id"].map(names)
     frame["concept_mismatch_name_id"] = frame["name_id"].where(known & (name_concept != frame["concept_id"]))
-    counts = {"embeddings": len(frame), "dead_letters": dead_letters,
+    dead = read_dead_letters(emb_dir)
+    counts = {"embeddings": len(frame), "dead_letters": len(dead),
               "names": len(names), "dim": manifest["model"]["dim"], "names_dir": str(names_dir)}
-    return frame, counts
+    return frame, dead, counts
 
 
 def embeddings_suite(dim: int, expected_rows: int, names: int = 0) -> gx.ExpectationSuite:
@@ -80,8 +82,7 @@ def _norm_bounds(norms: pd.Series) -> tuple[float, float]:
 
 def checks(emb_dir: str | Path) -> tuple[dict, dict]:
     """({table: (frame, suite)}, stats) for the report."""
-    dead = read_table(emb_dir, "dead_letter", ["location"]).to_pandas()
-    frame, counts = load_frame(emb_dir, len(dead))
+    frame, dead, counts = load_frame(emb_dir)
     suite = embeddings_suite(counts["dim"], counts["names"] - counts["dead_letters"], counts["names"])
     norms = frame["norm"].dropna()
     stats = {**counts, "norm": {"min": round(float(norms.min()), 6) if len(norms) else None,

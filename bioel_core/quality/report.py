@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bioel_core.quality.html import Table, page
-from bioel_core.quality.plots import Bars, Histogram
 from bioel_core.guards import QualityGateError
 from bioel_core.outputs.layout import MANIFEST, QUALITY, REJECTED
+from bioel_core.quality.html import Table, page
+from bioel_core.quality.plots import Bars, Histogram
 from bioel_core.tables import read_manifest
 
 FAIL_ON = ("critical", "warning", "none")
@@ -203,10 +203,14 @@ def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on:
     return _write(check(table_dir, fail_on, **limits), Path(output_dir) if output_dir is not None else table_dir / QUALITY)
 
 
-def check(table_dir: str | Path, fail_on: str = "critical", **limits) -> dict:
-    """The summary of `report`, without writing it."""
+def _require_fail_on(fail_on: str) -> None:
     if fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {FAIL_ON}, not {fail_on!r}")
+
+
+def check(table_dir: str | Path, fail_on: str = "critical", **limits) -> dict:
+    """The summary of `report`, without writing it."""
+    _require_fail_on(fail_on)
     from bioel_core.quality.validation import validate
 
     table_dir = Path(table_dir)
@@ -250,8 +254,7 @@ class QualityGate:
     OUTPUT/quality/ once its tables are the folder's state. `summary`: the last audit's."""
 
     def __init__(self, fail_on: str = "critical", **limits):
-        if fail_on not in FAIL_ON:
-            raise ValueError(f"fail_on must be one of {FAIL_ON}, not {fail_on!r}")
+        _require_fail_on(fail_on)  # when the job is set up, not once it has run
         self.fail_on, self.limits, self.summary = fail_on, limits, None
 
     def audit(self, output_dir: str, root: str, manifest: dict) -> None:
