@@ -84,19 +84,31 @@ def test_the_retriever_weight_adds_the_retrievers_score(names, cross_encoder):
         cross_encoder.retriever_weight = 0.0
 
 
-def test_an_ambiguous_exact_name_is_reranked_and_an_unambiguous_one_is_not(names, cross_encoder):
+def test_an_exact_match_stays_first_and_every_candidate_carries_the_stages_score(names, cross_encoder):
     calls = []
 
     class Recording(CrossEncoderReranker):
         def rerank_scores(self, queries, candidates):
-            calls.extend(queries)
+            calls.append({q: len(c) for q, c in zip(queries, candidates)})
             return super().rerank_scores(queries, candidates)
 
-    rerank = RerankLinker(names, TfidfLinker.build(names), Recording(cross_encoder), "(test)", 4)
-    answers = rerank.link(["cancer", "heart attack", "cancer"], k=4)
-    assert calls == ["cancer"]  # one call, the repeated query scored once; 'heart attack' names one concept
+    rerank = RerankLinker(names, TfidfLinker.build(names), Recording(cross_encoder, reproducible=True), "(test)", 4)
+    pools = dict(zip(["cancer", "breast cancer"], rerank.candidates(["cancer", "breast cancer"])))
+    answers = rerank.link(["cancer", "breast cancer", "cancer"], k=4)
+    # one call, the repeated query scored once; every pool scored in full to order what follows the exact match
+    assert calls == [{"cancer": len(pools["cancer"]), "breast cancer": len(pools["breast cancer"])}]
     assert {c.concept_ids for c in answers[0][:2]} == {("D5",), ("D6",)} and answers[0] == answers[2]
-    assert answers[1][0].concept_ids == ("D4",) and answers[1][0].score == 1.0
+    assert answers[1][0].concept_ids == ("D1",)  # 'breast cancer' names one concept: it stays first
+    # the scores are the reranker's, exact match included, on one scale with the reranked queries' (one NIL threshold)
+    alone = dict(zip(["cancer", "breast cancer"], cross_encoder.score(
+        [(q, concept_text(p[0])) for q, p in pools.items()])))
+    assert answers[1][0].score == pytest.approx(float(alone["breast cancer"]), abs=1e-5)
+    after = [a.score for a in answers[1][1:]]  # what follows the exact match: in the reranker's order
+    assert len(after) >= 2 and after == sorted(after, reverse=True)
+    # asked for one candidate, an unambiguous exact match is scored alone: the same score, one pair
+    calls.clear()
+    assert rerank.link(["breast cancer"], k=1) == [answers[1][:1]]
+    assert calls == [{"breast cancer": 1}]
 
 
 def test_reproducible_answers_do_not_depend_on_the_other_queries(names, cross_encoder):

@@ -8,7 +8,8 @@ by concept (its best name first), and the reranker reads each concept as its nam
 As in every linker, exact matches stay first: a query equal to a KB name keeps that name's concepts ahead of the
 rest (the reranker orders them among themselves when the name is ambiguous). A concept's final score is the
 reranker's plus `retriever_weight` x the retriever's (the weight is the reranker's, chosen on dev after training):
-the two make different mistakes.
+the two make different mistakes. Every candidate the stage returns carries that score, exact matches included, so
+scores (and the NIL thresholds calibrated on them) are on one scale.
 
 A reranker is anything with `rerank_scores(queries, candidates) -> [scores]` and `fingerprint()`: the
 cross-encoder (`CrossEncoderReranker`) here; the generative model constrained to the candidates' names
@@ -217,18 +218,21 @@ class RerankLinker(Linker):
         return [list(answers[q]) for q in queries]
 
     def _reranked(self, queries: list[str], pools: list[list[ConceptCandidate]], k: int) -> list[list[Candidate]]:
-        # nothing to reorder: a single concept, or an unambiguous exact match (it stays first anyway)
-        todo = [i for i, p in enumerate(pools) if len(p) > 1 and sum(c.exact for c in p) != 1]
-        scores = dict(zip(todo, self.reranker.rerank_scores([queries[i] for i in todo], [pools[i] for i in todo])))
-        weight = self.reranker.retriever_weight
+        # Every candidate returned carries the stage's score (reranker + weight x retriever), even where the reranker
+        # cannot change the first concept (a single concept, or an unambiguous exact match): one NIL threshold then
+        # serves every mention, where mixing the retriever's cosines (<= 1) with fused scores (~20-40) made a
+        # calibrated threshold leave every exact match unlinked. Asked for one candidate, such a pool has its first
+        # concept scored alone: the same score, one pair instead of `depth`.
+        scored = [p[:1] if k == 1 and (len(p) == 1 or sum(c.exact for c in p) == 1) else p for p in pools]
+        todo = [i for i, p in enumerate(scored) if p]
+        scores = dict(zip(todo, self.reranker.rerank_scores([queries[i] for i in todo], [scored[i] for i in todo])))
+        weight = np.float32(self.reranker.retriever_weight)
         out = []
-        for i, pool in enumerate(pools):
-            if i in scores:
-                fused = scores[i] + np.float32(weight) * np.array([c.score for c in pool], dtype=np.float32) if weight else scores[i]
-                ordered = reranked(pool, fused)
-            else:
-                ordered = [(c, c.score) for c in pool]
-            out.append([Candidate(c.concept_ids, c.names[0], s) for c, s in ordered[:k]])
+        for i, pool in enumerate(scored):
+            fused = scores.get(i)
+            if weight and pool:
+                fused = fused + weight * np.array([c.score for c in pool], dtype=np.float32)
+            out.append([Candidate(c.concept_ids, c.names[0], s) for c, s in reranked(pool, fused)[:k]])
         return out
 
     def search_vectors(self, vectors: np.ndarray, k: int, texts: Sequence[str] | None = None) -> list[list[Candidate]]:
