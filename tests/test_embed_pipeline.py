@@ -302,6 +302,40 @@ def test_quality_flags_tampered_vectors_and_another_model_is_refused(embedded, t
         check_model_matches(out, other)
 
 
+def test_the_quality_checks_read_the_vectors_a_batch_at_a_time(embedded, tmp_path, monkeypatch):
+    """The checks run before every embed publishes: the vectors of a UMLS-size KB (12 GB at 10M names) must never
+    be read whole, and reading them in small batches finds what reading them whole found."""
+    from bioel_core.quality import embedding_tables
+
+    out = tmp_path / "emb"
+    shutil.copytree(embedded[0], out)
+    shard = table_files(out, "embeddings")[-1]
+    table = pq.read_table(shard)
+    vectors = vectors_of(table.column("vector"), 32)
+    vectors[-1] *= 3.0  # in the last batch read
+    pq.write_table(table.set_column(2, table.schema.field("vector"),
+                                    pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 32)), shard)
+    whole = report(out, tmp_path / "whole")
+
+    read_table, iter_batches, batches = embedding_tables.read_table, embedding_tables.iter_batches, []
+
+    def no_vectors(folder, table, columns=None):
+        assert columns is not None and "vector" not in columns, "the vector column read whole"
+        return read_table(folder, table, columns)
+
+    def small(folder, table, columns=None):
+        for batch in iter_batches(folder, table, columns, batch_rows=3):
+            batches.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(embedding_tables, "read_table", no_vectors)
+    monkeypatch.setattr(embedding_tables, "iter_batches", small)
+    batched = report(out, tmp_path / "batched")
+    assert max(batches) == 3 and sum(batches) == whole["stats"]["embeddings"]
+    assert not batched["passed"] and batched["checks"] == whole["checks"] and batched["stats"] == whole["stats"]
+    assert batched["stats"]["norm"]["max"] == pytest.approx(3.0, abs=1e-5)
+
+
 def test_cli_embed_with_a_plain_checkpoint_then_report(names_dir, model_dir, tmp_path, capsys):
     base = make_tiny_bert(tmp_path / "bert")
     out = tmp_path / "emb"

@@ -18,25 +18,29 @@ import pandas as pd
 from bioel_core.embeddings import check_names_unchanged, read_embeddings_manifest, vectors_of
 from bioel_core.quality.frames import histogram, read_dead_letters
 from bioel_core.quality.kb_tables import CRITICAL, _tag, dead_letter_suite, rows_from_input
-from bioel_core.tables import read_table
+from bioel_core.tables import iter_batches, read_table
 
 NORM_TOLERANCE = 1e-3
 
 
 def load_frame(emb_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """The embeddings as one row per vector with its derived columns, the dead letters, and the counts the suite
-    compares."""
+    compares. The vectors are read a batch at a time and only their facts kept (a few bytes a row): the checks run
+    before every embed publishes, and the vectors of a UMLS-size KB do not fit in memory."""
     manifest = read_embeddings_manifest(emb_dir)
     names_dir = check_names_unchanged(emb_dir)
-    # read_table, not read_embeddings: a width other than the manifest's is a failed check here, not an error
-    table = read_table(emb_dir, "embeddings")
-    vectors = vectors_of(table.column("vector"), table.schema.field("vector").type.list_size)
     names = read_table(names_dir, "names", ["name_id", "concept_id"]).to_pandas().set_index("name_id")["concept_id"]
-    frame = table.select(["name_id", "concept_id"]).to_pandas()
-    frame["dim"] = vectors.shape[1]
-    finite = np.isfinite(vectors).all(axis=1)
-    frame["norm"] = np.linalg.norm(vectors, axis=1).astype(np.float64)
-    frame["nonfinite_name_id"] = frame["name_id"].where(~finite)
+    frame = read_table(emb_dir, "embeddings", ["name_id", "concept_id"]).to_pandas()
+    dims, norms, finite = [np.empty(0, dtype=np.int64)], [np.empty(0)], [np.empty(0, dtype=bool)]
+    for batch in iter_batches(emb_dir, "embeddings", ["vector"]):
+        # read as written: a width other than the manifest's is a failed check here, not an error
+        dim = batch.schema.field("vector").type.list_size
+        vectors = vectors_of(batch.column("vector"), dim)
+        dims.append(np.full(len(vectors), dim, dtype=np.int64))
+        norms.append(np.linalg.norm(vectors, axis=1).astype(np.float64))
+        finite.append(np.isfinite(vectors).all(axis=1))
+    frame["dim"], frame["norm"] = np.concatenate(dims), np.concatenate(norms)
+    frame["nonfinite_name_id"] = frame["name_id"].where(~np.concatenate(finite))
     known = frame["name_id"].isin(names.index)
     frame["unknown_name_id"] = frame["name_id"].where(~known)
     name_concept = frame["name_id"].map(names)

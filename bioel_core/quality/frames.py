@@ -33,8 +33,8 @@ class KBFrames:
 
 
 def load_frames(table_dir: str | Path) -> KBFrames:
-    concepts = read_table(table_dir, "concepts", columns=CONCEPT_COLUMNS).to_pandas()
-    names = read_table(table_dir, "names", columns=NAME_COLUMNS).to_pandas()
+    concepts = read_table(table_dir, "concepts", columns=CONCEPT_COLUMNS).to_pandas(types_mapper=pd.ArrowDtype)
+    names = read_table(table_dir, "names", columns=NAME_COLUMNS).to_pandas(types_mapper=pd.ArrowDtype)
 
     concepts["name_count"] = concepts["concept_id"].map(names["concept_id"].value_counts()).fillna(0).astype("int64")
     concepts["unnamed_concept_id"] = concepts["concept_id"].where(concepts["name_count"] == 0)
