@@ -202,3 +202,51 @@ def test_a_nil_id_is_not_a_concept(tmp_path):
     assert [(d.location, d.reason) for d in dead] == [
         ("line 2", "id '-1' labels a mention with no concept (NIL); a dictionary line names a concept"),
         ("line 3", "id 'CUI-less' labels a mention with no concept (NIL); a dictionary line names a concept")]
+
+
+NO_NAME = "no name with a printable character: {} control characters only"
+
+
+def test_a_medic_concept_is_named_by_its_first_usable_name(tmp_path):
+    # a first name of control characters only was the concept's preferred_name, written empty: a critical quality
+    # failure that refused the whole ingest. A line with no usable name at all is dead-lettered, names and all
+    path = tmp_path / "medic.txt"
+    path.write_bytes(b"D000001||\x01\x02|Usable Synonym|Other\nD000002||\x01|\x02\x03\nD000003||Fine\n")
+    concepts, names, dead, stats = split(get_reader("medic-biosyn").read([str(path)]))
+    assert [(c.concept_id, c.preferred_name) for c in concepts] == [("D000001", "Usable Synonym"), ("D000003", "Fine")]
+    # names are as read: the junk one is the normalizer's to dead-letter, the synonym stays a synonym
+    assert [(n.concept_id, n.name, n.name_type) for n in names] == [
+        ("D000001", "\x01\x02", "preferred"), ("D000001", "Usable Synonym", "synonym"), ("D000001", "Other", "synonym"),
+        ("D000003", "Fine", "preferred")]
+    assert [(d.source, d.location, d.reason, d.raw) for d in dead] == [
+        (str(path), "line 2", NO_NAME.format("every name is"), "D000002||\x01|\x02\x03")]
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (3, 2, 1) and stats[0].reconciles()
+
+
+def test_a_dictionary_line_without_a_usable_name_is_dead_and_the_next_line_creates_the_concept(tmp_path):
+    path = tmp_path / "dict.txt"
+    path.write_text("D000001||\x01\x02\nD000001||usable name\nD000001||other name\nD000002||\x7f\x80\nD000003||fine\n")
+    concepts, names, dead, stats = split(BioSynDictionaryReader().read([str(path)]))
+    assert [(c.concept_id, c.preferred_name) for c in concepts] == [("D000001", "usable name"), ("D000003", "fine")]
+    assert [(n.concept_id, n.name, n.name_type) for n in names] == [
+        ("D000001", "usable name", "preferred"), ("D000001", "other name", "synonym"), ("D000003", "fine", "preferred")]
+    assert [(d.location, d.reason) for d in dead] == [("line 1", NO_NAME.format("the name is")),
+                                                      ("line 4", NO_NAME.format("the name is"))]
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (5, 3, 2) and stats[0].reconciles()
+
+
+def test_a_mesh_tsv_descriptor_is_named_by_its_first_usable_name(tmp_path):
+    text = (FIXTURES / "mesh_tsv/thesaurus.tsv").read_text()
+    first = len(text.splitlines()) + 1
+    path = tmp_path / "thesaurus.tsv"
+    path.write_text(text + "D000002\t\x01\x02\tM1\tT1\t\x01\x02\tY\tN\tNON\tY\n"  # the name and its own term unusable
+                           "D000002\t\x01\x02\tM1\tT2\tUsable Term\tN\tN\tNON\tN\n"
+                           "D000003\t\x01\tM2\tT3\t\x02\x03\tY\tN\tNON\tY\n")  # no usable name at all
+    concepts, names, dead, stats = split(get_reader("mesh-tsv").read([str(path)]))
+    assert [(c.concept_id, c.preferred_name) for c in concepts] == [
+        ("D000001", "Calcimycin"), ("D001260", "Ataxia Telangiectasia"), ("D000002", "Usable Term")]
+    assert [(n.name, n.name_type) for n in names if n.concept_id == "D000002"] == [("Usable Term", "entry_term")]
+    assert "D000003" not in {n.concept_id for n in names}
+    assert [(d.location, d.reason) for d in dead] == [(f"line {first}", NO_NAME.format("TermName is")),
+                                                      (f"line {first + 2}", NO_NAME.format("TermName is"))]
+    assert stats[0].dead_lettered == 2 and stats[0].reconciles()

@@ -257,3 +257,23 @@ def test_files_without_header_use_the_layout_of_their_column_count(tmp_path):
     assert ("D000001", "Antibiotic A23187", "synonym") in names and ("D001241", "ASA", "synonym") in names
     assert [(d.location, d.reason) for d in dead] == [("line 4", "expected 8 or 13 comma-separated columns, found 3")]
     assert all(s.reconciles() for s in stats)
+
+
+def test_a_concept_is_named_by_its_first_usable_name(tmp_path):
+    # a DiseaseName of control characters only was the concept's preferred_name, written empty: a critical quality
+    # failure that refused the whole ingest. A row with no usable name at all is dead-lettered, names and all
+    junk = [
+        b"\x01\x02\tMESH:D000152\t\t\t\tC17.800.030\tC17.800\t\x03|Acne Vulgaris|Acne\tSkin disease\n",
+        b"\x01\tMESH:D000153\t\t\t\tC17.800.030\tC17.800\t\x02\x03\tSkin disease\n",  # no usable name
+    ]
+    path = tmp_path / "CTD_diseases.tsv"
+    path.write_bytes(b"".join(lines(DISEASES_TSV) + junk))
+    concepts, names, dead, stats = split(CtdDiseasesReader().read([str(path)]))
+    assert concepts[:4] == DISEASE_CONCEPTS and [(c.concept_id, c.preferred_name) for c in concepts[4:]] == [("D000152", "Acne Vulgaris")]
+    # names are as read: the junk ones are the normalizer's to dead-letter, the synonyms stay synonyms
+    assert names[len(DISEASE_NAMES):] == [("D000152", "\x01\x02", "preferred"), ("D000152", "\x03", "synonym"),
+                                          ("D000152", "Acne Vulgaris", "synonym"), ("D000152", "Acne", "synonym")]
+    assert [(d.location, d.reason, d.raw) for d in dead] == [
+        (f"line {HEADER_LINES + 6}",
+         "no name with a printable character: DiseaseName and every synonym are control characters only", junk[1].decode().rstrip("\n"))]
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (6, 5, 1) and stats[0].reconciles()

@@ -113,6 +113,27 @@ def test_bad_id_and_missing_name_are_dead_lettered(tmp_path):
     assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (3, 1, 2)
 
 
+def test_a_record_is_named_by_its_first_usable_name(tmp_path):
+    # a DescriptorName of control characters only (XML 1.0 admits U+007F-U+009F) was the concept's preferred_name,
+    # written empty: a critical quality failure that refused the whole ingest. A record with no usable name at all is
+    # dead-lettered, names and all
+    junk = b"<String>&#x7f;&#x80;</String>"
+    data = FIXTURE.read_bytes().replace(b"<String>Myocardial Infarction</String>", junk)  # Heart Attack is left
+    for calcimycin in (b"Calcimycin", b"A-23187", b"A23187", b"Antibiotic A23187"):  # every name of D000001
+        data = data.replace(b"<String>" + calcimycin + b"</String>", junk)
+    path = tmp_path / "desc2024.xml"
+    path.write_bytes(data)
+    concepts, names, dead, stats = read(path)
+    assert concepts == [AIDS, ConceptRecord("D009203", "mesh", "Heart Attack", MI.semantic_types, vocabulary="MESH")]
+    # names are as read: the junk one is the normalizer's to dead-letter, Heart Attack stays an entry term
+    assert names == NAMES[4:9] + [("D009203", "\x7f\x80", "preferred"), ("D009203", "Heart Attack", "entry_term")]
+    assert [(d.location, d.reason) for d in dead] == [
+        ("record 1 (DescriptorUI D000001)",
+         "no name with a printable character: DescriptorName/String and every term are control characters only")]
+    assert "<DescriptorUI>D000001</DescriptorUI>" in dead[0].raw
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (3, 2, 1)
+
+
 def test_invalid_utf8_is_a_parse_error_at_its_record(tmp_path):
     path = variant(tmp_path, b"<String>AIDS</String>", b"<String>AI\xffDS</String>")
     concepts, _, dead, stats = read(path)

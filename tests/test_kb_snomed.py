@@ -177,3 +177,26 @@ def test_gzip_inputs_read_the_same(tmp_path):
         paths.append(tmp_path / (src.name + ".gz"))
         paths[-1].write_bytes(gzip.compress(src.read_bytes()))
     assert read(paths, language_refset_ids=[US])[:3] == read([CONCEPTS, LANGUAGE, DESCRIPTIONS], language_refset_ids=[US])[:3]
+
+
+def test_a_concept_is_named_by_its_first_usable_description(tmp_path):
+    # a preferred synonym or FSN of control characters only was the concept's preferred_name, written empty: a
+    # critical quality failure that refused the whole ingest. A description whose name is control characters only is
+    # dead-lettered, so the concept is named by the next of its ranking, and a concept with none is not written
+    junk = {"Myocardial infarction": "\x01\x02", "Myocardial infarction (disorder)": "\x03 (disorder)",  # 22298006
+            "Asthma": "\x04", "Asthma NOS": "\x05\x06", "Asthma (disorder)": "\x07 (disorder)"}  # 195967001: no usable name
+    desc = tmp_path / DESCRIPTIONS.name
+    rows = [line.split("\t") for line in DESCRIPTIONS.read_text().splitlines()]
+    desc.write_text("".join("\t".join(r[:7] + [junk.get(r[7], r[7])] + r[8:]) + "\n" for r in rows))
+    for options, skipped in (({"language_refset_ids": [US]}, 5), ({}, 3)):
+        concepts, names, dead, stats = read([CONCEPTS, LANGUAGE, desc] if options else [CONCEPTS, desc], **options)
+        assert [(c.concept_id, c.preferred_name) for c in concepts] == [
+            ("22298006", "Heart attack"), ("38341003", "Hypertensive disorder, systemic arterial"), ("50960005", "Hemorrhage")]
+        assert [n[1] for n in names if n[0] == "22298006"] == ["Heart attack", "Cardiac infarction"]
+        assert "195967001" not in {n[0] for n in names}
+        fsn, term = "term less its semantic tag is", "term is"
+        nos = [] if options else [("line 17", term)]  # Asthma NOS is in no US refset: filtered before its name is read
+        assert [(d.location, d.reason) for d in dead] == [
+            (line, f"no name with a printable character: {what} control characters only")
+            for line, what in [("line 2", fsn), ("line 3", term), ("line 16", term), *nos, ("line 18", fsn)]]
+        assert sum(stats[str(desc)].skipped_by_filter.values()) == skipped and stats[str(desc)].reconciles()

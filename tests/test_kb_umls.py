@@ -272,3 +272,28 @@ def test_the_preferred_name_is_the_english_one_when_several_languages_are_read(t
     assert dead == []
     assert [(c.concept_id, c.preferred_name) for c in concepts] == [("C0004096", "Asthma"), ("C0011849", "Diabète")]
     assert names_of(names, "C0004096") == [("Asthme", "synonym"), ("Asthma", "preferred"), ("Asthma, Bronchial", "synonym")]
+
+
+def test_a_concept_is_named_by_its_first_usable_str(tmp_path):
+    # a preferred row whose STR is control characters only was the concept's preferred_name, written empty: a
+    # critical quality failure that refused the whole ingest. A concept with no usable STR has its rows dead-lettered
+    junk = {("C0004096", "Asthma"): "\x01\x02",  # the preferred row: the next selected row names the concept
+            ("C0027051", "Myocardial Infarction"): "\x03", ("C0027051", "Heart Attack"): "\x04\x05", ("C0027051", "MI"): "\x06"}
+    rows = [line.split("|") for line in (FIXTURES / "MRCONSO.RRF").read_text().splitlines()]
+    conso = write(tmp_path / "MRCONSO.RRF", "".join(
+        "|".join(r[:14] + [junk.get((r[0], r[14]), r[14])] + r[15:]) + "\n" for r in rows))
+    paths = [conso, FIXTURES / "MRSTY.RRF", FIXTURES / "MRDEF.RRF"]
+    concepts, names, dead, stats = read(paths)
+    assert [(c.concept_id, c.preferred_name) for c in concepts] == [("C0004096", "Asthma, Bronchial"), ("C0011849", "Diabetes Mellitus")]
+    assert concepts[0].definition == ASTHMA_DEF and concepts[0].semantic_types == (DISEASE,)
+    # names are as read: the junk one is the normalizer's to dead-letter, the synonym stays a synonym
+    assert names_of(names, "C0004096") == [("\x01\x02", "preferred"), ("Asthma, Bronchial", "synonym")]
+    assert names_of(names, "C0027051") == []
+    lines = conso.read_text().splitlines()
+    assert [(d.location, d.reason, d.raw) for d in dead] == [
+        (f"line {n}", "no name with a printable character: every selected STR of C0027051 is control characters only",
+         lines[n - 1]) for n in (9, 10, 11)]  # the two suppressed rows are filtered, not dead
+    conso_stats, sty, mrdef = (stats[str(p)] for p in paths)
+    assert (conso_stats.records_read, conso_stats.records_accepted, conso_stats.dead_lettered) == (13, 5, 3)
+    assert sty.skipped_by_filter == {"concept not selected": 3, "CUI not in MRCONSO": 1} and sty.records_accepted == 2
+    assert all(s.reconciles() for s in stats.values())

@@ -4,17 +4,34 @@ A reader is constructed with its format options, then `read(paths)` streams `Con
 `NameRecord` and `DeadLetter` items in any order and ends each input file with its `ReadStats`.
 `input_groups` says which input files must be read together (UMLS's MRCONSO + MRSTY + MRDEF) and which
 can be read in parallel (one CTD file each).
+
+A name is usable when `clean_text` (the rule ingest-kb writes names by) leaves something of it. A concept's preferred
+name is its first usable name in the order its format ranks them (`preferred_name`); a record with no usable name is
+dead-lettered by its reader (`KBReader.no_name`), so a dump's stray line of control characters is one dead letter,
+not a concept with an empty preferred name that fails the KB's quality checks.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from bioel_core.kb.io import Input, Opener, ReaderContext
+from bioel_core.normalize import clean_text
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 
 KBItem = ConceptRecord | NameRecord | DeadLetter | ReadStats
+
+
+def usable_name(name: str | None) -> bool:
+    """Whether `name` keeps a printable character once cleaned (control characters only, it is written as nothing)."""
+    return bool(name) and bool(clean_text(name))
+
+
+def preferred_name(names: Iterable[str | None]) -> str | None:
+    """A concept's preferred name: the first usable one of `names`, given in the order the format ranks them; None
+    when none is usable (the reader dead-letters the record with `KBReader.no_name`)."""
+    return next((name for name in names if usable_name(name)), None)
 
 
 class KBReader:
@@ -38,3 +55,8 @@ class KBReader:
         if self.id_pattern.fullmatch(concept_id):
             return None
         return ctx.dead(location, raw, f"concept id {concept_id!r} does not match the {self.kb} id pattern {self.id_pattern.pattern}")
+
+    def no_name(self, ctx: ReaderContext, location: str, raw: str, names: str) -> DeadLetter:
+        """The DeadLetter (counted) of a record none of whose names is usable; `names` says which were read and
+        ends in its verb ("every name is")."""
+        return ctx.dead(location, raw, f"no name with a printable character: {names} control characters only")

@@ -11,6 +11,8 @@ SNOMEDCT, OMIM and MESH, part of the id otherwise: `HP:0000118`), and an id with
 vocabulary `LOCAL`. A NIL label (`-1`, `CUI-less`) is no concept: its line is dead-lettered. A composite line (`D008581+D012008||recurrent
 meningitis`, BioSyn's composite mentions) gives its name to each of its concepts: BioSyn's evaluation counts
 a name right when any of its ids is gold, and a name linked to several concepts keeps all their ids.
+A dictionary line whose name is control characters only is dead-lettered (the concept's next usable line creates it);
+a MEDIC concept is named by its first usable name.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import html
 import re
 from collections.abc import Iterator, Sequence
 
-from bioel_core.kb.base import KBItem, KBReader
+from bioel_core.kb.base import KBItem, KBReader, preferred_name, usable_name
 from bioel_core.kb.io import Opener, ReaderContext, parse_lines
 from bioel_core.kb.vocab import MESH, MESH_UI, is_nil_id, medic_vocabulary, mesh_first, split_prefix, vocabulary_of
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
@@ -83,8 +85,11 @@ class BioSynDictionaryReader(KBReader):
         if (dead := bad_id(self, [i for ids in concepts for i in ids], ctx, lineno, line)) is not None:
             yield dead
             return
-        ctx.accept()
         name = name.strip()
+        if not usable_name(name):  # dead here, so that the concept's next usable line creates it
+            yield self.no_name(ctx, f"line {lineno}", line, "the name is")
+            return
+        ctx.accept()
         for ids in concepts:
             vocabulary, concept_id, alt_ids = mesh_first([self.classify(i) for i in ids])
             if concept_id not in seen:
@@ -96,7 +101,8 @@ class BioSynDictionaryReader(KBReader):
 
 
 class MedicBioSynReader(KBReader):
-    """Raw BioSyn MEDIC: one concept per line, preferred name first, then synonyms."""
+    """Raw BioSyn MEDIC: one concept per line, preferred name first, then synonyms (the first usable one names the
+    concept)."""
 
     kb = "medic"
     vocabulary = MESH
@@ -119,10 +125,13 @@ class MedicBioSynReader(KBReader):
         if (dead := bad_id(self, ids, ctx, lineno, line)) is not None:
             yield dead
             return
+        if (preferred := preferred_name(names)) is None:
+            yield self.no_name(ctx, f"line {lineno}", line, "every name is")
+            return
         ctx.accept()
         # every id matched MEDIC_ID, so each is MeSH or OMIM
         vocabulary, concept_id, alt_ids = mesh_first([medic_vocabulary(i) for i in ids])
-        yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=names[0], alt_ids=alt_ids, vocabulary=vocabulary)
+        yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=preferred, alt_ids=alt_ids, vocabulary=vocabulary)
         yield NameRecord(concept_id, self.kb, names[0], "preferred")
         for syn in names[1:]:
             yield NameRecord(concept_id, self.kb, syn, "synonym")

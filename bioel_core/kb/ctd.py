@@ -5,7 +5,8 @@ those NAMES, never by position: CTD adds and reorders columns between releases (
 columns to 13, its synonyms now split into MESHSynonyms and CTDCuratedSynonyms). A file with no such header
 is read with the known layout of its column count. CSV (chosen by a '.csv' in the file name) is parsed a line
 at a time, since CTD fields never span lines, so a malformed line is dead-lettered alone. Lists inside a
-field are '|'-separated. Each file is read independently, one concept per line, in constant memory; a large uncompressed one in
+field are '|'-separated. The name column names the concept or, when it is control characters only, the first usable
+synonym. Each file is read independently, one concept per line, in constant memory; a large uncompressed one in
 ranges by several workers, each range taking its columns from the header at the file's top.
 
 Ids are `MESH:D...` / `OMIM:...`: the vocabulary goes to its own column and the concept id is stored bare;
@@ -18,7 +19,7 @@ import csv
 import re
 from collections.abc import Iterator, Sequence
 
-from bioel_core.kb.base import KBItem, KBReader
+from bioel_core.kb.base import KBItem, KBReader, preferred_name
 from bioel_core.kb.io import FileRange, Input, Opener, ReaderContext, input_path, iter_lines, split_lines
 from bioel_core.kb.vocab import MESH, MESH_UI, medic_vocabulary
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
@@ -100,17 +101,20 @@ class CtdReader(KBReader):
         if not name:
             yield ctx.dead(f"line {lineno}", line, f"empty {self.name_column}")
             return
+        synonyms = [synonym for column in SYNONYM_COLUMNS for synonym in split_list(row.get(column, ""))]
+        if (preferred := preferred_name([name, *synonyms])) is None:
+            yield self.no_name(ctx, f"line {lineno}", line, f"{self.name_column} and every synonym are")
+            return
         ctx.accept()
         vocabulary, concept_id = medic_vocabulary(raw_id)  # the id pattern admits MeSH and OMIM ids only
-        yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=name,
+        yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=preferred,
                             semantic_types=split_list(row.get("TreeNumbers", "")),
                             definition=row.get("Definition", "").strip() or None,
                             alt_ids=split_list(row.get(self.alt_ids_column, "")) if self.alt_ids_column else (),
                             vocabulary=vocabulary)
         yield NameRecord(concept_id, self.kb, name, "preferred")
-        for column in SYNONYM_COLUMNS:
-            for synonym in split_list(row.get(column, "")):
-                yield NameRecord(concept_id, self.kb, synonym, "synonym")
+        for synonym in synonyms:
+            yield NameRecord(concept_id, self.kb, synonym, "synonym")
 
     def _columns_above(self, path: str, is_csv: bool, opener: Opener | None) -> list[str] | None:
         """The columns the comment block at the top of `path` names (its faults are the first range's to report)."""

@@ -1,5 +1,7 @@
 """The MeSH thesaurus TSV (`data_mesh_thesaurus.tsv.gz`: one row per descriptor entry term) and, optionally,
 its tree-number TSV (`data_mesh_trees.tsv`), whose tree numbers become the concepts' semantic types.
+A row whose TermName is control characters only is dead-lettered, and a descriptor whose DescriptorName is, is
+named by its first usable term.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ import re
 import zlib
 from collections.abc import Iterator, Sequence
 
-from bioel_core.kb.base import KBItem, KBReader
+from bioel_core.kb.base import KBItem, KBReader, preferred_name, usable_name
 from bioel_core.kb.io import Opener, ReaderContext, iter_lines, open_kb_file, tsv_rows
 from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
@@ -99,10 +101,15 @@ class MeshTsvReader(KBReader):
             if self.tree_prefixes and not any(t.startswith(self.tree_prefixes) for t in trees.get(descriptor, ())):
                 ctx.filtered("descriptor outside the tree prefixes")
                 continue
+            if not usable_name(term):  # dead here, so that the descriptor's next usable row creates it
+                yield self.no_name(ctx, f"line {lineno}", line, "TermName is")
+                continue
             ctx.accept()
             if descriptor not in seen:
                 seen.add(descriptor)
-                yield ConceptRecord(concept_id=descriptor, kb=self.kb, preferred_name=row["DescriptorName"].strip(),
+                # the DescriptorName or, when it is control characters only, the descriptor's first usable term
+                name = preferred_name([row["DescriptorName"].strip(), term])
+                yield ConceptRecord(concept_id=descriptor, kb=self.kb, preferred_name=name,
                                     semantic_types=tuple(sorted(trees.get(descriptor, ()))),
                                     vocabulary=self.vocabulary)
             if row["RecordPreferredTermYN"] == "Y":

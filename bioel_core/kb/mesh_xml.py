@@ -2,8 +2,9 @@
 
 Parsed with iterparse and each record cleared once used, so memory holds one record. Names are every Term
 of every Concept of the record: the record preferred term, abbreviations (LexicalTag ABB/ACR), and entry
-terms (permuted terms included). The definition is the preferred concept's ScopeNote; the tree numbers are
-the semantic types. Malformed XML ends the file with one DeadLetter naming the record being read and the
+terms (permuted terms included). The DescriptorName names the concept or, when it is control characters only, the
+first usable term (a record with neither is dead-lettered). The definition is the preferred concept's ScopeNote; the
+tree numbers are the semantic types. Malformed XML ends the file with one DeadLetter naming the record being read and the
 parser's line and column; what was emitted before it stands.
 
 A large uncompressed file (descYYYY.xml is ~300 MB) is cut into FileRanges at lines that start a
@@ -22,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from bioel_core.kb import io as kb_io
-from bioel_core.kb.base import KBItem, KBReader
+from bioel_core.kb.base import KBItem, KBReader, preferred_name
 from bioel_core.kb.io import FileRange, Input, Opener, ReaderContext, input_path, is_gzip, open_kb_file, open_raw
 from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, NameRecord
@@ -192,16 +193,19 @@ class MeshXmlReader(KBReader):
             yield self.check_id(ui, ctx, location, raw) or ctx.dead(location, raw, "missing DescriptorName/String")
             return
         concepts = elem.findall("ConceptList/Concept")
+        terms = [(term, text) for term in (t for c in concepts for t in c.iterfind("TermList/Term"))
+                 if (text := (term.findtext("String") or "").strip())]
+        if (concept_name := preferred_name([name, *(text for _, text in terms)])) is None:
+            location, raw = self._location(record_no, ui), ET.tostring(elem, encoding="unicode")
+            yield self.no_name(ctx, location, raw, "DescriptorName/String and every term are")
+            return
         preferred = next((c for c in concepts if c.get("PreferredConceptYN") == "Y"), None)
         definition = (preferred.findtext("ScopeNote") or "").strip() if preferred is not None else ""
         tree_numbers = tuple(t.strip() for t in (e.text or "" for e in elem.iterfind("TreeNumberList/TreeNumber")) if t.strip())
         ctx.accept()
-        yield ConceptRecord(concept_id=ui, kb=self.kb, preferred_name=name, semantic_types=tree_numbers,
+        yield ConceptRecord(concept_id=ui, kb=self.kb, preferred_name=concept_name, semantic_types=tree_numbers,
                             definition=definition or None, vocabulary=self.vocabulary)
-        for term in (t for c in concepts for t in c.iterfind("TermList/Term")):
-            text = (term.findtext("String") or "").strip()
-            if not text:
-                continue
+        for term, text in terms:
             if term.get("RecordPreferredTermYN") == "Y":
                 name_type = "preferred"
             elif term.get("LexicalTag") in ABBREVIATION_TAGS:

@@ -11,7 +11,9 @@ concept follows the last description file.
 When a language refset file is given, only descriptions it lists are kept (language_refset_ids narrows
 which refsets count; a description preferred in any counted refset is preferred); its preferred synonym is
 the concept's preferred name and `acceptability="preferred"` drops merely acceptable descriptions.
-Without one, the preferred name is the FSN without its semantic tag.
+Without one, the preferred name is the FSN without its semantic tag. A description whose name is control
+characters only is dead-lettered, so a concept is named by its first usable description of that ranking and a
+concept with none is not written.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from bioel_core.kb.base import KBItem, KBReader
+from bioel_core.kb.base import KBItem, KBReader, preferred_name, usable_name
 from bioel_core.kb.io import Opener, ReaderContext, tsv_rows
 from bioel_core.kb.vocab import SNOMEDCT
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
@@ -86,7 +88,7 @@ class SnomedReader(KBReader):
         for path in files["description"]:
             yield from self._read_descriptions(path, active, acceptability, names, opener)
         for concept_id, c in names.items():
-            yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=c.preferred or c.fsn or c.first_synonym,
+            yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=preferred_name((c.preferred, c.fsn, c.first_synonym)),
                                 semantic_types=(c.tag,) if c.tag else (), vocabulary=self.vocabulary)
 
     def _rows(self, path: str, columns: list[str], id_columns: tuple[str, ...], ctx: ReaderContext,
@@ -163,11 +165,14 @@ class SnomedReader(KBReader):
             if self.acceptability == "preferred" and acceptability is not None and accepted_as != PREFERRED:
                 ctx.filtered("not preferred")
                 continue
+            match = SEMANTIC_TAG.fullmatch(term) if row["typeId"] == FSN_TYPE else None
+            name, tag = (match[1], match[2]) if match else (term, None)  # an FSN's name is its term less the tag
+            if not usable_name(name):  # so a concept's names, and its preferred name, are usable ones
+                yield self.no_name(ctx, f"line {lineno}", line, "term less its semantic tag is" if match else "term is")
+                continue
             ctx.accept()
             concept = names.setdefault(concept_id, ConceptNames())
             if row["typeId"] == FSN_TYPE:
-                match = SEMANTIC_TAG.fullmatch(term)
-                name, tag = (match[1], match[2]) if match else (term, None)
                 if concept.fsn is None:
                     concept.fsn, concept.tag = name, tag
                 yield NameRecord(concept_id, self.kb, name, "fsn")

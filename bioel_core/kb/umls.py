@@ -5,7 +5,9 @@ memory holds one CUI's rows, never the Metathesaurus. A row whose CUI sorts befo
 before it is dead-lettered ("out of CUI order"): a merge-join cannot go back for it.
 Files are told apart by basename (MRCONSO.RRF, MRSTY.RRF, MRDEF.RRF, each optionally gzipped).
 MRSTY/MRDEF rows join only concepts with a selected MRCONSO row; with exclude_suppressed, suppressed
-definitions are skipped too, and the first remaining definition is kept.
+definitions are skipped too, and the first remaining definition is kept. A concept is named by its preferred row's STR
+or, when that is control characters only, by its first usable one; a concept whose selected rows have none has them
+dead-lettered.
 
 A large uncompressed MRCONSO is read in parallel: `input_groups` cuts it into ranges that start at a new CUI and
 cuts MRSTY and MRDEF before the same CUIs (a binary search each, as the files are sorted), so each group joins
@@ -19,7 +21,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
-from bioel_core.kb.base import KBItem, KBReader
+from bioel_core.kb.base import KBItem, KBReader, preferred_name
 from bioel_core.kb.io import (FileRange, Input, Opener, ReaderContext, input_path, is_gzip_file, iter_lines, open_raw,
                               split_at_keys, split_lines)
 from bioel_core.kb.vocab import UMLS
@@ -67,6 +69,12 @@ def preferred_row(rows: list[Row]) -> Row:
     language has such a row, and MetamorphoSys need not sort English first); without English, the first such row."""
     preferred = [row for row in rows if is_preferred(row.fields)]
     return next((row for row in preferred if row.fields["LAT"] == "ENG"), preferred[0] if preferred else rows[0])
+
+
+def concept_name(rows: list[Row], preferred: Row) -> str | None:
+    """The concept's name: its preferred row's STR or, when that is control characters only, the first usable STR of
+    the other rows; None when none is usable."""
+    return preferred_name([preferred.fields["STR"], *(row.fields["STR"] for row in rows if row is not preferred)])
 
 
 def cui_groups(rows: Iterable[Row | DeadLetter]) -> Iterator[list[Row] | DeadLetter]:
@@ -178,8 +186,16 @@ class UmlsReader(KBReader):
                 if (reason := self.filter_reason(row.fields)) is not None:
                     conso_ctx.filtered(reason)
                 else:
-                    conso_ctx.accept()
                     kept.append(row)
+            preferred = preferred_row(kept) if kept else None
+            name = concept_name(kept, preferred) if preferred else None
+            for row in kept:
+                if name is None:  # no usable STR: the concept's rows are dead-lettered and it is not written
+                    line = "|".join(row.fields.values()) + "|"  # the row as read
+                    yield self.no_name(conso_ctx, f"line {row.lineno}", line, f"every selected STR of {cui} is")
+                else:
+                    conso_ctx.accept()
+            kept = kept if name is not None else []
             semantic_types: list[str] = []
             for item in sty.matching(cui, bool(kept)):
                 if isinstance(item, DeadLetter):
@@ -199,7 +215,7 @@ class UmlsReader(KBReader):
                     defs.ctx.accept()
                     definition = item.fields["DEF"].strip()
             if kept:
-                yield from self._concept(cui, kept, tuple(semantic_types), definition)
+                yield from self._concept(cui, kept, preferred, name, tuple(semantic_types), definition)
         for cursor in (sty, defs):
             yield from cursor.matching(None, False)
         for ctx in ctxs.values():
@@ -236,9 +252,9 @@ class UmlsReader(KBReader):
             last_cui = cui
             yield Row(lineno, cui, fields)
 
-    def _concept(self, cui: str, rows: list[Row], semantic_types: tuple[str, ...], definition: str | None) -> Iterator[KBItem]:
-        preferred = preferred_row(rows)
-        yield ConceptRecord(concept_id=cui, kb=self.kb, preferred_name=preferred.fields["STR"],
+    def _concept(self, cui: str, rows: list[Row], preferred: Row, name: str, semantic_types: tuple[str, ...],
+                 definition: str | None) -> Iterator[KBItem]:
+        yield ConceptRecord(concept_id=cui, kb=self.kb, preferred_name=name,
                             semantic_types=semantic_types, definition=definition, vocabulary=self.vocabulary)
         for row in rows:
             if row is preferred:
