@@ -211,6 +211,28 @@ def test_control_characters_are_cleaned_and_an_empty_name_dead_lettered(tmp_path
     assert [(d["location"], d["reason"], d["raw"]) for d in dead] == [("concept D000152", "name is of control characters only", "\x00\x01")]
 
 
+def test_an_ingest_with_names_of_control_characters_only_is_published(tmp_path, capsys):
+    # a MEDIC line whose first name is control characters only gave its concept an empty preferred_name, which the
+    # quality checks call critical: one such line in a dump refused the whole ingest (exit 4, nothing published)
+    path = tmp_path / "medic.txt"
+    path.write_bytes(b"D000001||\x01\x02|Usable Synonym\nD000002||\x03|\x04\x05\n" + Path(MEDIC_RAW).read_bytes())
+    out = tmp_path / "kb"
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", path, "--output", out, "--num-shards", "1")
+    assert code == 0, err
+    manifest = read_manifest(out)
+    assert all(manifest["reconciliation"].values())
+    assert (manifest["counts"]["records_read"], manifest["counts"]["dead_lettered"]) == (6, 1)
+    concepts = {r["concept_id"]: r["preferred_name"] for r in rows(out, "concepts")}
+    assert concepts["D000001"] == "Usable Synonym" and "D000002" not in concepts and len(concepts) == 5
+    assert [(r["name"], r["name_type"]) for r in rows(out, "names") if r["concept_id"] == "D000001"] == [("Usable Synonym", "synonym")]
+    # the line with no usable name, dead-lettered by the reader; the junk first name of D000001, by the normalizer
+    dead = sorted((d["source"], d["location"], d["reason"]) for d in read_table(out, "dead_letter").to_pylist())
+    assert dead == [(str(path), "line 2", "no name with a printable character: every name is control characters only"),
+                    ("normalizer", "concept D000001", "name is of control characters only")]
+    assert json.loads((out / "quality" / "summary.json").read_text())["critical_failures"] == 0
+    assert_published(out)
+
+
 def _cli(capsys, *argv) -> tuple[int, str]:
     """Exit code and stderr of `bioel ...`."""
     code = cli.main([str(a) for a in argv])
