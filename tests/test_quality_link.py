@@ -73,14 +73,15 @@ def good_rows(kb_version):
     return annotations, documents
 
 
-def write_link(out, index, kb_version, annotations, documents, carried=0, types=("Disease",)):
+def write_link(out, index, kb_version, annotations, documents, carried=0, types=("Disease",), stage=None):
     for table in ("annotations", "documents", "dead_letter"):
         (out / table).mkdir(parents=True)
     shard = "part-00000-of-00001.parquet"
     pq.write_table(pa.Table.from_pylist(annotations, schema=ANNOTATIONS_SCHEMA), out / "annotations" / shard)
     pq.write_table(pa.Table.from_pylist(documents, schema=DOCUMENTS_SCHEMA), out / "documents" / shard)
     pq.write_table(DEAD_LETTER_SCHEMA.empty_table(), out / "dead_letter" / shard)
-    annotator = {"model": None, "indexes": [[t, str(index)] for t in types], "detect": True, "nil_thresholds": []}
+    annotator = {"model": None, "indexes": [[t, str(index)] for t in types], "detect": True, "nil_thresholds": [],
+                 "reranker": None, "generative": None, **(stage or {})}
     (out / "manifest.json").write_text(json.dumps({
         "schema_version": SCHEMA_VERSION, "pipeline": "link", "complete": True, "annotator": annotator,
         "model_version": MODEL, "kb_version": kb_version,
@@ -175,6 +176,28 @@ def test_each_tampering_fails_its_one_critical_check(index_dir, tmp_path, tamper
     assert list(found) == [failed]
     assert found[failed]["severity"] == "critical" and found[failed]["observed"] == pytest.approx(observed)
     assert not summary["passed"]
+
+
+@pytest.mark.parametrize("stage, scores, failing", [
+    pytest.param(None, [1.0, 0.93, -1.0], [], id="cosines"),
+    pytest.param(None, [1.0, 35.2, -2.5], [35.2, -2.5], id="no-cosine"),
+    pytest.param({"reranker": "/models/disease-reranker"}, [54.9, 21.5, -3.0], [], id="reranked"),
+    pytest.param({"reranker": "/models/disease-reranker"}, [54.9, float("inf"), -3.0], [float("inf")], id="reranked-inf"),
+    pytest.param({"generative": "/models/generative-disease"}, [1.0, -2.57, -0.3], [], id="log-probabilities"),
+    pytest.param({"generative": "/models/generative-disease"}, [1.0, 1.5, -0.3], [1.5], id="above-an-exact-name"),
+])
+def test_the_score_range_is_the_linking_stages(index_dir, tmp_path, stage, scores, failing):
+    """A reranker's fused scores and a generative model's log-probabilities are not cosines: checked against [-1, 1],
+    every `bioel link --reranker/--generative` run failed its critical check and published nothing."""
+    index, kb_version = index_dir
+    annotations, documents = good_rows(kb_version)
+    for row, score in zip(annotations[:3], scores):
+        row["score"] = score
+    summary = report(write_link(tmp_path / "link", index, kb_version, annotations, documents, stage=stage))
+
+    key = ("annotations", "score", "expect_column_values_to_be_between")
+    assert summary["passed"] == (not failing)
+    assert (failures(summary)[key]["observed"] if failing else list(failures(summary))) == pytest.approx(failing)
 
 
 def test_too_many_nils_is_a_warning_only(index_dir, tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import great_expectations as gx
 import great_expectations.expectations as gxe
+import numpy as np
 import pandas as pd
 
 from bioel_core.corpora.records import Document, Passage
@@ -30,6 +31,7 @@ ANNOTATION_COLUMNS = ["doc_id", "start", "end", "mention", "link_text", "entity_
 DOCUMENT_COLUMNS = ["doc_id", "status", "mentions", "passages", "model_version", "kb_version"]
 STATUSES = ["annotated", "deleted"]
 SCORE_TOLERANCE = 1e-6  # cosine scores in float32: an exact match may come out a hair above 1
+FLOAT32_MAX = 3.4028234663852886e38  # a bound every finite float32 score keeps and an infinite one does not
 ANY_TYPE = ""  # the index of type '' links mentions of every type without an index of their own
 LINK_KINDS = ("exact", "model", "NIL")
 TOP_CONCEPTS = 15
@@ -126,11 +128,23 @@ def _null(column: str, description: str, severity: str = CRITICAL, **kwargs) -> 
     return _tag(gxe.ExpectColumnValuesToBeNull(column=column, description=description, **kwargs), severity)
 
 
+def score_range(annotator: dict) -> tuple[float, float, str]:
+    """(low, high, what the scores are) of a link output's scores, by the stage that linked it (the manifest's
+    annotator): the retriever's cosines; a reranker's fused scores (its logits plus the weighted cosine, any finite
+    value); a generative model's mean token log-probabilities (<= 0), an exact name 1."""
+    if annotator.get("reranker"):
+        return -FLOAT32_MAX, FLOAT32_MAX, "the rerank stage's (reranker + weighted retriever), finite"
+    if annotator.get("generative"):
+        return -FLOAT32_MAX, 1.0 + SCORE_TOLERANCE, "mean log-probabilities of the written names (<= 0), 1 for an exact name"
+    return -1.0 - SCORE_TOLERANCE, 1.0 + SCORE_TOLERANCE, "cosine similarities, in [-1, 1]"
+
+
 def annotations_suite(entity_types: list[str], max_nil_share: float, version_severity: str,
-                      linked_documents: int = 0) -> gx.ExpectationSuite:
+                      linked_documents: int = 0, annotator: dict | None = None) -> gx.ExpectationSuite:
     """`linked_documents`: documents this run linked; not one mention in all of them means a broken detector,
-    dictionary or threshold (link a larger batch, or pass --fail-on none, when that is really so)."""
-    low, high = -1.0 - SCORE_TOLERANCE, 1.0 + SCORE_TOLERANCE
+    dictionary or threshold (link a larger batch, or pass --fail-on none, when that is really so). `annotator`: the
+    manifest's, which says how the scores were made (`score_range`)."""
+    low, high, scores = score_range(annotator or {})
     expectations = [
         _tag(gxe.ExpectColumnValuesToBeBetween(column="start", min_value=0), CRITICAL),
         _tag(gxe.ExpectColumnValuesToBeBetween(
@@ -147,7 +161,7 @@ def annotations_suite(entity_types: list[str], max_nil_share: float, version_sev
         _null("unknown_concept_id", "Every concept_id is a concept of the KB of its entity type "
                                     "(listed: ids missing from it)."),
         _tag(gxe.ExpectColumnValuesToBeBetween(
-            column="score", min_value=low, max_value=high, description="Scores are cosine similarities, in [-1, 1]."),
+            column="score", min_value=low, max_value=high, description=f"Scores are {scores}."),
              CRITICAL),
         _null("version_mismatch_doc_id", "Annotations carry the manifest's model_version and the KB version of their "
                                          "type's index as it is on disk (listed: documents of those that do not)."
@@ -183,6 +197,7 @@ def link_figures(annotations: pd.DataFrame, mentions_per_document: pd.Series) ->
     per document, the most linked concepts."""
     by_type = annotations.groupby("entity_type", sort=True)
     scores = annotations["score"].astype("float64")
+    scores = scores[np.isfinite(scores)]  # NaN and inf fail the score check; they have no bin
     # one range for every type, so their histograms share bins; cosine scores may fall below 0
     bounds = (min(0.0, scores.min()), max(1.0, scores.max())) if len(scores) else (0.0, 1.0)
     kinds = annotations.groupby(["entity_type", "link_kind"]).size()
@@ -225,7 +240,7 @@ def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) 
     }
     return {
         "annotations": (annotations, annotations_suite(sorted(sources), max_nil_share, version_severity,
-                                                       counts.get("documents", {}).get("linked", 0))),
+                                                       counts.get("documents", {}).get("linked", 0), manifest["annotator"])),
         "documents": (documents, documents_suite(version_severity, records_in)),
         "dead_letter": (dead, dead_letter_suite(records_in)),
     }, stats
