@@ -254,6 +254,12 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
     assert model.names.fingerprint() == CollectiveEncoder.load(teacher).names.fingerprint()  # the teacher's name space
     card = json.loads((out / "card.json").read_text())
     assert card["init"] == teacher and card["document_layers"] == 1 and card["collective"]["best_epoch"] == 1
+    # BioSyn scores of a collective model are its frozen name encoder's (`evaluate --linker dense`): the card says so
+    from bioel_core.models.cards import record_scores
+
+    record_scores(out, {"dataset": "bc5cdr-disease", "split": "test", "n": 10, "acc@1": 90.0, "acc@5": 95.0, "linker": "dense"})
+    assert ("## Scores (BioSyn protocol, its frozen name encoder alone: mentions linked by their text, without the document "
+            "pass)\n\n| dataset | split | mode | n | acc@1 | acc@5 |") in (out / "MODEL_CARD.md").read_text()
 
 
 def test_given_mentions_are_linked_in_one_pass_per_document(collective_chain, tmp_path):

@@ -43,7 +43,12 @@ def write_card(model_dir: str | Path, card: dict) -> None:
            "generative": "bioel evaluate --linker generative --model THIS_FOLDER --record-in-card (as a reranker: "
                          "--linker rerank --reranker THIS_FOLDER)"}.get(encoder_type,
                                                                          "bioel evaluate --linker dense --model THIS_FOLDER --record-in-card")
-    lines += ["## Scores (BioSyn protocol" + (", retriever + this reranker)" if reranker else ")"), ""]
+    # a collective model's BioSyn scores are its frozen name encoder's (mentions linked without their documents): not
+    # the document model it was trained as, whose figures are the end-to-end table above
+    scored = (", retriever + this reranker" if reranker else
+              ", its frozen name encoder alone: mentions linked by their text, without the document pass" if "collective" in card
+              else "")
+    lines += [f"## Scores (BioSyn protocol{scored})", ""]
     if card["scores"]:
         lines += ["| dataset | split | mode | n | acc@1 | acc@5 |", "|---|---|---|---:|---:|---:|"]
         for key in sorted(card["scores"]):
