@@ -43,20 +43,31 @@ def built(folder: Path) -> bool:
     return manifest.is_file() and json.loads(manifest.read_text()).get("schema_version") == SCHEMA_VERSION
 
 
+def built_from(folder: Path, source_key: str, source: Path) -> bool:
+    """`built`, from the version of `source` there is now (its manifest records the one it read under `source_key`)."""
+    from bioel_core.embeddings import is_version_of
+
+    return built(folder) and is_version_of(json.loads((folder / "manifest.json").read_text())[source_key]["manifest_sha256"], source)
+
+
 def prepare(work: Path, model: str, type_models: dict[str, str] | None = None) -> dict[str, dict[str, Path]]:
     """Entity type -> {"kb", "index", "stop_list", "model"}, built once into `work`, each type's index with its model
     in `type_models` or else `model`."""
+    from bioel_core.normalize import Normalizer
+
     out = {}
     for entity_type, (ingest_flags, stop_list) in KBS.items():
         type_model = (type_models or {}).get(entity_type, model)
         tag = model_tag(type_model)
         kb = work / f"{entity_type}-kb"
         emb, idx = work / f"{entity_type}-emb-{tag}", work / f"{entity_type}-index-{tag}"
-        if not built(kb):
+        # a KB ingested under another normalizer than today's default (an older bioel) fails the stop lists; embeddings
+        # or an index made from another version of their input are refused by link: each is rebuilt
+        if not built(kb) or json.loads((kb / "manifest.json").read_text())["normalizer"]["version"] != Normalizer().version:
             sh(BIOEL + ["ingest-kb", *ingest_flags, "--output", kb, "--no-quality"])
-        if not built(emb):
+        if not built_from(emb, "names", kb):
             sh(BIOEL + ["embed", "--model", type_model, "--input", kb, "--output", emb, "--no-quality"])
-        if not built(idx):
+        if not built_from(idx, "embeddings", emb):
             sh(BIOEL + ["build-index", "--input", emb, "--output", idx, "--num-shards", "2", "--index-kind", "flat", "--no-quality"])
         out[entity_type] = {"kb": kb, "index": idx, "stop_list": STOP_LISTS / stop_list, "model": type_model}
     return out
