@@ -16,6 +16,7 @@ from transformers import AutoModel, BertConfig, BertModel, DistilBertConfig, Ele
 from bioel_core.models import (ENCODERS, CollectiveEncoder, CrossEncoder, EmbeddingMismatchError, EnsembleEncoder, GenerativeModel, ResCNNEncoder,
                                TransformerEncoder, UnsafeCheckpointError, default_base_checkpoint, load_encoder, open_model, resolve_device)
 from bioel_core.models.checkpoints import resolve_reference
+from bioel_core.models.rescnn import FROZEN_FILE
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + (
     "heart attack myocardial infarction breast ovarian cancer colon dis ##ease ##s of the a type 2 diabetes "
@@ -140,7 +141,7 @@ def test_rescnn_save_load_identical_and_fingerprint(tiny_bert, tmp_path, pooling
     saved = load_file(str(tmp_path / "model" / "model.safetensors"))
     assert "embedding.weight" not in saved  # only trainable weights are stored
     config = json.loads((tmp_path / "model" / "bioel_encoder.json").read_text())
-    assert config["frozen_embeddings"]["path"] == str(tiny_bert.resolve())
+    assert config["frozen_embeddings"]["file"] == FROZEN_FILE  # a base outside a package: stored with the model
     loaded = load_encoder(tmp_path / "model")
     assert isinstance(loaded, ResCNNEncoder)
     np.testing.assert_array_equal(encoder.encode(TEXTS), loaded.encode(TEXTS))
@@ -159,9 +160,40 @@ def test_rescnn_package_reference_round_trip(minilm, tmp_path):
     assert loaded.fingerprint() == encoder.fingerprint()
 
 
-def test_rescnn_refuses_changed_frozen_embeddings(tmp_path):
+def test_rescnn_on_a_local_base_works_wherever_it_is_copied_and_refuses_damaged_embeddings(tmp_path):
+    """A base checkpoint outside a package: its word embeddings are stored with the model, so the folder loads with the
+    same fingerprint after the base is gone and the folder has moved (it recorded the base's absolute path, which broke
+    both); a damaged copy is refused."""
     base = make_tiny_bert(tmp_path / "base")
-    tiny_rescnn(base).save(tmp_path / "model")
+    encoder = tiny_rescnn(base)
+    encoder.save(tmp_path / "model")
+    shutil.rmtree(base)
+    shutil.move(tmp_path / "model", tmp_path / "elsewhere")
+    moved = load_encoder(tmp_path / "elsewhere")
+    assert moved.fingerprint() == encoder.fingerprint()
+    np.testing.assert_array_equal(moved.encode(TEXTS), encoder.encode(TEXTS))
+    frozen = tmp_path / "elsewhere" / FROZEN_FILE
+    weights = load_file(str(frozen))
+    save_file({k: v + 1.0 for k, v in weights.items()}, str(frozen))
+    with pytest.raises(EmbeddingMismatchError, match="sha256"):
+        load_encoder(tmp_path / "elsewhere")
+
+
+def test_rescnn_saved_with_a_base_path_still_loads_from_it_and_refuses_a_changed_base(tmp_path):
+    """Models saved before the embeddings were stored recorded the base's absolute path: they load from it, with the
+    fingerprint their card holds, and a base changed since is refused."""
+    base = make_tiny_bert(tmp_path / "base")
+    encoder = tiny_rescnn(base)
+    encoder.save(tmp_path / "model")
+    config_path = tmp_path / "model" / "bioel_encoder.json"
+    config = json.loads(config_path.read_text())
+    config["frozen_embeddings"] = {"path": str(base.resolve()), "sha256": config["frozen_embeddings"]["sha256"]}
+    config_path.write_text(json.dumps(config))
+    (tmp_path / "model" / FROZEN_FILE).unlink()
+    legacy = load_encoder(tmp_path / "model")
+    assert legacy.frozen_embeddings["path"] == str(base.resolve())
+    assert legacy.fingerprint() == ResCNNEncoder.load(tmp_path / "model").fingerprint() != encoder.fingerprint()
+    np.testing.assert_array_equal(legacy.encode(TEXTS), encoder.encode(TEXTS))
     weights = load_file(str(base / "model.safetensors"))
     weights["embeddings.word_embeddings.weight"] += 1.0  # the base checkpoint changed after training
     save_file(weights, str(base / "model.safetensors"))
@@ -366,7 +398,7 @@ def test_a_sentence_transformers_folder_is_read_through_its_modules_json(tiny_be
     assert encoder.pooling == "mean"
     np.testing.assert_array_equal(encoder.encode(TEXTS), TransformerEncoder(tiny_bert, pooling="mean").encode(TEXTS))
     # the ResCNN reads its frozen embeddings and tokenizer from the Transformer module too
-    assert tiny_rescnn(sapbert_like).frozen_embeddings["path"] == str((sapbert_like / "0_Transformer").resolve())
+    assert tiny_rescnn(sapbert_like).frozen_embeddings["sha256"] == tiny_rescnn(sapbert_like / "0_Transformer").frozen_embeddings["sha256"]
     assert evaluate_dense(tmp_path, sapbert_like) == 0
 
 

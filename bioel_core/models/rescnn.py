@@ -4,8 +4,10 @@ WordPiece tokens -> frozen word embeddings of a BERT checkpoint -> linear projec
 `num_blocks` encoding blocks (parallel Conv1d of kernel sizes 1/3/5 with ReLU, concatenated, a position-wise
 feed-forward layer back to the width, residual connection) -> masked max or self-attention pooling.
 
-Only the trainable weights (~1.6M) are saved; the frozen embeddings are re-read from the base checkpoint,
-named by package + path (or absolute path) and checked against their sha256.
+Only the trainable weights (~1.6M) are saved; the frozen embeddings of a base inside a Python package (the packaged
+MiniLM) are re-read from it, named by package + path, and those of any other base checkpoint are stored beside the
+weights (FROZEN_FILE), so the folder works wherever it is copied and whatever becomes of the base; either way they are
+checked against their sha256. (Models saved before stored the base's absolute path; they still load from there.)
 """
 
 from __future__ import annotations
@@ -25,20 +27,24 @@ from bioel_core.models.checkpoints import (check_vocabulary, checkpoint_referenc
 
 POOLINGS = ("max", "attention")
 _EMBEDDING = "embedding.weight"
+FROZEN_FILE = "frozen_embeddings.safetensors"
+_FROZEN_KEY = "word_embeddings.weight"
 
 
 class EmbeddingMismatchError(ValueError):
     """The base checkpoint's word embeddings are not the ones the model was trained on."""
 
 
-def read_word_embeddings(checkpoint: Path) -> torch.Tensor:
-    """The `*word_embeddings.weight` tensor of a checkpoint, read alone (no full model load), as float32."""
-    for file in sorted(require_safetensors(checkpoint).glob("*.safetensors")):
+def read_word_embeddings(source: Path) -> torch.Tensor:
+    """The `*word_embeddings.weight` tensor of a checkpoint folder (or of one safetensors file), read alone (no full
+    model load), as float32."""
+    files = [source] if source.is_file() else sorted(require_safetensors(source).glob("*.safetensors"))
+    for file in files:
         with safe_open(str(file), framework="pt") as handle:
             for key in handle.keys():
-                if key.endswith("word_embeddings.weight"):
+                if key.endswith(_FROZEN_KEY):
                     return handle.get_tensor(key).float()
-    raise ValueError(f"{checkpoint}: no '*word_embeddings.weight' tensor in its safetensors files")
+    raise ValueError(f"{source}: no '*{_FROZEN_KEY}' tensor in its safetensors files")
 
 
 class _Block(nn.Module):
@@ -62,22 +68,28 @@ class ResCNNEncoder(Encoder):
 
     def __init__(self, base_checkpoint: str | Path | None = None, *, pooling: str = "max", num_blocks: int = 4,
                  kernel_sizes: tuple[int, ...] = (1, 3, 5), filters: int = 100, width: int = 300,
-                 max_length: int = 25, dropout: float = 0.1, tokenizer_dir: str | Path | None = None):
+                 max_length: int = 25, dropout: float = 0.1, tokenizer_dir: str | Path | None = None,
+                 frozen_file: Path | None = None):
         """`base_checkpoint`: HF folder giving the WordPiece tokenizer and the frozen word embeddings (default:
-        the packaged MiniLM). `tokenizer_dir`: read the tokenizer from elsewhere (a saved model folder)."""
+        the packaged MiniLM). `tokenizer_dir`: read the tokenizer from elsewhere (a saved model folder).
+        `frozen_file`: the frozen embeddings a saved model stored (FROZEN_FILE), instead of a base checkpoint."""
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         if any(k % 2 == 0 for k in kernel_sizes):
             raise ValueError(f"kernel sizes must be odd to keep the sequence length, got {kernel_sizes}")
-        base = hf_checkpoint_folder(base_checkpoint) if base_checkpoint is not None else default_base_checkpoint()
-        embeddings = read_word_embeddings(base)
-        tokenizer = load_tokenizer(tokenizer_dir or base)
-        check_vocabulary(tokenizer_dir or base, tokenizer, embeddings.shape[0])
+        if frozen_file is not None:
+            embeddings, reference, tokenizer_source = read_word_embeddings(frozen_file), {"file": FROZEN_FILE}, tokenizer_dir
+        else:
+            base = hf_checkpoint_folder(base_checkpoint) if base_checkpoint is not None else default_base_checkpoint()
+            embeddings, reference, tokenizer_source = read_word_embeddings(base), checkpoint_reference(base), tokenizer_dir or base
+            if "package" not in reference:  # stored with the model: an absolute path breaks once the folder moves
+                reference = {"file": FROZEN_FILE}
+        tokenizer = load_tokenizer(tokenizer_source)
+        check_vocabulary(tokenizer_source, tokenizer, embeddings.shape[0])
         super().__init__(tokenizer, max_length)
         self.pooling, self.num_blocks, self.kernel_sizes = pooling, num_blocks, tuple(kernel_sizes)
         self.filters, self.width, self.dropout_p = filters, width, dropout
-        self.frozen_embeddings = {**checkpoint_reference(base),
-                                  "sha256": hashlib.sha256(tensor_bytes(embeddings)).hexdigest()}
+        self.frozen_embeddings = {**reference, "sha256": hashlib.sha256(tensor_bytes(embeddings)).hexdigest()}
         self.embedding = nn.Embedding.from_pretrained(embeddings, freeze=True)
         self.projection = nn.Linear(embeddings.shape[1], width)
         self.blocks = nn.ModuleList(_Block(width, filters, self.kernel_sizes, dropout) for _ in range(num_blocks))
@@ -117,6 +129,8 @@ class ResCNNEncoder(Encoder):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         save_file(weights, str(directory / WEIGHTS_FILE))
+        if "file" in self.frozen_embeddings:  # float32 as read, so their sha256 stays the recorded one
+            save_file({_FROZEN_KEY: self.embedding.weight.detach().float().contiguous()}, str(directory / FROZEN_FILE))
         self.tokenizer.save_pretrained(directory)
         write_config(directory, {**self.config(), "storage_dtype": dtype})
         return directory
@@ -126,15 +140,18 @@ class ResCNNEncoder(Encoder):
         directory = require_safetensors(directory)
         config = cls.folder_config(directory)
         reference = config["frozen_embeddings"]
-        base = resolve_reference(reference)
-        encoder = cls(base, pooling=config["pooling"], num_blocks=config["num_blocks"],
+        stored_file = directory / reference["file"] if "file" in reference else None
+        source = stored_file or resolve_reference(reference)
+        encoder = cls(None if stored_file else source, pooling=config["pooling"], num_blocks=config["num_blocks"],
                       kernel_sizes=tuple(config["kernel_sizes"]), filters=config["filters"], width=config["width"],
-                      max_length=config["max_length"], dropout=config["dropout"], tokenizer_dir=directory)
+                      max_length=config["max_length"], dropout=config["dropout"], tokenizer_dir=directory,
+                      frozen_file=stored_file)
         if encoder.frozen_embeddings["sha256"] != reference["sha256"]:
             raise EmbeddingMismatchError(
-                f"{directory}: the frozen embeddings at {base} have sha256 "
+                f"{directory}: the frozen embeddings at {source} have sha256 "
                 f"{encoder.frozen_embeddings['sha256'][:16]}..., but the model was trained with "
                 f"{reference['sha256'][:16]}...; use the same base checkpoint (package version) it was saved with")
+        encoder.frozen_embeddings = dict(reference)  # as recorded (a model saved with a base's path keeps it): its fingerprint
         weights = {name: t.float() for name, t in load_file(str(directory / WEIGHTS_FILE)).items()}
         weights[_EMBEDDING] = encoder.embedding.weight
         encoder.load_state_dict(weights, strict=True)
