@@ -108,6 +108,30 @@ def test_each_critical_issue_fails_its_check(tmp_path, concepts, names, failed, 
     assert "FAILED" in format_summary(summary) and failed[2] in format_summary(summary)
 
 
+@pytest.mark.parametrize("batch_rows", [1, 2, 4])
+def test_checks_a_batch_of_rows_at_a_time_find_what_one_pass_over_the_tables_finds(tmp_path, monkeypatch, batch_rows):
+    """The tables are validated a batch at a time (a UMLS-size KB does not fit in memory) and the results merged: the
+    same failures, counts, values listed, maxima and figures as one frame per table, duplicates in two batches
+    (and two files) included."""
+    from bioel_core.quality import frames
+
+    names = [*_replace(NAMES, 3, name_id=1), (7, "D000003", "Lost", "lost", "preferred"), (8, "D000002", "x" * 40, "x", "synonym")]
+    concepts = [*CONCEPTS, ("D000001", "Again"), ("D000009", "Nameless"), ("C12345", "Bad id")]
+    kb = write_kb(tmp_path / "kb", concepts, names, shards=3)
+    whole = report(kb, tmp_path / "whole", max_name_length=30, max_names_per_concept=2)
+    monkeypatch.setattr(frames, "BATCH_ROWS", batch_rows)
+    batched = report(kb, tmp_path / "batched", max_name_length=30, max_names_per_concept=2)
+
+    assert set(failures(whole)) == {
+        ("names", "name_id", "expect_column_values_to_be_unique"), ("names", "orphan_concept_id", "expect_column_values_to_be_null"),
+        ("names", "name", "expect_column_value_lengths_to_be_between"),
+        ("concepts", "concept_id", "expect_column_values_to_be_unique"), ("concepts", "concept_id", "expect_column_values_to_match_regex"),
+        ("concepts", "unnamed_concept_id", "expect_column_values_to_be_null"), ("concepts", "name_count", "expect_column_max_to_be_between")}
+    assert batched["checks"] == whole["checks"] and batched["stats"] == whole["stats"]
+    assert failures(batched)[("names", "name_id", "expect_column_values_to_be_unique")]["observed"] == [1, 1]
+    assert failures(batched)[("concepts", "name_count", "expect_column_max_to_be_between")]["observed"] == 3
+
+
 def test_id_pattern_failure_is_reported_in_both_tables(tmp_path):
     concepts = [("D000001", "Calcimycin"), ("D1", "Short id")]
     names = [(1, "D000001", "Calcimycin", "calcimycin", "preferred"), (2, "D1", "Short id", "short id", "preferred")]

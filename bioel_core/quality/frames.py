@@ -3,21 +3,27 @@
 Cross-table facts (a name whose concept is missing, a concept without names, names per concept) are
 computed here, once, and put in plain columns: a great-expectations batch sees one frame, and a
 value set of every concept id inside an expectation would be copied into each result and HTML page.
+The tables are read a batch of rows at a time (`KBTables`): only their key columns are held whole, in Arrow, so
+checking the names of a UMLS-size KB takes memory for one batch, not for the KB.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from bioel_core.tables import read_table
+from bioel_core.tables import iter_batches, read_table
+from schemas import TABLE_SCHEMAS
 
 CONCEPT_COLUMNS = ["concept_id", "preferred_name"]
 NAME_COLUMNS = ["name_id", "concept_id", "name", "name_norm", "name_type"]
+BATCH_ROWS = 100_000  # rows of a table validated at once
 STAT_QUANTILES = {"min": 0.0, "median": 0.5, "p95": 0.95, "max": 1.0}
 HISTOGRAM_BINS = 25  # odd: a value at the middle of the bounds (a norm of 1) falls inside a bin, not on an edge
 TOP_REASONS = 10  # dead-letter reasons are free text: the most frequent ones, the rest summed as OTHER_REASONS
@@ -26,21 +32,46 @@ DEAD_LETTER_SAMPLE = 10
 SAMPLE_CHARS = 200
 
 
-@dataclass
-class KBFrames:
-    concepts: pd.DataFrame  # + name_count, unnamed_concept_id (the id when the concept has no name, else null)
-    names: pd.DataFrame  # + name_length, orphan_concept_id (the id when it is not in the concepts table, else null)
+def frames_of(table_dir: str | Path, table: str, columns: list[str], batch_rows: int = BATCH_ROWS) -> Iterator[pd.DataFrame]:
+    """`table`'s rows as frames of at most `batch_rows` (Arrow-backed columns); one empty frame for an empty table."""
+    empty = True
+    for batch in iter_batches(table_dir, table, columns, batch_rows):
+        empty = False
+        yield batch.to_pandas(types_mapper=pd.ArrowDtype)
+    if empty:
+        yield pa.schema([TABLE_SCHEMAS[table].field(c) for c in columns]).empty_table().to_pandas(types_mapper=pd.ArrowDtype)
 
 
-def load_frames(table_dir: str | Path) -> KBFrames:
-    concepts = read_table(table_dir, "concepts", columns=CONCEPT_COLUMNS).to_pandas(types_mapper=pd.ArrowDtype)
-    names = read_table(table_dir, "names", columns=NAME_COLUMNS).to_pandas(types_mapper=pd.ArrowDtype)
+class KBTables:
+    """An ingest-kb output's concepts and names, each a batch of rows at a time (`concept_frames`, `name_frames`)
+    with its derived columns: a concept's name_count and unnamed_concept_id (its id when it has no name, else
+    null); a name's name_length and orphan_concept_id (its concept id when that is not in the concepts table)."""
 
-    concepts["name_count"] = concepts["concept_id"].map(names["concept_id"].value_counts()).fillna(0).astype("int64")
-    concepts["unnamed_concept_id"] = concepts["concept_id"].where(concepts["name_count"] == 0)
-    names["name_length"] = names["name"].str.len()
-    names["orphan_concept_id"] = names["concept_id"].where(~names["concept_id"].isin(concepts["concept_id"]))
-    return KBFrames(concepts=concepts, names=names)
+    def __init__(self, table_dir: str | Path, batch_rows: int | None = None):
+        self.table_dir, self.batch_rows = table_dir, batch_rows or BATCH_ROWS
+        self.concept_ids = read_table(table_dir, "concepts", ["concept_id"]).column("concept_id").combine_chunks()
+        counted = pc.value_counts(read_table(table_dir, "names", ["concept_id"]).column("concept_id"))
+        at = pc.index_in(self.concept_ids, value_set=counted.field("values"))
+        # names per concept, row for row with the concepts table
+        self.name_count = pc.fill_null(pc.take(counted.field("counts"), at), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        lengths = [pc.utf8_length(b.column("name")).to_numpy(zero_copy_only=False)
+                   for b in iter_batches(table_dir, "names", ["name"], self.batch_rows)]
+        self.name_length = pd.Series(np.concatenate(lengths) if lengths else np.empty(0), dtype="float64")
+
+    def concept_frames(self) -> Iterator[pd.DataFrame]:
+        start = 0
+        for frame in frames_of(self.table_dir, "concepts", CONCEPT_COLUMNS, self.batch_rows):
+            frame["name_count"] = self.name_count[start:start + len(frame)]
+            frame["unnamed_concept_id"] = frame["concept_id"].where(frame["name_count"] == 0)
+            start += len(frame)
+            yield frame
+
+    def name_frames(self) -> Iterator[pd.DataFrame]:
+        for frame in frames_of(self.table_dir, "names", NAME_COLUMNS, self.batch_rows):
+            frame["name_length"] = frame["name"].str.len()
+            known = pc.is_in(pa.array(frame["concept_id"]), value_set=self.concept_ids).to_numpy(zero_copy_only=False)
+            frame["orphan_concept_id"] = frame["concept_id"].where(~known)
+            yield frame
 
 
 def distribution(values: pd.Series) -> dict:
@@ -93,12 +124,13 @@ def dead_letter_stats(rows: pd.DataFrame) -> dict:
             "dead_letter_sample": sample[["source", "location", "reason", "raw"]].to_dict("records")}
 
 
-def table_stats(frames: KBFrames) -> dict:
+def table_stats(tables: KBTables) -> dict:
+    names_per_concept = pd.Series(tables.name_count)
     return {
-        "concepts": len(frames.concepts),
-        "names": len(frames.names),
-        "names_per_concept": distribution(frames.concepts["name_count"]),
-        "name_length": distribution(frames.names["name_length"].dropna()),
-        "names_per_concept_histogram": count_histogram(frames.concepts["name_count"]),
-        "name_length_histogram": count_histogram(frames.names["name_length"]),
+        "concepts": len(tables.concept_ids),
+        "names": len(tables.name_length),
+        "names_per_concept": distribution(names_per_concept),
+        "name_length": distribution(tables.name_length.dropna()),
+        "names_per_concept_histogram": count_histogram(names_per_concept),
+        "name_length_histogram": count_histogram(tables.name_length),
     }

@@ -91,18 +91,18 @@ def _kb_checks(table_dir: Path, manifest: dict, *, max_names_per_concept: int = 
     """The two maxima are warning thresholds: beyond them a KB is suspicious (a parsing slip, merged dumps) but
     still usable."""
     # great-expectations takes seconds to import: only pay for it when a report is actually made
-    from bioel_core.quality.frames import dead_letter_stats, load_frames, read_dead_letters, table_stats
+    from bioel_core.quality.frames import KBTables, dead_letter_stats, read_dead_letters, table_stats
     from bioel_core.quality.kb_tables import concepts_suite, dead_letter_suite, names_suite
 
     if not manifest.get("id_pattern"):
         raise ValueError(f"{table_dir}: the manifest has no id_pattern; re-run the ingest with this bioel version")
-    frames, dead = load_frames(table_dir), read_dead_letters(table_dir)
+    tables, dead = KBTables(table_dir), read_dead_letters(table_dir)
     records_in = manifest.get("counts", {}).get("records_read", 0)
     return {
-        "concepts": (frames.concepts, concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in)),
-        "names": (frames.names, names_suite(manifest["id_pattern"], max_name_length, records_in)),
+        "concepts": (tables.concept_frames(), concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in)),
+        "names": (tables.name_frames(), names_suite(manifest["id_pattern"], max_name_length, records_in)),
         "dead_letter": (dead, dead_letter_suite(records_in)),
-    }, {**table_stats(frames), **dead_letter_stats(dead)}
+    }, {**table_stats(tables), **dead_letter_stats(dead)}
 
 
 def _kb_line(stats: dict) -> str:
@@ -222,7 +222,7 @@ def check(table_dir: str | Path, fail_on: str = "critical", **limits) -> dict:
     batches, stats = CHECKS[pipeline].build(table_dir, manifest, **limits)
     results = validate(batches)
 
-    checks = [_check(table, r) for table, suite_result in results.items() for r in suite_result.results]
+    checks = [_check(table, r) for table, table_results in results.items() for r in table_results]
     failed = [c["severity"] for c in checks if not c["success"]]
     critical, warnings = failed.count("critical"), failed.count("warning")
     return {

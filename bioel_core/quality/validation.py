@@ -1,6 +1,15 @@
-"""Running the suites with great-expectations, in memory (the report page is html.py's, not GE's data docs)."""
+"""Running the suites with great-expectations, in memory (the report page is html.py's, not GE's data docs).
+
+A table too large to hold at once (the names of a UMLS-size KB) is validated a batch of rows at a time and the
+batches' results merged into one per expectation, what one run over the whole table would have found: row-wise
+expectations add up their counts and keep the first unexpected values; a row count is the sum of the batches', a
+column maximum their maximum; uniqueness is decided over the whole column (a duplicate may sit in two batches).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import great_expectations as gx
 import pandas as pd
@@ -12,7 +21,11 @@ from great_expectations.data_context.types.base import (
 )
 
 # SUMMARY keeps a few unexpected values per check, enough to find the bad rows without bloating the report
-RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 20}
+PARTIAL_UNEXPECTED = 20
+RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": PARTIAL_UNEXPECTED}
+ROW_COUNT = ("expect_table_row_count_to_be_between", "expect_table_row_count_to_equal")
+COLUMN_MAX = "expect_column_max_to_be_between"
+UNIQUE = "expect_column_values_to_be_unique"
 
 
 def _context():
@@ -27,14 +40,77 @@ def _context():
     return gx.get_context(mode="ephemeral", project_config=config)
 
 
-def validate(batches: dict[str, tuple[pd.DataFrame, gx.ExpectationSuite]]) -> dict[str, ExpectationSuiteValidationResult]:
-    """Validate each (frame, suite) under its table name."""
+@dataclass
+class MergedResult:
+    """One expectation's result over every batch of a table, with the fields of GE's ExpectationValidationResult
+    that the report reads."""
+
+    expectation_config: object
+    success: bool = True
+    result: dict = field(default_factory=dict)
+    exception_info: dict = field(default_factory=dict)
+
+
+def _in_bounds(value, kwargs: dict) -> bool:
+    if value is None:
+        return False
+    if "value" in kwargs:
+        return value == kwargs["value"]
+    low, high = kwargs.get("min_value"), kwargs.get("max_value")
+    return (low is None or value >= low) and (high is None or value <= high)
+
+
+def _merge(results: list, column: pd.Series | None) -> MergedResult:
+    """The batches' results of one expectation as one result over the table; `column`: the whole column, for
+    uniqueness."""
+    first = results[0]
+    config, kwargs = first.expectation_config, first.expectation_config.kwargs
+    failed = next((r for r in results if (r.exception_info or {}).get("raised_exception")), None)
+    if failed is not None:
+        return MergedResult(config, False, {}, failed.exception_info)
+    kind = config.type
+    if kind in ROW_COUNT:
+        total = sum(r.result["observed_value"] for r in results)
+        return MergedResult(config, _in_bounds(total, kwargs), {"observed_value": total})
+    if kind == COLUMN_MAX:
+        found = [r.result["observed_value"] for r in results if r.result.get("observed_value") is not None]
+        highest = max(found) if found else None
+        return MergedResult(config, highest is not None and _in_bounds(highest, kwargs), {"observed_value": highest})
+    if kind == UNIQUE:
+        duplicated = column[column.notna() & column.duplicated(keep=False)]
+        return MergedResult(config, duplicated.empty, {"unexpected_count": len(duplicated),
+                                                       "partial_unexpected_list": duplicated.head(PARTIAL_UNEXPECTED).tolist()})
+    unexpected = sum(r.result.get("unexpected_count", 0) for r in results)
+    counted = sum(r.result.get("element_count", 0) - r.result.get("missing_count", 0) for r in results)
+    mostly = kwargs.get("mostly", 1.0)
+    success = counted == 0 or (counted - unexpected) / counted >= mostly
+    partial = [v for r in results for v in r.result.get("partial_unexpected_list", [])][:PARTIAL_UNEXPECTED]
+    return MergedResult(config, success, {"unexpected_count": unexpected, "partial_unexpected_list": partial})
+
+
+def validate(batches: dict[str, tuple[pd.DataFrame | Iterable[pd.DataFrame], gx.ExpectationSuite]]
+             ) -> dict[str, ExpectationSuiteValidationResult | list[MergedResult]]:
+    """Validate each table's frame, or each of its batches of rows (an iterable of frames), with its suite: the
+    suite's result, or for batches the merged result of each expectation."""
     context = _context()
     source = context.data_sources.add_pandas("bioel")
     results = {}
-    for table, (frame, suite) in batches.items():
+    for table, (frames, suite) in batches.items():
         batch = source.add_dataframe_asset(table).add_batch_definition_whole_dataframe("all")
         definition = context.validation_definitions.add(
             gx.ValidationDefinition(name=table, data=batch, suite=context.suites.add(suite)))
-        results[table] = definition.run(batch_parameters={"dataframe": frame}, result_format=RESULT_FORMAT)
+        if isinstance(frames, pd.DataFrame):
+            results[table] = definition.run(batch_parameters={"dataframe": frames}, result_format=RESULT_FORMAT).results
+            continue
+        unique = {e.column for e in suite.expectations if e.expectation_type == UNIQUE}
+        per_batch, columns = [], {c: [] for c in unique}
+        for frame in frames:
+            per_batch.append(definition.run(batch_parameters={"dataframe": frame}, result_format=RESULT_FORMAT).results)
+            for c in unique:
+                columns[c].append(frame[c])
+        if not per_batch:
+            raise ValueError(f"{table}: no batch of rows to validate (an empty table is one empty frame)")
+        results[table] = [_merge(list(rs), pd.concat(columns[rs[0].expectation_config.kwargs.get("column")], ignore_index=True)
+                                 if rs[0].expectation_config.type == UNIQUE else None)
+                          for rs in zip(*per_batch)]
     return results
