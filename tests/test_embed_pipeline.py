@@ -323,13 +323,14 @@ def test_the_quality_checks_read_the_vectors_a_batch_at_a_time(embedded, tmp_pat
         assert columns is not None and "vector" not in columns, "the vector column read whole"
         return read_table(folder, table, columns)
 
-    def small(folder, table, columns=None):
-        for batch in iter_batches(folder, table, columns, batch_rows=3):
+    def counted(folder, table, columns=None, batch_rows=None):
+        for batch in iter_batches(folder, table, columns, batch_rows):
             batches.append(batch.num_rows)
             yield batch
 
     monkeypatch.setattr(embedding_tables, "read_table", no_vectors)
-    monkeypatch.setattr(embedding_tables, "iter_batches", small)
+    monkeypatch.setattr(embedding_tables, "iter_batches", counted)
+    monkeypatch.setattr(embedding_tables, "BATCH_ROWS", 3)
     batched = report(out, tmp_path / "batched")
     assert max(batches) == 3 and sum(batches) == whole["stats"]["embeddings"]
     assert not batched["passed"] and batched["checks"] == whole["checks"] and batched["stats"] == whole["stats"]

@@ -8,47 +8,62 @@ with numpy, as frames.py does for the KB tables.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import great_expectations as gx
 import great_expectations.expectations as gxe
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 
 from bioel_core.embeddings import check_names_unchanged, read_embeddings_manifest, vectors_of
-from bioel_core.quality.frames import histogram, read_dead_letters
+from bioel_core.quality.frames import BATCH_ROWS, histogram, read_dead_letters
 from bioel_core.quality.kb_tables import CRITICAL, _tag, dead_letter_suite, rows_from_input
 from bioel_core.tables import iter_batches, read_table
+from schemas import TABLE_SCHEMAS
 
 NORM_TOLERANCE = 1e-3
 
 
-def load_frame(emb_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """The embeddings as one row per vector with its derived columns, the dead letters, and the counts the suite
-    compares. The vectors are read a batch at a time and only their facts kept (a few bytes a row): the checks run
-    before every embed publishes, and the vectors of a UMLS-size KB do not fit in memory."""
-    manifest = read_embeddings_manifest(emb_dir)
-    names_dir = check_names_unchanged(emb_dir)
-    names = read_table(names_dir, "names", ["name_id", "concept_id"]).to_pandas().set_index("name_id")["concept_id"]
-    frame = read_table(emb_dir, "embeddings", ["name_id", "concept_id"]).to_pandas()
-    dims, norms, finite = [np.empty(0, dtype=np.int64)], [np.empty(0)], [np.empty(0, dtype=bool)]
-    for batch in iter_batches(emb_dir, "embeddings", ["vector"]):
+class EmbeddingTables:
+    """An embed output's vectors a batch at a time (`frames`), each row with the facts the expectations test (width,
+    norm, non-finite values, whether the name is in the names table with that concept), computed with numpy and
+    Arrow: the checks run before every embed publishes, and the vectors of a UMLS-size KB (12 GB at 10M names of 300
+    dims) do not fit in memory. The names table's name_id -> concept_id is held whole, in Arrow."""
+
+    def __init__(self, emb_dir: str | Path):
+        self.emb_dir = emb_dir
+        self.manifest = read_embeddings_manifest(emb_dir)
+        self.names_dir = check_names_unchanged(emb_dir)
+        names = read_table(self.names_dir, "names", ["name_id", "concept_id"])
+        self.name_ids, self.name_concepts = names.column("name_id").combine_chunks(), names.column("concept_id").combine_chunks()
+        self.norms: list[np.ndarray] = []  # of every vector read, for the figures
+
+    def frames(self) -> Iterator[pd.DataFrame]:
+        empty = True
+        for batch in iter_batches(self.emb_dir, "embeddings", ["name_id", "concept_id", "vector"], BATCH_ROWS):
+            empty = False
+            yield self._facts(batch)
+        if empty:
+            yield self._facts(TABLE_SCHEMAS["embeddings"].empty_table().select(["name_id", "concept_id", "vector"]))
+
+    def _facts(self, batch) -> pd.DataFrame:
         # read as written: a width other than the manifest's is a failed check here, not an error
         dim = batch.schema.field("vector").type.list_size
         vectors = vectors_of(batch.column("vector"), dim)
-        dims.append(np.full(len(vectors), dim, dtype=np.int64))
-        norms.append(np.linalg.norm(vectors, axis=1).astype(np.float64))
-        finite.append(np.isfinite(vectors).all(axis=1))
-    frame["dim"], frame["norm"] = np.concatenate(dims), np.concatenate(norms)
-    frame["nonfinite_name_id"] = frame["name_id"].where(~np.concatenate(finite))
-    known = frame["name_id"].isin(names.index)
-    frame["unknown_name_id"] = frame["name_id"].where(~known)
-    name_concept = frame["name_id"].map(names)
-    frame["concept_mismatch_name_id"] = frame["name_id"].where(known & (name_concept != frame["concept_id"]))
-    dead = read_dead_letters(emb_dir)
-    counts = {"embeddings": len(frame), "dead_letters": len(dead),
-              "names": len(names), "dim": manifest["model"]["dim"], "names_dir": str(names_dir)}
-    return frame, dead, counts
+        frame = pd.DataFrame({"name_id": batch.column("name_id").to_numpy(zero_copy_only=False),
+                              "concept_id": batch.column("concept_id").to_pandas()})
+        frame["dim"] = dim
+        frame["norm"] = np.linalg.norm(vectors, axis=1).astype(np.float64)
+        self.norms.append(frame["norm"].to_numpy())
+        frame["nonfinite_name_id"] = frame["name_id"].where(~np.isfinite(vectors).all(axis=1))
+        at = pc.index_in(batch.column("name_id"), value_set=self.name_ids)
+        known = pc.is_valid(at).to_numpy(zero_copy_only=False)
+        frame["unknown_name_id"] = frame["name_id"].where(~known)
+        name_concept = pc.take(self.name_concepts, at).to_pandas()
+        frame["concept_mismatch_name_id"] = frame["name_id"].where(known & (name_concept != frame["concept_id"]).to_numpy())
+        return frame
 
 
 def embeddings_suite(dim: int, expected_rows: int, names: int = 0) -> gx.ExpectationSuite:
@@ -85,12 +100,19 @@ def _norm_bounds(norms: pd.Series) -> tuple[float, float]:
 
 
 def checks(emb_dir: str | Path) -> tuple[dict, dict]:
-    """({table: (frame, suite)}, stats) for the report."""
-    frame, dead, counts = load_frame(emb_dir)
-    suite = embeddings_suite(counts["dim"], counts["names"] - counts["dead_letters"], counts["names"])
-    norms = frame["norm"].dropna()
-    stats = {**counts, "norm": {"min": round(float(norms.min()), 6) if len(norms) else None,
-                                "max": round(float(norms.max()), 6) if len(norms) else None},
-             "norm_histogram": histogram(norms, _norm_bounds(norms))}
-    return {"embeddings": (frame, suite), "dead_letter": (dead, dead_letter_suite(counts["names"]))}, stats
+    """({table: (frames, suite)}, stats) for the report. The stats are complete once the frames have been read."""
+    tables, dead = EmbeddingTables(emb_dir), read_dead_letters(emb_dir)
+    names = len(tables.name_ids)
+    suite = embeddings_suite(tables.manifest["model"]["dim"], names - len(dead), names)
+    stats = {"embeddings": 0, "dead_letters": len(dead), "names": names, "dim": tables.manifest["model"]["dim"],
+             "names_dir": str(tables.names_dir)}
 
+    def frames():
+        yield from tables.frames()
+        norms = pd.Series(np.concatenate(tables.norms) if tables.norms else np.empty(0))
+        finite = norms.dropna()
+        stats.update(embeddings=len(norms), norm={"min": round(float(finite.min()), 6) if len(finite) else None,
+                                                  "max": round(float(finite.max()), 6) if len(finite) else None},
+                     norm_histogram=histogram(finite, _norm_bounds(finite)))
+
+    return {"embeddings": (frames(), suite), "dead_letter": (dead, dead_letter_suite(names))}, stats
