@@ -51,7 +51,7 @@ class KBTables:
         self.table_dir, self.batch_rows = table_dir, batch_rows or BATCH_ROWS
         self.concept_ids = read_table(table_dir, "concepts", ["concept_id"]).column("concept_id").combine_chunks()
         counted = pc.value_counts(read_table(table_dir, "names", ["concept_id"]).column("concept_id"))
-        at = pc.index_in(self.concept_ids, value_set=counted.field("values"))
+        at = pc.index_in(self.concept_ids, value_set=counted.field("values"), skip_nulls=True)  # names of no concept: none
         # names per concept, row for row with the concepts table
         self.name_count = pc.fill_null(pc.take(counted.field("counts"), at), 0).to_numpy(zero_copy_only=False).astype(np.int64)
         lengths = [pc.utf8_length(b.column("name")).to_numpy(zero_copy_only=False)
