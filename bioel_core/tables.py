@@ -64,16 +64,15 @@ def table_files(output_dir: str | Path, table: str) -> list[Path]:
     return sorted((data_root(output_dir) / table).glob("*.parquet"))
 
 
-def _checked_files(output_dir: str | Path, table: str) -> Iterator[pq.ParquetFile]:
-    for f in table_files(output_dir, table):
-        pf = pq.ParquetFile(f)
-        check_schema(pf.schema_arrow, table, str(f))
-        yield pf
+def _checked(path: Path, table: str) -> pq.ParquetFile:
+    pf = pq.ParquetFile(path)
+    check_schema(pf.schema_arrow, table, str(path))
+    return pf
 
 
 def read_table(output_dir: str | Path, table: str, columns: list[str] | None = None) -> pa.Table:
     """All shards of `table` under a finished output folder, schema-checked, in shard order."""
-    parts = [pf.read(columns=columns) for pf in _checked_files(output_dir, table)]
+    parts = [_checked(f, table).read(columns=columns) for f in table_files(output_dir, table)]
     if not parts:
         schema = TABLE_SCHEMAS[table]
         return schema.empty_table() if columns is None else pa.schema([schema.field(c) for c in columns]).empty_table()
@@ -84,5 +83,10 @@ def iter_batches(output_dir: str | Path, table: str, columns: list[str] | None =
                  batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
     """The rows of `table` as `read_table` reads them, in record batches of at most `batch_rows`: one pass over a
     table too large to hold at once (the vectors of 10M names are 12 GB)."""
-    for pf in _checked_files(output_dir, table):
-        yield from pf.iter_batches(batch_size=batch_rows, columns=columns)
+    for f in table_files(output_dir, table):
+        yield from file_batches(f, table, columns, batch_rows)
+
+
+def file_batches(path: Path, table: str, columns: list[str] | None = None, batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+    """One shard file of `table`, schema-checked, in record batches of at most `batch_rows`."""
+    yield from _checked(path, table).iter_batches(batch_size=batch_rows, columns=columns)

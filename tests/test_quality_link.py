@@ -200,6 +200,39 @@ def test_the_score_range_is_the_linking_stages(index_dir, tmp_path, stage, score
     assert (failures(summary)[key]["observed"] if failing else list(failures(summary))) == pytest.approx(failing)
 
 
+@pytest.mark.parametrize("batch_rows", [1, 2])
+def test_checks_a_shard_and_a_batch_at_a_time_find_what_one_pass_finds(index_dir, tmp_path, monkeypatch, batch_rows):
+    """The link checks read a shard's document texts and a batch of its annotations at a time (a PubMed-scale output
+    does not fit in memory) and merge: the same failures, counts, values and figures as one frame per table."""
+    from bioel_core.quality import frames
+
+    index, kb_version = index_dir
+    annotations, documents = good_rows(kb_version)
+    annotations[1] = {**annotations[1], "mention": "Louis-Bar syndrom"}  # not what its span says
+    annotations[3] = {**annotations[3], "concept_id": "D999999"}  # not in the KB
+    annotations.append({**annotations[0], "doc_id": "103"})  # an annotation of a tombstone
+    documents[1] = {**documents[1], "mentions": 3}  # a count that is off
+    out = write_link(tmp_path / "link", index, kb_version, annotations, documents)
+    # two shards, paired by file name: document 101 in one, 102 and the tombstone 103 in the other
+    for table, rows, schema in (("annotations", annotations, ANNOTATIONS_SCHEMA), ("documents", documents, DOCUMENTS_SCHEMA)):
+        (out / table / "part-00000-of-00001.parquet").unlink()
+        for shard, ids in enumerate([{"101"}, {"102", "103"}]):
+            pq.write_table(pa.Table.from_pylist([r for r in rows if r["doc_id"] in ids], schema=schema),
+                           out / table / f"part-{shard:05d}-of-00002.parquet")
+    whole = report(out, tmp_path / "whole")
+    monkeypatch.setattr(frames, "BATCH_ROWS", batch_rows)
+    batched = report(out, tmp_path / "batched")
+
+    assert set(failures(whole)) == {
+        ("annotations", "mention_mismatch_doc_id", "expect_column_values_to_be_null"),
+        ("annotations", "unknown_concept_id", "expect_column_values_to_be_null"),
+        ("annotations", "unannotated_doc_id", "expect_column_values_to_be_null"),
+        ("documents", "mentions_mismatch_doc_id", "expect_column_values_to_be_null"),
+        ("documents", "tombstone_content_doc_id", "expect_column_values_to_be_null")}
+    assert batched["checks"] == whole["checks"] and batched["stats"] == whole["stats"]
+    assert list(batched["stats"]) == list(whole["stats"]) and whole["stats"]["mentions"] == 6
+
+
 def test_too_many_nils_is_a_warning_only(index_dir, tmp_path):
     index, kb_version = index_dir
     annotations, documents = good_rows(kb_version)

@@ -12,19 +12,24 @@ that linked them. So a version mismatch is critical only when the manifest count
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import great_expectations as gx
 import great_expectations.expectations as gxe
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from bioel_core.corpora.records import Document, Passage
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.names import table_normalizer
 from bioel_core.quality.frames import count_histogram, dead_letter_stats, distribution, histogram, read_dead_letters
 from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag, dead_letter_suite, rows_from_input
-from bioel_core.tables import read_manifest, read_table
+from bioel_core.tables import file_batches, read_manifest, read_table, table_files
+from schemas import TABLE_SCHEMAS
 
 ANNOTATION_COLUMNS = ["doc_id", "start", "end", "mention", "link_text", "entity_type", "concept_id", "matched_name",
                       "score", "nil", "model_version", "kb_version"]
@@ -49,10 +54,10 @@ def preferred_names(names_dir: str | Path) -> pd.Series:
     return concepts.drop_duplicates("concept_id").set_index("concept_id")["preferred_name"]
 
 
-def link_kinds(a: pd.DataFrame, kb: pd.Series, sources: dict) -> pd.Series:
+def link_kinds(a: pd.DataFrame, kb: pd.Series, normalizers: dict) -> pd.Series:
     """Per annotation: "NIL"; "exact" when the name it linked to is its link text after the KB's normalization
-    (the linkers' exact-name path, score 1); else "model" (a nearest name by the encoder)."""
-    normalizers = {t: table_normalizer(read_manifest(s["names"]), s["names"]) for t, s in sources.items()}
+    (the linkers' exact-name path, score 1); else "model" (a nearest name by the encoder). `normalizers`: per entity
+    type of the sources, its KB's normalizer."""
     query = [normalizers[k](text) if isinstance(k, str) else None for k, text in zip(kb, a["link_text"])]
     exact = pd.Series(query, index=a.index, dtype=object).eq(a["matched_name"])
     return pd.Series("model", index=a.index).mask(exact, "exact").mask(a["nil"], "NIL")
@@ -70,54 +75,107 @@ def _kb_of(entity_type: str, sources: dict) -> str | None:
     return entity_type if entity_type in sources else ANY_TYPE if ANY_TYPE in sources else None
 
 
-def load_frames(link_dir: str | Path, manifest: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """(annotations, documents) with their derived columns, and the KB sources per entity type."""
-    a = read_table(link_dir, "annotations", ANNOTATION_COLUMNS).to_pandas()
-    d = read_table(link_dir, "documents", DOCUMENT_COLUMNS).to_pandas()
-    sources = kb_sources(manifest["annotator"])
+class LinkTables:
+    """A link output's annotations and documents a shard and a batch of rows at a time (`annotation_frames`,
+    `document_frames`), each row with its derived columns, and the report's figures accumulated as the annotations
+    are read (`figures`, complete once `annotation_frames` has been read). Only key columns are held whole, in Arrow
+    (document ids and statuses, annotations per document), plus the document texts of one shard: an annotation's
+    span is checked against its document in the same shard (both tables are sharded by doc_id)."""
 
-    texts = pd.Series([document_text(i, p) for i, p in zip(d["doc_id"], d["passages"])], index=d.index, dtype=object)
-    annotated = d["status"] == "annotated"
-    text_of = pd.Series(texts[annotated].to_numpy(), index=d.loc[annotated, "doc_id"], dtype=object)
-    # a duplicated doc_id is its own failed check; here its first row stands for the id
-    text_of = text_of[~text_of.index.duplicated()]
+    def __init__(self, link_dir: str | Path, manifest: dict):
+        from bioel_core.quality import frames  # BATCH_ROWS read when used: tests set it
 
-    # annotations
-    a["span_length"] = a["end"] - a["start"]
-    a["unannotated_doc_id"] = a["doc_id"].where(~a["doc_id"].isin(text_of.index))
-    text = a["doc_id"].map(text_of)
-    has_text = text.notna()
-    length = text.map(len, na_action="ignore").astype("float64")
-    a["outside_text_doc_id"] = a["doc_id"].where(has_text & (a["end"] > length))
-    in_text = has_text & (a["start"] >= 0) & (a["span_length"] > 0) & (a["end"] <= length)
-    sliced = [t[s:e] if ok else m for t, s, e, m, ok in zip(text, a["start"], a["end"], a["mention"], in_text)]
-    a["mention_mismatch_doc_id"] = a["doc_id"].where(pd.Series(sliced, index=a.index) != a["mention"])
-    a["nil_concept_id"] = a["concept_id"].where(a["nil"])
-    a["unlinked_doc_id"] = a["doc_id"].where(~a["nil"] & a["concept_id"].isna())
-    kb = a["entity_type"].map({t: _kb_of(t, sources) for t in a["entity_type"].unique()})
-    names_by_kb = {source["names"]: preferred_names(source["names"]) for source in sources.values()}
-    known = pd.Series(False, index=a.index)
-    a["preferred_name"] = pd.Series(None, index=a.index, dtype=object)
-    for entity_type, source in sources.items():
-        mine = kb == entity_type
-        known |= mine & a["concept_id"].isin(names_by_kb[source["names"]].index)
-        a.loc[mine, "preferred_name"] = a.loc[mine, "concept_id"].map(names_by_kb[source["names"]])
-    a["unknown_concept_id"] = a["concept_id"].where(~a["nil"] & a["concept_id"].notna() & kb.notna() & ~known)
-    a["link_kind"] = link_kinds(a, kb, sources)
-    expected_kb = kb.map({t: source["kb_version"] for t, source in sources.items()})
-    stale = (a["model_version"] != manifest["model_version"]) | (expected_kb.notna() & (a["kb_version"] != expected_kb))
-    a["version_mismatch_doc_id"] = a["doc_id"].where(stale)
-    a["nil_mention"] = a["mention"].where(a["nil"])
+        self.link_dir, self.manifest, self.batch_rows = link_dir, manifest, frames.BATCH_ROWS
+        self.sources = kb_sources(manifest["annotator"])
+        documents = read_table(link_dir, "documents", ["doc_id", "status"])
+        self.doc_ids, self.statuses = documents.column("doc_id").combine_chunks(), documents.column("status").combine_chunks()
+        self.annotated_ids = pc.filter(self.doc_ids, pc.equal(self.statuses, "annotated"))
+        self.counted = pc.value_counts(read_table(link_dir, "annotations", ["doc_id"]).column("doc_id"))
+        self.names_by_kb = {source["names"]: preferred_names(source["names"]) for source in self.sources.values()}
+        self.normalizers = {t: table_normalizer(read_manifest(s["names"]), s["names"]) for t, s in self.sources.items()}
+        self.figures = LinkFigures()
 
-    # documents
-    d["annotation_count"] = d["doc_id"].map(a["doc_id"].value_counts()).fillna(0).astype("int64")
-    d["mentions_mismatch_doc_id"] = d["doc_id"].where(d["mentions"] != d["annotation_count"])
-    d["overlapping_passages_doc_id"] = d["doc_id"].where(texts.isna())
-    has_content = (d["passages"].map(len) > 0) | (d["annotation_count"] > 0)
-    d["tombstone_content_doc_id"] = d["doc_id"].where((d["status"] == "deleted") & has_content)
-    d["version_mismatch_doc_id"] = d["doc_id"].where(
-        (d["model_version"] != manifest["model_version"]) | (d["kb_version"] != manifest["kb_version"]))
-    return a, d.drop(columns=["passages"]), sources
+    def annotation_counts(self, doc_ids) -> np.ndarray:
+        """Annotation rows per document id."""
+        at = pc.index_in(doc_ids, value_set=self.counted.field("values"), skip_nulls=True)
+        return pc.fill_null(pc.take(self.counted.field("counts"), at), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    def _shards(self) -> list[tuple[Path | None, Path | None]]:
+        """(documents file, annotations file) of each shard, paired by file name."""
+        documents = {f.name: f for f in table_files(self.link_dir, "documents")}
+        annotations = {f.name: f for f in table_files(self.link_dir, "annotations")}
+        return [(documents.get(name), annotations.get(name)) for name in sorted(documents.keys() | annotations.keys())]
+
+    def _documents(self, path: Path | None) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
+        """A documents file's rows in batches, each with its documents' texts (None where passages overlap)."""
+        for batch in file_batches(path, "documents", DOCUMENT_COLUMNS, self.batch_rows) if path else ():
+            d = batch.to_pandas()
+            yield d, pd.Series([document_text(i, p) for i, p in zip(d["doc_id"], d["passages"])], index=d.index, dtype=object)
+
+    def annotation_frames(self) -> Iterator[pd.DataFrame]:
+        read = False
+        for documents_file, annotations_file in self._shards():
+            text_of: dict[str, str | None] = {}
+            for d, texts in self._documents(documents_file):
+                for doc_id, status, text in zip(d["doc_id"], d["status"], texts):
+                    if status == "annotated":
+                        text_of.setdefault(doc_id, text)  # a duplicated doc_id is its own failed check; its first row stands
+            for batch in file_batches(annotations_file, "annotations", ANNOTATION_COLUMNS, self.batch_rows) if annotations_file else ():
+                read = True
+                yield self._annotations(batch, text_of)
+        if not read:
+            yield self._annotations(TABLE_SCHEMAS["annotations"].empty_table().select(ANNOTATION_COLUMNS), {})
+
+    def _annotations(self, batch, text_of: dict) -> pd.DataFrame:
+        a, sources = batch.to_pandas(), self.sources
+        a["span_length"] = a["end"] - a["start"]
+        annotated = pc.is_in(batch.column("doc_id"), value_set=self.annotated_ids).to_numpy(zero_copy_only=False)
+        a["unannotated_doc_id"] = a["doc_id"].where(~annotated)
+        text = a["doc_id"].map(text_of)
+        has_text = text.notna()
+        length = text.map(len, na_action="ignore").astype("float64")
+        a["outside_text_doc_id"] = a["doc_id"].where(has_text & (a["end"] > length))
+        in_text = has_text & (a["start"] >= 0) & (a["span_length"] > 0) & (a["end"] <= length)
+        sliced = [t[s:e] if ok else m for t, s, e, m, ok in zip(text, a["start"], a["end"], a["mention"], in_text)]
+        a["mention_mismatch_doc_id"] = a["doc_id"].where(pd.Series(sliced, index=a.index) != a["mention"])
+        a["nil_concept_id"] = a["concept_id"].where(a["nil"])
+        a["unlinked_doc_id"] = a["doc_id"].where(~a["nil"] & a["concept_id"].isna())
+        kb = a["entity_type"].map({t: _kb_of(t, sources) for t in a["entity_type"].unique()})
+        known = pd.Series(False, index=a.index)
+        a["preferred_name"] = pd.Series(None, index=a.index, dtype=object)
+        for entity_type, source in sources.items():
+            mine = kb == entity_type
+            known |= mine & a["concept_id"].isin(self.names_by_kb[source["names"]].index)
+            a.loc[mine, "preferred_name"] = a.loc[mine, "concept_id"].map(self.names_by_kb[source["names"]])
+        a["unknown_concept_id"] = a["concept_id"].where(~a["nil"] & a["concept_id"].notna() & kb.notna() & ~known)
+        a["link_kind"] = link_kinds(a, kb, self.normalizers)
+        expected_kb = kb.map({t: source["kb_version"] for t, source in sources.items()})
+        stale = (a["model_version"] != self.manifest["model_version"]) | (expected_kb.notna() & (a["kb_version"] != expected_kb))
+        a["version_mismatch_doc_id"] = a["doc_id"].where(stale)
+        a["nil_mention"] = a["mention"].where(a["nil"])
+        self.figures.add(a)
+        return a
+
+    def document_frames(self) -> Iterator[pd.DataFrame]:
+        read = False
+        for documents_file, _ in self._shards():
+            for d, texts in self._documents(documents_file):
+                read = True
+                yield self._document_facts(d, texts)
+        if not read:
+            empty = TABLE_SCHEMAS["documents"].empty_table().select(DOCUMENT_COLUMNS).to_pandas()
+            yield self._document_facts(empty, pd.Series([], dtype=object))
+
+    def _document_facts(self, d: pd.DataFrame, texts: pd.Series) -> pd.DataFrame:
+        manifest = self.manifest
+        d["annotation_count"] = self.annotation_counts(pa.array(d["doc_id"], type=pa.string()))
+        d["mentions_mismatch_doc_id"] = d["doc_id"].where(d["mentions"] != d["annotation_count"])
+        d["overlapping_passages_doc_id"] = d["doc_id"].where(texts.isna())
+        has_content = (d["passages"].map(len) > 0) | (d["annotation_count"] > 0)
+        d["tombstone_content_doc_id"] = d["doc_id"].where((d["status"] == "deleted") & has_content)
+        d["version_mismatch_doc_id"] = d["doc_id"].where(
+            (d["model_version"] != manifest["model_version"]) | (d["kb_version"] != manifest["kb_version"]))
+        return d.drop(columns=["passages"])
 
 
 # documents carried from an earlier run (not in this run's inputs) keep the versions they were linked under
@@ -192,56 +250,81 @@ def documents_suite(version_severity: str, records_in: int = 0) -> gx.Expectatio
     ])
 
 
-def link_figures(annotations: pd.DataFrame, mentions_per_document: pd.Series) -> dict:
-    """What the report plots: scores, NIL share and mentions by link kind (LINK_KINDS) per entity type, mentions
-    per document, the most linked concepts."""
-    by_type = annotations.groupby("entity_type", sort=True)
-    scores = annotations["score"].astype("float64")
-    scores = scores[np.isfinite(scores)]  # NaN and inf fail the score check; they have no bin
-    # one range for every type, so their histograms share bins; cosine scores may fall below 0
-    bounds = (min(0.0, scores.min()), max(1.0, scores.max())) if len(scores) else (0.0, 1.0)
-    kinds = annotations.groupby(["entity_type", "link_kind"]).size()
-    linked = annotations[~annotations["nil"] & annotations["concept_id"].notna()]  # no concept: a failed check
-    top = (linked.groupby(["entity_type", "concept_id"])
-           .agg(name=("preferred_name", "first"), mentions=("doc_id", "size")).reset_index()
-           .sort_values(["mentions", "entity_type", "concept_id"], ascending=[False, True, True]).head(TOP_CONCEPTS))
-    return {
-        "nil_share_per_entity_type": {str(t): round(float(g["nil"].mean()), 4) for t, g in by_type},
-        "score_histogram_per_entity_type": {str(t): histogram(g["score"], bounds) for t, g in by_type},
-        "mentions_by_link_kind": {k: {str(t): int(kinds.get((t, k), 0)) for t, _ in by_type} for k in LINK_KINDS},
-        "mentions_per_document_histogram": count_histogram(mentions_per_document),
-        "top_concepts": [{"entity_type": r.entity_type, "concept_id": r.concept_id,
-                          "name": None if pd.isna(r.name) else r.name, "mentions": int(r.mentions)}
-                         for r in top.itertuples(index=False)],
-    }
+class LinkFigures:
+    """What the report plots, accumulated over batches of annotations: scores, NIL share and mentions by link kind
+    (LINK_KINDS) per entity type, mentions per entity type, the most linked concepts."""
+
+    KEYS = ("nil_share_per_entity_type", "score_histogram_per_entity_type", "mentions_by_link_kind",
+            "mentions_per_document_histogram", "top_concepts")
+
+    def __init__(self):
+        self.scores: dict[str, list[np.ndarray]] = {}
+        self.nil, self.mentions, self.kinds = Counter(), Counter(), Counter()
+        self.linked: dict[tuple[str, str], list] = {}  # (entity type, concept id) -> [mentions, first preferred name]
+
+    def add(self, a: pd.DataFrame) -> None:
+        for t, g in a.groupby("entity_type", sort=True):
+            self.scores.setdefault(t, []).append(g["score"].astype("float64").to_numpy())
+            self.nil[t] += int(g["nil"].sum())
+            self.mentions[t] += len(g)
+        self.kinds.update({key: int(n) for key, n in a.groupby(["entity_type", "link_kind"]).size().items()})
+        linked = a[~a["nil"] & a["concept_id"].notna()]  # no concept: a failed check
+        counts = linked.groupby(["entity_type", "concept_id"]).agg(name=("preferred_name", "first"), mentions=("doc_id", "size"))
+        for (t, concept), name, n in zip(counts.index, counts["name"], counts["mentions"]):
+            entry = self.linked.setdefault((t, concept), [0, None])
+            entry[0] += int(n)
+            if entry[1] is None and not pd.isna(name):
+                entry[1] = name
+
+    def result(self, mentions_per_document: pd.Series) -> dict:
+        types = sorted(self.mentions)
+        scores = {t: np.concatenate(self.scores[t]) for t in types}
+        finite = np.concatenate([v[np.isfinite(v)] for v in scores.values()]) if types else np.empty(0)
+        # one range for every type, so their histograms share bins; cosine scores may fall below 0
+        bounds = (min(0.0, float(finite.min())), max(1.0, float(finite.max()))) if len(finite) else (0.0, 1.0)
+        top = sorted(self.linked.items(), key=lambda item: (-item[1][0], item[0][0], item[0][1]))[:TOP_CONCEPTS]
+        return {
+            "nil_share_per_entity_type": {str(t): round(self.nil[t] / self.mentions[t], 4) for t in types},
+            "score_histogram_per_entity_type": {str(t): histogram(pd.Series(scores[t]), bounds) for t in types},
+            "mentions_by_link_kind": {k: {str(t): self.kinds.get((t, k), 0) for t in types} for k in LINK_KINDS},
+            "mentions_per_document_histogram": count_histogram(mentions_per_document),
+            "top_concepts": [{"entity_type": t, "concept_id": c, "name": name, "mentions": n}
+                             for (t, c), (n, name) in top],
+        }
 
 
 def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) -> tuple[dict, dict]:
-    """({table: (frame, suite)}, stats) for the report. `max_nil_share`: above it the NIL share is a warning."""
-    annotations, documents, sources = load_frames(link_dir, manifest)
-    dead = read_dead_letters(link_dir)
+    """({table: (frames, suite)}, stats) for the report. `max_nil_share`: above it the NIL share is a warning. The
+    stats are complete once the annotation frames have been read."""
+    tables, dead = LinkTables(link_dir, manifest), read_dead_letters(link_dir)
     counts = manifest.get("counts", {})
     carried = counts.get("documents", {}).get("carried", 0)
     records_in = counts.get("records", {}).get("documents", 0) + counts.get("records", {}).get("deletions", 0)
     version_severity = WARNING if carried else CRITICAL
-    annotated = documents["status"] == "annotated"
-    stats = {
-        "documents": len(documents),
-        "annotated": int(annotated.sum()),
-        "tombstones": int((documents["status"] == "deleted").sum()),
-        "mentions": len(annotations),
-        "nil_share": round(float(annotations["nil"].mean()), 4) if len(annotations) else None,
-        "mentions_per_entity_type": {str(t): int(n)
-                                     for t, n in annotations["entity_type"].value_counts().sort_index().items()},
-        "mentions_per_document": distribution(documents.loc[annotated, "annotation_count"]),
-        "kbs": {t: s["names"] for t, s in sources.items()},
-        **link_figures(annotations, documents.loc[annotated, "annotation_count"]),
+    annotated = pc.equal(tables.statuses, "annotated")
+    per_document = pd.Series(tables.annotation_counts(pc.filter(tables.doc_ids, annotated)))
+    stats = {  # None: filled in as the annotations are read
+        "documents": len(tables.doc_ids),
+        "annotated": int(pc.sum(annotated).as_py() or 0),
+        "tombstones": int(pc.sum(pc.equal(tables.statuses, "deleted")).as_py() or 0),
+        "mentions": None, "nil_share": None, "mentions_per_entity_type": None,
+        "mentions_per_document": distribution(per_document),
+        "kbs": {t: s["names"] for t, s in tables.sources.items()},
+        **dict.fromkeys(LinkFigures.KEYS),
         **dead_letter_stats(dead),
     }
+
+    def annotation_frames():
+        yield from tables.annotation_frames()
+        figures = tables.figures
+        mentions = sum(figures.mentions.values())
+        stats.update(mentions=mentions, nil_share=round(sum(figures.nil.values()) / mentions, 4) if mentions else None,
+                     mentions_per_entity_type={str(t): n for t, n in sorted(figures.mentions.items())},
+                     **figures.result(per_document))
+
     return {
-        "annotations": (annotations, annotations_suite(sorted(sources), max_nil_share, version_severity,
-                                                       counts.get("documents", {}).get("linked", 0), manifest["annotator"])),
-        "documents": (documents, documents_suite(version_severity, records_in)),
+        "annotations": (annotation_frames(), annotations_suite(sorted(tables.sources), max_nil_share, version_severity,
+                                                               counts.get("documents", {}).get("linked", 0), manifest["annotator"])),
+        "documents": (tables.document_frames(), documents_suite(version_severity, records_in)),
         "dead_letter": (dead, dead_letter_suite(records_in)),
     }, stats
-
