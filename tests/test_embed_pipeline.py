@@ -305,7 +305,7 @@ def test_quality_flags_tampered_vectors_and_another_model_is_refused(embedded, t
 def test_the_quality_checks_read_the_vectors_a_batch_at_a_time(embedded, tmp_path, monkeypatch):
     """The checks run before every embed publishes: the vectors of a UMLS-size KB (12 GB at 10M names) must never
     be read whole, and reading them in small batches finds what reading them whole found."""
-    from bioel_core.quality import embedding_tables
+    from bioel_core.quality import embedding_tables, frames
 
     out = tmp_path / "emb"
     shutil.copytree(embedded[0], out)
@@ -330,7 +330,7 @@ def test_the_quality_checks_read_the_vectors_a_batch_at_a_time(embedded, tmp_pat
 
     monkeypatch.setattr(embedding_tables, "read_table", no_vectors)
     monkeypatch.setattr(embedding_tables, "iter_batches", counted)
-    monkeypatch.setattr(embedding_tables, "BATCH_ROWS", 3)
+    monkeypatch.setattr(frames, "BATCH_ROWS", 3)
     batched = report(out, tmp_path / "batched")
     assert max(batches) == 3 and sum(batches) == whole["stats"]["embeddings"]
     assert not batched["passed"] and batched["checks"] == whole["checks"] and batched["stats"] == whole["stats"]

@@ -20,12 +20,12 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from bioel_core.corpora.records import Document, Passage
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.names import table_normalizer
+from bioel_core.quality import frames as table_frames
 from bioel_core.quality.frames import count_histogram, dead_letter_stats, distribution, histogram, read_dead_letters
 from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag, dead_letter_suite, rows_from_input
 from bioel_core.tables import file_batches, read_manifest, read_table, table_files
@@ -76,16 +76,14 @@ def _kb_of(entity_type: str, sources: dict) -> str | None:
 
 
 class LinkTables:
-    """A link output's annotations and documents a shard and a batch of rows at a time (`annotation_frames`,
-    `document_frames`), each row with its derived columns, and the report's figures accumulated as the annotations
-    are read (`figures`, complete once `annotation_frames` has been read). Only key columns are held whole, in Arrow
+    """A link output's documents and annotations a shard and a batch of rows at a time (`frames`), each row with its
+    derived columns, and the report's figures accumulated as the annotations are read (`figures`, complete once
+    `frames` has been read). Only key columns are held whole, in Arrow
     (document ids and statuses, annotations per document), plus the document texts of one shard: an annotation's
     span is checked against its document in the same shard (both tables are sharded by doc_id)."""
 
     def __init__(self, link_dir: str | Path, manifest: dict):
-        from bioel_core.quality import frames  # BATCH_ROWS read when used: tests set it
-
-        self.link_dir, self.manifest, self.batch_rows = link_dir, manifest, frames.BATCH_ROWS
+        self.link_dir, self.manifest, self.batch_rows = link_dir, manifest, table_frames.BATCH_ROWS
         self.sources = kb_sources(manifest["annotator"])
         documents = read_table(link_dir, "documents", ["doc_id", "status"])
         self.doc_ids, self.statuses = documents.column("doc_id").combine_chunks(), documents.column("status").combine_chunks()
@@ -106,25 +104,28 @@ class LinkTables:
         annotations = {f.name: f for f in table_files(self.link_dir, "annotations")}
         return [(documents.get(name), annotations.get(name)) for name in sorted(documents.keys() | annotations.keys())]
 
-    def _documents(self, path: Path | None) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
-        """A documents file's rows in batches, each with its documents' texts (None where passages overlap)."""
-        for batch in file_batches(path, "documents", DOCUMENT_COLUMNS, self.batch_rows) if path else ():
-            d = batch.to_pandas()
-            yield d, pd.Series([document_text(i, p) for i, p in zip(d["doc_id"], d["passages"])], index=d.index, dtype=object)
-
-    def annotation_frames(self) -> Iterator[pd.DataFrame]:
-        read = False
+    def frames(self) -> Iterator[tuple[str, pd.DataFrame]]:
+        """("documents", frame) and ("annotations", frame) pairs, shard by shard, a batch of rows each: a shard's
+        documents (their texts built once, for both tables' checks) before its annotations."""
+        read = set()
         for documents_file, annotations_file in self._shards():
             text_of: dict[str, str | None] = {}
-            for d, texts in self._documents(documents_file):
+            for batch in file_batches(documents_file, "documents", DOCUMENT_COLUMNS, self.batch_rows) if documents_file else ():
+                d = batch.to_pandas()
+                texts = pd.Series([document_text(i, p) for i, p in zip(d["doc_id"], d["passages"])], index=d.index, dtype=object)
                 for doc_id, status, text in zip(d["doc_id"], d["status"], texts):
                     if status == "annotated":
                         text_of.setdefault(doc_id, text)  # a duplicated doc_id is its own failed check; its first row stands
+                read.add("documents")
+                yield "documents", self._documents(batch, d, texts)
             for batch in file_batches(annotations_file, "annotations", ANNOTATION_COLUMNS, self.batch_rows) if annotations_file else ():
-                read = True
-                yield self._annotations(batch, text_of)
-        if not read:
-            yield self._annotations(TABLE_SCHEMAS["annotations"].empty_table().select(ANNOTATION_COLUMNS), {})
+                read.add("annotations")
+                yield "annotations", self._annotations(batch, text_of)
+        if "documents" not in read:
+            empty = TABLE_SCHEMAS["documents"].empty_table().select(DOCUMENT_COLUMNS)
+            yield "documents", self._documents(empty, empty.to_pandas(), pd.Series([], dtype=object))
+        if "annotations" not in read:
+            yield "annotations", self._annotations(TABLE_SCHEMAS["annotations"].empty_table().select(ANNOTATION_COLUMNS), {})
 
     def _annotations(self, batch, text_of: dict) -> pd.DataFrame:
         a, sources = batch.to_pandas(), self.sources
@@ -156,19 +157,9 @@ class LinkTables:
         self.figures.add(a)
         return a
 
-    def document_frames(self) -> Iterator[pd.DataFrame]:
-        read = False
-        for documents_file, _ in self._shards():
-            for d, texts in self._documents(documents_file):
-                read = True
-                yield self._document_facts(d, texts)
-        if not read:
-            empty = TABLE_SCHEMAS["documents"].empty_table().select(DOCUMENT_COLUMNS).to_pandas()
-            yield self._document_facts(empty, pd.Series([], dtype=object))
-
-    def _document_facts(self, d: pd.DataFrame, texts: pd.Series) -> pd.DataFrame:
+    def _documents(self, batch, d: pd.DataFrame, texts: pd.Series) -> pd.DataFrame:
         manifest = self.manifest
-        d["annotation_count"] = self.annotation_counts(pa.array(d["doc_id"], type=pa.string()))
+        d["annotation_count"] = self.annotation_counts(batch.column("doc_id"))
         d["mentions_mismatch_doc_id"] = d["doc_id"].where(d["mentions"] != d["annotation_count"])
         d["overlapping_passages_doc_id"] = d["doc_id"].where(texts.isna())
         has_content = (d["passages"].map(len) > 0) | (d["annotation_count"] > 0)
@@ -293,9 +284,9 @@ class LinkFigures:
         }
 
 
-def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) -> tuple[dict, dict]:
-    """({table: (frames, suite)}, stats) for the report. `max_nil_share`: above it the NIL share is a warning. The
-    stats are complete once the annotation frames have been read."""
+def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) -> tuple[dict, Iterator, dict]:
+    """({table: suite}, (table, frame) pairs, stats) for the report; the stats complete once the frames are read.
+    `max_nil_share`: above it the NIL share is a warning."""
     tables, dead = LinkTables(link_dir, manifest), read_dead_letters(link_dir)
     counts = manifest.get("counts", {})
     carried = counts.get("documents", {}).get("carried", 0)
@@ -314,17 +305,17 @@ def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) 
         **dead_letter_stats(dead),
     }
 
-    def annotation_frames():
-        yield from tables.annotation_frames()
+    def frames():
+        yield from tables.frames()
         figures = tables.figures
         mentions = sum(figures.mentions.values())
         stats.update(mentions=mentions, nil_share=round(sum(figures.nil.values()) / mentions, 4) if mentions else None,
                      mentions_per_entity_type={str(t): n for t, n in sorted(figures.mentions.items())},
                      **figures.result(per_document))
+        yield "dead_letter", dead
 
-    return {
-        "annotations": (annotation_frames(), annotations_suite(sorted(tables.sources), max_nil_share, version_severity,
-                                                               counts.get("documents", {}).get("linked", 0), manifest["annotator"])),
-        "documents": (tables.document_frames(), documents_suite(version_severity, records_in)),
-        "dead_letter": (dead, dead_letter_suite(records_in)),
-    }, stats
+    suites = {"annotations": annotations_suite(sorted(tables.sources), max_nil_share, version_severity,
+                                               counts.get("documents", {}).get("linked", 0), manifest["annotator"]),
+              "documents": documents_suite(version_severity, records_in),
+              "dead_letter": dead_letter_suite(records_in)}
+    return suites, frames(), stats

@@ -18,7 +18,8 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from bioel_core.embeddings import check_names_unchanged, read_embeddings_manifest, vectors_of
-from bioel_core.quality.frames import BATCH_ROWS, histogram, read_dead_letters
+from bioel_core.quality import frames as table_frames
+from bioel_core.quality.frames import histogram, read_dead_letters
 from bioel_core.quality.kb_tables import CRITICAL, _tag, dead_letter_suite, rows_from_input
 from bioel_core.tables import iter_batches, read_table
 from schemas import TABLE_SCHEMAS
@@ -33,7 +34,7 @@ class EmbeddingTables:
     dims) do not fit in memory. The names table's name_id -> concept_id is held whole, in Arrow."""
 
     def __init__(self, emb_dir: str | Path):
-        self.emb_dir = emb_dir
+        self.emb_dir, self.batch_rows = emb_dir, table_frames.BATCH_ROWS
         self.manifest = read_embeddings_manifest(emb_dir)
         self.names_dir = check_names_unchanged(emb_dir)
         names = read_table(self.names_dir, "names", ["name_id", "concept_id"])
@@ -42,7 +43,7 @@ class EmbeddingTables:
 
     def frames(self) -> Iterator[pd.DataFrame]:
         empty = True
-        for batch in iter_batches(self.emb_dir, "embeddings", ["name_id", "concept_id", "vector"], BATCH_ROWS):
+        for batch in iter_batches(self.emb_dir, "embeddings", ["name_id", "concept_id", "vector"], self.batch_rows):
             empty = False
             yield self._facts(batch)
         if empty:
@@ -99,20 +100,22 @@ def _norm_bounds(norms: pd.Series) -> tuple[float, float]:
     return (min(low, float(finite.min())), max(high, float(finite.max()))) if len(finite) else (low, high)
 
 
-def checks(emb_dir: str | Path) -> tuple[dict, dict]:
-    """({table: (frames, suite)}, stats) for the report. The stats are complete once the frames have been read."""
+def checks(emb_dir: str | Path) -> tuple[dict, Iterator, dict]:
+    """({table: suite}, (table, frame) pairs, stats) for the report; the stats complete once the frames are read."""
     tables, dead = EmbeddingTables(emb_dir), read_dead_letters(emb_dir)
     names = len(tables.name_ids)
-    suite = embeddings_suite(tables.manifest["model"]["dim"], names - len(dead), names)
+    suites = {"embeddings": embeddings_suite(tables.manifest["model"]["dim"], names - len(dead), names),
+              "dead_letter": dead_letter_suite(names)}
     stats = {"embeddings": 0, "dead_letters": len(dead), "names": names, "dim": tables.manifest["model"]["dim"],
              "names_dir": str(tables.names_dir)}
 
     def frames():
-        yield from tables.frames()
+        yield from (("embeddings", frame) for frame in tables.frames())
         norms = pd.Series(np.concatenate(tables.norms) if tables.norms else np.empty(0))
         finite = norms.dropna()
         stats.update(embeddings=len(norms), norm={"min": round(float(finite.min()), 6) if len(finite) else None,
                                                   "max": round(float(finite.max()), 6) if len(finite) else None},
                      norm_histogram=histogram(finite, _norm_bounds(finite)))
+        yield "dead_letter", dead
 
-    return {"embeddings": (frames(), suite), "dead_letter": (dead, dead_letter_suite(names))}, stats
+    return suites, frames(), stats

@@ -23,7 +23,7 @@ from schemas import TABLE_SCHEMAS
 
 CONCEPT_COLUMNS = ["concept_id", "preferred_name"]
 NAME_COLUMNS = ["name_id", "concept_id", "name", "name_norm", "name_type"]
-BATCH_ROWS = 100_000  # rows of a table validated at once
+BATCH_ROWS = 100_000  # rows of a table validated at once (read when a check starts)
 STAT_QUANTILES = {"min": 0.0, "median": 0.5, "p95": 0.95, "max": 1.0}
 HISTOGRAM_BINS = 25  # odd: a value at the middle of the bounds (a norm of 1) falls inside a bin, not on an edge
 TOP_REASONS = 10  # dead-letter reasons are free text: the most frequent ones, the rest summed as OTHER_REASONS
@@ -32,7 +32,7 @@ DEAD_LETTER_SAMPLE = 10
 SAMPLE_CHARS = 200
 
 
-def frames_of(table_dir: str | Path, table: str, columns: list[str], batch_rows: int = BATCH_ROWS) -> Iterator[pd.DataFrame]:
+def frames_of(table_dir: str | Path, table: str, columns: list[str], batch_rows: int) -> Iterator[pd.DataFrame]:
     """`table`'s rows as frames of at most `batch_rows` (Arrow-backed columns); one empty frame for an empty table."""
     empty = True
     for batch in iter_batches(table_dir, table, columns, batch_rows):
@@ -47,8 +47,8 @@ class KBTables:
     with its derived columns: a concept's name_count and unnamed_concept_id (its id when it has no name, else
     null); a name's name_length and orphan_concept_id (its concept id when that is not in the concepts table)."""
 
-    def __init__(self, table_dir: str | Path, batch_rows: int | None = None):
-        self.table_dir, self.batch_rows = table_dir, batch_rows or BATCH_ROWS
+    def __init__(self, table_dir: str | Path):
+        self.table_dir, self.batch_rows = table_dir, BATCH_ROWS
         self.concept_ids = read_table(table_dir, "concepts", ["concept_id"]).column("concept_id").combine_chunks()
         counted = pc.value_counts(read_table(table_dir, "names", ["concept_id"]).column("concept_id"))
         at = pc.index_in(self.concept_ids, value_set=counted.field("values"), skip_nulls=True)  # names of no concept: none

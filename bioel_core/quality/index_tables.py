@@ -109,9 +109,9 @@ def shards_suite(num_shards: int, dimension: int) -> gx.ExpectationSuite:
 
 
 def checks(index_dir: str | Path) -> tuple[dict, dict]:
-    """({table: (frame, suite)}, stats) for the report."""
+    """({table: suite}, (table, frame) pairs, stats) for the report."""
     id_map, shards, counts = load_frames(index_dir)
     stats = {**counts, "vectors_per_shard": distribution(shards["vectors"]),
              "shard_vectors": {str(r.shard): int(r.vectors) for r in shards.itertuples(index=False)}}
-    return {"id_map": (id_map, id_map_suite(counts["embeddings_rows"])),
-            "shards": (shards, shards_suite(counts["num_shards"], counts["dimension"]))}, stats
+    return ({"id_map": id_map_suite(counts["embeddings_rows"]), "shards": shards_suite(counts["num_shards"], counts["dimension"])},
+            [("id_map", id_map), ("shards", shards)], stats)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from itertools import chain
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,9 +70,10 @@ def _check(table: str, result) -> dict:
 
 @dataclass(frozen=True)
 class Checks:
-    """How to check one kind of output folder. `build(table_dir, manifest, **limits)` returns
-    ({table: (frame, suite)}, stats); `describe(stats)` is the summary's terminal line about the tables;
-    `sections(stats)` the plots and tables of the HTML page."""
+    """How to check one kind of output folder. `build(table_dir, manifest, **limits)` returns ({table: suite},
+    (table, frame) pairs, stats), the stats complete once the frames have been read (`validation.validate`);
+    `describe(stats)` is the summary's terminal line about the tables; `sections(stats)` the plots and tables of the
+    HTML page."""
     build: Callable[..., tuple[dict, dict]]
     describe: Callable[[dict], str]
     sections: Callable[[dict], list]
@@ -98,11 +100,12 @@ def _kb_checks(table_dir: Path, manifest: dict, *, max_names_per_concept: int = 
         raise ValueError(f"{table_dir}: the manifest has no id_pattern; re-run the ingest with this bioel version")
     tables, dead = KBTables(table_dir), read_dead_letters(table_dir)
     records_in = manifest.get("counts", {}).get("records_read", 0)
-    return {
-        "concepts": (tables.concept_frames(), concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in)),
-        "names": (tables.name_frames(), names_suite(manifest["id_pattern"], max_name_length, records_in)),
-        "dead_letter": (dead, dead_letter_suite(records_in)),
-    }, {**table_stats(tables), **dead_letter_stats(dead)}
+    suites = {"concepts": concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in),
+              "names": names_suite(manifest["id_pattern"], max_name_length, records_in),
+              "dead_letter": dead_letter_suite(records_in)}
+    frames = chain((("concepts", f) for f in tables.concept_frames()), (("names", f) for f in tables.name_frames()),
+                   [("dead_letter", dead)])
+    return suites, frames, {**table_stats(tables), **dead_letter_stats(dead)}
 
 
 def _kb_line(stats: dict) -> str:
@@ -219,8 +222,8 @@ def check(table_dir: str | Path, fail_on: str = "critical", **limits) -> dict:
     if pipeline not in CHECKS:
         raise ValueError(f"{table_dir}: no quality checks for outputs of pipeline {pipeline!r}; known: {sorted(CHECKS)}")
 
-    batches, stats = CHECKS[pipeline].build(table_dir, manifest, **limits)
-    results = validate(batches)
+    suites, frames, stats = CHECKS[pipeline].build(table_dir, manifest, **limits)
+    results = validate(suites, frames)
 
     checks = [_check(table, r) for table, table_results in results.items() for r in table_results]
     failed = [c["severity"] for c in checks if not c["success"]]

@@ -1,9 +1,11 @@
 """Running the suites with great-expectations, in memory (the report page is html.py's, not GE's data docs).
 
-A table too large to hold at once (the names of a UMLS-size KB) is validated a batch of rows at a time and the
-batches' results merged into one per expectation, what one run over the whole table would have found: row-wise
-expectations add up their counts and keep the first unexpected values; a row count is the sum of the batches', a
-column maximum their maximum; uniqueness is decided over the whole column (a duplicate may sit in two batches).
+The tables come as a stream of (table, frame) pairs, a batch of rows each, in any order (a link output's documents
+and annotations shard by shard, so each shard's texts are read once), and each table's batches' results are merged
+into one per expectation, what one run over the whole table would have found: row-wise expectations add up their
+counts and keep the first unexpected values; a row count is the sum of the batches', a column maximum their maximum;
+uniqueness is decided over the whole column (a duplicate may sit in two batches). A table small enough to hold is
+one batch.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from dataclasses import dataclass, field
 
 import great_expectations as gx
 import pandas as pd
-from great_expectations.core import ExpectationSuiteValidationResult
 from great_expectations.data_context.types.base import (
     DataContextConfig,
     InMemoryStoreBackendDefaults,
@@ -88,29 +89,28 @@ def _merge(results: list, column: pd.Series | None) -> MergedResult:
     return MergedResult(config, success, {"unexpected_count": unexpected, "partial_unexpected_list": partial})
 
 
-def validate(batches: dict[str, tuple[pd.DataFrame | Iterable[pd.DataFrame], gx.ExpectationSuite]]
-             ) -> dict[str, ExpectationSuiteValidationResult | list[MergedResult]]:
-    """Validate each table's frame, or each of its batches of rows (an iterable of frames), with its suite: the
-    suite's result, or for batches the merged result of each expectation."""
+def validate(suites: dict[str, gx.ExpectationSuite], frames: Iterable[tuple[str, pd.DataFrame]]) -> dict[str, list[MergedResult]]:
+    """Validate each (table, frame) of `frames` with its table's suite in `suites`; per table, the merged result of
+    each expectation over all its frames (every table needs one, an empty frame for an empty table)."""
     context = _context()
     source = context.data_sources.add_pandas("bioel")
-    results = {}
-    for table, (frames, suite) in batches.items():
+    definitions = {}
+    for table, suite in suites.items():
         batch = source.add_dataframe_asset(table).add_batch_definition_whole_dataframe("all")
-        definition = context.validation_definitions.add(
+        definitions[table] = context.validation_definitions.add(
             gx.ValidationDefinition(name=table, data=batch, suite=context.suites.add(suite)))
-        if isinstance(frames, pd.DataFrame):
-            results[table] = definition.run(batch_parameters={"dataframe": frames}, result_format=RESULT_FORMAT).results
-            continue
-        unique = {e.column for e in suite.expectations if e.expectation_type == UNIQUE}
-        per_batch, columns = [], {c: [] for c in unique}
-        for frame in frames:
-            per_batch.append(definition.run(batch_parameters={"dataframe": frame}, result_format=RESULT_FORMAT).results)
-            for c in unique:
-                columns[c].append(frame[c])
-        if not per_batch:
+    unique = {table: {e.column for e in suite.expectations if e.expectation_type == UNIQUE} for table, suite in suites.items()}
+    per_batch: dict[str, list] = {table: [] for table in suites}
+    columns: dict[str, dict[str, list[pd.Series]]] = {table: {c: [] for c in unique[table]} for table in suites}
+    for table, frame in frames:
+        per_batch[table].append(definitions[table].run(batch_parameters={"dataframe": frame}, result_format=RESULT_FORMAT).results)
+        for c in unique[table]:
+            columns[table][c].append(frame[c])
+    results = {}
+    for table, batches in per_batch.items():
+        if not batches:
             raise ValueError(f"{table}: no batch of rows to validate (an empty table is one empty frame)")
-        results[table] = [_merge(list(rs), pd.concat(columns[rs[0].expectation_config.kwargs.get("column")], ignore_index=True)
+        results[table] = [_merge(list(rs), pd.concat(columns[table][rs[0].expectation_config.kwargs["column"]], ignore_index=True)
                                  if rs[0].expectation_config.type == UNIQUE else None)
-                          for rs in zip(*per_batch)]
+                          for rs in zip(*batches)]
     return results
