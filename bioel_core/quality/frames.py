@@ -54,9 +54,12 @@ class KBTables:
         at = pc.index_in(self.concept_ids, value_set=counted.field("values"), skip_nulls=True)  # names of no concept: none
         # names per concept, row for row with the concepts table
         self.name_count = pc.fill_null(pc.take(counted.field("counts"), at), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        lengths = [pc.utf8_length(b.column("name")).to_numpy(zero_copy_only=False)
-                   for b in iter_batches(table_dir, "names", ["name"], self.batch_rows)]
-        self.name_length = pd.Series(np.concatenate(lengths) if lengths else np.empty(0), dtype="float64")
+        self.lengths: list[np.ndarray] = []  # of the names read so far, for the figures
+
+    @property
+    def name_length(self) -> pd.Series:
+        """Every name's length, once `name_frames` has been read."""
+        return pd.Series(np.concatenate(self.lengths) if self.lengths else np.empty(0), dtype="float64")
 
     def concept_frames(self) -> Iterator[pd.DataFrame]:
         start = 0
@@ -69,6 +72,7 @@ class KBTables:
     def name_frames(self) -> Iterator[pd.DataFrame]:
         for frame in frames_of(self.table_dir, "names", NAME_COLUMNS, self.batch_rows):
             frame["name_length"] = frame["name"].str.len()
+            self.lengths.append(frame["name_length"].to_numpy(dtype="float64", na_value=np.nan))
             known = pc.is_in(pa.array(frame["concept_id"]), value_set=self.concept_ids).to_numpy(zero_copy_only=False)
             frame["orphan_concept_id"] = frame["concept_id"].where(~known)
             yield frame
@@ -125,6 +129,7 @@ def dead_letter_stats(rows: pd.DataFrame) -> dict:
 
 
 def table_stats(tables: KBTables) -> dict:
+    """Of the tables, once their frames have been read."""
     names_per_concept = pd.Series(tables.name_count)
     return {
         "concepts": len(tables.concept_ids),

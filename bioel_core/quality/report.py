@@ -103,9 +103,14 @@ def _kb_checks(table_dir: Path, manifest: dict, *, max_names_per_concept: int = 
     suites = {"concepts": concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in),
               "names": names_suite(manifest["id_pattern"], max_name_length, records_in),
               "dead_letter": dead_letter_suite(records_in)}
-    frames = chain((("concepts", f) for f in tables.concept_frames()), (("names", f) for f in tables.name_frames()),
-                   [("dead_letter", dead)])
-    return suites, frames, {**table_stats(tables), **dead_letter_stats(dead)}
+    stats: dict = {}  # filled once the names have been read (their lengths)
+
+    def frames():
+        yield from chain((("concepts", f) for f in tables.concept_frames()), (("names", f) for f in tables.name_frames()))
+        stats.update(table_stats(tables), **dead_letter_stats(dead))
+        yield "dead_letter", dead
+
+    return suites, frames(), stats
 
 
 def _kb_line(stats: dict) -> str:
