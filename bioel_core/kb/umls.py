@@ -189,13 +189,13 @@ class UmlsReader(KBReader):
                     kept.append(row)
             preferred = preferred_row(kept) if kept else None
             name = concept_name(kept, preferred) if preferred else None
-            for row in kept:
-                if name is None:  # no usable STR: the concept's rows are dead-lettered and it is not written
+            if name is None:  # no usable STR: the concept's rows are dead-lettered and it is not written
+                for row in kept:
                     line = "|".join(row.fields.values()) + "|"  # the row as read
                     yield self.no_name(conso_ctx, f"line {row.lineno}", line, f"every selected STR of {cui} is")
-                else:
-                    conso_ctx.accept()
-            kept = kept if name is not None else []
+                kept = []
+            for _ in kept:
+                conso_ctx.accept()
             semantic_types: list[str] = []
             for item in sty.matching(cui, bool(kept)):
                 if isinstance(item, DeadLetter):
