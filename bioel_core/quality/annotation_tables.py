@@ -245,9 +245,6 @@ class LinkFigures:
     """What the report plots, accumulated over batches of annotations: scores, NIL share and mentions by link kind
     (LINK_KINDS) per entity type, mentions per entity type, the most linked concepts."""
 
-    KEYS = ("nil_share_per_entity_type", "score_histogram_per_entity_type", "mentions_by_link_kind",
-            "mentions_per_document_histogram", "top_concepts")
-
     def __init__(self):
         self.scores: dict[str, list[np.ndarray]] = {}
         self.nil, self.mentions, self.kinds = Counter(), Counter(), Counter()
@@ -292,26 +289,26 @@ def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) 
     carried = counts.get("documents", {}).get("carried", 0)
     records_in = counts.get("records", {}).get("documents", 0) + counts.get("records", {}).get("deletions", 0)
     version_severity = WARNING if carried else CRITICAL
-    annotated = pc.equal(tables.statuses, "annotated")
-    per_document = pd.Series(tables.annotation_counts(pc.filter(tables.doc_ids, annotated)))
-    stats = {  # None: filled in as the annotations are read
-        "documents": len(tables.doc_ids),
-        "annotated": int(pc.sum(annotated).as_py() or 0),
-        "tombstones": int(pc.sum(pc.equal(tables.statuses, "deleted")).as_py() or 0),
-        "mentions": None, "nil_share": None, "mentions_per_entity_type": None,
-        "mentions_per_document": distribution(per_document),
-        "kbs": {t: s["names"] for t, s in tables.sources.items()},
-        **dict.fromkeys(LinkFigures.KEYS),
-        **dead_letter_stats(dead),
-    }
+    stats: dict = {}  # filled once the annotations have been read (the figures)
 
     def frames():
         yield from tables.frames()
+        annotated = pc.equal(tables.statuses, "annotated")
+        per_document = pd.Series(tables.annotation_counts(pc.filter(tables.doc_ids, annotated)))
         figures = tables.figures
         mentions = sum(figures.mentions.values())
-        stats.update(mentions=mentions, nil_share=round(sum(figures.nil.values()) / mentions, 4) if mentions else None,
-                     mentions_per_entity_type={str(t): n for t, n in sorted(figures.mentions.items())},
-                     **figures.result(per_document))
+        stats.update({
+            "documents": len(tables.doc_ids),
+            "annotated": int(pc.sum(annotated).as_py() or 0),
+            "tombstones": int(pc.sum(pc.equal(tables.statuses, "deleted")).as_py() or 0),
+            "mentions": mentions,
+            "nil_share": round(sum(figures.nil.values()) / mentions, 4) if mentions else None,
+            "mentions_per_entity_type": {str(t): n for t, n in sorted(figures.mentions.items())},
+            "mentions_per_document": distribution(per_document),
+            "kbs": {t: s["names"] for t, s in tables.sources.items()},
+            **figures.result(per_document),
+            **dead_letter_stats(dead),
+        })
         yield "dead_letter", dead
 
     suites = {"annotations": annotations_suite(sorted(tables.sources), max_nil_share, version_severity,

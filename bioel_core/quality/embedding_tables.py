@@ -106,16 +106,17 @@ def checks(emb_dir: str | Path) -> tuple[dict, Iterator, dict]:
     names = len(tables.name_ids)
     suites = {"embeddings": embeddings_suite(tables.manifest["model"]["dim"], names - len(dead), names),
               "dead_letter": dead_letter_suite(names)}
-    stats = {"embeddings": 0, "dead_letters": len(dead), "names": names, "dim": tables.manifest["model"]["dim"],
-             "names_dir": str(tables.names_dir)}
+    stats: dict = {}  # filled once the vectors have been read (their norms)
 
     def frames():
         yield from (("embeddings", frame) for frame in tables.frames())
         norms = pd.Series(np.concatenate(tables.norms) if tables.norms else np.empty(0))
         finite = norms.dropna()
-        stats.update(embeddings=len(norms), norm={"min": round(float(finite.min()), 6) if len(finite) else None,
-                                                  "max": round(float(finite.max()), 6) if len(finite) else None},
-                     norm_histogram=histogram(finite, _norm_bounds(finite)))
+        stats.update({"embeddings": len(norms), "dead_letters": len(dead), "names": names,
+                      "dim": tables.manifest["model"]["dim"], "names_dir": str(tables.names_dir),
+                      "norm": {"min": round(float(finite.min()), 6) if len(finite) else None,
+                               "max": round(float(finite.max()), 6) if len(finite) else None},
+                      "norm_histogram": histogram(finite, _norm_bounds(finite))})
         yield "dead_letter", dead
 
     return suites, frames(), stats
