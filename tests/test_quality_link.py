@@ -200,6 +200,33 @@ def test_the_score_range_is_the_linking_stages(index_dir, tmp_path, stage, score
     assert (failures(summary)[key]["observed"] if failing else list(failures(summary))) == pytest.approx(failing)
 
 
+def write_two_shards(out, annotations, documents, misplaced=()):
+    """The link output's tables as two shards, paired by file name: document 101 in one, 102 and the tombstone 103 in
+    the other; the annotations at the indexes `misplaced` in the shard their document is not in."""
+    rows_of = {"annotations": annotations, "documents": documents}
+    for table, schema in (("annotations", ANNOTATIONS_SCHEMA), ("documents", DOCUMENTS_SCHEMA)):
+        (out / table / "part-00000-of-00001.parquet").unlink()
+        for shard, ids in enumerate([{"101"}, {"102", "103"}]):
+            rows = [r for i, r in enumerate(rows_of[table])
+                    if (r["doc_id"] in ids) != (table == "annotations" and i in misplaced)]
+            pq.write_table(pa.Table.from_pylist(rows, schema=schema), out / table / f"part-{shard:05d}-of-00002.parquet")
+    return out
+
+
+def test_an_annotation_in_another_shard_than_its_document_fails(index_dir, tmp_path):
+    """Its span is checked against the texts of its own shard only: in another shard it went unchecked."""
+    index, kb_version = index_dir
+    annotations, documents = good_rows(kb_version)
+    annotations[0] = {**annotations[0], "start": 200, "end": 212}  # past its text too, which no check could see
+    out = write_two_shards(write_link(tmp_path / "link", index, kb_version, annotations, documents), annotations,
+                           documents, misplaced={0})
+    summary = report(out)
+
+    found = failures(summary)
+    assert list(found) == [("annotations", "other_shard_doc_id", "expect_column_values_to_be_null")]
+    assert found[list(found)[0]]["observed"] == ["101"] and not summary["passed"]
+
+
 @pytest.mark.parametrize("batch_rows", [1, 2])
 def test_checks_a_shard_and_a_batch_at_a_time_find_what_one_pass_finds(index_dir, tmp_path, monkeypatch, batch_rows):
     """The link checks read a shard's document texts and a batch of its annotations at a time (a PubMed-scale output
@@ -212,13 +239,7 @@ def test_checks_a_shard_and_a_batch_at_a_time_find_what_one_pass_finds(index_dir
     annotations[3] = {**annotations[3], "concept_id": "D999999"}  # not in the KB
     annotations.append({**annotations[0], "doc_id": "103"})  # an annotation of a tombstone
     documents[1] = {**documents[1], "mentions": 3}  # a count that is off
-    out = write_link(tmp_path / "link", index, kb_version, annotations, documents)
-    # two shards, paired by file name: document 101 in one, 102 and the tombstone 103 in the other
-    for table, rows, schema in (("annotations", annotations, ANNOTATIONS_SCHEMA), ("documents", documents, DOCUMENTS_SCHEMA)):
-        (out / table / "part-00000-of-00001.parquet").unlink()
-        for shard, ids in enumerate([{"101"}, {"102", "103"}]):
-            pq.write_table(pa.Table.from_pylist([r for r in rows if r["doc_id"] in ids], schema=schema),
-                           out / table / f"part-{shard:05d}-of-00002.parquet")
+    out = write_two_shards(write_link(tmp_path / "link", index, kb_version, annotations, documents), annotations, documents)
     whole = report(out, tmp_path / "whole")
     monkeypatch.setattr(frames, "BATCH_ROWS", batch_rows)
     batched = report(out, tmp_path / "batched")

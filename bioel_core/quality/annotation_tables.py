@@ -132,6 +132,8 @@ class LinkTables:
         a["span_length"] = a["end"] - a["start"]
         annotated = pc.is_in(batch.column("doc_id"), value_set=self.annotated_ids).to_numpy(zero_copy_only=False)
         a["unannotated_doc_id"] = a["doc_id"].where(~annotated)
+        # the span checks below read the document's text from this shard only
+        a["other_shard_doc_id"] = a["doc_id"].where(annotated & ~a["doc_id"].isin(text_of.keys()))
         text = a["doc_id"].map(text_of)
         has_text = text.notna()
         length = text.map(len, na_action="ignore").astype("float64")
@@ -200,6 +202,8 @@ def annotations_suite(entity_types: list[str], max_nil_share: float, version_sev
             column="span_length", min_value=1, description="Every span is non-empty (end > start)."), CRITICAL),
         _null("unannotated_doc_id", "Every annotation's document is in the documents table as annotated "
                                     "(listed: ids missing there or tombstones)."),
+        _null("other_shard_doc_id", "Every annotation lies in the shard of its document, where its span is checked "
+                                    "against the text (listed: documents whose annotations sit in another shard)."),
         _null("outside_text_doc_id", "Every span ends inside its document's text "
                                      "(listed: documents of spans past the end)."),
         _null("mention_mismatch_doc_id", "The text slice [start, end) of each span is its mention "
