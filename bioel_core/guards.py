@@ -179,3 +179,47 @@ def check_not_empty(manifest: dict, dead_letters: Iterable[str] | Callable[[], I
         reasons += "; filtered: " + ", ".join(f"{why} ({n:,})" for why, n in sorted(filtered.items(), key=lambda w: (-w[1], w[0])))
     raise EmptyOutputError(f"no rows: {read:,} input records read, none produced a row "
                            f"(all dead-lettered or filtered); nothing published{reasons}")
+
+
+# the libraries whose versions decide an output's bytes (vectors, scores, index, Parquet), by the distribution
+# names they are installed under (faiss as a CPU or a GPU build)
+OUTPUT_LIBRARIES = {
+    "torch": ("torch",), "numpy": ("numpy",), "faiss": ("faiss-cpu", "faiss-gpu", "faiss"), "pyarrow": ("pyarrow",),
+    "transformers": ("transformers",), "tokenizers": ("tokenizers",), "safetensors": ("safetensors",),
+    "scikit-learn": ("scikit-learn",),
+}
+
+
+def library_versions() -> dict[str, str | None]:
+    """bioel's version and each OUTPUT_LIBRARIES member's, without a local build tag (torch's "+cpu" or "+cu121":
+    the same release on a CPU or a GPU worker); None for one not installed."""
+    import importlib.metadata
+
+    import bioel_core
+
+    def installed(distributions: tuple[str, ...]) -> str | None:
+        for name in distributions:
+            try:
+                return importlib.metadata.version(name).split("+", 1)[0]
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
+
+    return {"bioel": bioel_core.__version__, **{lib: installed(d) for lib, d in OUTPUT_LIBRARIES.items()}}
+
+
+class WorkerLibrariesError(RuntimeError):
+    """A worker whose libraries are not the launcher's: its outputs would not be the ones the same job gives on the
+    launcher's machine (other vectors, scores or Parquet bytes), so the job stops before writing any."""
+
+
+def check_same_libraries(launcher: dict[str, str | None]) -> None:
+    """Raises WorkerLibrariesError naming each library whose version here differs from the launcher's."""
+    here = library_versions()
+    differ = [f"{lib} {here.get(lib)} here, {version} on the launcher" for lib, version in sorted(launcher.items())
+              if here.get(lib) != version]
+    if differ:
+        raise WorkerLibrariesError(
+            "this worker's libraries are not the launcher's (" + "; ".join(differ) + "): its outputs would differ from "
+            "the same job's elsewhere. Install the launcher's pins on the workers (--requirements_file "
+            "requirements.lock.txt beside --setup_file) or run both on the Dockerfile's image (--sdk_container_image)")

@@ -21,6 +21,7 @@ from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from bioel_core import progress
+from pipelines.guards import CheckWorkerLibraries
 
 LOCAL_RUNNER = "FnApiRunner"
 # Beam's DirectRunner and SwitchingDirectRunner try Prism first; DaskRunner silently drops data.
@@ -96,10 +97,12 @@ def _not_forwarded(record: logging.LogRecord) -> bool:
 
 
 def new_pipeline(options: PipelineOptions) -> beam.Pipeline:
-    """A pipeline on the runner the options name, the local one being `LocalRunner`."""
-    if runner_name(options) == LOCAL_RUNNER:
-        return beam.Pipeline(runner=LocalRunner(), options=options)
-    return beam.Pipeline(options=options)
+    """A pipeline on the runner the options name, the local one being `LocalRunner`, whose first step checks that
+    the workers run the launcher's libraries (pipelines.guards.CheckWorkerLibraries)."""
+    local = runner_name(options) == LOCAL_RUNNER
+    pipeline = beam.Pipeline(runner=LocalRunner(), options=options) if local else beam.Pipeline(options=options)
+    _ = pipeline | "CheckWorkerLibraries" >> CheckWorkerLibraries()
+    return pipeline
 
 
 def runner_name(options: PipelineOptions) -> str:

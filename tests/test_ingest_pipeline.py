@@ -414,3 +414,23 @@ def test_an_ingest_that_fails_its_quality_checks_publishes_nothing(tmp_path, cap
     assert _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", bad, "--output", out, "--fail-on", "none")[0] == 0
     assert read_table(out, "names").num_rows == 1 and not (out / "rejected").exists()
     assert json.loads((out / "quality" / "summary.json").read_text())["generation"] == read_manifest(out)["generation"]
+
+
+def test_a_job_whose_workers_run_other_libraries_than_the_launcher_publishes_nothing(tmp_path, monkeypatch, capsys):
+    """`--setup_file` workers install setup.py's version ranges, not the lock file: a worker with another torch or
+    numpy writes other vectors and scores than the same job on the launcher's machine, and nothing said so. Here the
+    launcher (the versions pipelines.guards records) has another torch than this process (the worker) runs."""
+    from bioel_core.guards import library_versions
+    from pipelines import guards
+
+    here = library_versions()
+    monkeypatch.setattr(guards, "library_versions", lambda: {**here, "torch": "2.99.0"})
+    command = ["ingest-kb", "--input-format", "biosyn-dict", "--input", DICTIONARY, "--output", str(tmp_path / "kb"),
+               "--num-shards", "1", "--no-quality"]
+    assert cli.main(command) == 2
+    err = capsys.readouterr().err
+    assert f"torch {here['torch']} here, 2.99.0 on the launcher" in err and "requirements.lock.txt" in err
+    assert not (tmp_path / "kb" / "manifest.json").exists()
+
+    monkeypatch.setattr(guards, "library_versions", library_versions)
+    assert cli.main(command) == 0
