@@ -31,7 +31,9 @@ def add_subcommands(subparsers) -> None:
     bi.add_argument("--train-size", type=positive_int, help="ivf-*: training sample per shard (default 50 x nlist)")
     bi.add_argument("--seed", type=int, default=0, help="seed of the training samples and k-means")
     bi.add_argument("--faiss-threads", type=positive_int,
-                    help="FAISS threads per worker (default: FAISS's own in process; the cores shared out among local workers)")
+                    help="FAISS threads per worker (default: FAISS's own in process; the cores shared out among local workers); "
+                         "IVF training always runs on the same fixed count, so IVF shards do not depend on them; 1 makes HNSW "
+                         "reproducible")
     bi.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical",
                     help="quality failures that make the command exit non-zero")
     bi.add_argument("--no-quality", action="store_true", help="skip the quality report")

@@ -6,8 +6,9 @@ shard's shortlist (`ShardedIndex`), so a process holds one shard's store pages a
 stores are 7.7 GB and the PQ codes 0.5 GB.
 
 Pure functions of the shard's rows: rows are put in name_id order first, so the same rows give the same
-files whatever order a runner delivered them in. Flat and IVF shards are byte-identical on re-runs; an
-HNSW graph built with several threads depends on their interleaving (build with threads=1 to pin it).
+files whatever order a runner delivered them in. Flat and IVF shards are byte-identical on re-runs whatever the
+FAISS threads (IVF training runs on TRAIN_THREADS); an HNSW graph built with several threads depends on their
+interleaving (build with threads=1 to pin it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ import pyarrow.parquet as pq
 
 from bioel_core.index.layout import ID_MAP_SCHEMA, SHARD_FILE_KEYS, shard_file
 from bioel_core.index.spec import IndexSpec
+
+# FAISS's k-means sums the points of each thread's part of the sample, so trained centroids (and every vector's
+# list) depend on the thread count: IVF training runs on this many threads whatever the machine, worker count or
+# --faiss-threads, which then set the threads of adding and searching only
+TRAIN_THREADS = 8
 
 
 @dataclass
@@ -78,7 +84,12 @@ def _build_normalized(vectors: np.ndarray, spec: IndexSpec, seed_key: tuple[int,
         ivf.cp.seed = spec.seed  # FAISS's k-means seeding, fixed too
         if params["kind"] == "ivf-pq":
             ivf.pq.cp.seed = spec.seed
-        index.train(vectors[sample])
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(TRAIN_THREADS)
+        try:
+            index.train(vectors[sample])
+        finally:
+            faiss.omp_set_num_threads(threads)
         params["training"] = {"sample_seed": seed, "kmeans_seed": spec.seed, "kmeans_iterations": ivf.cp.niter}
     index.add(vectors)
     set_search_params(index, params)
