@@ -16,6 +16,7 @@ import torch
 import bioel_core.index.spec as spec_module
 import bioel_core.refresh as refresh_module
 from bioel_core.embeddings import ModelMismatchError, check_names_unchanged, read_embeddings
+from bioel_core.guards import EmptyOutputError
 from bioel_core.index import IndexSpec, ShardedIndex, shard_of
 from bioel_core.models import Encoder, TransformerEncoder, load_encoder
 from bioel_core.quality import format_summary, report
@@ -251,6 +252,28 @@ def test_a_name_that_fails_is_dead_lettered_and_the_next_refresh_retries_it(kb, 
     assert files(tmp_path / "second/emb", "embeddings/*") == files(kb["full_emb"], "embeddings/*")
     assert files(tmp_path / "second/idx", "*/shard-*") == files(kb["full_idx"], "*/shard-*")
     assert read_table(tmp_path / "second/emb", "dead_letter").num_rows == 0
+
+
+def test_a_refresh_whose_every_name_is_dead_lettered_publishes_nothing(kb, tmp_path, monkeypatch):
+    """As `bioel embed` refuses a run that embedded no name (exit 3), so does a refresh: a new release whose every
+    name is new and fails to encode publishes neither an empty embeddings table nor an empty index."""
+    renumbered = ingest(tmp_path, "renumbered", OLD_KB.replace("D0000", "D9990"))  # every name_id new: nothing carried
+
+    def fail(self, texts, *args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(Encoder, "encode", fail)
+    with pytest.raises(EmptyOutputError, match="no rows: 26 input records read, .* first dead letters: encoder name_id "):
+        run_refresh(kb, tmp_path / "api", new_names=renumbered)
+    assert_unpublished(tmp_path / "api" / "emb")
+    assert_unpublished(tmp_path / "api" / "idx")
+    out = tmp_path / "cli"
+    code = cli.main(["refresh", "--old", str(kb["old"]), "--new", str(renumbered), "--model", kb["model"],
+                     "--embeddings", str(kb["emb"]), "--index", str(kb["idx"]), "--output-embeddings", str(out / "emb"),
+                     "--output-index", str(out / "idx"), "--no-quality"])
+    assert code == 3
+    assert_unpublished(out / "emb")
+    assert_unpublished(out / "idx")
 
 
 @pytest.mark.parametrize("breakage, error, message", [
