@@ -184,7 +184,7 @@ def cmd_evaluate_e2e(args) -> int:
 
     check_json(args.json, [("--gold", args.gold), ("--pred", args.pred)])
     gold, pred = read_pubtator(args.gold, "--gold"), read_pubtator(args.pred, "--pred")
-    scores = e2e_scores(gold, pred, args.types)
+    scores = e2e_scores(gold, pred, args.types, names=(f"--gold {args.gold}", f"--pred {args.pred}"))
     if not scores["strict"]["n_gold"]:
         raise ValueError(f"--gold {args.gold}: no annotation with a concept id{' of type ' + ', '.join(args.types) if args.types else ''}"
                          f" to score ({gold_contents(gold)})")

@@ -167,3 +167,30 @@ def test_vocabulary_prefixes_and_alt_ids_do_not_make_a_right_answer_wrong():
     assert (s["strict"]["correct_pred"], s["strict"]["n_pred"], s["pred_without_concept"]) == (2, 2, 1)
     prefixed = [m("A", 0, 5, "MESH:D003920"), m("A", 10, 20, "OMIM:208900"), m("A", 30, 35, "mesh:D009369")]
     assert e2e_scores(gold, prefixed)["strict"]["correct_pred"] == 2  # the OMIM id is not the MeSH gold
+
+
+def test_a_prediction_on_another_text_than_the_gold_is_refused_naming_document_and_offset(tmp_path):
+    """Predictions made on another version of a gold document (one more character in the title) have offsets into
+    that text: evaluate-e2e scored them against the gold's spans anyway, strict 0.00 and partial 80.00, exit 0."""
+    gold, pred = tmp_path / "gold.pubtator", tmp_path / "pred.pubtator"
+    gold.write_text("1|t|Heart attack and asthma.\n1|a|Cancer.\n1\t0\t12\tHeart attack\tDisease\tD009203\n"
+                    "1\t17\t23\tasthma\tDisease\tD001249\n\n2|t|Asthma.\n2|a|\n2\t0\t6\tAsthma\tDisease\tD001249\n\n")
+    pred.write_text("1|t|A Heart attack and asthma.\n1|a|Cancer.\n1\t2\t14\tHeart attack\tDisease\tD009203\n\n"
+                    "2|t|Asthma.\n2|a|\n2\t0\t6\tAsthma\tDisease\tD001249\n\n")
+    with pytest.raises(ValueError) as err:
+        _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(pred)])
+    assert str(err.value) == (f"--pred {pred}: 1 of its 2 documents in --gold {gold} has another text than the gold's "
+                              "(document 1 at offset 0: gold 'Heart attack and ast', pred 'A Heart attack and a'): its "
+                              "spans do not point into the gold text; predict on the gold documents' own text")
+    with pytest.raises(ValueError, match="^the predictions: 1 of its 2 documents in the gold has another text than the gold's"):
+        e2e_scores(read_pubtator(gold), read_pubtator(pred))
+
+
+def test_texts_that_differ_only_in_line_breaks_tabs_or_trailing_space_are_the_same_text():
+    # PubTator writes a line break or tab of the text as one space (offsets unchanged): still the gold's text
+    from bioel_core.corpora import Document, Passage
+
+    gold = [Document("1", [Passage("title", 0, "Heart\tattack.")], [m("1", 0, 5, "D1")])]
+    pred = [Document("1", [Passage("title", 0, "Heart attack. ")], [m("1", 0, 5, "D1")])]
+    assert e2e_scores(gold, pred)["strict"]["f1"] == 100.0
+    assert e2e_scores(gold, [m("1", 0, 5, "D1")])["strict"]["f1"] == 100.0  # mentions alone carry no text to compare

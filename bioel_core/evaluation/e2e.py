@@ -6,7 +6,8 @@ predictions; recall = gold annotations matched by some correct prediction / gold
 without a concept (PubTator `-1`) are left out on both sides and counted apart; identical annotations are
 counted once. Ids are compared without a known vocabulary prefix (`MESH:D003920` = `D003920`:
 bioel_core.kb.vocab.plain_id), so gold and predictions may write them either way; a prediction that carries
-its concept's alt ids (`annotation_mentions`) is right when any of them is gold.
+its concept's alt ids (`annotation_mentions`) is right when any of them is gold. Spans are offsets into a
+document's text, so a predicted document whose text is not its gold document's is refused (`text_mismatch`).
 """
 
 from __future__ import annotations
@@ -92,10 +93,41 @@ def document_coverage(gold_docs: set[str], pred_docs: set[str], gold: dict[str, 
             "gold_not_in_pred_annotations": sum(len(gold.get(d, ())) for d in missing)}
 
 
-def e2e_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Mention], entity_types: Iterable[str] | None = None) -> dict:
+_LINE_BREAKS = str.maketrans("\n\r\t", "   ")
+
+
+def _comparable_text(doc: Document) -> str:
+    # as PubTator writes it (a line break or tab is one space): same length, so the same offsets
+    return doc.text.translate(_LINE_BREAKS).rstrip()
+
+
+def text_mismatch(gold: Iterable[Document | Mention], pred: Iterable[Document | Mention],
+                  names: tuple[str, str] = ("the gold", "the predictions")) -> str | None:
+    """Why the predictions cannot be scored against the gold when a document given on both sides as a Document
+    has another text on each (a prediction's span would name other characters than the gold's), else None.
+    Texts that differ only by line breaks or tabs written as spaces, or by trailing whitespace, are the same."""
+    gold_texts = {d.doc_id: _comparable_text(d) for d in gold if isinstance(d, Document)}
+    shared = [(d.doc_id, gold_texts[d.doc_id], _comparable_text(d)) for d in {d.doc_id: d for d in pred if isinstance(d, Document)}.values()
+              if d.doc_id in gold_texts]
+    differ = [(doc_id, g, p) for doc_id, g, p in shared if g != p]
+    if not differ:
+        return None
+    doc_id, g, p = differ[0]
+    at = next((i for i, (a, b) in enumerate(zip(g, p)) if a != b), min(len(g), len(p)))
+    return (f"{names[1]}: {len(differ):,} of its {len(shared):,} documents in {names[0]} {'has' if len(differ) == 1 else 'have'} "
+            f"another text than the gold's (document {doc_id} at offset {at}: gold {g[at:at + 20]!r}, pred {p[at:at + 20]!r}): "
+            "its spans do not point into the gold text; predict on the gold documents' own text")
+
+
+def e2e_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Mention], entity_types: Iterable[str] | None = None,
+               names: tuple[str, str] = ("the gold", "the predictions")) -> dict:
     """{"strict": {...}, "partial": {...}, "gold_without_concept": n, "pred_without_concept": n, "documents": {...}
-    (document_coverage)}; P/R/F1 in percent. A side given as mentions has the documents its mentions are in."""
+    (document_coverage)}; P/R/F1 in percent. A side given as mentions has the documents its mentions are in.
+    ValueError (`text_mismatch`, naming the sides by `names`) for a document with another text on each side."""
     gold, pred = list(gold), list(pred)
+    mismatch = text_mismatch(gold, pred, names)
+    if mismatch:
+        raise ValueError(mismatch)
     types = set(entity_types) if entity_types else None
     gcounts, pcounts = defaultdict(int), defaultdict(int)
     g, p = _annotations(gold, types, gcounts), _annotations(pred, types, pcounts)
