@@ -88,6 +88,13 @@ def test_library_readers_read_a_byte_order_mark_crlf_or_gzip_as_the_plain_file(t
     (["1|t|Some title", "1|a|An abstract.", "2\t0\t4\tSome\tDisease\tD1"], "names document '2'"),
     (["1|t|Some title", "1|a|An abstract.", "1\t0\tx"], "neither an annotation"),
     (["1|t|Some title", "2|t|Other title"], "missing blank line"),
+    # offsets that are not whole numbers made the line a relation (kind ' 5', '0.0', '-1'): the gold annotation was
+    # dropped without a word, and a gold of such lines only was refused as having no annotation, naming no line;
+    # a digit Python's int() does not read ('²') raised "invalid literal for int()" naming neither file nor line
+    (["1|t|Some title", "1|a|An abstract.", "1\t 0\t4\tSome\tDisease\tD1"], "offsets must be whole numbers"),
+    (["1|t|Some title", "1|a|An abstract.", "1\t0.0\t4.0\tSome\tDisease\tD1"], "offsets must be whole numbers"),
+    (["1|t|Some title", "1|a|An abstract.", "1\t-1\t4\tSome\tDisease\tD1"], "offsets must be whole numbers"),
+    (["1|t|Some title", "1|a|An abstract.", "1\t\u00b2\t4\tSome\tDisease\tD1"], "offsets must be whole numbers"),
 ])
 def test_pubtator_bad_lines_raise_with_file_line_and_reason(tmp_path, lines, reason):
     path = tmp_path / "bad.pubtator"

@@ -3,7 +3,9 @@ documents separated by a blank line.
 
 Annotation: `PMID start end text type [ids [parts]]`; ids joined by `|` (BC5CDR composites, MeSH + OMIM)
 or `+` (NCBI composites), `-1` for no concept; BC5CDR states a composite's sub-mentions in a seventh
-column. Relation: `PMID kind arg arg ...` (BC5CDR `CID chemical disease`). The offsets count into
+column. Relation: `PMID kind arg arg ...` (BC5CDR `CID chemical disease`), whose kind never starts like a
+number: a line whose second field does (` 5`, `0.0`, `-1`) is an annotation, and refused unless both its
+offsets are whole numbers (ASCII digits). The offsets count into
 title + ' ' + abstract, and every annotation's text must be exactly that slice: a line that breaks any
 rule raises FormatError naming file, line and reason.
 
@@ -19,7 +21,7 @@ Writing (one rule each, in `format_pubtator`):
 - A document PubTator cannot hold raises UnwritableDocument: an id that is empty or holds `|`, a tab or a
   line break (the `|t|` line ends the id at the first `|`, and PMIDs never hold one, so a reader cannot
   accept it unambiguously), a tab or line break in a type, id field or relation, a mention without a span
-  inside the text, a relation whose kind is a number (it would read as an annotation).
+  inside the text, a relation whose kind starts like a number (it would read as an annotation).
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ from bioel_core.kb.vocab import is_nil_id
 NIL_ID = "-1"
 _TEXT_LINE = re.compile(r"^([^|\t]+)\|([ta])\|(.*)$")
 _ID_SEPARATORS = re.compile(r"[|+]")
+_OFFSET = re.compile(r"[0-9]+")
+
+
+def _numeric(field: str) -> bool:
+    """Whether a line's second field starts like a number: an annotation's start offset, never a relation's kind."""
+    return field.strip().lstrip("+-")[:1].isdigit()
 
 
 def split_ids(field: str) -> tuple[str, ...]:
@@ -92,10 +100,12 @@ def parse_pubtator(lines: Iterable[str], source: str = "<pubtator>") -> Iterator
             raise FormatError(source, where, "annotation or relation line before any title/abstract line")
         if fields[0] != doc.doc_id:
             raise FormatError(source, where, f"line names document {fields[0]!r} inside document {doc.doc_id}")
-        if len(fields) >= 5 and fields[1].isdigit() and fields[2].isdigit():
-            doc.mentions.append(_annotation(fields, doc, source, where))
-        elif len(fields) >= 3 and not fields[1].isdigit():
+        if len(fields) >= 3 and not _numeric(fields[1]):
             doc.relations.append(Relation(kind=fields[1], args=tuple(fields[2:])))
+        elif len(fields) >= 5:
+            if not (_OFFSET.fullmatch(fields[1]) and _OFFSET.fullmatch(fields[2])):
+                raise FormatError(source, where, f"annotation offsets must be whole numbers, not {fields[1]!r} {fields[2]!r}")
+            doc.mentions.append(_annotation(fields, doc, source, where))
         else:
             raise FormatError(source, where, f"neither an annotation (PMID start end text type [ids]) nor a relation line: {line[:200]!r}")
     if doc is not None:
@@ -198,8 +208,8 @@ def format_pubtator(doc: Document) -> str:
             raise refuse(f"mention {m.text!r}: a tab or line break in its type, ids or parts")
         lines.append("\t".join(row))
     for r in doc.relations:
-        if r.kind.isdigit() or not r.args or any(_FIELD_BREAKS.search(f) for f in (r.kind, *r.args)):
-            raise refuse(f"relation {r.kind!r} {r.args!r}: a numeric kind, no arguments, or a tab or line break")
+        if _numeric(r.kind) or not r.args or any(_FIELD_BREAKS.search(f) for f in (r.kind, *r.args)):
+            raise refuse(f"relation {r.kind!r} {r.args!r}: a kind that starts like a number, no arguments, or a tab or line break")
         lines.append("\t".join([doc.doc_id, r.kind, *r.args]))
     return "\n".join(lines) + "\n\n"
 
