@@ -185,9 +185,12 @@ def cmd_evaluate_e2e(args) -> int:
     check_json(args.json, [("--gold", args.gold), ("--pred", args.pred)])
     gold, pred = read_pubtator(args.gold, "--gold"), read_pubtator(args.pred, "--pred")
     scores = e2e_scores(gold, pred, args.types, names=(f"--gold {args.gold}", f"--pred {args.pred}"))
+    of_types = f"{' of type ' + ', '.join(args.types) if args.types else ''}"
     if not scores["strict"]["n_gold"]:
-        raise ValueError(f"--gold {args.gold}: no annotation with a concept id{' of type ' + ', '.join(args.types) if args.types else ''}"
-                         f" to score ({gold_contents(gold)})")
+        raise ValueError(f"--gold {args.gold}: no annotation with a concept id{of_types} to score ({gold_contents(gold)})")
+    if args.types and not scores["strict"]["n_pred"] and any(m.concept_ids for d in pred for m in d.mentions):
+        # --types took every prediction away (types named otherwise): F1 0 that says nothing about the linker
+        raise ValueError(f"--pred {args.pred}: no annotation with a concept id{of_types} to score ({gold_contents(pred)})")
     docs = scores["documents"]
     if docs["gold"] == docs["gold_not_in_pred"]:  # every gold annotation would count as missed: F1 0 that means nothing
         raise ValueError(f"--pred {args.pred}: none of its {docs['pred']:,} documents is in --gold {args.gold} "

@@ -194,3 +194,19 @@ def test_texts_that_differ_only_in_line_breaks_tabs_or_trailing_space_are_the_sa
     pred = [Document("1", [Passage("title", 0, "Heart attack. ")], [m("1", 0, 5, "D1")])]
     assert e2e_scores(gold, pred)["strict"]["f1"] == 100.0
     assert e2e_scores(gold, [m("1", 0, 5, "D1")])["strict"]["f1"] == 100.0  # mentions alone carry no text to compare
+
+
+def test_evaluate_e2e_refuses_types_that_leave_no_prediction_of_a_pred_that_has_some(tmp_path):
+    """Predictions typed otherwise than --types (an untyped --index writes `Entity`, NCBI gold says SpecificDisease)
+    were all filtered out: P/R/F1 0.00 with 0 predictions, exit 0, as if the linker had found nothing."""
+    gold, pred = tmp_path / "gold.pubtator", tmp_path / "pred.pubtator"
+    text = "1|t|Heart attack and asthma.\n1|a|\n"
+    gold.write_text(text + "1\t0\t12\tHeart attack\tDisease\tD009203\n1\t17\t23\tasthma\tDisease\tD001249\n\n")
+    pred.write_text(text + "1\t0\t12\tHeart attack\tEntity\tD009203\n1\t17\t23\tasthma\tEntity\t-1\n\n")
+    with pytest.raises(ValueError) as err:
+        _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(pred), "--types", "Disease"])
+    assert str(err.value) == (f"--pred {pred}: no annotation with a concept id of type Disease to score (1 documents, "
+                              "1 annotations without a concept id; types in the file: Entity)")
+    nothing = tmp_path / "nothing.pubtator"  # a linker that found nothing scores 0: that is its score
+    nothing.write_text(text + "1\t17\t23\tasthma\tEntity\t-1\n\n")
+    assert _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(nothing), "--types", "Disease"]) == 0

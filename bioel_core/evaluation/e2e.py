@@ -76,7 +76,7 @@ def score(gold: dict[str, set[_Ann]], pred: dict[str, set[_Ann]], strict: bool) 
 
 
 def gold_contents(documents: list[Document]) -> str:
-    """What a gold corpus holds, for a refusal that found nothing in it to score or calibrate against."""
+    """What a corpus (gold or predictions) holds, for a refusal that found nothing in it to score or calibrate against."""
     mentions = [m for d in documents for m in d.mentions]
     types = sorted({m.entity_type for m in mentions})
     return (f"{len(documents):,} documents, {sum(not m.concept_ids for m in mentions):,} annotations without a concept "
