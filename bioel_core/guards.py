@@ -7,11 +7,17 @@ Plain functions over paths and manifest dicts (no Beam), so the pipelines and th
 from __future__ import annotations
 
 import fnmatch
+import importlib.metadata
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+import bioel_core
+
+if TYPE_CHECKING:  # bioel_core.outputs imports this module
+    from bioel_core.outputs import Manifest, OutputFolder
 
 PIPELINES = ("ingest-kb", "embed", "build-index", "link")
 MANIFEST = "manifest.json"
@@ -181,6 +187,14 @@ def check_not_empty(manifest: dict, dead_letters: Iterable[str] | Callable[[], I
                            f"(all dead-lettered or filtered); nothing published{reasons}")
 
 
+def refuse_empty(manifest: Manifest, staged: OutputFolder) -> Manifest:
+    """check_not_empty inside `OutputFolder.publish`'s build step, its dead letters read from the staged generation:
+    raising there removes the new generation, so a job with no rows publishes nothing and the previous output
+    stands. Returns the manifest."""
+    check_not_empty(manifest.to_dict(), lambda: dead_letter_sample(staged.files("dead_letter"), staged.fs.open))
+    return manifest
+
+
 # the libraries whose versions decide an output's bytes (vectors, scores, index, Parquet), by the distribution
 # names they are installed under (faiss as a CPU or a GPU build)
 OUTPUT_LIBRARIES = {
@@ -193,9 +207,6 @@ OUTPUT_LIBRARIES = {
 def library_versions() -> dict[str, str | None]:
     """bioel's version and each OUTPUT_LIBRARIES member's, without a local build tag (torch's "+cpu" or "+cu121":
     the same release on a CPU or a GPU worker); None for one not installed."""
-    import importlib.metadata
-
-    import bioel_core
 
     def installed(distributions: tuple[str, ...]) -> str | None:
         for name in distributions:

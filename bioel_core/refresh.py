@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 from bioel_core.embeddings import (TEXT_COLUMN, EncodeFailure, check_model_matches, encode_checked, is_version_of,
                                    manifest_sha256, read_embeddings_manifest, vectors_of)
-from bioel_core.guards import check_not_empty, check_output_folder, dead_letter_sample
+from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.progress import bar as progress_bar
 from bioel_core.index import IndexSpec, build_shard, read_index_manifest, shard_of
 from bioel_core.index.layout import FOLDERS, shard_files
@@ -351,10 +351,8 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
         _stage_embeddings(inputs, Path(out_emb.root), carried, encoded, emb_touched)
         (Path(out_emb.root) / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True))
         outputs = {table: out_emb.table_outputs(table) for table in out_emb.tables}
-        manifest = _embeddings_manifest(inputs, Path(model), device, batch_size, outputs, report)
-        # as `bioel embed` (pipelines.guards.refuse_empty): no vector at all publishes nothing, nor an empty index
-        check_not_empty(manifest.to_dict(), lambda: dead_letter_sample(out_emb.files("dead_letter"), out_emb.fs.open))
-        return manifest
+        # as `bioel embed`: no vector at all publishes nothing, nor an empty index
+        return refuse_empty(_embeddings_manifest(inputs, Path(model), device, batch_size, outputs, report), out_emb)
 
     emb_out_manifest = out_emb.publish(build_embeddings, gates[0]).to_dict()
 

@@ -29,14 +29,13 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core import progress
 from bioel_core.embeddings import check_names_unchanged, manifest_sha256, read_embeddings_manifest, vectors_of
-from bioel_core.guards import check_output_folder
+from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.index import PIPELINE, IndexSpec, build_shard, shard_of
 from bioel_core.index.layout import FOLDERS, SHARD_ASSIGNMENT
 from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
 from bioel_core.outputs.runs import SPILL
 from bioel_core.tables import table_files
 from pipelines.counting import WriteStats, read_stats
-from pipelines.guards import refuse_empty
 from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import create_stream, delete_files, filesystem_for, open_stream, read_spilled
 from schemas import check_schema, embeddings_schema

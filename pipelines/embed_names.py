@@ -24,14 +24,13 @@ from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core.embeddings import PIPELINE, TEXT_COLUMN, manifest_sha256
-from bioel_core.guards import check_output_folder
+from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.models import model_folder, open_model, resolve_device
 from bioel_core.outputs import (Manifest, OutputFolder, check_num_shards, embeddings_table, name_chunks, shard_name,
                                 write_parquet)
 from bioel_core.tables import KB_PIPELINE, read_output_manifest, stable_shard, table_files
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
-from pipelines.guards import refuse_empty
 from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import WriteDeadLetters, filesystem_for, open_stream
 from schemas import check_schema

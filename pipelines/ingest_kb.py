@@ -27,7 +27,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core import progress
-from bioel_core.guards import check_output_folder
+from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb import get_reader
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
@@ -37,7 +37,6 @@ from bioel_core.outputs.runs import (MAX_FAN_IN, SPILL, MergeCounts, combine_run
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, read_stats
-from pipelines.guards import refuse_empty
 from pipelines.options import new_pipeline, pipeline_progress, runner_name
 from pipelines.outputs import (WriteDeadLetters, create_stream, delete_files, expand_inputs, filesystem_for, open_stream,
                                sha256_of, spill_run)

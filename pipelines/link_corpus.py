@@ -32,7 +32,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core import progress
 from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS, DeletedDocument, Document, corpus_inputs, pubtator_files, read_documents
-from bioel_core.guards import check_output_folder
+from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.corpora.interchange import merge_interchange, unwritable, write_interchange
 from bioel_core.corpora.records import Mention, Passage
@@ -44,7 +44,6 @@ from bioel_core.outputs.runs import SPILL
 from bioel_core.records import DeadLetter
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
-from pipelines.guards import refuse_empty
 from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import (WriteDeadLetters, delete_files, expand_inputs, filesystem_for, input_records, open_stream,
                                read_spilled, spill_run)
