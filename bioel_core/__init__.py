@@ -4,7 +4,7 @@ In process: `bioel_core.Annotator.from_folders(indexes={"Disease": "out/index"})
 annotates documents (`.annotate`); see bioel_core.api and the README's "Python API".
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 from bioel_core.lazy import lazy_exports

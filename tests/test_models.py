@@ -15,6 +15,7 @@ from transformers import AutoModel, BertConfig, BertModel, DistilBertConfig, Ele
 
 from bioel_core.models import (ENCODERS, CollectiveEncoder, CrossEncoder, EmbeddingMismatchError, EnsembleEncoder, GenerativeModel, ResCNNEncoder,
                                TransformerEncoder, UnsafeCheckpointError, default_base_checkpoint, load_encoder, open_model, resolve_device)
+from bioel_core.models.cards import fingerprint_entry
 from bioel_core.models.checkpoints import resolve_reference
 from bioel_core.models.rescnn import FROZEN_FILE
 
@@ -456,6 +457,45 @@ def test_an_ensemble_records_the_pooling_a_sentence_transformers_member_declares
     assert load_encoder(tmp_path / "ensemble").fingerprint() == ensemble.fingerprint()
 
 
+def swap_tokens(folder, a="cancer", b="heart"):
+    """`folder`'s tokenizer.json with the ids of two words swapped: the same weights, other token ids for a text."""
+    spec = json.loads((folder / "tokenizer.json").read_text())
+    vocab = spec["model"]["vocab"]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    (folder / "tokenizer.json").write_text(json.dumps(spec))
+    return folder
+
+
+def test_a_model_whose_tokenizer_changed_is_another_model(tiny_bert, tmp_path):
+    # the fingerprint covered config and weights alone: a copy of a model folder whose tokenizer.json had two
+    # entries swapped loaded against its card, and `bioel link` accepted the index built by the original, its
+    # queries embedded through other token ids than the indexed names
+    marked = make_tiny_bert(tmp_path / "marked", VOCAB + ["[unused0]", "[unused1]", "is"])  # the generative model's markers
+    makers = {"transformer": lambda: TransformerEncoder(tiny_bert), "rescnn": lambda: tiny_rescnn(tiny_bert),
+              "cross-encoder": lambda: CrossEncoder(tiny_bert),
+              "generative": lambda: GenerativeModel(marked, max_length=24, max_name_length=8)}
+    for kind, make in makers.items():
+        model = make()
+        folder = model.save(tmp_path / kind)
+        (folder / "card.json").write_text(json.dumps({**fingerprint_entry(model), "scores": {}}))
+        changed = swap_tokens(shutil.copytree(folder, tmp_path / f"{kind}-swapped"))
+        if kind in ("transformer", "rescnn"):
+            assert load_encoder(folder).fingerprint() == model.fingerprint()
+            with pytest.raises(ValueError, match="the model is not the one its card records"):
+                load_encoder(changed)
+        # another fingerprint: every index, embeddings folder or linker that records the original refuses it
+        assert type(model).load(changed).fingerprint() != model.fingerprint(), kind
+
+
+def test_a_card_written_before_fingerprints_covered_the_tokenizer_is_not_checked_and_says_so(tiny_bert, tmp_path):
+    # a model trained by bioel 0.1 records a fingerprint without the tokenizer: refusing it would leave its owner
+    # nothing but training again
+    folder = TransformerEncoder(tiny_bert).save(tmp_path / "old")
+    (folder / "card.json").write_text(json.dumps({"fingerprint": "0" * 64, "bioel_version": "0.1.0", "scores": {}}))
+    with pytest.warns(UserWarning, match=r"written by bioel 0\.1\.0, whose fingerprints left out the tokenizer: the folder is not checked"):
+        load_encoder(folder)
+
+
 def test_a_model_folder_whose_weights_are_not_the_ones_its_card_records_is_refused(tiny_bert, tmp_path):
     # weights swapped or damaged (a readable file) since `bioel train` wrote the card loaded without a word, and
     # the folder went on carrying the card's scores
@@ -464,7 +504,7 @@ def test_a_model_folder_whose_weights_are_not_the_ones_its_card_records_is_refus
     folders = {}
     for name, model in (("rescnn", tiny_rescnn(tiny_bert)), ("transformer", TransformerEncoder(tiny_bert))):
         folders[name] = model.save(tmp_path / name)
-        (folders[name] / "card.json").write_text(json.dumps({"fingerprint": load_encoder(folders[name]).fingerprint(), "scores": {}}))
+        (folders[name] / "card.json").write_text(json.dumps({**fingerprint_entry(load_encoder(folders[name])), "scores": {}}))
     folders["ensemble"] = tmp_path / "ensemble"
     make_ensemble([(str(folders["rescnn"]), 1.0, None), (str(tiny_bert), 1.0, None)], folders["ensemble"])
     for folder in folders.values():

@@ -9,7 +9,7 @@ import pytest
 from bioel_core.linking.rerank import ConceptCandidate, open_reranker
 from bioel_core.linking.rerank_ensemble import RerankerEnsemble
 from bioel_core.models import DEFAULT_MODEL, CrossEncoder, GenerativeModel, ResCNNEncoder, load_encoder, open_model
-from bioel_core.models.base import RERANKER_ENSEMBLE, read_config
+from bioel_core.models.base import FINGERPRINT_SCHEME, RERANKER_ENSEMBLE, read_config
 
 SHIPPED = sorted(p.parent for p in (Path(__file__).resolve().parents[1] / "models").glob("*/card.json"))
 
@@ -30,7 +30,7 @@ def test_the_default_disease_model_is_a_shipped_rescnn():
 def test_shipped_model_is_what_its_card_says(shipped):
     folder, model = shipped
     card = json.loads((folder / "card.json").read_text())
-    assert model.fingerprint() == card["fingerprint"]
+    assert model.fingerprint() == card["fingerprint"] and card["fingerprint_scheme"] == FINGERPRINT_SCHEME
     assert model.config()["encoder_type"] == card["encoder"]["encoder_type"]
     assert not [p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pkl", ".pickle", ".ckpt")]
     tested = {"ncbi-disease/test", "bc5cdr-disease/test"} if _domain(folder) == "disease" else {"bc5cdr-chemical-mesh/test"}

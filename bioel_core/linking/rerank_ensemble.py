@@ -24,7 +24,7 @@ import numpy as np
 import bioel_core
 from bioel_core.linking.rerank import Reranker, check_reranker, open_reranker
 from bioel_core.models.base import RERANKER_ENSEMBLE, read_config, write_config
-from bioel_core.models.cards import check_fingerprint, write_card
+from bioel_core.models.cards import check_fingerprint, fingerprint_entry, write_card
 from bioel_core.models.ensemble import check_members
 
 
@@ -99,7 +99,7 @@ def make_reranker_ensemble(specs: Sequence[tuple[str | Path, float]], retriever_
     ensemble.save(out)
     saved = ensemble.saved_config(out)
     card = {"model": out.name, "encoder": {"encoder_type": RERANKER_ENSEMBLE, "retriever_weight": ensemble.retriever_weight},
-            "fingerprint": ensemble.fingerprint(), "command": " ".join(command or sys.argv),
+            **fingerprint_entry(ensemble), "command": " ".join(command or sys.argv),
             "members": [{k: m[k] for k in ("source", "encoder_type", "weight", "fingerprint")} for m in saved["members"]],
             "bioel_version": bioel_core.__version__, "scores": {}}
     write_card(out, card)

@@ -47,9 +47,30 @@ def stored(tensors: dict[str, torch.Tensor], dtype: str) -> dict[str, torch.Tens
             for k, t in tensors.items()}
 
 
-def fingerprint_of(config: dict, weights: dict[str, torch.Tensor]) -> str:
-    """sha256 over a model's config and weights (names, dtypes, shapes, bytes): what identifies a model folder."""
+# what a recorded fingerprint covers: 2 since bioel 0.2 (the tokenizer too); cards written before record none
+FINGERPRINT_SCHEME = 2
+
+
+def tokenizer_digest(tokenizer) -> str:
+    """sha256 of what an HF fast tokenizer does: its Rust pipeline (normalizer, pre-tokenizer, vocabulary,
+    post-processor, added tokens) and the ids of its special tokens. Truncation and padding are left out: each
+    model sets its own from its config."""
+    spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    spec.pop("truncation", None)
+    spec.pop("padding", None)
+    special = {role: tokenizer.convert_tokens_to_ids(token) for role, token in tokenizer.special_tokens_map.items()
+               if isinstance(token, str)}
+    return hashlib.sha256(json.dumps({"pipeline": spec, "special_ids": special}, sort_keys=True).encode()).hexdigest()
+
+
+def fingerprint_of(config: dict, weights: dict[str, torch.Tensor], tokenizer, *parts: str) -> str:
+    """sha256 over a model's config, tokenizer (`tokenizer_digest`), weights (names, dtypes, shapes, bytes) and
+    the fingerprints of the models it holds (`parts`): what identifies a model folder. The tokenizer belongs in it:
+    the same weights behind another vocabulary or normalizer give other vectors for the same text."""
     digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+    digest.update(tokenizer_digest(tokenizer).encode())
+    for part in parts:
+        digest.update(part.encode())
     for name, tensor in sorted(weights.items()):
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
         digest.update(tensor_bytes(tensor))
@@ -192,8 +213,8 @@ class Encoder(torch.nn.Module, metaclass=abc.ABCMeta):
         return float64_copy(self)
 
     def fingerprint(self) -> str:
-        """sha256 over the config and the saved weights: equal before and after a save/load round trip."""
-        return fingerprint_of(self.config(), self.weights())
+        """sha256 over the config, the tokenizer and the saved weights: equal before and after a save/load round trip."""
+        return fingerprint_of(self.config(), self.weights(), self.tokenizer)
 
     @classmethod
     def folder_config(cls, directory: str | Path) -> dict:

@@ -7,10 +7,11 @@ ensemble's holds its members (`bioel ensemble`); `bioel evaluate --record-in-car
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 from bioel_core.guards import read_json_object
-from bioel_core.models.base import RERANKER_ENSEMBLE
+from bioel_core.models.base import FINGERPRINT_SCHEME, RERANKER_ENSEMBLE
 
 CARD_JSON, CARD_MD = "card.json", "MODEL_CARD.md"
 
@@ -20,10 +21,21 @@ def check_fingerprint(model_dir: str | Path, model) -> None:
     the card was written would otherwise load without a word (and carry the card's scores). Hashing costs about
     what reading the weights does (0.1 s for the shipped models, under a second for a BERT-base)."""
     path = Path(model_dir) / CARD_JSON
-    recorded = read_json_object(path, "model card").get("fingerprint") if path.is_file() else None
+    card = read_json_object(path, "model card") if path.is_file() else {}
+    recorded = card.get("fingerprint")
+    if recorded is not None and card.get("fingerprint_scheme") != FINGERPRINT_SCHEME:
+        warnings.warn(f"{model_dir}: its card was written by bioel {card.get('bioel_version', '< 0.2')}, whose fingerprints "
+                      f"left out the tokenizer: the folder is not checked against it (train or re-create the model with "
+                      f"this bioel to have it checked)", stacklevel=2)
+        return
     if recorded is not None and (found := model.fingerprint()) != recorded:
         raise ValueError(f"{model_dir}: the model is not the one its card records (fingerprint {found[:12]}, {CARD_JSON} "
                          f"{str(recorded)[:12]}): its files changed since the card was written; restore them or train again")
+
+
+def fingerprint_entry(model) -> dict:
+    """The card's record of `model`: its fingerprint and the scheme it was computed by (`check_fingerprint`)."""
+    return {"fingerprint": model.fingerprint(), "fingerprint_scheme": FINGERPRINT_SCHEME}
 
 
 def write_card(model_dir: str | Path, card: dict) -> None:

@@ -16,7 +16,6 @@ Offsets map back to characters exactly: a span's characters are [offset(start).b
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from bioel_core.models.base import CONFIG_FILE, read_config, stored, tensor_bytes, write_config
+from bioel_core.models.base import CONFIG_FILE, fingerprint_of, read_config, stored, write_config
 from bioel_core.models.checkpoints import load_hf_model, load_tokenizer, require_hf_checkpoint, require_safetensors, token_positions
 
 MENTION_POOLINGS = ("endpoints", "mean")
@@ -310,13 +309,8 @@ class CollectiveEncoder(torch.nn.Module):
         return {**{f"document.{k}": v for k, v in self.document.state_dict().items()}, **self.heads()}
 
     def fingerprint(self) -> str:
-        """sha256 over the config, the document side's weights and the name encoder's fingerprint."""
-        digest = hashlib.sha256(json.dumps(self.config(), sort_keys=True).encode())
-        digest.update(self.names.fingerprint().encode())
-        for name, tensor in sorted(self.weights().items()):
-            digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-            digest.update(tensor_bytes(tensor))
-        return digest.hexdigest()
+        """sha256 over the config, the document side's tokenizer and weights and the name encoder's fingerprint."""
+        return fingerprint_of(self.config(), self.weights(), self.tokenizer, self.names.fingerprint())
 
     def save(self, directory: str | Path, dtype: str = "float32") -> Path:
         """document/ (HF model + tokenizer), names/ (the name encoder's own folder), heads.safetensors, config."""

@@ -106,7 +106,7 @@ class CrossEncoder(torch.nn.Module):
                 **{f"head.{k}": v for k, v in self.head.state_dict().items()}}
 
     def fingerprint(self) -> str:
-        return fingerprint_of(self.config(), self.weights())
+        return fingerprint_of(self.config(), self.weights(), self.tokenizer)
 
     def save(self, directory: str | Path, dtype: str = "float32") -> Path:
         """HF model + tokenizer + head (safetensors) + bioel_encoder.json; dtype="float16" halves the size on disk."""

@@ -24,7 +24,7 @@ import torch
 
 import bioel_core
 from bioel_core.models.base import CONFIG_FILE, Encoder, read_config, write_config
-from bioel_core.models.cards import write_card
+from bioel_core.models.cards import fingerprint_entry, write_card
 from bioel_core.models.checkpoints import checkpoint_reference, resolve_reference
 
 
@@ -143,7 +143,7 @@ def make_ensemble(specs: list[tuple[str, float, str | None]], output: str | Path
     encoder.save(out)
     saved = encoder.saved_config(out)
     card = {"model": out.name, "encoder": {"encoder_type": encoder.encoder_type, "dim": encoder.dim},
-            "fingerprint": encoder.fingerprint(), "command": " ".join(command or sys.argv),
+            **fingerprint_entry(encoder), "command": " ".join(command or sys.argv),
             "members": [{"source": m["source"], "encoder_type": m["config"]["encoder_type"], "weight": m["weight"],
                          "fingerprint": m["fingerprint"]} for m in saved["members"]],
             "bioel_version": bioel_core.__version__, "scores": {}}

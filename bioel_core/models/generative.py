@@ -284,7 +284,7 @@ class GenerativeModel(torch.nn.Module):
         return {k: v for k, v in self.seq2seq.state_dict().items() if not k.startswith(SHARED_PREFIXES)}
 
     def fingerprint(self) -> str:
-        return fingerprint_of(self.config(), self.weights())
+        return fingerprint_of(self.config(), self.weights(), self.tokenizer)
 
     def save(self, directory: str | Path, dtype: str = "float32") -> Path:
         weights = stored(self.weights(), dtype)

@@ -331,7 +331,7 @@ def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], n
     import bioel_core
     from bioel_core.corpora import read_pubtator
     from bioel_core.models import default_base_checkpoint, model_folder, open_model
-    from bioel_core.models.cards import write_card
+    from bioel_core.models.cards import fingerprint_entry, write_card
     from bioel_core.models.checkpoints import checkpoint_reference
 
     began = time.monotonic()
@@ -362,7 +362,7 @@ def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], n
     card = {
         "model": Path(output).name, "bioel_version": bioel_core.__version__, "command": " ".join(command),
         # the fingerprint of the folder as saved (float16 weights load back as other floats than trained)
-        "encoder": best.config(), "fingerprint": CollectiveEncoder.load(output).fingerprint(),
+        "encoder": best.config(), **fingerprint_entry(CollectiveEncoder.load(output)),
         "init": str(teacher or checkpoint_reference(base)), "document_layers": best.document.config.num_hidden_layers,
         "save_dtype": save_dtype, "scores": {},
         "data": {"train_corpus": train_corpus, "dev_corpus": dev_corpus, "names": names,

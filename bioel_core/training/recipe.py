@@ -24,7 +24,7 @@ from bioel_core.corpora.pubtator import split_ids
 from bioel_core.names import NameSet
 from bioel_core.models import Encoder, EnsembleEncoder, ResCNNEncoder, TransformerEncoder, default_base_checkpoint, load_encoder
 from bioel_core.models.base import CONFIG_FILE, read_config
-from bioel_core.models.cards import write_card
+from bioel_core.models.cards import fingerprint_entry, write_card
 from bioel_core.text.preprocess import split_composite
 from bioel_core.training.hard_negatives import HardNegativeBatcher
 from bioel_core.training.loop import TrainConfig, run_seed, train
@@ -211,7 +211,7 @@ def finish_card(out: Path, model, data: dict, stages: dict, *, init: str | None,
     card = {
         # the saved folder's fingerprint: weights stored as float16 are not the float32 ones still in memory (read by the
         # class, not load_encoder: the card of an earlier model trained into this folder would refuse it)
-        "model": out.name, "encoder": model.config(), "fingerprint": type(model).load(out).fingerprint(), "init": init or str(default_base_checkpoint()),
+        "model": out.name, "encoder": model.config(), **fingerprint_entry(type(model).load(out)), "init": init or str(default_base_checkpoint()),
         "command": " ".join(command or sys.argv), "data": data, "stages": stages, "save_dtype": save_dtype,
         "training_seconds": sum(s.get("seconds", 0.0) for s in stages.values()), "wall_seconds_this_run": time.perf_counter() - began,
         "hardware": {"device": str(device), "cuda": torch.cuda.get_device_name(0) if str(device).startswith("cuda") else None,
