@@ -1,7 +1,7 @@
 """The `bioel evaluate` and `bioel evaluate-e2e` verbs: argument parsing, then bioel_core.
 
 `evaluate` scores a linker on a BioSyn-format dataset under the BioSyn protocol, with GenBioEL's
-subpopulations; `evaluate-e2e` scores predicted PubTator annotations against gold ones.
+subpopulations; `evaluate-e2e` scores predicted annotations against gold ones (PubTator, BioC XML or JSON).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from bioel_core import progress
+from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS
 from bioel_core.linking import DEFAULT_RERANK_DEPTH, LINKERS
 from pipelines.cli_common import check_json, positive_int
 
@@ -64,10 +65,14 @@ def add_subcommands(subparsers) -> None:
     pr.add_argument("--json", help="write the rows as JSON here")
     pr.set_defaults(func=cmd_probe)
 
-    e2e = subparsers.add_parser("evaluate-e2e", help="span-level micro P/R/F1 (strict and partial) of PubTator predictions")
-    e2e.add_argument("--gold", required=True, help="gold annotations, PubTator (a file, a folder of files, or a `bioel link` output)")
-    e2e.add_argument("--pred", required=True, help="predicted annotations, PubTator: a file, a folder of files (the pubtator "
-                                                   "parts) or a `bioel link --output-format pubtator` output folder")
+    e2e = subparsers.add_parser("evaluate-e2e", help="span-level micro P/R/F1 (strict and partial) of predicted annotations")
+    e2e.add_argument("--gold", required=True, help="gold annotations: a file, a folder of files, or a `bioel link` output")
+    e2e.add_argument("--pred", required=True, help="predicted annotations: a file, a folder of files (the parts) or a "
+                                                   "`bioel link` output folder (its --output-format copy)")
+    for side in ("gold", "pred"):
+        e2e.add_argument(f"--{side}-format", choices=FORMATS, default="pubtator",
+                         help=f"the corpus format of --{side}, named as link's --input-format (default pubtator); "
+                              f"one that carries annotations: {', '.join(FORMATS_WITH_MENTIONS)}")
     e2e.add_argument("--types", nargs="+", help="entity types scored (default all), e.g. Disease")
     e2e.add_argument("--json", help="write the scores as JSON here")
     e2e.set_defaults(func=cmd_evaluate_e2e)
@@ -178,12 +183,12 @@ def format_report(report: dict) -> str:
 
 
 def cmd_evaluate_e2e(args) -> int:
-    from bioel_core.corpora import read_pubtator
+    from bioel_core.corpora import read_annotated
     from bioel_core.evaluation import e2e_scores
     from bioel_core.evaluation.e2e import gold_contents
 
     check_json(args.json, [("--gold", args.gold), ("--pred", args.pred)])
-    gold, pred = read_pubtator(args.gold, "--gold"), read_pubtator(args.pred, "--pred")
+    gold, pred = read_annotated(args.gold, args.gold_format, "--gold"), read_annotated(args.pred, args.pred_format, "--pred")
     scores = e2e_scores(gold, pred, args.types, names=(f"--gold {args.gold}", f"--pred {args.pred}"))
     of_types = f"{' of type ' + ', '.join(args.types) if args.types else ''}"
     if not scores["strict"]["n_gold"]:
@@ -202,6 +207,9 @@ def cmd_evaluate_e2e(args) -> int:
         s = scores[mode]
         print(f"{mode:<9}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}")
     print(f"left out (no concept id): gold {scores['gold_without_concept']}, pred {scores['pred_without_concept']}")
+    if scores["gold_composite_parts"] or scores["pred_composite_parts"]:
+        print(f"left out (parts of a composite mention, BioC IndividualMention): gold {scores['gold_composite_parts']}, "
+              f"pred {scores['pred_composite_parts']}")
     print(f"documents: gold {docs['gold']:,}, pred {docs['pred']:,}; gold not in pred {docs['gold_not_in_pred']:,} "
           f"({docs['gold_not_in_pred_annotations']:,} gold annotations counted as missed), "
           f"pred not in gold {docs['pred_not_in_gold']:,}")

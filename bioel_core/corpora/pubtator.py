@@ -32,7 +32,6 @@ from pathlib import Path
 
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
-from bioel_core.kb.io import open_text_file
 from bioel_core.kb.vocab import is_nil_id
 
 NIL_ID = "-1"
@@ -131,39 +130,19 @@ def _annotation(fields: list[str], doc: _DocBuilder, source: str, where: str) ->
 
 
 def pubtator_files(path: str | Path, flag: str = "") -> list[str]:
-    """The PubTator files a path names, for every verb that reads PubTator: a file is itself; a finished
-    `bioel link` output folder gives its PubTator copy (the parts, or the one --single-file file, in the
-    generation its manifest names); any other folder gives its input files (bioel_core.inputs), e.g. the
-    parts folder `OUTPUT/gen-.../pubtator/`. `flag` names the option in errors."""
-    from bioel_core.inputs import folder_files
-    from bioel_core.outputs.layout import MANIFEST
-    from bioel_core.tables import data_root, read_manifest
+    """The PubTator files a path names, for every verb that reads PubTator: a file, a folder of files, or a finished
+    `bioel link` output folder's PubTator copy (bioel_core.corpora.annotated.corpus_files)."""
+    from bioel_core.corpora.annotated import corpus_files
 
-    where = f"{flag} {path}".strip()
-    folder = Path(path)
-    if not folder.is_dir():
-        if not folder.is_file():
-            raise FileNotFoundError(f"{where}: no such file or folder")
-        return [str(path)]
-    if not (folder / MANIFEST).is_file():
-        return folder_files(folder, flag or "PubTator folder")
-    manifest = read_manifest(folder)
-    if manifest.get("pipeline") != "link":
-        raise ValueError(f"{where}: a `bioel {manifest.get('pipeline')}` output, not a `bioel link` one with PubTator annotations")
-    if "pubtator" not in manifest.get("outputs", {}):
-        raise ValueError(f"{where}: this `bioel link` output has no PubTator copy (its --output-format was "
-                         f"{manifest.get('output_format')}); re-run link with --output-format pubtator")
-    root = data_root(folder, manifest)
-    return [str(root / f) for f in manifest["outputs"]["pubtator"]["files"]]
+    return corpus_files(path, "pubtator", flag)
 
 
 def read_pubtator(path: str | Path, flag: str = "") -> list[Document]:
-    """Every document of a PubTator file, parts folder or `bioel link` output folder (see pubtator_files)."""
-    documents = []
-    for file in pubtator_files(path, flag):
-        with open_text_file(file) as fh:
-            documents.extend(parse_pubtator(fh, file))
-    return documents
+    """Every document of a PubTator file, parts folder or `bioel link` output folder; FormatError (file, line,
+    reason) for the first bad one (bioel_core.corpora.annotated.read_annotated)."""
+    from bioel_core.corpora.annotated import read_annotated
+
+    return read_annotated(path, "pubtator", flag)
 
 
 _LINE_BREAKS = str.maketrans("\n\r\t", "   ")

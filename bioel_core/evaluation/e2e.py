@@ -3,11 +3,14 @@
 A predicted annotation is correct when a gold annotation of the same document shares a concept id with it
 and has the same span (strict) or an overlapping one (partial). Precision = correct predictions /
 predictions; recall = gold annotations matched by some correct prediction / gold annotations. Annotations
-without a concept (PubTator `-1`) are left out on both sides and counted apart; identical annotations are
-counted once. Ids are compared without a known vocabulary prefix (`MESH:D003920` = `D003920`:
-bioel_core.kb.vocab.plain_id), so gold and predictions may write them either way; a prediction that carries
-its concept's alt ids (`annotation_mentions`) is right when any of them is gold. Spans are offsets into a
-document's text, so a predicted document whose text is not its gold document's is refused (`text_mismatch`).
+without a concept (PubTator `-1`) are left out on both sides and counted apart, and so are the parts of a
+composite mention that BC5CDR's BioC release states as annotations of their own (infon `CompositeRole` =
+`IndividualMention`; its PubTator release names them in the composite's line), so that both releases score
+the same; identical annotations are counted once. Ids are compared without a known vocabulary prefix
+(`MESH:D003920` = `D003920`: bioel_core.kb.vocab.plain_id), so gold and predictions may write them either way;
+a prediction that carries its concept's alt ids (`annotation_mentions`) is right when any of them is gold.
+Spans are offsets into a document's text, so a predicted document whose text is not its gold document's is
+refused (`text_mismatch`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Scores:
 
 
 _Ann = tuple[int, int, frozenset]
+COMPOSITE_PART = ("CompositeRole", "IndividualMention")  # a BioC annotation infon (Mention.infons)
 
 
 def _annotations(items: Iterable[Document | Mention], types: set[str] | None, counts: dict) -> dict[str, set[_Ann]]:
@@ -46,6 +50,9 @@ def _annotations(items: Iterable[Document | Mention], types: set[str] | None, co
     mentions = (m for it in items for m in (it.mentions if isinstance(it, Document) else [it]))
     for m in mentions:
         if types and m.entity_type and m.entity_type not in types:
+            continue
+        if COMPOSITE_PART in m.infons:
+            counts["composite_parts"] += 1
             continue
         if m.start is None or m.end is None:
             raise ValueError(f"document {m.doc_id}: mention {m.text!r} has no span; end-to-end scoring needs offsets")
@@ -121,8 +128,9 @@ def text_mismatch(gold: Iterable[Document | Mention], pred: Iterable[Document | 
 
 def e2e_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Mention], entity_types: Iterable[str] | None = None,
                names: tuple[str, str] = ("the gold", "the predictions")) -> dict:
-    """{"strict": {...}, "partial": {...}, "gold_without_concept": n, "pred_without_concept": n, "documents": {...}
-    (document_coverage)}; P/R/F1 in percent. A side given as mentions has the documents its mentions are in.
+    """{"strict": {...}, "partial": {...}, "gold_without_concept": n, "pred_without_concept": n,
+    "gold_composite_parts": n, "pred_composite_parts": n, "documents": {...} (document_coverage)}; P/R/F1 in
+    percent. A side given as mentions has the documents its mentions are in.
     ValueError (`text_mismatch`, naming the sides by `names`) for a document with another text on each side."""
     gold, pred = list(gold), list(pred)
     mismatch = text_mismatch(gold, pred, names)
@@ -133,4 +141,5 @@ def e2e_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Men
     g, p = _annotations(gold, types, gcounts), _annotations(pred, types, pcounts)
     return {"strict": asdict(score(g, p, strict=True)), "partial": asdict(score(g, p, strict=False)),
             "gold_without_concept": gcounts["without_concept"], "pred_without_concept": pcounts["without_concept"],
+            "gold_composite_parts": gcounts["composite_parts"], "pred_composite_parts": pcounts["composite_parts"],
             "documents": document_coverage({d.doc_id for d in gold}, {d.doc_id for d in pred}, g)}

@@ -1,0 +1,60 @@
+"""Annotated corpora read whole and strictly, for the verbs that score or learn from annotations (evaluate-e2e,
+calibrate-nil, train's corpora): `read_annotated(path, fmt, flag)`.
+
+`fmt` is one of FORMATS_WITH_MENTIONS (the formats that can carry annotations, named as `bioel link
+--input-format` names them); any other is refused naming the path, since a corpus of text only would score as
+if nothing were found. `path` is a file, a folder of files, or a finished `bioel link` output folder, read for
+its copy in `fmt`. Every record goes through `read_documents` (gzip, byte-order marks, the same parsing as `bioel
+link`), but the first bad record raises its FormatError (file, record, reason) instead of becoming a dead letter.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bioel_core.corpora.read import FORMATS_WITH_MENTIONS, read_documents
+from bioel_core.corpora.records import Document, FormatError
+from bioel_core.records import DeadLetter
+
+_NAMES = {"pubtator": "PubTator", "bioc-xml": "BioC XML", "bioc-json": "BioC JSON"}
+
+
+def corpus_files(path: str | Path, fmt: str, flag: str = "") -> list[str]:
+    """The files of format `fmt` a path names: a file is itself; a finished `bioel link` output folder gives its
+    copy in `fmt` (the parts, or the one --single-file file, in the generation its manifest names); any other
+    folder gives its input files (bioel_core.inputs), e.g. the parts folder `OUTPUT/gen-.../pubtator/`. `flag`
+    names the option in errors."""
+    from bioel_core.inputs import folder_files
+    from bioel_core.outputs.layout import MANIFEST
+    from bioel_core.tables import data_root, read_manifest
+
+    where, name = f"{flag} {path}".strip(), _NAMES.get(fmt, fmt)
+    folder = Path(path)
+    if not folder.is_dir():
+        if not folder.is_file():
+            raise FileNotFoundError(f"{where}: no such file or folder")
+        return [str(path)]
+    if not (folder / MANIFEST).is_file():
+        return folder_files(folder, flag or f"{name} folder")
+    manifest = read_manifest(folder)
+    if manifest.get("pipeline") != "link":
+        raise ValueError(f"{where}: a `bioel {manifest.get('pipeline')}` output, not a `bioel link` one with {name} annotations")
+    if fmt not in manifest.get("outputs", {}):
+        raise ValueError(f"{where}: this `bioel link` output has no {name} copy (its --output-format was "
+                         f"{manifest.get('output_format')}); re-run link with --output-format {fmt}")
+    root = data_root(folder, manifest)
+    return [str(root / f) for f in manifest["outputs"][fmt]["files"]]
+
+
+def read_annotated(path: str | Path, fmt: str, flag: str = "") -> list[Document]:
+    """Every document of the `fmt` corpus a path names (see corpus_files); ValueError for a format that carries no
+    annotations, FormatError for the first bad record."""
+    if fmt not in FORMATS_WITH_MENTIONS:
+        raise ValueError(f"{f'{flag} {path}'.strip()}: the {fmt} format carries no annotations "
+                         f"(formats that do: {', '.join(FORMATS_WITH_MENTIONS)})")
+    documents = []
+    for item in read_documents(corpus_files(path, fmt, flag), fmt):
+        if isinstance(item, DeadLetter):
+            raise FormatError(item.source, item.location, item.reason)
+        documents.append(item)
+    return documents
