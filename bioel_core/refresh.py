@@ -23,7 +23,8 @@ are copied byte for byte.
 
 The index. A shard (shard_of(name_id) over the index manifest's shard count) is rebuilt when a row of it was
 removed or added, with the IndexSpec the manifest records; every other shard is copied byte for byte, its
-sha256 checked against the old manifest. For flat shards the result is the index a full build-index writes.
+sha256 checked against the old manifest (every shard's, before any work, and the copy's). For flat shards the
+result is the index a full build-index writes.
 
 In process, not a Beam job: a KB release changes hundreds to thousands of names out of hundreds of thousands;
 encoding them takes seconds, less than starting a worker pool. Memory is the new vectors plus the vectors of
@@ -210,6 +211,12 @@ class Inputs:
     new_names_manifest: dict
 
 
+def check_shard_file(path: Path, sha256: str, source: Path) -> None:
+    """Refuses an index file (`path`, a copy of `source` or itself) whose bytes are not the ones its manifest records."""
+    if file_sha256(path) != sha256:
+        raise ValueError(f"{source}: sha256 does not match the index manifest (corrupted or replaced); run `bioel build-index`")
+
+
 def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str | Path, index: str | Path) -> Inputs:
     """Every refusal of the inputs that needs no model, before any work: unfinished or foreign folders, embeddings
     not made from --old, an index not built from --embeddings, missing files (the outputs: guards.check_output_folder)."""
@@ -242,6 +249,11 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
     if missing or sorted(r["shard"] for r in index_manifest["shards"]) != list(range(index_manifest["num_shards"])):
         raise FileNotFoundError(f"--index {idx}: incomplete: shard file(s) missing: {', '.join(missing) or 'none'}, "
                                 f"manifest lists shards {sorted(r['shard'] for r in index_manifest['shards'])}")
+    # before any work: a damaged shard found while the index is staged would come after the new embeddings were
+    # published, leaving them with no index
+    for record in index_manifest["shards"]:
+        for key, relative in shard_files(record).items():
+            check_shard_file(idx_root / relative, record[f"{key}_sha256"], idx_root / relative)
     return Inputs(old, new, emb, idx, emb_manifest, index_manifest, spec, new_manifest)
 
 
@@ -403,9 +415,7 @@ def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touche
         for key, relative in shard_files(record).items():
             target = staging / relative
             shutil.copyfile(old_root / relative, target)
-            if file_sha256(target) != record[f"{key}_sha256"]:
-                raise ValueError(f"{old_root / relative}: sha256 does not match the index manifest "
-                                 "(corrupted or replaced); run `bioel build-index`")
+            check_shard_file(target, record[f"{key}_sha256"], old_root / relative)  # the bytes published
         records.append(record)
 
     rows: dict[int, list[pa.Table]] = {s: [] for s in touched}

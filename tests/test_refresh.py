@@ -282,6 +282,7 @@ def test_a_refresh_whose_every_name_is_dead_lettered_publishes_nothing(kb, tmp_p
     ("embeddings-unfinished", IncompleteOutputError, "not a finished bioel output"),
     ("new-unfinished", IncompleteOutputError, "not a finished bioel output"),
     ("index-shard-missing", FileNotFoundError, "shard file\\(s\\) missing"),
+    ("index-shard-damaged", ValueError, "shard-00000-of-.*: sha256 does not match the index manifest"),
     ("index-of-other-embeddings", ValueError, "was not built from --embeddings"),
     ("embeddings-file-missing", ValueError, "are not the"),
     ("output-is-input", ValueError, "--output-index .* is \\(or holds\\) the --index "),
@@ -298,12 +299,15 @@ def test_bad_inputs_are_refused_before_any_work(kb, tmp_path, monkeypatch, break
         args["model"] = str(other.save(tmp_path / "other-model"))
     elif breakage == "old-is-not-the-embeddings-names":
         args["old"] = kb["new"]
-    elif breakage in ("embeddings-unfinished", "index-shard-missing", "embeddings-file-missing"):
-        key = "idx" if breakage == "index-shard-missing" else "emb"
+    elif breakage in ("embeddings-unfinished", "index-shard-missing", "index-shard-damaged", "embeddings-file-missing"):
+        key = "idx" if breakage.startswith("index-") else "emb"
         args[key] = tmp_path / key
         shutil.copytree(kb[key], args[key])
-        if key == "idx":  # the copied index still names the original embeddings, which are intact
-            next((data_root(args["idx"]) / "shards").iterdir()).unlink()
+        shard = sorted((data_root(args["idx"]) / "shards").iterdir())[0] if key == "idx" else None
+        if breakage == "index-shard-missing":  # the copied index still names the original embeddings, which are intact
+            shard.unlink()
+        elif breakage == "index-shard-damaged":  # refused before any work, whether the refresh would copy it or rebuild it
+            shard.write_bytes(shard.read_bytes() + b"\0")
         elif breakage == "embeddings-unfinished":
             (args["emb"] / "manifest.json").unlink()
         else:
