@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS
 from bioel_core.guards import check_not_an_input
 
 
@@ -60,6 +61,15 @@ def add_renamed(parser, flag: str, *old: str, **kwargs) -> argparse.Action:
     action.old_spellings = old
     action.option_strings = [flag]  # the parser still maps the old strings to this action
     return action
+
+
+def add_corpus_format(parser, flag: str, of: str) -> None:
+    """`flag`: the corpus format of the annotated corpora `of` names, spelled as link's --input-format (README, "CLI
+    vocabulary"); every format is a choice, so that one without annotations is refused naming its file
+    (bioel_core.corpora.read_annotated) rather than as an invalid choice."""
+    parser.add_argument(flag, choices=FORMATS, default="pubtator",
+                        help=f"the corpus format of {of}, named as link's --input-format (default pubtator); one that "
+                             f"carries annotations: {', '.join(FORMATS_WITH_MENTIONS)}")
 
 
 def check_json(path: str | None, inputs: list[tuple[str, str | None]]) -> None:

@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 
 from bioel_core import progress
-from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS
 from bioel_core.linking import DEFAULT_RERANK_DEPTH, LINKERS
-from pipelines.cli_common import check_json, positive_int
+from pipelines.cli_common import add_corpus_format, check_json, positive_int
 
 # training mentions for the subpopulations: the ones a model evaluated on this split may have seen
 TRAIN_FOLDER = {"dev": "processed_train", "test": "processed_traindev"}
@@ -70,9 +69,7 @@ def add_subcommands(subparsers) -> None:
     e2e.add_argument("--pred", required=True, help="predicted annotations: a file, a folder of files (the parts) or a "
                                                    "`bioel link` output folder (its --output-format copy)")
     for side in ("gold", "pred"):
-        e2e.add_argument(f"--{side}-format", choices=FORMATS, default="pubtator",
-                         help=f"the corpus format of --{side}, named as link's --input-format (default pubtator); "
-                              f"one that carries annotations: {', '.join(FORMATS_WITH_MENTIONS)}")
+        add_corpus_format(e2e, f"--{side}-format", f"--{side}")
     e2e.add_argument("--types", nargs="+", help="entity types scored (default all), e.g. Disease")
     e2e.add_argument("--json", help="write the scores as JSON here")
     e2e.set_defaults(func=cmd_evaluate_e2e)

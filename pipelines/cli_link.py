@@ -8,7 +8,7 @@ from pathlib import Path
 from bioel_core import progress
 from bioel_core.corpora import FORMATS
 from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS
-from pipelines.cli_common import check_json, positive_int
+from pipelines.cli_common import add_corpus_format, check_json, positive_int
 
 
 def typed(values: list[str] | None, convert=str) -> tuple[tuple[str, object], ...]:
@@ -92,11 +92,12 @@ def add_subcommands(subparsers) -> None:
     ln.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical")
     ln.set_defaults(func=cmd_link)
 
-    cal = subparsers.add_parser("calibrate-nil", help="NIL thresholds that maximize span+concept F1 on a gold PubTator corpus",
+    cal = subparsers.add_parser("calibrate-nil", help="NIL thresholds that maximize span+concept F1 on a gold corpus",
                                 description="Detects and links the gold corpus's documents, then picks per entity type the "
                                             "score below which mentions are better left NIL. Use a dev corpus, not test.")
-    cal.add_argument("--gold", required=True, help="gold annotations, PubTator (e.g. the BC5CDR development set): a file, "
-                                                 "a folder of files or a `bioel link` output")
+    cal.add_argument("--gold", required=True, help="gold annotations (e.g. the BC5CDR development set): a file, a folder "
+                                                 "of files or a `bioel link` output (its --gold-format copy)")
+    add_corpus_format(cal, "--gold-format", "--gold")
     _add_annotator_flags(cal)
     cal.add_argument("--json", help="write the thresholds and their P/R/F1 here")
     cal.set_defaults(func=cmd_calibrate_nil)
@@ -127,7 +128,7 @@ def cmd_calibrate_nil(args) -> int:
 
     gold, spec = args.gold, _annotator_spec(args, detect=True)
     check_json(args.json, [("--gold", gold)] + spec.inputs())
-    result = calibrate_on_gold(spec, gold)
+    result = calibrate_on_gold(spec, gold, args.gold_format)
     progress.count(mentions=sum(t.predictions for t in result.values()))
     print(f"{'type':<12}{'threshold':>10}{'P':>8}{'R':>8}{'F1':>8}{'F1 no cut':>11}{'kept':>8}{'pred':>8}{'gold':>8}")
     for entity_type, t in sorted(result.items()):

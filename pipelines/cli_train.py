@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bioel_core import progress
 from bioel_core.linking import DEFAULT_RERANK_DEPTH
-from pipelines.cli_common import non_negative_int, positive_float, positive_int
+from pipelines.cli_common import add_corpus_format, non_negative_int, positive_float, positive_int
 
 
 def add_subcommands(subparsers) -> None:
@@ -47,8 +47,11 @@ def add_subcommands(subparsers) -> None:
                          "rescnn: max (default) or attention")
     tr.add_argument("--names", required=True, nargs="+", metavar="[TYPE=]KB_DIR",
                     help="an ingest-kb output folder (the KB's names); collective: one per entity type, TYPE=KB_DIR")
-    tr.add_argument("--train-corpus", nargs="+", help="collective: gold PubTator documents to train on")
-    tr.add_argument("--dev-corpus", nargs="+", help="collective: gold PubTator documents to choose the epoch and decoding on")
+    tr.add_argument("--train-corpus", nargs="+", help="collective: gold documents to train on (files, folders of files or "
+                                                    "`bioel link` outputs, in --corpus-format)")
+    tr.add_argument("--dev-corpus", nargs="+", help="collective: gold documents to choose the epoch and decoding on (as "
+                                                  "--train-corpus)")
+    add_corpus_format(tr, "--corpus-format", "--train-corpus and --dev-corpus")
     tr.add_argument("--name-model", help="collective: the frozen name encoder (default: the shipped disease model)")
     tr.add_argument("--document-layers", type=positive_int, help="collective: keep only the first N transformer layers of the "
                                                         "document encoder (a faster model; with --init a trained collective "
@@ -212,7 +215,8 @@ def cmd_train_collective(args) -> int:
     config = CollectiveTrainConfig(epochs=args.epochs, seed=args.seed, max_minutes=args.max_minutes,
                                    **({"learning_rate": args.lr} if args.lr else {}))
     args.save_dtype = args.save_dtype or "float16"
-    card = run_collective_training(train_corpus=args.train_corpus, dev_corpus=args.dev_corpus, names=names,
+    card = run_collective_training(train_corpus=args.train_corpus, dev_corpus=args.dev_corpus,
+                                   corpus_format=args.corpus_format, names=names,
                                    output=args.output, name_model=args.name_model, init=args.init, config=config,
                                    device=resolve_device(args.device), mention_pooling=args.mention_pooling,
                                    save_dtype=args.save_dtype, command=["bioel", *sys.argv[1:]],

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from bioel_core.corpora import Document, Mention, Passage, read_pubtator
+from bioel_core.corpora import Document, Mention, Passage, read_annotated, read_pubtator, write_bioc_json
 from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import CollectiveEncoder, TransformerEncoder, open_model
 from bioel_core.models.collective import owner_window, windows, word_spans
 from bioel_core.training.collective import (CollectiveTrainConfig, NameSpace, bio_targets, document_loss,
                                             gold_piece_spans, link_loss, span_loss, warm_start_heads)
-from conftest import SAMPLE_DATA, table_bytes
+from conftest import FIXTURES, SAMPLE_DATA, table_bytes
 from pipelines import build_index, embed_names, ingest_kb, link_corpus
 from pipelines.options import pipeline_options
 from test_models import make_tiny_bert
@@ -260,6 +260,43 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
     record_scores(out, {"dataset": "bc5cdr-disease", "split": "test", "n": 10, "acc@1": 90.0, "acc@5": 95.0, "linker": "dense"})
     assert ("## Scores (BioSyn protocol, its frozen name encoder alone: mentions linked by their text, without the document "
             "pass)\n\n| dataset | split | mode | n | acc@1 | acc@5 |") in (out / "MODEL_CARD.md").read_text()
+
+
+def test_bioel_train_collective_reads_its_corpora_in_corpus_format(collective_chain, tmp_path):
+    """--train-corpus and --dev-corpus were read as PubTator only; with --corpus-format the same documents as BioC
+    JSON train the same model."""
+    from pipelines import cli
+
+    teacher, index, corpus, docs = collective_chain
+    kb = str(Path(index).parent / "kb")
+    bioc = tmp_path / "corpus.json"
+    write_bioc_json(docs, bioc)
+    cards = {}
+    for fmt, path in (("pubtator", corpus), ("bioc-json", bioc)):
+        out = tmp_path / fmt
+        assert cli.main(["train", "--encoder", "collective", "--train-corpus", str(path), "--dev-corpus", str(path),
+                         "--corpus-format", fmt, "--names", f"Disease={kb}", f"Chemical={kb}", "--init", teacher,
+                         "--document-layers", "1", "--epochs", "1", "--save-dtype", "float32", "--output", str(out),
+                         "--no-progress"]) == 0
+        cards[fmt] = json.loads((out / "card.json").read_text())
+    assert (cards["pubtator"]["data"]["corpus_format"], cards["bioc-json"]["data"]["corpus_format"]) == ("pubtator", "bioc-json")
+    assert cards["bioc-json"]["fingerprint"] == cards["pubtator"]["fingerprint"]
+    assert cards["bioc-json"]["collective"]["dev"] == cards["pubtator"]["collective"]["dev"]
+
+
+def test_bc5cdr_bioc_release_gives_the_gold_spans_of_its_pubtator_release(bases):
+    """BC5CDR's BioC release states a composite's parts as annotations of their own (CompositeRole
+    IndividualMention): read as gold mentions they were spans to detect the PubTator release has not ("malignant
+    liver disease"), and a two-location part replaced its composite's ids ("end-stage liver disease", whose span is
+    the composite's)."""
+    model = tiny(bases)
+    excerpt = FIXTURES / "corpora" / "bc5cdr_test_excerpt"
+    pubtator = read_annotated(f"{excerpt}.pubtator", "pubtator")
+    bioc = read_annotated(f"{excerpt}.bioc.xml", "bioc-xml")
+    assert [d.doc_id for d in bioc] == [d.doc_id for d in pubtator] and len(pubtator) == 3
+    for p, b in zip(pubtator, bioc):
+        encoded = model.encode_document(p.text)
+        assert gold_piece_spans(encoded, b, model.entity_types) == gold_piece_spans(encoded, p, model.entity_types)
 
 
 def test_given_mentions_are_linked_in_one_pass_per_document(collective_chain, tmp_path):

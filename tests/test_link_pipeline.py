@@ -777,6 +777,22 @@ def test_calibrate_nil_refuses_when_no_linked_mention_is_right(chain, corpus, tm
     assert f" mentions detected and linked with --index Disease={index} has a gold annotation's span and concept id" in err
 
 
+def test_calibrate_nil_reads_bc5cdr_bioc_release_as_its_pubtator_release(chain, tmp_path, capsys):
+    """calibrate-nil read PubTator only: a BioC gold failed on its first line. With --gold-format it is read as
+    evaluate-e2e reads it, so the composite parts BC5CDR's BioC release states apart (CompositeRole
+    IndividualMention) are no gold spans of their own: 3 more Disease gold annotations than its PubTator release."""
+    from pipelines import cli
+
+    model, index = chain
+    corpora = ROOT / "tests" / "fixtures" / "corpora"
+    out = {}
+    for fmt, gold in (("pubtator", "bc5cdr_test_excerpt.pubtator"), ("bioc-xml", "bc5cdr_test_excerpt.bioc.xml")):
+        assert cli.main(["calibrate-nil", "--model", model, "--index", f"Disease={index}", "--gold", str(corpora / gold),
+                         "--gold-format", fmt, "--json", str(tmp_path / f"{fmt}.json")]) == 0
+        out[fmt] = json.loads((tmp_path / f"{fmt}.json").read_text())["thresholds"]
+    assert out["bioc-xml"] == out["pubtator"] and out["pubtator"]["Disease"]["gold"] > 0
+
+
 def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_the_batching(chain, corpus, tmp_path, capsys):
     from bioel_core.linking.rerank import CrossEncoderReranker, RerankLinker
     from bioel_core.models import CrossEncoder

@@ -1,11 +1,18 @@
 """Annotated corpora read whole and strictly, for the verbs that score or learn from annotations (evaluate-e2e,
-calibrate-nil, train's corpora): `read_annotated(path, fmt, flag)`.
+calibrate-nil, train's corpora): `read_annotated(path, fmt, flag)`, and `is_composite_part`, the annotations those
+verbs leave out.
 
 `fmt` is one of FORMATS_WITH_MENTIONS (the formats that can carry annotations, named as `bioel link
 --input-format` names them); any other is refused naming the path, since a corpus of text only would score as
 if nothing were found. `path` is a file, a folder of files, or a finished `bioel link` output folder, read for
 its copy in `fmt`. Every record goes through `read_documents` (gzip, byte-order marks, the same parsing as `bioel
 link`), but the first bad record raises its FormatError (file, record, reason) instead of becoming a dead letter.
+
+BC5CDR's BioC release states the parts of a composite mention as annotations of their own (infon `CompositeRole` =
+`IndividualMention`, "end-stage liver disease" of "end-stage or malignant liver disease" with two locations), where
+its PubTator release names them in the composite's line; read as mentions, they would be gold spans (and ids) the
+PubTator release has not. The verbs skip them (`is_composite_part`), so both releases score, calibrate and train the
+same.
 """
 
 from __future__ import annotations
@@ -13,10 +20,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from bioel_core.corpora.read import FORMATS_WITH_MENTIONS, read_documents
-from bioel_core.corpora.records import Document, FormatError
+from bioel_core.corpora.records import Document, FormatError, Mention
 from bioel_core.records import DeadLetter
 
 _NAMES = {"pubtator": "PubTator", "bioc-xml": "BioC XML", "bioc-json": "BioC JSON"}
+_COMPOSITE_PART = ("CompositeRole", "IndividualMention")  # a BioC annotation infon (Mention.infons)
+
+
+def is_composite_part(mention: Mention) -> bool:
+    """Whether a BioC annotation is a part of a composite mention stated apart (see the module docstring)."""
+    return _COMPOSITE_PART in mention.infons
 
 
 def corpus_files(path: str | Path, fmt: str, flag: str = "") -> list[str]:

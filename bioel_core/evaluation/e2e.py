@@ -4,13 +4,12 @@ A predicted annotation is correct when a gold annotation of the same document sh
 and has the same span (strict) or an overlapping one (partial). Precision = correct predictions /
 predictions; recall = gold annotations matched by some correct prediction / gold annotations. Annotations
 without a concept (PubTator `-1`) are left out on both sides and counted apart, and so are the parts of a
-composite mention that BC5CDR's BioC release states as annotations of their own (infon `CompositeRole` =
-`IndividualMention`; its PubTator release names them in the composite's line), so that both releases score
-the same; identical annotations are counted once. Ids are compared without a known vocabulary prefix
-(`MESH:D003920` = `D003920`: bioel_core.kb.vocab.plain_id), so gold and predictions may write them either way;
-a prediction that carries its concept's alt ids (`annotation_mentions`) is right when any of them is gold.
-Spans are offsets into a document's text, so a predicted document whose text is not its gold document's is
-refused (`text_mismatch`).
+composite mention that BC5CDR's BioC release states as annotations of their own
+(bioel_core.corpora.annotated.is_composite_part), so that both releases score the same; identical annotations
+are counted once. Ids are compared without a known vocabulary prefix (`MESH:D003920` = `D003920`:
+bioel_core.kb.vocab.plain_id), so gold and predictions may write them either way; a prediction that carries its
+concept's alt ids (`annotation_mentions`) is right when any of them is gold. Spans are offsets into a document's
+text, so a predicted document whose text is not its gold document's is refused (`text_mismatch`).
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from bioel_core.corpora.annotated import is_composite_part
 from bioel_core.corpora.records import Document, Mention
 from bioel_core.kb.vocab import plain_id
 
@@ -42,7 +42,6 @@ class Scores:
 
 
 _Ann = tuple[int, int, frozenset]
-COMPOSITE_PART = ("CompositeRole", "IndividualMention")  # a BioC annotation infon (Mention.infons)
 
 
 def _annotations(items: Iterable[Document | Mention], types: set[str] | None, counts: dict) -> dict[str, set[_Ann]]:
@@ -51,7 +50,7 @@ def _annotations(items: Iterable[Document | Mention], types: set[str] | None, co
     for m in mentions:
         if types and m.entity_type and m.entity_type not in types:
             continue
-        if COMPOSITE_PART in m.infons:
+        if is_composite_part(m):
             counts["composite_parts"] += 1
             continue
         if m.start is None or m.end is None:

@@ -3,27 +3,28 @@ pick per entity type the score below which mentions are better left NIL (strict 
 
 from __future__ import annotations
 
-from bioel_core.corpora import read_pubtator
+from bioel_core.corpora import read_annotated
+from bioel_core.corpora.annotated import is_composite_part
 from bioel_core.evaluation.e2e import gold_contents
 from bioel_core.kb.vocab import plain_id
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.linking.nil import calibrate_threshold
 
 
-def calibrate_on_gold(spec: AnnotatorSpec, gold_pubtator: str, batch_size: int = 64) -> dict:
-    """Per entity type, the NIL threshold maximizing strict span+concept F1 on a gold PubTator corpus."""
-    documents = read_pubtator(gold_pubtator, "--gold")
+def calibrate_on_gold(spec: AnnotatorSpec, gold_path: str, fmt: str = "pubtator", batch_size: int = 64) -> dict:
+    """Per entity type, the NIL threshold maximizing strict span+concept F1 on a gold corpus in `fmt` (read_annotated)."""
+    documents = read_annotated(gold_path, fmt, "--gold")
     annotator = spec.open()
     gold: dict[tuple, set[str]] = {}
     for d in documents:
         for m in d.mentions:
             target = annotator.target_of(m)
-            if target is not None and m.concept_ids:
+            if target is not None and m.concept_ids and not is_composite_part(m):
                 key = (target.entity_type, d.doc_id, m.start, m.end)
                 gold.setdefault(key, set()).update(plain_id(i) for c in m.concept_ids for i in c.split("|"))
     for t in annotator.targets:
         if not any(k[0] == t for k in gold):
-            raise ValueError(f"--gold {gold_pubtator}: no annotation with a concept id {f'of entity type {t} ' if t else ''}"
+            raise ValueError(f"--gold {gold_path}: no annotation with a concept id {f'of entity type {t} ' if t else ''}"
                              f"to calibrate against ({gold_contents(documents)})")
     scores: dict[str, list[float]] = {t: [] for t in annotator.targets}
     correct: dict[str, list[bool]] = {t: [] for t in annotator.targets}
@@ -38,7 +39,7 @@ def calibrate_on_gold(spec: AnnotatorSpec, gold_pubtator: str, batch_size: int =
     for t, index in spec.indexes:
         # with no right link every threshold scores F1 0, and the lowest (cut nothing) would be offered as calibrated
         if not any(correct[t]):
-            raise ValueError(f"--gold {gold_pubtator}: none of the {len(scores[t]):,} mentions detected and linked with --index "
+            raise ValueError(f"--gold {gold_path}: none of the {len(scores[t]):,} mentions detected and linked with --index "
                              f"{t + '=' if t else ''}{index} has a gold annotation's span and concept id: no threshold "
                              "to calibrate (is the index's KB the one the gold's ids come from?)")
     return {t: calibrate_threshold(scores[t], correct[t], sum(1 for k in gold if k[0] == t)) for t in annotator.targets}

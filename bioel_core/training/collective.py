@@ -12,7 +12,9 @@ Per document, one forward pass, three losses summed:
 AdamW with linear warm-up and decay, gradients accumulated over `documents_per_step` documents; after every epoch
 the dev corpus is scored end to end (strict P/R/F1, spans decoded at 0.5) and the best epoch is kept; a wall-clock
 budget ends training cleanly with the best model so far. Checkpoints (model folder + optimizer + RNG in
-safetensors) make a killed run resumable.
+safetensors) make a killed run resumable. The corpora are read strictly in any annotated format (`read_annotated`);
+the parts of a composite mention a BioC release states apart are not gold mentions (`is_composite_part`), so BC5CDR's
+BioC and PubTator releases train the same.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bioel_core.corpora.records import Document
+from bioel_core.corpora.annotated import is_composite_part
+from bioel_core.corpora.records import Document, Mention
 from bioel_core.kb.vocab import plain_id
 from bioel_core.progress import bar as progress_bar
 from bioel_core.models.collective import DOCUMENT_DIR, NAMES_DIR, CollectiveEncoder, Encoded, is_collective
@@ -84,15 +87,18 @@ class NameSpace:
         return scores[:, 0], rows[:, 0]
 
 
+def gold_mentions(document: Document, entity_types) -> list[Mention]:
+    """The document's gold mentions of the model's entity types; a composite's parts stated apart are not."""
+    return [m for m in document.mentions if m.entity_type in entity_types and not is_composite_part(m)]
+
+
 def gold_piece_spans(encoded: Encoded, document: Document, entity_types: list[str]) -> tuple[dict, int]:
-    """{(start piece, end piece, type index): gold concept ids} for the document's mentions of known types whose
-    characters start and end on piece boundaries; and how many mentions could not be aligned."""
+    """{(start piece, end piece, type index): gold concept ids} for the document's gold mentions whose characters
+    start and end on piece boundaries; and how many mentions could not be aligned."""
     starts = {p.start: i for i, p in enumerate(encoded.pieces)}
     ends = {p.end: i for i, p in enumerate(encoded.pieces)}
     out, unaligned = {}, 0
-    for m in document.mentions:
-        if m.entity_type not in entity_types:
-            continue
+    for m in gold_mentions(document, entity_types):
         i, j = starts.get(m.start), ends.get(m.end)
         if i is None or j is None or j < i:
             unaligned += 1
@@ -201,7 +207,7 @@ def e2e_scores(model, documents: list[Document], spaces, thresholds, decoder="sp
     tp = predicted = gold_count = 0
     for k, d in enumerate(documents):
         gold = {(m.start, m.end, m.entity_type): {plain_id(x) for c in m.concept_ids for x in c.replace("+", "|").split("|")}
-                for m in d.mentions if m.entity_type in model.entity_types}
+                for m in gold_mentions(d, model.entity_types)}
         gold_count += len(gold)
         for start, end, t, concept, _ in predict(model, d, spaces, thresholds, decoder, link_with,
                                                  encoded[k] if encoded else None):
@@ -318,33 +324,35 @@ def warm_start_heads(model: CollectiveEncoder, teacher: CollectiveEncoder) -> No
         getattr(model, name).load_state_dict(getattr(teacher, name).state_dict())
 
 
-def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], names: dict[str, str], output: str | Path,
+def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], corpus_format: str = "pubtator",
+                            names: dict[str, str], output: str | Path,
                             name_model: str | None, init: str | None, config: CollectiveTrainConfig, device: str,
                             mention_pooling: str = "endpoints", save_dtype: str = "float16", command: list[str],
                             document_layers: int | None = None) -> dict:
     """The whole `bioel train --encoder collective` job: build, train, tune decoding on dev, save, write the card.
     `init`: an HF checkpoint, or a trained collective model folder (its document encoder, name encoder and heads are
-    the start; with `document_layers`, a smaller model learns from the larger one's first layers)."""
+    the start; with `document_layers`, a smaller model learns from the larger one's first layers). The corpora are
+    read first, so that a bad record stops the run before any model is loaded."""
     import os
     import platform
 
     import bioel_core
-    from bioel_core.corpora import read_pubtator
+    from bioel_core.corpora import read_annotated
     from bioel_core.models import default_base_checkpoint, model_folder, open_model
     from bioel_core.models.cards import fingerprint_entry, write_card
     from bioel_core.models.checkpoints import checkpoint_reference
 
     began = time.monotonic()
+    train_docs = [d for path in train_corpus for d in read_annotated(path, corpus_format, "--train-corpus")]
+    dev_docs = [d for path in dev_corpus for d in read_annotated(path, corpus_format, "--dev-corpus")]
+    if not train_docs or not dev_docs:
+        raise ValueError(f"no documents: {len(train_docs)} in --train-corpus {train_corpus}, {len(dev_docs)} in --dev-corpus {dev_corpus}")
     torch.manual_seed(config.seed)
     teacher = Path(init) if init and is_collective(init) else None
     if teacher and name_model is None:
         name_model = str(teacher / NAMES_DIR)  # its mention head was trained into that name space
     name_encoder = open_model(name_model)
     base = teacher / DOCUMENT_DIR if teacher else Path(init) if init else default_base_checkpoint()
-    train_docs = [d for path in train_corpus for d in read_pubtator(path)]
-    dev_docs = [d for path in dev_corpus for d in read_pubtator(path)]
-    if not train_docs or not dev_docs:
-        raise ValueError(f"no documents: {len(train_docs)} in --train-corpus {train_corpus}, {len(dev_docs)} in --dev-corpus {dev_corpus}")
     types = sorted(names)
     model = CollectiveEncoder(base, name_encoder, types, mention_pooling=mention_pooling, document_layers=document_layers,
                               names_source={"path": str(model_folder(name_model))}).to(device)
@@ -365,7 +373,7 @@ def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], n
         "encoder": best.config(), **fingerprint_entry(CollectiveEncoder.load(output)),
         "init": str(teacher or checkpoint_reference(base)), "document_layers": best.document.config.num_hidden_layers,
         "save_dtype": save_dtype, "scores": {},
-        "data": {"train_corpus": train_corpus, "dev_corpus": dev_corpus, "names": names,
+        "data": {"train_corpus": train_corpus, "dev_corpus": dev_corpus, "corpus_format": corpus_format, "names": names,
                  "train_documents": len(train_docs), "dev_documents": len(dev_docs), "seed": config.seed},
         "collective": {"epochs": record["epochs"], "best_epoch": record["best"]["epoch"], "config": record["config"],
                        "decoding": best.decoding, "dev": tuned["dev"], "dev_bio": tuned["dev_bio"],
