@@ -185,7 +185,8 @@ def cmd_evaluate_e2e(args) -> int:
     from bioel_core.evaluation.e2e import gold_contents
 
     check_json(args.json, [("--gold", args.gold), ("--pred", args.pred)])
-    gold, pred = read_annotated(args.gold, args.gold_format, "--gold"), read_annotated(args.pred, args.pred_format, "--pred")
+    gold = read_annotated(args.gold, args.gold_format, "--gold", "--gold-format")
+    pred = read_annotated(args.pred, args.pred_format, "--pred", "--pred-format")
     scores = e2e_scores(gold, pred, args.types, names=(f"--gold {args.gold}", f"--pred {args.pred}"))
     of_types = f"{' of type ' + ', '.join(args.types) if args.types else ''}"
     if not scores["strict"]["n_gold"]:

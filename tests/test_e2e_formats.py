@@ -1,15 +1,17 @@
 """evaluate-e2e over every corpus format that carries annotations (--gold-format / --pred-format, named as link's
 --input-format): BC5CDR's BioC release scores as its PubTator release, the same content scores the same in each
-format, a format without annotations and a bad record are one-line refusals."""
+format, a format without annotations and a bad record are one-line refusals, and a misnamed format says which to
+name."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 import pytest
 
-from bioel_core.corpora import read_annotated, read_pubtator, write_bioc_json, write_bioc_xml
+from bioel_core.corpora import read_annotated, read_documents, read_pubtator, write_bioc_json, write_bioc_xml
 from pipelines import cli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -126,6 +128,49 @@ def test_a_bad_bioc_record_is_a_one_line_error_naming_file_record_and_reason(tmp
     not_json.write_text("{not json\n")
     assert refusal(capsys, "--gold", not_json, "--gold-format", "bioc-json", "--pred", PUBTATOR) == (
         f"{not_json}: line 1: neither JSON nor JSON lines: Expecting property name enclosed in double quotes")
+
+
+NAMES = {"pubtator": "PubTator", "bioc-xml": "BioC XML", "bioc-json": "BioC JSON"}
+
+
+@pytest.mark.parametrize("given, actual", [(g, a) for g in NAMES for a in NAMES if g != a])
+def test_a_misnamed_format_ends_its_error_with_the_flag_that_names_the_right_one(tmp_path, capsys, given, actual):
+    """A BioC XML gold read as PubTator (the default) failed with "line 1: annotation or relation line before any
+    title/abstract line", as if the file were broken. A file's first record that fails while its first bytes plainly
+    are another annotated format (after a byte-order mark, gzipped too) now ends the error with the flag to pass."""
+    files = {"pubtator": PUBTATOR, "bioc-xml": BIOC, "bioc-json": tmp_path / "gold.json"}
+    write_bioc_json(read_annotated(BIOC, "bioc-xml"), files["bioc-json"])
+    path = tmp_path / f"misnamed.{given}.gz"
+    path.write_bytes(gzip.compress(b"\xef\xbb\xbf" + files[actual].read_bytes()))
+    for side, other in (("gold", "pred"), ("pred", "gold")):
+        err = refusal(capsys, f"--{side}", path, f"--{side}-format", given, f"--{other}", PUBTATOR)
+        assert err.startswith(f"{path}: line 1") and err.endswith(f" (this looks like {NAMES[actual]}: pass --{side}-format {actual})")
+
+
+def test_the_hint_names_each_verbs_own_format_flag_and_only_for_another_format(tmp_path, capsys):
+    from pipelines import cli
+
+    for argv, flag in ((["calibrate-nil", "--index", f"Disease={tmp_path / 'index'}", "--gold", BIOC], "--gold-format"),
+                       (["train", "--encoder", "collective", "--train-corpus", BIOC, "--dev-corpus", BIOC, "--names",
+                         f"Disease={tmp_path / 'kb'}", "--output", tmp_path / "model"], "--corpus-format")):
+        assert cli.main(list(map(str, argv))) == 2
+        assert capsys.readouterr().err.endswith(f" (this looks like BioC XML: pass {flag} bioc-xml)\n")
+    # a bad first record in a file of the format named is that format's error alone
+    bad = tmp_path / "bad.pubtator"
+    bad.write_text("1\t0\t4\tSome\tDisease\tD1\n")
+    assert refusal(capsys, "--gold", bad, "--pred", PUBTATOR) == (
+        f"{bad}: line 1: annotation or relation line before any title/abstract line")
+
+
+def test_an_undecodable_pubtator_line_is_refused_as_invalid_utf8(tmp_path, capsys):
+    """Read strictly, the line's dead-letter reason ("document dropped: invalid UTF-8 ...": what bulk linking does
+    with its document) was the error, as if the read had gone on without it."""
+    latin1 = tmp_path / "gold.pubtator"
+    latin1.write_bytes(PUBTATOR.read_bytes().replace(b"cystitis", b"cystitis\xe9", 1))
+    assert refusal(capsys, "--gold", latin1, "--pred", PUBTATOR) == (
+        f"{latin1}: line 2: invalid UTF-8: invalid continuation byte at byte 188")
+    dead = next(iter(read_documents([str(latin1)], "pubtator")))
+    assert (dead.location, dead.reason) == ("line 2", "document dropped: invalid UTF-8: invalid continuation byte at byte 188")
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason=f"shared benchmark data not found at {DATA}")

@@ -39,6 +39,7 @@ from bioel_core.records import DeadLetter
 
 CorpusItem = Document | DeletedDocument | DeadLetter
 _LINE = re.compile(r"line (\d+)")
+DOCUMENT_DROPPED = "document dropped: "  # a PubTator dead letter's reason for a document spoilt by one undecodable line
 
 
 def _pubtator(path: Input, opener: Opener | None) -> Iterator[CorpusItem]:
@@ -48,7 +49,7 @@ def _pubtator(path: Input, opener: Opener | None) -> Iterator[CorpusItem]:
 
     def finish() -> Iterator[CorpusItem]:
         if bad is not None:
-            yield DeadLetter(source, bad.location, bad.raw, f"document dropped: {bad.reason}")
+            yield DeadLetter(source, bad.location, bad.raw, DOCUMENT_DROPPED + bad.reason)
         elif block:
             try:
                 yield from parse_pubtator([line for _, line in block], source)

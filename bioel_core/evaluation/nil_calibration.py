@@ -13,7 +13,7 @@ from bioel_core.linking.nil import calibrate_threshold
 
 def calibrate_on_gold(spec: AnnotatorSpec, gold_path: str, fmt: str = "pubtator", batch_size: int = 64) -> dict:
     """Per entity type, the NIL threshold maximizing strict span+concept F1 on a gold corpus in `fmt` (read_annotated)."""
-    documents = read_annotated(gold_path, fmt, "--gold")
+    documents = read_annotated(gold_path, fmt, "--gold", "--gold-format")
     annotator = spec.open()
     gold: dict[tuple, set[str]] = {}
     for d in documents:

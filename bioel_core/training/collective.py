@@ -343,8 +343,8 @@ def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], c
     from bioel_core.models.checkpoints import checkpoint_reference
 
     began = time.monotonic()
-    train_docs = [d for path in train_corpus for d in read_annotated(path, corpus_format, "--train-corpus")]
-    dev_docs = [d for path in dev_corpus for d in read_annotated(path, corpus_format, "--dev-corpus")]
+    train_docs = [d for path in train_corpus for d in read_annotated(path, corpus_format, "--train-corpus", "--corpus-format")]
+    dev_docs = [d for path in dev_corpus for d in read_annotated(path, corpus_format, "--dev-corpus", "--corpus-format")]
     if not train_docs or not dev_docs:
         raise ValueError(f"no documents: {len(train_docs)} in --train-corpus {train_corpus}, {len(dev_docs)} in --dev-corpus {dev_corpus}")
     torch.manual_seed(config.seed)
