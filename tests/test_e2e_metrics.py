@@ -68,6 +68,17 @@ def test_prefixes_duplicates_types_and_nil_predictions():
     assert (only_disease["n_gold"], only_disease["n_pred"]) == (1, 1)
 
 
+def test_gold_ids_stated_apart_for_one_span_are_one_gold_annotation_and_predictions_stay_apart():
+    """Two gold lines for one span with other ids were two gold annotations (a linker right on the span scored recall
+    50), where one line `X|Y` is one and calibrate-nil counted one: the gold of a span is now one annotation, its
+    ids the union. Predictions stay one per (span, ids): a second line with a wrong id costs precision."""
+    apart = e2e_scores([m("A", 0, 5, "X"), m("A", 0, 5, "Y")], [m("A", 0, 5, "Y")])
+    assert apart == e2e_scores([m("A", 0, 5, "X", "Y")], [m("A", 0, 5, "Y")])
+    assert (apart["strict"]["n_gold"], apart["strict"]["recall"], apart["strict"]["precision"]) == (1, 100.0, 100.0)
+    hedged = e2e_scores([m("A", 0, 5, "X")], [m("A", 0, 5, "X"), m("A", 0, 5, "Z")])["strict"]
+    assert (hedged["n_pred"], hedged["correct_pred"], hedged["precision"], hedged["recall"]) == (2, 1, 50.0, 100.0)
+
+
 def test_missing_span_is_an_error():
     with pytest.raises(ValueError, match="has no span"):
         e2e_scores([Mention("x", doc_id="A", concept_ids=("X",))], [])

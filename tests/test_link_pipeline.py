@@ -793,6 +793,28 @@ def test_calibrate_nil_reads_bc5cdr_bioc_release_as_its_pubtator_release(chain, 
     assert out["bioc-xml"] == out["pubtator"] and out["pubtator"]["Disease"]["gold"] > 0
 
 
+def test_calibrate_nil_counts_the_gold_as_evaluate_e2e_does(chain, corpus, tmp_path, capsys):
+    """A gold that states a span twice (once with another id, once identically): calibrate-nil counted the span's
+    gold once with both ids, evaluate-e2e counted each (span, ids) apart. Both now take the gold from
+    e2e.gold_annotations: one annotation per span."""
+    from pipelines import cli
+
+    _, docs = corpus
+    model, index = chain
+    documents = [Document(d.doc_id, d.passages, [replace(m, entity_type="Disease") for m in d.mentions]) for d in docs[:2]]
+    first = next(m for m in documents[0].mentions if m.concept_ids)
+    documents[0].mentions += [replace(first, concept_ids=("D999999",), id_field="D999999"), first]
+    gold = tmp_path / "duplicates.pubtator"
+    write_pubtator(documents, gold)
+    spans = {(d.doc_id, m.start, m.end) for d in documents for m in d.mentions if m.concept_ids}
+    assert cli.main(["calibrate-nil", "--model", model, "--index", f"Disease={index}", "--gold", str(gold),
+                     "--json", str(tmp_path / "nil.json")]) == 0
+    assert json.loads((tmp_path / "nil.json").read_text())["thresholds"]["Disease"]["gold"] == len(spans)
+    assert cli.main(["evaluate-e2e", "--gold", str(gold), "--pred", str(gold), "--json", str(tmp_path / "e2e.json")]) == 0
+    scores = json.loads((tmp_path / "e2e.json").read_text())["strict"]
+    assert scores["n_gold"] == len(spans) and scores["recall"] == 100.0
+
+
 def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_the_batching(chain, corpus, tmp_path, capsys):
     from bioel_core.linking.rerank import CrossEncoderReranker, RerankLinker
     from bioel_core.models import CrossEncoder

@@ -5,17 +5,26 @@ and has the same span (strict) or an overlapping one (partial). Precision = corr
 predictions; recall = gold annotations matched by some correct prediction / gold annotations. Annotations
 without a concept (PubTator `-1`) are left out on both sides and counted apart, and so are the parts of a
 composite mention that BC5CDR's BioC release states as annotations of their own
-(bioel_core.corpora.annotated.is_composite_part), so that both releases score the same; identical annotations
-are counted once. Ids are compared without a known vocabulary prefix (`MESH:D003920` = `D003920`:
-bioel_core.kb.vocab.plain_id), so gold and predictions may write them either way; a prediction that carries its
-concept's alt ids (`annotation_mentions`) is right when any of them is gold. Spans are offsets into a document's
-text, so a predicted document whose text is not its gold document's is refused (`text_mismatch`).
+(bioel_core.corpora.annotated.is_composite_part), so that both releases score the same. Ids are compared without a
+known vocabulary prefix (`MESH:D003920` = `D003920`: bioel_core.kb.vocab.plain_id), so gold and predictions may
+write them either way; a prediction that carries its concept's alt ids (`annotation_mentions`) is right when any of
+them is gold. Spans are offsets into a document's text, so a predicted document whose text is not its gold
+document's is refused (`text_mismatch`).
+
+Duplicates. The gold annotations of one document and span are one gold annotation whose ids are the union of theirs
+(`gold_annotations`, which `bioel calibrate-nil` scores its links against too): two identical lines count once, and
+`D1` and `D2` stated on two lines for one span read as one line `D1|D2` does, either id right. A linker gives a span
+one concept, and a corpus that states a span's ids apart (two PubTator lines, two BioC annotations) says what one
+`D1|D2` line says; counted as two gold annotations, the same content would score lower than on one line, a linker
+right on every span could not reach 100 recall, and NIL thresholds would be calibrated against gold no link can
+match. Predictions stay one per distinct (span, ids), identical ones counted once: each is a claim, so a second
+line with a wrong id for a span costs precision.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 from bioel_core.corpora.annotated import is_composite_part
@@ -44,11 +53,12 @@ class Scores:
 _Ann = tuple[int, int, frozenset]
 
 
-def _annotations(items: Iterable[Document | Mention], types: set[str] | None, counts: dict) -> dict[str, set[_Ann]]:
-    out: dict[str, set[_Ann]] = defaultdict(set)
+def _scored(items: Iterable[Document | Mention], keep: Callable[[Mention], bool], counts: dict) -> Iterator[tuple[Mention, frozenset]]:
+    """The mentions `keep` takes, with their plain ids, less those counted apart in `counts` (composite parts stated
+    apart, mentions with no concept id)."""
     mentions = (m for it in items for m in (it.mentions if isinstance(it, Document) else [it]))
     for m in mentions:
-        if types and m.entity_type and m.entity_type not in types:
+        if not keep(m):
             continue
         if is_composite_part(m):
             counts["composite_parts"] += 1
@@ -59,8 +69,17 @@ def _annotations(items: Iterable[Document | Mention], types: set[str] | None, co
         if not ids:
             counts["without_concept"] += 1
             continue
-        out[m.doc_id].add((m.start, m.end, ids))
-    return out
+        yield m, ids
+
+
+def gold_annotations(items: Iterable[Document | Mention], keep: Callable[[Mention], bool],
+                     counts: dict | None = None) -> dict[tuple[str, int, int], frozenset]:
+    """{(document, start, end): ids} of the gold annotations `keep` takes: one per document and span, its ids the
+    union of those stated for the span (see the module docstring); `counts` gets what is left out."""
+    gold: dict[tuple[str, int, int], frozenset] = defaultdict(frozenset)
+    for m, ids in _scored(items, keep, defaultdict(int) if counts is None else counts):
+        gold[m.doc_id, m.start, m.end] |= ids
+    return dict(gold)
 
 
 def _matches(a: _Ann, b: _Ann, strict: bool) -> bool:
@@ -136,8 +155,14 @@ def e2e_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Men
     if mismatch:
         raise ValueError(mismatch)
     types = set(entity_types) if entity_types else None
+    keep = lambda m: not types or not m.entity_type or m.entity_type in types  # noqa: E731 (an untyped mention is kept)
     gcounts, pcounts = defaultdict(int), defaultdict(int)
-    g, p = _annotations(gold, types, gcounts), _annotations(pred, types, pcounts)
+    g: dict[str, set[_Ann]] = defaultdict(set)
+    for (doc, start, end), ids in gold_annotations(gold, keep, gcounts).items():
+        g[doc].add((start, end, ids))
+    p: dict[str, set[_Ann]] = defaultdict(set)
+    for m, ids in _scored(pred, keep, pcounts):
+        p[m.doc_id].add((m.start, m.end, ids))
     return {"strict": asdict(score(g, p, strict=True)), "partial": asdict(score(g, p, strict=False)),
             "gold_without_concept": gcounts["without_concept"], "pred_without_concept": pcounts["without_concept"],
             "gold_composite_parts": gcounts["composite_parts"], "pred_composite_parts": pcounts["composite_parts"],

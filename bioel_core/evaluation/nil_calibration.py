@@ -1,11 +1,13 @@
 """NIL thresholds from a gold corpus (`bioel calibrate-nil`): link the gold documents as `bioel link` would, then
-pick per entity type the score below which mentions are better left NIL (strict span + concept F1)."""
+pick per entity type the score below which mentions are better left NIL (strict span + concept F1). The gold is
+counted as evaluate-e2e counts it (bioel_core.evaluation.e2e.gold_annotations: one annotation per span, composite
+parts stated apart and annotations with no concept id left out): thresholds are chosen on the gold evaluate-e2e
+scores against."""
 
 from __future__ import annotations
 
 from bioel_core.corpora import read_annotated
-from bioel_core.corpora.annotated import is_composite_part
-from bioel_core.evaluation.e2e import gold_contents
+from bioel_core.evaluation.e2e import gold_annotations, gold_contents
 from bioel_core.kb.vocab import plain_id
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.linking.nil import calibrate_threshold
@@ -15,15 +17,11 @@ def calibrate_on_gold(spec: AnnotatorSpec, gold_path: str, fmt: str = "pubtator"
     """Per entity type, the NIL threshold maximizing strict span+concept F1 on a gold corpus in `fmt` (read_annotated)."""
     documents = read_annotated(gold_path, fmt, "--gold", "--gold-format")
     annotator = spec.open()
-    gold: dict[tuple, set[str]] = {}
-    for d in documents:
-        for m in d.mentions:
-            target = annotator.target_of(m)
-            if target is not None and m.concept_ids and not is_composite_part(m):
-                key = (target.entity_type, d.doc_id, m.start, m.end)
-                gold.setdefault(key, set()).update(plain_id(i) for c in m.concept_ids for i in c.split("|"))
+    # per entity type, the gold mentions its index links
+    gold = {t: gold_annotations(documents, lambda m, target=target: annotator.target_of(m) is target)
+            for t, target in annotator.targets.items()}
     for t in annotator.targets:
-        if not any(k[0] == t for k in gold):
+        if not gold[t]:
             raise ValueError(f"--gold {gold_path}: no annotation with a concept id {f'of entity type {t} ' if t else ''}"
                              f"to calibrate against ({gold_contents(documents)})")
     scores: dict[str, list[float]] = {t: [] for t in annotator.targets}
@@ -33,7 +31,7 @@ def calibrate_on_gold(spec: AnnotatorSpec, gold_path: str, fmt: str = "pubtator"
         for rows in annotator.annotate(batch):
             for r in rows:
                 entity_type = annotator.target_for(r["entity_type"]).entity_type  # '' for an untyped --index
-                ids = gold.get((entity_type, r["doc_id"], r["start"], r["end"]), set())
+                ids = gold[entity_type].get((r["doc_id"], r["start"], r["end"]), frozenset())
                 scores[entity_type].append(r["score"])
                 correct[entity_type].append(not r["nil"] and any(plain_id(i) in ids for i in (r["concept_id"], *r["alt_ids"])))
     for t, index in spec.indexes:
@@ -42,4 +40,4 @@ def calibrate_on_gold(spec: AnnotatorSpec, gold_path: str, fmt: str = "pubtator"
             raise ValueError(f"--gold {gold_path}: none of the {len(scores[t]):,} mentions detected and linked with --index "
                              f"{t + '=' if t else ''}{index} has a gold annotation's span and concept id: no threshold "
                              "to calibrate (is the index's KB the one the gold's ids come from?)")
-    return {t: calibrate_threshold(scores[t], correct[t], sum(1 for k in gold if k[0] == t)) for t in annotator.targets}
+    return {t: calibrate_threshold(scores[t], correct[t], len(gold[t])) for t in annotator.targets}
