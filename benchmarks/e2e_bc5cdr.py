@@ -86,17 +86,13 @@ def calibrated(work: Path, kbs: dict, model: str, tag: str, detector: str) -> di
 
 def bio_predictions(collective: str, kbs: dict, docs) -> list:
     """The collective model's BIO decoder in process: Documents whose mentions are its linked spans."""
-    from bioel_core.corpora import Document, Mention
     from bioel_core.models import CollectiveEncoder
-    from bioel_core.training.collective import NameSpace, predict
+    from bioel_core.training.collective import NameSpace, predicted_documents
 
     model = CollectiveEncoder.load(collective)
     spaces = {t: NameSpace.from_names_table(kbs[t]["kb"], model) for t in model.entity_types if t in kbs}
-    out = []
-    for d in docs:
-        found = predict(model, d, spaces, model.decoding["thresholds"], decoder="bio", link_with=model.decoding["link_with"])
-        out.append(Document(d.doc_id, d.passages, [Mention(d.text[a:b], d.doc_id, a, b, t, (c,)) for a, b, t, c, _ in found]))
-    return out
+    return predicted_documents(model, docs, spaces, model.decoding["thresholds"], decoder="bio",
+                               link_with=model.decoding["link_with"])
 
 
 def ncbi_corpus(work: Path) -> Path:

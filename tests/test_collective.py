@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from bioel_core.corpora import Document, Mention, Passage, read_annotated, read_pubtator, write_bioc_json
+from bioel_core.evaluation.e2e import e2e_scores
 from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import CollectiveEncoder, TransformerEncoder, open_model
 from bioel_core.models.collective import owner_window, windows, word_spans
-from bioel_core.training.collective import (CollectiveTrainConfig, NameSpace, bio_targets, document_loss,
-                                            gold_piece_spans, link_loss, span_loss, warm_start_heads)
+from bioel_core.training.collective import (CollectiveTrainConfig, NameSpace, bio_targets, dev_scores, document_loss,
+                                            gold_piece_spans, link_loss, predict, span_loss, warm_start_heads)
 from conftest import FIXTURES, SAMPLE_DATA, table_bytes
 from pipelines import build_index, embed_names, ingest_kb, link_corpus
 from pipelines.options import pipeline_options
@@ -149,11 +150,15 @@ def tiny_corpus() -> list[Document]:
     return out
 
 
-def test_a_tiny_training_run_lowers_the_loss(bases):
-    model = tiny(bases, window=32, overlap=8)
+def tiny_spaces(model: CollectiveEncoder) -> dict[str, NameSpace]:
     names = ["heart attack", "myocardial infarction", "type 2 diabetes", "breast cancer", "colon cancer", "x linked disease"]
     space = NameSpace(model.encode(names), ["D1", "D1", "D2", "D3", "D4", "D5"])
-    spaces = {"Disease": space, "Chemical": space}
+    return {"Disease": space, "Chemical": space}
+
+
+def test_a_tiny_training_run_lowers_the_loss(bases):
+    model = tiny(bases, window=32, overlap=8)
+    spaces = tiny_spaces(model)
     config = CollectiveTrainConfig(random_negatives=2, hard_negatives=2)
     docs = tiny_corpus()
     gold, unaligned = gold_piece_spans(model.encode_document(docs[0].text), docs[0], model.entity_types)
@@ -173,6 +178,50 @@ def test_a_tiny_training_run_lowers_the_loss(bases):
             optimizer.step()
     model.eval()
     assert total() < 0.7 * before
+
+
+def test_gold_piece_spans_give_a_span_stated_twice_the_union_of_its_ids(bases):
+    """Two annotations of one span and type were one target whose ids were the last line's: linking to the first's
+    concept, which the scoring counts as right, was trained as a negative."""
+    model = tiny(bases)
+    text = "heart attack of the colon"
+    at = (0, len("heart attack"))
+    doc = Document("1", [Passage("title", 0, text)],
+                   [Mention("heart attack", "1", *at, "Disease", ids) for ids in (("D1",), ("MESH:D2",), ())]
+                   + [Mention("colon", "1", 20, 25, "Disease", ())])
+    encoded = model.encode_document(text)
+    gold, unaligned = gold_piece_spans(encoded, doc, model.entity_types)
+    span = model.covering_span(encoded, *at)
+    assert unaligned == 0 and gold[(span[0], span[1], 1)] == {"D1", "D2"}
+    assert sorted(gold.values(), key=len) == [set(), {"D1", "D2"}]  # the `-1` span: to detect, nothing to link
+
+
+def test_dev_scores_count_what_evaluate_e2e_counts(bases):
+    """The training's dev scorer (epoch and decoding picked by it, its strict F1 in the card) had a rule of its own:
+    the last annotation of a span replaced the ids of the others, `-1` annotations were gold no link can hit, and a
+    link needed its gold's type. It now gives evaluate-e2e's figures on the same gold and links."""
+    model = tiny(bases, window=32, overlap=8)
+    spaces = tiny_spaces(model)
+    every_span = {t: 0.0 for t in model.entity_types}
+    plain = tiny_corpus()[1]
+    found = predict(model, plain, spaces, every_span)
+    assert len(found) >= 2
+    (a1, b1, t1, c1, _), (a2, b2, t2, c2, _) = found[:2]
+    a3 = plain.text.index("colon")
+    other_type = {"Disease": "Chemical", "Chemical": "Disease"}
+    gold = Document(plain.doc_id, plain.passages, [
+        Mention(plain.text[a1:b1], plain.doc_id, a1, b1, t1, (c1,)),  # the link's id, then another for the same span
+        Mention(plain.text[a1:b1], plain.doc_id, a1, b1, t1, ("D9",)),
+        Mention(plain.text[a2:b2], plain.doc_id, a2, b2, other_type[t2], (c2,)),  # the link's id, the other type
+        Mention("colon", plain.doc_id, a3, a3 + 5, "Disease", ()),  # no concept (`-1`)
+        Mention("colon", plain.doc_id, a3, a3 + 5, "Gene", ("D1",))])  # not a type of the model
+    dev = dev_scores(model, [gold], spaces, every_span)
+    links = [Mention(plain.text[a:b], plain.doc_id, a, b, t, (c,)) for a, b, t, c, _ in found]
+    e2e = e2e_scores([gold], links, model.entity_types)
+    for k in ("precision", "recall", "f1"):
+        assert 100 * dev[k] == pytest.approx(e2e["strict"][k])
+    assert (dev["predicted"], dev["gold"]) == (e2e["strict"]["n_pred"], e2e["strict"]["n_gold"])
+    assert (dev["gold"], dev["matched"], dev["correct"], dev["gold_without_concept"], dev["recall"]) == (2, 2, 2, 1, 1.0)
 
 
 @pytest.fixture(scope="module")

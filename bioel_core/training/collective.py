@@ -10,7 +10,8 @@ Per document, one forward pass, three losses summed:
   paper's once per epoch, at the cost of one exact FAISS search per mention);
 - BIO loss: token cross-entropy of the BIO tags (the comparison decoder).
 AdamW with linear warm-up and decay, gradients accumulated over `documents_per_step` documents; after every epoch
-the dev corpus is scored end to end (strict P/R/F1, spans decoded at 0.5) and the best epoch is kept; a wall-clock
+the dev corpus is scored end to end (strict P/R/F1, spans decoded at 0.5, counted as `bioel evaluate-e2e --types
+<the model's types>` counts them: `dev_scores`) and the best epoch is kept; a wall-clock
 budget ends training cleanly with the best model so far. Checkpoints (model folder + optimizer + RNG in
 safetensors) make a killed run resumable. The corpora are read strictly in any annotated format (`read_annotated`);
 the parts of a composite mention a BioC release states apart are not gold mentions (`is_composite_part`), so BC5CDR's
@@ -24,7 +25,7 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import faiss
@@ -34,6 +35,7 @@ import torch.nn.functional as F
 
 from bioel_core.corpora.annotated import is_composite_part
 from bioel_core.corpora.records import Document, Mention
+from bioel_core.evaluation.e2e import e2e_scores
 from bioel_core.kb.vocab import plain_id
 from bioel_core.progress import bar as progress_bar
 from bioel_core.models.collective import DOCUMENT_DIR, NAMES_DIR, CollectiveEncoder, Encoded, is_collective
@@ -94,7 +96,11 @@ def gold_mentions(document: Document, entity_types) -> list[Mention]:
 
 def gold_piece_spans(encoded: Encoded, document: Document, entity_types: list[str]) -> tuple[dict, int]:
     """{(start piece, end piece, type index): gold concept ids} for the document's gold mentions whose characters
-    start and end on piece boundaries; and how many mentions could not be aligned."""
+    start and end on piece boundaries; and how many mentions could not be aligned. Mentions stated apart for one
+    span and type give it the union of their ids, as the scoring counts them (bioel_core.evaluation.e2e): the link
+    loss then takes the nearest name of any of them as the positive and none of them as a negative, where the last
+    stated would have made the others' names negatives although linking to them scores as right. A span whose
+    mentions have no concept id (`-1`) is a span to detect with nothing to link."""
     starts = {p.start: i for i, p in enumerate(encoded.pieces)}
     ends = {p.end: i for i, p in enumerate(encoded.pieces)}
     out, unaligned = {}, 0
@@ -103,8 +109,9 @@ def gold_piece_spans(encoded: Encoded, document: Document, entity_types: list[st
         if i is None or j is None or j < i:
             unaligned += 1
             continue
-        ids = {plain_id(x) for c in m.concept_ids for x in c.replace("+", "|").split("|") if x and x != "-1"}
-        out[(i, j, entity_types.index(m.entity_type))] = ids
+        # the corpus readers split the id field (`|`, `+`) and read `-1` as no id (corpora.pubtator.split_ids)
+        key = (i, j, entity_types.index(m.entity_type))
+        out[key] = out.get(key, set()) | {plain_id(c) for c in m.concept_ids}
     return out, unaligned
 
 
@@ -200,21 +207,33 @@ def predict(model: CollectiveEncoder, document: Document, spaces: dict[str, Name
     return out
 
 
-@torch.no_grad()
-def e2e_scores(model, documents: list[Document], spaces, thresholds, decoder="spans", link_with="collective",
-               encoded: list[Encoded] | None = None) -> dict:
-    """Strict micro P/R/F1 (exact span, type and concept) over documents."""
-    tp = predicted = gold_count = 0
+def predicted_documents(model: CollectiveEncoder, documents: list[Document], spaces: dict[str, NameSpace],
+                        thresholds: dict[str, float], decoder: str = "spans", link_with: str = "collective",
+                        encoded: list[Encoded] | None = None) -> list[Document]:
+    """The documents with the model's linked spans (`predict`) as their mentions in place of the gold ones."""
+    out = []
     for k, d in enumerate(documents):
-        gold = {(m.start, m.end, m.entity_type): {plain_id(x) for c in m.concept_ids for x in c.replace("+", "|").split("|")}
-                for m in gold_mentions(d, model.entity_types)}
-        gold_count += len(gold)
-        for start, end, t, concept, _ in predict(model, d, spaces, thresholds, decoder, link_with,
-                                                 encoded[k] if encoded else None):
-            predicted += 1
-            tp += concept in gold.get((start, end, t), ())
-    p, r = tp / max(predicted, 1), tp / max(gold_count, 1)
-    return {"precision": p, "recall": r, "f1": 2 * p * r / max(p + r, 1e-12), "predicted": predicted, "gold": gold_count}
+        found = predict(model, d, spaces, thresholds, decoder, link_with, encoded[k] if encoded else None)
+        out.append(replace(d, mentions=[Mention(d.text[a:b], d.doc_id, a, b, t, (c,)) for a, b, t, c, _ in found]))
+    return out
+
+
+@torch.no_grad()
+def dev_scores(model: CollectiveEncoder, documents: list[Document], spaces: dict[str, NameSpace],
+               thresholds: dict[str, float], decoder: str = "spans", link_with: str = "collective",
+               encoded: list[Encoded] | None = None) -> dict:
+    """Strict micro P/R/F1 (fractions, as the card records them) of the model's links on gold `documents`, counted
+    as `bioel evaluate-e2e --types <the model's types>` counts them (bioel_core.evaluation.e2e.e2e_scores): one gold
+    annotation per span, its ids the union; no-concept annotations and composite parts left out (counted apart).
+    A prediction need not have its gold's entity type: evaluate-e2e keeps the annotations of those types on both
+    sides and then matches by span and ids alone, and the epoch and decoding are picked by the figure it reports
+    (each type links into its own KB, so an id right under another type is rare)."""
+    scores = e2e_scores(documents, predicted_documents(model, documents, spaces, thresholds, decoder, link_with, encoded),
+                        model.entity_types, names=("the dev corpus", "the model's links"))
+    strict = scores["strict"]
+    return {"precision": strict["precision"] / 100, "recall": strict["recall"] / 100, "f1": strict["f1"] / 100,
+            "predicted": strict["n_pred"], "gold": strict["n_gold"], "correct": strict["correct_pred"],
+            "matched": strict["matched_gold"], "gold_without_concept": scores["gold_without_concept"]}
 
 
 def train_collective(model: CollectiveEncoder, train_docs: list[Document], dev_docs: list[Document],
@@ -264,7 +283,7 @@ def train_collective(model: CollectiveEncoder, train_docs: list[Document], dev_d
             if config.max_minutes and (time.monotonic() - began) / 60 > config.max_minutes:
                 break
         model.eval()
-        dev = e2e_scores(model, dev_docs[:config.epoch_dev_documents], spaces, {t: 0.5 for t in model.entity_types})
+        dev = dev_scores(model, dev_docs[:config.epoch_dev_documents], spaces, {t: 0.5 for t in model.entity_types})
         entry = {"epoch": epoch + 1, "loss": {k: v / len(train_docs) for k, v in totals.items()}, "dev": dev,
                  "minutes": (time.monotonic() - began) / 60}
         record["epochs"].append(entry)
@@ -293,7 +312,7 @@ def tune_on_dev(model: CollectiveEncoder, dev_docs: list[Document], spaces: dict
     coordinate-wise), then how mentions are linked. Returns them with every score tried."""
     with torch.no_grad():
         encoded = [model.encode_document(d.text) for d in dev_docs]
-    score = lambda th, **kw: e2e_scores(model, dev_docs, spaces, th, encoded=encoded, **kw)  # noqa: E731
+    score = lambda th, **kw: dev_scores(model, dev_docs, spaces, th, encoded=encoded, **kw)  # noqa: E731
     thresholds = {t: 0.5 for t in model.entity_types}
     tried = []
     for t in model.entity_types:
