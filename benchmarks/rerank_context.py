@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.biosyn_sets import DATASETS, missing_datasets  # noqa: E402
-from bioel_core.corpora.pubtator import read_pubtator  # noqa: E402
+from bioel_core.corpora import read_pubtator  # noqa: E402
 from bioel_core.evaluation.biosyn_protocol import score_query  # noqa: E402
 from bioel_core.linking.dense import DenseLinker  # noqa: E402
 from bioel_core.linking.rerank import CrossEncoderReranker, KeptScores  # noqa: E402

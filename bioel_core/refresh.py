@@ -58,6 +58,7 @@ from bioel_core.embeddings import (TEXT_COLUMN, EncodeFailure, check_model_match
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.progress import bar as progress_bar
 from bioel_core.index import IndexSpec, build_shard, read_index_manifest, shard_of
+from bioel_core.index.build import faiss_threads
 from bioel_core.index.layout import FOLDERS, shard_files
 from bioel_core.index.sharded import file_sha256
 from bioel_core.models import open_model
@@ -211,10 +212,11 @@ class Inputs:
     new_names_manifest: dict
 
 
-def check_shard_file(path: Path, sha256: str, source: Path) -> None:
-    """Refuses an index file (`path`, a copy of `source` or itself) whose bytes are not the ones its manifest records."""
-    if file_sha256(path) != sha256:
-        raise ValueError(f"{source}: sha256 does not match the index manifest (corrupted or replaced); run `bioel build-index`")
+def check_shard_file(path: Path, sha256: str, copy_to: Path | None = None) -> None:
+    """Refuses an index file whose bytes are not the ones its manifest records; with `copy_to`, copied there in the
+    same pass, so the bytes checked are the bytes published."""
+    if file_sha256(path, copy_to) != sha256:
+        raise ValueError(f"{path}: sha256 does not match the index manifest (corrupted or replaced); run `bioel build-index`")
 
 
 def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str | Path, index: str | Path) -> Inputs:
@@ -253,7 +255,7 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
     # published, leaving them with no index
     for record in index_manifest["shards"]:
         for key, relative in shard_files(record).items():
-            check_shard_file(idx_root / relative, record[f"{key}_sha256"], idx_root / relative)
+            check_shard_file(idx_root / relative, record[f"{key}_sha256"])
     return Inputs(old, new, emb, idx, emb_manifest, index_manifest, spec, new_manifest)
 
 
@@ -413,9 +415,7 @@ def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touche
         if record["shard"] in touched:
             continue
         for key, relative in shard_files(record).items():
-            target = staging / relative
-            shutil.copyfile(old_root / relative, target)
-            check_shard_file(target, record[f"{key}_sha256"], old_root / relative)  # the bytes published
+            check_shard_file(old_root / relative, record[f"{key}_sha256"], copy_to=staging / relative)
         records.append(record)
 
     rows: dict[int, list[pa.Table]] = {s: [] for s in touched}
@@ -429,11 +429,8 @@ def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touche
             for shard in touched:
                 if (shards == shard).any():
                     rows[shard].append(table.filter(pa.array(shards == shard)))
-    threads = manifest["index"].get("faiss_threads")
-    before = faiss.omp_get_max_threads()
-    if threads:  # as the index was built (an HNSW graph depends on its build threads)
-        faiss.omp_set_num_threads(threads)
-    try:
+    # as the index was built (an HNSW graph depends on its build threads)
+    with faiss_threads(manifest["index"].get("faiss_threads")):
         for shard in touched:
             table = pa.concat_tables(rows.pop(shard) or [embeddings_schema(dim).empty_table()])
             built = build_shard(shard, num_shards, table.column("name_id").to_numpy(), table.column("concept_id"),
@@ -441,8 +438,6 @@ def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touche
             for relative, data in built.files.items():
                 (staging / relative).write_bytes(data)
             records.append(built.record)
-    finally:
-        faiss.omp_set_num_threads(before)
     return sorted(records, key=lambda r: r["shard"]), vectors_read
 
 

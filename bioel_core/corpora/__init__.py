@@ -2,12 +2,12 @@
 folders; `read_documents` reads any of them with one error contract, `read_annotated` one that carries annotations
 whole, its first bad record an error."""
 
-from bioel_core.corpora.annotated import corpus_files, read_annotated
+from bioel_core.corpora.annotated import corpus_files, pubtator_files, read_annotated, read_pubtator
 from bioel_core.corpora.bioc import iter_bioc_xml, read_bioc_json, read_bioc_xml, write_bioc_json, write_bioc_xml
 from bioel_core.corpora.biosyn import DictionaryEntry, iter_dictionary, read_query_file, read_query_folder, read_typo_map
 from bioel_core.corpora.jsonl import read_jsonl, write_jsonl
 from bioel_core.corpora.pubmed_xml import iter_pubmed_xml, read_pubmed_xml
-from bioel_core.corpora.pubtator import pubtator_files, read_pubtator, split_ids, write_pubtator
+from bioel_core.corpora.pubtator import split_ids, write_pubtator
 from bioel_core.corpora.read import FORMATS, FORMATS_WITH_MENTIONS, CorpusItem, corpus_inputs, read_documents
 from bioel_core.corpora.records import (Candidate, DeletedDocument, Document, FormatError, Mention, Passage, Relation,
                                         UnwritableDocument)

@@ -101,3 +101,15 @@ def read_annotated(path: str | Path, fmt: str, flag: str = "", format_flag: str 
             documents.append(item)
             first = False
     return documents
+
+
+def pubtator_files(path: str | Path, flag: str = "") -> list[str]:
+    """The PubTator files a path names: a file, a folder of files, or a finished `bioel link` output folder's
+    PubTator copy (`corpus_files`)."""
+    return corpus_files(path, "pubtator", flag)
+
+
+def read_pubtator(path: str | Path, flag: str = "") -> list[Document]:
+    """Every document of a PubTator file, parts folder or `bioel link` output folder; FormatError (file, line,
+    reason) for the first bad one (`read_annotated`)."""
+    return read_annotated(path, "pubtator", flag)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
@@ -129,24 +128,13 @@ def _annotation(fields: list[str], doc: _DocBuilder, source: str, where: str) ->
                    parts=parts, id_field=id_field)
 
 
-def pubtator_files(path: str | Path, flag: str = "") -> list[str]:
-    """The PubTator files a path names, for every verb that reads PubTator: a file, a folder of files, or a finished
-    `bioel link` output folder's PubTator copy (bioel_core.corpora.annotated.corpus_files)."""
-    from bioel_core.corpora.annotated import corpus_files
-
-    return corpus_files(path, "pubtator", flag)
-
-
-def read_pubtator(path: str | Path, flag: str = "") -> list[Document]:
-    """Every document of a PubTator file, parts folder or `bioel link` output folder; FormatError (file, line,
-    reason) for the first bad one (bioel_core.corpora.annotated.read_annotated)."""
-    from bioel_core.corpora.annotated import read_annotated
-
-    return read_annotated(path, "pubtator", flag)
-
-
 _LINE_BREAKS = str.maketrans("\n\r\t", "   ")
 _FIELD_BREAKS = re.compile(r"[\t\n\r]")
+
+
+def one_line(text: str) -> str:
+    """A document's text as PubTator writes it: each line break or tab one space, so its offsets stay the same."""
+    return text.translate(_LINE_BREAKS)
 
 
 def id_field(m: Mention) -> str:
@@ -166,7 +154,7 @@ def format_pubtator(doc: Document) -> str:
     if any(LONE_SURROGATE.search(x) for x in strings([p.text for p in doc.passages] + [m.entity_type for m in doc.mentions])):
         raise refuse("a lone surrogate, which has no UTF-8 form")
     try:
-        text = doc.text.translate(_LINE_BREAKS)
+        text = one_line(doc.text)
     except ValueError as err:
         raise refuse(str(err)) from err
     first = min(doc.passages, key=lambda p: p.offset, default=None)

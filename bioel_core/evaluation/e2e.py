@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 from bioel_core.corpora.annotated import is_composite_part
+from bioel_core.corpora.pubtator import one_line
 from bioel_core.corpora.records import Document, Mention
 from bioel_core.kb.vocab import plain_id
 
@@ -118,12 +119,9 @@ def document_coverage(gold_docs: set[str], pred_docs: set[str], gold: dict[str, 
             "gold_not_in_pred_annotations": sum(len(gold.get(d, ())) for d in missing)}
 
 
-_LINE_BREAKS = str.maketrans("\n\r\t", "   ")
-
-
 def _comparable_text(doc: Document) -> str:
     # as PubTator writes it (a line break or tab is one space): same length, so the same offsets
-    return doc.text.translate(_LINE_BREAKS).rstrip()
+    return one_line(doc.text).rstrip()
 
 
 def text_mismatch(gold: Iterable[Document | Mention], pred: Iterable[Document | Mention],

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import faiss
@@ -29,6 +31,18 @@ from bioel_core.index.spec import IndexSpec
 # list) depend on the thread count: IVF training runs on this many threads whatever the machine, worker count or
 # --faiss-threads, which then set the threads of adding and searching only
 TRAIN_THREADS = 8
+
+
+@contextmanager
+def faiss_threads(threads: int | None) -> Iterator[None]:
+    """FAISS's threads set to `threads` (None: left as they are) for the block, then put back."""
+    before = faiss.omp_get_max_threads()
+    if threads:
+        faiss.omp_set_num_threads(threads)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 @dataclass
@@ -84,12 +98,8 @@ def _build_normalized(vectors: np.ndarray, spec: IndexSpec, seed_key: tuple[int,
         ivf.cp.seed = spec.seed  # FAISS's k-means seeding, fixed too
         if params["kind"] == "ivf-pq":
             ivf.pq.cp.seed = spec.seed
-        threads = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(TRAIN_THREADS)
-        try:
+        with faiss_threads(TRAIN_THREADS):
             index.train(vectors[sample])
-        finally:
-            faiss.omp_set_num_threads(threads)
         params["training"] = {"sample_seed": seed, "kmeans_seed": spec.seed, "kmeans_iterations": ivf.cp.niter}
     index.add(vectors)
     set_search_params(index, params)

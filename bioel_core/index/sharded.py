@@ -20,7 +20,7 @@ for the next search as far as the machine's memory allows.
 from __future__ import annotations
 
 import hashlib
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -91,11 +91,15 @@ class Shard:
             del refined, store
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path, copy_to: Path | None = None) -> str:
+    """sha256 of a file's bytes; with `copy_to`, the bytes are written there as they are read (a copy and its check
+    in one pass)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open(path, "rb") as fh, (open(copy_to, "wb") if copy_to else nullcontext()) as out:
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
+            if out:
+                out.write(chunk)
     return digest.hexdigest()
 
 
