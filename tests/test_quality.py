@@ -185,3 +185,30 @@ def test_report_to_another_folder_is_the_same_bytes_on_a_rerun(tmp_path):
 def test_bad_fail_on_is_refused(tmp_path):
     with pytest.raises(ValueError, match="fail_on"):
         report(write_kb(tmp_path / "kb"), fail_on="sometimes")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_tally_gives_the_distribution_and_histogram_of_the_values_it_counted(seed):
+    """Counts per document and name lengths are tallied (value -> how many times), not held one per row: checked
+    against pandas' "lower" quantiles and numpy's histogram of the values themselves, tallied in batches."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from bioel_core.quality.frames import HISTOGRAM_BINS, STAT_QUANTILES, Tally, count_histogram, distribution
+
+    rng = np.random.default_rng(seed)
+    values = np.concatenate([rng.integers(0, 7, rng.integers(1, 60)), rng.integers(0, 400, rng.integers(0, 90))])
+    tally = Tally()
+    for batch in np.array_split(values, 3):
+        tally.add(batch)
+    tally.add(pd.Series([np.nan]))  # a missing value (a null name's length) is left out
+
+    found = pd.Series(values).quantile(list(STAT_QUANTILES.values()), interpolation="lower")
+    assert distribution(tally) == {k: int(v) for k, v in zip(STAT_QUANTILES, found)} and len(tally) == len(values)
+    histogram = count_histogram(tally)
+    width = max(1, math.ceil((values.max() - values.min() + 1) / HISTOGRAM_BINS))
+    edges = np.arange(values.min(), values.max() + width + 1, width) - 0.5
+    assert histogram == {"edges": edges.tolist(), "counts": np.histogram(values, bins=edges)[0].tolist()}
+    assert distribution(Tally()) == dict.fromkeys(STAT_QUANTILES) and count_histogram(Tally()) == {"edges": [], "counts": []}

@@ -214,7 +214,8 @@ def write_two_shards(out, annotations, documents, misplaced=()):
 
 
 def test_an_annotation_in_another_shard_than_its_document_fails(index_dir, tmp_path):
-    """Its span is checked against the texts of its own shard only: in another shard it went unchecked."""
+    """Its span is checked against the texts of its own shard only, and its document's mention count against its own
+    shard's annotations only (memory holds one shard's): in another shard it went unchecked."""
     index, kb_version = index_dir
     annotations, documents = good_rows(kb_version)
     annotations[0] = {**annotations[0], "start": 200, "end": 212}  # past its text too, which no check could see
@@ -223,8 +224,9 @@ def test_an_annotation_in_another_shard_than_its_document_fails(index_dir, tmp_p
     summary = report(out)
 
     found = failures(summary)
-    assert list(found) == [("annotations", "other_shard_doc_id", "expect_column_values_to_be_null")]
-    assert found[list(found)[0]]["observed"] == ["101"] and not summary["passed"]
+    assert list(found) == [("annotations", "other_shard_doc_id", "expect_column_values_to_be_null"),
+                           ("documents", "mentions_mismatch_doc_id", "expect_column_values_to_be_null")]
+    assert [check["observed"] for check in found.values()] == [["101"], ["101"]] and not summary["passed"]
 
 
 @pytest.mark.parametrize("batch_rows", [1, 2])
@@ -311,3 +313,29 @@ def test_a_type_without_an_index_fails_unless_an_any_type_index_takes_it(index_d
     any_type = report(write_link(tmp_path / "any", index, kb_version, annotations, documents, types=("Disease", "")))
     assert {k: c["observed"] for k, c in failures(any_type).items()} == {
         ("annotations", "unknown_concept_id", "expect_column_values_to_be_null"): ["D999999"]}
+
+
+def test_the_link_checks_hold_nothing_per_annotation(index_dir, tmp_path, monkeypatch):
+    """A PubMed-scale output has hundreds of millions of annotations: the checks read them shard by shard and batch
+    by batch (never the whole table, not even one column of it) and keep figures whose size does not grow with
+    them (score histograms, a tally of annotations per document)."""
+    from bioel_core.quality import annotation_tables, frames
+
+    index, kb_version = index_dir
+    out = write_link(tmp_path / "link", index, kb_version, *good_rows(kb_version))
+    whole = report(out, tmp_path / "whole")
+    read_table = annotation_tables.read_table
+
+    def no_whole_annotations(output_dir, table, columns=None):
+        assert table != "annotations", "the annotations table read whole"
+        return read_table(output_dir, table, columns)
+
+    monkeypatch.setattr(annotation_tables, "read_table", no_whole_annotations)
+    monkeypatch.setattr(frames, "BATCH_ROWS", 1)
+    tables = annotation_tables.LinkTables(out, read_manifest(out))
+    for _ in tables.frames():
+        pass
+    figures = tables.figures
+    assert [len(c) for c in figures.score_counts.values()] == [frames.HISTOGRAM_BINS]
+    assert figures.mentions_per_document.counts == {3: 1, 2: 1}  # the two annotated documents' 3 and 2 mentions
+    assert report(out, tmp_path / "batched")["stats"] == whole["stats"]

@@ -20,13 +20,14 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from bioel_core.corpora.records import Document, Passage
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.names import table_normalizer
 from bioel_core.quality import frames as table_frames
-from bioel_core.quality.frames import count_histogram, dead_letter_stats, distribution, histogram, read_dead_letters
+from bioel_core.quality.frames import Tally, count_histogram, dead_letter_stats, distribution, histogram, read_dead_letters
 from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag, dead_letter_suite, rows_from_input
 from bioel_core.tables import file_batches, read_manifest, read_table, table_files
 from schemas import TABLE_SCHEMAS
@@ -78,9 +79,9 @@ def _kb_of(entity_type: str, sources: dict) -> str | None:
 class LinkTables:
     """A link output's documents and annotations a shard and a batch of rows at a time (`frames`), each row with its
     derived columns, and the report's figures accumulated as the annotations are read (`figures`, complete once
-    `frames` has been read). Only key columns are held whole, in Arrow
-    (document ids and statuses, annotations per document), plus the document texts of one shard: an annotation's
-    span is checked against its document in the same shard (both tables are sharded by doc_id)."""
+    `frames` has been read). Both tables are sharded by doc_id, so a shard's documents are checked against its own
+    annotations (their counts) and its annotations against its own documents (their texts): memory holds one shard's
+    texts and counts and, for the whole output, the document ids and statuses, in Arrow; nothing per annotation."""
 
     def __init__(self, link_dir: str | Path, manifest: dict):
         self.link_dir, self.manifest, self.batch_rows = link_dir, manifest, table_frames.BATCH_ROWS
@@ -88,15 +89,15 @@ class LinkTables:
         documents = read_table(link_dir, "documents", ["doc_id", "status"])
         self.doc_ids, self.statuses = documents.column("doc_id").combine_chunks(), documents.column("status").combine_chunks()
         self.annotated_ids = pc.filter(self.doc_ids, pc.equal(self.statuses, "annotated"))
-        self.counted = pc.value_counts(read_table(link_dir, "annotations", ["doc_id"]).column("doc_id"))
         self.names_by_kb = {source["names"]: preferred_names(source["names"]) for source in self.sources.values()}
         self.normalizers = {t: table_normalizer(read_manifest(s["names"]), s["names"]) for t, s in self.sources.items()}
-        self.figures = LinkFigures()
+        self.figures = LinkFigures(score_bounds([f for _, f in self._shards() if f], self.batch_rows))
 
-    def annotation_counts(self, doc_ids) -> np.ndarray:
-        """Annotation rows per document id."""
-        at = pc.index_in(doc_ids, value_set=self.counted.field("values"), skip_nulls=True)
-        return pc.fill_null(pc.take(self.counted.field("counts"), at), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    def _annotation_counts(self, annotations_file: Path | None):
+        """Annotation rows per doc_id of one shard's annotations file (Arrow value counts)."""
+        doc_ids = [b.column(0) for b in file_batches(annotations_file, "annotations", ["doc_id"], self.batch_rows)] \
+            if annotations_file else []
+        return pc.value_counts(pa.chunked_array(doc_ids, type=TABLE_SCHEMAS["annotations"].field("doc_id").type))
 
     def _shards(self) -> list[tuple[Path | None, Path | None]]:
         """(documents file, annotations file) of each shard, paired by file name."""
@@ -110,6 +111,7 @@ class LinkTables:
         read = set()
         for documents_file, annotations_file in self._shards():
             text_of: dict[str, str | None] = {}
+            counted = self._annotation_counts(annotations_file)
             for batch in file_batches(documents_file, "documents", DOCUMENT_COLUMNS, self.batch_rows) if documents_file else ():
                 d = batch.to_pandas()
                 texts = pd.Series([document_text(i, p) for i, p in zip(d["doc_id"], d["passages"])], index=d.index, dtype=object)
@@ -117,13 +119,13 @@ class LinkTables:
                     if status == "annotated":
                         text_of.setdefault(doc_id, text)  # a duplicated doc_id is its own failed check; its first row stands
                 read.add("documents")
-                yield "documents", self._documents(batch, d, texts)
+                yield "documents", self._documents(batch, d, texts, counted)
             for batch in file_batches(annotations_file, "annotations", ANNOTATION_COLUMNS, self.batch_rows) if annotations_file else ():
                 read.add("annotations")
                 yield "annotations", self._annotations(batch, text_of)
         if "documents" not in read:
             empty = TABLE_SCHEMAS["documents"].empty_table().select(DOCUMENT_COLUMNS)
-            yield "documents", self._documents(empty, empty.to_pandas(), pd.Series([], dtype=object))
+            yield "documents", self._documents(empty, empty.to_pandas(), pd.Series([], dtype=object), self._annotation_counts(None))
         if "annotations" not in read:
             yield "annotations", self._annotations(TABLE_SCHEMAS["annotations"].empty_table().select(ANNOTATION_COLUMNS), {})
 
@@ -159,9 +161,12 @@ class LinkTables:
         self.figures.add(a)
         return a
 
-    def _documents(self, batch, d: pd.DataFrame, texts: pd.Series) -> pd.DataFrame:
+    def _documents(self, batch, d: pd.DataFrame, texts: pd.Series, counted) -> pd.DataFrame:
+        """`counted`: annotation rows per doc_id in the batch's shard."""
         manifest = self.manifest
-        d["annotation_count"] = self.annotation_counts(batch.column("doc_id"))
+        at = pc.index_in(batch.column("doc_id"), value_set=counted.field("values"), skip_nulls=True)
+        d["annotation_count"] = pc.fill_null(pc.take(counted.field("counts"), at), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.figures.mentions_per_document.add(d["annotation_count"][d["status"] == "annotated"])
         d["mentions_mismatch_doc_id"] = d["doc_id"].where(d["mentions"] != d["annotation_count"])
         d["overlapping_passages_doc_id"] = d["doc_id"].where(texts.isna())
         has_content = (d["passages"].map(len) > 0) | (d["annotation_count"] > 0)
@@ -235,7 +240,7 @@ def documents_suite(version_severity: str, records_in: int = 0) -> gx.Expectatio
         rows_from_input("documents", records_in),
         _tag(gxe.ExpectColumnValuesToBeUnique(column="doc_id"), CRITICAL),
         _tag(gxe.ExpectColumnValuesToBeInSet(column="status", value_set=STATUSES), CRITICAL),
-        _null("mentions_mismatch_doc_id", "Each document's mentions is its number of annotation rows "
+        _null("mentions_mismatch_doc_id", "Each document's mentions is its number of annotation rows in its shard "
                                           "(listed: documents where it is not)."),
         _null("overlapping_passages_doc_id", "Passages lay out without overlap "
                                              "(listed: documents whose passages overlap)."),
@@ -245,18 +250,33 @@ def documents_suite(version_severity: str, records_in: int = 0) -> gx.Expectatio
     ])
 
 
-class LinkFigures:
-    """What the report plots, accumulated over batches of annotations: scores, NIL share and mentions by link kind
-    (LINK_KINDS) per entity type, mentions per entity type, the most linked concepts."""
+def score_bounds(annotation_files: list[Path], batch_rows: int) -> tuple[float, float]:
+    """The range the score histograms share: [0, 1] widened to every finite score (cosines may fall below 0), read
+    before the annotations are, so that each batch's scores are binned as they come."""
+    low, high = 0.0, 1.0
+    for path in annotation_files:
+        for batch in file_batches(path, "annotations", ["score"], batch_rows):
+            scores = batch.column(0).to_numpy(zero_copy_only=False).astype(np.float64)
+            scores = scores[np.isfinite(scores)]
+            if len(scores):
+                low, high = min(low, float(scores.min())), max(high, float(scores.max()))
+    return low, high
 
-    def __init__(self):
-        self.scores: dict[str, list[np.ndarray]] = {}
+
+class LinkFigures:
+    """What the report plots, accumulated over batches of documents and annotations: per entity type the score
+    histogram (over `bounds`, see `score_bounds`), NIL share and mentions by link kind (LINK_KINDS); mentions per
+    entity type and per document, the most linked concepts."""
+
+    def __init__(self, bounds: tuple[float, float]):
+        self.bounds, self.score_counts = bounds, {}  # entity type -> scores per bin
+        self.mentions_per_document = Tally()  # of the annotated documents
         self.nil, self.mentions, self.kinds = Counter(), Counter(), Counter()
         self.linked: dict[tuple[str, str], list] = {}  # (entity type, concept id) -> [mentions, first preferred name]
 
     def add(self, a: pd.DataFrame) -> None:
         for t, g in a.groupby("entity_type", sort=True):
-            self.scores.setdefault(t, []).append(g["score"].astype("float64").to_numpy())
+            self.score_counts[t] = self.score_counts.get(t, 0) + np.array(histogram(g["score"], self.bounds)["counts"])
             self.nil[t] += int(g["nil"].sum())
             self.mentions[t] += len(g)
         self.kinds.update({key: int(n) for key, n in a.groupby(["entity_type", "link_kind"]).size().items()})
@@ -268,18 +288,16 @@ class LinkFigures:
             if entry[1] is None and not pd.isna(name):
                 entry[1] = name
 
-    def result(self, mentions_per_document: pd.Series) -> dict:
+    def result(self) -> dict:
         types = sorted(self.mentions)
-        scores = {t: np.concatenate(self.scores[t]) for t in types}
-        finite = np.concatenate([v[np.isfinite(v)] for v in scores.values()]) if types else np.empty(0)
-        # one range for every type, so their histograms share bins; cosine scores may fall below 0
-        bounds = (min(0.0, float(finite.min())), max(1.0, float(finite.max()))) if len(finite) else (0.0, 1.0)
+        edges = histogram(pd.Series([], dtype="float64"), self.bounds)["edges"]
         top = sorted(self.linked.items(), key=lambda item: (-item[1][0], item[0][0], item[0][1]))[:TOP_CONCEPTS]
         return {
             "nil_share_per_entity_type": {str(t): round(self.nil[t] / self.mentions[t], 4) for t in types},
-            "score_histogram_per_entity_type": {str(t): histogram(pd.Series(scores[t]), bounds) for t in types},
+            "score_histogram_per_entity_type": {str(t): {"edges": edges, "counts": self.score_counts[t].tolist()}
+                                                for t in types},
             "mentions_by_link_kind": {k: {str(t): self.kinds.get((t, k), 0) for t in types} for k in LINK_KINDS},
-            "mentions_per_document_histogram": count_histogram(mentions_per_document),
+            "mentions_per_document_histogram": count_histogram(self.mentions_per_document),
             "top_concepts": [{"entity_type": t, "concept_id": c, "name": name, "mentions": n}
                              for (t, c), (n, name) in top],
         }
@@ -298,7 +316,6 @@ def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) 
     def frames():
         yield from tables.frames()
         annotated = pc.equal(tables.statuses, "annotated")
-        per_document = pd.Series(tables.annotation_counts(pc.filter(tables.doc_ids, annotated)))
         figures = tables.figures
         mentions = sum(figures.mentions.values())
         stats.update({
@@ -308,9 +325,9 @@ def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) 
             "mentions": mentions,
             "nil_share": round(sum(figures.nil.values()) / mentions, 4) if mentions else None,
             "mentions_per_entity_type": {str(t): n for t, n in sorted(figures.mentions.items())},
-            "mentions_per_document": distribution(per_document),
+            "mentions_per_document": distribution(figures.mentions_per_document),
             "kbs": {t: s["names"] for t, s in tables.sources.items()},
-            **figures.result(per_document),
+            **figures.result(),
             **dead_letter_stats(dead),
         })
         yield "dead_letter", dead

@@ -54,12 +54,7 @@ class KBTables:
         at = pc.index_in(self.concept_ids, value_set=counted.field("values"), skip_nulls=True)  # names of no concept: none
         # names per concept, row for row with the concepts table
         self.name_count = pc.fill_null(pc.take(counted.field("counts"), at), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        self.lengths: list[np.ndarray] = []  # of the names read so far, for the figures
-
-    @property
-    def name_length(self) -> pd.Series:
-        """Every name's length, once `name_frames` has been read."""
-        return pd.Series(np.concatenate(self.lengths) if self.lengths else np.empty(0), dtype="float64")
+        self.names, self.name_lengths = 0, Tally()  # of the names read so far, for the figures
 
     def concept_frames(self) -> Iterator[pd.DataFrame]:
         start = 0
@@ -72,18 +67,52 @@ class KBTables:
     def name_frames(self) -> Iterator[pd.DataFrame]:
         for frame in frames_of(self.table_dir, "names", NAME_COLUMNS, self.batch_rows):
             frame["name_length"] = frame["name"].str.len()
-            self.lengths.append(frame["name_length"].to_numpy(dtype="float64", na_value=np.nan))
+            self.names += len(frame)
+            self.name_lengths.add(frame["name_length"])
             known = pc.is_in(pa.array(frame["concept_id"]), value_set=self.concept_ids).to_numpy(zero_copy_only=False)
             frame["orphan_concept_id"] = frame["concept_id"].where(~known)
             yield frame
 
 
-def distribution(values: pd.Series) -> dict:
-    """min/median/p95/max of a count column; None for an empty table."""
-    if values.empty:
+class Tally:
+    """Whole numbers (annotations per document, name lengths, names per concept) kept as how many times each value
+    occurred: their distribution and histogram are exact, in memory for the distinct values only, and tallies of
+    batches add up."""
+
+    def __init__(self):
+        self.counts: dict[int, int] = {}
+
+    @classmethod
+    def of(cls, values) -> Tally:
+        tally = cls()
+        tally.add(values)
+        return tally
+
+    def add(self, values) -> None:
+        """Counts `values` (array-like; missing values are left out)."""
+        found = pd.Series(values).dropna().astype("int64").value_counts(sort=False)
+        for value, n in found.items():
+            self.counts[int(value)] = self.counts.get(int(value), 0) + int(n)
+
+    def sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """(distinct values ascending, how many times each)."""
+        values = np.array(sorted(self.counts), dtype=np.int64)
+        return values, np.array([self.counts[v] for v in values.tolist()], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return sum(self.counts.values())
+
+
+def distribution(tally: Tally) -> dict:
+    """min/median/p95/max of the tallied values (pandas' and numpy's "lower" quantile: the value at rank
+    floor((n - 1) q) in sorted order); None for no values."""
+    values, times = tally.sorted()
+    n = int(times.sum())
+    if not n:
         return {k: None for k in STAT_QUANTILES}
-    found = values.quantile(list(STAT_QUANTILES.values()), interpolation="lower")
-    return {k: int(v) for k, v in zip(STAT_QUANTILES, found)}
+    ranks = [math.floor((n - 1) * q) for q in STAT_QUANTILES.values()]
+    # the value at rank r is the first whose occurrences end past r
+    return {k: int(values[i]) for k, i in zip(STAT_QUANTILES, np.searchsorted(np.cumsum(times), ranks, side="right"))}
 
 
 def histogram(values: pd.Series, bounds: tuple[float, float] | None = None) -> dict:
@@ -99,16 +128,16 @@ def histogram(values: pd.Series, bounds: tuple[float, float] | None = None) -> d
     return {"edges": edges.tolist(), "counts": counts.tolist()}
 
 
-def count_histogram(values: pd.Series) -> dict:
+def count_histogram(tally: Tally) -> dict:
     """A histogram of whole numbers (names per concept, name lengths): bins of whole width centred on whole
     numbers, so no bin splits a value, at most HISTOGRAM_BINS of them."""
-    values = values.dropna().astype("int64")
-    if values.empty:
+    values, times = tally.sorted()
+    if not len(values):
         return {"edges": [], "counts": []}
-    low, high = int(values.min()), int(values.max())
+    low, high = int(values[0]), int(values[-1])
     width = max(1, math.ceil((high - low + 1) / HISTOGRAM_BINS))
     edges = np.arange(low, high + width + 1, width) - 0.5
-    counts, _ = np.histogram(values.to_numpy(), bins=edges)
+    counts, _ = np.histogram(values, bins=edges, weights=times)
     return {"edges": edges.tolist(), "counts": counts.tolist()}
 
 
@@ -130,12 +159,12 @@ def dead_letter_stats(rows: pd.DataFrame) -> dict:
 
 def table_stats(tables: KBTables) -> dict:
     """Of the tables, once their frames have been read."""
-    names_per_concept = pd.Series(tables.name_count)
+    names_per_concept = Tally.of(tables.name_count)
     return {
         "concepts": len(tables.concept_ids),
-        "names": len(tables.name_length),
+        "names": tables.names,
         "names_per_concept": distribution(names_per_concept),
-        "name_length": distribution(tables.name_length.dropna()),
+        "name_length": distribution(tables.name_lengths),
         "names_per_concept_histogram": count_histogram(names_per_concept),
-        "name_length_histogram": count_histogram(tables.name_length),
+        "name_length_histogram": count_histogram(tables.name_lengths),
     }

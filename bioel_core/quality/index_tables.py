@@ -20,7 +20,7 @@ from bioel_core.embeddings import read_embeddings_manifest
 from bioel_core.index import read_index_manifest, shard_of
 from bioel_core.index.layout import shard_bytes, shard_files
 from bioel_core.index.sharded import file_sha256
-from bioel_core.quality.frames import distribution
+from bioel_core.quality.frames import Tally, distribution
 from bioel_core.quality.kb_tables import CRITICAL, _tag
 from bioel_core.tables import data_root, read_table, table_files
 
@@ -111,7 +111,7 @@ def shards_suite(num_shards: int, dimension: int) -> gx.ExpectationSuite:
 def checks(index_dir: str | Path) -> tuple[dict, dict]:
     """({table: suite}, (table, frame) pairs, stats) for the report."""
     id_map, shards, counts = load_frames(index_dir)
-    stats = {**counts, "vectors_per_shard": distribution(shards["vectors"]),
+    stats = {**counts, "vectors_per_shard": distribution(Tally.of(shards["vectors"])),
              "shard_vectors": {str(r.shard): int(r.vectors) for r in shards.itertuples(index=False)}}
     return ({"id_map": id_map_suite(counts["embeddings_rows"]), "shards": shards_suite(counts["num_shards"], counts["dimension"])},
             [("id_map", id_map), ("shards", shards)], stats)

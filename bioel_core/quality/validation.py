@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import great_expectations as gx
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from great_expectations.data_context.types.base import (
     DataContextConfig,
     InMemoryStoreBackendDefaults,
@@ -61,32 +63,62 @@ def _in_bounds(value, kwargs: dict) -> bool:
     return (low is None or value >= low) and (high is None or value <= high)
 
 
-def _merge(results: list, column: pd.Series | None) -> MergedResult:
-    """The batches' results of one expectation as one result over the table; `column`: the whole column, for
-    uniqueness."""
-    first = results[0]
-    config, kwargs = first.expectation_config, first.expectation_config.kwargs
-    failed = next((r for r in results if (r.exception_info or {}).get("raised_exception")), None)
-    if failed is not None:
-        return MergedResult(config, False, {}, failed.exception_info)
-    kind = config.type
-    if kind in ROW_COUNT:
-        total = sum(r.result["observed_value"] for r in results)
-        return MergedResult(config, _in_bounds(total, kwargs), {"observed_value": total})
-    if kind == COLUMN_MAX:
-        found = [r.result["observed_value"] for r in results if r.result.get("observed_value") is not None]
-        highest = max(found) if found else None
-        return MergedResult(config, highest is not None and _in_bounds(highest, kwargs), {"observed_value": highest})
-    if kind == UNIQUE:
-        duplicated = column[column.notna() & column.duplicated(keep=False)]
-        return MergedResult(config, duplicated.empty, {"unexpected_count": len(duplicated),
-                                                       "partial_unexpected_list": duplicated.head(PARTIAL_UNEXPECTED).tolist()})
-    unexpected = sum(r.result.get("unexpected_count", 0) for r in results)
-    counted = sum(r.result.get("element_count", 0) - r.result.get("missing_count", 0) for r in results)
-    mostly = kwargs.get("mostly", 1.0)
-    success = counted == 0 or (counted - unexpected) / counted >= mostly
-    partial = [v for r in results for v in r.result.get("partial_unexpected_list", [])][:PARTIAL_UNEXPECTED]
-    return MergedResult(config, success, {"unexpected_count": unexpected, "partial_unexpected_list": partial})
+class _Merge:
+    """One expectation's results batch by batch, merged as they come (nothing held per batch): `result()` is what one
+    run over the whole table would have found. Uniqueness keeps the column, in Arrow, and is decided at the end (a
+    duplicate may sit in two batches)."""
+
+    def __init__(self, config):
+        self.config, self.kind, self.kwargs = config, config.type, config.kwargs
+        self.failed = None  # the first batch's exception_info, when one raised
+        self.total, self.highest, self.unexpected, self.counted, self.partial = 0, None, 0, 0, []
+        self.column: list[pa.Array] = []
+
+    def add(self, result, frame: pd.DataFrame) -> None:
+        if self.failed is not None:
+            return
+        if (result.exception_info or {}).get("raised_exception"):
+            self.failed = result.exception_info
+        elif self.kind in ROW_COUNT:
+            self.total += result.result["observed_value"]
+        elif self.kind == COLUMN_MAX:
+            found = result.result.get("observed_value")
+            if found is not None and (self.highest is None or found > self.highest):
+                self.highest = found
+        elif self.kind == UNIQUE:
+            values = pa.array(frame[self.kwargs["column"]])  # an Arrow-backed column comes as a ChunkedArray
+            self.column += values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+        else:
+            self.unexpected += result.result.get("unexpected_count", 0)
+            self.counted += result.result.get("element_count", 0) - result.result.get("missing_count", 0)
+            self.partial += result.result.get("partial_unexpected_list", [])[:PARTIAL_UNEXPECTED - len(self.partial)]
+
+    def result(self) -> MergedResult:
+        config, kwargs = self.config, self.kwargs
+        if self.failed is not None:
+            return MergedResult(config, False, {}, self.failed)
+        if self.kind in ROW_COUNT:
+            return MergedResult(config, _in_bounds(self.total, kwargs), {"observed_value": self.total})
+        if self.kind == COLUMN_MAX:
+            return MergedResult(config, _in_bounds(self.highest, kwargs), {"observed_value": self.highest})
+        if self.kind == UNIQUE:
+            count, first = _duplicated(self.column)
+            return MergedResult(config, not count, {"unexpected_count": count, "partial_unexpected_list": first})
+        success = self.counted == 0 or (self.counted - self.unexpected) / self.counted >= kwargs.get("mostly", 1.0)
+        return MergedResult(config, success, {"unexpected_count": self.unexpected, "partial_unexpected_list": self.partial})
+
+
+def _duplicated(chunks: list[pa.Array]) -> tuple[int, list]:
+    """(how many, the first PARTIAL_UNEXPECTED) of the column's non-null values that occur more than once, each
+    occurrence counted, in row order."""
+    typed = [c.type for c in chunks if c.type != pa.null()]
+    if not typed:  # no values, or nulls only
+        return 0, []
+    column = pa.chunked_array([c.cast(typed[0]) for c in chunks], type=typed[0])  # an all-null batch is null-typed
+    counted = pc.value_counts(column)
+    repeated = pc.filter(counted.field("values"), pc.greater(counted.field("counts"), 1)).drop_null()
+    duplicated = pc.filter(column, pc.is_in(column, value_set=repeated))
+    return len(duplicated), duplicated.slice(0, PARTIAL_UNEXPECTED).to_pylist()
 
 
 def validate(suites: dict[str, gx.ExpectationSuite], frames: Iterable[tuple[str, pd.DataFrame]]) -> dict[str, list[MergedResult]]:
@@ -99,18 +131,12 @@ def validate(suites: dict[str, gx.ExpectationSuite], frames: Iterable[tuple[str,
         batch = source.add_dataframe_asset(table).add_batch_definition_whole_dataframe("all")
         definitions[table] = context.validation_definitions.add(
             gx.ValidationDefinition(name=table, data=batch, suite=context.suites.add(suite)))
-    unique = {table: {e.column for e in suite.expectations if e.expectation_type == UNIQUE} for table, suite in suites.items()}
-    per_batch: dict[str, list] = {table: [] for table in suites}
-    columns: dict[str, dict[str, list[pd.Series]]] = {table: {c: [] for c in unique[table]} for table in suites}
+    merged: dict[str, list[_Merge]] = {}
     for table, frame in frames:
-        per_batch[table].append(definitions[table].run(batch_parameters={"dataframe": frame}, result_format=RESULT_FORMAT).results)
-        for c in unique[table]:
-            columns[table][c].append(frame[c])
-    results = {}
-    for table, batches in per_batch.items():
-        if not batches:
-            raise ValueError(f"{table}: no batch of rows to validate (an empty table is one empty frame)")
-        results[table] = [_merge(list(rs), pd.concat(columns[table][rs[0].expectation_config.kwargs["column"]], ignore_index=True)
-                                 if rs[0].expectation_config.type == UNIQUE else None)
-                          for rs in zip(*batches)]
-    return results
+        results = definitions[table].run(batch_parameters={"dataframe": frame}, result_format=RESULT_FORMAT).results
+        for merge, result in zip(merged.setdefault(table, [_Merge(r.expectation_config) for r in results]), results):
+            merge.add(result, frame)
+    missing = [table for table in suites if table not in merged]
+    if missing:
+        raise ValueError(f"{missing[0]}: no batch of rows to validate (an empty table is one empty frame)")
+    return {table: [m.result() for m in merged[table]] for table in suites}
