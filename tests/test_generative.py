@@ -3,6 +3,7 @@ tiny real encoder-decoder (2-layer BERT warm start), batching, save/load, the li
 `bioel train --encoder generative` -> `bioel evaluate --linker generative` end to end."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -209,6 +210,22 @@ def test_the_generative_linker_gives_exact_names_first_and_saves_its_tree(model,
         load_linker(folder)
 
 
+def test_the_generative_linkers_scores_are_probabilities_an_exact_name_1(model, names):
+    """A written name scores exp of the model's mean log-probability for it (in (0, 1], the beams' order), on the
+    scale of an exact name's 1: a link output's scores and a NIL threshold on one scale."""
+    linker = GenerativeLinker(names, model, "(test)", beams=4, reproducible=True)  # scores independent of the batch
+    queries = ["cancer", *MENTIONS]
+    found = linker.search(queries, k=4)
+    assert all(0.0 < c.score <= 1.0 for candidates in found for c in candidates)
+    assert [c.score for c in found[0][:2]] == [1.0, 1.0] and all(c.score < 1.0 for c in found[0][2:])
+    decoded = model.generate_names(queries, linker.tree, beams=4, batch_invariant=True)
+    for query, candidates, beams in zip(queries, found, decoded):
+        written = [c for c in candidates if c.name != query]
+        by_name = {linker.exact.row_names[row]: score for node, score in beams for row in linker.tree.names_at(node)}
+        assert written and [c.score for c in written] == [math.exp(by_name[c.name]) for c in written]
+        assert [c.score for c in written] == sorted((c.score for c in written), reverse=True)
+
+
 def test_as_a_reranker_it_reorders_only_the_retrievers_concepts(model, names, tmp_path):
     reranker = open_reranker(model.save(tmp_path / "gen"))
     assert isinstance(reranker, GenerativeReranker)
@@ -223,7 +240,8 @@ def test_as_a_reranker_it_reorders_only_the_retrievers_concepts(model, names, tm
     scores = reranker.rerank_scores(["breast carcinomas"], [pool])[0]
     by_name = model.score_names(["breast carcinomas"], [[n for c in pool for n in c.names]])[0]
     at = np.cumsum([0] + [len(c.names) for c in pool])
-    assert np.allclose(scores, [by_name[a:b].max() for a, b in zip(at[:-1], at[1:])])  # a concept: its best name
+    # a concept: its best name's log-probability, as the fusion weights were chosen on (not the linker's exp of it)
+    assert np.allclose(scores, [by_name[a:b].max() for a, b in zip(at[:-1], at[1:])]) and (scores < 0).all()
 
 
 # ---- bioel train / evaluate ----------------------------------------------------------------------------------

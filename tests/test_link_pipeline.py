@@ -945,11 +945,15 @@ def test_a_generative_model_links_reproducibly_as_reranker_and_alone(chain, corp
     written = table(tmp_path / "gen-out", "annotations")
     names = spec_gen.open().targets[""].linker.names
     assert written and all(r["matched_name"] in names.names for r in written if not r["nil"])
+    assert all(0.0 < r["score"] <= 1.0 for r in written) and any(r["score"] < 1.0 for r in written)  # probabilities
     link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "gen-again"), spec_gen, pipeline_options([]),
                     batch_size=2)
     assert table(tmp_path / "gen-again", "annotations") == written
     with pytest.raises(ValueError, match="choose one"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), generative=generative, reranker=generative)
+    with pytest.raises(ValueError, match=r"--nil-threshold -0.5: with --generative, scores are probabilities"):
+        AnnotatorSpec(model=model, indexes=(("", index),), generative=generative, detect=False,
+                      nil_thresholds=(("", -0.5),))  # a log-probability, the scale these scores had before
     with pytest.raises(ValueError, match="a transformer model; generative linking needs a generative model"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), generative=model)
 

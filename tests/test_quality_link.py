@@ -183,12 +183,13 @@ def test_each_tampering_fails_its_one_critical_check(index_dir, tmp_path, tamper
     pytest.param(None, [1.0, 35.2, -2.5], [35.2, -2.5], id="no-cosine"),
     pytest.param({"reranker": "/models/disease-reranker"}, [54.9, 21.5, -3.0], [], id="reranked"),
     pytest.param({"reranker": "/models/disease-reranker"}, [54.9, float("inf"), -3.0], [float("inf")], id="reranked-inf"),
-    pytest.param({"generative": "/models/generative-disease"}, [1.0, -2.57, -0.3], [], id="log-probabilities"),
-    pytest.param({"generative": "/models/generative-disease"}, [1.0, 1.5, -0.3], [1.5], id="above-an-exact-name"),
+    pytest.param({"generative": "/models/generative-disease"}, [1.0, 0.077, 0.74], [], id="probabilities"),
+    pytest.param({"generative": "/models/generative-disease"}, [1.0, -2.57, 0.74], [-2.57], id="log-probabilities"),
+    pytest.param({"generative": "/models/generative-disease"}, [1.0, 1.5, 0.74], [1.5], id="above-an-exact-name"),
 ])
 def test_the_score_range_is_the_linking_stages(index_dir, tmp_path, stage, scores, failing):
-    """A reranker's fused scores and a generative model's log-probabilities are not cosines: checked against [-1, 1],
-    every `bioel link --reranker/--generative` run failed its critical check and published nothing."""
+    """A reranker's fused scores are not cosines: checked against [-1, 1], every `bioel link --reranker` run failed its
+    critical check and published nothing. The generative linker's are probabilities in [0, 1]."""
     index, kb_version = index_dir
     annotations, documents = good_rows(kb_version)
     for row, score in zip(annotations[:3], scores):

@@ -287,6 +287,13 @@ class AnnotatorSpec:
             if self.reranker is not None:
                 raise ValueError("--generative links by writing names; --reranker reorders the index's candidates: choose one")
             check_generative(self.generative)
+            # its scores are probabilities: a threshold outside [0, 1] would cut nothing or everything (one t calibrated
+            # when they were log-probabilities is exp(t) now)
+            for entity_type, threshold in self.nil_thresholds:
+                if not 0.0 <= threshold <= 1.0:
+                    raise ValueError(f"--nil-threshold {entity_type + '=' if entity_type else ''}{threshold}: with "
+                                     f"--generative, scores are probabilities in [0, 1] (exp of the written name's "
+                                     f"mean token log-probability; a log-probability threshold t is exp(t) here)")
         from bioel_core.text.detect import StopList
 
         for entity_type, path in self.stop_lists:  # refused here, before any work, not in every worker

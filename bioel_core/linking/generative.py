@@ -3,16 +3,19 @@ tree of every name of the KB, and the name maps back to its concepts.
 
 Two ways in:
 - `GenerativeLinker` (linker "generative"): the whole KB's tree; batched constrained beam search, the beams'
-  names as candidates (k <= beams), exact names first as in every linker. The tree is built once per KB and
-  model and saved with the linker (`prefix_tree.npz`, integer arrays).
+  names as candidates (k <= beams), exact names first as in every linker. A candidate's score is its name's
+  per-token geometric-mean probability, exp(the model's mean token log-probability), in (0, 1]; an exact name 1.
+  The tree is built once per KB and model and saved with the linker (`prefix_tree.npz`, integer arrays).
 - `GenerativeReranker` (a `Reranker` for linking.rerank): the tree restricted per mention to the names of a
   retriever's top concepts, searched exhaustively: each of those concepts' names (its first MAX_NAMES_PER_CONCEPT,
   the retriever's best-matching one first) is scored by the model, a concept by its best name, so the generator reorders
-  the retriever's candidates and never brings in another concept (GENRE's and the paper's reranking mode).
+  the retriever's candidates and never brings in another concept (GENRE's and the paper's reranking mode). Its scores
+  stay the model's mean log-probabilities: the fusion weights (retriever_weight, an ensemble's) were chosen on them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -83,7 +86,9 @@ class GenerativeLinker(Linker):
         decoded = self.model.generate_names([distinct[i] for i in todo], self.tree, max(self.beams, k), self.batch_size,
                                             batch_invariant=self.reproducible) if todo else []
         for i, found in zip(todo, decoded):
-            ranked = [(int(row), score) for node, score in found for row in self.tree.names_at(node)]
+            # exp puts a written name on the exact names' scale (1 = exp 0) and keeps the beams' order: one scale for
+            # the output's scores and a NIL threshold (the model's own scores stay log-probabilities, as the reranker's)
+            ranked = [(int(row), math.exp(score)) for node, score in found for row in self.tree.names_at(node)]
             self.exact.fill(self.names, out[i], distinct[i], ranked, k)
         answers = dict(zip(distinct, out))
         return [list(answers[q]) for q in queries]

@@ -187,11 +187,13 @@ def _null(column: str, description: str, severity: str = CRITICAL, **kwargs) -> 
 def score_range(annotator: dict) -> tuple[float, float, str]:
     """(low, high, what the scores are) of a link output's scores, by the stage that linked it (the manifest's
     annotator): the retriever's cosines; a reranker's fused scores (its logits plus the weighted cosine, any finite
-    value); a generative model's mean token log-probabilities (<= 0), an exact name 1."""
+    value); a generative linker's probabilities of the written names (exp of their mean token log-probability), an
+    exact name 1."""
     if annotator.get("reranker"):
         return -FLOAT32_MAX, FLOAT32_MAX, "the rerank stage's (reranker + weighted retriever), finite"
     if annotator.get("generative"):
-        return -FLOAT32_MAX, 1.0 + SCORE_TOLERANCE, "mean log-probabilities of the written names (<= 0), 1 for an exact name"
+        return (-SCORE_TOLERANCE, 1.0 + SCORE_TOLERANCE,
+                "per-token geometric-mean probabilities of the written names, in [0, 1] (1 for an exact name)")
     return -1.0 - SCORE_TOLERANCE, 1.0 + SCORE_TOLERANCE, "cosine similarities, in [-1, 1]"
 
 
