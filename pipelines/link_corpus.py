@@ -67,7 +67,8 @@ class ReadCorpusFn(beam.DoFn):
 
     def process(self, element):
         index, path = element
-        for n, item in enumerate(read_documents([path], self.fmt, per_line=self.per_line, opener=open_stream)):
+        for n, item in enumerate(read_documents([path], self.fmt, per_line=self.per_line, opener=open_stream,
+                                                   format_flag="--input-format")):
             if isinstance(item, Document):
                 yield (index, n), item
             elif isinstance(item, DeletedDocument):

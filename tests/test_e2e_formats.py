@@ -162,6 +162,16 @@ def test_the_hint_names_each_verbs_own_format_flag_and_only_for_another_format(t
         f"{bad}: line 1: annotation or relation line before any title/abstract line")
 
 
+@pytest.mark.parametrize("given", ["pubtator", "bioc-json"])
+def test_a_jsonl_gold_is_named_jsonl_not_bioc_json(capsys, given):
+    """Any file starting with `{` was hinted as BioC JSON: a JSONL gold read as PubTator was told to pass
+    bioc-json (which fails again), and read as BioC JSON was not hinted at all. Named, jsonl is then refused as a
+    format without annotations, which is what such a gold is."""
+    jsonl = FIXTURES / "corpora" / "sample.jsonl"
+    assert refusal(capsys, "--gold", jsonl, "--gold-format", given, "--pred", PUBTATOR).endswith(
+        " (this looks like JSONL: pass --gold-format jsonl)")
+
+
 def test_an_undecodable_pubtator_line_is_refused_as_invalid_utf8(tmp_path, capsys):
     """Read strictly, the line's dead-letter reason ("document dropped: invalid UTF-8 ...": what bulk linking does
     with its document) was the error, as if the read had gone on without it."""

@@ -472,6 +472,23 @@ def test_a_run_whose_every_document_is_dead_lettered_exits_3_and_publishes_nothi
     assert_published(out)
 
 
+def test_a_misnamed_input_format_ends_each_dead_letter_and_the_no_rows_error_with_the_flag_to_pass(chain, corpus, tmp_path,
+                                                                                                    capsys):
+    """`--input-format pubtator` given a BioC XML file dead-lettered it with "line 3: annotation or relation line
+    before any title/abstract line" and failed with "no rows" and that reason: nothing said the format was wrong."""
+    folder, _ = corpus
+    bioc = ROOT / "tests" / "fixtures" / "corpora" / "bc5cdr_test_excerpt.bioc.xml"
+    hint = " (this looks like BioC XML: pass --input-format bioc-xml)"
+    code, err = link_cli(chain, capsys, "--input", bioc, "--output", tmp_path / "none")
+    err = [line for line in err.splitlines() if line.startswith("bioel ")]  # not transformers' progress bar
+    assert code == 3 and len(err) == 1 and "no rows: 1 input records read" in err[0] and err[0].endswith(hint)
+    out = tmp_path / "mixed"
+    assert link_cli(chain, capsys, "--input", folder / "a.pubtator", bioc, "--output", out)[0] == 0
+    dead = table(out, "dead_letter")
+    assert dead and all(d["source"] == str(bioc) and d["reason"].endswith(hint) for d in dead)
+    assert read_manifest(out)["counts"]["documents"]["linked"] == 20  # the file of the format named reads as before
+
+
 def test_quality_reports_an_empty_annotations_table_of_linked_documents_as_critical(chain, corpus, tmp_path):
     from bioel_core.quality import report
     from conftest import empty_table

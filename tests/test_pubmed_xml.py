@@ -230,6 +230,52 @@ def test_read_documents_never_raises_on_bad_files(tmp_path, fmt):
     assert (items[-1].location, items[-1].reason.split(":")[0]) == ("file", "truncated or corrupt gzip stream")  # no line of it is read
 
 
+@pytest.mark.parametrize("path, given, hint", [
+    (CORPORA / "bc5cdr_test_excerpt.bioc.xml", "pubtator", "BioC XML: pass --input-format bioc-xml"),
+    (CORPORA / "bc5cdr_test_excerpt.bioc.xml", "pubmed-xml", "BioC XML: pass --input-format bioc-xml"),
+    (CORPORA / "bc5cdr_test_excerpt.pubtator", "bioc-xml", "PubTator: pass --input-format pubtator"),
+    (CORPORA / "bc5cdr_test_excerpt.pubtator", "jsonl", "PubTator: pass --input-format pubtator"),
+    # a JSONL line is a JSON object, but not a BioC one
+    (CORPORA / "sample.jsonl", "bioc-json", "JSONL: pass --input-format jsonl"),
+    (CORPORA / "sample.jsonl", "pubtator", "JSONL: pass --input-format jsonl"),
+    (CORPORA / "sample.bioc.json", "jsonl", "BioC JSON: pass --input-format bioc-json"),
+    (CORPORA / "bare_list.bioc.json", "pubtator", "BioC JSON: pass --input-format bioc-json"),
+    # PubTator Central's BioC JSON lines: one object per line, yet not JSONL
+    (CORPORA / "pubtator_central.jsonl", "jsonl", "BioC JSON: pass --input-format bioc-json"),
+    # read as BioC XML, PubMed XML was an empty collection: no document and no dead letter
+    (BASELINE, "bioc-xml", "PubMed XML: pass --input-format pubmed-xml"),
+])
+def test_every_dead_letter_of_a_file_in_another_format_ends_with_the_format_to_pass(tmp_path, monkeypatch, path, given, hint):
+    """A BioC XML file linked as PubTator was dead-lettered with "line 1: annotation or relation line before any
+    title/abstract line", as if the file were broken. Plain, gzipped after a byte-order mark, or read in ranges
+    (each range hinted by its file's start), every record now says which format the file is."""
+    from bioel_core.corpora import corpus_inputs
+    from bioel_core.kb import io as kb_io
+
+    gz = _write(tmp_path, path.name + ".gz", gzip.compress(b"\xef\xbb\xbf" + path.read_bytes(), mtime=0))
+    for file in (str(path), str(gz)):
+        items = list(read_documents([file], given, format_flag="--input-format"))
+        assert items and all(isinstance(i, DeadLetter) and i.reason.endswith(f" (this looks like {hint})") for i in items)
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 500)
+    pieces = corpus_inputs([str(path)], given)
+    assert [i for piece in pieces for i in read_documents([piece], given, format_flag="--input-format")] == (
+        list(read_documents([str(path)], given, format_flag="--input-format")))
+
+
+def test_a_bad_record_is_hinted_only_when_its_file_plainly_is_another_format(tmp_path):
+    bad = b"7|t|Some title\n7|a|An abstract.\n7\t0\t4\tSoma\tDisease\tD1\n\n"
+    for data, fmt in ((bad, "pubtator"),  # the format named: its own reason alone
+                      (b'{"pmid": "1", "title": "ok"}\n{"title": "no pmid"}\n', "jsonl"),
+                      (b"Heart attack after cisplatin.\n", "pubtator"),  # no format's start
+                      (b'{"id": "1", "text": "Gout."}\n{"id": "2", "text": "Gout."}\n', "pubtator"),  # neither JSONL nor BioC
+                      (b"<html><body>Gout.</body></html>\n", "pubtator")):  # XML of no corpus format
+        dead = [i for i in read_documents([_write(tmp_path, "corpus", data)], fmt, format_flag="--input-format")
+                if isinstance(i, DeadLetter)]
+        assert dead and not any("looks like" in d.reason for d in dead), data
+    (dead,) = read_documents([_write(tmp_path, "gold.xml", (CORPORA / "sample.bioc.xml").read_bytes())], "pubtator")
+    assert dead.reason.endswith(" (this looks like BioC XML: format bioc-xml)")  # no flag: the format's name
+
+
 def test_read_documents_refuses_caller_errors(tmp_path):
     with pytest.raises(ValueError, match="unknown corpus format"):
         list(read_documents([BASELINE], "medline"))

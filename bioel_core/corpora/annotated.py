@@ -7,9 +7,9 @@ verbs leave out.
 if nothing were found. `path` is a file, a folder of files, or a finished `bioel link` output folder, read for
 its copy in `fmt`. Every record goes through `read_documents` (gzip, byte-order marks, the same parsing as `bioel
 link`), but the first bad record raises its FormatError (file, record, reason) instead of becoming a dead letter.
-When that record is a file's first and the file plainly is another annotated format (it starts with `<`: BioC XML;
-`{` or `[`: BioC JSON; `ID|t|`: PubTator), the error ends with the flag to pass, since a misnamed format otherwise
-reads as a broken file ("line 1: annotation or relation line before any title/abstract line").
+When the file plainly is another format (bioel_core.corpora.sniff), the error ends with the flag to pass, as a dead
+letter's reason does, since a misnamed format otherwise reads as a broken file ("line 1: annotation or relation line
+before any title/abstract line").
 
 BC5CDR's BioC release states the parts of a composite mention as annotations of their own (infon `CompositeRole` =
 `IndividualMention`, "end-stage liver disease" of "end-stage or malignant liver disease" with two locations), where
@@ -20,18 +20,14 @@ same.
 
 from __future__ import annotations
 
-import re
-import zlib
 from pathlib import Path
 
 from bioel_core.corpora.read import DOCUMENT_DROPPED, FORMATS_WITH_MENTIONS, read_documents
 from bioel_core.corpora.records import Document, FormatError, Mention
-from bioel_core.kb.io import UTF8_BOM, open_binary
+from bioel_core.corpora.sniff import FORMAT_NAMES
 from bioel_core.records import DeadLetter
 
-_NAMES = {"pubtator": "PubTator", "bioc-xml": "BioC XML", "bioc-json": "BioC JSON"}
 _COMPOSITE_PART = ("CompositeRole", "IndividualMention")  # a BioC annotation infon (Mention.infons)
-_PUBTATOR_TITLE = re.compile(rb"[^\s|]+\|[ta]\|")
 
 
 def is_composite_part(mention: Mention) -> bool:
@@ -48,7 +44,7 @@ def corpus_files(path: str | Path, fmt: str, flag: str = "") -> list[str]:
     from bioel_core.outputs.layout import MANIFEST
     from bioel_core.tables import data_root, read_manifest
 
-    where, name = f"{flag} {path}".strip(), _NAMES.get(fmt, fmt)
+    where, name = f"{flag} {path}".strip(), FORMAT_NAMES.get(fmt, fmt)
     folder = Path(path)
     if not folder.is_dir():
         if not folder.is_file():
@@ -66,20 +62,6 @@ def corpus_files(path: str | Path, fmt: str, flag: str = "") -> list[str]:
     return [str(root / f) for f in manifest["outputs"][fmt]["files"]]
 
 
-def _looks_like(file: str) -> str | None:
-    """The annotated format a file's first bytes plainly are, if any."""
-    try:
-        with open_binary(file) as fh:
-            head = fh.read(256).removeprefix(UTF8_BOM).lstrip()
-    except (OSError, EOFError, zlib.error):  # a broken gzip stream: its own error says so
-        return None
-    if head.startswith(b"<"):
-        return "bioc-xml"
-    if head.startswith((b"{", b"[")):
-        return "bioc-json"
-    return "pubtator" if _PUBTATOR_TITLE.match(head) else None
-
-
 def read_annotated(path: str | Path, fmt: str, flag: str = "", format_flag: str = "") -> list[Document]:
     """Every document of the `fmt` corpus a path names (see corpus_files); ValueError for a format that carries no
     annotations, FormatError for the first bad record. `format_flag` names the option that sets `fmt`, for the hint
@@ -89,17 +71,11 @@ def read_annotated(path: str | Path, fmt: str, flag: str = "", format_flag: str 
                          f"(formats that do: {', '.join(FORMATS_WITH_MENTIONS)})")
     documents = []
     for file in corpus_files(path, fmt, flag):
-        first = True
-        for item in read_documents(file, fmt):
+        for item in read_documents(file, fmt, format_flag=format_flag):
             if isinstance(item, DeadLetter):
                 # a dead letter's "document dropped" is what bulk linking does with it; here the whole read stops
-                reason = item.reason.removeprefix(DOCUMENT_DROPPED)
-                other = _looks_like(file) if first else None
-                if other not in (None, fmt):
-                    reason += f" (this looks like {_NAMES[other]}: {f'pass {format_flag}' if format_flag else 'format'} {other})"
-                raise FormatError(item.source, item.location, reason)
+                raise FormatError(item.source, item.location, item.reason.removeprefix(DOCUMENT_DROPPED))
             documents.append(item)
-            first = False
     return documents
 
 

@@ -46,7 +46,7 @@ ARTICLE, BOOK_ARTICLE, CITATION, DELETE = "PubmedArticle", "PubmedBookArticle", 
 CHUNK = 1 << 16
 PubmedItem = Document | DeletedDocument | DeadLetter
 
-_NAME = re.compile(rb"<([A-Za-z_][\w.:-]*)")
+ELEMENT_NAME = re.compile(rb"<([A-Za-z_][\w.:-]*)")
 _PMID = re.compile(rb"<PMID[^>]*>\s*([^<\s]+)")
 _SPACE = re.compile(rb"\s*")
 _AT = re.compile(r": line \d+, column \d+$")
@@ -251,7 +251,7 @@ class _Reader:
     def element(self, stream) -> Iterator[PubmedItem]:
         """The record starting the buffer: up to its end tag, or (unclosed) up to the next record's start."""
         self.need(stream, b">")
-        m = _NAME.match(self.buf)
+        m = ELEMENT_NAME.match(self.buf)
         line = self.line
         if m is None:  # "<" not starting a tag: let the parser name the fault
             end = self.need(stream, b"<", 1)
@@ -311,7 +311,7 @@ class _Reader:
                     continue
                 break
         end = self.need(stream, b">")
-        m = _NAME.match(self.buf)
+        m = ELEMENT_NAME.match(self.buf)
         name = m.group(1).decode("utf-8", "replace") if m else self.buf[:40].decode("utf-8", "replace")
         if name not in ROOTS:
             raise FormatError(self.source, f"line {self.line}", f"root element is <{name}>, not <{ROOTS[0]}> or <{ROOTS[1]}>")

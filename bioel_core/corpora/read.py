@@ -9,8 +9,11 @@ Contract, the same for every format:
 - Bad input data never raises. A bad record becomes a DeadLetter(source, location, raw, reason) and
   reading goes on with the next record: a PubMed article, a PubTator document (its blank-line-separated
   block), a BioC document, a JSONL line, a text file or line. A fault that leaves the rest of a file
-  unreadable (malformed XML, invalid UTF-8 inside XML, a truncated gzip stream, an empty file) ends that
-  file with one DeadLetter; what was yielded before it stands and the next file is read.
+  unreadable (malformed XML, invalid UTF-8 inside XML, a truncated gzip stream, an empty file, XML read as BioC
+  that has no document and another root than `<collection>`) ends that file with one DeadLetter; what was
+  yielded before it stands and the next file is read. When the file's start plainly is another format (a BioC
+  XML file read as PubTator), each of its dead letters' reasons ends with the format to name instead
+  (bioel_core.corpora.sniff).
 - Caller errors raise: an unknown format (ValueError), a path that cannot be opened (OSError).
 
 The per-format readers behave differently on their own (PubTator, BioC and JSONL raise FormatError on the
@@ -25,7 +28,8 @@ import json
 import re
 import xml.etree.ElementTree as ET
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from bioel_core.corpora.bioc import _xml_document_dict, document_from_dict, iter_bioc_json_text
@@ -33,6 +37,7 @@ from bioel_core.corpora.jsonl import parse_jsonl
 from bioel_core.corpora.pubmed_xml import iter_pubmed_xml, split_pubmed_xml
 from bioel_core.corpora.pubtator import parse_pubtator
 from bioel_core.corpora.records import DeletedDocument, Document, FormatError
+from bioel_core.corpora.sniff import misnamed_format_hint
 from bioel_core.corpora.text import BOM, decoded_lines, iter_text
 from bioel_core.kb.io import FileRange, Input, Opener, input_path, open_binary, split_lines
 from bioel_core.records import DeadLetter
@@ -98,13 +103,18 @@ def _bioc_document(d: object, path: str, where: str, raw: str | None = None) -> 
 def _bioc_xml(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
     try:
         with open_binary(path, opener) as fh:
-            for _, el in ET.iterparse(fh, events=("end",)):
+            elements, documents = ET.iterparse(fh, events=("end",)), 0
+            for _, el in elements:
                 if el.tag == "document":
+                    documents += 1
                     try:
                         yield document_from_dict(_xml_document_dict(el), path)
                     except FormatError as err:
                         yield DeadLetter(path, err.location, ET.tostring(el, encoding="unicode")[:2000], err.reason)
                     el.clear()
+            if not documents and elements.root.tag != "collection":
+                # another XML format (PubMed XML) read as none at all, not even a dead letter
+                raise FormatError(path, "file", f"root element is <{elements.root.tag}>, not <collection>")
     except ET.ParseError as err:
         line, col = err.position
         reason = "empty file" if err.code == 3 and line == 1 and col == 0 else f"malformed XML: {err}"
@@ -160,10 +170,12 @@ def corpus_inputs(paths: Iterable[str], fmt: str, *, per_line: bool = False, ope
 
 
 def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt: str, *, per_line: bool = False,
-                   opener: Opener | None = None) -> Iterator[CorpusItem]:
+                   opener: Opener | None = None, format_flag: str = "") -> Iterator[CorpusItem]:
     """Documents, DeletedDocuments and DeadLetters of `paths` (files, or FileRanges from `corpus_inputs`) read as
     `fmt` (one of FORMATS); `per_line` is the text format's one-document-per-line layout (see
-    bioel_core.corpora.text)."""
+    bioel_core.corpora.text). A dead letter of a file whose start plainly is another format ends its reason with
+    the flag to pass (sniff.misnamed_format_hint; `format_flag` names the option, e.g. --input-format): a range
+    of a file is hinted by the file's start, so every piece of a file says the same."""
     readers = {
         "pubmed-xml": lambda p: iter_pubmed_xml(p, opener),
         "pubtator": lambda p: _pubtator(p, opener),
@@ -178,10 +190,20 @@ def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt
         raise ValueError("per_line applies to the text format only")
     for path in [paths] if isinstance(paths, (str, Path, FileRange)) else paths:
         path = path if isinstance(path, FileRange) else str(path)
-        try:
-            for item in readers[fmt](path):
-                if isinstance(item, Document):
-                    item.source = input_path(path)
-                yield item
-        except FormatError as err:
-            yield DeadLetter(err.source, err.location, "", err.reason)
+        hint = None  # sniffed at the file's first dead letter only: a file that reads well is not opened again
+        for item in _dead_lettering_faults(readers[fmt], path):
+            if isinstance(item, Document):
+                item.source = input_path(path)
+            elif isinstance(item, DeadLetter):
+                if hint is None:
+                    hint = misnamed_format_hint(input_path(path), fmt, format_flag, opener)
+                item = replace(item, reason=item.reason + hint)
+            yield item
+
+
+def _dead_lettering_faults(reader: Callable[[Input], Iterator[CorpusItem]], path: Input) -> Iterator[CorpusItem]:
+    """The reader's items; a fault that ends the file (its FormatError) is the file's last dead letter."""
+    try:
+        yield from reader(path)
+    except FormatError as err:
+        yield DeadLetter(err.source, err.location, "", err.reason)
