@@ -123,6 +123,12 @@ def cmd_link(args, beam_args: list[str]) -> int:
     return finish(gate)
 
 
+def nil_threshold_flags(thresholds: dict) -> str:
+    """`--nil-threshold`'s value for calibrated thresholds ({entity type: NilThreshold}), each written whole: a
+    threshold is a prediction's own score, kept at >=, which a rounded one would cut."""
+    return " ".join(f"{k + '=' if k else ''}{v.threshold!r}" for k, v in sorted(thresholds.items()))
+
+
 def cmd_calibrate_nil(args) -> int:
     from bioel_core.evaluation.nil_calibration import calibrate_on_gold
 
@@ -134,8 +140,7 @@ def cmd_calibrate_nil(args) -> int:
     for entity_type, t in sorted(result.items()):
         print(f"{entity_type or '(any)':<12}{t.threshold:>10.4f}{100 * t.precision:>8.2f}{100 * t.recall:>8.2f}{100 * t.f1:>8.2f}"
               f"{100 * t.f1_without_threshold:>11.2f}{t.kept:>8}{t.predictions:>8}{t.gold:>8}")
-    flags = " ".join(f"{k + '=' if k else ''}{v.threshold:.4f}" for k, v in sorted(result.items()))
-    print(f"use: bioel link ... --nil-threshold {flags}")
+    print(f"use: bioel link ... --nil-threshold {nil_threshold_flags(result)}")
     if args.json:
         Path(args.json).write_text(json.dumps({"gold": gold, "thresholds": {k: v.to_dict() for k, v in result.items()}}, indent=2))
     return 0

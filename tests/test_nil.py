@@ -26,3 +26,16 @@ def test_bad_calibration_input_is_refused():
         calibrate_threshold([0.1], [True, False], gold=1)
     with pytest.raises(ValueError, match="at least one"):
         calibrate_threshold([], [], gold=3)
+
+
+def test_the_printed_threshold_keeps_the_prediction_it_was_calibrated_on():
+    """calibrate-nil prints the `--nil-threshold` to paste; rounded to 4 places it sat above the float32 score it was
+    chosen at, and that prediction (the last kept) was cut."""
+    import numpy as np
+
+    from pipelines.cli_link import nil_threshold_flags
+
+    scores = [float(np.float32(0.73456)), float(np.float32(0.61))]
+    calibrated = {"Disease": calibrate_threshold(scores, [True, False], gold=1)}
+    pasted = float(nil_threshold_flags(calibrated).split("=")[1])
+    assert pasted == calibrated["Disease"].threshold and scores[0] >= pasted
