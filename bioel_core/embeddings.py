@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from bioel_core.outputs.fs import LOCAL, FileSystem, as_path
 from bioel_core.outputs.manifest import content_sha256
 from bioel_core.tables import MANIFEST, read_manifest, read_output_manifest, read_table
 
@@ -42,9 +43,9 @@ class Embeddings(NamedTuple):
     vectors: np.ndarray  # float32, (n, dim), L2-normalized
 
 
-def read_embeddings_manifest(emb_dir: str | Path, flag: str = "") -> dict:
+def read_embeddings_manifest(emb_dir: str | Path, flag: str = "", fs: FileSystem = LOCAL) -> dict:
     """The manifest of a finished embed output; any other folder (an ingest output, an unfinished run) is an error."""
-    return read_output_manifest(emb_dir, PIPELINE, flag)
+    return read_output_manifest(emb_dir, PIPELINE, flag, fs)
 
 
 def vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
@@ -82,46 +83,52 @@ def check_model_matches(emb_dir: str | Path, encoder) -> None:
             f"({encoder.config()}). Re-run `bioel embed` with this model, or use that one.")
 
 
-def manifest_sha256(output_dir: str | Path) -> str:
+def _manifest_bytes(output_dir: str | Path, fs: FileSystem) -> bytes:
+    with fs.open(fs.join(str(output_dir), MANIFEST)) as fh:
+        return fh.read()
+
+
+def manifest_sha256(output_dir: str | Path, fs: FileSystem = LOCAL) -> str:
     """The table version of an output folder (bioel_core.outputs.content_sha256 of its manifest.json): equal for a
     re-run of the same inputs, so re-ingesting an unchanged KB leaves its embeddings, index and links current."""
-    return content_sha256(json.loads((Path(output_dir) / MANIFEST).read_bytes()))
+    return content_sha256(json.loads(_manifest_bytes(output_dir, fs)))
 
 
-def is_version_of(recorded: str, output_dir: str | Path) -> bool:
+def is_version_of(recorded: str, output_dir: str | Path, fs: FileSystem = LOCAL) -> bool:
     """True when `recorded` (a later stage's `manifest_sha256` of the folder it read) is the folder's version now.
     Outputs made before versions left out where inputs lie recorded it with them; before versions left out the run
     fields, the sha256 of the whole manifest.json."""
-    text = (Path(output_dir) / MANIFEST).read_bytes()
+    text = _manifest_bytes(output_dir, fs)
     manifest = json.loads(text)
     return recorded in (content_sha256(manifest), content_sha256(manifest, with_locations=True),
                         hashlib.sha256(text).hexdigest())
 
 
-def _unchanged_source(output_dir: str | Path, source: dict, read, what: str, since: str, verb: str) -> Path:
+def _unchanged_source(output_dir: str | Path, source: dict, read, what: str, since: str, verb: str,
+                      fs: FileSystem) -> Path | str:
     """The folder an output was made from (`source`: its manifest's {"path", "manifest_sha256"}), read with `read`
-    and checked to be the same table version (is_version_of)."""
-    folder = Path(source["path"])
-    read(folder)
-    if not is_version_of(source["manifest_sha256"], folder):
+    through `fs` and checked to be the same table version (is_version_of)."""
+    folder = as_path(source["path"])
+    read(folder, fs=fs)
+    if not is_version_of(source["manifest_sha256"], folder, fs):
         raise ValueError(f"{output_dir}: the {what} at {folder} changed since {since} (its manifest.json differs); "
                          f"re-run `bioel {verb}`")
     return folder
 
 
-def check_names_unchanged(emb_dir: str | Path) -> Path:
+def check_names_unchanged(emb_dir: str | Path, fs: FileSystem = LOCAL) -> Path | str:
     """The names folder the embeddings were made from, checked to be the same table version."""
-    return _unchanged_source(emb_dir, read_embeddings_manifest(emb_dir)["names"], read_manifest, "names table",
-                             "these embeddings were made", "embed")
+    return _unchanged_source(emb_dir, read_embeddings_manifest(emb_dir, fs=fs)["names"], read_manifest, "names table",
+                             "these embeddings were made", "embed", fs)
 
 
-def check_embeddings_unchanged(index_dir: str | Path, index_manifest: dict) -> Path:
+def check_embeddings_unchanged(index_dir: str | Path, index_manifest: dict, fs: FileSystem = LOCAL) -> Path | str:
     """The embeddings folder a `bioel build-index` output was built from, checked to be the same table version: an
     index left from an earlier embeddings generation (a new KB release ingested and embedded into the same folders,
     or a refresh killed between its two outputs) has names and concepts the current tables no longer hold, and
     lacks theirs."""
     return _unchanged_source(index_dir, index_manifest["embeddings"], read_embeddings_manifest, "embeddings",
-                             "this index was built", "build-index")
+                             "this index was built", "build-index", fs)
 
 
 def encode_checked(encoder, texts: list[str], batch_size: int | None = None) -> list:

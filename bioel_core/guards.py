@@ -85,8 +85,13 @@ def check_output_folder(output: str, pipeline: str, inputs: Iterable[tuple[str, 
 def read_json_object(path: str | Path, what: str) -> dict:
     """The JSON object a bioel file holds (a manifest, a model config); anything else (not JSON, a list, null) is
     refused naming the file and what it should have been."""
+    return json_object(Path(path).read_bytes(), path, what)
+
+
+def json_object(data: bytes, path: str | Path, what: str) -> dict:
+    """`read_json_object` of the bytes of the file at `path`, read elsewhere (through an output FileSystem)."""
     try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
+        value = json.loads(data.decode("utf-8"))
     except ValueError as err:
         raise ValueError(f"{path}: not a readable {what} ({err})") from None
     if not isinstance(value, dict):

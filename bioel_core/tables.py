@@ -1,15 +1,21 @@
-"""Reading the tables the pipelines write, refusing incomplete outputs and other schema versions."""
+"""Reading the tables the pipelines write, refusing incomplete outputs and other schema versions.
+
+Every reader takes the FileSystem it reads through (bioel_core.outputs; default: the local disk), so the quality
+checks read a gs:// or s3:// output as they read a local one; folders are named by strings or, when local, Paths.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bioel_core.guards import read_json_object
+from bioel_core.guards import json_object
+from bioel_core.outputs.fs import LOCAL, FileSystem, as_path
 from bioel_core.outputs.layout import MANIFEST
 from schemas import SCHEMA_VERSION, TABLE_SCHEMAS, check_schema
 
@@ -20,25 +26,26 @@ class IncompleteOutputError(RuntimeError):
     pass
 
 
-def read_manifest(output_dir: str | Path) -> dict:
+def read_manifest(output_dir: str | Path, fs: FileSystem = LOCAL) -> dict:
     """The manifest of a finished output folder; an unfinished one is an error, not an empty table."""
-    path = Path(output_dir) / MANIFEST
-    if not Path(output_dir).is_dir():
-        raise FileNotFoundError(f"no such folder: {output_dir}")
-    if not path.is_file():
+    path = fs.join(str(output_dir), MANIFEST)
+    if not fs.exists(path):
+        if not fs.is_folder(str(output_dir)):
+            raise FileNotFoundError(f"no such folder: {output_dir}")
         raise IncompleteOutputError(f"{output_dir} is not a finished bioel output (no {MANIFEST}): interrupted, still "
                                     f"running, or not written by bioel")
-    manifest = read_json_object(path, "bioel manifest")
+    with fs.open(path) as fh:
+        manifest = json_object(fh.read(), path, "bioel manifest")
     if not manifest.get("complete"):
         raise IncompleteOutputError(f"{path}: output is marked incomplete")
     return manifest
 
 
-def read_output_manifest(output_dir: str | Path, pipeline: str, flag: str = "") -> dict:
+def read_output_manifest(output_dir: str | Path, pipeline: str, flag: str = "", fs: FileSystem = LOCAL) -> dict:
     """The manifest of a finished `bioel {pipeline}` output of this bioel's schema version; any other folder
     (another verb's output, an unfinished run, an older layout) is refused, naming the `flag` it came from."""
     where = f"{flag} {output_dir}".strip()
-    manifest = read_manifest(output_dir)
+    manifest = read_manifest(output_dir, fs)
     if manifest.get("pipeline") != pipeline:
         raise ValueError(f"{where}: written by pipeline {manifest.get('pipeline')!r}, not by `bioel {pipeline}`")
     if manifest.get("schema_version") != SCHEMA_VERSION:
@@ -53,26 +60,41 @@ def stable_shard(key: str, num_shards: int) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") % num_shards
 
 
-def data_root(output_dir: str | Path, manifest: dict | None = None) -> Path:
+def data_root(output_dir: str | Path, manifest: dict | None = None, fs: FileSystem = LOCAL) -> Path | str:
     """Where a finished output's tables are: the generation its manifest names (the folder itself for a
     hand-made folder whose manifest names none)."""
-    manifest = read_manifest(output_dir) if manifest is None else manifest
-    return Path(output_dir) / manifest.get("generation", "")
+    manifest = read_manifest(output_dir, fs) if manifest is None else manifest
+    generation = manifest.get("generation")
+    return as_path(fs.join(str(output_dir), generation) if generation else output_dir)
 
 
-def table_files(output_dir: str | Path, table: str) -> list[Path]:
-    return sorted((data_root(output_dir) / table).glob("*.parquet"))
+def table_files(output_dir: str | Path, table: str, fs: FileSystem = LOCAL) -> list[Path | str]:
+    folder = fs.join(str(data_root(output_dir, fs=fs)), table)
+    return [as_path(fs.join(folder, name)) for name in fs.children(folder) if name.endswith(".parquet")]
 
 
-def _checked(path: Path, table: str) -> pq.ParquetFile:
-    pf = pq.ParquetFile(path)
-    check_schema(pf.schema_arrow, table, str(path))
-    return pf
+@contextmanager
+def parquet_file(path: str | Path, fs: FileSystem = LOCAL) -> Iterator[pq.ParquetFile]:
+    """A Parquet file read through `fs`, open while the block runs. pyarrow seeks (the footer first): every stream
+    Beam opens on an object store (gs://, s3://, Azure, HDFS: filesystemio's Downloader streams, GCS's BlobReader)
+    is seekable, so a shard is read in place, never whole into memory."""
+    with fs.open(str(path)) as fh:
+        yield pq.ParquetFile(fh)
 
 
-def read_table(output_dir: str | Path, table: str, columns: list[str] | None = None) -> pa.Table:
+@contextmanager
+def _checked(path: str | Path, table: str, fs: FileSystem) -> Iterator[pq.ParquetFile]:
+    with parquet_file(path, fs) as pf:
+        check_schema(pf.schema_arrow, table, str(path))
+        yield pf
+
+
+def read_table(output_dir: str | Path, table: str, columns: list[str] | None = None, fs: FileSystem = LOCAL) -> pa.Table:
     """All shards of `table` under a finished output folder, schema-checked, in shard order."""
-    parts = [_checked(f, table).read(columns=columns) for f in table_files(output_dir, table)]
+    parts = []
+    for f in table_files(output_dir, table, fs):
+        with _checked(f, table, fs) as pf:
+            parts.append(pf.read(columns=columns))
     if not parts:
         schema = TABLE_SCHEMAS[table]
         return schema.empty_table() if columns is None else pa.schema([schema.field(c) for c in columns]).empty_table()
@@ -80,13 +102,15 @@ def read_table(output_dir: str | Path, table: str, columns: list[str] | None = N
 
 
 def iter_batches(output_dir: str | Path, table: str, columns: list[str] | None = None,
-                 batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+                 batch_rows: int = 65_536, fs: FileSystem = LOCAL) -> Iterator[pa.RecordBatch]:
     """The rows of `table` as `read_table` reads them, in record batches of at most `batch_rows`: one pass over a
     table too large to hold at once (the vectors of 10M names are 12 GB)."""
-    for f in table_files(output_dir, table):
-        yield from file_batches(f, table, columns, batch_rows)
+    for f in table_files(output_dir, table, fs):
+        yield from file_batches(f, table, columns, batch_rows, fs)
 
 
-def file_batches(path: Path, table: str, columns: list[str] | None = None, batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+def file_batches(path: str | Path, table: str, columns: list[str] | None = None, batch_rows: int = 65_536,
+                 fs: FileSystem = LOCAL) -> Iterator[pa.RecordBatch]:
     """One shard file of `table`, schema-checked, in record batches of at most `batch_rows`."""
-    yield from _checked(path, table).iter_batches(batch_size=batch_rows, columns=columns)
+    with _checked(path, table, fs) as pf:
+        yield from pf.iter_batches(batch_size=batch_rows, columns=columns)

@@ -80,23 +80,26 @@ def check_json(path: str | None, inputs: list[tuple[str, str | None]]) -> None:
 
 
 def quality(table_dir: str, output: str | None, fail_on: str) -> int:
+    from bioel_core.outputs import LocalFileSystem, is_local
     from bioel_core.quality import format_summary, report
 
-    summary = report(table_dir, output_dir=output, fail_on=fail_on)
+    if all(is_local(p) for p in (table_dir, output) if p):
+        fs = LocalFileSystem()
+    else:  # Beam's FileSystems read and write local paths too, should one of the two be local
+        from pipelines.outputs import BeamFileSystem
+
+        fs = BeamFileSystem()
+    summary = report(table_dir, output_dir=output, fail_on=fail_on, fs=fs)
     print(format_summary(summary))
     return 0 if summary["passed"] else 4
 
 
 def quality_gate(args, output: str):
-    """The quality checks `output` must pass to be published (--fail-on; bioel_core.quality.QualityGate); none with
-    --no-quality, nor for a remote output (the report reads local folders: `bioel report` a local copy)."""
-    from bioel_core.outputs import is_local
+    """The quality checks `output` must pass to be published (--fail-on; bioel_core.quality.QualityGate), local or
+    remote alike (they read through the output folder's FileSystem); none with --no-quality."""
     from bioel_core.quality import QualityGate
 
     if args.no_quality:
-        return None
-    if not is_local(output):
-        print(f"bioel: note: {output} is not a local folder: published without the quality report", file=sys.stderr)
         return None
     return QualityGate(args.fail_on)
 

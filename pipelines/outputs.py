@@ -25,6 +25,9 @@ class BeamFileSystem:
     def exists(self, path: str) -> bool:
         return FileSystems.exists(path)
 
+    def is_folder(self, path: str) -> bool:
+        return _is_folder(path)
+
     def mkdirs(self, path: str) -> None:
         try:
             FileSystems.mkdirs(path)

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from bioel_core.index.build import normalized, set_search_params
 from bioel_core.index.layout import PIPELINE, check_id_map_schema, shard_files
+from bioel_core.outputs.fs import LOCAL, FileSystem
 from bioel_core.tables import data_root, read_output_manifest
 
 
@@ -91,11 +92,11 @@ class Shard:
             del refined, store
 
 
-def file_sha256(path: Path, copy_to: Path | None = None) -> str:
-    """sha256 of a file's bytes; with `copy_to`, the bytes are written there as they are read (a copy and its check
-    in one pass)."""
+def file_sha256(path: Path | str, copy_to: Path | str | None = None, fs: FileSystem = LOCAL) -> str:
+    """sha256 of a file's bytes, read through `fs`; with `copy_to` (a local file), the bytes are written there as they
+    are read (a copy and its check in one pass)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh, (open(copy_to, "wb") if copy_to else nullcontext()) as out:
+    with fs.open(str(path)) as fh, (open(copy_to, "wb") if copy_to else nullcontext()) as out:
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
             if out:
@@ -103,9 +104,9 @@ def file_sha256(path: Path, copy_to: Path | None = None) -> str:
     return digest.hexdigest()
 
 
-def read_index_manifest(folder: str | Path, flag: str = "") -> dict:
+def read_index_manifest(folder: str | Path, flag: str = "", fs: FileSystem = LOCAL) -> dict:
     """A finished build-index manifest of this schema version."""
-    return read_output_manifest(folder, PIPELINE, flag)
+    return read_output_manifest(folder, PIPELINE, flag, fs)
 
 
 class ShardedIndex:

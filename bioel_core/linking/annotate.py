@@ -19,6 +19,7 @@ from pathlib import Path
 from bioel_core.corpora.records import Document, Mention
 from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS
 from bioel_core.linking.base import Linker
+from bioel_core.outputs.fs import LOCAL, FileSystem
 from bioel_core.text.detect import MentionDetector
 
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
@@ -316,18 +317,18 @@ class AnnotatorSpec:
         one_model = not self.type_models and self.generative is None
         return "both" if one_model and self.model and is_collective(self.model) else "dictionary"
 
-    def _sources(self) -> dict[str, dict]:
+    def _sources(self, fs: FileSystem = LOCAL) -> dict[str, dict]:
         """Per entity type: index folder, names folder, model fingerprint and KB version, read from the
-        manifests (index -> embeddings -> names), each checked to be complete and unchanged."""
+        manifests (index -> embeddings -> names) through `fs`, each checked to be complete and unchanged."""
         from bioel_core.embeddings import check_embeddings_unchanged, check_names_unchanged, manifest_sha256
         from bioel_core.index import read_index_manifest
 
         out = {}
         for entity_type, index_dir in self.indexes:
-            manifest = read_index_manifest(index_dir)
-            names_dir = check_names_unchanged(check_embeddings_unchanged(index_dir, manifest))
+            manifest = read_index_manifest(index_dir, fs=fs)
+            names_dir = check_names_unchanged(check_embeddings_unchanged(index_dir, manifest, fs), fs)
             out[entity_type] = {"index": index_dir, "names": str(names_dir), "fingerprint": manifest["model"]["fingerprint"],
-                                "kb_version": manifest_sha256(names_dir)}
+                                "kb_version": manifest_sha256(names_dir, fs)}
         return out
 
     def model_for(self, entity_type: str) -> str | None:

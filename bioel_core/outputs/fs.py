@@ -1,8 +1,8 @@
 """The small filesystem interface the output layer works through.
 
 Pipelines pass an adapter over Beam's FileSystems (gs://, s3://, ...); `bioel refresh` and local paths use
-`LocalFileSystem`. Only what publishing needs: no directory semantics are assumed beyond "a path prefix",
-which is all an object store has.
+`LocalFileSystem`. Only what publishing and the quality checks of what it publishes need (bioel_core.tables reads
+through it): no directory semantics are assumed beyond "a path prefix", which is all an object store has.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ class FileSystem(Protocol):
     def join(self, *parts: str) -> str: ...
 
     def exists(self, path: str) -> bool: ...
+
+    def is_folder(self, path: str) -> bool:
+        """A directory, or on an object store a prefix that has objects under it."""
 
     def mkdirs(self, path: str) -> None: ...
 
@@ -43,6 +46,9 @@ class LocalFileSystem:
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
+
+    def is_folder(self, path: str) -> bool:
+        return os.path.isdir(path)
 
     def mkdirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
@@ -89,5 +95,13 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
-def is_local(path: str) -> bool:
+LOCAL = LocalFileSystem()  # the default of the functions that read through a FileSystem (it holds no state)
+
+
+def is_local(path: str | Path) -> bool:
     return "://" not in str(path)
+
+
+def as_path(path: str | Path) -> Path | str:
+    """A local path as a Path; a URL (gs://...) as its string, which pathlib would fold (gs:/bucket/...)."""
+    return Path(path) if is_local(path) else str(path)

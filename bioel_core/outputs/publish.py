@@ -111,7 +111,7 @@ class OutputFolder:
                     raise UnreconciledError(f"counts do not reconcile: {json.dumps(manifest.reconciliation)}; "
                                             "nothing published")
                 if gate is not None:
-                    gate.audit(self.output_dir, self.root, manifest.to_dict())
+                    gate.audit(self.fs, self.output_dir, self.root, manifest.to_dict())
                 fault_point("built")
                 self._move_pointer(manifest)
             except BaseException:
@@ -121,7 +121,7 @@ class OutputFolder:
             self._remove_previous(previous)
             fault_point("old_removed")
             if gate is not None:
-                gate.publish(self.output_dir)
+                gate.publish(self.fs, self.output_dir)
         finally:
             self._unlock()
         return manifest

@@ -12,6 +12,7 @@ that linked them. So a version mismatch is critical only when the manifest count
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ import pyarrow.compute as pc
 from bioel_core.corpora.records import Document, Passage
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.names import table_normalizer
+from bioel_core.outputs.fs import LOCAL, FileSystem
 from bioel_core.quality import frames as table_frames
 from bioel_core.quality.frames import Tally, count_histogram, dead_letter_stats, distribution, histogram, read_dead_letters
 from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag, dead_letter_suite, rows_from_input
@@ -43,15 +45,15 @@ LINK_KINDS = ("exact", "model", "NIL")
 TOP_CONCEPTS = 15
 
 
-def kb_sources(annotator: dict) -> dict[str, dict]:
+def kb_sources(annotator: dict, fs: FileSystem = LOCAL) -> dict[str, dict]:
     """Per entity type of a link manifest's "annotator": its names folder ("names") and KB version ("kb_version"),
     followed through the index -> embeddings -> names manifests the way the linker followed them."""
-    return AnnotatorSpec(model=annotator["model"], indexes=tuple(tuple(p) for p in annotator["indexes"]))._sources()
+    return AnnotatorSpec(model=annotator["model"], indexes=tuple(tuple(p) for p in annotator["indexes"]))._sources(fs)
 
 
-def preferred_names(names_dir: str | Path) -> pd.Series:
+def preferred_names(names_dir: str | Path, fs: FileSystem = LOCAL) -> pd.Series:
     """concept_id -> preferred name, for the KB whose names folder (an ingest-kb output) is `names_dir`."""
-    concepts = read_table(names_dir, "concepts", ["concept_id", "preferred_name"]).to_pandas()
+    concepts = read_table(names_dir, "concepts", ["concept_id", "preferred_name"], fs).to_pandas()
     return concepts.drop_duplicates("concept_id").set_index("concept_id")["preferred_name"]
 
 
@@ -83,26 +85,26 @@ class LinkTables:
     annotations (their counts) and its annotations against its own documents (their texts): memory holds one shard's
     texts and counts and, for the whole output, the document ids and statuses, in Arrow; nothing per annotation."""
 
-    def __init__(self, link_dir: str | Path, manifest: dict):
-        self.link_dir, self.manifest, self.batch_rows = link_dir, manifest, table_frames.BATCH_ROWS
-        self.sources = kb_sources(manifest["annotator"])
-        documents = read_table(link_dir, "documents", ["doc_id", "status"])
+    def __init__(self, link_dir: str | Path, manifest: dict, fs: FileSystem = LOCAL):
+        self.link_dir, self.manifest, self.fs, self.batch_rows = link_dir, manifest, fs, table_frames.BATCH_ROWS
+        self.sources = kb_sources(manifest["annotator"], fs)
+        documents = read_table(link_dir, "documents", ["doc_id", "status"], fs)
         self.doc_ids, self.statuses = documents.column("doc_id").combine_chunks(), documents.column("status").combine_chunks()
         self.annotated_ids = pc.filter(self.doc_ids, pc.equal(self.statuses, "annotated"))
-        self.names_by_kb = {source["names"]: preferred_names(source["names"]) for source in self.sources.values()}
-        self.normalizers = {t: table_normalizer(read_manifest(s["names"]), s["names"]) for t, s in self.sources.items()}
-        self.figures = LinkFigures(score_bounds([f for _, f in self._shards() if f], self.batch_rows))
+        self.names_by_kb = {source["names"]: preferred_names(source["names"], fs) for source in self.sources.values()}
+        self.normalizers = {t: table_normalizer(read_manifest(s["names"], fs), s["names"]) for t, s in self.sources.items()}
+        self.figures = LinkFigures(score_bounds([f for _, f in self._shards() if f], self.batch_rows, fs))
 
-    def _annotation_counts(self, annotations_file: Path | None):
+    def _annotation_counts(self, annotations_file: Path | str | None):
         """Annotation rows per doc_id of one shard's annotations file (Arrow value counts)."""
-        doc_ids = [b.column(0) for b in file_batches(annotations_file, "annotations", ["doc_id"], self.batch_rows)] \
+        doc_ids = [b.column(0) for b in file_batches(annotations_file, "annotations", ["doc_id"], self.batch_rows, self.fs)] \
             if annotations_file else []
         return pc.value_counts(pa.chunked_array(doc_ids, type=TABLE_SCHEMAS["annotations"].field("doc_id").type))
 
-    def _shards(self) -> list[tuple[Path | None, Path | None]]:
+    def _shards(self) -> list[tuple[Path | str | None, Path | str | None]]:
         """(documents file, annotations file) of each shard, paired by file name."""
-        documents = {f.name: f for f in table_files(self.link_dir, "documents")}
-        annotations = {f.name: f for f in table_files(self.link_dir, "annotations")}
+        documents = {os.path.basename(f): f for f in table_files(self.link_dir, "documents", self.fs)}
+        annotations = {os.path.basename(f): f for f in table_files(self.link_dir, "annotations", self.fs)}
         return [(documents.get(name), annotations.get(name)) for name in sorted(documents.keys() | annotations.keys())]
 
     def frames(self) -> Iterator[tuple[str, pd.DataFrame]]:
@@ -112,7 +114,7 @@ class LinkTables:
         for documents_file, annotations_file in self._shards():
             text_of: dict[str, str | None] = {}
             counted = self._annotation_counts(annotations_file)
-            for batch in file_batches(documents_file, "documents", DOCUMENT_COLUMNS, self.batch_rows) if documents_file else ():
+            for batch in file_batches(documents_file, "documents", DOCUMENT_COLUMNS, self.batch_rows, self.fs) if documents_file else ():
                 d = batch.to_pandas()
                 texts = pd.Series([document_text(i, p) for i, p in zip(d["doc_id"], d["passages"])], index=d.index, dtype=object)
                 for doc_id, status, text in zip(d["doc_id"], d["status"], texts):
@@ -120,7 +122,7 @@ class LinkTables:
                         text_of.setdefault(doc_id, text)  # a duplicated doc_id is its own failed check; its first row stands
                 read.add("documents")
                 yield "documents", self._documents(batch, d, texts, counted)
-            for batch in file_batches(annotations_file, "annotations", ANNOTATION_COLUMNS, self.batch_rows) if annotations_file else ():
+            for batch in file_batches(annotations_file, "annotations", ANNOTATION_COLUMNS, self.batch_rows, self.fs) if annotations_file else ():
                 read.add("annotations")
                 yield "annotations", self._annotations(batch, text_of)
         if "documents" not in read:
@@ -252,12 +254,12 @@ def documents_suite(version_severity: str, records_in: int = 0) -> gx.Expectatio
     ])
 
 
-def score_bounds(annotation_files: list[Path], batch_rows: int) -> tuple[float, float]:
+def score_bounds(annotation_files: list[Path | str], batch_rows: int, fs: FileSystem = LOCAL) -> tuple[float, float]:
     """The range the score histograms share: [0, 1] widened to every finite score (cosines may fall below 0), read
     before the annotations are, so that each batch's scores are binned as they come."""
     low, high = 0.0, 1.0
     for path in annotation_files:
-        for batch in file_batches(path, "annotations", ["score"], batch_rows):
+        for batch in file_batches(path, "annotations", ["score"], batch_rows, fs):
             scores = batch.column(0).to_numpy(zero_copy_only=False).astype(np.float64)
             scores = scores[np.isfinite(scores)]
             if len(scores):
@@ -305,10 +307,11 @@ class LinkFigures:
         }
 
 
-def checks(link_dir: str | Path, manifest: dict, *, max_nil_share: float = 0.5) -> tuple[dict, Iterator, dict]:
+def checks(link_dir: str | Path, manifest: dict, fs: FileSystem = LOCAL, *,
+           max_nil_share: float = 0.5) -> tuple[dict, Iterator, dict]:
     """({table: suite}, (table, frame) pairs, stats) for the report; the stats complete once the frames are read.
     `max_nil_share`: above it the NIL share is a warning."""
-    tables, dead = LinkTables(link_dir, manifest), read_dead_letters(link_dir)
+    tables, dead = LinkTables(link_dir, manifest, fs), read_dead_letters(link_dir, fs)
     counts = manifest.get("counts", {})
     carried = counts.get("documents", {}).get("carried", 0)
     records_in = counts.get("records", {}).get("documents", 0) + counts.get("records", {}).get("deletions", 0)

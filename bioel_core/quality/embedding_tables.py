@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from bioel_core.embeddings import check_names_unchanged, read_embeddings_manifest, vectors_of
+from bioel_core.outputs.fs import LOCAL, FileSystem
 from bioel_core.quality import frames as table_frames
 from bioel_core.quality.frames import histogram, read_dead_letters
 from bioel_core.quality.kb_tables import CRITICAL, _tag, dead_letter_suite, rows_from_input
@@ -33,17 +34,17 @@ class EmbeddingTables:
     Arrow: the checks run before every embed publishes, and the vectors of a UMLS-size KB (12 GB at 10M names of 300
     dims) do not fit in memory. The names table's name_id -> concept_id is held whole, in Arrow."""
 
-    def __init__(self, emb_dir: str | Path):
-        self.emb_dir, self.batch_rows = emb_dir, table_frames.BATCH_ROWS
-        self.manifest = read_embeddings_manifest(emb_dir)
-        self.names_dir = check_names_unchanged(emb_dir)
-        names = read_table(self.names_dir, "names", ["name_id", "concept_id"])
+    def __init__(self, emb_dir: str | Path, fs: FileSystem = LOCAL):
+        self.emb_dir, self.fs, self.batch_rows = emb_dir, fs, table_frames.BATCH_ROWS
+        self.manifest = read_embeddings_manifest(emb_dir, fs=fs)
+        self.names_dir = check_names_unchanged(emb_dir, fs)
+        names = read_table(self.names_dir, "names", ["name_id", "concept_id"], fs)
         self.name_ids, self.name_concepts = names.column("name_id").combine_chunks(), names.column("concept_id").combine_chunks()
         self.norms: list[np.ndarray] = []  # of every vector read, for the figures
 
     def frames(self) -> Iterator[pd.DataFrame]:
         empty = True
-        for batch in iter_batches(self.emb_dir, "embeddings", ["name_id", "concept_id", "vector"], self.batch_rows):
+        for batch in iter_batches(self.emb_dir, "embeddings", ["name_id", "concept_id", "vector"], self.batch_rows, self.fs):
             empty = False
             yield self._facts(batch)
         if empty:
@@ -100,9 +101,9 @@ def _norm_bounds(norms: pd.Series) -> tuple[float, float]:
     return (min(low, float(finite.min())), max(high, float(finite.max()))) if len(finite) else (low, high)
 
 
-def checks(emb_dir: str | Path) -> tuple[dict, Iterator, dict]:
+def checks(emb_dir: str | Path, fs: FileSystem = LOCAL) -> tuple[dict, Iterator, dict]:
     """({table: suite}, (table, frame) pairs, stats) for the report; the stats complete once the frames are read."""
-    tables, dead = EmbeddingTables(emb_dir), read_dead_letters(emb_dir)
+    tables, dead = EmbeddingTables(emb_dir, fs), read_dead_letters(emb_dir, fs)
     names = len(tables.name_ids)
     suites = {"embeddings": embeddings_suite(tables.manifest["model"]["dim"], names - len(dead), names),
               "dead_letter": dead_letter_suite(names)}

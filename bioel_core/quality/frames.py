@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bioel_core.outputs.fs import LOCAL, FileSystem
 from bioel_core.tables import iter_batches, read_table
 from schemas import TABLE_SCHEMAS
 
@@ -32,10 +33,11 @@ DEAD_LETTER_SAMPLE = 10
 SAMPLE_CHARS = 200
 
 
-def frames_of(table_dir: str | Path, table: str, columns: list[str], batch_rows: int) -> Iterator[pd.DataFrame]:
+def frames_of(table_dir: str | Path, table: str, columns: list[str], batch_rows: int,
+              fs: FileSystem = LOCAL) -> Iterator[pd.DataFrame]:
     """`table`'s rows as frames of at most `batch_rows` (Arrow-backed columns); one empty frame for an empty table."""
     empty = True
-    for batch in iter_batches(table_dir, table, columns, batch_rows):
+    for batch in iter_batches(table_dir, table, columns, batch_rows, fs):
         empty = False
         yield batch.to_pandas(types_mapper=pd.ArrowDtype)
     if empty:
@@ -47,10 +49,10 @@ class KBTables:
     with its derived columns: a concept's name_count and unnamed_concept_id (its id when it has no name, else
     null); a name's name_length and orphan_concept_id (its concept id when that is not in the concepts table)."""
 
-    def __init__(self, table_dir: str | Path):
-        self.table_dir, self.batch_rows = table_dir, BATCH_ROWS
-        self.concept_ids = read_table(table_dir, "concepts", ["concept_id"]).column("concept_id").combine_chunks()
-        counted = pc.value_counts(read_table(table_dir, "names", ["concept_id"]).column("concept_id"))
+    def __init__(self, table_dir: str | Path, fs: FileSystem = LOCAL):
+        self.table_dir, self.fs, self.batch_rows = table_dir, fs, BATCH_ROWS
+        self.concept_ids = read_table(table_dir, "concepts", ["concept_id"], fs).column("concept_id").combine_chunks()
+        counted = pc.value_counts(read_table(table_dir, "names", ["concept_id"], fs).column("concept_id"))
         at = pc.index_in(self.concept_ids, value_set=counted.field("values"), skip_nulls=True)  # names of no concept: none
         # names per concept, row for row with the concepts table
         self.name_count = pc.fill_null(pc.take(counted.field("counts"), at), 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -58,14 +60,14 @@ class KBTables:
 
     def concept_frames(self) -> Iterator[pd.DataFrame]:
         start = 0
-        for frame in frames_of(self.table_dir, "concepts", CONCEPT_COLUMNS, self.batch_rows):
+        for frame in frames_of(self.table_dir, "concepts", CONCEPT_COLUMNS, self.batch_rows, self.fs):
             frame["name_count"] = self.name_count[start:start + len(frame)]
             frame["unnamed_concept_id"] = frame["concept_id"].where(frame["name_count"] == 0)
             start += len(frame)
             yield frame
 
     def name_frames(self) -> Iterator[pd.DataFrame]:
-        for frame in frames_of(self.table_dir, "names", NAME_COLUMNS, self.batch_rows):
+        for frame in frames_of(self.table_dir, "names", NAME_COLUMNS, self.batch_rows, self.fs):
             frame["name_length"] = frame["name"].str.len()
             self.names += len(frame)
             self.name_lengths.add(frame["name_length"])
@@ -141,8 +143,8 @@ def count_histogram(tally: Tally) -> dict:
     return {"edges": edges.tolist(), "counts": counts.tolist()}
 
 
-def read_dead_letters(output_dir: str | Path) -> pd.DataFrame:
-    return read_table(output_dir, "dead_letter").to_pandas()
+def read_dead_letters(output_dir: str | Path, fs: FileSystem = LOCAL) -> pd.DataFrame:
+    return read_table(output_dir, "dead_letter", fs=fs).to_pandas()
 
 
 def dead_letter_stats(rows: pd.DataFrame) -> dict:

@@ -3,54 +3,76 @@ its name_id belongs to, and every id resolves to its concept in the names table 
 
 Two frames: `id_map` (one row per indexed vector: its name_id, concept_id, shard, and the derived facts),
 and `shards` (one row per shard: vectors by the manifest, the FAISS file and the id map; checksums).
-FAISS files are opened memory-mapped: only their headers are read.
+FAISS files are opened memory-mapped: only their headers are read. Every file is read through the output's
+FileSystem (bioel_core.outputs), so a gs:// index is checked as a local one.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import faiss
 import great_expectations as gx
 import great_expectations.expectations as gxe
 import pandas as pd
-import pyarrow.parquet as pq
 
 from bioel_core.embeddings import read_embeddings_manifest
 from bioel_core.index import read_index_manifest, shard_of
 from bioel_core.index.layout import shard_bytes, shard_files
 from bioel_core.index.sharded import file_sha256
+from bioel_core.outputs.fs import LOCAL, FileSystem, is_local
+from bioel_core.outputs.layout import parquet_rows
 from bioel_core.quality.frames import Tally, distribution
 from bioel_core.quality.kb_tables import CRITICAL, _tag
-from bioel_core.tables import data_root, read_table, table_files
+from bioel_core.tables import data_root, parquet_file, read_table, table_files
 
 
-def _shard_row(folder: Path, record: dict) -> tuple[dict, pd.DataFrame | None]:
-    paths = {key: folder / relative for key, relative in shard_files(record).items()}
+def _mapped_header(path: str) -> tuple[int, int]:
+    index = faiss.read_index(path, faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+    return int(index.ntotal), int(index.d)
+
+
+def _faiss_shard(path: str, fs: FileSystem) -> tuple[int, int, str]:
+    """(vectors, dimension, sha256) of the FAISS shard at `path`, opened memory-mapped (only its header is read).
+    FAISS maps local files only: a remote shard is copied to a temporary file as it is hashed, in the one pass that
+    reads it."""
+    if is_local(path):
+        return *_mapped_header(path), file_sha256(path, fs=fs)
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = os.path.join(scratch, "shard.faiss")
+        sha256 = file_sha256(path, copy, fs)
+        return *_mapped_header(copy), sha256
+
+
+def _shard_row(folder: str, record: dict, fs: FileSystem) -> tuple[dict, pd.DataFrame | None]:
+    paths = {key: fs.join(folder, relative) for key, relative in shard_files(record).items()}
     row = {"shard": record["shard"], "vectors": record["vectors"], "index_vectors": None, "dimension": None,
-           "id_map_rows": None, "files_present": all(p.is_file() for p in paths.values()), "checksums_match": False}
+           "id_map_rows": None, "files_present": all(fs.exists(p) for p in paths.values()), "checksums_match": False}
     if not row["files_present"]:
         return row, None
-    index = faiss.read_index(str(paths["index"]), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
-    ids = pq.read_table(paths["id_map"], columns=["name_id", "concept_id"]).to_pandas()
+    vectors, dimension, index_sha256 = _faiss_shard(paths["index"], fs)
+    with parquet_file(paths["id_map"], fs) as id_map:
+        ids = id_map.read(columns=["name_id", "concept_id"]).to_pandas()
     ids["shard"] = record["shard"]
-    row.update(index_vectors=int(index.ntotal), dimension=int(index.d), id_map_rows=len(ids),
-               checksums_match=all(file_sha256(p) == record[f"{key}_sha256"] for key, p in paths.items()))
+    found = {key: index_sha256 if key == "index" else file_sha256(p, fs=fs) for key, p in paths.items()}
+    row.update(index_vectors=vectors, dimension=dimension, id_map_rows=len(ids),
+               checksums_match=all(found[key] == record[f"{key}_sha256"] for key in paths))
     return row, ids
 
 
-def load_frames(index_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    folder = Path(index_dir)
-    manifest = read_index_manifest(folder)
+def load_frames(index_dir: str | Path, fs: FileSystem = LOCAL) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    manifest = read_index_manifest(index_dir, fs=fs)
     emb_dir = manifest["embeddings"]["path"]
-    read_embeddings_manifest(emb_dir)
-    embeddings_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in table_files(emb_dir, "embeddings"))
+    read_embeddings_manifest(emb_dir, fs=fs)
+    embeddings_rows = parquet_rows(fs, [str(f) for f in table_files(emb_dir, "embeddings", fs)])
     names_dir = manifest["names"]["path"]
-    names = read_table(names_dir, "names", ["name_id", "concept_id"]).to_pandas().set_index("name_id")["concept_id"]
+    names = read_table(names_dir, "names", ["name_id", "concept_id"], fs).to_pandas().set_index("name_id")["concept_id"]
 
     rows, maps = [], []
     for record in sorted(manifest["shards"], key=lambda r: r["shard"]):
-        row, ids = _shard_row(data_root(folder, manifest), record)
+        row, ids = _shard_row(str(data_root(index_dir, manifest, fs)), record, fs)
         rows.append(row)
         if ids is not None:
             maps.append(ids)
@@ -108,9 +130,9 @@ def shards_suite(num_shards: int, dimension: int) -> gx.ExpectationSuite:
     ])
 
 
-def checks(index_dir: str | Path) -> tuple[dict, dict]:
+def checks(index_dir: str | Path, fs: FileSystem = LOCAL) -> tuple[dict, dict]:
     """({table: suite}, (table, frame) pairs, stats) for the report."""
-    id_map, shards, counts = load_frames(index_dir)
+    id_map, shards, counts = load_frames(index_dir, fs)
     stats = {**counts, "vectors_per_shard": distribution(Tally.of(shards["vectors"])),
              "shard_vectors": {str(r.shard): int(r.vectors) for r in shards.itertuples(index=False)}}
     return ({"id_map": id_map_suite(counts["embeddings_rows"]), "shards": shards_suite(counts["num_shards"], counts["dimension"])},

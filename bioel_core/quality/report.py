@@ -3,6 +3,8 @@ offline (figures, plots, every check), plus a summary.json a program can gate on
 
 great-expectations runs the checks; its own HTML data docs are not written: every page of them loads its
 style and scripts from CDNs, so offline, where these jobs run, they render blank.
+The tables are read and the report written through a FileSystem (bioel_core.outputs; the pipelines pass Beam's for
+gs:// and s3:// outputs), so a remote output is checked as a local one.
 Which suites run and what the page plots is decided by the manifest's "pipeline" field (`CHECKS`); a new
 kind of output adds one entry.
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bioel_core.guards import QualityGateError
+from bioel_core.outputs.fs import LOCAL, FileSystem, as_path
 from bioel_core.outputs.layout import MANIFEST, QUALITY, REJECTED
 from bioel_core.quality.html import Table, page
 from bioel_core.quality.plots import Bars, Histogram
@@ -70,7 +73,7 @@ def _check(table: str, result) -> dict:
 
 @dataclass(frozen=True)
 class Checks:
-    """How to check one kind of output folder. `build(table_dir, manifest, **limits)` returns ({table: suite},
+    """How to check one kind of output folder. `build(table_dir, manifest, fs=LOCAL, **limits)` returns ({table: suite},
     (table, frame) pairs, stats), the stats complete once the frames have been read (`validation.validate`);
     `describe(stats)` is the summary's terminal line about the tables; `sections(stats)` the plots and tables of the
     HTML page."""
@@ -89,7 +92,8 @@ def _dead_letter_sections(stats: dict) -> list:
               ["source", "location", "reason", "raw"], stats["dead_letter_sample"])]
 
 
-def _kb_checks(table_dir: Path, manifest: dict, *, max_names_per_concept: int = 1000, max_name_length: int = 500):
+def _kb_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL, *, max_names_per_concept: int = 1000,
+               max_name_length: int = 500):
     """The two maxima are warning thresholds: beyond them a KB is suspicious (a parsing slip, merged dumps) but
     still usable."""
     # great-expectations takes seconds to import: only pay for it when a report is actually made
@@ -98,7 +102,7 @@ def _kb_checks(table_dir: Path, manifest: dict, *, max_names_per_concept: int = 
 
     if not manifest.get("id_pattern"):
         raise ValueError(f"{table_dir}: the manifest has no id_pattern; re-run the ingest with this bioel version")
-    tables, dead = KBTables(table_dir), read_dead_letters(table_dir)
+    tables, dead = KBTables(table_dir, fs), read_dead_letters(table_dir, fs)
     records_in = manifest.get("counts", {}).get("records_read", 0)
     suites = {"concepts": concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in),
               "names": names_suite(manifest["id_pattern"], max_name_length, records_in),
@@ -125,10 +129,10 @@ def _kb_sections(stats: dict) -> list:
             *_dead_letter_sections(stats)]
 
 
-def _embedding_checks(table_dir: Path, manifest: dict):
+def _embedding_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL):
     from bioel_core.quality.embedding_tables import checks
 
-    return checks(table_dir)
+    return checks(table_dir, fs)
 
 
 def _embedding_line(stats: dict) -> str:
@@ -140,10 +144,10 @@ def _embedding_sections(stats: dict) -> list:
     return [Histogram("Vector L2 norms", {"vectors": stats["norm_histogram"]}, "norm", "vectors")]
 
 
-def _link_checks(table_dir: Path, manifest: dict, **limits):
+def _link_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL, **limits):
     from bioel_core.quality.annotation_tables import checks
 
-    return checks(table_dir, manifest, **limits)
+    return checks(table_dir, manifest, fs, **limits)
 
 
 def _link_line(stats: dict) -> str:
@@ -172,10 +176,10 @@ def _link_sections(stats: dict) -> list:
     ]
 
 
-def _index_checks(table_dir: Path, manifest: dict):
+def _index_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL):
     from bioel_core.quality.index_tables import checks
 
-    return checks(table_dir)
+    return checks(table_dir, fs)
 
 
 def _index_line(stats: dict) -> str:
@@ -199,16 +203,17 @@ CHECKS = {
 DEFAULT_PIPELINE = "ingest-kb"
 
 
-def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on: str = "critical", **limits) -> dict:
+def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on: str = "critical",
+           fs: FileSystem = LOCAL, **limits) -> dict:
     """Check the tables of `table_dir` with the suites of its pipeline; write report.html and summary.json into
-    `output_dir` (default TABLE_DIR/quality); return the summary.
+    `output_dir` (default TABLE_DIR/quality); return the summary. Both are read and written through `fs`.
 
     `passed` is False when a check of severity `fail_on` or above failed ("none": never). `limits` are the
     thresholds of that pipeline's checks (KB tables: max_names_per_concept, max_name_length;
     link: max_nil_share).
     """
-    table_dir = Path(table_dir)
-    return _write(check(table_dir, fail_on, **limits), Path(output_dir) if output_dir is not None else table_dir / QUALITY)
+    summary = check(table_dir, fail_on, fs, **limits)
+    return _write(summary, output_dir if output_dir is not None else fs.join(summary["table_dir"], QUALITY), fs)
 
 
 def _require_fail_on(fail_on: str) -> None:
@@ -216,18 +221,18 @@ def _require_fail_on(fail_on: str) -> None:
         raise ValueError(f"fail_on must be one of {FAIL_ON}, not {fail_on!r}")
 
 
-def check(table_dir: str | Path, fail_on: str = "critical", **limits) -> dict:
+def check(table_dir: str | Path, fail_on: str = "critical", fs: FileSystem = LOCAL, **limits) -> dict:
     """The summary of `report`, without writing it."""
     _require_fail_on(fail_on)
     from bioel_core.quality.validation import validate
 
-    table_dir = Path(table_dir)
-    manifest = read_manifest(table_dir)
+    table_dir = as_path(table_dir)
+    manifest = read_manifest(table_dir, fs)
     pipeline = manifest.get("pipeline", DEFAULT_PIPELINE)
     if pipeline not in CHECKS:
         raise ValueError(f"{table_dir}: no quality checks for outputs of pipeline {pipeline!r}; known: {sorted(CHECKS)}")
 
-    suites, frames, stats = CHECKS[pipeline].build(table_dir, manifest, **limits)
+    suites, frames, stats = CHECKS[pipeline].build(table_dir, manifest, fs=fs, **limits)
     results = validate(suites, frames)
 
     checks = [_check(table, r) for table, table_results in results.items() for r in table_results]
@@ -247,11 +252,12 @@ def check(table_dir: str | Path, fail_on: str = "critical", **limits) -> dict:
     }
 
 
-def _write(summary: dict, output_dir: Path) -> dict:
-    summary = {**summary, "html": str(output_dir / HTML), "summary_json": str(output_dir / SUMMARY)}
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
-    (output_dir / HTML).write_text(page(summary, CHECKS[summary["pipeline"]].sections(summary["stats"])), encoding="utf-8")
+def _write(summary: dict, output_dir: str | Path, fs: FileSystem) -> dict:
+    output_dir = str(as_path(output_dir))  # a local one as pathlib spells it
+    summary = {**summary, "html": fs.join(output_dir, HTML), "summary_json": fs.join(output_dir, SUMMARY)}
+    fs.mkdirs(output_dir)
+    fs.write(summary["summary_json"], (json.dumps(summary, indent=2) + "\n").encode())
+    fs.write(summary["html"], page(summary, CHECKS[summary["pipeline"]].sections(summary["stats"])).encode("utf-8"))
     return summary
 
 
@@ -265,23 +271,24 @@ class QualityGate:
         _require_fail_on(fail_on)  # when the job is set up, not once it has run
         self.fail_on, self.limits, self.summary = fail_on, limits, None
 
-    def audit(self, output_dir: str, root: str, manifest: dict) -> None:
-        """Checks the generation at `root` as the tables `manifest` will publish; raises QualityGateError to refuse."""
-        view = Path(root) / MANIFEST  # the generation read as a folder of its own: its tables, named by no generation
-        view.write_text(json.dumps({k: v for k, v in manifest.items() if k != "generation"}))
+    def audit(self, fs: FileSystem, output_dir: str, root: str, manifest: dict) -> None:
+        """Checks the generation at `root` as the tables `manifest` will publish, reading through `fs` (the output
+        folder's); raises QualityGateError to refuse."""
+        view = fs.join(root, MANIFEST)  # the generation read as a folder of its own: its tables, named by no generation
+        fs.write(view, json.dumps({k: v for k, v in manifest.items() if k != "generation"}).encode())
         try:
-            summary = check(root, self.fail_on, **self.limits)
+            summary = check(root, self.fail_on, fs, **self.limits)
         finally:
-            view.unlink()
+            fs.delete(view)
         self.summary = {**summary, "table_dir": output_dir, "generation": manifest.get("generation")}
         if not summary["passed"]:
-            self.summary = _write(self.summary, Path(output_dir) / REJECTED)
+            self.summary = _write(self.summary, fs.join(output_dir, REJECTED), fs)
             raise QualityGateError(f"quality checks failed (fail on {self.fail_on}): nothing published, {output_dir} "
                                    f"keeps its previous state; report: {self.summary['html']}", self.summary)
 
-    def publish(self, output_dir: str) -> None:
+    def publish(self, fs: FileSystem, output_dir: str) -> None:
         """Writes the audited report beside the generation just published."""
-        self.summary = _write(self.summary, Path(output_dir) / QUALITY)
+        self.summary = _write(self.summary, fs.join(output_dir, QUALITY), fs)
 
 
 def _dist(d: dict) -> str:
