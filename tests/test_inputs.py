@@ -3,15 +3,14 @@ resolver of PubTator sources (a file, a parts folder, a `bioel link` output fold
 
 import gzip
 import hashlib
-import io
 import json
 from pathlib import Path
 
 import pytest
-from apache_beam.io.filesystem import FileMetadata, FileSystem
 
 from bioel_core.corpora import Document, Passage, pubtator_files, read_pubtator, write_pubtator
 from bioel_core.tables import read_table
+from objstore import ObjectStore
 from pipelines import cli, ingest_kb
 from pipelines.options import pipeline_options
 from pipelines.outputs import expand_inputs
@@ -62,47 +61,6 @@ def test_globs_and_paths_that_name_nothing_are_one_line_errors_naming_them(tmp_p
     # a glob of sidecars only matches no input file
     with pytest.raises(FileNotFoundError, match="no input file matches"):
         expand_inputs([str(folder / "*.md5")], flag="--names")
-
-
-class ObjectStore(FileSystem):
-    """`objstore://` in memory with an object store's semantics, as gs:// and s3:// have them through Beam: keys
-    only, a "folder" is a key prefix (no directories). Beam finds it by its scheme, as a subclass of FileSystem."""
-
-    objects: dict[str, bytes] = {}
-
-    @classmethod
-    def scheme(cls):
-        return "objstore"
-
-    def join(self, base, *parts):
-        return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
-
-    def split(self, path):
-        head, _, tail = path.rpartition("/")
-        return head, tail
-
-    def has_dirs(self):
-        return False
-
-    def _list(self, prefix):
-        return [self.metadata(k) for k in sorted(self.objects) if k.startswith(prefix)]
-
-    def exists(self, path):
-        return path in self.objects
-
-    def metadata(self, path):
-        return FileMetadata(path, len(self.objects[path]))
-
-    def size(self, path):
-        return len(self.objects[path])
-
-    def open(self, path, mime_type=None, compression_type=None):
-        return io.BytesIO(self.objects[path])
-
-    def _read_only(self, *args, **kwargs):
-        raise NotImplementedError("objstore:// is read-only in these tests")
-
-    mkdirs = create = copy = rename = delete = last_updated = checksum = _read_only
 
 
 def test_a_remote_folder_is_a_prefix_and_is_read_through_beam(tmp_path):
