@@ -62,7 +62,7 @@ def stable_shard(key: str, num_shards: int) -> int:
 
 def data_root(output_dir: str | Path, manifest: dict | None = None, fs: FileSystem = LOCAL) -> Path | str:
     """Where a finished output's tables are: the generation its manifest names (the folder itself for a
-    hand-made folder whose manifest names none)."""
+    hand-made folder whose manifest names none); a Path when local, else a URL string (`as_path`)."""
     manifest = read_manifest(output_dir, fs) if manifest is None else manifest
     generation = manifest.get("generation")
     return as_path(fs.join(str(output_dir), generation) if generation else output_dir)
@@ -75,9 +75,9 @@ def table_files(output_dir: str | Path, table: str, fs: FileSystem = LOCAL) -> l
 
 @contextmanager
 def parquet_file(path: str | Path, fs: FileSystem = LOCAL) -> Iterator[pq.ParquetFile]:
-    """A Parquet file read through `fs`, open while the block runs. pyarrow seeks (the footer first): every stream
-    Beam opens on an object store (gs://, s3://, Azure, HDFS: filesystemio's Downloader streams, GCS's BlobReader)
-    is seekable, so a shard is read in place, never whole into memory."""
+    """A Parquet file read through `fs`, open while the block runs. pyarrow seeks (the footer, then the columns it
+    reads): every stream Beam opens on an object store is seekable (GCS's BlobReader; filesystemio's DownloaderStream
+    for s3://, Azure, HDFS), so a shard is read by ranges where it lies, not copied whole into memory."""
     with fs.open(str(path)) as fh:
         yield pq.ParquetFile(fh)
 

@@ -18,7 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from bioel_core.embeddings import ModelMismatchError, check_model_matches, read_embeddings, vectors_of
 from bioel_core.models import Encoder, TransformerEncoder, load_encoder
-from bioel_core.outputs import layout
+from bioel_core.outputs import LOCAL, layout
 from bioel_core.quality import format_summary, report
 from bioel_core.tables import IncompleteOutputError, read_manifest, read_table, stable_shard, table_files
 from conftest import FIXTURES, assert_published, assert_unpublished, report_figures, report_page
@@ -319,12 +319,12 @@ def test_the_quality_checks_read_the_vectors_a_batch_at_a_time(embedded, tmp_pat
 
     read_table, iter_batches, batches = embedding_tables.read_table, embedding_tables.iter_batches, []
 
-    def no_vectors(folder, table, columns=None):
+    def no_vectors(folder, table, columns=None, fs=LOCAL):
         assert columns is not None and "vector" not in columns, "the vector column read whole"
-        return read_table(folder, table, columns)
+        return read_table(folder, table, columns, fs)
 
-    def counted(folder, table, columns=None, batch_rows=None):
-        for batch in iter_batches(folder, table, columns, batch_rows):
+    def counted(folder, table, columns=None, batch_rows=None, fs=LOCAL):
+        for batch in iter_batches(folder, table, columns, batch_rows, fs):
             batches.append(batch.num_rows)
             yield batch
 
