@@ -49,7 +49,7 @@ def cmd_ingest_kb(args, beam_args: list[str]) -> int:
 
     normalizer = Normalizer(NormalizerConfig(unicode_form=None if args.unicode_form == "none" else args.unicode_form,
                                              lowercase=not args.keep_case, punctuation=args.punctuation))
-    gate = quality_gate(args, args.output)
+    gate = quality_gate(args)
     manifest = ingest_kb.run(args.input_format, args.input, args.output, pipeline_options(beam_args),
                              reader_options=_reader_options(args), normalizer=normalizer,
                              shared_names=args.shared_names, num_shards=args.num_shards, gate=gate)

@@ -94,9 +94,9 @@ def quality(table_dir: str, output: str | None, fail_on: str) -> int:
     return 0 if summary["passed"] else 4
 
 
-def quality_gate(args, output: str):
-    """The quality checks `output` must pass to be published (--fail-on; bioel_core.quality.QualityGate), local or
-    remote alike (they read through the output folder's FileSystem); none with --no-quality."""
+def quality_gate(args):
+    """The quality checks a verb's output must pass to be published (--fail-on; bioel_core.quality.QualityGate), local
+    or remote alike (they read through the output folder's FileSystem); none with --no-quality."""
     from bioel_core.quality import QualityGate
 
     if args.no_quality:

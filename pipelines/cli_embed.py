@@ -30,7 +30,7 @@ def cmd_embed(args, beam_args: list[str]) -> int:
     from pipelines.cli_common import finish, quality_gate
     from pipelines.options import pipeline_options
 
-    gate = quality_gate(args, args.output)
+    gate = quality_gate(args)
     manifest = embed_names.run(args.model, args.input, args.output, pipeline_options(beam_args), pooling=args.pooling,
                                device=args.device, batch_size=args.batch_size, num_shards=args.num_shards,
                                gate=gate)

@@ -49,7 +49,7 @@ def cmd_build_index(args, beam_args: list[str]) -> int:
     spec = IndexSpec(kind=args.index_kind, nlist=args.nlist, nprobe=args.nprobe, pq_m=args.pq_m, pq_nbits=args.pq_nbits,
                      refine=args.refine, refine_k=args.refine_k, hnsw_m=args.hnsw_m, ef_construction=args.ef_construction,
                      ef_search=args.ef_search, train_size=args.train_size, seed=args.seed)
-    gate = quality_gate(args, args.output)
+    gate = quality_gate(args)
     manifest = build_index.run(args.input, args.output, pipeline_options(beam_args), num_shards=args.num_shards, spec=spec,
                                faiss_threads=args.faiss_threads, gate=gate)
     size = sum(shard_bytes(r) for r in manifest["shards"])

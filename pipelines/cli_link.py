@@ -109,7 +109,7 @@ def cmd_link(args, beam_args: list[str]) -> int:
     from pipelines.options import pipeline_options
 
     spec = _annotator_spec(args, args.mentions == "detect", typed(args.nil_threshold, float))
-    gate = quality_gate(args, args.output)
+    gate = quality_gate(args)
     manifest = link_corpus.run(args.input, args.input_format, args.output, spec, pipeline_options(beam_args),
                                output_format=args.output_format, per_line=args.text_per_line, incremental=args.incremental,
                                num_shards=args.num_shards, batch_size=args.batch_size, id_prefix=args.id_prefix,

@@ -34,7 +34,7 @@ def cmd_refresh(args) -> int:
     from bioel_core.tables import data_root
     from pipelines.cli_common import finish, quality_gate
 
-    gates = (quality_gate(args, args.output_embeddings), quality_gate(args, args.output_index))
+    gates = (quality_gate(args), quality_gate(args))  # one per output folder: a gate keeps the summary of its audit
     result = refresh(args.old, args.new, args.model, args.embeddings, args.index, args.output_embeddings,
                      args.output_index, device=args.device, batch_size=args.batch_size, examples=args.examples,
                      gates=gates)
