@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bioel_core.guards import json_object
-from bioel_core.outputs.fs import LOCAL, FileSystem, as_path
+from bioel_core.outputs.fs import LOCAL, FileSystem, as_path, is_local
 from bioel_core.outputs.layout import MANIFEST
 from schemas import SCHEMA_VERSION, TABLE_SCHEMAS, check_schema
 
@@ -77,7 +77,12 @@ def table_files(output_dir: str | Path, table: str, fs: FileSystem = LOCAL) -> l
 def parquet_file(path: str | Path, fs: FileSystem = LOCAL) -> Iterator[pq.ParquetFile]:
     """A Parquet file read through `fs`, open while the block runs. pyarrow seeks (the footer, then the columns it
     reads): every stream Beam opens on an object store is seekable (GCS's BlobReader; filesystemio's DownloaderStream
-    for s3://, Azure, HDFS), so a shard is read by ranges where it lies, not copied whole into memory."""
+    for s3://, Azure, HDFS), so a shard is read by ranges where it lies, not copied whole into memory. A local file
+    is opened by pyarrow itself (native reads, no Python file object in the way)."""
+    if is_local(path):
+        with pq.ParquetFile(path) as pf:
+            yield pf
+        return
     with fs.open(str(path)) as fh:
         yield pq.ParquetFile(fh)
 

@@ -327,9 +327,9 @@ def test_the_link_checks_hold_nothing_per_annotation(index_dir, tmp_path, monkey
     whole = report(out, tmp_path / "whole")
     read_table = annotation_tables.read_table
 
-    def no_whole_annotations(output_dir, table, columns=None):
+    def no_whole_annotations(output_dir, table, *args, **kwargs):
         assert table != "annotations", "the annotations table read whole"
-        return read_table(output_dir, table, columns)
+        return read_table(output_dir, table, *args, **kwargs)
 
     monkeypatch.setattr(annotation_tables, "read_table", no_whole_annotations)
     monkeypatch.setattr(frames, "BATCH_ROWS", 1)
