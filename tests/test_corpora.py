@@ -125,6 +125,18 @@ def test_bioc_xml_reads_bc5cdr_layout():
     assert (rel.kind, rel.args, rel.roles) == ("CID", ("D015738", "D003693"), ("Chemical", "Disease"))
 
 
+def test_bioc_xml_refuses_another_xml_format_rather_than_read_it_as_no_document(tmp_path):
+    """PubMed XML (or any XML without <collection> and <document>) read as BioC gave an empty corpus, not an error;
+    an empty collection stays an empty corpus."""
+    pubmed = tmp_path / "pubmed.xml"
+    pubmed.write_text("<?xml version='1.0'?>\n<PubmedArticleSet><PubmedArticle/></PubmedArticleSet>\n")
+    with pytest.raises(FormatError, match=r"root element is <PubmedArticleSet>, not <collection>"):
+        read_bioc_xml(pubmed)
+    empty = tmp_path / "empty.xml"
+    empty.write_text("<collection><source>PubTator</source></collection>")
+    assert read_bioc_xml(empty) == []
+
+
 @pytest.mark.parametrize("fmt", ["xml", "json"])
 def test_bioc_discontinuous_annotation_keeps_its_document_linkable_and_writable(tmp_path, fmt):
     """A discontinuous annotation (BC5CDR's BioC release states a composite's individual mention with two

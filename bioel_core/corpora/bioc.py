@@ -290,15 +290,27 @@ def _xml_relation_dict(r: ET.Element) -> dict:
             "nodes": [{"refid": n.get("refid", ""), "role": n.get("role", "")} for n in r.findall("node")]}
 
 
+def document_elements(fh, source: str) -> Iterator[ET.Element]:
+    """The <document> elements of a BioC XML stream, each cleared once the caller moves on (memory: one document).
+    XML that holds no document under another root than <collection> is another format read as BioC (PubMed XML):
+    a FormatError, not an empty corpus."""
+    elements, documents = ET.iterparse(fh, events=("end",)), 0
+    for _, el in elements:
+        if el.tag == "document":
+            documents += 1
+            yield el
+            el.clear()
+    if not documents and elements.root.tag != "collection":
+        raise FormatError(source, "file", f"root element is <{elements.root.tag}>, not <collection>")
+
+
 def iter_bioc_xml(path: str | Path, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Iterator[Document]:
     """Stream the documents of a BioC XML collection (memory: one document at a time)."""
     source = str(path)
     try:
         with open_kb_file(source) as fh:
-            for _, el in ET.iterparse(fh, events=("end",)):
-                if el.tag == "document":
-                    yield document_from_dict(_xml_document_dict(el), source, id_keys)
-                    el.clear()
+            for el in document_elements(fh, source):
+                yield document_from_dict(_xml_document_dict(el), source, id_keys)
     except ET.ParseError as err:
         line, col = err.position
         raise FormatError(source, f"line {line}, column {col}", f"not well-formed XML: {err}") from err

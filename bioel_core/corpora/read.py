@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from bioel_core.corpora.bioc import _xml_document_dict, document_from_dict, iter_bioc_json_text
+from bioel_core.corpora.bioc import _xml_document_dict, document_elements, document_from_dict, iter_bioc_json_text
 from bioel_core.corpora.jsonl import parse_jsonl
 from bioel_core.corpora.pubmed_xml import iter_pubmed_xml, split_pubmed_xml
 from bioel_core.corpora.pubtator import parse_pubtator
@@ -103,18 +103,11 @@ def _bioc_document(d: object, path: str, where: str, raw: str | None = None) -> 
 def _bioc_xml(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
     try:
         with open_binary(path, opener) as fh:
-            elements, documents = ET.iterparse(fh, events=("end",)), 0
-            for _, el in elements:
-                if el.tag == "document":
-                    documents += 1
-                    try:
-                        yield document_from_dict(_xml_document_dict(el), path)
-                    except FormatError as err:
-                        yield DeadLetter(path, err.location, ET.tostring(el, encoding="unicode")[:2000], err.reason)
-                    el.clear()
-            if not documents and elements.root.tag != "collection":
-                # another XML format (PubMed XML) read as none at all, not even a dead letter
-                raise FormatError(path, "file", f"root element is <{elements.root.tag}>, not <collection>")
+            for el in document_elements(fh, path):
+                try:
+                    yield document_from_dict(_xml_document_dict(el), path)
+                except FormatError as err:
+                    yield DeadLetter(path, err.location, ET.tostring(el, encoding="unicode")[:2000], err.reason)
     except ET.ParseError as err:
         line, col = err.position
         reason = "empty file" if err.code == 3 and line == 1 and col == 0 else f"malformed XML: {err}"
