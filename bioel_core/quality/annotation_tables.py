@@ -87,6 +87,8 @@ class LinkTables:
 
     def __init__(self, link_dir: str | Path, manifest: dict, fs: FileSystem = LOCAL):
         self.link_dir, self.manifest, self.fs, self.batch_rows = link_dir, manifest, fs, table_frames.BATCH_ROWS
+        # a document row carries its text (an abstract: ~1.5 KB, read into Python twice), ten annotation rows' worth
+        self.document_rows = max(1, self.batch_rows // 10)
         self.sources = kb_sources(manifest["annotator"], fs)
         documents = read_table(link_dir, "documents", ["doc_id", "status"], fs)
         self.doc_ids, self.statuses = documents.column("doc_id").combine_chunks(), documents.column("status").combine_chunks()
@@ -114,7 +116,7 @@ class LinkTables:
         for documents_file, annotations_file in self._shards():
             text_of: dict[str, str | None] = {}
             counted = self._annotation_counts(annotations_file)
-            for batch in file_batches(documents_file, "documents", DOCUMENT_COLUMNS, self.batch_rows, self.fs) if documents_file else ():
+            for batch in file_batches(documents_file, "documents", DOCUMENT_COLUMNS, self.document_rows, self.fs) if documents_file else ():
                 d = batch.to_pandas()
                 texts = pd.Series([document_text(i, p) for i, p in zip(d["doc_id"], d["passages"])], index=d.index, dtype=object)
                 for doc_id, status, text in zip(d["doc_id"], d["status"], texts):
