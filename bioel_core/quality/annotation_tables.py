@@ -95,7 +95,8 @@ class LinkTables:
         self.annotated_ids = pc.filter(self.doc_ids, pc.equal(self.statuses, "annotated"))
         self.names_by_kb = {source["names"]: preferred_names(source["names"], fs) for source in self.sources.values()}
         self.normalizers = {t: table_normalizer(read_manifest(s["names"], fs), s["names"]) for t, s in self.sources.items()}
-        self.figures = LinkFigures(score_bounds([f for _, f in self._shards() if f], self.batch_rows, fs))
+        self.shards = self._shards()  # listed once: on an object store each listing is a request
+        self.figures = LinkFigures(score_bounds([f for _, f in self.shards if f], self.batch_rows, fs))
 
     def _annotation_counts(self, annotations_file: Path | str | None):
         """Annotation rows per doc_id of one shard's annotations file (Arrow value counts)."""
@@ -113,7 +114,7 @@ class LinkTables:
         """("documents", frame) and ("annotations", frame) pairs, shard by shard, a batch of rows each: a shard's
         documents (their texts built once, for both tables' checks) before its annotations."""
         read = set()
-        for documents_file, annotations_file in self._shards():
+        for documents_file, annotations_file in self.shards:
             text_of: dict[str, str | None] = {}
             counted = self._annotation_counts(annotations_file)
             for batch in file_batches(documents_file, "documents", DOCUMENT_COLUMNS, self.document_rows, self.fs) if documents_file else ():
