@@ -163,13 +163,15 @@ def test_the_hint_names_each_verbs_own_format_flag_and_only_for_another_format(t
 
 
 @pytest.mark.parametrize("given", ["pubtator", "bioc-json"])
-def test_a_jsonl_gold_is_named_jsonl_not_bioc_json(capsys, given):
+@pytest.mark.parametrize("gold, name", [(FIXTURES / "corpora" / "sample.jsonl", "JSONL"),
+                                        (FIXTURES / "pubmed" / "pubmed25n0001_sample.xml", "PubMed XML")])
+def test_a_gold_of_a_format_without_annotations_is_named_and_not_offered(capsys, given, gold, name):
     """Any file starting with `{` was hinted as BioC JSON: a JSONL gold read as PubTator was told to pass
-    bioc-json (which fails again), and read as BioC JSON was not hinted at all. Named, jsonl is then refused as a
-    format without annotations, which is what such a gold is."""
-    jsonl = FIXTURES / "corpora" / "sample.jsonl"
-    assert refusal(capsys, "--gold", jsonl, "--gold-format", given, "--pred", PUBTATOR).endswith(
-        " (this looks like JSONL: pass --gold-format jsonl)")
+    bioc-json (which fails again), and read as BioC JSON was not hinted at all. Then named, it was offered
+    (`pass --gold-format jsonl`), which the next run refused as a format without annotations: now one step says what
+    the file is and what the flag takes."""
+    assert refusal(capsys, "--gold", gold, "--gold-format", given, "--pred", PUBTATOR).endswith(
+        f" (this looks like {name}, which --gold-format does not take: it takes pubtator, bioc-xml or bioc-json)")
 
 
 def test_an_undecodable_pubtator_line_is_refused_as_invalid_utf8(tmp_path, capsys):

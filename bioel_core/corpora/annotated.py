@@ -71,7 +71,7 @@ def read_annotated(path: str | Path, fmt: str, flag: str = "", format_flag: str 
                          f"(formats that do: {', '.join(FORMATS_WITH_MENTIONS)})")
     documents = []
     for file in corpus_files(path, fmt, flag):
-        for item in read_documents(file, fmt, format_flag=format_flag):
+        for item in read_documents(file, fmt, format_flag=format_flag, flag_formats=FORMATS_WITH_MENTIONS):
             if isinstance(item, DeadLetter):
                 # a dead letter's "document dropped" is what bulk linking does with it; here the whole read stops
                 raise FormatError(item.source, item.location, item.reason.removeprefix(DOCUMENT_DROPPED))

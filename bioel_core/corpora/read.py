@@ -28,7 +28,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -163,12 +163,14 @@ def corpus_inputs(paths: Iterable[str], fmt: str, *, per_line: bool = False, ope
 
 
 def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt: str, *, per_line: bool = False,
-                   opener: Opener | None = None, format_flag: str = "") -> Iterator[CorpusItem]:
+                   opener: Opener | None = None, format_flag: str = "",
+                   flag_formats: Sequence[str] | None = None) -> Iterator[CorpusItem]:
     """Documents, DeletedDocuments and DeadLetters of `paths` (files, or FileRanges from `corpus_inputs`) read as
     `fmt` (one of FORMATS); `per_line` is the text format's one-document-per-line layout (see
     bioel_core.corpora.text). A dead letter of a file whose start plainly is another format ends its reason with
-    the flag to pass (sniff.misnamed_format_hint; `format_flag` names the option, e.g. --input-format): a range
-    of a file is hinted by the file's start, so every piece of a file says the same."""
+    the flag to pass (sniff.misnamed_format_hint; `format_flag` names the option, e.g. --input-format, and
+    `flag_formats` what it takes when not every format): a range of a file is hinted by the file's start, so every
+    piece of a file says the same."""
     readers = {
         "pubmed-xml": lambda p: iter_pubmed_xml(p, opener),
         "pubtator": lambda p: _pubtator(p, opener),
@@ -189,7 +191,7 @@ def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt
                 item.source = input_path(path)
             elif isinstance(item, DeadLetter):
                 if hint is None:
-                    hint = misnamed_format_hint(input_path(path), fmt, format_flag, opener)
+                    hint = misnamed_format_hint(input_path(path), fmt, format_flag, opener, flag_formats)
                 item = replace(item, reason=item.reason + hint)
             yield item
 

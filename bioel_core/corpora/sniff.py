@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from collections.abc import Sequence
 
 from bioel_core.corpora.pubmed_xml import ELEMENT_NAME, ROOTS
 from bioel_core.kb.io import GZIP_MAGIC, UTF8_BOM, Opener, open_raw
@@ -65,10 +66,17 @@ def looks_like(path: str, opener: Opener | None = None) -> str | None:
     return "pubtator" if _PUBTATOR_TITLE.match(head) else None
 
 
-def misnamed_format_hint(path: str, fmt: str, format_flag: str = "", opener: Opener | None = None) -> str:
+def misnamed_format_hint(path: str, fmt: str, format_flag: str = "", opener: Opener | None = None,
+                         flag_formats: Sequence[str] | None = None) -> str:
     """' (this looks like BioC XML: pass FORMAT_FLAG bioc-xml)' when a file read as `fmt` plainly is another
-    format, else ''; `format_flag` is the option that names the format (none: 'format bioc-xml')."""
+    format, else ''; `format_flag` is the option that names the format (none: 'format bioc-xml'). `flag_formats`:
+    the formats the option takes, when not every one (evaluate-e2e's --gold-format takes those that carry
+    annotations): a file of another format is said to be one, not to be passed."""
     other = looks_like(path, opener)
     if other in (None, fmt):
         return ""
-    return f" (this looks like {FORMAT_NAMES[other]}: {f'pass {format_flag}' if format_flag else 'format'} {other})"
+    name = FORMAT_NAMES[other]
+    if flag_formats is not None and other not in flag_formats:
+        takes = ", ".join(flag_formats[:-1]) + f" or {flag_formats[-1]}" if len(flag_formats) > 1 else flag_formats[0]
+        return f" (this looks like {name}, which {format_flag or 'this reader'} does not take: it takes {takes})"
+    return f" (this looks like {name}: {f'pass {format_flag}' if format_flag else 'format'} {other})"
