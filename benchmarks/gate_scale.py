@@ -6,10 +6,11 @@ larger, each K in a process of its own (peak RSS is that process's).
 --link: a finished `bioel link` output (e.g. `.bench/bulk-out-one-worker` from `python benchmarks/bulk_link.py
 --modes one-worker`: the 2,292 shared abstracts, 33,885 annotations in 4 shards). A larger output is made from it
 (not timed): every document with its annotations K times over, copy k>0 under doc_id `ID-ck`, the manifest's counts
-scaled; each shard file split into --shard-split files by copy number, documents and annotations alike (a shard
-holds a document's annotations, as the link pipeline writes them), so a K-times larger output with K/4 times the
-shards keeps the shard size of the smaller one. The gate holds one shard's document texts (README: give a large
-corpus enough --num-shards) and nothing per annotation: at equal shard size its peak should not grow with K.
+scaled; --shard-split times the shards, every row in its doc_id's shard (`stable_shard`), each shard file written as
+the link pipeline writes one (a sorted table, one Parquet row group up to pyarrow's default size), so that a K-times
+larger output with K/4 times the shards keeps the shard size of the smaller one. The gate holds one shard's document
+texts (README: give a large corpus enough --num-shards) and nothing per annotation or for the whole output: at equal
+shard size its peak should not grow with K.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.children import run_child  # noqa: E402
+from bioel_core.outputs import parquet_bytes, shard_name  # noqa: E402
+from bioel_core.tables import stable_shard  # noqa: E402
 
 TABLES = ("documents", "annotations")
 REPORT = """
@@ -55,18 +58,22 @@ def enlarge(link: Path, out: Path, copies: int, split: int) -> Path:
     shutil.copytree(link, out, ignore=lambda folder, names: [n for n in names if n in TABLES])
     for table in TABLES:
         files = sorted((link / generation / table).glob("*.parquet"))
+        num_shards = len(files) * split
+        names = [shard_name(i, num_shards) for i in range(num_shards)]
         (out / generation / table).mkdir()
-        names = [f"part-{i:05d}-of-{len(files) * split:05d}.parquet" for i in range(len(files) * split)]
-        for i, source in enumerate(files):
+        writers = [ShardWriter(out / generation / table / name) for name in names]
+        for source in files:
             rows = pq.read_table(source)
-            writers = [pq.ParquetWriter(out / generation / table / names[i * split + j], rows.schema) for j in range(split)]
             for k in range(copies):
                 ids = rows.column("doc_id") if k == 0 else pc.binary_join_element_wise(rows.column("doc_id"), f"-c{k}", "")
                 copy = pa.Table.from_arrays([ids if n == "doc_id" else rows.column(n) for n in rows.column_names],
                                             schema=rows.schema)
-                writers[k % split].write_table(copy, row_group_size=65_536)
-            for writer in writers:
-                writer.close()
+                home = {i: stable_shard(i, num_shards) for i in pc.unique(ids).to_pylist()}
+                shard = pa.array([home[i] for i in ids.to_pylist()])
+                for i, writer in enumerate(writers):
+                    writer.add(copy.filter(pc.equal(shard, i)))
+        for writer in writers:
+            writer.close()
         manifest["outputs"][table] = {"files": [f"{table}/{n}" for n in names],
                                       "rows": manifest["outputs"][table]["rows"] * copies}
     counts = manifest["counts"]
@@ -74,6 +81,22 @@ def enlarge(link: Path, out: Path, copies: int, split: int) -> Path:
         counts[group][key] *= copies
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
     return out
+
+
+class ShardWriter:
+    """One shard file, written as `bioel link` writes it: its rows in one table sorted by doc_id, Parquet bytes by the
+    output layer's `parquet_bytes` (one row group up to pyarrow's default size)."""
+
+    def __init__(self, path: Path):
+        self.path, self.parts = path, []
+
+    def add(self, rows: pa.Table) -> None:
+        self.parts.append(rows)
+
+    def close(self) -> None:
+        table = pa.concat_tables(self.parts).sort_by([("doc_id", "ascending")]).combine_chunks()
+        self.path.write_bytes(parquet_bytes(table))
+        self.parts = []
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from bioel_core.embeddings import manifest_sha256
 from bioel_core.normalize import Normalizer
 from bioel_core.quality import format_summary, report
 from bioel_core.quality.report import CHECKS
-from bioel_core.tables import read_manifest
+from bioel_core.tables import read_manifest, stable_shard
 from conftest import FIXTURES
 from pipelines import ingest_kb
 from pipelines.options import pipeline_options
@@ -157,7 +157,7 @@ def _duplicate_document(annotations, documents):
     pytest.param(_set("annotations", 0, concept_id=None),
                  ("annotations", "unlinked_doc_id", "expect_column_values_to_be_null"), ["101"],
                  id="linked-row-without-a-concept"),
-    pytest.param(_duplicate_document, ("documents", "doc_id", "expect_column_values_to_be_unique"), ["102", "102"],
+    pytest.param(_duplicate_document, ("documents", "duplicate_doc_id", "expect_column_values_to_be_null"), ["102", "102"],
                  id="duplicate-doc-id"),
     pytest.param(_set("documents", 0, mentions=4),
                  ("documents", "mentions_mismatch_doc_id", "expect_column_values_to_be_null"), ["101"],
@@ -202,14 +202,15 @@ def test_the_score_range_is_the_linking_stages(index_dir, tmp_path, stage, score
 
 
 def write_two_shards(out, annotations, documents, misplaced=()):
-    """The link output's tables as two shards, paired by file name: document 101 in one, 102 and the tombstone 103 in
-    the other; the annotations at the indexes `misplaced` in the shard their document is not in."""
+    """The link output's tables as two shards, each row in its doc_id's shard as `bioel link` writes them (documents
+    101 and the tombstone 103 in one, 102 in the other); the annotations at the indexes `misplaced` in the other."""
     rows_of = {"annotations": annotations, "documents": documents}
+    assert [stable_shard(d, 2) for d in ("101", "102", "103")] == [0, 1, 0]
     for table, schema in (("annotations", ANNOTATIONS_SCHEMA), ("documents", DOCUMENTS_SCHEMA)):
         (out / table / "part-00000-of-00001.parquet").unlink()
-        for shard, ids in enumerate([{"101"}, {"102", "103"}]):
+        for shard in range(2):
             rows = [r for i, r in enumerate(rows_of[table])
-                    if (r["doc_id"] in ids) != (table == "annotations" and i in misplaced)]
+                    if (stable_shard(r["doc_id"], 2) == shard) != (table == "annotations" and i in misplaced)]
             pq.write_table(pa.Table.from_pylist(rows, schema=schema), out / table / f"part-{shard:05d}-of-00002.parquet")
     return out
 
@@ -228,6 +229,46 @@ def test_an_annotation_in_another_shard_than_its_document_fails(index_dir, tmp_p
     assert list(found) == [("annotations", "other_shard_doc_id", "expect_column_values_to_be_null"),
                            ("documents", "mentions_mismatch_doc_id", "expect_column_values_to_be_null")]
     assert [check["observed"] for check in found.values()] == [["101"], ["101"]] and not summary["passed"]
+
+
+def write_shards(out, annotations, documents, names=("part-00000-of-00002.parquet", "part-00001-of-00002.parquet"),
+                 shard_of=lambda doc_id: stable_shard(doc_id, 2)):
+    """The link output's tables as shard files `names`, each row in the file `shard_of(its doc_id)` says (a list:
+    a row in each of those files)."""
+    rows_of = {"annotations": annotations, "documents": documents}
+    for table, schema in (("annotations", ANNOTATIONS_SCHEMA), ("documents", DOCUMENTS_SCHEMA)):
+        (out / table / "part-00000-of-00001.parquet").unlink()
+        for shard, name in enumerate(names):
+            rows = [r for r in rows_of[table] if shard in ([shard_of(r["doc_id"])] if isinstance(shard_of(r["doc_id"]), int)
+                                                            else shard_of(r["doc_id"]))]
+            pq.write_table(pa.Table.from_pylist(rows, schema=schema), out / table / name)
+    return out
+
+
+@pytest.mark.parametrize("names, shard_of, expected", [
+    pytest.param(None, lambda d: 0, {("documents", "misplaced_doc_id"): ["102"],
+                                     ("annotations", "other_shard_doc_id"): ["102", "102"]},
+                 id="a-document-and-its-annotations-in-another-shard"),
+    pytest.param(None, lambda d: [0, 1] if d == "102" else stable_shard(d, 2),
+                 {("documents", "misplaced_doc_id"): ["102"], ("annotations", "other_shard_doc_id"): ["102", "102"]},
+                 id="a-document-and-its-annotations-in-two-shards"),
+    pytest.param(("links.parquet",), lambda d: 0,
+                 {("documents", "misplaced_doc_id"): ["101", "102", "103"],
+                  ("annotations", "other_shard_doc_id"): ["101", "101", "101", "102", "102"]},
+                 id="a-file-whose-name-says-no-shard"),
+])
+def test_every_row_is_checked_to_lie_in_its_doc_ids_shard(index_dir, tmp_path, names, shard_of, expected):
+    """The checks hold one shard at a time, so each fact is checked inside a shard: that needs every row in the shard
+    its doc_id gives it (`stable_shard`, as `bioel link` writes), which makes a doc_id unique in its shard unique in
+    the output. A row elsewhere is a critical failure, listed by its doc_id."""
+    index, kb_version = index_dir
+    annotations, documents = good_rows(kb_version)
+    out = write_link(tmp_path / "link", index, kb_version, annotations, documents)
+    summary = report(write_shards(out, annotations, documents, **({"names": names} if names else {}), shard_of=shard_of))
+
+    found = failures(summary)
+    assert {(table, column): c["observed"] for (table, column, _), c in found.items()} == expected
+    assert {c["severity"] for c in found.values()} == {"critical"} and not summary["passed"]
 
 
 @pytest.mark.parametrize("batch_rows", [1, 2])
@@ -317,9 +358,9 @@ def test_a_type_without_an_index_fails_unless_an_any_type_index_takes_it(index_d
 
 
 def test_the_link_checks_hold_nothing_per_annotation(index_dir, tmp_path, monkeypatch):
-    """A PubMed-scale output has hundreds of millions of annotations: the checks read them shard by shard and batch
-    by batch (never the whole table, not even one column of it) and keep figures whose size does not grow with
-    them (score histograms, a tally of annotations per document)."""
+    """A PubMed-scale output has tens of millions of documents and hundreds of millions of annotations: the checks read
+    both tables shard by shard and batch by batch (never a whole table, not even one column of it) and keep figures
+    whose size does not grow with them (score histograms, a tally of annotations per document)."""
     from bioel_core.quality import annotation_tables, frames
 
     index, kb_version = index_dir
@@ -327,11 +368,11 @@ def test_the_link_checks_hold_nothing_per_annotation(index_dir, tmp_path, monkey
     whole = report(out, tmp_path / "whole")
     read_table = annotation_tables.read_table
 
-    def no_whole_annotations(output_dir, table, *args, **kwargs):
-        assert table != "annotations", "the annotations table read whole"
+    def no_whole_link_table(output_dir, table, *args, **kwargs):
+        assert table not in ("annotations", "documents"), f"the {table} table read whole"
         return read_table(output_dir, table, *args, **kwargs)
 
-    monkeypatch.setattr(annotation_tables, "read_table", no_whole_annotations)
+    monkeypatch.setattr(annotation_tables, "read_table", no_whole_link_table)
     monkeypatch.setattr(frames, "BATCH_ROWS", 1)
     tables = annotation_tables.LinkTables(out, read_manifest(out))
     for _ in tables.frames():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,18 @@ REJECTED = "rejected"
 
 def shard_name(index: int, num_shards: int, suffix: str = ".parquet") -> str:
     return f"part-{index:05d}-of-{num_shards:05d}{suffix}"
+
+
+_SHARD_NAME = re.compile(r"part-(\d{5,})-of-(\d{5,})\.")
+
+
+def shard_of_name(name: str) -> tuple[int, int] | None:
+    """(index, num_shards) of a file named by `shard_name`; None for any other name, or an index past the count."""
+    found = _SHARD_NAME.match(name)
+    if not found:
+        return None
+    index, count = int(found.group(1)), int(found.group(2))
+    return (index, count) if index < count else None
 
 
 def check_num_shards(num_shards: int, flag: str = "--num-shards") -> None:

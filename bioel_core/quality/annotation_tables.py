@@ -28,10 +28,11 @@ from bioel_core.corpora.records import Document, Passage
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.names import table_normalizer
 from bioel_core.outputs.fs import LOCAL, FileSystem
+from bioel_core.outputs.layout import shard_of_name
 from bioel_core.quality import frames as table_frames
 from bioel_core.quality.frames import Tally, count_histogram, dead_letter_stats, distribution, histogram, read_dead_letters
 from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag, dead_letter_suite, rows_from_input
-from bioel_core.tables import file_batches, read_manifest, read_table, table_files
+from bioel_core.tables import file_batches, read_manifest, read_table, stable_shard, table_files
 from schemas import TABLE_SCHEMAS
 
 ANNOTATION_COLUMNS = ["doc_id", "start", "end", "mention", "link_text", "entity_type", "concept_id", "matched_name",
@@ -81,42 +82,43 @@ def _kb_of(entity_type: str, sources: dict) -> str | None:
 class LinkTables:
     """A link output's documents and annotations a shard and a batch of rows at a time (`frames`), each row with its
     derived columns, and the report's figures accumulated as the annotations are read (`figures`, complete once
-    `frames` has been read). Both tables are sharded by doc_id, so a shard's documents are checked against its own
-    annotations (their counts) and its annotations against its own documents (their texts): memory holds one shard's
-    texts and counts and, for the whole output, the document ids and statuses, in Arrow; nothing per annotation."""
+    `frames` has been read). Both tables are sharded by doc_id (`stable_shard`, the shard's index and count in its file
+    name), so every fact is checked inside one shard: a row outside its doc_id's shard is a failed check, a shard's
+    documents are checked against its own annotations (their counts), its annotations against its own documents
+    (their texts), and a doc_id unique in its shard is unique in the output. Memory holds one shard's document ids and
+    texts; nothing per annotation, nothing for the whole output."""
 
     def __init__(self, link_dir: str | Path, manifest: dict, fs: FileSystem = LOCAL):
         self.link_dir, self.manifest, self.fs, self.batch_rows = link_dir, manifest, fs, table_frames.BATCH_ROWS
         # a document row carries its text (an abstract: ~1.5 KB, read into Python twice), ten annotation rows' worth
         self.document_rows = max(1, self.batch_rows // 10)
         self.sources = kb_sources(manifest["annotator"], fs)
-        documents = read_table(link_dir, "documents", ["doc_id", "status"], fs)
-        self.doc_ids, self.statuses = documents.column("doc_id").combine_chunks(), documents.column("status").combine_chunks()
-        self.annotated_ids = pc.filter(self.doc_ids, pc.equal(self.statuses, "annotated"))
         self.names_by_kb = {source["names"]: preferred_names(source["names"], fs) for source in self.sources.values()}
         self.normalizers = {t: table_normalizer(read_manifest(s["names"], fs), s["names"]) for t, s in self.sources.items()}
         self.shards = self._shards()  # listed once: on an object store each listing is a request
-        self.figures = LinkFigures(score_bounds([f for _, f in self.shards if f], self.batch_rows, fs))
+        self.figures = LinkFigures(score_bounds([f for _, f, _ in self.shards if f], self.batch_rows, fs))
+        self.statuses = Counter()  # documents by status, as they are read
 
-    def _annotation_counts(self, annotations_file: Path | str | None):
-        """Annotation rows per doc_id of one shard's annotations file (Arrow value counts)."""
-        doc_ids = [b.column(0) for b in file_batches(annotations_file, "annotations", ["doc_id"], self.batch_rows, self.fs)] \
-            if annotations_file else []
-        return pc.value_counts(pa.chunked_array(doc_ids, type=TABLE_SCHEMAS["annotations"].field("doc_id").type))
+    def _doc_id_counts(self, path: Path | str | None, table: str):
+        """Rows per doc_id of one shard file of `table` (Arrow value counts)."""
+        doc_ids = [b.column(0) for b in file_batches(path, table, ["doc_id"], self.batch_rows, self.fs)] if path else []
+        return pc.value_counts(pa.chunked_array(doc_ids, type=TABLE_SCHEMAS[table].field("doc_id").type))
 
-    def _shards(self) -> list[tuple[Path | str | None, Path | str | None]]:
-        """(documents file, annotations file) of each shard, paired by file name."""
+    def _shards(self) -> list[tuple[Path | str | None, Path | str | None, tuple[int, int] | None]]:
+        """(documents file, annotations file, (index, num_shards) from the name) of each shard, paired by file name."""
         documents = {os.path.basename(f): f for f in table_files(self.link_dir, "documents", self.fs)}
         annotations = {os.path.basename(f): f for f in table_files(self.link_dir, "annotations", self.fs)}
-        return [(documents.get(name), annotations.get(name)) for name in sorted(documents.keys() | annotations.keys())]
+        return [(documents.get(name), annotations.get(name), shard_of_name(name))
+                for name in sorted(documents.keys() | annotations.keys())]
 
     def frames(self) -> Iterator[tuple[str, pd.DataFrame]]:
         """("documents", frame) and ("annotations", frame) pairs, shard by shard, a batch of rows each: a shard's
         documents (their texts built once, for both tables' checks) before its annotations."""
         read = set()
-        for documents_file, annotations_file in self.shards:
+        for documents_file, annotations_file, shard in self.shards:
             text_of: dict[str, str | None] = {}
-            counted = self._annotation_counts(annotations_file)
+            counted = self._doc_id_counts(annotations_file, "annotations")
+            rows_per_id = self._doc_id_counts(documents_file, "documents")
             for batch in file_batches(documents_file, "documents", DOCUMENT_COLUMNS, self.document_rows, self.fs) if documents_file else ():
                 d = batch.to_pandas()
                 texts = pd.Series([document_text(i, p) for i, p in zip(d["doc_id"], d["passages"])], index=d.index, dtype=object)
@@ -124,23 +126,25 @@ class LinkTables:
                     if status == "annotated":
                         text_of.setdefault(doc_id, text)  # a duplicated doc_id is its own failed check; its first row stands
                 read.add("documents")
-                yield "documents", self._documents(batch, d, texts, counted)
+                yield "documents", self._documents(batch, d, texts, counted, rows_per_id, shard)
             for batch in file_batches(annotations_file, "annotations", ANNOTATION_COLUMNS, self.batch_rows, self.fs) if annotations_file else ():
                 read.add("annotations")
-                yield "annotations", self._annotations(batch, text_of)
+                yield "annotations", self._annotations(batch, text_of, shard)
         if "documents" not in read:
             empty = TABLE_SCHEMAS["documents"].empty_table().select(DOCUMENT_COLUMNS)
-            yield "documents", self._documents(empty, empty.to_pandas(), pd.Series([], dtype=object), self._annotation_counts(None))
+            none = self._doc_id_counts(None, "documents")
+            yield "documents", self._documents(empty, empty.to_pandas(), pd.Series([], dtype=object), none, none, (0, 1))
         if "annotations" not in read:
-            yield "annotations", self._annotations(TABLE_SCHEMAS["annotations"].empty_table().select(ANNOTATION_COLUMNS), {})
+            yield "annotations", self._annotations(TABLE_SCHEMAS["annotations"].empty_table().select(ANNOTATION_COLUMNS), {}, (0, 1))
 
-    def _annotations(self, batch, text_of: dict) -> pd.DataFrame:
+    def _annotations(self, batch, text_of: dict, shard: tuple[int, int] | None) -> pd.DataFrame:
+        """`text_of`: the texts of the shard's annotated documents, by doc_id."""
         a, sources = batch.to_pandas(), self.sources
         a["span_length"] = a["end"] - a["start"]
-        annotated = pc.is_in(batch.column("doc_id"), value_set=self.annotated_ids).to_numpy(zero_copy_only=False)
-        a["unannotated_doc_id"] = a["doc_id"].where(~annotated)
-        # the span checks below read the document's text from this shard only
-        a["other_shard_doc_id"] = a["doc_id"].where(annotated & ~a["doc_id"].isin(text_of.keys()))
+        outside = outside_shard(a["doc_id"], shard)
+        a["other_shard_doc_id"] = a["doc_id"].where(outside)
+        # in its shard, the document must be there, annotated (not missing, not a tombstone)
+        a["unannotated_doc_id"] = a["doc_id"].where(~outside & ~a["doc_id"].isin(text_of.keys()))
         text = a["doc_id"].map(text_of)
         has_text = text.notna()
         length = text.map(len, na_action="ignore").astype("float64")
@@ -166,12 +170,14 @@ class LinkTables:
         self.figures.add(a)
         return a
 
-    def _documents(self, batch, d: pd.DataFrame, texts: pd.Series, counted) -> pd.DataFrame:
-        """`counted`: annotation rows per doc_id in the batch's shard."""
+    def _documents(self, batch, d: pd.DataFrame, texts: pd.Series, counted, rows_per_id, shard: tuple[int, int] | None) -> pd.DataFrame:
+        """`counted`: annotation rows per doc_id in the batch's shard; `rows_per_id`: document rows per doc_id there."""
         manifest = self.manifest
-        at = pc.index_in(batch.column("doc_id"), value_set=counted.field("values"), skip_nulls=True)
-        d["annotation_count"] = pc.fill_null(pc.take(counted.field("counts"), at), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.statuses.update(d["status"].tolist())
+        d["annotation_count"] = _counts_of(batch.column("doc_id"), counted)
         self.figures.mentions_per_document.add(d["annotation_count"][d["status"] == "annotated"])
+        d["duplicate_doc_id"] = d["doc_id"].where(_counts_of(batch.column("doc_id"), rows_per_id) > 1)
+        d["misplaced_doc_id"] = d["doc_id"].where(outside_shard(d["doc_id"], shard))
         d["mentions_mismatch_doc_id"] = d["doc_id"].where(d["mentions"] != d["annotation_count"])
         d["overlapping_passages_doc_id"] = d["doc_id"].where(texts.isna())
         has_content = (d["passages"].map(len) > 0) | (d["annotation_count"] > 0)
@@ -179,6 +185,22 @@ class LinkTables:
         d["version_mismatch_doc_id"] = d["doc_id"].where(
             (d["model_version"] != manifest["model_version"]) | (d["kb_version"] != manifest["kb_version"]))
         return d.drop(columns=["passages"])
+
+
+def _counts_of(doc_ids: pa.Array, counted) -> np.ndarray:
+    """Per doc_id, its count in `counted` (Arrow value counts), 0 where it has none."""
+    at = pc.index_in(doc_ids, value_set=counted.field("values"), skip_nulls=True)
+    return pc.fill_null(pc.take(counted.field("counts"), at), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def outside_shard(doc_ids: pd.Series, shard: tuple[int, int] | None) -> pd.Series:
+    """Per row, True where its doc_id is not in the shard (index, num_shards) that `stable_shard` gives it, the rule
+    `bioel link` writes by; every row of a file whose name says no shard is outside."""
+    if shard is None:
+        return pd.Series(True, index=doc_ids.index)
+    index, count = shard
+    home = {i: stable_shard(i, count) == index for i in doc_ids.unique() if isinstance(i, str)}
+    return pd.Series([not home.get(i, False) for i in doc_ids], index=doc_ids.index, dtype=bool)
 
 
 # documents carried from an earlier run (not in this run's inputs) keep the versions they were linked under
@@ -214,8 +236,8 @@ def annotations_suite(entity_types: list[str], max_nil_share: float, version_sev
             column="span_length", min_value=1, description="Every span is non-empty (end > start)."), CRITICAL),
         _null("unannotated_doc_id", "Every annotation's document is in the documents table as annotated "
                                     "(listed: ids missing there or tombstones)."),
-        _null("other_shard_doc_id", "Every annotation lies in the shard of its document, where its span is checked "
-                                    "against the text (listed: documents whose annotations sit in another shard)."),
+        _null("other_shard_doc_id", "Every annotation lies in its doc_id's shard, where its document and text are "
+                                    "(listed: documents whose annotations sit in another shard)."),
         _null("outside_text_doc_id", "Every span ends inside its document's text "
                                      "(listed: documents of spans past the end)."),
         _null("mention_mismatch_doc_id", "The text slice [start, end) of each span is its mention "
@@ -245,7 +267,10 @@ def annotations_suite(entity_types: list[str], max_nil_share: float, version_sev
 def documents_suite(version_severity: str, records_in: int = 0) -> gx.ExpectationSuite:
     return gx.ExpectationSuite(name="documents", expectations=[
         rows_from_input("documents", records_in),
-        _tag(gxe.ExpectColumnValuesToBeUnique(column="doc_id"), CRITICAL),
+        _null("duplicate_doc_id", "Each doc_id is one row (listed: every row of a repeated one; a doc_id lies in "
+                                  "one shard, so a repeat across shards is a misplaced row)."),
+        _null("misplaced_doc_id", "Each document lies in its doc_id's shard, the one `bioel link` writes it to "
+                                  "(listed: documents elsewhere)."),
         _tag(gxe.ExpectColumnValuesToBeInSet(column="status", value_set=STATUSES), CRITICAL),
         _null("mentions_mismatch_doc_id", "Each document's mentions is its number of annotation rows in its shard "
                                           "(listed: documents where it is not)."),
@@ -323,13 +348,12 @@ def checks(link_dir: str | Path, manifest: dict, fs: FileSystem = LOCAL, *,
 
     def frames():
         yield from tables.frames()
-        annotated = pc.equal(tables.statuses, "annotated")
-        figures = tables.figures
+        figures, statuses = tables.figures, tables.statuses
         mentions = sum(figures.mentions.values())
         stats.update({
-            "documents": len(tables.doc_ids),
-            "annotated": int(pc.sum(annotated).as_py() or 0),
-            "tombstones": int(pc.sum(pc.equal(tables.statuses, "deleted")).as_py() or 0),
+            "documents": statuses.total(),
+            "annotated": statuses["annotated"],
+            "tombstones": statuses["deleted"],
             "mentions": mentions,
             "nil_share": round(sum(figures.nil.values()) / mentions, 4) if mentions else None,
             "mentions_per_entity_type": {str(t): n for t, n in sorted(figures.mentions.items())},
