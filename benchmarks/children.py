@@ -9,9 +9,24 @@ import sys
 import threading
 
 
+# Defined in every child (run_child): the child's peak RSS, or its own children's (Beam workers), the larger. Its own is
+# VmHWM, not ru_maxrss: Linux carries into a started process's ru_maxrss the peak of the process that started it
+# (here the benchmark, which may have just built a large input), so a child's ru_maxrss is never below its parent's.
+PEAK_RSS = '''
+def peak_rss_kb():
+    import resource
+    try:
+        own = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):  # no /proc: ru_maxrss, an upper bound
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+'''
+
+
 def run_child(code: str) -> dict:
-    """Runs `code` in a fresh Python; returns the JSON object on the last line it printed."""
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    """Runs `code` in a fresh Python, `peak_rss_kb()` defined (PEAK_RSS); returns the JSON object on the last line
+    it printed."""
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS + code], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark child failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

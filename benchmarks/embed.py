@@ -51,10 +51,8 @@ PIPELINE_MODES = {
 IN_PROCESS = "in process (Encoder.encode loop)"
 START_UP_NAMES = 2048
 
-PEAK_RSS = ("max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
-            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
 CHILD_IN_PROCESS = """
-import json, resource, sys, time
+import json, sys, time
 import numpy as np
 import torch
 torch.set_num_threads({threads})
@@ -73,7 +71,7 @@ print(json.dumps({{"seconds": t2 - t0, "encode_seconds": t2 - t1, "names": len(v
                   "reconciled": True, "peak_rss_kb": {peak}}}))
 """
 CHILD_PIPELINE = """
-import json, resource, sys, time
+import json, sys, time
 sys.path.insert(0, {repo!r})
 from pipelines import embed_names
 from pipelines.options import pipeline_options
@@ -159,7 +157,7 @@ def main() -> int:
         tmp = Path(tmp)
         names = names_subset(names_dir, args.limit, tmp / "names") if args.limit else names_dir
         small = names_subset(names_dir, START_UP_NAMES, tmp / "start-up-names")
-        common = {"repo": str(REPO), "model": model, "pooling": pooling, "batch_size": args.batch_size, "peak": PEAK_RSS,
+        common = {"repo": str(REPO), "model": model, "pooling": pooling, "batch_size": args.batch_size, "peak": "peak_rss_kb()",
                   "threads": args.threads, "device": args.device}
 
         def measured(label: str, child: str, out: Path, **extra) -> dict:

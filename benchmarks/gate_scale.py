@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -34,13 +33,13 @@ from bioel_core.tables import stable_shard  # noqa: E402
 
 TABLES = ("documents", "annotations")
 REPORT = """
-import json, resource, time
+import json, time
 from bioel_core.quality import report
 start = time.perf_counter()
 summary = report({link!r}, output_dir={out!r})
 print(json.dumps({{"seconds": time.perf_counter() - start, "passed": summary["passed"],
                    "mentions": summary["stats"]["mentions"], "documents": summary["stats"]["documents"],
-                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+                   "peak_rss_mb": peak_rss_kb() / 1024}}))
 """
 
 

@@ -148,7 +148,7 @@ def exact_top_k(n: int, d: int, seed: int, queries: np.ndarray, k: int) -> np.nd
 
 
 CHILD_BUILD = """
-import json, resource, sys, time
+import json, sys, time
 sys.path.insert(0, {repo!r})
 from bioel_core.index import IndexSpec
 from pipelines import build_index
@@ -158,10 +158,10 @@ m = build_index.run({emb!r}, {out!r}, pipeline_options(["--threads_per_worker", 
                     spec=IndexSpec(kind="ivf-pq"))
 print(json.dumps({{"seconds": time.perf_counter() - t0, "indexed": m["counts"]["indexed"], "reconciled": all(m["reconciliation"].values()),
                   "params": m["shards"][0]["params"],
-                  "peak_rss_mb": max(resource.getrusage(r).ru_maxrss for r in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024}}))
+                  "peak_rss_mb": peak_rss_kb() / 1024}}))
 """
 CHILD_SEARCH = """
-import json, resource, sys, time
+import json, sys, time
 import faiss, numpy as np
 sys.path.insert(0, {repo!r})
 from bioel_core.index import ShardedIndex
@@ -179,7 +179,7 @@ np.save({found!r}, found)
 # RSS split after the searches: pages of the mapped index files (file-backed, dropped by the kernel under pressure)
 # and the process's own memory
 kinds = {{l.split(":")[0]: int(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith(("RssAnon", "RssFile"))}}
-print(json.dumps({{"open_seconds": opened, "qps": best, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({{"open_seconds": opened, "qps": best, "peak_rss_mb": peak_rss_kb() / 1024,
                   "rss_anon_mb": kinds["RssAnon"], "rss_file_mb": kinds["RssFile"]}}))
 """
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from benchmarks.children import run_child  # noqa: E402
+
 DEFAULT_INPUT = REPO.parent / "shared/data/mesh/data_mesh_thesaurus.tsv.gz"
 MODES = {
     "in process (FnApiRunner, 1 worker)": [],
@@ -26,14 +27,14 @@ MODES = {
 WORKERS = dict(zip(MODES, (1, 2)))
 
 CHILD = """
-import json, resource, sys, time
+import json, sys, time
 sys.path.insert(0, {repo!r})
 from pipelines import ingest_kb
 from pipelines.options import pipeline_options
 t0 = time.perf_counter()
 m = ingest_kb.run({fmt!r}, [{inp!r}], {out!r}, pipeline_options({flags!r}))
 dt = time.perf_counter() - t0
-peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+peak = peak_rss_kb()
 print(json.dumps({{"seconds": dt, "records": m["counts"]["records_read"], "concepts": m["outputs"]["concepts"]["rows"],
                   "names": m["outputs"]["names"]["rows"], "reconciled": all(m["reconciliation"].values()), "peak_rss_kb": peak}}))
 """
@@ -42,8 +43,7 @@ print(json.dumps({{"seconds": dt, "records": m["counts"]["records_read"], "conce
 def run_mode(flags: list[str], inp: str, fmt: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         code = CHILD.format(repo=str(REPO), fmt=fmt, inp=inp, out=str(Path(tmp) / "out"), flags=flags)
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        return run_child(code)
 
 
 def main() -> int:
