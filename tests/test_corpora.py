@@ -178,7 +178,7 @@ def test_bioc_round_trip_from_pubtator(tmp_path, fmt):
 def test_bioc_errors_name_file_and_place(tmp_path):
     bad = tmp_path / "bad.xml"
     bad.write_text("<collection><document><id>1</id><passage><offset>0</offset>\n<text>abc</passage></collection>")
-    with pytest.raises(FormatError, match=r"line 2, column \d+: not well-formed"):
+    with pytest.raises(FormatError, match=r"document 1 \(id 1\), line 2, column \d+: malformed XML: mismatched tag"):
         read_bioc_xml(bad)
     mismatch = tmp_path / "bad.json"
     mismatch.write_text('{"id": "7", "passages": [{"offset": 0, "text": "Some title", "annotations": '

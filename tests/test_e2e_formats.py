@@ -119,15 +119,16 @@ def test_a_bad_bioc_record_is_a_one_line_error_naming_file_record_and_reason(tmp
     outside = tmp_path / "outside.xml"
     outside.write_text(BIOC.read_text().replace('<location offset="26" length="10" />', '<location offset="26" length="9999" />'))
     assert refusal(capsys, "--gold", outside, "--gold-format", "bioc-xml", "--pred", PUBTATOR) == (
-        f"{outside}: document 23949582, annotation 0: span 26-10025 is outside the document (length 1224)")
+        f"{outside}: document 1 (id 23949582), line 7, annotation 0: span 26-10025 is outside the document (length 1224)")
     broken = tmp_path / "broken.xml"
     broken.write_text(BIOC.read_text().replace("</passage>", "", 1))
     assert refusal(capsys, "--gold", broken, "--gold-format", "bioc-xml", "--pred", PUBTATOR) == (
-        f"{broken}: line 158, column 4: malformed XML: mismatched tag: line 158, column 4")
+        f"{broken}: document 1 (id 23949582), line 158, column 4: malformed XML: mismatched tag")
     not_json = tmp_path / "gold.json"
     not_json.write_text("{not json\n")
     assert refusal(capsys, "--gold", not_json, "--gold-format", "bioc-json", "--pred", PUBTATOR) == (
-        f"{not_json}: line 1: neither JSON nor JSON lines: Expecting property name enclosed in double quotes")
+        f"{not_json}: line 1: neither JSON nor JSON lines: Expecting property name enclosed in double quotes; "
+        "10 bytes (1 line) from line 1 on not read")
 
 
 NAMES = {"pubtator": "PubTator", "bioc-xml": "BioC XML", "bioc-json": "BioC JSON"}

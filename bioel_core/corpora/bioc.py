@@ -25,16 +25,20 @@ it as an independent check that what is written here is BioC.
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from bioel_core.corpora.intake import NotJson, document_id, load_json, not_read, whole_number
 from bioel_core.corpora.pubtator import id_field, split_ids
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
-from bioel_core.kb.io import open_kb_file, open_text_file
+from bioel_core.corpora.xml_records import Piece, XmlRecords, parse_error_message
+from bioel_core.kb.io import Opener, open_binary, open_text_file
+from bioel_core.records import DeadLetter
 
 DEFAULT_ID_KEYS = ("identifier", "MESH", "MeSH", "Identifier")
 _ARG_KEY = re.compile(r"arg\d+")  # role names the writer invents for relations stated without roles
@@ -43,33 +47,41 @@ _KIND_KEYS = ("relation", "type")
 
 # ---- dict shape <-> Document -------------------------------------------------------------------------
 
-def document_from_dict(d: dict, source: str, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Document:
-    doc_id = str(d.get("id") or d.get("pmid") or "").strip()  # PubTator Central documents also carry `pmid`
-    where = f"document {doc_id or '?'}"
+def document_from_dict(d: dict, source: str, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS, record: str = "") -> Document:
+    """The Document of a BioC document dict; FormatError naming `record` (default `document ID`) for a document that
+    is not BioC: a value of the wrong type, an offset that is no whole number (intake.whole_number), an id that is no
+    string or integer, passages that overlap, an annotation off its text."""
+    try:
+        doc_id = document_id(d.get("id")) or document_id(d.get("pmid"))  # PubTator Central documents also carry `pmid`
+    except ValueError as err:
+        raise FormatError(source, record or "document ?", f"document id: {err}") from err
+    where = record or f"document {doc_id or '?'}"
     if not doc_id:
         raise FormatError(source, where, "document has no id")
-    passages, relations = [], list(d.get("relations") or [])
-    for p in d.get("passages") or []:
-        offset = _int(p, "offset", source, where)
-        infons = _str_infons(p)
+    passages, relations = [], list(_objects(d, "relations", source, where))
+    annotations = []  # passage annotations first, in file order, then the document's own
+    for p in _objects(d, "passages", source, where):
+        offset = _offset(p, source, where)
+        infons = _str_infons(p, source, where)
         kind = infons.pop("type", "")
         rest = tuple(infons.items())
-        sentences = p.get("sentences") or []
-        whole = p.get("text") or ""
+        whole = _text(p, source, where)
+        sentences = _objects(p, "sentences", source, where)
+        annotations.extend(_objects(p, "annotations", source, where))
         for s in sentences:  # BioC: a passage holds its text or its sentences
-            s_offset, s_text = _int(s, "offset", source, where), s.get("text") or ""
+            s_offset, s_text = _offset(s, source, where), _text(s, source, where)
             # some producers state both; accepted while they agree, as the sentences are then the same text
             if whole and whole[s_offset - offset:s_offset - offset + len(s_text)] != s_text:
                 raise FormatError(source, f"{where}, passage at {offset}",
                                   f"the sentence at {s_offset} differs from the passage text at that offset")
             passages.append(Passage(kind, s_offset, s_text, rest, sentence_of=offset))
-            relations.extend(s.get("relations") or [])
+            relations.extend(_objects(s, "relations", source, where))
+            annotations.extend(_objects(s, "annotations", source, where))
         if not sentences:
-            passages.append(Passage(kind, offset, p.get("text") or "", rest))
-        relations.extend(p.get("relations") or [])
-    # passage annotations first, in file order, then the document's own
-    annotations = [a for p in d.get("passages") or [] for a in _passage_annotations(p)] + list(d.get("annotations") or [])
-    doc = Document(doc_id, passages, [], [_relation(r) for r in relations])
+            passages.append(Passage(kind, offset, whole, rest))
+        relations.extend(_objects(p, "relations", source, where))
+    annotations.extend(_objects(d, "annotations", source, where))
+    doc = Document(doc_id, passages, [], [_relation(r, source, where) for r in relations])
     try:
         full = doc.text
     except ValueError as err:
@@ -81,32 +93,51 @@ def document_from_dict(d: dict, source: str, id_keys: tuple[str, ...] = DEFAULT_
     return doc
 
 
-def _passage_annotations(p: dict) -> list:
-    return list(p.get("annotations") or []) + [a for s in p.get("sentences") or [] for a in s.get("annotations") or []]
+def _objects(d: dict, key: str, source: str, where: str) -> list[dict]:
+    """d[key] as a list of objects ([] when absent or null); FormatError for any other value."""
+    value = d.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise FormatError(source, where, f"{key} must be a list of objects, not {json.dumps(value)[:80]}")
+    return value
 
 
-def _int(d: dict, key: str, source: str, where: str) -> int:
+def _text(d: dict, source: str, where: str) -> str:
+    value = d.get("text")
+    if value is not None and not isinstance(value, str):
+        raise FormatError(source, where, f"a text must be a string, not {type(value).__name__} {json.dumps(value)[:50]}")
+    return value or ""
+
+
+def _offset(d: dict, source: str, where: str) -> int:
+    if d.get("offset") is None:
+        raise FormatError(source, where, "passage or sentence without an offset")
     try:
-        return int(d[key])
-    except (KeyError, TypeError, ValueError) as err:
-        raise FormatError(source, where, f"passage or sentence without a numeric {key}: {err!r}") from err
+        return whole_number(d["offset"])
+    except ValueError as err:
+        raise FormatError(source, where, f"passage or sentence offset: {err}") from err
 
 
-def _str_infons(d: dict) -> dict:
-    return {str(k): "" if v is None else str(v) for k, v in (d.get("infons") or {}).items()}
+def _str_infons(d: dict, source: str, where: str) -> dict:
+    infons = d.get("infons") or {}
+    if not isinstance(infons, dict):
+        raise FormatError(source, where, f"infons must be an object, not {json.dumps(infons)[:80]}")
+    return {str(k): "" if v is None else str(v) for k, v in infons.items()}
 
 
 def _mention(a: dict, doc_id: str, full: str, source: str, where: str, id_keys: tuple[str, ...]) -> Mention:
     ann_where = f"{where}, annotation {a.get('id', '?')}"
-    infons = _str_infons(a)
+    infons = _str_infons(a, source, ann_where)
     try:
-        locs = [(int(loc["offset"]), int(loc["length"])) for loc in a.get("locations") or []]
-    except (KeyError, TypeError, ValueError) as err:
-        raise FormatError(source, ann_where, f"location without numeric offset/length: {err}") from err
+        locs = [(whole_number(loc.get("offset")), whole_number(loc.get("length")))
+                for loc in _objects(a, "locations", source, ann_where)]
+    except ValueError as err:
+        raise FormatError(source, ann_where, f"location without a whole offset and length: {err}") from err
     if not locs:
         raise FormatError(source, ann_where, "annotation has no location")
     start, end = min(o for o, _ in locs), max(o + n for o, n in locs)
-    text = a.get("text") or ""
+    text = _text(a, source, ann_where)
     if not 0 <= start < end <= len(full):
         raise FormatError(source, ann_where, f"span {start}-{end} is outside the document (length {len(full)})")
     if len(locs) == 1 and full[start:end].strip() != text.strip():
@@ -122,11 +153,11 @@ def _mention(a: dict, doc_id: str, full: str, source: str, where: str, id_keys: 
                    ann_id=str(a.get("id", "")), link_text=link_text, id_field=id_field, infons=rest)
 
 
-def _relation(r: dict) -> Relation:
-    infons = _str_infons(r)
+def _relation(r: dict, source: str, where: str) -> Relation:
+    infons = _str_infons(r, source, where)
     kept = tuple(infons.items())
     kind = next((infons.pop(k) for k in _KIND_KEYS if k in infons), "")
-    nodes = r.get("nodes") or []
+    nodes = _objects(r, "nodes", source, where)
     if nodes:
         return Relation(kind, tuple(str(n.get("refid", "")) for n in nodes), tuple(str(n.get("role", "")) for n in nodes),
                         str(r.get("id", "")), kept, nodes=True)
@@ -207,47 +238,199 @@ def documents_in(value: object) -> list:
     raise ValueError("expected a BioC collection, a list of documents, a document, or an envelope holding a list")
 
 
-def iter_bioc_json_text(text: str, source: str) -> Iterator[tuple[str, object, str | None] | FormatError]:
-    """(location, document value, its source line or None) per document of a BioC JSON text, or a FormatError
-    for a line or value that is not one; FormatError raised when the whole text is neither JSON nor JSON lines."""
+def iter_bioc_json_text(text: str, source: str) -> Iterator[tuple[str, object, str | None]]:
+    """(location, document value, its source text or None) per document of a BioC JSON text, in file order; the value
+    is a ValueError (its message the reason) for a line or document that is not one. A text that is no JSON value is
+    read as JSON lines when one of its lines is a document layout on its own, else cut into the documents of its one
+    value (`_cut_documents`); FormatError for a text neither reading can follow."""
     try:
-        values = [("file", json.loads(text), None)]
-    except json.JSONDecodeError as whole:
-        values = []
-        # "\n" only: str.splitlines would also cut at U+2028 and friends, which JSON strings hold unescaped
-        for lineno, line in enumerate(text.split("\n"), start=1):
-            if line.strip():
-                try:
-                    values.append((f"line {lineno}", json.loads(line), line))
-                except json.JSONDecodeError as err:
-                    if lineno == 1:
-                        raise FormatError(source, f"line {whole.lineno}", f"neither JSON nor JSON lines: {whole.msg}") from whole
-                    values.append((f"line {lineno}", err, line))
-    for where, value, line in values:
-        if isinstance(value, json.JSONDecodeError):
-            yield FormatError(source, where, f"not JSON: {value.msg}")
+        value = load_json(text)
+    except NotJson as whole:
+        lines = _json_lines(text)
+        yield from lines if lines is not None else _cut_documents(text, source, whole)
+        return
+    yield from _documents_of("file", value, None)
+
+
+def _documents_of(where: str, value: object, raw: str | None) -> Iterator[tuple[str, object, str | None]]:
+    try:
+        docs = documents_in(value)
+    except ValueError as err:
+        yield where, err, raw
+        return
+    for doc in docs:
+        yield where, doc, raw if len(docs) == 1 else None
+
+
+def _json_lines(text: str) -> list[tuple[str, object, str | None]] | None:
+    """The items of a JSON-lines text (PubTator Central's: a document per line), None when no line is a document
+    layout on its own (one JSON value over several lines, or none)."""
+    items, layout = [], False
+    # "\n" only: str.splitlines would also cut at U+2028 and friends, which JSON strings hold unescaped
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
             continue
         try:
-            docs = documents_in(value)
-        except ValueError as err:
-            yield FormatError(source, where, str(err))
+            value = load_json(line)
+        except NotJson as err:
+            items.append((f"line {lineno}", err, line))
             continue
-        for doc in docs:
-            yield where, doc, line if len(docs) == 1 else None
+        found = list(_documents_of(f"line {lineno}", value, line))
+        layout = layout or bool(found) and not any(isinstance(v, ValueError) for _, v, _ in found)
+        items.extend(found)
+    return items if layout else None
+
+
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')  # strings (skipped whole) and structure
+_OPENS = {"]": "[", "}": "{"}
+
+
+def _cut_documents(text: str, source: str, whole: NotJson) -> Iterator[tuple[str, object, str | None]]:
+    """The documents of one JSON value that does not parse whole, each parsed on its own so a bad one costs itself
+    alone: the elements of the root list, of a collection's `documents` list, or of an envelope's one list, told
+    apart by the value's brackets. A fault outside the documents (another key of the collection, a comma between
+    documents) is one more item. Where the brackets stop matching, the documents cut before stand and the rest is one
+    FormatError saying how much was not read; a value with no such list (one document) is the FormatError of `whole`."""
+    lists, keys, broken = _element_spans(text)
+    spans = _documents_list(lists, keys)
+    if spans is None:
+        where = f"line {text.count(chr(10), 0, whole.position) + 1}"
+        raise FormatError(source, where, "neither JSON nor JSON lines: " + str(whole).removeprefix("not JSON: ")
+                          + not_read(len(text.encode("utf-8", "surrogatepass")), _line_count(text), 1))
+    line, counted = 1, 0
+    for start, end in spans:
+        line, counted = line + text.count("\n", counted, start), start
+        raw = text[start:end]
+        try:
+            yield from _documents_of(f"line {line}", load_json(raw), raw)
+        except NotJson as err:
+            yield f"line {line}", err, raw
+    if broken is not None:
+        line += text.count("\n", counted, broken)
+        rest = text[broken:]
+        raise FormatError(source, f"line {line}", f"malformed JSON: its brackets stop matching, so the documents from "
+                          f"here on cannot be told apart" + not_read(len(rest.encode("utf-8", "surrogatepass")),
+                                                                      _line_count(rest), line))
+    # with each document a 0, what remains is the collection around them
+    parts, marks, previous, shift = [], [], 0, 0  # marks: (offset in the skeleton past a 0, the shift from there on)
+    for start, end in spans:
+        parts += [text[previous:start], "0"]
+        marks.append((start - shift + 1, shift + end - start - 1))
+        shift, previous = shift + end - start - 1, end
+    parts.append(text[previous:])
+    try:
+        load_json("".join(parts))
+    except NotJson as err:
+        at = err.position + max((s for edge, s in marks if err.position >= edge), default=0)
+        yield f"line {text.count(chr(10), 0, at) + 1}", NotJson(f"{err} (outside the documents)"), None
+
+
+def _line_count(text: str) -> int:
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def _element_spans(text: str) -> tuple[dict[str | None, list[tuple[int, int]]], list[str], int | None]:
+    """For one JSON value, read by its brackets alone (strings skipped): the (start, end) of each element, blanks
+    trimmed, of every list that is the root or a value of the root object (keyed by that key's JSON text; None for
+    the root list), the root object's keys, and the offset from which the brackets stop matching (None: they match)."""
+    stack: list[str] = []
+    lists: dict[str | None, list[tuple[int, int]]] = {}
+    keys: list[str] = []
+    key_next = ended = False  # the next string is a key of the root object; the root value has ended
+    cutting: list[tuple[int, int]] | None = None  # the spans of the list being cut, whose elements are at depth `level`
+    level = start = 0
+    closed = False  # an element of the list being cut has just closed (a comma should follow)
+
+    def element(end: int) -> None:
+        piece = text[start:end]
+        if piece.strip():
+            lead = len(piece) - len(piece.lstrip())
+            cutting.append((start + lead, start + len(piece.rstrip())))
+
+    for m in _JSON_TOKEN.finditer(text):
+        token, at = m.group(), m.start()
+        if token[0] == '"':
+            if key_next:
+                keys.append(token)
+                key_next = False
+        elif token in "[{":
+            if ended:  # a second value after the root's end
+                return lists, keys, at
+            if cutting is not None and len(stack) == level and closed:  # no comma between two elements
+                element(at)
+                start = at
+            stack.append(token)
+            if token == "[" and cutting is None and (len(stack) == 1 or (len(stack) == 2 and stack[0] == "{" and keys)):
+                cutting, level, start = lists.setdefault(keys[-1] if len(stack) == 2 else None, []), len(stack), m.end()
+            key_next = token == "{" and len(stack) == 1
+        elif token in "]}":
+            if not stack or stack[-1] != _OPENS[token]:
+                return lists, keys, start if cutting is not None else at
+            if cutting is not None and len(stack) == level:
+                element(at)
+                cutting = None
+            stack.pop()
+            ended = not stack
+            closed = cutting is not None and len(stack) == level
+        else:  # ","
+            if cutting is not None and len(stack) == level:
+                element(at)
+                start = m.end()
+            key_next = len(stack) == 1 and stack[0] == "{"
+        if token != "}" and token != "]":
+            closed = False
+    # brackets left open: the element being cut and all after it are lost; otherwise the skeleton check names it
+    return lists, keys, start if cutting is not None else None
+
+
+def _documents_list(lists: dict[str | None, list[tuple[int, int]]], keys: list[str]) -> list[tuple[int, int]] | None:
+    """The spans of the documents, by the layouts `documents_in` reads: the root list, a collection's `documents`,
+    an envelope's one list; None for a value with none of them (one document)."""
+    if None in lists:
+        return lists[None]
+    named = {_key(k): k for k in keys}
+    if "documents" in named:
+        return lists.get(named["documents"])
+    if "passages" in named or "id" in named:
+        return None
+    return lists.get(keys[0]) if len(keys) == 1 else None
+
+
+def _key(token: str) -> str:
+    try:
+        return json.loads(token)
+    except ValueError:
+        return token
+
+
+def iter_bioc_json_items(text: str, source: str, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Iterator[Document | DeadLetter]:
+    """Documents and dead letters of a BioC JSON text (`iter_bioc_json_text`); FormatError for a fault that ends it."""
+    for where, value, raw in iter_bioc_json_text(text, source):
+        def dead(location: str, reason: str) -> DeadLetter:
+            return DeadLetter(source, location, (raw if raw is not None else json.dumps(value, ensure_ascii=False))[:2000], reason)
+
+        if isinstance(value, ValueError):
+            yield DeadLetter(source, where, (raw or "")[:2000], str(value))
+        elif not isinstance(value, dict):
+            yield dead(where, "a BioC document must be a JSON object")
+        else:
+            try:
+                yield document_from_dict(value, source, id_keys)
+            except FormatError as err:
+                yield dead(err.location if where == "file" else f"{where}, {err.location}", err.reason)
 
 
 def read_bioc_json(path: str | Path, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> list[Document]:
     """Every document of a BioC JSON file in any layout above; FormatError on the first bad one."""
-    source, out = str(path), []
     with open_text_file(path) as fh:
         text = fh.read()
-    for item in iter_bioc_json_text(text, source):
-        if isinstance(item, FormatError):
-            raise item
-        if not isinstance(item[1], dict):
-            raise FormatError(source, item[0], "a BioC document must be a JSON object")
-        out.append(document_from_dict(item[1], source, id_keys))
-    return out
+    return [_strict(item) for item in iter_bioc_json_items(text, str(path), id_keys)]
+
+
+def _strict(item: Document | DeadLetter) -> Document:
+    if isinstance(item, DeadLetter):
+        raise FormatError(item.source, item.location, item.reason)
+    return item
 
 
 def write_bioc_json(docs: Iterable[Document], out: Output, source: str = "bioel", id_key: str = "identifier") -> int:
@@ -290,30 +473,72 @@ def _xml_relation_dict(r: ET.Element) -> dict:
             "nodes": [{"refid": n.get("refid", ""), "role": n.get("role", "")} for n in r.findall("node")]}
 
 
-def document_elements(fh, source: str) -> Iterator[ET.Element]:
-    """The <document> elements of a BioC XML stream, each cleared once the caller moves on (memory: one document).
-    XML that holds no document under another root than <collection> is another format read as BioC (PubMed XML):
-    a FormatError, not an empty corpus."""
-    elements, documents = ET.iterparse(fh, events=("end",)), 0
-    for _, el in elements:
-        if el.tag == "document":
-            documents += 1
-            yield el
-            el.clear()
-    if not documents and elements.root.tag != "collection":
-        raise FormatError(source, "file", f"root element is <{elements.root.tag}>, not <collection>")
+_HEADER = ("source", "date", "key", "infon")  # what a collection holds besides its documents (BioC.dtd)
+_XML_ID = re.compile(rb"<id>\s*([^<]*?)\s*</id>")
+
+
+def iter_bioc_xml_items(path: str, opener: Opener | None = None,
+                        id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Iterator[Document | DeadLetter]:
+    """Documents and dead letters of a BioC XML file (gzip sniffed from its bytes), each <document> cut out of the
+    byte stream and parsed on its own (bioel_core.corpora.xml_records), so a damaged one is one dead letter naming its
+    ordinal, id (when it can be found), line and reason, and the documents after it are read. The collection's
+    <source>, <date>, <key> and <infon> are checked and passed over. FormatError for a fault that ends the file
+    (no <collection> root, a broken prolog, content after </collection>), saying how much was not read."""
+    with open_binary(path, opener) as stream:
+        records = XmlRecords(stream, path, ("collection",), ("document",))
+        documents = 0
+        for piece in records:
+            if piece.tag == "document":
+                documents += 1
+                found = _XML_ID.search(piece.raw)
+                name = f"document {documents}" + (f" (id {found.group(1).decode('utf-8', 'replace')})" if found else "")
+            else:
+                name = f"<{piece.tag}> of the collection" if piece.tag else f"after document {documents}"
+            item = _xml_record(piece, name, records.encoding, path, id_keys)
+            if item is not None:
+                yield item
+
+
+def _xml_record(piece: Piece, name: str, encoding: str, source: str, id_keys: tuple[str, ...]) -> Document | DeadLetter | None:
+    """A piece of a collection as a Document, a DeadLetter, or None for a well-formed header element."""
+    def dead(location: str, raw: str, reason: str) -> DeadLetter:
+        return DeadLetter(source, location, raw[:2000], reason)
+
+    where = f"{name}, line {piece.line}"
+    if piece.fault:  # the parser names the first fault inside an element cut short
+        text = piece.raw.decode(encoding, "replace")
+        if piece.tag:
+            try:
+                ET.fromstring(text)
+            except ET.ParseError as err:
+                return dead(f"{name}, {piece.position(*err.position)}", text,
+                            f"malformed XML: {parse_error_message(err)}; {piece.fault}")
+        return dead(where, text, f"malformed XML: {piece.fault}")
+    try:
+        text = piece.raw.decode(encoding)
+    except UnicodeDecodeError as err:
+        line = piece.line + piece.raw[:err.start].count(b"\n")
+        return dead(f"{name}, line {line}", piece.raw[:8000].decode(encoding, "replace"),
+                    f"invalid {'UTF-8' if codecs.lookup(encoding).name == 'utf-8' else encoding}: {err.reason} "
+                    f"(byte {piece.raw[err.start:err.start + 1]!r})")
+    try:
+        el = ET.fromstring(text)
+    except ET.ParseError as err:
+        return dead(f"{name}, {piece.position(*err.position)}", text, f"malformed XML: {parse_error_message(err)}")
+    if piece.tag in _HEADER:
+        return None
+    if piece.tag != "document":
+        return dead(where, text, f"unexpected element <{piece.tag}> in <collection>")
+    try:
+        return document_from_dict(_xml_document_dict(el), source, id_keys, where)
+    except FormatError as err:
+        return dead(err.location, text, err.reason)
 
 
 def iter_bioc_xml(path: str | Path, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Iterator[Document]:
-    """Stream the documents of a BioC XML collection (memory: one document at a time)."""
-    source = str(path)
-    try:
-        with open_kb_file(source) as fh:
-            for el in document_elements(fh, source):
-                yield document_from_dict(_xml_document_dict(el), source, id_keys)
-    except ET.ParseError as err:
-        line, col = err.position
-        raise FormatError(source, f"line {line}, column {col}", f"not well-formed XML: {err}") from err
+    """Stream the documents of a BioC XML collection (memory: one document at a time); FormatError on the first bad one."""
+    for item in iter_bioc_xml_items(str(path), id_keys=id_keys):
+        yield _strict(item)
 
 
 def read_bioc_xml(path: str | Path, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> list[Document]:

@@ -1,6 +1,8 @@
 """JSON lines of abstracts: `{"pmid": ..., "title": ..., "abstract": ...}` one per line (other keys ignored).
 
 Documents are laid out as PubTator does (title, one space, abstract), so offsets agree across formats.
+A line is read by the rules of bioel_core.corpora.intake: JSON nested no deeper than its limit, a `pmid` that is a
+string or an integer.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from bioel_core.corpora.intake import document_id, load_json
 from bioel_core.corpora.records import Document, FormatError, Passage
 from bioel_core.kb.io import open_text_file
 
@@ -19,12 +22,15 @@ def parse_jsonl(lines: Iterable[str], source: str = "<jsonl>") -> Iterator[Docum
             continue
         where = f"line {lineno}"
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise FormatError(source, where, f"not JSON: {err.msg}") from err
+            rec = load_json(line)
+        except ValueError as err:
+            raise FormatError(source, where, str(err)) from err
         if not isinstance(rec, dict):
             raise FormatError(source, where, "expected a JSON object")
-        pmid = str(rec.get("pmid") or "").strip()
+        try:
+            pmid = document_id(rec.get("pmid"))
+        except ValueError as err:
+            raise FormatError(source, where, f"pmid: {err}") from err
         if not pmid:
             raise FormatError(source, where, "missing pmid")
         title, abstract = rec.get("title") or "", rec.get("abstract") or ""

@@ -24,15 +24,13 @@ feeds them one record at a time and turns their FormatErrors into dead letters.
 from __future__ import annotations
 
 import gzip
-import json
 import re
-import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 
-from bioel_core.corpora.bioc import _xml_document_dict, document_elements, document_from_dict, iter_bioc_json_text
+from bioel_core.corpora.bioc import iter_bioc_json_items, iter_bioc_xml_items
+from bioel_core.corpora.intake import encodable, unencodable
 from bioel_core.corpora.jsonl import parse_jsonl
 from bioel_core.corpora.pubmed_xml import iter_pubmed_xml, split_pubmed_xml
 from bioel_core.corpora.pubtator import parse_pubtator
@@ -88,30 +86,9 @@ def _jsonl(path: Input, opener: Opener | None) -> Iterator[CorpusItem]:
                 yield DeadLetter(source, f"line {lineno}", line[:2000], err.reason)
 
 
-def _bioc_document(d: object, path: str, where: str, raw: str | None = None) -> CorpusItem:
-    """`raw` is the document's source line when there is one; otherwise it is serialized only on a fault."""
-    if not isinstance(d, dict):
-        return DeadLetter(path, where, (raw if raw is not None else json.dumps(d, ensure_ascii=False))[:2000],
-                          "a BioC document must be a JSON object")
-    try:
-        return document_from_dict(d, path)
-    except FormatError as err:
-        location = err.location if where == "file" else f"{where}, {err.location}"
-        return DeadLetter(path, location, (raw if raw is not None else json.dumps(d, ensure_ascii=False))[:2000], err.reason)
-
-
 def _bioc_xml(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
     try:
-        with open_binary(path, opener) as fh:
-            for el in document_elements(fh, path):
-                try:
-                    yield document_from_dict(_xml_document_dict(el), path)
-                except FormatError as err:
-                    yield DeadLetter(path, err.location, ET.tostring(el, encoding="unicode")[:2000], err.reason)
-    except ET.ParseError as err:
-        line, col = err.position
-        reason = "empty file" if err.code == 3 and line == 1 and col == 0 else f"malformed XML: {err}"
-        raise FormatError(path, f"line {line}, column {col}", reason) from err
+        yield from iter_bioc_xml_items(path, opener)
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
         raise FormatError(path, "file", f"truncated or corrupt gzip stream: {err}") from err
 
@@ -130,11 +107,7 @@ def _bioc_json(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
         raise FormatError(path, f"line {line}", f"invalid UTF-8: {err.reason} at byte {err.start}") from err
     if not text.strip():
         raise FormatError(path, "file", "empty file")
-    for item in iter_bioc_json_text(text.removeprefix(BOM), path):
-        if isinstance(item, FormatError):
-            yield DeadLetter(path, item.location, "", item.reason)
-        else:
-            yield _bioc_document(item[1], path, item[0], item[2])
+    yield from iter_bioc_json_items(text.removeprefix(BOM), path)
 
 
 FORMATS = ("pubmed-xml", "pubtator", "bioc-xml", "bioc-json", "jsonl", "text")
@@ -189,11 +162,19 @@ def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt
         for item in _dead_lettering_faults(readers[fmt], path):
             if isinstance(item, Document):
                 item.source = input_path(path)
-            elif isinstance(item, DeadLetter):
+                reason = unencodable(item)
+                if reason is None:
+                    yield item
+                    continue
+                raw = " ".join(p.text for p in item.passages)[:2000]
+                item = DeadLetter(item.source, f"document {item.doc_id}", raw, reason)
+            if isinstance(item, DeadLetter):
                 if hint is None:
                     hint = misnamed_format_hint(input_path(path), fmt, format_flag, opener, flag_formats)
-                item = replace(item, reason=item.reason + hint)
+                # what a dead letter quotes is written out: a lone surrogate in it as its escape (intake.encodable)
+                item = DeadLetter(*map(encodable, (item.source, item.location, item.raw, item.reason + hint)))
             yield item
+
 
 
 def _dead_lettering_faults(reader: Callable[[Input], Iterator[CorpusItem]], path: Input) -> Iterator[CorpusItem]:

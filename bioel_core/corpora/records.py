@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# the longest text a document may lay out: far beyond any article (annotate.MAX_DOCUMENT_CHARS is 1M), and a bound
+# that holds before a text is built, so a passage offset of 10^15 is refused instead of asked of memory
+MAX_TEXT_CHARS = 100_000_000
+
 
 @dataclass(frozen=True)
 class Mention:
@@ -75,7 +79,12 @@ class Document:
 
     @property
     def text(self) -> str:
-        """All passages placed at their offsets, gaps filled with spaces (PubTator: title + ' ' + abstract)."""
+        """All passages placed at their offsets, gaps filled with spaces (PubTator: title + ' ' + abstract);
+        ValueError for passages that overlap or lay the text out beyond MAX_TEXT_CHARS."""
+        last = max(self.passages, key=lambda p: p.offset + len(p.text), default=None)
+        if last is not None and last.offset + len(last.text) > MAX_TEXT_CHARS:
+            raise ValueError(f"document {self.doc_id}: passage {last.kind!r} at offset {last.offset:,} lays the text out "
+                             f"beyond {MAX_TEXT_CHARS:,} characters")
         out = ""
         for p in sorted(self.passages, key=lambda p: p.offset):
             if p.offset < len(out):

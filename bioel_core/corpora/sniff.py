@@ -15,11 +15,11 @@ one of them alone; anything else (and `text`, which every file is) gives no hint
 
 from __future__ import annotations
 
-import json
 import re
 import zlib
 from collections.abc import Sequence
 
+from bioel_core.corpora.intake import load_json
 from bioel_core.corpora.pubmed_xml import ELEMENT_NAME, ROOTS
 from bioel_core.kb.io import GZIP_MAGIC, UTF8_BOM, Opener, open_raw
 
@@ -42,8 +42,8 @@ def _head(path: str, opener: Opener | None) -> bytes:
 
 def _json_format(head: bytes) -> str | None:
     try:
-        first = json.loads(head.split(b"\n", 1)[0])
-    except ValueError:  # a value over several lines, or a line longer than the head
+        first = load_json(head.split(b"\n", 1)[0].decode("utf-8", "replace"))
+    except ValueError:  # a value over several lines, a line longer than the head, or one nested too deep
         first = None
     if isinstance(first, dict) and "pmid" in first and "passages" not in first:
         return "jsonl"
