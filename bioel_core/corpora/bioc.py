@@ -17,6 +17,14 @@ Concept ids come from the first annotation infon among `id_keys` (`identifier` i
 with several locations (a discontinuous mention) gets the span from its first start to its last end, that span's
 text, and its own text as `Mention.link_text` (what it is linked by).
 
+Reading recovers per document: a damaged document is one dead letter (`iter_bioc_xml_items`,
+`iter_bioc_json_items`) and the documents after it are read. XML is cut into its documents in the byte stream
+(bioel_core.corpora.xml_records: CDATA sections and comments are stepped over as XML does, the DTD is never read,
+so an external entity or an entity bomb is an undefined entity of its document). JSON that does not parse whole is
+read as JSON lines, or cut into the documents of its one value by its brackets. Values are checked by the rules of
+bioel_core.corpora.intake (ids, offsets, nesting) and by type (a text that is a number, infons that are a list)
+before anything is built from them.
+
 The `bioc` package (PyPI) reads and writes these layouts too, but it is not used here: its loaders fail the
 whole collection on one bad document (ValueError on one bad offset) and refuse the API envelope and bare
 lists (KeyError 'source'), while this reader must dead-letter one document and read the rest. The tests use
@@ -244,12 +252,25 @@ def iter_bioc_json_text(text: str, source: str) -> Iterator[tuple[str, object, s
     read as JSON lines when one of its lines is a document layout on its own, else cut into the documents of its one
     value (`_cut_documents`); FormatError for a text neither reading can follow."""
     try:
-        value = load_json(text)
-    except NotJson as whole:
+        value = _load(text)
+    except NotJson as whole:  # invalid UTF-8 too: read record by record, so a bad byte costs its own record only
         lines = _json_lines(text)
         yield from lines if lines is not None else _cut_documents(text, source, whole)
         return
     yield from _documents_of("file", value, None)
+
+
+def _load(text: str) -> object:
+    """intake.load_json of a text that may have been decoded with `surrogateescape` (`bioel_core.corpora.read` reads
+    BioC JSON files so): NotJson too for bytes that are not UTF-8, each of which became a lone surrogate character,
+    which decoding UTF-8 never gives otherwise (a JSON escape such as `\\ud800` is six ASCII characters until parsed)."""
+    found = LONE_SURROGATE.search(text)
+    if found:
+        try:
+            text.encode("utf-8", "surrogateescape").decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise NotJson(f"invalid UTF-8: {err.reason} at byte {err.start}", found.start()) from err
+    return load_json(text)
 
 
 def _documents_of(where: str, value: object, raw: str | None) -> Iterator[tuple[str, object, str | None]]:
@@ -271,7 +292,7 @@ def _json_lines(text: str) -> list[tuple[str, object, str | None]] | None:
         if not line.strip():
             continue
         try:
-            value = load_json(line)
+            value = _load(line)
         except NotJson as err:
             items.append((f"line {lineno}", err, line))
             continue
@@ -302,7 +323,7 @@ def _cut_documents(text: str, source: str, whole: NotJson) -> Iterator[tuple[str
         line, counted = line + text.count("\n", counted, start), start
         raw = text[start:end]
         try:
-            yield from _documents_of(f"line {line}", load_json(raw), raw)
+            yield from _documents_of(f"line {line}", _load(raw), raw)
         except NotJson as err:
             yield f"line {line}", err, raw
     if broken is not None:
@@ -319,7 +340,7 @@ def _cut_documents(text: str, source: str, whole: NotJson) -> Iterator[tuple[str
         shift, previous = shift + end - start - 1, end
     parts.append(text[previous:])
     try:
-        load_json("".join(parts))
+        _load("".join(parts))
     except NotJson as err:
         at = err.position + max((s for edge, s in marks if err.position >= edge), default=0)
         yield f"line {text.count(chr(10), 0, at) + 1}", NotJson(f"{err} (outside the documents)"), None

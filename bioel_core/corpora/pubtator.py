@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
+from bioel_core.corpora.intake import whole_number
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
 from bioel_core.kb.vocab import is_nil_id
@@ -113,7 +114,11 @@ def parse_pubtator(lines: Iterable[str], source: str = "<pubtator>") -> Iterator
 def _annotation(fields: list[str], doc: _DocBuilder, source: str, where: str) -> Mention:
     if len(fields) > 7:
         raise FormatError(source, where, f"annotation has {len(fields)} tab-separated fields, at most 7 expected")
-    start, end, text, etype = int(fields[1]), int(fields[2]), fields[3], fields[4]
+    try:  # the shared rule (intake): digits counted before they are read, so 5,000 of them are refused, not a crash
+        start, end = whole_number(fields[1]), whole_number(fields[2])
+    except ValueError as err:
+        raise FormatError(source, where, f"annotation offsets: {err}") from err
+    text, etype = fields[3], fields[4]
     full = doc.text()
     if not start < end <= len(full):
         raise FormatError(source, where, f"span {start}-{end} is outside document {doc.doc_id} (length {len(full)})")

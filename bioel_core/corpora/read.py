@@ -8,17 +8,23 @@ Contract, the same for every format:
   (e.g. Beam's FileSystems.open for remote paths).
 - Bad input data never raises. A bad record becomes a DeadLetter(source, location, raw, reason) and
   reading goes on with the next record: a PubMed article, a PubTator document (its blank-line-separated
-  block), a BioC document, a JSONL line, a text file or line. A fault that leaves the rest of a file
-  unreadable (malformed XML, invalid UTF-8 inside XML, a truncated gzip stream, an empty file, XML read as BioC
-  that has no document and another root than `<collection>`) ends that file with one DeadLetter; what was
-  yielded before it stands and the next file is read. When the file's start plainly is another format (a BioC
-  XML file read as PubTator), each of its dead letters' reasons ends with the format to name instead
-  (bioel_core.corpora.sniff).
+  block), a BioC document (XML: cut out of the byte stream, so malformed XML, invalid UTF-8 or an undefined entity
+  costs that document alone; JSON: a line, or a document of a collection that does not parse whole), a JSONL line,
+  a text file or line. Every reader applies the rules of bioel_core.corpora.intake where input enters: JSON nested
+  no deeper than its limit, ids that are strings or integers, offsets checked as whole numbers below the longest
+  text before any text is laid out, and a document holding a lone surrogate (which no UTF-8 output can hold) is
+  a dead letter, checked here for every format; what a dead letter quotes is made writable. A fault after which
+  the file cannot be cut into records again (a truncated gzip stream, an empty file, a broken prolog or another
+  root than the format's, a stream that ends inside a record, JSON whose brackets stop matching) ends that file
+  with one DeadLetter that says how much was not read; what was yielded before it stands and the next file is
+  read. When the file's start plainly is another format (a BioC XML file read as PubTator), each of its dead
+  letters' reasons ends with the format to name instead (bioel_core.corpora.sniff).
 - Caller errors raise: an unknown format (ValueError), a path that cannot be opened (OSError).
 
-The per-format readers behave differently on their own (PubTator, BioC and JSONL raise FormatError on the
-first bad record; PubMed XML and text yield record dead letters and raise for file faults): this module
-feeds them one record at a time and turns their FormatErrors into dead letters.
+The per-format readers behave differently on their own (PubTator and JSONL raise FormatError on the first bad
+record, as do read_bioc_xml and read_bioc_json; PubMed XML, BioC's iter_bioc_xml_items and iter_bioc_json_items,
+and text yield record dead letters and raise for file faults): this module feeds them one record at a time and
+turns their FormatErrors into dead letters.
 """
 
 from __future__ import annotations
@@ -100,11 +106,7 @@ def _bioc_json(path: str, opener: Opener | None) -> Iterator[CorpusItem]:
             raw = fh.read()
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
         raise FormatError(path, "file", f"truncated or corrupt gzip stream: {err}") from err
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[:err.start].count(b"\n") + 1
-        raise FormatError(path, f"line {line}", f"invalid UTF-8: {err.reason} at byte {err.start}") from err
+    text = raw.decode("utf-8", "surrogateescape")  # bytes that are not UTF-8 dead-letter their own document
     if not text.strip():
         raise FormatError(path, "file", "empty file")
     yield from iter_bioc_json_items(text.removeprefix(BOM), path)
