@@ -304,6 +304,7 @@ def _json_lines(text: str) -> list[tuple[str, object, str | None]] | None:
 
 _JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')  # strings (skipped whole) and structure
 _OPENS = {"]": "[", "}": "{"}
+_BLANKS = re.compile(r"\s*")
 
 
 def _cut_documents(text: str, source: str, whole: NotJson) -> Iterator[tuple[str, object, str | None]]:
@@ -365,8 +366,10 @@ def _element_spans(text: str) -> tuple[dict[str | None, list[tuple[int, int]]], 
     def element(end: int) -> None:
         piece = text[start:end]
         if piece.strip():
-            lead = len(piece) - len(piece.lstrip())
-            cutting.append((start + lead, start + len(piece.rstrip())))
+            cutting.append((first(), start + len(piece.rstrip())))
+
+    def first() -> int:  # where the element being cut starts, past blanks
+        return _BLANKS.match(text, start).end()
 
     for m in _JSON_TOKEN.finditer(text):
         token, at = m.group(), m.start()
@@ -386,7 +389,7 @@ def _element_spans(text: str) -> tuple[dict[str | None, list[tuple[int, int]]], 
             key_next = token == "{" and len(stack) == 1
         elif token in "]}":
             if not stack or stack[-1] != _OPENS[token]:
-                return lists, keys, start if cutting is not None else at
+                return lists, keys, first() if cutting is not None else at
             if cutting is not None and len(stack) == level:
                 element(at)
                 cutting = None
@@ -401,7 +404,7 @@ def _element_spans(text: str) -> tuple[dict[str | None, list[tuple[int, int]]], 
         if token != "}" and token != "]":
             closed = False
     # brackets left open: the element being cut and all after it are lost; otherwise the skeleton check names it
-    return lists, keys, start if cutting is not None else None
+    return lists, keys, first() if cutting is not None else None
 
 
 def _documents_list(lists: dict[str | None, list[tuple[int, int]]], keys: list[str]) -> list[tuple[int, int]] | None:
