@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bioel_core.corpora import Document, read_pubtator, write_pubtator
+from bioel_core.corpora import Document, read_pubtator, write_bioc_xml, write_pubtator
 from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import TransformerEncoder
@@ -470,6 +470,32 @@ def test_a_run_whose_every_document_is_dead_lettered_exits_3_and_publishes_nothi
     assert "empty document" in err and "nor a relation line" in err
     assert (out / "manifest.json").read_bytes() == before
     assert_published(out)
+
+
+def test_a_bad_bioc_xml_document_costs_itself_alone_and_the_run_reconciles(chain, corpus, tmp_path, capsys):
+    """Issue 40: a byte that is not UTF-8 in document 2 of a BioC XML file, or a mismatched tag in document 4, ended
+    the file there (one dead letter, every later document never read nor counted, exit 0). Each is now one dead
+    letter naming file, ordinal, id and line; the other documents are linked and the manifest reconciles."""
+    from pipelines import cli
+
+    model, index = chain
+    _, docs = corpus
+    path = tmp_path / "eight.bioc.xml"
+    write_bioc_xml(docs[:8], path)
+    parts = path.read_bytes().split(b"<document>")
+    parts[2] = parts[2].replace(b"<text>", b"<text>\xff", 1)
+    parts[4] = parts[4].replace(b"</text>", b"</txt>", 1)
+    path.write_bytes(b"<document>".join(parts))
+    out = tmp_path / "out"
+    code = cli.main(["link", "--model", model, "--index", f"Disease={index}", "--input-format", "bioc-xml",
+                     "--input", str(path), "--output", str(out)])
+    assert code == 0, capsys.readouterr().err
+    manifest = read_manifest(out)
+    assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
+    assert manifest["counts"]["records"] == {"documents": 6, "dead_lettered": 2, "deletions": 0}
+    assert manifest["counts"]["documents"]["linked"] == 6
+    assert sorted((d["source"], d["location"].split(", ")[0]) for d in table(out, "dead_letter")) == [
+        (str(path), f"document 2 (id {docs[1].doc_id})"), (str(path), f"document 4 (id {docs[3].doc_id})")]
 
 
 def test_a_misnamed_input_format_ends_each_dead_letter_and_the_no_rows_error_with_the_flag_to_pass(chain, corpus, tmp_path,
