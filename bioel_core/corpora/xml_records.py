@@ -184,7 +184,7 @@ class XmlRecords:
     def _prolog(self) -> bool:
         """Reads up to the root's start tag past the XML declaration, DOCTYPE, comments and processing instructions;
         False for an empty root (`<collection/>`)."""
-        self._more()
+        self._ensure(len(UTF8_BOM))
         if self.buf.startswith(UTF8_BOM):
             self._consume(len(UTF8_BOM))
         seen = False
