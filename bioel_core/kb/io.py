@@ -131,13 +131,15 @@ class ReaderContext:
 class FileRange:
     """The lines (or records) of an uncompressed `path` that start at byte offsets in [start, end) (end None: to the
     end of the file), the first of them line `first_line`, after `first_record` records of a format that numbers
-    them (PubMed XML): a piece of a large file that a worker reads on its own."""
+    them (XML records), the first at byte `first_column` of its line: a piece of a large file that a worker reads on
+    its own."""
 
     path: str
     start: int
     end: int | None
     first_line: int
     first_record: int = 0
+    first_column: int = 0
 
 
 Input = str | FileRange  # what a reader reads: a whole file, or a range of one
