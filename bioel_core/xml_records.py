@@ -76,15 +76,16 @@ class Record:
 
 @dataclass(frozen=True)
 class Fault:
-    """Input that yields no record. `scope`: "record" (it is record `record`), "between" (it lies between records,
-    after `after` of them) or "file" (before the root element's start tag). `data`: its first RAW_BYTES bytes.
-    `unread`: it is the rest of the file, which could not be read (its reason says how much and why)."""
+    """Input that yields no record. `scope`: "record" (it is record `record`, a `tag` element), "between" (it lies
+    between records, after `after` of them) or "file" (before the root element's start tag). `data`: its first
+    RAW_BYTES bytes. `unread`: it is the rest of the file, which could not be read (its reason says how much and why)."""
 
     reason: str
     scope: str
     line: int
     data: bytes
     record: int = 0
+    tag: str = ""
     after: int = 0
     unread: bool = False
     offset: int = 0
@@ -122,8 +123,8 @@ class XmlRecords:
     """Cuts the records out of one file; `roots` maps each root element it may have to the record kinds its children
     are (a child of another kind is a Fault)."""
 
-    def __init__(self, source: str, roots: Mapping[str, Sequence[str]], max_record_bytes: int = MAX_RECORD_BYTES):
-        self.source, self.roots, self.max_record_bytes = source, dict(roots), max_record_bytes
+    def __init__(self, roots: Mapping[str, Sequence[str]], max_record_bytes: int = MAX_RECORD_BYTES):
+        self.roots, self.max_record_bytes = dict(roots), max_record_bytes
         self.data = bytearray()  # unread bytes; data[0] is at `offset` of the file, on `line`, at `column`
         self.offset, self.line, self.column = 0, 1, 0
         self.eof = False
@@ -225,14 +226,14 @@ class XmlRecords:
             if self.data.find(b"<", 1) >= 0 or len(self.data) > _START_TAG_BYTES or not self._more():
                 return None
 
-    def _rest(self, why: str, scope: str, offset: int, line: int, head: bytes, record: int = 0) -> Fault:
+    def _rest(self, why: str, scope: str, offset: int, line: int, head: bytes, record: int = 0, tag: str = "") -> Fault:
         """The rest of the file from `offset` (on `line`) as one unread Fault: read to the end, counted, not held."""
         column = self.column if offset == self.offset else 0
         while self.data or self._more():
             self._consume(len(self.data))
         size = self.offset - offset
         lines = self.line - line + (1 if self.column else 0) if size else 0
-        return Fault(unread_rest_reason(why, line, size, lines), scope, line, head[:RAW_BYTES], record=record,
+        return Fault(unread_rest_reason(why, line, size, lines), scope, line, head[:RAW_BYTES], record=record, tag=tag,
                      after=record - 1 if record else self.ordinal, unread=True, offset=offset, column=column)
 
     # ---- the file ------------------------------------------------------------------------------------------
@@ -391,17 +392,17 @@ class XmlRecords:
                     parse_record(Record(kind, self.ordinal, line, column, offset, bytes(self.data)))
                 except RecordError as err:
                     why += f": {err}"
-            yield self._rest(why, "record", offset, line, head, record=self.ordinal)
+            yield self._rest(why, "record", offset, line, head, record=self.ordinal, tag=kind)
             return False
         size = self.offset + at - offset
         data = self._consume(at)
         head = self._head if self._head is not None else data[:RAW_BYTES]
         if how == "next":
             yield Fault(f"malformed XML: <{kind}> on line {line} is not closed before the next record starts on line {self.line}",
-                        "record", line, head, record=self.ordinal, offset=offset, column=column)
+                        "record", line, head, record=self.ordinal, tag=kind, offset=offset, column=column)
         elif self._head is not None or size > self.max_record_bytes:
             yield Fault(f"record longer than {self.max_record_bytes:,} bytes ({size:,} bytes on {_lines(line, self.line)}): not parsed",
-                        "record", line, head, record=self.ordinal, offset=offset, column=column)
+                        "record", line, head, record=self.ordinal, tag=kind, offset=offset, column=column)
         else:
             yield Record(kind, self.ordinal, line, column, offset, data)
         return True
@@ -447,10 +448,10 @@ def read_records(item: Input, roots: Mapping[str, Sequence[str]], opener: Opener
     path = input_path(item)
     if isinstance(item, FileRange):
         with open_raw(path, opener) as stream:
-            yield from XmlRecords(path, roots).read(stream, item)
+            yield from XmlRecords(roots).read(stream, item)
         return
     with open_binary(path, opener) as stream:
-        yield from XmlRecords(path, roots).read(stream)
+        yield from XmlRecords(roots).read(stream)
 
 
 def split_records(path: str, roots: Mapping[str, Sequence[str]], opener: Opener | None = None) -> list[Input]:
@@ -464,7 +465,7 @@ def split_records(path: str, roots: Mapping[str, Sequence[str]], opener: Opener 
         if size <= target or is_gzip(fh):
             return [path]
         cuts, next_cut = [], target
-        for piece in XmlRecords(path, roots).read(fh):
+        for piece in XmlRecords(roots).read(fh):
             if isinstance(piece, Fault) and piece.unread:
                 return [path]
             starts_record = isinstance(piece, Record) or piece.scope == "record"

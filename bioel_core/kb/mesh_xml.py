@@ -103,7 +103,7 @@ class MeshXmlReader(KBReader):
 
     def _fault_location(self, fault: Fault) -> str:
         if fault.scope == "record":
-            kind = next(k for tag, k in KINDS.items() if fault.data.startswith(b"<" + tag.encode()))
+            kind = KINDS[fault.tag]
             return self._location(fault.record, kind, kind.ui_in(fault.data))
         if fault.scope == "between":
             return f"after record {fault.after}" if fault.after else "before record 1"
