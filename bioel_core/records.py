@@ -43,6 +43,25 @@ class DeadLetter:
     reason: str
 
 
+#: how the reason of a dead letter that stands for the unread rest of a file begins: a reader that cannot resynchronise
+#: after a fault (a file cut inside a record, content after the root element) leaves the rest of the file as one
+#: dead letter. What records it held is unknown, so the quality checks fail a run that has one
+#: (bioel_core.quality.kb_tables.dead_letter_suite) whatever the dead-letter share.
+UNREAD_REST = "unread rest of file"
+
+
+def unread_rest_reason(why: str, line: int, size: int | None = None, lines: int | None = None) -> str:
+    """The reason of the dead letter of a file's rest from `line` on, `size` bytes on `lines` lines (None: not known,
+    as behind a corrupt compressed stream), left unread because of `why`."""
+    if size is None:
+        extent = f"from line {line}"
+    elif size == 0:
+        extent = f"nothing after line {line}"
+    else:
+        extent = f"{size:,} bytes on {lines:,} line{'s' if lines != 1 else ''} from line {line}"
+    return f"{UNREAD_REST}: {extent} ({why})"
+
+
 @dataclass
 class ReadStats:
     """Per-input-file counts a reader reports last, so the manifest can reconcile rows in and out.

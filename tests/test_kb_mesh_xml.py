@@ -134,36 +134,40 @@ def test_a_record_is_named_by_its_first_usable_name(tmp_path):
     assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (3, 2, 1)
 
 
-def test_invalid_utf8_is_a_parse_error_at_its_record(tmp_path):
+def test_invalid_utf8_is_a_parse_error_at_its_record_and_the_records_after_it_are_read(tmp_path):
     path = variant(tmp_path, b"<String>AIDS</String>", b"<String>AI\xffDS</String>")
     concepts, _, dead, stats = read(path)
-    assert concepts == [CALCIMYCIN]
+    assert concepts == [CALCIMYCIN, MI]  # the whole file stopped at record 2
     assert dead[0].location == "record 2 (DescriptorUI D000163)"
     line = line_of(path, b"AI\xffDS")
     assert dead[0].reason == f"malformed XML: not well-formed (invalid token): line {line}, column 16"
     assert stats[0].reconciles()
 
 
-def test_junk_between_records_is_located_at_the_next_record(tmp_path):
+def test_junk_between_records_is_one_dead_letter_and_the_records_after_it_are_read(tmp_path):
     path = variant(tmp_path, b"</DescriptorRecord>\n<DescriptorRecord", b"</DescriptorRecord>\n<<junk\n<DescriptorRecord")
     concepts, _, dead, stats = read(path)
-    assert concepts == [CALCIMYCIN]
-    assert dead[0].location == "record 2"
-    assert stats[0].records_read == 2 and stats[0].reconciles()
+    assert concepts == [CALCIMYCIN, AIDS, MI]  # the whole file stopped at the junk
+    line = line_of(path, b"<<junk")
+    assert [(d.location, d.reason, d.raw) for d in dead] == [
+        ("after record 1", f"not a <DescriptorRecord> record: 7 bytes of text or markup between records on line {line}", "<<junk\n")]
+    assert stats[0].records_read == 4 and stats[0].reconciles()
 
 
 def test_file_level_faults(tmp_path):
     empty = tmp_path / "empty.xml"
     empty.write_bytes(b"")
-    wrong_root = tmp_path / "supp2024.xml"
-    wrong_root.write_text('<?xml version="1.0"?>\n<SupplementalRecordSet><SupplementalRecord/></SupplementalRecordSet>\n')
+    wrong_root = tmp_path / "qual2024.xml"
+    wrong_root.write_text('<?xml version="1.0"?>\n<QualifierRecordSet><QualifierRecord/></QualifierRecordSet>\n')
     truncated = tmp_path / "desc2024.xml.gz"
     truncated.write_bytes(gzip.compress(FIXTURE.read_bytes())[:-400])
     concepts, _, dead, stats = read(empty, wrong_root, truncated, FIXTURE)
-    assert [(Path(d.source).name, d.location) for d in dead[:2]] == [("empty.xml", "file"), ("supp2024.xml", "file")]
-    assert dead[0].reason.startswith("empty file or no XML element: no element found")
-    assert dead[1].reason == "root element is <SupplementalRecordSet>, not <DescriptorRecordSet>"
-    assert dead[2].source == str(truncated) and dead[2].location.startswith("record ")
+    assert [(Path(d.source).name, d.location) for d in dead[:2]] == [("empty.xml", "file"), ("qual2024.xml", "file")]
+    assert dead[0].reason == "empty file"
+    # a file of another kind is not read: its records are unknown, so it fails the run's dead-letter check
+    assert dead[1].reason == ("unread rest of file: 82 bytes on 2 lines from line 1 (root element is <QualifierRecordSet>, "
+                              "not <DescriptorRecordSet> or <SupplementalRecordSet>)")
+    assert dead[2].source == str(truncated) and dead[2].location == "file"
     assert "truncated or corrupt gzip stream" in dead[2].reason
     assert concepts[0] == CALCIMYCIN and concepts[-3:] == [CALCIMYCIN, AIDS, MI]
     assert [s.source for s in stats] == [str(empty), str(wrong_root), str(truncated), str(FIXTURE)]
@@ -205,15 +209,47 @@ def test_a_large_file_is_read_in_record_ranges_with_the_whole_files_items(tmp_pa
     assert _read_groups(groups) == whole and whole[3] == [45, 45, 0]
 
 
-def test_malformed_xml_in_a_range_ends_that_range_with_the_whole_files_dead_letter(tmp_path, monkeypatch):
+def test_malformed_xml_in_a_range_is_the_whole_files_dead_letter(tmp_path, monkeypatch):
     from bioel_core.kb import io as kb_io
 
     path = _large(tmp_path, 15, damage_copy=7)
     whole = _read_groups([[str(path)]])
     monkeypatch.setattr(kb_io, "SPLIT_BYTES", 3000)
     ranged = _read_groups(MeshXmlReader().input_groups([str(path)]))
-    assert [(d.location, d.reason) for d in ranged[2]] == [(d.location, d.reason) for d in whole[2]]
-    assert whole[2][0].location == "record 24 (DescriptorUI D009203)" and "mismatched tag: line" in whole[2][0].reason
-    # the whole file stops at the fault; the ranges after it are still read
-    assert ranged[0][:len(whole[0])] == whole[0] and len(ranged[0]) > len(whole[0])
-    assert ranged[3][0] == ranged[3][1] + ranged[3][2]
+    line = line_of(path, b"<String>Heart Attack\n") + 1  # the </Term> after the damaged copy's unclosed <String>
+    assert [(d.location, d.reason) for d in whole[2]] == [("record 24 (DescriptorUI D009203)",
+                                                           f"malformed XML: mismatched tag: line {line}, column 7")]
+    # the whole file stopped at the fault, so that only its ranges after the fault were read
+    assert ranged == whole and len(whole[0]) == 44 and whole[3] == [45, 44, 1]
+
+
+SUPP = FIXTURE.parent / "supp2024.xml"
+BEVONIUM = ConceptRecord("C000002", "mesh", "bevonium", (), "structure given in first source", vocabulary="MESH")
+HLTS = ConceptRecord("C538248", "mesh", "Hypotrichosis-lymphedema-telangiectasia syndrome", (),
+                     "A rare syndrome of sparse hair, lymphedema and telangiectasia.", vocabulary="MESH")
+
+
+def test_supplementary_concept_records():
+    # suppYYYY.xml was refused whole as "root element is <SupplementalRecordSet>"
+    concepts, names, dead, stats = read(SUPP)
+    assert concepts == [BEVONIUM, HLTS] and dead == []
+    assert names == [("C000002", "bevonium", "preferred"), ("C000002", "bevonium sulfate (1:1)", "entry_term"),
+                     ("C538248", "Hypotrichosis-lymphedema-telangiectasia syndrome", "preferred"), ("C538248", "HLTS", "abbreviation")]
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (2, 2, 0)
+
+
+def test_a_bad_supplementary_record_is_one_dead_letter(tmp_path):
+    data = SUPP.read_bytes()
+    first = data[data.index(b"<SupplementalRecord "):data.index(b"</SupplementalRecord>") + len(b"</SupplementalRecord>\n")]
+    bad = first.replace(b"<String>bevonium</String>\n  </SupplementalRecordName>", b"<String>bevonium</SupplementalRecordName>", 1)
+    path = tmp_path / "supp2024.xml"
+    # a descriptor's UI in a supplementary record, a malformed one, and a descriptor record where none belongs
+    path.write_bytes(data.replace(first, first.replace(b"C000002", b"D000002", 1) + bad + FIXTURE.read_bytes().split(b"\n", 3)[3].rsplit(b"</Desc", 1)[0] + first, 1))
+    concepts, _, dead, stats = read(path)
+    assert concepts == [BEVONIUM, HLTS]
+    assert [d.location for d in dead] == ["record 1 (SupplementalRecordUI D000002)", "record 2 (SupplementalRecordUI C000002)",
+                                          "after record 2"]
+    assert "concept id 'D000002' does not match the mesh id pattern C\\d{6,9}" == dead[0].reason
+    assert dead[1].reason.startswith("malformed XML: mismatched tag: line ")
+    assert dead[2].reason.startswith("not a <SupplementalRecord> record: ")
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (5, 2, 3) and stats[0].reconciles()

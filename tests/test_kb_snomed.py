@@ -182,7 +182,8 @@ def test_gzip_inputs_read_the_same(tmp_path):
 def test_a_concept_is_named_by_its_first_usable_description(tmp_path):
     # a preferred synonym or FSN of control characters only was the concept's preferred_name, written empty: a
     # critical quality failure that refused the whole ingest. A description whose name is control characters only is
-    # dead-lettered, so the concept is named by the next of its ranking, and a concept with none is not written
+    # dead-lettered, so the concept is named by the next of its ranking, and a concept with none is not written: its
+    # concept row is dead-lettered
     junk = {"Myocardial infarction": "\x01\x02", "Myocardial infarction (disorder)": "\x03 (disorder)",  # 22298006
             "Asthma": "\x04", "Asthma NOS": "\x05\x06", "Asthma (disorder)": "\x07 (disorder)"}  # 195967001: no usable name
     desc = tmp_path / DESCRIPTIONS.name
@@ -198,5 +199,25 @@ def test_a_concept_is_named_by_its_first_usable_description(tmp_path):
         nos = [] if options else [("line 17", term)]  # Asthma NOS is in no US refset: filtered before its name is read
         assert [(d.location, d.reason) for d in dead] == [
             (line, f"no name with a printable character: {what} control characters only")
-            for line, what in [("line 2", fsn), ("line 3", term), ("line 16", term), *nos, ("line 18", fsn)]]
+            for line, what in [("line 2", fsn), ("line 3", term), ("line 16", term), *nos, ("line 18", fsn)]] + [
+            ("line 6", f"active concept 195967001 has no name: {2 + len(nos)} of its FSN and synonym descriptions were dead-lettered")]
+        assert dead[-1].source == str(CONCEPTS) and stats[str(CONCEPTS)].dead_lettered == 1 and stats[str(CONCEPTS)].reconciles()
         assert sum(stats[str(desc)].skipped_by_filter.values()) == skipped and stats[str(desc)].reconciles()
+
+
+def test_an_active_concept_without_a_name_is_accounted_for(tmp_path):
+    # an active concept with no description was absent from the KB with no dead letter: its concept row counted as
+    # accepted, so nothing told that it was missing
+    concepts_file = tmp_path / CONCEPTS.name
+    concepts_file.write_text(CONCEPTS.read_text() + "404684003\t20020131\t1\t900000000000207008\t900000000000074008\n")
+    concepts, _, dead, stats = read([concepts_file, LANGUAGE, DESCRIPTIONS], language_refset_ids=[GB])
+    # 404684003 has no description at all: a dead letter. The GB refset holds no description of three concepts:
+    # filtered, as the option asked
+    assert [c.concept_id for c in concepts] == ["50960005"]
+    assert [(d.source, d.location, d.reason) for d in dead] == [
+        (str(concepts_file), "line 7", "active concept 404684003 has no name: no active FSN or synonym description")]
+    assert dead[0].raw == "404684003\t20020131\t1\t900000000000207008\t900000000000074008"
+    concept_stats = stats[str(concepts_file)]
+    assert (concept_stats.records_read, concept_stats.records_accepted, concept_stats.dead_lettered) == (6, 1, 1)
+    assert concept_stats.skipped_by_filter == {"inactive": 1, "no description kept: not in language refset": 3}
+    assert all(s.reconciles() for s in stats.values())

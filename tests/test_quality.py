@@ -19,7 +19,7 @@ NAMES = [
 ]
 
 
-def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2, dead_letters=0):
+def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2, dead_letters=0, reason="bad concept id"):
     """A finished ingest output folder: manifest, sharded names, one concepts and dead-letter file; the manifest
     counts a record read per concept and per dead letter."""
     for table in ("concepts", "names", "dead_letter"):
@@ -35,7 +35,7 @@ def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2, dead_letters=0):
     for s in range(shards):
         pq.write_table(table.slice(s * step, step), out / "names" / f"part-{s:05d}-of-{shards:05d}.parquet")
     pq.write_table(pa.table({"source": ["kb.txt"] * dead_letters, "location": [f"line {i}" for i in range(dead_letters)],
-                             "raw": ["x||y"] * dead_letters, "reason": ["bad concept id"] * dead_letters},
+                             "raw": ["x||y"] * dead_letters, "reason": [reason] * dead_letters},
                             schema=DEAD_LETTER_SCHEMA), out / "dead_letter" / "part-00000-of-00001.parquet")
     (out / "manifest.json").write_text(json.dumps(
         {"schema_version": SCHEMA_VERSION, "complete": True, "kb": "medic", "id_pattern": ID_PATTERN,
@@ -163,12 +163,23 @@ def test_warnings_fail_only_when_asked(tmp_path):
 def test_most_records_dead_lettered_is_critical_and_a_few_a_warning(tmp_path):
     # every check of the tables written passed when 997 of 1,000 records were dead-lettered (a wrong id pattern)
     dead_letter_checks = [c for c in report(write_kb(tmp_path / "clean"))["checks"] if c["table"] == "dead_letter"]
-    assert [c["success"] for c in dead_letter_checks] == [True, True]
+    assert [c["success"] for c in dead_letter_checks] == [True, True, True]
     summary = report(write_kb(tmp_path / "most", dead_letters=997))
     assert not summary["passed"] and summary["critical_failures"] == 1 and summary["warnings"] == 1
     assert {c["severity"]: c["observed"] for c in summary["checks"] if not c["success"]} == {"warning": 997, "critical": 997}
     summary = report(write_kb(tmp_path / "few", dead_letters=1))  # 1 of 4 records: above 1%, not above half
     assert summary["passed"] and summary["warnings"] == 1 and summary["critical_failures"] == 0
+
+
+def test_a_files_unread_rest_is_critical_whatever_the_dead_letter_share(tmp_path):
+    # a MeSH XML file cut inside a record lost every record after it as one dead letter: 1 of 4 records dead-lettered
+    # was a warning, and the run passed
+    from bioel_core.records import unread_rest_reason
+
+    summary = report(write_kb(tmp_path / "kb", dead_letters=1, reason=unread_rest_reason("the file ends inside the record", 90, 1234, 40)))
+    assert not summary["passed"] and summary["critical_failures"] == 1 and summary["warnings"] == 1
+    unread = failures(summary)[("dead_letter", "reason", "expect_column_values_to_not_match_regex")]
+    assert unread["severity"] == "critical" and unread["unexpected_count"] == 1
 
 
 def test_report_to_another_folder_is_the_same_bytes_on_a_rerun(tmp_path):

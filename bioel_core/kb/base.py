@@ -50,11 +50,14 @@ class KBReader:
     def read(self, paths: Sequence[Input], opener: Opener | None = None) -> Iterator[KBItem]:
         raise NotImplementedError
 
-    def check_id(self, concept_id: str, ctx: ReaderContext, location: str, raw: str) -> DeadLetter | None:
-        """None when the id is well formed, else the DeadLetter to emit (already counted)."""
-        if self.id_pattern.fullmatch(concept_id):
+    def check_id(self, concept_id: str, ctx: ReaderContext, location: str, raw: str,
+                 pattern: re.Pattern | None = None) -> DeadLetter | None:
+        """None when the id is well formed (matches `pattern`, by default the reader's), else the DeadLetter to emit
+        (already counted)."""
+        pattern = pattern or self.id_pattern
+        if pattern.fullmatch(concept_id):
             return None
-        return ctx.dead(location, raw, f"concept id {concept_id!r} does not match the {self.kb} id pattern {self.id_pattern.pattern}")
+        return ctx.dead(location, raw, f"concept id {concept_id!r} does not match the {self.kb} id pattern {pattern.pattern}")
 
     def no_name(self, ctx: ReaderContext, location: str, raw: str, names: str) -> DeadLetter:
         """The DeadLetter (counted) of a record none of whose names is usable; `names` says which were read and

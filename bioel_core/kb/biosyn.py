@@ -42,6 +42,13 @@ def bad_id(reader: KBReader, ids: list[str], ctx: ReaderContext, lineno: int, li
     return None if bad is None else reader.check_id(bad, ctx, f"line {lineno}", line)
 
 
+def extra_separator(ctx: ReaderContext, lineno: int, line: str, after_ids: str) -> DeadLetter | None:
+    """The dead letter of a line with a second '||' (a field too many: BioSyn's own loader refuses it), if any."""
+    if "||" not in after_ids:
+        return None
+    return ctx.dead(f"line {lineno}", line, f"expected one '||' between the ids and the names, found {line.count('||')}")
+
+
 class BioSynDictionaryReader(KBReader):
     """One name per line; concepts are emitted on first sight of their id within a file."""
 
@@ -77,6 +84,9 @@ class BioSynDictionaryReader(KBReader):
         concepts = [split_ids(part) for part in ids_field.split("+")]
         if not sep or not all(concepts) or not name.strip():
             yield ctx.dead(f"line {lineno}", line, "expected 'ID[|ALT][+ID...]||name' with non-empty ids and name")
+            return
+        if (dead := extra_separator(ctx, lineno, line, name)) is not None:
+            yield dead
             return
         nil = next((i for ids in concepts for i in ids if is_nil_id(i)), None)
         if nil is not None:
@@ -117,10 +127,20 @@ class MedicBioSynReader(KBReader):
     def _parse(self, ctx: ReaderContext, lineno: int, line: str) -> Iterator[KBItem]:
         ids_field, sep, names_field = line.partition("||")
         ids = split_ids(ids_field)
+        written = [n for n in names_field.split("|") if n.strip()]
         # the 2012 MEDIC dump writes some names with HTML entities ("Parkinson&apos;s Disease")
-        names = [html.unescape(n).strip() for n in names_field.split("|") if n.strip()]
+        names = [html.unescape(n).strip() for n in written]
         if not sep or not ids or not names:
             yield ctx.dead(f"line {lineno}", line, "expected 'ID[|ALT]||preferred name|synonym|...'")
+            return
+        if (dead := extra_separator(ctx, lineno, line, names_field)) is not None:
+            yield dead
+            return
+        # html.unescape reads a reference to no character (a surrogate, 0, beyond U+10FFFF) as U+FFFD, unsaid
+        broken = next((w for w, n in zip(written, names) if "\ufffd" in n and "\ufffd" not in w), None)
+        if broken is not None:
+            yield ctx.dead(f"line {lineno}", line, f"name {broken.strip()!r} has a character reference to no character "
+                                                   "(a surrogate, 0 or beyond U+10FFFF)")
             return
         if (dead := bad_id(self, ids, ctx, lineno, line)) is not None:
             yield dead

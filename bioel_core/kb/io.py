@@ -131,13 +131,15 @@ class ReaderContext:
 class FileRange:
     """The lines (or records) of an uncompressed `path` that start at byte offsets in [start, end) (end None: to the
     end of the file), the first of them line `first_line`, after `first_record` records of a format that numbers
-    them (PubMed XML): a piece of a large file that a worker reads on its own."""
+    them (XML records), the first at byte `first_column` of its line: a piece of a large file that a worker reads on
+    its own."""
 
     path: str
     start: int
     end: int | None
     first_line: int
     first_record: int = 0
+    first_column: int = 0
 
 
 Input = str | FileRange  # what a reader reads: a whole file, or a range of one
@@ -147,11 +149,39 @@ def input_path(item: Input) -> str:
     return item.path if isinstance(item, FileRange) else item
 
 
-def raw_lines(item: Input, opener: Opener | None) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes) of a whole file (gzip and a byte-order mark handled) or of a range of one."""
+# far beyond any line of a KB dump (MEDIC's longest is 3.4 KB, a UMLS definition tens of KB): guards workers' memory
+MAX_LINE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class LongLine:
+    """A line longer than a reader's limit, never held whole: its first bytes and its length."""
+
+    head: bytes
+    size: int
+
+
+def _lines(fh: BinaryIO, max_bytes: int | None) -> Iterator[bytes | LongLine]:
+    """The lines of `fh`; with `max_bytes`, a longer one as a LongLine, read through without being held."""
+    if max_bytes is None:
+        yield from fh
+        return
+    while raw := fh.readline(max_bytes + 1):
+        if len(raw) <= max_bytes or raw.endswith(b"\n"):
+            yield raw
+            continue
+        size, head = len(raw), raw[:2000]
+        while not raw.endswith(b"\n") and (raw := fh.readline(1 << 16)):
+            size += len(raw)
+        yield LongLine(head, size)
+
+
+def raw_lines(item: Input, opener: Opener | None, max_bytes: int | None = None) -> Iterator[tuple[int, bytes | LongLine]]:
+    """(line number, bytes) of a whole file (gzip and a byte-order mark handled) or of a range of one; with
+    `max_bytes`, a longer line comes as a LongLine."""
     if not isinstance(item, FileRange):
         with open_kb_file(item, opener) as fh:
-            yield from enumerate(fh, start=1)
+            yield from enumerate(_lines(fh, max_bytes), start=1)
         return
     if item.start == 0:
         fh = open_kb_file(item.path, opener)
@@ -161,20 +191,24 @@ def raw_lines(item: Input, opener: Opener | None) -> Iterator[tuple[int, bytes]]
         fh.seek(item.start)
         position = item.start
     with fh:
-        for lineno, raw in enumerate(fh, start=item.first_line):
+        for lineno, raw in enumerate(_lines(fh, max_bytes), start=item.first_line):
             if item.end is not None and position >= item.end:
                 return
-            position += len(raw)
+            position += raw.size if isinstance(raw, LongLine) else len(raw)
             yield lineno, raw
 
 
 def iter_lines(item: Input, ctx: ReaderContext, opener: Opener | None = None) -> Iterator[tuple[int, str] | DeadLetter]:
     """Yield (line_number, text) for each line of a file or a FileRange (newline stripped; a byte-order mark is
-    skipped), or a DeadLetter (already counted) for a line that is not UTF-8, a truncated or corrupt gzip stream,
-    or an empty file."""
+    skipped), or a DeadLetter (already counted) for a line that is not UTF-8 (a lone surrogate's bytes included), a
+    line longer than MAX_LINE_BYTES, a truncated or corrupt gzip stream, or an empty file."""
     lineno = 0
     try:
-        for lineno, raw in raw_lines(item, opener):
+        for lineno, raw in raw_lines(item, opener, MAX_LINE_BYTES):
+            if isinstance(raw, LongLine):
+                yield ctx.dead(f"line {lineno}", raw.head.decode("utf-8", "replace"),
+                               f"line longer than {MAX_LINE_BYTES:,} bytes ({raw.size:,} bytes): not read")
+                continue
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:

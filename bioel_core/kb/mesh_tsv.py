@@ -26,7 +26,7 @@ def _header(path: str, opener: Opener | None) -> list[str]:
     here and is dead-lettered when it is read for real."""
     try:
         with open_kb_file(path, opener) as fh:
-            return fh.readline().decode("utf-8", "replace").rstrip("\r\n").split("\t")
+            return fh.readline(1 << 16).decode("utf-8", "replace").rstrip("\r\n").split("\t")  # bounded: any line may be junk
     except (EOFError, OSError, zlib.error):
         return []
 

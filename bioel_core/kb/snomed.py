@@ -12,8 +12,12 @@ When a language refset file is given, only descriptions it lists are kept (langu
 which refsets count; a description preferred in any counted refset is preferred); its preferred synonym is
 the concept's preferred name and `acceptability="preferred"` drops merely acceptable descriptions.
 Without one, the preferred name is the FSN without its semantic tag. A description whose name is control
-characters only is dead-lettered, so a concept is named by its first usable description of that ranking and a
-concept with none is not written.
+characters only is dead-lettered, so a concept is named by its first usable description of that ranking.
+
+Each active concept row is accounted for once every description is read: a named concept is accepted; one whose
+descriptions the language refset or acceptability options all left out is filtered ("no description kept: ..."); one
+with no active FSN or synonym description, or whose descriptions were dead-lettered, is a dead letter naming the
+concept file's line and why, so no active concept goes missing unsaid.
 """
 
 from __future__ import annotations
@@ -41,6 +45,17 @@ SYNONYM_TYPE = "900000000000013009"
 PREFERRED = "900000000000548007"
 ACCEPTABLE = "900000000000549004"
 SEMANTIC_TAG = re.compile(r"(.+?)\s+\(([^()]+)\)")  # "Myocardial infarction (disorder)"
+
+
+@dataclass(slots=True)
+class ActiveConcept:
+    """An active concept row, accounted for once the descriptions are read."""
+
+    ctx: ReaderContext  # its concept file's
+    lineno: int
+    line: str
+    left_out_by: str | None = None  # the filter reason of one of its FSN or synonym descriptions
+    dead_descriptions: int = 0  # of its FSN and synonym descriptions, those dead-lettered
 
 
 @dataclass
@@ -78,9 +93,10 @@ class SnomedReader(KBReader):
                 files[kind].append(path)
         if self.language_refset_ids and not files["language"]:
             raise ValueError("language_refset_ids given but no der2_cRefset_LanguageSnapshot file among the inputs")
-        active: set[str] = set()
-        for path in files["concept"]:
-            yield from self._read_concepts(path, active, opener)
+        active: dict[str, ActiveConcept] = {}
+        concept_files = [ReaderContext(path) for path in files["concept"]]
+        for ctx in concept_files:
+            yield from self._read_concepts(ctx, active, opener)
         acceptability: dict[str, str] | None = {} if files["language"] else None
         for path in files["language"]:
             yield from self._read_language(path, acceptability, opener)
@@ -90,6 +106,25 @@ class SnomedReader(KBReader):
         for concept_id, c in names.items():
             yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=preferred_name((c.preferred, c.fsn, c.first_synonym)),
                                 semantic_types=(c.tag,) if c.tag else (), vocabulary=self.vocabulary)
+        yield from self._account_for(active, names)
+        for ctx in concept_files:
+            yield ctx.stats
+
+    @staticmethod
+    def _account_for(active: dict[str, ActiveConcept], names: dict[str, ConceptNames]) -> Iterator[DeadLetter]:
+        """Each active concept row: accepted when the concept is named, else filtered or dead-lettered with why."""
+        for concept_id, concept in active.items():
+            if concept_id in names:
+                concept.ctx.accept()
+            elif concept.dead_descriptions:
+                yield concept.ctx.dead(f"line {concept.lineno}", concept.line,
+                                       f"active concept {concept_id} has no name: {concept.dead_descriptions} of its FSN and "
+                                       "synonym descriptions were dead-lettered")
+            elif concept.left_out_by is not None:
+                concept.ctx.filtered(f"no description kept: {concept.left_out_by}")
+            else:
+                yield concept.ctx.dead(f"line {concept.lineno}", concept.line,
+                                       f"active concept {concept_id} has no name: no active FSN or synonym description")
 
     def _rows(self, path: str, columns: list[str], id_columns: tuple[str, ...], ctx: ReaderContext,
               opener: Opener | None) -> Iterator[tuple[int, str, dict[str, str]] | DeadLetter]:
@@ -111,15 +146,16 @@ class SnomedReader(KBReader):
                 continue
             yield lineno, line, row
 
-    def _read_concepts(self, path: str, active: set[str], opener: Opener | None) -> Iterator[KBItem]:
-        ctx = ReaderContext(path)
-        for item in self._rows(path, CONCEPT_COLUMNS, ("id",), ctx, opener):
+    def _read_concepts(self, ctx: ReaderContext, active: dict[str, ActiveConcept], opener: Opener | None) -> Iterator[DeadLetter]:
+        """Notes the active concepts of one concept file; each is accounted for after the descriptions
+        (`_account_for`), its file's stats with it."""
+        for item in self._rows(ctx.source, CONCEPT_COLUMNS, ("id",), ctx, opener):
             if isinstance(item, DeadLetter):
                 yield item
-                continue
-            ctx.accept()
-            active.add(item[2]["id"])
-        yield ctx.stats
+            elif item[2]["id"] in active:
+                ctx.filtered("active concept listed again")
+            else:
+                active[item[2]["id"]] = ActiveConcept(ctx, item[0], item[1])
 
     def _read_language(self, path: str, acceptability: dict[str, str], opener: Opener | None) -> Iterator[KBItem]:
         ctx = ReaderContext(path)
@@ -140,7 +176,7 @@ class SnomedReader(KBReader):
                 acceptability[description_id] = row["acceptabilityId"]
         yield ctx.stats
 
-    def _read_descriptions(self, path: str, active: set[str], acceptability: dict[str, str] | None,
+    def _read_descriptions(self, path: str, active: dict[str, ActiveConcept], acceptability: dict[str, str] | None,
                            names: dict[str, ConceptNames], opener: Opener | None) -> Iterator[KBItem]:
         ctx = ReaderContext(path)
         for item in self._rows(path, DESCRIPTION_COLUMNS, ("id", "conceptId"), ctx, opener):
@@ -149,25 +185,32 @@ class SnomedReader(KBReader):
                 continue
             lineno, line, row = item
             concept_id, term = row["conceptId"], row["term"].strip()
+            concept = active.get(concept_id) if row["typeId"] in (FSN_TYPE, SYNONYM_TYPE) else None  # one that may name it
             if not term:
+                if concept is not None:
+                    concept.dead_descriptions += 1
                 yield ctx.dead(f"line {lineno}", line, "empty term")
                 continue
             if concept_id not in active:
                 ctx.filtered("concept not active")
                 continue
-            if row["typeId"] not in (FSN_TYPE, SYNONYM_TYPE):
+            if concept is None:
                 ctx.filtered("other description type")
                 continue
             accepted_as = acceptability.get(row["id"]) if acceptability is not None else None
+            left_out = None
             if acceptability is not None and accepted_as is None:
-                ctx.filtered("not in language refset")
-                continue
-            if self.acceptability == "preferred" and acceptability is not None and accepted_as != PREFERRED:
-                ctx.filtered("not preferred")
+                left_out = "not in language refset"
+            elif self.acceptability == "preferred" and acceptability is not None and accepted_as != PREFERRED:
+                left_out = "not preferred"
+            if left_out is not None:
+                concept.left_out_by = left_out
+                ctx.filtered(left_out)
                 continue
             match = SEMANTIC_TAG.fullmatch(term) if row["typeId"] == FSN_TYPE else None
             name, tag = (match[1], match[2]) if match else (term, None)  # an FSN's name is its term less the tag
             if not usable_name(name):  # so a concept's names, and its preferred name, are usable ones
+                concept.dead_descriptions += 1
                 yield self.no_name(ctx, f"line {lineno}", line, "term less its semantic tag is" if match else "term is")
                 continue
             ctx.accept()

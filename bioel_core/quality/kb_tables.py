@@ -8,8 +8,12 @@ in GE 1.24 its result holds a numpy bool, which the validation results store can
 
 from __future__ import annotations
 
+import re
+
 import great_expectations as gx
 import great_expectations.expectations as gxe
+
+from bioel_core.records import UNREAD_REST
 
 CRITICAL = "critical"
 WARNING = "warning"
@@ -50,14 +54,19 @@ DEAD_LETTER_CRITICAL_SHARE = 0.5
 
 def dead_letter_suite(records_in: int) -> gx.ExpectationSuite:
     """The dead_letter table's size against the run's input: most records dead-lettered is not a usable output,
-    though every check of the tables that were written passes."""
+    though every check of the tables that were written passes. And no file left partly unread: a reader that could
+    not resynchronise after a fault leaves the rest of its file as one dead letter (records.UNREAD_REST), whose
+    records are unknown, so one is critical whatever the share."""
     def at_most(share: float, severity: str) -> gxe.Expectation:
         return _tag(gxe.ExpectTableRowCountToBeBetween(
             max_value=int(share * records_in),
             description=f"At most {share:.0%} of the {records_in:,} input records are dead-lettered."), severity)
 
     return gx.ExpectationSuite(name="dead_letter", expectations=[
-        at_most(DEAD_LETTER_WARNING_SHARE, WARNING), at_most(DEAD_LETTER_CRITICAL_SHARE, CRITICAL)])
+        at_most(DEAD_LETTER_WARNING_SHARE, WARNING), at_most(DEAD_LETTER_CRITICAL_SHARE, CRITICAL),
+        _tag(gxe.ExpectColumnValuesToNotMatchRegex(
+            column="reason", regex=f"^{re.escape(UNREAD_REST)}:",
+            description="Every input file was read to its end (listed: the dead letters of a file's unread rest)."), CRITICAL)])
 
 
 def concepts_suite(id_pattern: str, max_names_per_concept: int, records_in: int = 0) -> gx.ExpectationSuite:

@@ -1,0 +1,50 @@
+"""The XML record cutter (bioel_core/xml_records.py) on its own: what it yields does not depend on where the stream's
+chunks end, and memory holds one record at most however long the input is."""
+
+import pytest
+
+from bioel_core import xml_records
+from bioel_core.xml_records import Fault, Record, XmlRecords
+from test_adversarial_kb import XML_CASES
+
+ROOTS = {"DescriptorRecordSet": ("DescriptorRecord",), "SupplementalRecordSet": ("SupplementalRecord",)}
+SMALL_CASES = [c for c in XML_CASES if "overlong" not in c.bad]
+
+
+def cut(path, **options):
+    with open(path, "rb") as fh:
+        return list(XmlRecords(ROOTS, **options).read(fh))
+
+
+@pytest.mark.parametrize("case", SMALL_CASES, ids=[c.id for c in SMALL_CASES])
+def test_the_cut_does_not_depend_on_where_chunks_end(case, tmp_path, monkeypatch):
+    # every token the cutter looks for (end tags, comment and CDATA delimiters, "]>" in a DOCTYPE) split across reads
+    path, = case.build(tmp_path)
+    whole = cut(path)
+    assert any(isinstance(p, Record) for p in whole)
+    for chunk in (1, 2, 3, 5, 8):
+        monkeypatch.setattr(xml_records, "CHUNK", chunk)
+        assert cut(path) == whole, chunk
+
+
+def test_a_long_record_or_junk_is_never_held_whole(tmp_path):
+    limit = 10_000
+    record = b'<DescriptorRecord><DescriptorUI>D000001</DescriptorUI><String>' + b"A" * 200_000 + b"</String></DescriptorRecord>\n"
+    path = tmp_path / "desc.xml"
+    path.write_bytes(b"<DescriptorRecordSet>\n" + record + b"B" * 200_000 + b"\n" + record.replace(b"A" * 200_000, b"ok")
+                     + b"</DescriptorRecordSet>\n")
+    held = []
+
+    class Watched(XmlRecords):
+        def _more(self):
+            held.append(len(self.data))
+            return super()._more()
+
+    with open(path, "rb") as fh:
+        pieces = list(Watched(ROOTS, max_record_bytes=limit).read(fh))
+    assert max(held) <= limit + xml_records.CHUNK
+    assert [p.reason if isinstance(p, Fault) else p.data for p in pieces] == [
+        f"record longer than 10,000 bytes ({len(record) - 1:,} bytes on line 2): not parsed",
+        "not a <DescriptorRecord> record: 200,001 bytes of text or markup between records on line 3",
+        record.replace(b"A" * 200_000, b"ok").rstrip()]
+    assert pieces[0].data == record[:xml_records.RAW_BYTES] and pieces[1].data == b"B" * xml_records.RAW_BYTES
