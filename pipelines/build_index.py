@@ -32,7 +32,7 @@ from bioel_core.embeddings import check_names_unchanged, manifest_sha256, read_e
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.index import PIPELINE, IndexSpec, build_shard, shard_of
 from bioel_core.index.layout import FOLDERS, SHARD_ASSIGNMENT
-from bioel_core.outputs import Manifest, OutputFolder, check_num_shards
+from bioel_core.outputs import Manifest, OutputFolder, absolute, check_num_shards
 from bioel_core.outputs.runs import SPILL
 from bioel_core.tables import table_files
 from pipelines.counting import WriteStats, read_stats
@@ -169,7 +169,7 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
     check_num_shards(num_shards)
     if faiss_threads is not None and faiss_threads < 1:
         raise ValueError(f"--faiss-threads must be at least 1, got {faiss_threads}")
-    emb_dir = Path(embeddings_dir).resolve()
+    emb_dir, output_dir = Path(embeddings_dir).resolve(), absolute(output_dir)  # as the workers must see them
     source = check_embeddings_folder(emb_dir)
     spec.check_dimension(source["dimension"])
     check_output_folder(output_dir, PIPELINE, [("--input", str(emb_dir))])

@@ -26,7 +26,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from bioel_core.embeddings import PIPELINE, TEXT_COLUMN, manifest_sha256
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.models import model_folder, open_model, resolve_device
-from bioel_core.outputs import (Manifest, OutputFolder, check_num_shards, embeddings_table, name_chunks, shard_name,
+from bioel_core.outputs import (Manifest, OutputFolder, absolute, check_num_shards, embeddings_table, name_chunks, shard_name,
                                 write_parquet)
 from bioel_core.tables import KB_PIPELINE, read_output_manifest, stable_shard, table_files
 from pipelines.counting import WriteStats, count_as, read_stats
@@ -175,7 +175,7 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     check_num_shards(num_shards)
     if batch_size < 1:
         raise ValueError(f"--batch-size must be at least 1, got {batch_size}")
-    names = Path(names_dir).resolve()
+    names, output_dir = Path(names_dir).resolve(), absolute(output_dir)  # as the workers must see them
     names_manifest, name_files = check_names_folder(names)
     model = open_checked_model(model_dir, pooling, device)
     check_output_folder(output_dir, PIPELINE, [("--input", str(names)), ("--model", model["path"])])

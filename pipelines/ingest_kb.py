@@ -31,7 +31,7 @@ from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb import get_reader
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
-from bioel_core.outputs import Manifest, OutputFolder, check_num_shards, shard_name
+from bioel_core.outputs import Manifest, OutputFolder, absolute, check_num_shards, shard_name
 from bioel_core.outputs.runs import (MAX_FAN_IN, SPILL, MergeCounts, combine_runs, merge_runs, read_run, rows_table,
                                      run_name, write_rows)
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
@@ -339,6 +339,7 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
     if shared_names not in SHARED_NAME_POLICIES:
         raise ValueError(f"--shared-names must be one of {SHARED_NAME_POLICIES}")
     check_num_shards(num_shards)
+    inputs, output_dir = [absolute(p) for p in inputs], absolute(output_dir)  # as the workers must see them
     check_output_folder(output_dir, "ingest-kb", [("--input", p) for p in inputs])
     inputs = sorted(expand_inputs(inputs))  # a KB's tables do not depend on the order its files are given
     reader = get_reader(kb_format, **reader_options)

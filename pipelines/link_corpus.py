@@ -38,7 +38,7 @@ from bioel_core.corpora.interchange import merge_interchange, unwritable, write_
 from bioel_core.corpora.records import Mention, Passage
 from bioel_core.kb.vocab import qualify
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, check_document, content_sha256
-from bioel_core.outputs import (Manifest, OutputError, OutputFolder, check_num_shards, parquet_rows, read_pointer, shard_name,
+from bioel_core.outputs import (Manifest, OutputError, OutputFolder, absolute, check_num_shards, parquet_rows, read_pointer, shard_name,
                                 write_parquet)
 from bioel_core.outputs.runs import SPILL
 from bioel_core.records import DeadLetter
@@ -415,6 +415,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     if single_file and output_format == "parquet":
         raise ValueError("--single-file needs an interchange --output-format (pubtator, bioc-json, bioc-xml)")
     check_num_shards(num_shards)
+    inputs, output_dir = [absolute(p) for p in inputs], absolute(output_dir)  # as the workers must see them
     check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + spec.inputs())
     # a finished `bioel link` output given as PubTator input is read for its PubTator copy
     inputs = expand_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, "--input")) if fmt == "pubtator" else None)

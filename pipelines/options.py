@@ -140,10 +140,16 @@ def _all_option_classes() -> list[type]:
 
 
 def beam_parser():
-    """An argument parser holding every option Beam's own option classes define (as PipelineOptions builds it)."""
+    """An argument parser holding every option Beam's own option classes define (as PipelineOptions builds it); a
+    value it cannot take raises ValueError with argparse's one-line message (Beam's own prints its whole usage, every
+    runner's flags, above that line)."""
     from apache_beam.options.pipeline_options import _BeamArgumentParser
 
-    parser = _BeamArgumentParser(allow_abbrev=False, add_help=False)
+    class OneLineErrors(_BeamArgumentParser):
+        def error(self, message: str):
+            raise ValueError(message)
+
+    parser = OneLineErrors(allow_abbrev=False, add_help=False)
     for cls in _all_option_classes():
         try:
             cls._add_argparse_args(parser)  # noqa: SLF001 - Beam's own registration hook
@@ -155,9 +161,13 @@ def beam_parser():
 def unknown_flag_error(extra: list[str], verb_flags: list[str]) -> str | None:
     """None when every flag in `extra` (what the verb's own parser left) is one of Beam's options; else a
     one-line error naming the first unknown flag and the nearest known one (Beam would drop it with a warning,
-    so a misspelled --incremental or --num-shards would silently change what the job does)."""
+    so a misspelled --incremental or --num-shards would silently change what the job does), or that one of Beam's
+    options has a value it cannot take (`argument --direct_num_workers: invalid int value: 'two'`)."""
     parser = beam_parser()
-    _, unknown = parser.parse_known_args(extra)
+    try:
+        _, unknown = parser.parse_known_args(extra)
+    except ValueError as err:
+        return str(err)
     if not unknown:
         return None
     bad = next((u for u in unknown if u.startswith("-")), unknown[0])

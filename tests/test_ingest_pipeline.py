@@ -271,6 +271,19 @@ def test_misspelled_flags_are_refused_before_any_work_and_beam_flags_pass(tmp_pa
     assert code == 0 and len(read_manifest(out)["outputs"]["names"]["files"]) == 3
 
 
+@pytest.mark.parametrize("flag, said", [
+    (["--direct_num_workers=two"], "argument --direct_num_workers: invalid int value: 'two'"),
+    (["--runner", "PortableRunner", "--environment_type"], "argument --environment_type: expected one argument"),
+    (["--runner", "FlinkRunner", "--flink_version", "0.1"], "argument --flink_version: invalid choice: '0.1'"),
+])
+def test_a_bad_value_of_a_beam_flag_is_one_line_before_any_work(tmp_path, capsys, flag, said):
+    # Beam's parser printed its usage, some 120 lines of every runner's flags, above the error
+    out = tmp_path / "kb"
+    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, *flag)
+    assert code == 2 and err.startswith(f"bioel ingest-kb: error: {said}") and len(err.splitlines()) == 1, err
+    assert not out.exists()
+
+
 def test_zero_shards_and_a_folder_without_inputs_are_one_line_errors(tmp_path, capsys):
     code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", tmp_path / "o", "--num-shards", "0")
     assert code == 2 and err == "bioel ingest-kb: error: argument --num-shards: must be at least 1, got 0"

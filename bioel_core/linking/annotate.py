@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 from bioel_core.corpora.records import Document, Mention
 from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS
 from bioel_core.linking.base import Linker
-from bioel_core.outputs.fs import LOCAL, FileSystem
+from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
 from bioel_core.text.detect import MentionDetector
 
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
@@ -231,12 +230,6 @@ class DocumentAnnotator:
         return rows
 
 
-
-def _absolute(path: str) -> str:
-    """A local path made absolute; a URL (gs://...) as it is."""
-    return path if "://" in path else os.path.abspath(path)
-
-
 @dataclass(frozen=True)
 class AnnotatorSpec:
     """Everything a worker needs to build its DocumentAnnotator: plain paths and numbers, cheap to ship.
@@ -267,9 +260,9 @@ class AnnotatorSpec:
         # a relative path against its own working folder
         for name in ("model", "reranker", "generative"):
             if getattr(self, name) is not None:
-                object.__setattr__(self, name, _absolute(getattr(self, name)))
+                object.__setattr__(self, name, absolute(getattr(self, name)))
         for name in ("indexes", "stop_lists", "type_models"):
-            object.__setattr__(self, name, tuple((t, _absolute(path)) for t, path in getattr(self, name)))
+            object.__setattr__(self, name, tuple((t, absolute(path)) for t, path in getattr(self, name)))
         if self.detector is None:
             object.__setattr__(self, "detector", self.default_detector())
         if self.detector not in DETECTORS:

@@ -102,6 +102,13 @@ def is_local(path: str | Path) -> bool:
     return "://" not in str(path)
 
 
+def absolute(path: str | Path) -> str:
+    """A local path made absolute against this process's working folder; a URL (gs://...) as it is. The pipelines
+    hand their workers paths so made: a worker started elsewhere (a portable runner's worker pool, a Flink or Spark
+    task manager on this machine) would read a relative path against its own working folder."""
+    return os.path.abspath(path) if is_local(path) else str(path)
+
+
 def as_path(path: str | Path) -> Path | str:
     """A local path as a Path; a URL (gs://...) as its string, which pathlib would fold (gs:/bucket/...)."""
     return Path(path) if is_local(path) else str(path)
