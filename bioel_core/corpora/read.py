@@ -8,7 +8,8 @@ Contract, the same for every format:
   (e.g. Beam's FileSystems.open for remote paths).
 - Bad input data never raises. A bad record becomes a DeadLetter(source, location, raw, reason) and
   reading goes on with the next record: a PubMed article, a PubTator document (its blank-line-separated
-  block), a BioC document, a JSONL line, a text file or line. A fault that leaves the rest of a file
+  block; where a blank line is missing, each document its ids tell apart: pubtator.split_documents), a BioC
+  document, a JSONL line, a text file or line. A fault that leaves the rest of a file
   unreadable (malformed XML, invalid UTF-8 inside XML, a truncated gzip stream, an empty file, XML read as BioC
   that has no document and another root than `<collection>`) ends that file with one DeadLetter; what was
   yielded before it stands and the next file is read. When the file's start plainly is another format (a BioC
@@ -35,7 +36,7 @@ from pathlib import Path
 from bioel_core.corpora.bioc import _xml_document_dict, document_elements, document_from_dict, iter_bioc_json_text
 from bioel_core.corpora.jsonl import parse_jsonl
 from bioel_core.corpora.pubmed_xml import iter_pubmed_xml, split_pubmed_xml
-from bioel_core.corpora.pubtator import parse_pubtator
+from bioel_core.corpora.pubtator import parse_pubtator, split_documents
 from bioel_core.corpora.records import DeletedDocument, Document, FormatError
 from bioel_core.corpora.sniff import misnamed_format_hint
 from bioel_core.corpora.text import BOM, decoded_lines, iter_text
@@ -49,30 +50,40 @@ DOCUMENT_DROPPED = "document dropped: "  # a PubTator dead letter's reason for a
 
 def _pubtator(path: Input, opener: Opener | None) -> Iterator[CorpusItem]:
     source = input_path(path)
-    block: list[tuple[int, str]] = []
-    bad: DeadLetter | None = None  # an undecodable line spoils its whole document
-
-    def finish() -> Iterator[CorpusItem]:
-        if bad is not None:
-            yield DeadLetter(source, bad.location, bad.raw, DOCUMENT_DROPPED + bad.reason)
-        elif block:
-            try:
-                yield from parse_pubtator([line for _, line in block], source)
-            except FormatError as err:
-                # the parser counts lines from the block's start; name the file's line
-                m = _LINE.match(err.location)
-                where = f"line {block[int(m.group(1)) - 1][0]}" if m else f"lines {block[0][0]}-{block[-1][0]}"
-                yield DeadLetter(source, where, "\n".join(line for _, line in block)[:2000], err.reason)
-
+    block: list[tuple[int, str | DeadLetter]] = []  # (line number, its text or why it could not be read)
     for item in decoded_lines(path, opener):
         if isinstance(item, DeadLetter):
-            bad = bad or item
+            block.append((int(_LINE.match(item.location).group(1)), item))
         elif item[1].strip():
             block.append(item)
         else:
-            yield from finish()
-            block, bad = [], None
-    yield from finish()
+            yield from _pubtator_block(source, block)
+            block = []
+    yield from _pubtator_block(source, block)
+
+
+def _pubtator_block(source: str, block: list[tuple[int, str | DeadLetter]]) -> Iterator[CorpusItem]:
+    """The documents of one blank-line-separated block (more than one where the file misses a blank line:
+    pubtator.split_documents), each a Document or one DeadLetter; an undecodable line spoils its document."""
+    if not block:
+        return
+    pieces, unclear = split_documents([line if isinstance(line, str) else None for _, line in block])
+    for piece in pieces:
+        lines = block[piece.start:piece.stop]
+        raw = "\n".join(line if isinstance(line, str) else line.raw for _, line in lines)[:2000]
+        bad = next((line for _, line in lines if isinstance(line, DeadLetter)), None)
+        if unclear:
+            yield DeadLetter(source, f"line {lines[0][0]}", raw, unclear)
+        elif bad is not None:
+            yield DeadLetter(source, bad.location, bad.raw, DOCUMENT_DROPPED + bad.reason)
+        else:
+            try:
+                yield from parse_pubtator([line for _, line in lines], source)
+            except FormatError as err:
+                # the parser counts lines from the document's start; name the file's line
+                m = _LINE.match(err.location)
+                where = f"line {lines[int(m.group(1)) - 1][0]}" if m else f"lines {lines[0][0]}-{lines[-1][0]}"
+                yield DeadLetter(source, where, raw, err.reason)
 
 
 def _jsonl(path: Input, opener: Opener | None) -> Iterator[CorpusItem]:
