@@ -33,9 +33,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from bioel_core import progress
 from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS, DeletedDocument, Document, corpus_inputs, pubtator_files, read_documents
 from bioel_core.guards import check_output_folder, refuse_empty
-from bioel_core.kb.io import CORRUPT_INPUT_POLICY
+from bioel_core.kb.io import CORRUPT_INPUT_POLICY, input_path
 from bioel_core.corpora.interchange import merge_interchange, unwritable, write_interchange
 from bioel_core.corpora.records import Mention, Passage
+from bioel_core.corpora.text import check_document_ids
 from bioel_core.kb.vocab import qualify
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, check_document, content_sha256
 from bioel_core.outputs import (Manifest, OutputError, OutputFolder, check_num_shards, parquet_rows, read_pointer, shard_name,
@@ -45,7 +46,7 @@ from bioel_core.records import DeadLetter
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import (WriteDeadLetters, delete_files, expand_inputs, filesystem_for, input_records, open_stream,
+from pipelines.outputs import (WriteDeadLetters, delete_files, filesystem_for, input_records, listed_inputs, open_stream,
                                read_spilled, spill_run)
 from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA
 
@@ -57,8 +58,8 @@ INTERCHANGE_SUFFIX = {"pubtator": ".pubtator", "bioc-json": ".bioc.json", "bioc-
 
 
 class ReadCorpusFn(beam.DoFn):
-    """(index, input file or FileRange) -> (input position, Document), (input position, deletion) (tagged) and dead
-    letters (tagged). The input position is (the piece's index among `corpus_inputs`, the item's index in the
+    """(index, input file or FileRange, the folder it was listed from) -> (input position, Document), (input
+    position, deletion) (tagged) and dead letters (tagged). The input position is (the piece's index among `corpus_inputs`, the item's index in the
     piece): pieces are listed file by file in the order given, each file's ranges in file order, so positions
     order the records as reading the files one after another does, whatever the ranges and the workers."""
 
@@ -66,9 +67,10 @@ class ReadCorpusFn(beam.DoFn):
         self.fmt, self.per_line = fmt, per_line
 
     def process(self, element):
-        index, path = element
+        index, path, folder = element
         for n, item in enumerate(read_documents([path], self.fmt, per_line=self.per_line, opener=open_stream,
-                                                   format_flag="--input-format")):
+                                                   format_flag="--input-format",
+                                                   folders={input_path(path): folder})):
             if isinstance(item, Document):
                 yield (index, n), item
             elif isinstance(item, DeletedDocument):
@@ -299,12 +301,14 @@ def previous_files(output_dir: str) -> dict[str, list[str]]:
     return {t: sorted(fs.join(root, f) for f in pointer["outputs"][t]["files"]) for t in ("annotations", "documents")}
 
 
-def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: OutputFolder, spec: AnnotatorSpec, *,
+def build_pipeline(p: beam.Pipeline, inputs: dict[str, str], fmt: str, staged: OutputFolder, spec: AnnotatorSpec, *,
                    per_line: bool, previous: dict[str, list[str]], output_format: str, num_shards: int,
                    batch_size: int, versions: tuple[str, str], id_prefix: str = "none", settings: str = "",
                    threads: int | None = None) -> None:
+    """`inputs`: each input file with the folder it was listed from (pipelines.outputs.listed_inputs)."""
+    pieces = corpus_inputs(list(inputs), fmt, per_line=per_line, opener=open_stream)
     read = (p
-            | "Inputs" >> beam.Create(list(enumerate(corpus_inputs(inputs, fmt, per_line=per_line, opener=open_stream))))
+            | "Inputs" >> beam.Create([(n, piece, inputs[input_path(piece)]) for n, piece in enumerate(pieces)])
             | "Spread" >> beam.Reshuffle()
             | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
 
@@ -399,7 +403,7 @@ def merge_into_single_file(staged: OutputFolder, output_format: str) -> None:
 def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
         output_format: str = "parquet", per_line: bool = False, incremental: bool = False, num_shards: int = 4,
         batch_size: int = 64, id_prefix: str = "none", single_file: bool = False, gate=None) -> dict:
-    """Runs the linking pipeline on `inputs` (files, folders, globs: pipelines.outputs.expand_inputs) and publishes
+    """Runs the linking pipeline on `inputs` (files, folders, globs: pipelines.outputs.listed_inputs) and publishes
     its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest. `single_file`: the interchange copy is one file in doc-id order, not parts."""
     if fmt not in FORMATS:
         raise ValueError(f"--input-format must be one of {FORMATS}")
@@ -417,7 +421,10 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     check_num_shards(num_shards)
     check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + spec.inputs())
     # a finished `bioel link` output given as PubTator input is read for its PubTator copy
-    inputs = expand_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, "--input")) if fmt == "pubtator" else None)
+    listed = listed_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, "--input")) if fmt == "pubtator" else None)
+    if fmt == "text" and not per_line:
+        check_document_ids(listed)
+    inputs = list(listed)
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
     settings = spec.settings_sha256()
     previous = previous_files(output_dir) if incremental else {"annotations": [], "documents": []}
@@ -426,7 +433,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
 
     def build() -> Manifest:
         with pipeline_progress(options, "link", "documents"), new_pipeline(options) as p:
-            build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
+            build_pipeline(p, listed, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
                            num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix,
                            settings=settings, threads=worker_threads(options))
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # the linked rows' spill files, all read by the writers

@@ -3,6 +3,7 @@ flat FAISS shards -> link the committed gold abstracts (PubTator) with detected 
 
 import json
 import os
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -354,6 +355,39 @@ def test_link_writes_every_interchange_format_from_plain_text_and_reads_it_back(
     assert set(texts) == {"p1", "p2", "p3"} and texts["p1"].startswith("There is no PPI")
     assert sorted((d.doc_id, m.start, m.end, m.text) for d in written for m in d.mentions) == \
         sorted((r["doc_id"], r["start"], r["end"], r["mention"]) for r in rows)
+
+
+# verb | input | documents linked (their ids) | outcome: text documents are named by their path below the folder or glob
+# root they are listed from; two files that would still share an id are refused before any work, naming both
+TEXT_ID_CASES = [
+    ("one name in two subfolders, listed by one glob", ["txt/**/1.txt"], ["a/1", "b/1"]),
+    ("a file given alone keeps its name", ["txt/a/1.txt"], ["1"]),
+    ("a folder's files keep their names", ["txt"], ["2"]),
+    ("one name in two subfolders, listed from two folders", ["txt/a", "txt/b"], "txt/a/1.txt and {tmp}/txt/b/1.txt"),
+    ("one name with two extensions in one folder", ["txt/c"], "txt/c/3.md and {tmp}/txt/c/3.txt"),
+]
+
+
+@pytest.mark.parametrize("case, given, expected", TEXT_ID_CASES, ids=[c[0] for c in TEXT_ID_CASES])
+def test_text_documents_of_one_name_in_two_folders_are_two_documents_or_refused(chain, tmp_path, case, given, expected):
+    """`txt/a/1.txt` and `txt/b/1.txt` were both document `1`: one silently superseded the other. A text document is
+    now named by its path below the folder or glob root it was listed from, so a file given alone or directly in a
+    folder keeps its name; two files that would still be one document are refused before any work."""
+    for path, text in (("a/1.txt", "Gout in a child."), ("b/1.txt", "Delirium after famotidine."), ("2.txt", "Gout."),
+                       ("c/3.txt", "Gout."), ("c/3.md", "Gout again.")):
+        (tmp_path / "txt" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "txt" / path).write_text(text + "\n")
+    inputs = [str(tmp_path / g) for g in given]
+    out = tmp_path / "out"
+    if isinstance(expected, str):
+        with pytest.raises(ValueError, match="--input: " + re.escape(f"{tmp_path}/" + expected.format(tmp=tmp_path))
+                           + r" would both be text document '\w'"):
+            link_corpus.run(inputs, "text", str(out), spec(chain), pipeline_options([]))
+        assert not out.exists()
+        return
+    manifest = link_corpus.run(inputs, "text", str(out), spec(chain), pipeline_options([]))
+    assert manifest["counts"]["documents"]["linked"] == len(expected) and not manifest["counts"]["documents"]["superseded"]
+    assert sorted(r["doc_id"] for r in table(out, "documents")) == expected
 
 
 def test_annotations_carry_vocabulary_and_alt_ids_and_pubtator_can_write_prefixed_ids(chain, corpus, tmp_path):

@@ -29,7 +29,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -174,21 +174,22 @@ def corpus_inputs(paths: Iterable[str], fmt: str, *, per_line: bool = False, ope
 
 
 def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt: str, *, per_line: bool = False,
-                   opener: Opener | None = None, format_flag: str = "",
-                   flag_formats: Sequence[str] | None = None) -> Iterator[CorpusItem]:
+                   opener: Opener | None = None, format_flag: str = "", flag_formats: Sequence[str] | None = None,
+                   folders: Mapping[str, str] | None = None) -> Iterator[CorpusItem]:
     """Documents, DeletedDocuments and DeadLetters of `paths` (files, or FileRanges from `corpus_inputs`) read as
     `fmt` (one of FORMATS); `per_line` is the text format's one-document-per-line layout (see
     bioel_core.corpora.text). A dead letter of a file whose start plainly is another format ends its reason with
     the flag to pass (sniff.misnamed_format_hint; `format_flag` names the option, e.g. --input-format, and
     `flag_formats` what it takes when not every format): a range of a file is hinted by the file's start, so every
-    piece of a file says the same."""
+    piece of a file says the same. `folders`: the folder each file was listed from, below which a text document's
+    path is its id (bioel_core.corpora.text; a file not in it: its own folder)."""
     readers = {
         "pubmed-xml": lambda p: iter_pubmed_xml(p, opener),
         "pubtator": lambda p: _pubtator(p, opener),
         "bioc-xml": lambda p: _bioc_xml(p, opener),
         "bioc-json": lambda p: _bioc_json(p, opener),
         "jsonl": lambda p: _jsonl(p, opener),
-        "text": lambda p: iter_text(p, per_line, opener),
+        "text": lambda p: iter_text(p, per_line, opener, (folders or {}).get(input_path(p))),
     }
     if fmt not in readers:
         raise ValueError(f"unknown corpus format {fmt!r}; expected one of {FORMATS}")
