@@ -35,6 +35,7 @@ from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS, DeletedDocument, 
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY, input_path
 from bioel_core.corpora.interchange import merge_interchange, unwritable, write_interchange
+from bioel_core.corpora.read import FileDeadLetter
 from bioel_core.corpora.records import Mention, Passage
 from bioel_core.corpora.text import check_document_ids
 from bioel_core.kb.vocab import qualify
@@ -53,29 +54,36 @@ from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA
 log = logging.getLogger(__name__)
 
 TABLES = ("annotations", "documents", "dead_letter")
+UNREAD_FILES = "files.unread"  # the stat listing [file, piece index, where and why] of inputs not read to their end
 OUTPUT_FORMATS = ("parquet", "pubtator", "bioc-json", "bioc-xml")
 INTERCHANGE_SUFFIX = {"pubtator": ".pubtator", "bioc-json": ".bioc.json", "bioc-xml": ".bioc.xml"}
 
 
 class ReadCorpusFn(beam.DoFn):
     """(index, input file or FileRange, the folder it was listed from) -> (input position, Document), (input
-    position, deletion) (tagged) and dead letters (tagged). The input position is (the piece's index among `corpus_inputs`, the item's index in the
-    piece): pieces are listed file by file in the order given, each file's ranges in file order, so positions
-    order the records as reading the files one after another does, whatever the ranges and the workers."""
+    position, deletion) (tagged), dead letters (tagged) and, tagged "unread", (file, index, where and why) once for
+    a piece not read to its end or not of the format named (its FileDeadLetters). The input position is (the
+    piece's index among `corpus_inputs`, the item's index in the piece): pieces are listed file by file in the order
+    given, each file's ranges in file order, so positions order the records as reading the files one after another
+    does, whatever the ranges and the workers."""
 
     def __init__(self, fmt: str, per_line: bool):
         self.fmt, self.per_line = fmt, per_line
 
     def process(self, element):
         index, path, folder = element
-        for n, item in enumerate(read_documents([path], self.fmt, per_line=self.per_line, opener=open_stream,
-                                                   format_flag="--input-format",
-                                                   folders={input_path(path): folder})):
+        items = read_documents([path], self.fmt, per_line=self.per_line, opener=open_stream, format_flag="--input-format",
+                               folders={input_path(path): folder})
+        unread = False
+        for n, item in enumerate(items):
             if isinstance(item, Document):
                 yield (index, n), item
             elif isinstance(item, DeletedDocument):
                 yield beam.pvalue.TaggedOutput("deleted", ((index, n), item))
             else:
+                if isinstance(item, FileDeadLetter) and not unread:
+                    unread = True
+                    yield beam.pvalue.TaggedOutput("unread", (item.source, index, f"{item.location}: {item.reason}"))
                 yield beam.pvalue.TaggedOutput("dead", asdict(item))
 
 
@@ -310,7 +318,7 @@ def build_pipeline(p: beam.Pipeline, inputs: dict[str, str], fmt: str, staged: O
     read = (p
             | "Inputs" >> beam.Create([(n, piece, inputs[input_path(piece)]) for n, piece in enumerate(pieces)])
             | "Spread" >> beam.Reshuffle()
-            | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
+            | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", "unread", main="documents"))
 
     def previous_rows(table: str):
         return (p
@@ -351,7 +359,8 @@ def build_pipeline(p: beam.Pipeline, inputs: dict[str, str], fmt: str, staged: O
                 read.deleted | "CountDeletionsRead" >> count_as("records.deletions"),
                 read.dead | "CountReadDeadLetters" >> count_as("records.dead_lettered"),
                 linked.dead | "CountLinkDeadLetters" >> count_as("documents.dead_lettered"),
-                resolved.annotations | "CountAnnotationsKept" >> count_as("annotations.written"))
+                resolved.annotations | "CountAnnotationsKept" >> count_as("annotations.written"),
+                read.unread | "ListUnreadFiles" >> beam.Map(lambda unread: (UNREAD_FILES, [list(unread)])))
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
@@ -376,9 +385,15 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
         "annotations": outputs["annotations"]["rows"] == get("annotations.written"),
         "dead_letter": outputs["dead_letter"]["rows"] == records["dead_lettered"] + docs["dead_lettered"],
     }
+    unread: dict[str, str] = {}  # a file read in ranges may say so from each: the first range's reason
+    for path, _, why in sorted(stats.get(UNREAD_FILES, [])):
+        unread.setdefault(path, why)
     return Manifest(
-        pipeline="link", inputs=input_records(inputs), reconciliation=reconciliation, outputs=outputs,
-        counts={"records": records, "documents": docs, "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")}},
+        pipeline="link", reconciliation=reconciliation, outputs=outputs,
+        inputs=[{**record, **({"unread": unread[record["path"]]} if record["path"] in unread else {})}
+                for record in input_records(inputs)],
+        counts={"records": records, "documents": docs, "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")},
+                "files": {"given": len(inputs), "unread": len(unread)}},
         runner=runner_name(options), options=options.get_all_options(drop_default=True),
         details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "input_format": fmt, "output_format": output_format, "single_file": single_file, "id_prefix": id_prefix,
                  "incremental": incremental,

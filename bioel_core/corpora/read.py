@@ -14,7 +14,9 @@ Contract, the same for every format:
   that has no document and another root than `<collection>`) ends that file with one DeadLetter; what was
   yielded before it stands and the next file is read. When the file's start plainly is another format (a BioC
   XML file read as PubTator), each of its dead letters' reasons ends with the format to name instead
-  (bioel_core.corpora.sniff).
+  (bioel_core.corpora.sniff). The dead letters of both (a file not read to its end, or not of `fmt`) are
+  `FileDeadLetter`s: they stand for records that were never counted, so a run with one fails its checks
+  (bioel_core.quality.kb_tables.unread_files_suite) where a few bad records would not.
 - Caller errors raise: an unknown format (ValueError), a path that cannot be opened (OSError).
 
 The per-format readers behave differently on their own (PubTator, BioC and JSONL raise FormatError on the
@@ -30,7 +32,7 @@ import re
 import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bioel_core.corpora.bioc import _xml_document_dict, document_elements, document_from_dict, iter_bioc_json_text
@@ -42,6 +44,14 @@ from bioel_core.corpora.sniff import misnamed_format_hint
 from bioel_core.corpora.text import BOM, decoded_lines, iter_text
 from bioel_core.kb.io import FileRange, Input, Opener, input_path, open_binary, split_lines
 from bioel_core.records import DeadLetter
+
+
+
+@dataclass(frozen=True)
+class FileDeadLetter(DeadLetter):
+    """A dead letter standing for a whole file or the rest of one, which was not read as the format named: a fault
+    its reader cannot read past, or a file that plainly is another format (its records were never counted)."""
+
 
 CorpusItem = Document | DeletedDocument | DeadLetter
 _LINE = re.compile(r"line (\d+)")
@@ -204,7 +214,8 @@ def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt
             elif isinstance(item, DeadLetter):
                 if hint is None:
                     hint = misnamed_format_hint(input_path(path), fmt, format_flag, opener, flag_formats)
-                item = replace(item, reason=item.reason + hint)
+                if hint:  # a file of another format: none of its records was read
+                    item = FileDeadLetter(**{**asdict(item), "reason": item.reason + hint})
             yield item
 
 
@@ -213,4 +224,4 @@ def _dead_lettering_faults(reader: Callable[[Input], Iterator[CorpusItem]], path
     try:
         yield from reader(path)
     except FormatError as err:
-        yield DeadLetter(err.source, err.location, "", err.reason)
+        yield FileDeadLetter(err.source, err.location, "", err.reason)
