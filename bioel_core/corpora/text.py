@@ -23,7 +23,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import PurePosixPath
 
 from bioel_core.corpora.records import Document, FormatError, Passage
-from bioel_core.inputs import path_below
 from bioel_core.kb.io import FileRange, Input, Opener, input_path, open_binary, raw_lines
 from bioel_core.records import DeadLetter
 
@@ -33,6 +32,8 @@ BOM = "\ufeff"
 def document_stem(path: str, folder: str | None = None) -> str:
     """A file's document id: its path below `folder` (the folder it was listed from; None: its own), less a trailing
     `.gz` and then its last extension."""
+    from bioel_core.inputs import path_below  # imports pyarrow, which `bioel --help` must not
+
     name = path_below(str(path), folder) if folder is not None else PurePosixPath(str(path).replace("\\", "/")).name
     name = name[:-3] if name.endswith(".gz") else name
     below, _, name = name.rpartition("/")
