@@ -23,6 +23,15 @@ def glob_root(pattern: str) -> str:
     return pattern if first is None else pattern[:first].rpartition("/")[0] or "."
 
 
+def path_below(path: str, folder: str) -> str:
+    """`path` relative to `folder` ('/'-separated), for a file listed from that folder (or glob root); its file name
+    when it is not below it."""
+    path, folder = path.replace("\\", "/"), folder.replace("\\", "/").rstrip("/")
+    if folder in ("", ".") and not path.startswith("/") and "://" not in path:
+        return path.removeprefix("./")
+    return path[len(folder) + 1:] if path.startswith(folder + "/") else path.rpartition("/")[2]
+
+
 def is_input_name(name: str) -> bool:
     """True for a file name a folder of inputs contributes (see the module's rule)."""
     return not (name.startswith((".", "_")) or name == MANIFEST or name.lower().endswith(CHECKSUM_SUFFIXES))

@@ -33,9 +33,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from bioel_core import progress
 from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS, DeletedDocument, Document, corpus_inputs, pubtator_files, read_documents
 from bioel_core.guards import check_output_folder, refuse_empty
-from bioel_core.kb.io import CORRUPT_INPUT_POLICY
+from bioel_core.kb.io import CORRUPT_INPUT_POLICY, input_path
 from bioel_core.corpora.interchange import merge_interchange, unwritable, write_interchange
+from bioel_core.corpora.read import FileDeadLetter
 from bioel_core.corpora.records import Mention, Passage
+from bioel_core.corpora.text import check_document_ids
 from bioel_core.kb.vocab import qualify
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, check_document, content_sha256
 from bioel_core.outputs import (Manifest, OutputError, OutputFolder, absolute, check_num_shards, parquet_rows, read_pointer, shard_name,
@@ -45,35 +47,43 @@ from bioel_core.records import DeadLetter
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import (WriteDeadLetters, delete_files, expand_inputs, filesystem_for, input_records, open_stream,
+from pipelines.outputs import (WriteDeadLetters, delete_files, filesystem_for, input_records, listed_inputs, open_stream,
                                read_spilled, spill_run)
 from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA
 
 log = logging.getLogger(__name__)
 
 TABLES = ("annotations", "documents", "dead_letter")
+UNREAD_FILES = "files.unread"  # the stat listing [file, piece index, where and why] of inputs not read to their end
 OUTPUT_FORMATS = ("parquet", "pubtator", "bioc-json", "bioc-xml")
 INTERCHANGE_SUFFIX = {"pubtator": ".pubtator", "bioc-json": ".bioc.json", "bioc-xml": ".bioc.xml"}
 
 
 class ReadCorpusFn(beam.DoFn):
-    """(index, input file or FileRange) -> (input position, Document), (input position, deletion) (tagged) and dead
-    letters (tagged). The input position is (the piece's index among `corpus_inputs`, the item's index in the
-    piece): pieces are listed file by file in the order given, each file's ranges in file order, so positions
-    order the records as reading the files one after another does, whatever the ranges and the workers."""
+    """(index, input file or FileRange, the folder it was listed from) -> (input position, Document), (input
+    position, deletion) (tagged), dead letters (tagged) and, tagged "unread", (file, index, where and why) once for
+    a piece not read to its end or not of the format named (its FileDeadLetters). The input position is (the
+    piece's index among `corpus_inputs`, the item's index in the piece): pieces are listed file by file in the order
+    given, each file's ranges in file order, so positions order the records as reading the files one after another
+    does, whatever the ranges and the workers."""
 
     def __init__(self, fmt: str, per_line: bool):
         self.fmt, self.per_line = fmt, per_line
 
     def process(self, element):
-        index, path = element
-        for n, item in enumerate(read_documents([path], self.fmt, per_line=self.per_line, opener=open_stream,
-                                                   format_flag="--input-format")):
+        index, path, folder = element
+        items = read_documents([path], self.fmt, per_line=self.per_line, opener=open_stream, format_flag="--input-format",
+                               folders={input_path(path): folder})
+        unread = False
+        for n, item in enumerate(items):
             if isinstance(item, Document):
                 yield (index, n), item
             elif isinstance(item, DeletedDocument):
                 yield beam.pvalue.TaggedOutput("deleted", ((index, n), item))
             else:
+                if isinstance(item, FileDeadLetter) and not unread:
+                    unread = True
+                    yield beam.pvalue.TaggedOutput("unread", (item.source, index, f"{item.location}: {item.reason}"))
                 yield beam.pvalue.TaggedOutput("dead", asdict(item))
 
 
@@ -299,14 +309,16 @@ def previous_files(output_dir: str) -> dict[str, list[str]]:
     return {t: sorted(fs.join(root, f) for f in pointer["outputs"][t]["files"]) for t in ("annotations", "documents")}
 
 
-def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: OutputFolder, spec: AnnotatorSpec, *,
+def build_pipeline(p: beam.Pipeline, inputs: dict[str, str], fmt: str, staged: OutputFolder, spec: AnnotatorSpec, *,
                    per_line: bool, previous: dict[str, list[str]], output_format: str, num_shards: int,
                    batch_size: int, versions: tuple[str, str], id_prefix: str = "none", settings: str = "",
                    threads: int | None = None) -> None:
+    """`inputs`: each input file with the folder it was listed from (pipelines.outputs.listed_inputs)."""
+    pieces = corpus_inputs(list(inputs), fmt, per_line=per_line, opener=open_stream)
     read = (p
-            | "Inputs" >> beam.Create(list(enumerate(corpus_inputs(inputs, fmt, per_line=per_line, opener=open_stream))))
+            | "Inputs" >> beam.Create([(n, piece, inputs[input_path(piece)]) for n, piece in enumerate(pieces)])
             | "Spread" >> beam.Reshuffle()
-            | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", main="documents"))
+            | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", "unread", main="documents"))
 
     def previous_rows(table: str):
         return (p
@@ -347,7 +359,8 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
                 read.deleted | "CountDeletionsRead" >> count_as("records.deletions"),
                 read.dead | "CountReadDeadLetters" >> count_as("records.dead_lettered"),
                 linked.dead | "CountLinkDeadLetters" >> count_as("documents.dead_lettered"),
-                resolved.annotations | "CountAnnotationsKept" >> count_as("annotations.written"))
+                resolved.annotations | "CountAnnotationsKept" >> count_as("annotations.written"),
+                read.unread | "ListUnreadFiles" >> beam.Map(lambda unread: (UNREAD_FILES, [list(unread)])))
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
@@ -372,9 +385,15 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
         "annotations": outputs["annotations"]["rows"] == get("annotations.written"),
         "dead_letter": outputs["dead_letter"]["rows"] == records["dead_lettered"] + docs["dead_lettered"],
     }
+    unread: dict[str, str] = {}  # a file read in ranges may say so from each: the first range's reason
+    for path, _, why in sorted(stats.get(UNREAD_FILES, [])):
+        unread.setdefault(path, why)
     return Manifest(
-        pipeline="link", inputs=input_records(inputs), reconciliation=reconciliation, outputs=outputs,
-        counts={"records": records, "documents": docs, "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")}},
+        pipeline="link", reconciliation=reconciliation, outputs=outputs,
+        inputs=[{**record, **({"unread": unread[record["path"]]} if record["path"] in unread else {})}
+                for record in input_records(inputs)],
+        counts={"records": records, "documents": docs, "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")},
+                "files": {"given": len(inputs), "unread": len(unread)}},
         runner=runner_name(options), options=options.get_all_options(drop_default=True),
         details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "input_format": fmt, "output_format": output_format, "single_file": single_file, "id_prefix": id_prefix,
                  "incremental": incremental,
@@ -399,7 +418,7 @@ def merge_into_single_file(staged: OutputFolder, output_format: str) -> None:
 def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
         output_format: str = "parquet", per_line: bool = False, incremental: bool = False, num_shards: int = 4,
         batch_size: int = 64, id_prefix: str = "none", single_file: bool = False, gate=None) -> dict:
-    """Runs the linking pipeline on `inputs` (files, folders, globs: pipelines.outputs.expand_inputs) and publishes
+    """Runs the linking pipeline on `inputs` (files, folders, globs: pipelines.outputs.listed_inputs) and publishes
     its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest. `single_file`: the interchange copy is one file in doc-id order, not parts."""
     if fmt not in FORMATS:
         raise ValueError(f"--input-format must be one of {FORMATS}")
@@ -418,7 +437,10 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     inputs, output_dir = [absolute(p) for p in inputs], absolute(output_dir)  # as the workers must see them
     check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + spec.inputs())
     # a finished `bioel link` output given as PubTator input is read for its PubTator copy
-    inputs = expand_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, "--input")) if fmt == "pubtator" else None)
+    listed = listed_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, "--input")) if fmt == "pubtator" else None)
+    if fmt == "text" and not per_line:
+        check_document_ids(listed)
+    inputs = list(listed)
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
     settings = spec.settings_sha256()
     previous = previous_files(output_dir) if incremental else {"annotations": [], "documents": []}
@@ -427,7 +449,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
 
     def build() -> Manifest:
         with pipeline_progress(options, "link", "documents"), new_pipeline(options) as p:
-            build_pipeline(p, inputs, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
+            build_pipeline(p, listed, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
                            num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix,
                            settings=settings, threads=worker_threads(options))
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # the linked rows' spill files, all read by the writers

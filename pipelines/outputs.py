@@ -10,7 +10,7 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
-from bioel_core.inputs import GLOB_CHARS, is_input_name
+from bioel_core.inputs import GLOB_CHARS, glob_root, is_input_name
 from bioel_core.outputs import MANIFEST, FileSystem, LocalFileSystem, is_local, shard_name, write_parquet
 from bioel_core.outputs.runs import run_bytes, run_name
 from schemas import DEAD_LETTER_SCHEMA
@@ -90,17 +90,26 @@ def expand_inputs(patterns: list[str], flag: str = "--input", output_folder=None
     """Input files, globs and folders (local, gs://, s3://, hdfs://, ... through Beam's FileSystems) -> the
     files they name, in the order given: a glob's or folder's files sorted, so outputs do not depend on the
     listing, and a file named again kept at its first place. The order is the one `bioel link` applies records in
-    (a PubMed update file given after the baseline replaces its records).
+    (a PubMed update file given after the baseline replaces its records). `listed_inputs` says which folder each
+    was listed from."""
+    return list(listed_inputs(patterns, flag, output_folder))
+
+
+def listed_inputs(patterns: list[str], flag: str = "--input", output_folder=None) -> dict[str, str]:
+    """`expand_inputs`' files, each with the folder it was listed from (a plain-text document is named by its path
+    below it, bioel_core.corpora.text.document_stem): a glob's root (bioel_core.inputs.glob_root), the folder given,
+    or a file's own folder.
 
     A folder contributes its input files (bioel_core.inputs: directly inside it, no hidden, bookkeeping or
     checksum files); a glob (`DIR/*.xml.gz`, `gs://b/baseline/*.xml.gz`, `**` for subfolders) the input files
     it matches. A glob or folder without any, or a missing file, is an error naming it. A local folder that is
     a finished bioel output (it holds manifest.json) goes to `output_folder(path) -> files` when given (a
     `bioel link` output read for its PubTator copy), else it is refused."""
-    files: dict[str, None] = {}  # ordered, without repeats
+    files: dict[str, str] = {}  # ordered, without repeats: file -> the folder it was listed from
     for pattern in patterns:
+        root = pattern
         if GLOB_CHARS & set(pattern):
-            found = _input_files(pattern)
+            found, root = _input_files(pattern), glob_root(pattern)
             if not found:
                 raise FileNotFoundError(f"{flag} {pattern}: no input file matches this pattern")
         elif is_local(pattern) and os.path.isfile(os.path.join(pattern, MANIFEST)):
@@ -112,11 +121,12 @@ def expand_inputs(patterns: list[str], flag: str = "--input", output_folder=None
             if not found:
                 raise FileNotFoundError(f"{flag} {pattern}: the folder holds no input file")
         elif FileSystems.exists(pattern):
-            found = [pattern]
+            found, root = [pattern], pattern.replace("\\", "/").rpartition("/")[0]
         else:
             raise FileNotFoundError(f"{flag} {pattern}: no such file or folder")
-        files.update(dict.fromkeys(sorted(found)))
-    return list(files)
+        for path in sorted(found):
+            files.setdefault(path, root)
+    return files
 
 
 def open_stream(path: str):

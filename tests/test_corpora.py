@@ -87,7 +87,6 @@ def test_library_readers_read_a_byte_order_mark_crlf_or_gzip_as_the_plain_file(t
     (["1\t0\t4\tSome\tDisease\tD1"], "before any title"),
     (["1|t|Some title", "1|a|An abstract.", "2\t0\t4\tSome\tDisease\tD1"], "names document '2'"),
     (["1|t|Some title", "1|a|An abstract.", "1\t0\tx"], "neither an annotation"),
-    (["1|t|Some title", "2|t|Other title"], "missing blank line"),
     # offsets that are not whole numbers made the line a relation (kind ' 5', '0.0', '-1'): the gold annotation was
     # dropped without a word, and a gold of such lines only was refused as having no annotation, naming no line;
     # a digit Python's int() does not read ('²') raised "invalid literal for int()" naming neither file nor line
@@ -102,6 +101,65 @@ def test_pubtator_bad_lines_raise_with_file_line_and_reason(tmp_path, lines, rea
     with pytest.raises(FormatError, match=reason) as err:
         read_pubtator(path)
     assert str(path) in str(err.value) and f"line {len(lines)}" in str(err.value)
+
+
+_GOUT = "1|t|Gout in a child.\n1|a|No more.\n1\t0\t4\tGout\tDisease\tD006073\n"
+_DELIRIUM = "2|t|Famotidine and delirium.\n2|a|A case.\n2\t15\t23\tdelirium\tDisease\tD003693\n"
+_CYSTITIS = "3|t|Cystitis.\n3|a|\n3\t0\t8\tCystitis\tDisease\tD003556\n"
+
+# reader | bad input | records kept (ids) | dead letters (location, reason): `bioel link --input-format pubtator`,
+# and the strict readers of gold and training corpora, which raise the first dead letter's reason
+PUBTATOR_CASES = [
+    ("no blank line between two documents", _GOUT + _DELIRIUM + "\n" + _CYSTITIS, ["1", "2", "3"], []),
+    ("no blank line after a title-only document", "1|t|Some title\n2|t|Other title\n", ["1", "2"], []),
+    ("no blank line anywhere, three documents", _GOUT + _DELIRIUM + _CYSTITIS, ["1", "2", "3"], []),
+    ("no blank line, the second document's span off its own text",
+     _GOUT + _DELIRIUM.replace("15\t23", "25\t33"), ["1"], [("line 6", "span 25-33 is outside document 2")]),
+    ("no blank line, the second document starts with its |a| line",
+     _GOUT + "2|a|A case of delirium.\n2\t10\t18\tdelirium\tDisease\tD003693\n\n" + _CYSTITIS, ["3"],
+     [("line 1", "document 2 starts before document 1 ended (missing blank line), and document 2 does not start with its"),
+      ("line 4", "document 2 starts before document 1 ended (missing blank line), and document 2 does not start with its")]),
+    ("no blank line, a line of the first document among the second's", _GOUT + _DELIRIUM + "1\t5\t7\tin\tDisease\tD1\n",
+     [], [("line 1", "document 2 starts before document 1 ended (missing blank line), and a line of document 1 is among"),
+          ("line 4", "document 2 starts before document 1 ended (missing blank line), and a line of document 1 is among")]),
+    ("no blank line, one document starts twice", _GOUT + _DELIRIUM + _GOUT, [],
+     [(f"line {n}", "document 2 starts before document 1 ended (missing blank line), and document 1 starts twice")
+      for n in (1, 4, 7)]),
+    ("no blank line, an undecodable line in the second document", (_GOUT + _DELIRIUM.replace("A case", "A cas\udce9")),
+     ["1"], [("line 5", "document dropped: invalid UTF-8")]),
+]
+
+
+@pytest.mark.parametrize("case, text, kept, dead", PUBTATOR_CASES, ids=[c[0] for c in PUBTATOR_CASES])
+def test_pubtator_documents_without_a_blank_line_between_are_recovered_when_their_ids_tell_them_apart(tmp_path, case, text,
+                                                                                                       kept, dead):
+    """A file missing one blank line put both documents into one dead letter. A title line of another id after a
+    document's lines now starts a document (each checked alone: its offsets must fit its own text); where the ids do
+    not tell the documents apart, each is one dead letter."""
+    from bioel_core.corpora import read_documents
+    from bioel_core.records import DeadLetter
+
+    path = tmp_path / "corpus.pubtator"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    items = list(read_documents([str(path)], "pubtator"))
+    assert [i.doc_id for i in items if not isinstance(i, DeadLetter)] == kept
+    letters = [i for i in items if isinstance(i, DeadLetter)]
+    assert [(d.location, d.reason[:len(r)]) for d, (_, r) in zip(letters, dead)] == dead and len(letters) == len(dead)
+    assert all(d.source == str(path) and d.raw for d in letters)
+    if not dead:  # recovered documents are the ones a file with its blank lines gives
+        fixed = tmp_path / "fixed.pubtator"
+        fixed.write_text("\n".join(("\n".join(doc) + "\n") for doc in _blocks(text)))
+        assert items == [dataclasses.replace(d, source=str(path)) for d in read_documents([str(fixed)], "pubtator")]
+
+
+def _blocks(text: str) -> list[list[str]]:
+    """The lines of each document: a new block at each title line."""
+    blocks: list[list[str]] = []
+    for line in filter(None, text.splitlines()):
+        if "|t|" in line:
+            blocks.append([])
+        blocks[-1].append(line)
+    return blocks
 
 
 def test_pubtator_padded_annotation_text_takes_the_span(tmp_path):

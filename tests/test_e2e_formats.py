@@ -196,3 +196,44 @@ def test_bc5cdr_test_set_written_as_bioc_xml_scores_100_against_its_pubtator(tmp
     assert s["strict"]["f1"] == s["partial"]["f1"] == 100.0
     assert s["strict"]["n_gold"] == s["strict"]["n_pred"] and s["gold_without_concept"] == s["pred_without_concept"]
     assert s["documents"]["gold"] == s["documents"]["pred"] == 500
+
+
+def _first_block(text: str) -> str:
+    return text[:text.index("\n\n") + 2]
+
+
+_FIRST = _first_block(PUBTATOR.read_text())
+_FIRST_LESS_ONE = "".join(line + "\n" for line in _FIRST.splitlines() if "\tnitrogen\t" not in line) + "\n"
+
+# verb | bad input | documents kept | dead letters | outcome: a gold or pred holding one document id twice
+E2E_DUPLICATE_CASES = [
+    ("evaluate-e2e --gold: one id in two blocks of a file, other annotations", "gold", {"gold.pubtator": _FIRST_LESS_ONE + PUBTATOR.read_text()},
+     "gold.pubtator", "refused"),
+    ("evaluate-e2e --gold: one id in two files of a folder, other annotations", "gold",
+     {"a.pubtator": PUBTATOR.read_text(), "b.pubtator": _FIRST_LESS_ONE}, "b.pubtator", "refused"),
+    ("evaluate-e2e --pred: one id in two blocks of a file, other annotations", "pred", {"pred.pubtator": PUBTATOR.read_text() + _FIRST_LESS_ONE},
+     "pred.pubtator", "refused"),
+    ("evaluate-e2e --gold: one block given twice, the same", "gold", {"gold.pubtator": _FIRST + PUBTATOR.read_text()}, None, "scored as once"),
+]
+
+
+@pytest.mark.parametrize("case, side, files, named, outcome", E2E_DUPLICATE_CASES, ids=[c[0] for c in E2E_DUPLICATE_CASES])
+def test_a_document_id_given_twice_with_other_annotations_is_refused_naming_file_and_id(tmp_path, capsys, case, side, files,
+                                                                                        named, outcome):
+    """A gold with one document id in two blocks was scored with both blocks' annotations merged, unsaid (`bioel link`
+    keeps the later one): which is the gold is unclear, so it is a one-line refusal naming the file and the id. The
+    same document repeated as it is (the NCBI disease training set gives PMID 8528200 twice) scores as given once."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    given = folder if len(files) > 1 else folder / next(iter(files))
+    other = "pred" if side == "gold" else "gold"
+    if outcome == "refused":
+        first = str(folder / "a.pubtator") if len(files) > 1 else str(folder / named)
+        assert refusal(capsys, f"--{side}", given, f"--{other}", PUBTATOR) == (
+            f"{folder / named}: document 23949582: given again with other text or annotations (first in {first}): which "
+            "one is meant is unclear; give each document once")
+    else:
+        assert e2e(tmp_path, f"--{side}", given, f"--{other}", PUBTATOR) == {
+            **e2e(tmp_path, f"--{side}", PUBTATOR, f"--{other}", PUBTATOR), side: str(given)}

@@ -86,6 +86,26 @@ def test_a_remote_folder_is_a_prefix_and_is_read_through_beam(tmp_path):
     assert manifest["outputs"]["names"]["rows"] > 0
 
 
+def test_each_file_is_listed_with_its_folder_and_a_text_document_is_named_below_it(tmp_path):
+    """A text document's id is its path below the folder or glob root it was listed from (local or remote), so one
+    file name in two subfolders gives two ids, and a file given alone or directly in a folder keeps its name."""
+    from bioel_core.corpora.text import document_stem
+    from pipelines.outputs import listed_inputs
+
+    local = baseline_folder(tmp_path / "baseline")
+    (local / "new").mkdir()
+    (local / "new" / "pubmed25n0001.xml.gz").write_bytes(b"a file of the same name in another subfolder")
+    ObjectStore.objects = {f"objstore://bucket/baseline/{p.relative_to(local).as_posix()}": p.read_bytes()
+                           for p in local.rglob("*") if p.is_file()}
+    for root in (str(local), "objstore://bucket/baseline"):
+        listed = listed_inputs([f"{root}/**.xml.gz", f"{root}/pubmed25n0002.xml.gz"])
+        assert {document_stem(path, folder) for path, folder in listed.items()} == {
+            "pubmed25n0001", "pubmed25n0002", "old/pubmed24n0001", "new/pubmed25n0001"}
+        assert listed[f"{root}/pubmed25n0002.xml.gz"] == root  # named again: its first listing's folder
+        (alone,) = listed_inputs([f"{root}/old/pubmed24n0001.xml.gz"]).items()
+        assert document_stem(*alone) == "pubmed24n0001"
+
+
 def test_ingest_kb_reads_a_folder_and_records_the_expanded_files(tmp_path):
     folder = tmp_path / "medic"
     folder.mkdir()

@@ -1,8 +1,10 @@
 """`bioel link` end to end on a small real chain: the committed MEDIC sample -> tiny model embeddings ->
 flat FAISS shards -> link the committed gold abstracts (PubTator) with detected or given mentions."""
 
+import gzip
 import json
 import os
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -356,6 +358,39 @@ def test_link_writes_every_interchange_format_from_plain_text_and_reads_it_back(
         sorted((r["doc_id"], r["start"], r["end"], r["mention"]) for r in rows)
 
 
+# verb | input | documents linked (their ids) | outcome: text documents are named by their path below the folder or glob
+# root they are listed from; two files that would still share an id are refused before any work, naming both
+TEXT_ID_CASES = [
+    ("one name in two subfolders, listed by one glob", ["txt/**/1.txt"], ["a/1", "b/1"]),
+    ("a file given alone keeps its name", ["txt/a/1.txt"], ["1"]),
+    ("a folder's files keep their names", ["txt"], ["2"]),
+    ("one name in two subfolders, listed from two folders", ["txt/a", "txt/b"], "txt/a/1.txt and {tmp}/txt/b/1.txt"),
+    ("one name with two extensions in one folder", ["txt/c"], "txt/c/3.md and {tmp}/txt/c/3.txt"),
+]
+
+
+@pytest.mark.parametrize("case, given, expected", TEXT_ID_CASES, ids=[c[0] for c in TEXT_ID_CASES])
+def test_text_documents_of_one_name_in_two_folders_are_two_documents_or_refused(chain, tmp_path, case, given, expected):
+    """`txt/a/1.txt` and `txt/b/1.txt` were both document `1`: one silently superseded the other. A text document is
+    now named by its path below the folder or glob root it was listed from, so a file given alone or directly in a
+    folder keeps its name; two files that would still be one document are refused before any work."""
+    for path, text in (("a/1.txt", "Gout in a child."), ("b/1.txt", "Delirium after famotidine."), ("2.txt", "Gout."),
+                       ("c/3.txt", "Gout."), ("c/3.md", "Gout again.")):
+        (tmp_path / "txt" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "txt" / path).write_text(text + "\n")
+    inputs = [str(tmp_path / g) for g in given]
+    out = tmp_path / "out"
+    if isinstance(expected, str):
+        with pytest.raises(ValueError, match="--input: " + re.escape(f"{tmp_path}/" + expected.format(tmp=tmp_path))
+                           + r" would both be text document '\w'"):
+            link_corpus.run(inputs, "text", str(out), spec(chain), pipeline_options([]))
+        assert not out.exists()
+        return
+    manifest = link_corpus.run(inputs, "text", str(out), spec(chain), pipeline_options([]))
+    assert manifest["counts"]["documents"]["linked"] == len(expected) and not manifest["counts"]["documents"]["superseded"]
+    assert sorted(r["doc_id"] for r in table(out, "documents")) == expected
+
+
 def test_annotations_carry_vocabulary_and_alt_ids_and_pubtator_can_write_prefixed_ids(chain, corpus, tmp_path):
     # ids carried no vocabulary: an OMIM number and a MeSH id looked alike in every output
     folder, _ = corpus
@@ -513,6 +548,62 @@ def test_a_misnamed_input_format_ends_each_dead_letter_and_the_no_rows_error_wit
     dead = table(out, "dead_letter")
     assert dead and all(d["source"] == str(bioc) and d["reason"].endswith(hint) for d in dead)
     assert read_manifest(out)["counts"]["documents"]["linked"] == 20  # the file of the format named reads as before
+
+
+_PUBMED = ROOT / "tests" / "fixtures" / "pubmed" / "pubmed25n0001_sample.xml"
+_CORPORA = ROOT / "tests" / "fixtures" / "corpora"
+
+# verb | input (a folder's files) | documents linked | dead letters | files unread | exit code: a file not of
+# --input-format, or not read to its end, counts as a whole file (the run fails, --fail-on none publishes what was read);
+# a bad record does not
+_MIXED = {"a.xml": _PUBMED.read_bytes(), "b.jsonl": (_CORPORA / "sample.jsonl").read_bytes(),
+          "c.pubtator": (_CORPORA / "sample.pubtator").read_bytes()}
+UNREAD_FILE_CASES = [
+    ("a folder mixing PubMed XML, JSONL and PubTator read as pubmed-xml", _MIXED, [], 4, 2, ["b.jsonl", "c.pubtator"], 4),
+    ("the same folder with --fail-on none", _MIXED, ["--fail-on", "none"], 4, 2, ["b.jsonl", "c.pubtator"], 0),
+    ("a truncated gzip beside a good file",
+     {"a.xml": _PUBMED.read_bytes(), "b.xml.gz": gzip.compress(_PUBMED.read_bytes().replace(b">10000", b">20000"), mtime=0)[:-200]},
+     [], 4, 1, ["b.xml.gz"], 4),
+    ("a file cut inside its last article", {"a.xml": _PUBMED.read_bytes()[:-400]}, [], 3, 1, ["a.xml"], 4),
+    ("an article without a PMID among valid ones", {"a.xml": _PUBMED.read_bytes().replace(b'<PMID Version="2">1000002</PMID>', b"")},
+     [], 3, 1, [], 0),
+]
+
+
+@pytest.mark.parametrize("case, files, flags, linked, dead, unread, code", UNREAD_FILE_CASES, ids=[c[0] for c in UNREAD_FILE_CASES])
+def test_a_file_not_read_to_its_end_fails_the_run_unless_told_otherwise(chain, tmp_path, capsys, case, files, flags, linked, dead,
+                                                                        unread, code):
+    """A folder mixing PubMed XML, JSONL and PubTator read as pubmed-xml linked the XML file's documents with a warning
+    and exit 0: each other file was one dead letter among the records read, though none of its records was. Such a
+    file (and one whose reader could not read past a fault) is now listed in the manifest's inputs as unread, and a
+    critical check fails the run: nothing is published, the rejected report names each file. --fail-on none publishes
+    what was read."""
+    from pipelines import cli
+
+    model, index = chain
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    out = tmp_path / "out"
+    got = cli.main(["link", "--input", str(folder), "--input-format", "pubmed-xml", "--model", model, "--index",
+                    f"Disease={index}", "--output", str(out), *flags])
+    err = capsys.readouterr().err
+    assert got == code and "Traceback" not in err, err
+    unread = [str(folder / name) for name in unread]
+    if code == 4:
+        assert not (out / "manifest.json").exists()
+        summary = json.loads((out / "rejected" / "summary.json").read_text())
+        (failed,) = [c for c in summary["checks"] if not c["success"] and c["severity"] == "critical"]
+        assert (failed["table"], failed["unexpected_count"]) == ("inputs", len(unread))
+        observed = failed["observed"]  # "FILE: where: why", cut to the report's width
+        assert len(observed) == len(unread) and all(u.startswith(f"{path}: ") or f"{path}: ".startswith(u.removesuffix("..."))
+                                                    for u, path in zip(observed, unread))
+        return
+    manifest = read_manifest(out)
+    assert manifest["counts"]["documents"]["linked"] == linked and len(table(out, "dead_letter")) == dead
+    assert manifest["counts"]["files"] == {"given": len(files), "unread": len(unread)}
+    assert [i["path"] for i in manifest["inputs"] if "unread" in i] == unread
 
 
 def test_quality_reports_an_empty_annotations_table_of_linked_documents_as_critical(chain, corpus, tmp_path):

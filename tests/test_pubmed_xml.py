@@ -368,3 +368,79 @@ def test_a_gzipped_or_damaged_large_file_is_read_whole(tmp_path, monkeypatch):
     cut = tmp_path / "cut.xml"  # ends inside a record: the whole-file read reports where
     cut.write_bytes((PUBMED / "pubmed25n0001_sample.xml").read_bytes()[:-300])
     assert corpus_inputs([str(cut)], "pubmed-xml") == [str(cut)]
+
+
+# ---- issue 40: markup that is no record boundary, and entities a record may not use ----
+
+_DTD_LINE = BASELINE.read_text().splitlines()[1]
+_XXE = '<!DOCTYPE PubmedArticleSet [\n  <!ENTITY xxe SYSTEM "file:///etc/passwd">\n]>'
+_BOMB = ('<!DOCTYPE PubmedArticleSet [\n  <!ENTITY lol "lol">\n'
+         + "".join(f'  <!ENTITY lol{i} "{f"&lol{i - 1};" * 10 if i > 1 else "&lol;" * 10}">\n' for i in range(1, 10)) + "]>")
+_ABSTRACT_1 = b"memory impairment in rats.</AbstractText>"
+_TITLE_3 = b"<ArticleTitle>[Delirium after famotidine treatment].</ArticleTitle>"
+_BETWEEN = b"</PubmedArticle>\n<PubmedArticle>"
+
+# reader | bad input | records kept | dead letters (and the reason of the first): `bioel link --input-format pubmed-xml`
+# reads these files the same way (read_documents), and each run exits as its dead letters make it (the quality gate)
+PUBMED_XML_CASES = [
+    ("CDATA section in an abstract holding </PubmedArticle> and <PubmedArticle>",
+     (_ABSTRACT_1, b"memory impairment in rats. <![CDATA[Quoted: </PubmedArticle>\n<PubmedArticle> & <PMID>9</PMID>]]></AbstractText>"),
+     4, 0, None),
+    ("comment in a title holding </PubmedArticle> and <PubmedBookArticle>",
+     (_TITLE_3, _TITLE_3 + b"<!-- moved from </PubmedArticle>\n<PubmedBookArticle> -->"), 4, 0, None),
+    ("processing instruction in a title holding </PubmedArticle>",
+     (_TITLE_3, _TITLE_3 + b"<?editor note </PubmedArticle> <PubmedArticle> ?>"), 4, 0, None),
+    ("comment between records holding <PubmedArticle>", (_BETWEEN, b"</PubmedArticle>\n<!-- <PubmedArticle> -->\n<PubmedArticle>"),
+     4, 0, None),
+    ("CDATA section between records", (_BETWEEN, b"</PubmedArticle>\n<![CDATA[<PubmedArticle>]]>\n<PubmedArticle>"),
+     4, 1, "text outside any record of <PubmedArticleSet>"),
+    ("CDATA section never closed in a record", (_ABSTRACT_1, b"memory impairment <![CDATA[in rats.</AbstractText>"),
+     3, 1, "malformed XML: unclosed CDATA section"),
+    ("external entity declared in the DTD, used in a title",
+     (_DTD_LINE.encode() + b"\n", _XXE.encode() + b"\n", _TITLE_3, b"<ArticleTitle>&xxe;</ArticleTitle>"),
+     3, 1, "malformed XML: undefined entity &xxe; (records are read without the file's DTD"),
+    ("entity bomb declared in the DTD, used in an abstract",
+     (_DTD_LINE.encode() + b"\n", _BOMB.encode() + b"\n", _ABSTRACT_1, b"memory &lol9;</AbstractText>"),
+     3, 1, "malformed XML: undefined entity &lol9;"),
+]
+
+
+def _edited(tmp_path: Path, edits: tuple[bytes, ...]) -> Path:
+    data = BASELINE.read_bytes()
+    for old, new in zip(edits[::2], edits[1::2]):
+        assert old in data
+        data = data.replace(old, new, 1)
+    return _write(tmp_path, "edited.xml", data)
+
+
+@pytest.mark.parametrize("case, edits, kept, dead, reason", PUBMED_XML_CASES, ids=[c[0] for c in PUBMED_XML_CASES])
+def test_markup_and_entities_are_read_as_xml_does_when_records_are_cut(tmp_path, monkeypatch, case, edits, kept, dead, reason):
+    """A CDATA section, comment or processing instruction holding `</PubmedArticle>` was cut as a record boundary
+    (3 valid records: 9 dead letters); each is skipped whole now. An entity the DTD declares is never expanded: the
+    record using it is one dead letter, the others are read. In ranges the file reads the same."""
+    from bioel_core.corpora import corpus_inputs
+    from bioel_core.kb import io as kb_io
+
+    path = _edited(tmp_path, edits)
+    items = list(read_documents([path], "pubmed-xml"))
+    letters = [i for i in items if isinstance(i, DeadLetter)]
+    assert (len(items) - len(letters), len(letters)) == (kept, dead), [getattr(i, "reason", i) for i in items]
+    if reason:
+        assert letters[0].reason.startswith(reason) and letters[0].source == str(path)
+    if case.startswith("CDATA section in an abstract"):
+        assert items[0].abstract.endswith("Quoted: </PubmedArticle> <PubmedArticle> & <PMID>9</PMID>")
+        assert items[0].doc_id == "1000001"
+    monkeypatch.setattr(kb_io, "SPLIT_BYTES", 1500)
+    pieces = corpus_inputs([str(path)], "pubmed-xml")
+    assert len(pieces) > 1 and [i for p in pieces for i in read_documents([p], "pubmed-xml")] == items
+
+
+def test_an_unclosed_comment_is_sought_only_within_reach(tmp_path, monkeypatch):
+    """Memory holds one record: a comment never closed is taken as damage once UNPARSED_REACH bytes pass."""
+    from bioel_core.corpora import pubmed_xml
+
+    monkeypatch.setattr(pubmed_xml, "UNPARSED_REACH", 200)
+    path = _edited(tmp_path, (_TITLE_3, _TITLE_3 + b"<!-- never closed"))
+    items = read_pubmed_xml(path)
+    assert [type(i).__name__ for i in items] == ["Document", "Document", "DeadLetter", "Document"]
+    assert items[2].reason.startswith("malformed XML") and items[2].location.startswith("article 3 (PMID 1000003)")

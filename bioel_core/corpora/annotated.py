@@ -9,7 +9,9 @@ its copy in `fmt`. Every record goes through `read_documents` (gzip, byte-order 
 link`), but the first bad record raises its FormatError (file, record, reason) instead of becoming a dead letter.
 When the file plainly is another format (bioel_core.corpora.sniff), the error ends with the flag to pass, as a dead
 letter's reason does, since a misnamed format otherwise reads as a broken file ("line 1: annotation or relation line
-before any title/abstract line").
+before any title/abstract line"). A document id given twice (in one file or two) with other text or annotations
+is refused the same way: scored, its two blocks' annotations would merge, and `bioel link` keeps the later one; a
+repeat of the same document (the NCBI disease training set gives PMID 8528200 twice) is read as given.
 
 BC5CDR's BioC release states the parts of a composite mention as annotations of their own (infon `CompositeRole` =
 `IndividualMention`, "end-stage liver disease" of "end-stage or malignant liver disease" with two locations), where
@@ -28,6 +30,7 @@ from bioel_core.corpora.sniff import FORMAT_NAMES
 from bioel_core.records import DeadLetter
 
 _COMPOSITE_PART = ("CompositeRole", "IndividualMention")  # a BioC annotation infon (Mention.infons)
+_GIVEN_AGAIN = "given again with other text or annotations (first in {}): which one is meant is unclear; give each document once"
 
 
 def is_composite_part(mention: Mention) -> bool:
@@ -69,12 +72,15 @@ def read_annotated(path: str | Path, fmt: str, flag: str = "", format_flag: str 
     if fmt not in FORMATS_WITH_MENTIONS:
         raise ValueError(f"{f'{flag} {path}'.strip()}: the {fmt} format carries no annotations "
                          f"(formats that do: {', '.join(FORMATS_WITH_MENTIONS)})")
-    documents = []
+    documents, first = [], {}
     for file in corpus_files(path, fmt, flag):
         for item in read_documents(file, fmt, format_flag=format_flag, flag_formats=FORMATS_WITH_MENTIONS):
             if isinstance(item, DeadLetter):
                 # a dead letter's "document dropped" is what bulk linking does with it; here the whole read stops
                 raise FormatError(item.source, item.location, item.reason.removeprefix(DOCUMENT_DROPPED))
+            earlier = first.setdefault(item.doc_id, item)
+            if earlier is not item and earlier != item:
+                raise FormatError(item.source, f"document {item.doc_id}", _GIVEN_AGAIN.format(earlier.source))
             documents.append(item)
     return documents
 

@@ -13,15 +13,23 @@ is the AbstractText sections joined by one space, a labelled section written `LA
 are single lines).
 
 Each record (a child element of the set) is cut out of the byte stream at its start and end tags and parsed
-on its own, so a damaged record is one `DeadLetter` and the records after it are still read: malformed XML
-(mismatched or unclosed tags, a bare `<` or `&`), invalid UTF-8, an article not closed before the next one
-starts, no PMID, no title or abstract text, an unexpected element. The dead letter names the file, the
+on its own, so a damaged record is one `DeadLetter` and the records after it are still read. Cutting reads markup as
+XML does: a CDATA section, comment or processing instruction is skipped whole, so a `</PubmedArticle>` or
+`<PubmedArticle>` written inside one (a CDATA abstract quoting XML) neither ends the record nor starts another; between
+records a comment or processing instruction is no record, and a CDATA section is text outside any record. One never
+closed within the record's file (or UNPARSED_REACH bytes) is taken as damage: the record is cut as if it were text, and
+its dead letter names the unclosed section. Each record is parsed without the file's DTD, so an entity the DTD
+declares (an external entity, an entity bomb) is never fetched or expanded: a record that uses one is a dead letter
+("undefined entity &name;") and the others are read.
+Dead letters: malformed XML (mismatched or unclosed tags, a bare `<` or `&`), invalid UTF-8, an article not closed
+before the next one starts, no PMID, no title or abstract text, an unexpected element. The dead letter names the file, the
 record ordinal and PMID (when it can be found), the line and column, and holds the record's text.
 (lxml's recovering parser was tried for this and rejected: on a mismatched tag or a bare `<` it silently
 truncates the text and folds the following articles into the damaged one, with no error to report.)
 A fault that leaves the rest of the file unreadable raises `FormatError` naming the file, the record being
 read and the line: a truncated or corrupt gzip stream, a file that ends inside a record or before the set's
-end tag, an empty file, another root element; what was yielded before stands. Memory holds one record.
+end tag, an empty file, another root element; what was yielded before stands. Memory holds one record (and at most
+UNPARSED_REACH bytes past an unclosed section).
 
 A large uncompressed file can be read by several workers: `split_pubmed_xml` skims it once with the same record
 cutting (no XML parsing) and cuts it at record starts into FileRanges that carry the line and the record ordinal
@@ -47,14 +55,27 @@ CHUNK = 1 << 16
 PubmedItem = Document | DeletedDocument | DeadLetter
 
 ELEMENT_NAME = re.compile(rb"<([A-Za-z_][\w.:-]*)")
+# markup whose content is not markup, with what ends it
+_UNPARSED = {b"<![CDATA[": b"]]>", b"<!--": b"-->", b"<?": b"?>"}
+_OPENING = max(map(len, _UNPARSED))  # bytes enough to tell these from a tag
+# inside a record, how far to look for one's close before taking the opening as damage (memory holds this much more)
+UNPARSED_REACH = 1 << 24
 _PMID = re.compile(rb"<PMID[^>]*>\s*([^<\s]+)")
 _SPACE = re.compile(rb"\s*")
 _AT = re.compile(r": line \d+, column \d+$")
+_UNDEFINED_ENTITY = 11  # expat's XML_ERROR_UNDEFINED_ENTITY
+_ENTITY = re.compile(r"&[^;\s<&]{1,100};?")
 
 
-def _message(err: ET.ParseError) -> str:
-    """The parser's message without its position, which counts from the record and is given in file terms."""
-    return _AT.sub("", str(err))
+def _message(err: ET.ParseError, text: str = "") -> str:
+    """The parser's message without its position, which counts from the record and is given in file terms; an
+    undefined entity named, with why a DTD's entity is one."""
+    message = _AT.sub("", str(err))
+    if err.code == _UNDEFINED_ENTITY and text:
+        row, col = err.position
+        entity = _ENTITY.match(text.split("\n")[row - 1], col)
+        message += f" {entity.group() if entity else ''} (records are read without the file's DTD, whose entities are never expanded)"
+    return message
 
 
 def _text(el: ET.Element | None) -> str:
@@ -94,6 +115,7 @@ class _Reader:
         self.seen_text = False
         self.skim_cuts_every = skim_cuts_every
         self.cuts: list[tuple[int, int, int]] = []
+        self.boundaries: dict[bytes, re.Pattern] = {}  # per record name (`record_boundary`)
 
     # ---- bytes in -------------------------------------------------------------------------------------
 
@@ -110,12 +132,13 @@ class _Reader:
         self.buf += chunk
         return bool(chunk)
 
-    def need(self, stream, pattern: bytes | re.Pattern, start: int = 0) -> int:
-        """Index of `pattern` in the buffer at or after `start` (reading on as needed), -1 at the end of the stream."""
+    def need(self, stream, pattern: bytes | re.Pattern, start: int = 0, reach: int | None = None) -> int:
+        """Index of `pattern` in the buffer at or after `start` (reading on as needed), -1 at the end of the stream
+        or, given `reach`, once that many bytes after `start` are buffered without it."""
         while True:
             at = self.buf.find(pattern, start) if isinstance(pattern, bytes) else \
                 (m.start() if (m := pattern.search(self.buf, start)) else -1)
-            if at >= 0 or not self.more(stream):
+            if at >= 0 or (reach is not None and len(self.buf) - start > reach) or not self.more(stream):
                 return at
 
     def consume(self, n: int) -> bytes:
@@ -129,6 +152,17 @@ class _Reader:
             self.consume(_SPACE.match(self.buf).end())
             if self.buf or not self.more(stream):
                 return
+
+    def unparsed_end(self, stream, at: int, openings=tuple(_UNPARSED), reach: int | None = None) -> int | None:
+        """Where the CDATA section, comment or processing instruction (those of `openings`) starting at buf[at] ends:
+        the index past its close, -1 when the stream ends first (or `reach` bytes pass); None when none starts
+        there."""
+        for opening in openings:
+            if self.buf.startswith(opening, at):
+                close = _UNPARSED[opening]
+                end = self.need(stream, close, at + len(opening), reach)
+                return end + len(close) if end >= 0 else -1
+        return None
 
     # ---- places ---------------------------------------------------------------------------------------
 
@@ -190,7 +224,7 @@ class _Reader:
         try:
             el = ET.fromstring(text)
         except ET.ParseError as err:
-            yield DeadLetter(self.source, f"{where}, {self.position(err, line, raw)}", text[:2000], f"malformed XML: {_message(err)}")
+            yield DeadLetter(self.source, f"{where}, {self.position(err, line, raw)}", text[:2000], f"malformed XML: {_message(err, text)}")
             return
         yield from self.record(el, where, text)
 
@@ -220,7 +254,7 @@ class _Reader:
             self.skip_space(stream)
             if stop_at is not None and self.offset >= stop_at:  # the next range's first record starts here
                 return
-            while len(self.buf) < 4 and self.more(stream):  # enough to tell "<!--" from "<" + name
+            while len(self.buf) < _OPENING and self.more(stream):  # enough to tell "<![CDATA[" from "<" + name
                 pass
             if not self.buf:
                 raise FormatError(self.source, f"after article {self.ordinal}, line {self.line}",
@@ -232,10 +266,12 @@ class _Reader:
                     return
                 yield DeadLetter(self.source, f"after article {self.ordinal}, line {self.line}", tag.decode("utf-8", "replace"),
                                  f"malformed XML: stray end tag in <{self.root}>")
-            elif self.buf.startswith((b"<!--", b"<?")):
-                close = b"-->" if self.buf.startswith(b"<!--") else b"?>"
-                end = self.need(stream, close)
-                self.consume(end + len(close) if end >= 0 else len(self.buf))
+            elif (end := self.unparsed_end(stream, 0)) is not None:
+                line = self.line
+                skipped = self.consume(end if end >= 0 else len(self.buf))
+                if skipped.startswith(b"<![CDATA[") and skipped[9:].removesuffix(b"]]>").strip():
+                    yield DeadLetter(self.source, f"after article {self.ordinal}, line {line}", skipped[:2000].decode("utf-8", "replace"),
+                                     f"text outside any record of <{self.root}>")
             elif self.buf.startswith(b"<"):
                 if next_cut and self.offset >= next_cut:
                     self.cuts.append((self.offset, self.line, self.ordinal))
@@ -262,27 +298,45 @@ class _Reader:
         if start_end >= 0 and self.buf[start_end - 1:start_end] == b"/":  # <Tag .../>
             yield from self.parse(self.consume(start_end + 1), line)
             return
-        end_tag = re.compile(rb"</" + re.escape(name) + rb"\s*>")
-        # the same start tag again, or any record kind's: a record it never closed ends there
-        next_start = re.compile(rb"<(?:" + b"|".join(re.escape(k.encode()) for k in (*self.kinds, name.decode())) + rb")[\s>/]")
-        end = self.need(stream, end_tag, m.end())
-        nxt = next_start.search(self.buf, m.end(), end if end >= 0 else len(self.buf))
-        if nxt is not None:
-            raw = self.consume(nxt.start())
+        # its end tag; or the same start tag again, or any record kind's: a record it never closed ends there
+        at = self.record_boundary(stream, name, m.end())
+        if at >= 0 and self.buf.startswith(b"</", at):
+            yield from self.parse(self.consume(self.buf.index(b">", at) + 1), line)
+            return
+        if at >= 0:
+            raw = self.consume(at)
             self.ordinal += 1
             yield DeadLetter(self.source, f"{self.where(self.ordinal, raw)}, line {line}", raw[:2000].decode("utf-8", "replace"),
                              f"malformed XML: <{name.decode()}> is not closed before the next record starts")
             return
-        if end < 0:  # the stream ended inside the record: the file is cut
-            raw = self.consume(len(self.buf))
-            where = self.where(self.ordinal + 1, raw)
-            try:
-                ET.fromstring(raw)
-                reason, at = "the file ends inside the record", f"line {line}"
-            except ET.ParseError as err:
-                reason, at = _message(err), self.position(err, line, raw)
-            raise FormatError(self.source, f"{where}, {at}", f"malformed XML: {reason}")
-        yield from self.parse(self.consume(end_tag.match(self.buf, end).end()), line)
+        # the stream ended inside the record: the file is cut
+        raw = self.consume(len(self.buf))
+        where = self.where(self.ordinal + 1, raw)
+        try:
+            ET.fromstring(raw)
+            reason, at = "the file ends inside the record", f"line {line}"
+        except ET.ParseError as err:
+            reason, at = _message(err), self.position(err, line, raw)
+        raise FormatError(self.source, f"{where}, {at}", f"malformed XML: {reason}")
+
+    def record_boundary(self, stream, name: bytes, start: int) -> int:
+        """Index of the first end tag `</name>` or record start tag at or after `start` that is markup (CDATA sections,
+        comments and processing instructions skipped whole); -1 when the stream ends first."""
+        boundary = self.boundaries.get(name)
+        if boundary is None:
+            starts = b"|".join(re.escape(k) for k in sorted({*(k.encode() for k in self.kinds), name}))
+            # "<" factored out: a literal prefix the regex engine scans for quickly
+            boundary = self.boundaries[name] = re.compile(
+                rb"<(?:/" + re.escape(name) + rb"\s*>|(?:" + starts + rb")[\s>/]|!\[CDATA\[|!--|\?)")
+        at = start
+        while (at := self.need(stream, boundary, at)) >= 0:
+            past = self.unparsed_end(stream, at, reach=UNPARSED_REACH)
+            if past is None:
+                return at
+            # one never closed (or not within reach) is cut as if it were text: the parser names it in the record's
+            # dead letter, and the records after it are read
+            at = past if past >= 0 else at + 1
+        return -1
 
     def prolog(self, stream) -> str | None:
         """Skips the XML declaration, DOCTYPE and comments; returns the root's name (None: an empty set)."""
@@ -295,11 +349,9 @@ class _Reader:
                 pass
             if not self.buf:
                 raise FormatError(self.source, "file", "empty file" if not self.seen_text else "no root element")
-            for opening, close in ((b"<?", b"?>"), (b"<!--", b"-->")):
-                if self.buf.startswith(opening):
-                    end = self.need(stream, close)
-                    self.consume(end + len(close) if end >= 0 else len(self.buf))
-                    break
+            end = self.unparsed_end(stream, 0, (b"<?", b"<!--"))
+            if end is not None:
+                self.consume(end if end >= 0 else len(self.buf))
             else:
                 if self.buf.startswith(b"<!DOCTYPE"):
                     end = self.need(stream, b">")

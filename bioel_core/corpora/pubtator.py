@@ -7,7 +7,9 @@ column. Relation: `PMID kind arg arg ...` (BC5CDR `CID chemical disease`), whose
 number: a line whose second field does (` 5`, `0.0`, `-1`) is an annotation, and refused unless both its
 offsets are whole numbers (ASCII digits). The offsets count into
 title + ' ' + abstract, and every annotation's text must be exactly that slice: a line that breaks any
-rule raises FormatError naming file, line and reason.
+rule raises FormatError naming file, line and reason. A file that misses the blank line between two documents is
+read as the ids tell (`split_documents`): a title line of another id after a document's lines starts the next
+document; where the ids leave it unclear, each document of the block is refused.
 
 Writing (one rule each, in `format_pubtator`):
 - Offsets are Unicode code points (Python `str` indices) into title + ' ' + abstract, as on reading.
@@ -109,6 +111,50 @@ def parse_pubtator(lines: Iterable[str], source: str = "<pubtator>") -> Iterator
             raise FormatError(source, where, f"neither an annotation (PMID start end text type [ids]) nor a relation line: {line[:200]!r}")
     if doc is not None:
         yield doc.build()
+
+
+def _document_id(line: str | None) -> tuple[str | None, str | None]:
+    """(the id a line names, its kind: "t" or "a" for a text line, None for an annotation or relation line); no id
+    for a line that is neither (or could not be read)."""
+    m = _TEXT_LINE.match(line or "")
+    if m:
+        return m.group(1), m.group(2)
+    return (line.split("\t", 1)[0], None) if line and "\t" in line else (None, None)
+
+
+def split_documents(lines: list[str | None]) -> tuple[list[range], str | None]:
+    """The documents of one blank-line-separated block, where a file misses the blank line between two: the block
+    is cut before each text line (`|t|` or `|a|`) that names another id than the lines before it. Returns the
+    lines of each document (one range for a block of one document) and, when the cut leaves it unclear where one
+    document ends, the reason each of them is refused: a document that starts with its `|a|` line (an abstract of
+    the document before, misnumbered?), a line naming a document of the block other than its own (lines that
+    interleave), an id that starts twice. A line without an id (one that could not be read, `None`, or is malformed)
+    stays with the lines before it."""
+    ids = [_document_id(line) for line in lines]
+    starts, heads = [0], []
+    for n, (doc_id, kind) in enumerate(ids):
+        if doc_id is None:
+            continue
+        if not heads:
+            heads.append(doc_id)
+        elif kind and doc_id != heads[-1]:
+            starts.append(n)
+            heads.append(doc_id)
+    pieces = [range(a, b) for a, b in zip(starts, [*starts[1:], len(lines)])]
+    if len(pieces) == 1:
+        return pieces, None
+    first = f"document {heads[1]} starts before document {heads[0]} ended (missing blank line)"
+    for piece, head in zip(pieces[1:], heads[1:]):
+        if ids[piece.start][1] != "t":
+            return pieces, f"{first}, and document {head} does not start with its `{head}|t|` title line: where one ends is unclear"
+    if len(set(heads)) < len(heads):
+        again = next(h for h in heads if heads.count(h) > 1)
+        return pieces, f"{first}, and document {again} starts twice: where one ends is unclear"
+    for piece, head in zip(pieces, heads):
+        other = next((ids[n][0] for n in piece if ids[n][0] not in (None, head) and ids[n][0] in heads), None)
+        if other is not None:
+            return pieces, f"{first}, and a line of document {other} is among document {head}'s: where one ends is unclear"
+    return pieces, None
 
 
 def _annotation(fields: list[str], doc: _DocBuilder, source: str, where: str) -> Mention:

@@ -8,7 +8,8 @@ Contract, the same for every format:
   (e.g. Beam's FileSystems.open for remote paths).
 - Bad input data never raises. A bad record becomes a DeadLetter(source, location, raw, reason) and
   reading goes on with the next record: a PubMed article, a PubTator document (its blank-line-separated
-  block), a BioC document (XML: cut out of the byte stream, so malformed XML, invalid UTF-8 or an undefined entity
+  block; where a blank line is missing, each document its ids tell apart: pubtator.split_documents), a BioC
+  document (XML: cut out of the byte stream, so malformed XML, invalid UTF-8 or an undefined entity
   costs that document alone; JSON: a line, or a document of a collection that does not parse whole), a JSONL line,
   a text file or line. Every reader applies the rules of bioel_core.corpora.intake where input enters: JSON nested
   no deeper than its limit, ids that are strings or integers, offsets checked as whole numbers below the longest
@@ -19,6 +20,9 @@ Contract, the same for every format:
   with one DeadLetter that says how much was not read; what was yielded before it stands and the next file is
   read. When the file's start plainly is another format (a BioC XML file read as PubTator), each of its dead
   letters' reasons ends with the format to name instead (bioel_core.corpora.sniff).
+  The dead letters of a file not read to its end, or not of `fmt`, are `FileDeadLetter`s: they stand for
+  records that were never counted, so a run with one fails its checks
+  (bioel_core.quality.kb_tables.unread_files_suite) where a few bad records would not.
 - Caller errors raise: an unknown format (ValueError), a path that cannot be opened (OSError).
 
 The per-format readers behave differently on their own (PubTator and JSONL raise FormatError on the first bad
@@ -32,19 +36,28 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from bioel_core.corpora.bioc import iter_bioc_json_items, iter_bioc_xml_items
 from bioel_core.corpora.intake import encodable, unencodable
 from bioel_core.corpora.jsonl import parse_jsonl
 from bioel_core.corpora.pubmed_xml import iter_pubmed_xml, split_pubmed_xml
-from bioel_core.corpora.pubtator import parse_pubtator
+from bioel_core.corpora.pubtator import parse_pubtator, split_documents
 from bioel_core.corpora.records import DeletedDocument, Document, FormatError
 from bioel_core.corpora.sniff import misnamed_format_hint
 from bioel_core.corpora.text import BOM, decoded_lines, iter_text
 from bioel_core.kb.io import FileRange, Input, Opener, input_path, open_binary, split_lines
 from bioel_core.records import DeadLetter
+
+
+
+@dataclass(frozen=True)
+class FileDeadLetter(DeadLetter):
+    """A dead letter standing for a whole file or the rest of one, which was not read as the format named: a fault
+    its reader cannot read past, or a file that plainly is another format (its records were never counted)."""
+
 
 CorpusItem = Document | DeletedDocument | DeadLetter
 _LINE = re.compile(r"line (\d+)")
@@ -53,30 +66,40 @@ DOCUMENT_DROPPED = "document dropped: "  # a PubTator dead letter's reason for a
 
 def _pubtator(path: Input, opener: Opener | None) -> Iterator[CorpusItem]:
     source = input_path(path)
-    block: list[tuple[int, str]] = []
-    bad: DeadLetter | None = None  # an undecodable line spoils its whole document
-
-    def finish() -> Iterator[CorpusItem]:
-        if bad is not None:
-            yield DeadLetter(source, bad.location, bad.raw, DOCUMENT_DROPPED + bad.reason)
-        elif block:
-            try:
-                yield from parse_pubtator([line for _, line in block], source)
-            except FormatError as err:
-                # the parser counts lines from the block's start; name the file's line
-                m = _LINE.match(err.location)
-                where = f"line {block[int(m.group(1)) - 1][0]}" if m else f"lines {block[0][0]}-{block[-1][0]}"
-                yield DeadLetter(source, where, "\n".join(line for _, line in block)[:2000], err.reason)
-
+    block: list[tuple[int, str | DeadLetter]] = []  # (line number, its text or why it could not be read)
     for item in decoded_lines(path, opener):
         if isinstance(item, DeadLetter):
-            bad = bad or item
+            block.append((int(_LINE.match(item.location).group(1)), item))
         elif item[1].strip():
             block.append(item)
         else:
-            yield from finish()
-            block, bad = [], None
-    yield from finish()
+            yield from _pubtator_block(source, block)
+            block = []
+    yield from _pubtator_block(source, block)
+
+
+def _pubtator_block(source: str, block: list[tuple[int, str | DeadLetter]]) -> Iterator[CorpusItem]:
+    """The documents of one blank-line-separated block (more than one where the file misses a blank line:
+    pubtator.split_documents), each a Document or one DeadLetter; an undecodable line spoils its document."""
+    if not block:
+        return
+    pieces, unclear = split_documents([line if isinstance(line, str) else None for _, line in block])
+    for piece in pieces:
+        lines = block[piece.start:piece.stop]
+        raw = "\n".join(line if isinstance(line, str) else line.raw for _, line in lines)[:2000]
+        bad = next((line for _, line in lines if isinstance(line, DeadLetter)), None)
+        if unclear:
+            yield DeadLetter(source, f"line {lines[0][0]}", raw, unclear)
+        elif bad is not None:
+            yield DeadLetter(source, bad.location, bad.raw, DOCUMENT_DROPPED + bad.reason)
+        else:
+            try:
+                yield from parse_pubtator([line for _, line in lines], source)
+            except FormatError as err:
+                # the parser counts lines from the document's start; name the file's line
+                m = _LINE.match(err.location)
+                where = f"line {lines[int(m.group(1)) - 1][0]}" if m else f"lines {lines[0][0]}-{lines[-1][0]}"
+                yield DeadLetter(source, where, raw, err.reason)
 
 
 def _jsonl(path: Input, opener: Opener | None) -> Iterator[CorpusItem]:
@@ -138,21 +161,22 @@ def corpus_inputs(paths: Iterable[str], fmt: str, *, per_line: bool = False, ope
 
 
 def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt: str, *, per_line: bool = False,
-                   opener: Opener | None = None, format_flag: str = "",
-                   flag_formats: Sequence[str] | None = None) -> Iterator[CorpusItem]:
+                   opener: Opener | None = None, format_flag: str = "", flag_formats: Sequence[str] | None = None,
+                   folders: Mapping[str, str] | None = None) -> Iterator[CorpusItem]:
     """Documents, DeletedDocuments and DeadLetters of `paths` (files, or FileRanges from `corpus_inputs`) read as
     `fmt` (one of FORMATS); `per_line` is the text format's one-document-per-line layout (see
     bioel_core.corpora.text). A dead letter of a file whose start plainly is another format ends its reason with
     the flag to pass (sniff.misnamed_format_hint; `format_flag` names the option, e.g. --input-format, and
     `flag_formats` what it takes when not every format): a range of a file is hinted by the file's start, so every
-    piece of a file says the same."""
+    piece of a file says the same. `folders`: the folder each file was listed from, below which a text document's
+    path is its id (bioel_core.corpora.text; a file not in it: its own folder)."""
     readers = {
         "pubmed-xml": lambda p: iter_pubmed_xml(p, opener),
         "pubtator": lambda p: _pubtator(p, opener),
         "bioc-xml": lambda p: _bioc_xml(p, opener),
         "bioc-json": lambda p: _bioc_json(p, opener),
         "jsonl": lambda p: _jsonl(p, opener),
-        "text": lambda p: iter_text(p, per_line, opener),
+        "text": lambda p: iter_text(p, per_line, opener, (folders or {}).get(input_path(p))),
     }
     if fmt not in readers:
         raise ValueError(f"unknown corpus format {fmt!r}; expected one of {FORMATS}")
@@ -173,8 +197,10 @@ def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt
             if isinstance(item, DeadLetter):
                 if hint is None:
                     hint = misnamed_format_hint(input_path(path), fmt, format_flag, opener, flag_formats)
+                # a file of another format: none of its records was read
+                kind = FileDeadLetter if hint or isinstance(item, FileDeadLetter) else DeadLetter
                 # what a dead letter quotes is written out: a lone surrogate in it as its escape (intake.encodable)
-                item = DeadLetter(*map(encodable, (item.source, item.location, item.raw, item.reason + hint)))
+                item = kind(*map(encodable, (item.source, item.location, item.raw, item.reason + hint)))
             yield item
 
 
@@ -184,4 +210,4 @@ def _dead_lettering_faults(reader: Callable[[Input], Iterator[CorpusItem]], path
     try:
         yield from reader(path)
     except FormatError as err:
-        yield DeadLetter(err.source, err.location, "", err.reason)
+        yield FileDeadLetter(err.source, err.location, "", err.reason)

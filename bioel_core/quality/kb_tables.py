@@ -69,6 +69,16 @@ def dead_letter_suite(records_in: int) -> gx.ExpectationSuite:
             description="Every input file was read to its end (listed: the dead letters of a file's unread rest)."), CRITICAL)])
 
 
+def unread_files_suite() -> gx.ExpectationSuite:
+    """The run's input files (column `unread`: null, or the file with where and why it was not read to its end): a
+    file of another format than the one named, or one whose reader could not read past a fault (a truncated gzip,
+    XML cut short, an empty file), stands for records never counted, which the dead letters' share cannot weigh
+    (one dead letter for a whole file). Critical: such a run fails unless told otherwise (--fail-on none)."""
+    return gx.ExpectationSuite(name="inputs", expectations=[_tag(gxe.ExpectColumnValuesToBeNull(
+        column="unread", description="Every input file is read to its end in the format named (listed: those that "
+                                     "were not, with where and why)."), CRITICAL)])
+
+
 def concepts_suite(id_pattern: str, max_names_per_concept: int, records_in: int = 0) -> gx.ExpectationSuite:
     return gx.ExpectationSuite(name="concepts", expectations=[
         rows_from_input("concepts", records_in),
