@@ -174,9 +174,9 @@ CASES: list[Case] = [
     _case("CDATA/comment holding the end tag", "bioc-xml",
           _bioc_xml(BAD).replace("</text>", "<![CDATA[ </document> ]]></text><!-- </document> -->", 1), dead=0),
     _case("CDATA/comment holding the end tag", "pubmed-xml",
-          _pubmed(BAD, "Heart <![CDATA[</PubmedArticle>]]> attack<!-- </PubmedArticle> -->"), dead=0, xfail=PUBMED_HELPER),
+          _pubmed(BAD, "Heart <![CDATA[</PubmedArticle>]]> attack<!-- </PubmedArticle> -->"), dead=0),
     # a PubTator document whose blank line is missing: its id and offsets tell it from the next one
-    _case("missing blank line", "pubtator", _pubtator(BAD).rstrip("\n"), dead=0, xfail=PUBMED_HELPER),
+    _case("missing blank line", "pubtator", _pubtator(BAD).rstrip("\n"), dead=0),
     # the stream ends inside record 2: the rest of the file (record 2 on) is one dead letter saying how much
     *[_case("truncated stream", reader, RECORD[reader](BAD)[:60] + "\x00CUT", kept=("1",), names=names)
       for reader, names in (("bioc-xml", "document 2 (id 2)"), ("bioc-json", BIOC_JSON_LINE), ("pubmed-xml", "article 2"))],
