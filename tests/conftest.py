@@ -94,3 +94,66 @@ def report_figures(page: str) -> dict[str, str]:
 
     table = page[page.index('<div id="figures">'):page.index("</div>", page.index('<div id="figures">'))]
     return {html.unescape(k): html.unescape(v) for k, v in re.findall(r"<tr><td[^>]*>(.*?)</td><td[^>]*>(.*?)</td></tr>", table)}
+
+
+def _fd_path(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+
+
+class _FullDiskFile:
+    """A file opened for writing on a full disk: it exists, and every write fails with ENOSPC."""
+
+    def __init__(self, fh, path: str):
+        self._fh, self._path = fh, path
+
+    def write(self, data):
+        import errno
+
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._path)
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._fh.close()
+
+
+def full_disk(monkeypatch, matches) -> None:
+    """From now on, writes to a file whose path `matches(path)` fail as on a full disk (ENOSPC): the file is created
+    (a directory entry costs no data block), no byte is written. Files opened with `open` or `os.fdopen`, and `os.write`
+    to them, are covered: what Python code writes files through. Needs /proc (Linux)."""
+    import builtins
+    import errno
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("simulating a full disk needs /proc/self/fd")
+    real_open, real_fdopen, real_write = builtins.open, os.fdopen, os.write
+
+    def writing(mode) -> bool:
+        return any(c in mode for c in "wax+")
+
+    def open_(file, mode="r", *args, **kwargs):
+        fh = real_open(file, mode, *args, **kwargs)
+        path = _fd_path(fh.fileno()) if isinstance(file, int) else os.path.abspath(os.fsdecode(file))
+        return _FullDiskFile(fh, path) if writing(mode) and matches(path) else fh
+
+    def fdopen(fd, mode="r", *args, **kwargs):
+        fh = real_fdopen(fd, mode, *args, **kwargs)
+        path = _fd_path(fd)
+        return _FullDiskFile(fh, path) if writing(mode) and matches(path) else fh
+
+    def write(fd, data):
+        path = _fd_path(fd)
+        if matches(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return real_write(fd, data)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    monkeypatch.setattr(os, "write", write)
