@@ -206,6 +206,8 @@ class DetectAndLinkFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput("stats", ("documents.linked", len(good)))
         yield beam.pvalue.TaggedOutput("stats", ("mentions.linked", mentions))
         yield beam.pvalue.TaggedOutput("stats", ("mentions.nil", sum(r["nil"] for rows in annotated for r in rows)))
+        for entity_type, n in sorted(self.annotator.no_index([r for rows in annotated for r in rows]).items()):
+            yield beam.pvalue.TaggedOutput("stats", (NO_INDEX + entity_type, n))
         yield beam.pvalue.TaggedOutput("stats", ("annotations.written", mentions))
         for shard in sorted(documents):
             yield beam.pvalue.TaggedOutput("documents", (shard, self._spilled("documents", shard, documents[shard], DOCUMENTS_SCHEMA)))
@@ -351,6 +353,9 @@ def build_pipeline(p: beam.Pipeline, inputs: list[str], fmt: str, staged: Output
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
+NO_INDEX = "mentions.no_index."  # the counter of a type's given mentions left NIL for want of an --index: + the type
+
+
 def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: str, staged: OutputFolder, spec: AnnotatorSpec,
                    versions: tuple[str, str], incremental: bool, previous_documents: int, options: PipelineOptions,
                    id_prefix: str = "none", single_file: bool = False) -> Manifest:
@@ -374,7 +379,9 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
     }
     return Manifest(
         pipeline="link", inputs=input_records(inputs), reconciliation=reconciliation, outputs=outputs,
-        counts={"records": records, "documents": docs, "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")}},
+        counts={"records": records, "documents": docs,
+                "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil"),
+                             "no_index": {k[len(NO_INDEX):]: n for k, n in sorted(stats.items()) if k.startswith(NO_INDEX)}}},
         runner=runner_name(options), options=options.get_all_options(drop_default=True),
         details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "input_format": fmt, "output_format": output_format, "single_file": single_file, "id_prefix": id_prefix,
                  "incremental": incremental,
