@@ -1,3 +1,4 @@
+import io
 import json
 import os
 from pathlib import Path
@@ -155,5 +156,50 @@ def full_disk(monkeypatch, matches) -> None:
         return real_write(fd, data)
 
     monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(io, "open", open_)  # Beam's local filesystem opens through io.open
     monkeypatch.setattr(os, "fdopen", fdopen)
     monkeypatch.setattr(os, "write", write)
+
+
+def read_only(monkeypatch, folder) -> None:
+    """From now on, `folder` is on a read-only filesystem (EROFS) for this process: creating, writing, making a folder
+    or renaming inside it fails. As root, chmod stops no write, so the OS's error is raised from the calls that write."""
+    import builtins
+    import errno
+
+    folder = os.path.abspath(folder)
+    inside = lambda path: (os.path.abspath(os.fsdecode(path)) + os.sep).startswith(folder + os.sep)  # noqa: E731
+
+    def refused(path):
+        return OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(path))
+
+    def guarded(real, writes):
+        def call(path, *args, **kwargs):
+            if not isinstance(path, int) and inside(path) and writes(*args, **kwargs):
+                raise refused(path)
+            return real(path, *args, **kwargs)
+        return call
+
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    opens = guarded(builtins.open, lambda mode="r", *a, **k: any(c in mode for c in "wax+"))
+    monkeypatch.setattr(builtins, "open", opens)
+    monkeypatch.setattr(io, "open", opens)
+    monkeypatch.setattr(os, "open", guarded(os.open, lambda flags, *a, **k: bool(flags & write_flags)))
+    monkeypatch.setattr(os, "mkdir", guarded(os.mkdir, lambda *a, **k: True))
+    for name in ("rename", "replace"):
+        monkeypatch.setattr(os, name, guarded(getattr(os, name), lambda *a, **k: True))
+
+
+def run_cli_child(args: list[str], fault: str | None = None) -> int:
+    """`bioel ARGS` in a child process (this checkout's code first); with `fault`, the output layer's fault hook kills
+    it (SIGKILL) at that publish step (bioel_core.outputs.FAULT_ENV). Its exit code (-9 when killed)."""
+    import subprocess
+    import sys
+
+    from bioel_core.outputs import FAULT_ENV
+
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    if fault:
+        env[FAULT_ENV] = fault
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=REPO, env=env, capture_output=True).returncode
