@@ -59,9 +59,6 @@ class LockFile:
         valid = isinstance(owner, dict) and isinstance(owner.get("pid"), int) and owner["pid"] > 0
         return owner if valid else None
 
-    def age(self, now: float) -> str:
-        return "at an unknown time" if self.modified is None else f"{max(0.0, now - self.modified):,.0f} s ago"
-
     def abandoned(self, now: float) -> bool:
         owner = self.owner
         if owner is None:
@@ -72,11 +69,15 @@ class LockFile:
         owner = self.owner
         if owner is not None:
             return (f"{output_dir} is being written by run {owner.get('run')} (pid {owner['pid']} on {owner.get('host')}, "
-                    f"since {owner.get('started_utc')}; lock {self.path} written {self.age(now)}); wait for it to finish, "
+                    f"since {owner.get('started_utc')}; lock {self.path} written {_ago(self.modified, now)}); wait for it to finish, "
                     f"or delete {self.path} if that run is gone")
         what = "empty" if not self.raw.strip() else f"{len(self.raw):,} bytes that name no run"
-        return (f"{output_dir} holds a lock that names no run ({self.path}: {what}, written {self.age(now)}): a run may "
+        return (f"{output_dir} holds a lock that names no run ({self.path}: {what}, written {_ago(self.modified, now)}): a run may "
                 f"be writing it; it is taken over once {LOCK_WRITE_GRACE_S:.0f} s old, or delete it if no run is")
+
+
+def _ago(modified: float | None, now: float) -> str:
+    return "at an unknown time" if modified is None else f"{max(0.0, now - modified):,.0f} s ago"
 
 
 def _process_exists(pid: int) -> bool:
@@ -136,9 +137,8 @@ class FolderLock:
         except FileNotFoundError:
             return None
         except OSError as err:
-            age = LockFile(path, b"", modified).age(time.time())
-            raise ConcurrentRunError(f"{self.output_dir}: its lock {path} cannot be read ({err}), written {age}: a run "
-                                     f"may hold it; delete {path} if none does") from None
+            raise ConcurrentRunError(f"{self.output_dir}: its lock {path} cannot be read ({err}), written "
+                                     f"{_ago(modified, time.time())}: a run may hold it; delete {path} if none does") from None
 
     def _take_over(self, abandoned: LockFile) -> bool:
         """Move the abandoned lock aside and remove it; False when the file moved was another run's new lock (which
