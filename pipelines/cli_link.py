@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from bioel_core import progress
@@ -120,7 +121,27 @@ def cmd_link(args, beam_args: list[str]) -> int:
           f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "
           f"kept (bad re-delivery) {docs['kept_previous']:,}, "
           f"dead-lettered {docs['dead_lettered'] + manifest['counts']['records']['dead_lettered']:,} -> {args.output}")
+    for warning in link_warnings(manifest):
+        print(f"bioel link: warning: {warning}", file=sys.stderr)
     return finish(gate)
+
+
+def link_warnings(manifest: dict) -> list[str]:
+    """What a published link run says besides its counts: linked documents without one mention (a valid corpus may
+    mention nothing of the indexed types, or the detector is broken), given mentions left NIL for want of an --index."""
+    from bioel_core.linking.annotate import no_index_reason
+
+    docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
+    warnings = []
+    if docs["linked"] and not mentions["linked"]:
+        warnings.append(f"not one mention in the {docs['linked']:,} documents linked; they are published without "
+                        "annotations")
+    no_index = mentions.get("no_index") or {}
+    if no_index:
+        reasons = "; ".join(f"{no_index_reason(t)}: {n:,}" for t, n in sorted(no_index.items()))
+        warnings.append(f"{sum(no_index.values()):,} given mentions kept NIL, unlinked ({reasons}); give an --index "
+                        "TYPE=DIR for a type to link its mentions")
+    return warnings
 
 
 def nil_threshold_flags(thresholds: dict) -> str:

@@ -216,6 +216,8 @@ class DetectAndLinkFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput("stats", ("documents.linked", len(good)))
         yield beam.pvalue.TaggedOutput("stats", ("mentions.linked", mentions))
         yield beam.pvalue.TaggedOutput("stats", ("mentions.nil", sum(r["nil"] for rows in annotated for r in rows)))
+        for entity_type, n in sorted(self.annotator.no_index([r for rows in annotated for r in rows]).items()):
+            yield beam.pvalue.TaggedOutput("stats", (NO_INDEX + entity_type, n))
         yield beam.pvalue.TaggedOutput("stats", ("annotations.written", mentions))
         for shard in sorted(documents):
             yield beam.pvalue.TaggedOutput("documents", (shard, self._spilled("documents", shard, documents[shard], DOCUMENTS_SCHEMA)))
@@ -364,6 +366,9 @@ def build_pipeline(p: beam.Pipeline, inputs: dict[str, str], fmt: str, staged: O
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
+NO_INDEX = "mentions.no_index."  # the counter of a type's given mentions left NIL for want of an --index: + the type
+
+
 def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: str, staged: OutputFolder, spec: AnnotatorSpec,
                    versions: tuple[str, str], incremental: bool, previous_documents: int, options: PipelineOptions,
                    id_prefix: str = "none", single_file: bool = False) -> Manifest:
@@ -392,7 +397,9 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
         pipeline="link", reconciliation=reconciliation, outputs=outputs,
         inputs=[{**record, **({"unread": unread[record["path"]]} if record["path"] in unread else {})}
                 for record in input_records(inputs)],
-        counts={"records": records, "documents": docs, "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil")},
+        counts={"records": records, "documents": docs,
+                "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil"),
+                             "no_index": {k[len(NO_INDEX):]: n for k, n in sorted(stats.items()) if k.startswith(NO_INDEX)}},
                 "files": {"given": len(inputs), "unread": len(unread)}},
         runner=runner_name(options), options=options.get_all_options(drop_default=True),
         details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "input_format": fmt, "output_format": output_format, "single_file": single_file, "id_prefix": id_prefix,

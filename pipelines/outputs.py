@@ -3,6 +3,7 @@ gs:// and s3:// output folders publish as local ones do, and the DoFn that write
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 
@@ -50,8 +51,19 @@ class BeamFileSystem:
         # object stores offer no create-if-absent through Beam: check, then write (a narrow race, documented)
         if FileSystems.exists(path):
             return False
-        self.write(path, data)
+        try:
+            self.write(path, data)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.delete(path)  # an object store writes an object whole or not at all; a mounted disk may not
+            raise
         return True
+
+    def modified(self, path: str) -> float | None:
+        try:
+            return FileSystems.last_updated(path) or None  # 0: the store keeps no time
+        except NotImplementedError:
+            return None
 
     def rename(self, source: str, target: str) -> None:
         FileSystems.rename([source], [target])

@@ -69,7 +69,7 @@ ANNOTATIONS_SCHEMA = _versioned("annotations", [
     pa.field("score", pa.float32(), nullable=False),
     pa.field("nil", pa.bool_(), nullable=False),  # score below the threshold: not forced onto a concept
     pa.field("model_version", pa.string(), nullable=False),  # encoder fingerprint
-    pa.field("kb_version", pa.string(), nullable=False),  # the index's names manifest digest
+    pa.field("kb_version", pa.string(), nullable=False),  # the index's names manifest digest ('' when its type has none)
 ])
 
 PASSAGE_TYPE = pa.struct([pa.field("kind", pa.string(), nullable=False), pa.field("offset", pa.int32(), nullable=False),

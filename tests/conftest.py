@@ -1,3 +1,4 @@
+import io
 import json
 import os
 from pathlib import Path
@@ -94,3 +95,111 @@ def report_figures(page: str) -> dict[str, str]:
 
     table = page[page.index('<div id="figures">'):page.index("</div>", page.index('<div id="figures">'))]
     return {html.unescape(k): html.unescape(v) for k, v in re.findall(r"<tr><td[^>]*>(.*?)</td><td[^>]*>(.*?)</td></tr>", table)}
+
+
+def _fd_path(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+
+
+class _FullDiskFile:
+    """A file opened for writing on a full disk: it exists, and every write fails with ENOSPC."""
+
+    def __init__(self, fh, path: str):
+        self._fh, self._path = fh, path
+
+    def write(self, data):
+        import errno
+
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._path)
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._fh.close()
+
+
+def full_disk(monkeypatch, matches) -> None:
+    """From now on, writes to a file whose path `matches(path)` fail as on a full disk (ENOSPC): the file is created
+    (a directory entry costs no data block), no byte is written. Files opened with `open` or `os.fdopen`, and `os.write`
+    to them, are covered: what Python code writes files through. Needs /proc (Linux)."""
+    import builtins
+    import errno
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("simulating a full disk needs /proc/self/fd")
+    real_open, real_fdopen, real_write = builtins.open, os.fdopen, os.write
+
+    def writing(mode) -> bool:
+        return any(c in mode for c in "wax+")
+
+    def open_(file, mode="r", *args, **kwargs):
+        fh = real_open(file, mode, *args, **kwargs)
+        path = _fd_path(fh.fileno()) if isinstance(file, int) else os.path.abspath(os.fsdecode(file))
+        return _FullDiskFile(fh, path) if writing(mode) and matches(path) else fh
+
+    def fdopen(fd, mode="r", *args, **kwargs):
+        fh = real_fdopen(fd, mode, *args, **kwargs)
+        path = _fd_path(fd)
+        return _FullDiskFile(fh, path) if writing(mode) and matches(path) else fh
+
+    def write(fd, data):
+        path = _fd_path(fd)
+        if matches(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return real_write(fd, data)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(io, "open", open_)  # Beam's local filesystem opens through io.open
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    monkeypatch.setattr(os, "write", write)
+
+
+def read_only(monkeypatch, folder) -> None:
+    """From now on, `folder` is on a read-only filesystem (EROFS) for this process: creating, writing, making a folder
+    or renaming inside it fails. As root, chmod stops no write, so the OS's error is raised from the calls that write."""
+    import builtins
+    import errno
+
+    folder = os.path.abspath(folder)
+    inside = lambda path: (os.path.abspath(os.fsdecode(path)) + os.sep).startswith(folder + os.sep)  # noqa: E731
+
+    def refused(path):
+        return OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(path))
+
+    def guarded(real, writes):
+        def call(path, *args, **kwargs):
+            if not isinstance(path, int) and inside(path) and writes(*args, **kwargs):
+                raise refused(path)
+            return real(path, *args, **kwargs)
+        return call
+
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    opens = guarded(builtins.open, lambda mode="r", *a, **k: any(c in mode for c in "wax+"))
+    monkeypatch.setattr(builtins, "open", opens)
+    monkeypatch.setattr(io, "open", opens)
+    monkeypatch.setattr(os, "open", guarded(os.open, lambda flags, *a, **k: bool(flags & write_flags)))
+    monkeypatch.setattr(os, "mkdir", guarded(os.mkdir, lambda *a, **k: True))
+    for name in ("rename", "replace"):
+        monkeypatch.setattr(os, name, guarded(getattr(os, name), lambda *a, **k: True))
+
+
+def run_cli_child(args: list[str], fault: str | None = None) -> int:
+    """`bioel ARGS` in a child process (this checkout's code first); with `fault`, the output layer's fault hook kills
+    it (SIGKILL) at that publish step (bioel_core.outputs.FAULT_ENV). Its exit code (-9 when killed)."""
+    import subprocess
+    import sys
+
+    from bioel_core.outputs import FAULT_ENV
+
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    if fault:
+        env[FAULT_ENV] = fault
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=REPO, env=env, capture_output=True).returncode

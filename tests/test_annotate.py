@@ -50,6 +50,18 @@ def test_given_mentions_below_the_threshold_are_nil():
     assert by_text["gout"]["nil"] and by_text["gout"]["concept_id"] is None and by_text["gout"]["score"] < 0.5
 
 
+def test_given_mentions_of_a_type_without_a_kb_are_kept_nil_and_counted():
+    # they were dropped: absent from the annotations and PubTator outputs, counted nowhere
+    d = doc("Cisplatin in breast cancer.", mentions=[Mention("Cisplatin", "42", 0, 9, "Chemical"),
+                                                     Mention("breast cancer", "42", 13, 26, "Disease")])
+    annotator = DocumentAnnotator([target("Disease", DISEASES)], model_version="m1", detect=False)
+    annotator.check(d)
+    [rows] = annotator.annotate([d])
+    assert [(r["mention"], r["entity_type"], r["concept_id"], r["matched_name"], r["nil"], r["kb_version"]) for r in rows] == [
+        ("Cisplatin", "Chemical", None, None, True, ""), ("breast cancer", "Disease", "D001943", "breast cancer", False, "kb-Disease")]
+    assert annotator.no_index(rows) == {"Chemical": 1}
+
+
 @pytest.mark.parametrize("document, reason", [
     (doc("   "), "empty document"),
     (doc("Gout.", mentions=[Mention("Gout", "42", 0, 40, "Disease")]), "outside the text"),

@@ -4,6 +4,7 @@ training run, and `bioel link` with the model as detector (and for given mention
 import json
 import math
 import random
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -354,6 +355,20 @@ def test_given_mentions_are_linked_in_one_pass_per_document(collective_chain, tm
     manifest = link_corpus.run([str(corpus)], "pubtator", str(tmp_path / "given"), spec, pipeline_options([]))
     assert all(manifest["reconciliation"].values())
     assert manifest["counts"]["mentions"]["linked"] == sum(len(d.mentions) for d in docs)
+
+
+def test_given_mentions_of_a_type_without_an_index_are_kept_nil_in_one_pass(collective_chain, tmp_path):
+    model, index, corpus, docs = collective_chain
+    spec = AnnotatorSpec(model=model, indexes=(("SpecificDisease", index),), detect=False)  # no Modifier, DiseaseClass
+    manifest = link_corpus.run([str(corpus)], "pubtator", str(tmp_path / "given"), spec, pipeline_options([]))
+    from bioel_core.tables import read_table
+
+    rows = read_table(tmp_path / "given", "annotations").to_pylist()
+    given = Counter(m.entity_type for d in docs for m in d.mentions)
+    assert len(rows) == manifest["counts"]["mentions"]["linked"] == sum(given.values())
+    assert manifest["counts"]["mentions"]["no_index"] == {"DiseaseClass": given["DiseaseClass"], "Modifier": given["Modifier"]}
+    assert all(r["nil"] and r["concept_id"] is None for r in rows if r["entity_type"] != "SpecificDisease")
+    assert all(not r["nil"] for r in rows if r["entity_type"] == "SpecificDisease")
 
 
 def test_the_model_detector_needs_a_collective_model(collective_chain, tmp_path):

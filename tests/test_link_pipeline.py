@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -606,17 +607,92 @@ def test_a_file_not_read_to_its_end_fails_the_run_unless_told_otherwise(chain, t
     assert [i["path"] for i in manifest["inputs"] if "unread" in i] == unread
 
 
-def test_quality_reports_an_empty_annotations_table_of_linked_documents_as_critical(chain, corpus, tmp_path):
+def test_quality_reports_an_empty_annotations_table_of_linked_documents_as_a_warning(chain, corpus, tmp_path):
     from bioel_core.quality import report
     from conftest import empty_table
 
     folder, _ = corpus
     run(chain, [folder / "a.pubtator"], tmp_path / "out")
-    empty_table(tmp_path / "out", "annotations")
+    empty_table(tmp_path / "out", "annotations")  # documents whose annotations went missing: their counts say so
     summary = report(tmp_path / "out")
-    assert [(c["table"], c["severity"]) for c in summary["checks"]
-            if c["expectation"] == "expect_table_row_count_to_be_between" and not c["success"]] == [("annotations", "critical")]
+    failed = {(c["table"], c["column"], c["expectation"]): c["severity"] for c in summary["checks"] if not c["success"]}
+    assert failed == {("annotations", None, "expect_table_row_count_to_be_between"): "warning",
+                      ("documents", "mentions_mismatch_doc_id", "expect_column_values_to_be_null"): "critical"}
     assert not summary["passed"]
+
+
+NO_MENTION_PUBMED = """<?xml version="1.0" encoding="UTF-8"?>
+<PubmedArticleSet>
+<PubmedArticle>
+  <MedlineCitation Status="MEDLINE" Owner="NLM">
+    <PMID Version="1">2000001</PMID>
+    <Article PubModel="Print">
+      <ArticleTitle>Opening hours of public libraries in three cities.</ArticleTitle>
+      <Abstract><AbstractText>We counted the hours each library was open in a week.</AbstractText></Abstract>
+    </Article>
+  </MedlineCitation>
+</PubmedArticle>
+</PubmedArticleSet>
+"""
+
+
+def test_a_corpus_with_no_mention_is_published_with_a_warning_and_a_refusal_never_blocks_the_next_run(chain, tmp_path, capsys):
+    """A valid PubMed file with no disease mention (a daily update with nothing to link) exited 4, "critical:
+    annotations row count 0", and published nothing; after that refusal `--fail-on none` was refused too ("holds
+    rejected, which no bioel run published there")."""
+    from pipelines import cli
+
+    model, index = chain
+    update, out = tmp_path / "pubmed25n1400.xml", tmp_path / "daily"
+    update.write_text(NO_MENTION_PUBMED)
+    argv = ["link", "--model", model, "--index", f"Disease={index}", "--input", str(update), "--input-format", "pubmed-xml",
+            "--output", str(out)]
+    assert cli.main(argv + ["--fail-on", "warning"]) == 4  # told to fail on warnings: refused, its report in rejected/
+    assert sorted(p.name for p in out.iterdir()) == ["rejected"]
+    capsys.readouterr()
+    assert cli.main(argv + ["--fail-on", "none"]) == 0
+    assert sorted(p.name for p in out.iterdir() if p.name != "quality") == sorted(["manifest.json", read_manifest(out)["generation"]])
+    assert cli.main(argv) == 0  # the default, --fail-on critical
+    stdout, stderr = capsys.readouterr()
+    manifest = assert_published(out)
+    assert all(manifest["reconciliation"].values()) and manifest["outputs"]["annotations"]["rows"] == 0
+    assert manifest["counts"]["documents"]["linked"] == 1 and [r["doc_id"] for r in table(out, "documents")] == ["2000001"]
+    assert "quality PASSED (fail on critical)" in stdout and "WARNING  annotations" in stdout
+    assert "bioel link: warning: not one mention in the 1 documents linked; they are published without annotations" in stderr
+    # a brat text (one document, no annotation file) alike
+    brat = tmp_path / "brat" / "hours.txt"
+    brat.parent.mkdir()
+    brat.write_text("Opening hours of public libraries in three cities.\n")
+    assert cli.main(argv[:5] + ["--input", str(brat), "--input-format", "text", "--output", str(tmp_path / "brat-out")]) == 0
+    assert read_manifest(tmp_path / "brat-out")["counts"]["documents"]["linked"] == 1
+
+
+def test_given_mentions_of_a_type_without_an_index_are_kept_nil_counted_and_in_the_pubtator_copy(chain, corpus, tmp_path, capsys):
+    """Given mentions of a type with no --index (Chemical when only Disease is indexed) vanished from the Parquet and
+    PubTator outputs, counted nowhere, exit 0."""
+    from pipelines import cli
+
+    folder, docs = corpus
+    model, index = chain
+    out = tmp_path / "out"
+    assert cli.main(["link", "--model", model, "--index", f"Disease={index}", "--mentions", "given", "--input",
+                     str(folder / "b.pubtator"), "--input-format", "pubtator", "--output", str(out),
+                     "--output-format", "pubtator"]) == 0  # BC5CDR abstracts: Disease and Chemical mentions
+    stdout, stderr = capsys.readouterr()
+    given = [m for d in docs[20:] for m in d.mentions]
+    unindexed = Counter(m.entity_type for m in given if m.entity_type != "Disease")
+    manifest = read_manifest(out)
+    assert manifest["counts"]["mentions"]["no_index"] == dict(sorted(unindexed.items())) and unindexed["Chemical"] > 0
+    rows = table(out, "annotations")
+    assert sorted((r["doc_id"], r["start"], r["end"], r["entity_type"]) for r in rows) == \
+        sorted((m.doc_id, m.start, m.end, m.entity_type) for m in given)  # every given mention is there
+    assert all(r["nil"] and r["concept_id"] is None and r["kb_version"] == "" for r in rows if r["entity_type"] != "Disease")
+    written = [m for f in sorted((data_root(out) / "pubtator").iterdir()) for d in read_pubtator(f) for m in d.mentions]
+    assert Counter(m.entity_type for m in written if not m.concept_ids) >= unindexed
+    assert len(written) == len(given)
+    assert "quality PASSED" in stdout and "WARNING  annotations.entity_type" in stdout
+    assert f"bioel link: warning: {sum(unindexed.values()):,} given mentions kept NIL, unlinked (" in stderr
+    assert f"no index for type Chemical: {unindexed['Chemical']:,}" in stderr
 
 
 def _article_versions(tmp_path, long_text: str):
@@ -1036,11 +1112,12 @@ def test_each_entity_type_links_with_its_own_model(chain, corpus, tmp_path, caps
         return table(tmp_path / out, "annotations")
 
     both = given("both", model=model, type_models=(("Chemical", other),), indexes=(("Disease", index), ("Chemical", other_index)))
-    assert {r["entity_type"] for r in both} == {"Disease", "Chemical"}
+    assert {r["entity_type"] for r in both if not r["nil"]} == {"Disease", "Chemical"}  # NCBI's types kept NIL, no index
     keep = ["doc_id", "start", "end", "concept_id", "score", "matched_name"]
     for entity_type, alone in (("Disease", given("d", model=model, indexes=(("Disease", index),))),
                                ("Chemical", given("c", model=other, indexes=(("Chemical", other_index),)))):
-        assert [{k: r[k] for k in keep} for r in both if r["entity_type"] == entity_type] == [{k: r[k] for k in keep} for r in alone]
+        assert [{k: r[k] for k in keep} for r in both if r["entity_type"] == entity_type] == \
+            [{k: r[k] for k in keep} for r in alone if r["entity_type"] == entity_type]
         assert {r["model_version"] for r in alone} != {r["model_version"] for r in both}  # both models make the version
     with pytest.raises(ValueError, match="pass that model with --model Chemical=DIR"):
         AnnotatorSpec(model=model, indexes=(("Disease", index), ("Chemical", other_index))).versions()

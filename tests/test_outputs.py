@@ -7,13 +7,16 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from bioel_core.outputs import (LOCK, MANIFEST, ConcurrentRunError, LocalFileSystem, Manifest, OutputError, OutputFolder,
                                 read_pointer)
+from bioel_core.outputs.lock import LOCK_WRITE_GRACE_S
 from bioel_core.tables import data_root, read_manifest
+from conftest import full_disk
 
 
 def manifest(**counts) -> Manifest:
@@ -122,6 +125,116 @@ def test_a_lock_left_by_a_dead_process_on_this_host_is_taken_over(tmp_path):
     assert read_manifest(out)["generation"] == second.generation and not (out / LOCK).exists()
     (out / LOCK).write_text(json.dumps({"run": "r9", "pid": 1, "host": "another-host"}))  # may still be running
     with pytest.raises(ConcurrentRunError, match="another-host"):
+        publish(out, "three")
+
+
+def _aged(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_a_lock_whose_write_failed_on_a_full_disk_is_not_left_behind(tmp_path, monkeypatch):
+    # on a full disk the lock file was created but not written: the run exited 2 leaving an empty _lock.json, and every
+    # later run was refused as "being written by another run" until it was deleted by hand
+    out = tmp_path / "out"
+    publish(out, "one")
+    before = sorted(p.name for p in out.iterdir())
+    with monkeypatch.context() as disk:
+        full_disk(disk, lambda path: path.endswith(LOCK))
+        with pytest.raises(OutputError, match=f"^output folder {out} is not writable: .*No space left on device"):
+            publish(out, "two")
+    assert sorted(p.name for p in out.iterdir()) == before  # no lock, nothing else
+    second = publish(out, "two")  # space freed: the next run publishes
+    assert read_manifest(out)["generation"] == second.generation and not (out / LOCK).exists()
+
+
+@pytest.mark.parametrize("content", [b"", b'{"run": "r0", "pid"', b"\xff\xfe not json", b'{"run": "r0"}'],
+                         ids=["empty", "cut short", "not JSON", "no pid"])
+def test_a_lock_that_names_no_run_is_named_with_its_age_and_taken_over_once_old(tmp_path, content):
+    out = tmp_path / "out"
+    publish(out, "one")
+    (out / LOCK).write_bytes(content)  # left by a run killed while writing it, or by an older bioel's failed write
+    _aged(out / LOCK, 5)
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(ConcurrentRunError, match=f"holds a lock that names no run \\({out / LOCK}: .*, written 5 s ago\\)") as refused:
+        publish(out, "two")  # a run may be writing it this instant
+    assert ("empty" if not content else f"{len(content)} bytes that name no run") in str(refused.value)
+    assert sorted(p.name for p in out.iterdir()) == before and (out / LOCK).read_bytes() == content
+    _aged(out / LOCK, LOCK_WRITE_GRACE_S)
+    second = publish(out, "two")
+    assert read_manifest(out)["generation"] == second.generation and not (out / LOCK).exists()
+
+
+def test_a_lock_that_cannot_be_read_is_named_with_its_age_and_kept(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    publish(out, "one")
+    (out / LOCK).write_text(json.dumps({"run": "r1", "pid": 1, "host": "another-host"}))
+    _aged(out / LOCK, 120)
+    real_open = LocalFileSystem.open
+
+    def denied(self, path):
+        if path.endswith(LOCK):
+            raise PermissionError(13, "Permission denied", path)  # another user's lock, written under umask 077
+        return real_open(self, path)
+
+    monkeypatch.setattr(LocalFileSystem, "open", denied)
+    with pytest.raises(ConcurrentRunError, match=f"^{out}: its lock {out / LOCK} cannot be read \\(.*Permission denied.*\\), "
+                                                 "written 120 s ago: a run may hold it"):
+        publish(out, "two")
+    assert (out / LOCK).exists()
+
+
+@pytest.mark.parametrize("abandoned", ["dead process", "names no run"])
+def test_of_two_runs_taking_over_one_abandoned_lock_one_wins(tmp_path, monkeypatch, abandoned):
+    out = tmp_path / "out"
+    publish(out, "one")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    content = json.dumps({"run": "r0", "pid": int(dead.stdout), "host": socket.gethostname()}) if abandoned == "dead process" else ""
+    (out / LOCK).write_text(content)
+    _aged(out / LOCK, LOCK_WRITE_GRACE_S)
+    first, second = (OutputFolder(LocalFileSystem(), str(out), ("names",)) for _ in range(2))
+    found, reads = second.lock._found, []
+
+    def first_takes_it_over_meanwhile(path):  # `second` has read the abandoned lock; `first` takes it over before it moves it
+        lock = found(path)
+        reads.append(path)
+        if len(reads) == 1:
+            first.lock.acquire()
+        return lock
+
+    monkeypatch.setattr(second.lock, "_found", first_takes_it_over_meanwhile)
+    with pytest.raises(ConcurrentRunError, match="another run took over its abandoned lock"):
+        second.lock.acquire()
+    assert json.loads((out / LOCK).read_text())["run"] == first.run_id  # the winner's lock stands
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, LOCK, read_manifest(out)["generation"]])
+    first.lock.release()
+
+
+def test_a_refused_runs_report_never_blocks_the_next_run(tmp_path):
+    # a first run refused by its quality checks left rejected/ and no manifest; the next run, even with --fail-on none,
+    # was refused: "holds rejected, which no bioel run published there"
+    from bioel_core.guards import QualityGateError
+
+    out = tmp_path / "out"
+
+    class Refusing:
+        def audit(self, fs, output_dir, root, manifest):
+            fs.mkdirs(fs.join(output_dir, "rejected"))
+            fs.write(fs.join(output_dir, "rejected", "summary.json"), json.dumps({"generation": manifest["generation"]}).encode())
+            fs.write(fs.join(output_dir, "rejected", "report.html"), b"<!DOCTYPE html>")
+            raise QualityGateError("refused", {})
+
+    folder = OutputFolder(LocalFileSystem(), str(out), ("names",))
+    with pytest.raises(QualityGateError):
+        folder.publish(lambda: manifest(rows=1), Refusing())
+    assert sorted(p.name for p in out.iterdir()) == ["rejected"]
+    second = publish(out, "two")
+    assert sorted(p.name for p in out.iterdir()) == sorted([MANIFEST, second.generation])  # the old report removed
+    # a folder named so that is not a report of a run here is still the user's
+    (out / "rejected").mkdir()
+    (out / "rejected" / "summary.json").write_text(json.dumps({"generation": "my notes"}))
+    (out / MANIFEST).unlink()
+    with pytest.raises(OutputError, match="holds rejected, which no bioel run published there"):
         publish(out, "three")
 
 

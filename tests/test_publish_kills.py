@@ -3,10 +3,7 @@ the new one complete, and the run that follows ends equal to an uninterrupted ru
 `build-index` and `link --incremental`, through the CLI in a child process. The kills come from the output
 layer's fault hooks (BIOEL_FAULT_AT=<step>), not from timing luck."""
 
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +11,8 @@ import pytest
 from bioel_core.corpora import read_pubtator, write_pubtator
 from bioel_core.index import IndexSpec
 from bioel_core.models import TransformerEncoder
-from bioel_core.outputs import FAULT_ENV, LOCK, STEPS
-from conftest import REPO, SAMPLE_DATA, assert_published, table_bytes
+from bioel_core.outputs import LOCK, STEPS
+from conftest import SAMPLE_DATA, assert_published, run_cli_child, table_bytes
 from pipelines import build_index, embed_names, ingest_kb
 from pipelines.options import pipeline_options
 from test_models import make_tiny_bert
@@ -60,29 +57,21 @@ def commands(root: Path, model: str, out: Path) -> dict[str, tuple[list[str], li
     }
 
 
-def bioel(args: list[str], fault: str | None = None) -> int:
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    if fault:
-        env[FAULT_ENV] = fault
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=REPO, env=env, capture_output=True).returncode
-
-
 @pytest.mark.parametrize("verb", ["ingest-kb", "embed", "build-index", "link"])
 def test_a_kill_at_every_publish_step_keeps_the_old_state_or_the_new_and_the_rerun_finishes(world, tmp_path, verb):
     root, model = world
     out, straight = tmp_path / "out", tmp_path / "straight"
     previous, new = commands(root, model, out)[verb]
-    assert bioel(previous) == 0
+    assert run_cli_child(previous) == 0
     old_state = table_bytes(out)
     uninterrupted_previous, uninterrupted_new = commands(root, model, straight)[verb]
-    assert bioel(uninterrupted_previous) == 0 and bioel(uninterrupted_new) == 0
+    assert run_cli_child(uninterrupted_previous) == 0 and run_cli_child(uninterrupted_new) == 0
     new_state = table_bytes(straight)
     assert new_state != old_state
     for step in STEPS:
-        assert bioel(new, fault=step) == -signal.SIGKILL, step
+        assert run_cli_child(new, fault=step) == -signal.SIGKILL, step
         assert (out / LOCK).exists()  # the killed run's lock stays; the next run takes it over
         assert table_bytes(out) == (old_state if step in BEFORE_POINTER else new_state), step
-    assert bioel(new) == 0
+    assert run_cli_child(new) == 0
     assert table_bytes(out) == new_state
     assert_published(out)

@@ -343,13 +343,22 @@ def test_rows_of_another_model_are_critical_unless_documents_were_carried(index_
     assert {tuple(c["observed"]) for c in found.values()} == {("102", "102"), ("102",)}
 
 
-def test_a_type_without_an_index_fails_unless_an_any_type_index_takes_it(index_dir, tmp_path):
+def test_a_type_without_an_index_is_a_warning_kept_nil_critical_linked_and_fine_with_an_any_type_index(index_dir, tmp_path):
     index, kb_version = index_dir
     annotations, documents = good_rows(kb_version)
     annotations[3]["entity_type"] = "Chemical"
 
-    typed = report(write_link(tmp_path / "typed", index, kb_version, annotations, documents))
-    assert list(failures(typed)) == [("annotations", "entity_type", "expect_column_values_to_be_in_set")]
+    typed = report(write_link(tmp_path / "typed", index, kb_version, annotations, documents))  # linked, with no KB
+    assert {k: (c["severity"], c["observed"]) for k, c in failures(typed).items()} == {
+        ("annotations", "entity_type", "expect_column_values_to_be_in_set"): ("warning", ["Chemical"]),
+        ("annotations", "unindexed_linked_doc_id", "expect_column_values_to_be_null"): ("critical", ["102"])}
+    # a given mention of a type without an index, as `bioel link` keeps it: NIL, no KB version
+    kept = [{**r, "concept_id": None, "vocabulary": None, "matched_name": None, "score": 0.0, "nil": True, "kb_version": ""}
+            if r["entity_type"] == "Chemical" else r for r in annotations]
+    nil = report(write_link(tmp_path / "kept", index, kb_version, kept, documents))
+    assert {k: (c["severity"], c["observed"]) for k, c in failures(nil).items()} == {
+        ("annotations", "entity_type", "expect_column_values_to_be_in_set"): ("warning", ["Chemical"])}
+    assert nil["passed"] and nil["stats"]["nil_share_per_entity_type"] == {"Chemical": 1.0, "Disease": 0.25}
 
     annotations[3]["concept_id"] = "D999999"  # the Chemical row, looked up in the KB of the '' index
     any_type = report(write_link(tmp_path / "any", index, kb_version, annotations, documents, types=("Disease", "")))

@@ -2,7 +2,8 @@
 the linker of its entity type in one batched call per type, and mark as NIL those scored below the type's
 threshold. The bulk-linking pipeline runs this per batch of documents; it never needs Beam.
 
-A document that cannot be annotated (empty, larger than the limit, a given mention whose offsets run past
+Given mentions of an entity type without a KB are kept, NIL (`no_index`): a run's outputs hold every mention it
+was given. A document that cannot be annotated (empty, larger than the limit, a given mention whose offsets run past
 the text or whose text differs from the slice it names) raises `DocumentError` from `check`, so the caller
 can dead-letter it and go on.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,6 +27,13 @@ MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; g
 # the entity type of a mention detected with an --index given without TYPE= (the KB manifests name no type), so
 # that PubTator and BioC outputs never get an empty type column
 UNTYPED = "Entity"
+# the kb_version of a given mention's annotation whose entity type has no KB here: NIL, linked with no KB
+NO_KB_VERSION = ""
+
+
+def no_index_reason(entity_type: str) -> str:
+    """Why a given mention is NIL when its entity type has no KB (an --index) in the run."""
+    return f"no index for type {entity_type}"
 
 
 class DocumentError(ValueError):
@@ -132,10 +141,11 @@ class DocumentAnnotator:
         return self.targets.get(entity_type) or self.targets.get("")
 
     def mentions(self, document: Document) -> list[Mention]:
-        """Detected mentions, or the given ones whose entity type has a KB here (others are not linked)."""
+        """Detected mentions, or the given ones: every one, those of an entity type without a KB here annotated NIL
+        (`no_index`), never dropped."""
         if self.detect:
             return _without_overlaps([m for t in self.targets.values() for m in t.detector.detect(document)])
-        return [m for m in document.mentions if self.target_of(m) is not None]
+        return list(document.mentions)
 
     def annotate(self, documents: Sequence[Document]) -> list[list[dict]]:
         """Annotation rows (the annotations table's columns) per document, in order; call `check` first."""
@@ -180,9 +190,9 @@ class DocumentAnnotator:
                     mentions = _without_overlaps(dictionary + detected)
                     pieces = [piece_span.get(id(m)) for m in mentions]  # None: the dictionary's spans, linked by text
                 else:
-                    mentions = [m for m in document.mentions if self.target_of(m) is not None]
-                    pieces = [model.covering_span(encoded, m.start, m.end) for m in mentions]
-                    for j in (j for j, p in enumerate(pieces) if p is None):  # covers no word piece: nothing to encode
+                    mentions = self.mentions(document)
+                    pieces = [model.covering_span(encoded, m.start, m.end) if self.target_of(m) else None for m in mentions]
+                    for j in (j for j, p in enumerate(pieces) if p is None):  # no KB, or covers no word piece: not linked
                         best[(i, j)] = None
                 found.append(mentions)
                 encodable = [j for j, p in enumerate(pieces) if p is not None]
@@ -216,7 +226,7 @@ class DocumentAnnotator:
     def _rows(self, document: Document, mentions: list[Mention], best: dict, i: int) -> list[dict]:
         rows = []
         for j, m in enumerate(mentions):
-            target, top = self.target_of(m), best[(i, j)]
+            target, top = self.target_of(m), best.get((i, j))
             score = top.score if top else 0.0
             nil = top is None or (target.nil_threshold is not None and score < target.nil_threshold)
             concept_id = None if nil else top.concept_ids[0]
@@ -226,8 +236,12 @@ class DocumentAnnotator:
                          "concept_id": concept_id, "vocabulary": vocabulary, "alt_ids": list(alt_ids),
                          "matched_name": top.name if top else None,
                          "score": float(score), "nil": nil, "model_version": self.model_version,
-                         "kb_version": target.kb_version})
+                         "kb_version": target.kb_version if target else NO_KB_VERSION})
         return rows
+
+    def no_index(self, rows: Sequence[dict]) -> Counter:
+        """Of annotation rows, those NIL because their entity type has no KB here, by entity type."""
+        return Counter(r["entity_type"] for r in rows if self.target_for(r["entity_type"]) is None)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ through it): no directory semantics are assumed beyond "a path prefix", which is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -31,7 +32,11 @@ class FileSystem(Protocol):
     def write(self, path: str, data: bytes) -> None: ...
 
     def create_new(self, path: str, data: bytes) -> bool:
-        """Write `path` only if it does not exist; False when it does (as atomically as the store allows)."""
+        """Write `path` only if it does not exist; False when it does (as atomically as the store allows). A write
+        that fails (a full disk) leaves no file."""
+
+    def modified(self, path: str) -> float | None:
+        """When `path` was last written, in seconds since the epoch; None when the store does not say."""
 
     def rename(self, source: str, target: str) -> None:
         """Move a file, replacing `target`: one atomic step on POSIX disks, a whole-object copy on object stores."""
@@ -71,9 +76,19 @@ class LocalFileSystem:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())  # a full disk may only say so here
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # created but not written: left behind, an empty lock file would block every later run
+            raise
         return True
+
+    def modified(self, path: str) -> float | None:
+        return os.stat(path).st_mtime
 
     def rename(self, source: str, target: str) -> None:
         os.replace(source, target)

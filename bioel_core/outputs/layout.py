@@ -3,7 +3,8 @@
     OUTPUT/manifest.json            the pointer: the finished manifest, naming the generation that holds the tables
     OUTPUT/gen-<time>-<run>/TABLE/  part-00000-of-00004.parquet ... (and interchange copies, index shards)
     OUTPUT/quality/                 the report of the current generation (derived, rewritten after each publish)
-    OUTPUT/rejected/                the report of the last run refused by its quality checks (derived)
+    OUTPUT/rejected/                the report of the last run refused by its quality checks (derived; it never
+                                    blocks the next run)
     OUTPUT/_lock.json               present while a run writes here
 """
 
@@ -25,6 +26,9 @@ MANIFEST = "manifest.json"
 STATS_FILE = "_stats.json"  # the job's counters, written by the pipeline into its generation folder
 QUALITY = "quality"
 REJECTED = "rejected"
+REPORT_SUMMARY = "summary.json"  # a quality report's files (bioel_core.quality.report), in QUALITY or REJECTED
+REPORT_HTML = "report.html"
+REPORT_FILES = (REPORT_SUMMARY, REPORT_HTML)
 
 
 def shard_name(index: int, num_shards: int, suffix: str = ".parquet") -> str:

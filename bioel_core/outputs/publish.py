@@ -8,10 +8,10 @@ generation and the derived folders (its quality report) removed.
 
     lock ─ recover ─ build (new generation) ─ audit ─ stage pointer ─ move pointer ─ remove old ─ report ─ unlock
 
-A run holds `_lock.json` while it writes: a second run into the same folder refuses instead of deleting the
-first's work. A lock left by a killed run on this host (its process is gone) is taken over; one from another
-host must be removed by hand, since its owner may still be running. Recovery (under the lock) deletes
-whatever a killed run left: generations the pointer does not name, a staged pointer, pre-generation staging.
+A run holds `_lock.json` while it writes (bioel_core.outputs.lock): a second run into the same folder refuses
+instead of deleting the first's work, and an abandoned lock (its run killed) is taken over. Recovery (under the
+lock) deletes whatever a killed run left: generations the pointer does not name, a staged pointer, pre-generation
+staging.
 
 Fault injection for tests: with BIOEL_FAULT_AT=<step> in the environment the process kills itself (SIGKILL)
 when it reaches that step, so tests kill a publishing run at every step without relying on timing.
@@ -23,30 +23,21 @@ import json
 import os
 import re
 import signal
-import socket
 import uuid
 from collections.abc import Callable
 
 from bioel_core.guards import UnreconciledError
 from bioel_core.outputs.fs import FileSystem
-from bioel_core.outputs.layout import MANIFEST, QUALITY, REJECTED, parquet_rows
+from bioel_core.outputs.layout import MANIFEST, QUALITY, REJECTED, REPORT_FILES, REPORT_SUMMARY, parquet_rows
+from bioel_core.outputs.lock import FolderLock, OutputError
 from bioel_core.outputs.manifest import Manifest, utc_now
 
-LOCK = "_lock.json"
 STAGED_POINTER = MANIFEST + ".next"
 GENERATION_PREFIX = "gen-"
 GENERATION = re.compile(rf"{GENERATION_PREFIX}\d{{8}}T\d{{6}}Z-[0-9a-f]{{12}}")  # gen-<UTC time>-<run id>, as named below
 LEGACY_STAGING_PREFIX = "_staging-"  # what publishing before generations left behind when killed
 FAULT_ENV = "BIOEL_FAULT_AT"
 STEPS = ("locked", "recovered", "built", "pointer_staged", "pointer_moved", "old_removed")
-
-
-class OutputError(RuntimeError):
-    pass
-
-
-class ConcurrentRunError(OutputError):
-    pass
 
 
 def fault_point(step: str) -> None:
@@ -75,6 +66,7 @@ class OutputFolder:
         self.run_id = run
         self.generation = f"{GENERATION_PREFIX}{utc_now().replace(':', '').replace('-', '')}-{run}"
         self.root = fs.join(self.output_dir, self.generation)
+        self.lock = FolderLock(fs, self.output_dir, run)
 
     def table_dir(self, table: str) -> str:
         return self.fs.join(self.root, table)
@@ -97,7 +89,7 @@ class OutputFolder:
         generation, remove the old one, write the gate's report, unlock. A failure before the pointer moves (a
         manifest whose counts do not reconcile: UnreconciledError; failed quality checks: QualityGateError) removes
         the new generation and leaves the previous state as it was."""
-        self._lock()
+        self.lock.acquire()
         try:
             fault_point("locked")
             previous = self.recover()
@@ -123,17 +115,18 @@ class OutputFolder:
             if gate is not None:
                 gate.publish(self.fs, self.output_dir)
         finally:
-            self._unlock()
+            self.lock.release()
         return manifest
 
     def recover(self) -> dict | None:
         """Delete what killed runs left (the lock must be held); returns the pointer in force, if any. Only what
         a run names as its own goes: a user's `gen-notes/` stays, and a folder with a derived folder's name
-        (`quality/`) where nothing was published is refused, since publishing would remove it."""
+        (`quality/`) where nothing was published is refused, since publishing would remove it, unless it is a
+        report a run wrote there (`rejected/`: the report of a run its quality checks refused)."""
         pointer = read_pointer(self.fs, self.output_dir)
         current = (pointer or {}).get("generation", "")
         children = self.fs.children(self.output_dir)
-        foreign = [name for name in self.derived if name in children] if pointer is None else []
+        foreign = [name for name in self.derived if name in children and not self._is_report(name)] if pointer is None else []
         if foreign:
             raise OutputError(f"{self.output_dir} holds {', '.join(foreign)}, which no bioel run published there and "
                               "publishing would remove: choose another output folder, or move it away")
@@ -142,6 +135,19 @@ class OutputFolder:
             if stale_generation or name.startswith(LEGACY_STAGING_PREFIX) or name == STAGED_POINTER:
                 self.fs.delete(self.fs.join(self.output_dir, name))
         return pointer
+
+    def _is_report(self, name: str) -> bool:
+        """Whether the folder `name` holds a quality report of a run here and nothing else: its files are a report's,
+        and its summary names a generation as a run names it."""
+        folder = self.fs.join(self.output_dir, name)
+        if not set(self.fs.children(folder)) <= set(REPORT_FILES) or REPORT_SUMMARY not in self.fs.children(folder):
+            return False
+        try:
+            with self.fs.open(self.fs.join(folder, REPORT_SUMMARY)) as fh:
+                summary = json.loads(fh.read())
+        except (OSError, ValueError):
+            return False
+        return isinstance(summary, dict) and bool(GENERATION.fullmatch(str(summary.get("generation"))))
 
     def _move_pointer(self, manifest: Manifest) -> None:
         staged = self.fs.join(self.output_dir, STAGED_POINTER)
@@ -158,46 +164,3 @@ class OutputFolder:
                 stale.extend(t for t in self.tables if t not in self.derived)
         for name in stale:
             self.fs.delete(self.fs.join(self.output_dir, name))
-
-    # ------------------------------------------------------------------------------------------ the lock
-    def _lock(self) -> None:
-        path = self.fs.join(self.output_dir, LOCK)
-        mine = {"run": self.run_id, "pid": os.getpid(), "host": socket.gethostname(), "started_utc": utc_now()}
-        for _ in range(2):
-            try:  # the lock is also the probe that the folder can be written, before any work
-                self.fs.mkdirs(self.output_dir)
-                if self.fs.create_new(path, json.dumps(mine).encode()):
-                    return
-            except OSError as err:
-                raise OutputError(f"output folder {self.output_dir} is not writable: {err}") from None
-            holder = self._holder(path)
-            if holder is None or not _abandoned(holder):
-                break
-            self.fs.delete(path)  # its run was killed on this host: take over (recovery follows)
-        who = f"run {holder.get('run')} (pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started_utc')})" \
-            if holder else "another run"
-        raise ConcurrentRunError(f"{self.output_dir} is being written by {who}; wait for it to finish, or delete "
-                                 f"{path} if that run is gone")
-
-    def _holder(self, path: str) -> dict | None:
-        try:
-            with self.fs.open(path) as fh:
-                return json.loads(fh.read())
-        except (OSError, ValueError):
-            return None
-
-    def _unlock(self) -> None:
-        self.fs.delete(self.fs.join(self.output_dir, LOCK))
-
-
-def _abandoned(holder: dict) -> bool:
-    """True when the lock's run was on this host and its process no longer exists."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return False
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False

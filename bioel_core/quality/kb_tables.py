@@ -38,12 +38,12 @@ def _non_empty(column: str) -> list[gxe.Expectation]:
     ]
 
 
-def rows_from_input(table: str, records_in: int) -> gxe.Expectation:
+def rows_from_input(table: str, records_in: int, severity: str = CRITICAL, what: str = "records") -> gxe.Expectation:
     """A table left empty although its input had records (all dead-lettered, a reader that read nothing) is
-    critical: every other check passes vacuously on an empty table."""
+    critical: every other check passes vacuously on an empty table. `what` the input's records are."""
     return _tag(gxe.ExpectTableRowCountToBeBetween(
         min_value=1 if records_in > 0 else 0,
-        description=f"A non-empty input ({records_in:,} records) gives a non-empty {table} table."), CRITICAL)
+        description=f"A non-empty input ({records_in:,} {what}) gives a non-empty {table} table."), severity)
 
 
 # of a run's input records, dead-lettered: above the first a warning (a few malformed lines happen), above the second

@@ -20,14 +20,12 @@ from pathlib import Path
 
 from bioel_core.guards import QualityGateError
 from bioel_core.outputs.fs import LOCAL, FileSystem, as_path
-from bioel_core.outputs.layout import MANIFEST, QUALITY, REJECTED
+from bioel_core.outputs.layout import MANIFEST, QUALITY, REJECTED, REPORT_HTML, REPORT_SUMMARY
 from bioel_core.quality.html import Table, page
 from bioel_core.quality.plots import Bars, Histogram
 from bioel_core.tables import read_manifest
 
 FAIL_ON = ("critical", "warning", "none")
-SUMMARY = "summary.json"
-HTML = "report.html"
 OBSERVED_ITEMS = 5
 OBSERVED_CHARS = 80
 TERMINAL_OBSERVED_CHARS = 100
@@ -254,7 +252,7 @@ def check(table_dir: str | Path, fail_on: str = "critical", fs: FileSystem = LOC
 
 def _write(summary: dict, output_dir: str | Path, fs: FileSystem) -> dict:
     output_dir = str(as_path(output_dir))  # a local one as pathlib spells it
-    summary = {**summary, "html": fs.join(output_dir, HTML), "summary_json": fs.join(output_dir, SUMMARY)}
+    summary = {**summary, "html": fs.join(output_dir, REPORT_HTML), "summary_json": fs.join(output_dir, REPORT_SUMMARY)}
     fs.mkdirs(output_dir)
     fs.write(summary["summary_json"], (json.dumps(summary, indent=2) + "\n").encode())
     fs.write(summary["html"], page(summary, CHECKS[summary["pipeline"]].sections(summary["stats"])).encode("utf-8"))
