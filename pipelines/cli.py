@@ -19,14 +19,14 @@ from bioel_core.guards import QualityGateError, UnpublishedError
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES
 from bioel_core.settings import SHARED_NAME_POLICIES
-from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train, logs
+from pipelines import cli_build, cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train, logs
 from pipelines.cli_common import add_renamed, finish, positive_int, quality, quality_gate
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
-BEAM_VERBS = {"ingest-kb", "embed", "build-index", "link"}
+BEAM_VERBS = {"ingest-kb", "embed", "build-index", "link", "build"}
 
 
 def _reader_options(args) -> dict:
@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_embed.add_subcommands(sub)
     cli_index.add_subcommands(sub)
     cli_link.add_subcommands(sub)
+    cli_build.add_subcommands(sub)
     cli_refresh.add_subcommands(sub)
     for verb_parser in sub.choices.values():  # -v after the verb too; SUPPRESS keeps a -v given before it
         verb_parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

@@ -76,13 +76,14 @@ class BundleSettings(Settings):
     def check_inputs(self) -> None:
         """Every local file and folder the build reads exists, and each model is one folder; a missing one is named
         by its setting. (URLs are checked where they are read.)"""
-        checks = [("model", self.model, "folder")]
-        if self.calibrate is not None:
-            checks.append(("calibrate.gold", self.calibrate.gold, "any"))
+        checks = []
         for name, t in self.types.items():
             checks += [(f"types.{name}.ingest.dumps[{i}]", p, "file") for i, p in enumerate(t.ingest.dumps)]
             checks += [(f"types.{name}.embed.model", t.embed.model, "folder"),
                        (f"types.{name}.link.stop_list", t.link.stop_list, "file")]
+        checks.append(("model", self.model, "folder"))
+        if self.calibrate is not None:
+            checks.append(("calibrate.gold", self.calibrate.gold, "any"))
         for field, path, kind in checks:
             if path is None or "://" in path:
                 continue

@@ -172,6 +172,23 @@ class LinkSettings(Settings):
         if len(self.copy_formats) > 1:
             raise SettingsError("copy_formats", f"one interchange format per run for now, got {self.copy_formats}")
 
+    def annotator_spec(self, **kwargs):
+        """The AnnotatorSpec of this linker; `kwargs`: its other arguments (detect, device, reranker...). Every type
+        needs its index; a type's model is named to the spec only where it is not the linker's model."""
+        from bioel_core.linking.annotate import AnnotatorSpec
+
+        for name, target in self.types.items():
+            if target.index is None:
+                raise SettingsError(f"types.{name}.index", "required: the type's `bioel build-index` folder")
+
+        def given(name: str) -> tuple:
+            return tuple((t, getattr(x, name)) for t, x in self.types.items() if getattr(x, name) is not None)
+
+        own_models = tuple((t, x.model) for t, x in self.types.items() if x.model and x.model != self.model)
+        return AnnotatorSpec(model=self.model, type_models=own_models, indexes=given("index"),
+                             stop_lists=given("stop_list"), nil_thresholds=given("nil_threshold"), detector=self.detector,
+                             **kwargs)
+
 
 @dataclass
 class CalibrateSettings(Settings):
