@@ -102,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--umls-ttys", nargs="+", help="umls: term types kept (default all)")
     ingest.add_argument("--umls-keep-suppressed", action="store_true", help="umls: keep SUPPRESS=O/E/Y rows")
     ingest.add_argument("--umls-preferred-only", action="store_true", help="umls: TS=P, STT=PF, ISPREF=Y rows only")
+    ingest.add_argument("--umls-semantic-types", nargs="+", help="umls: keep concepts of these semantic types (MRSTY "
+                                                                 "TUIs, e.g. a semantic group's); give MRSTY as an input too")
     ingest.add_argument("--snomed-language-refset", nargs="+", help="snomed: language refset ids for acceptability")
     ingest.add_argument("--mesh-exclude-permuted", action="store_true", help="mesh-tsv: drop permuted entry terms")
     ingest.add_argument("--mesh-tree-prefix", nargs="+", help="mesh-tsv: keep descriptors under these tree numbers "

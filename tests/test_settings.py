@@ -153,3 +153,38 @@ def test_flags_can_be_made_from_the_fields():
     assert args.kind == "hnsw" and args.hnsw_m == 32 and all(f.help for f in fields_of(IndexSettings))
     assert {f.name for f in fields_of(IndexSettings)} - {"num_shards", "faiss_threads"} == \
         set(IndexSettings().spec().to_dict())  # every IndexSpec parameter, one contract field each
+
+
+def test_the_shipped_bundle_files_are_valid():
+    """Every bundle file under bundles/ and benchmarks/ parses and validates; those whose data is here find it all."""
+    from conftest import REPO, SHARED_DATA
+
+    files = sorted((REPO / "bundles").glob("*.toml")) + sorted((REPO / "benchmarks").glob("*.bundle.toml"))
+    assert {f.name for f in files} >= {"demo.toml", "diseases-chemicals.toml", "umls.toml",
+                                       "diseases-chemicals.bundle.toml"}
+    for f in files:
+        settings = load_bundle_file(f)
+        assert settings.name and settings.types
+    load_bundle_file(REPO / "bundles" / "demo.toml").check_inputs()
+    if SHARED_DATA.exists():
+        load_bundle_file(REPO / "benchmarks" / "diseases-chemicals.bundle.toml").check_inputs()
+    best = load_bundle_file(REPO / "bundles" / "diseases-chemicals.toml")
+    assert best.link.detector == "both" and best.model.endswith("models/bc5cdr-collective-small")
+    assert best.types["Chemical"].ingest.reader.reader_kwargs("mesh-tsv")["tree_prefixes"] == ("D",)
+
+
+def test_the_umls_bundle_takes_each_type_from_its_semantic_group():
+    from bioel_core.kb import get_reader
+    from bioel_core.records import ConceptRecord
+    from conftest import FIXTURES, REPO
+
+    fixtures = FIXTURES / "umls"
+    dumps = f"{fixtures / 'MRCONSO.RRF'},{fixtures / 'MRSTY.RRF'}"
+    settings = load_bundle_file(REPO / "bundles" / "umls.toml", [f"types.Disease.ingest.dumps={dumps}",
+                                                                 f"types.Chemical.ingest.dumps={dumps}"])
+    settings.check_inputs()
+    found = {}
+    for name, t in settings.types.items():
+        reader = get_reader(t.ingest.format, **t.ingest.reader.reader_kwargs(t.ingest.format))
+        found[name] = [i.concept_id for i in reader.read(t.ingest.dumps) if isinstance(i, ConceptRecord)]
+    assert found == {"Disease": ["C0004096", "C0011849", "C0027051"], "Chemical": []}  # the fixtures' are all disorders

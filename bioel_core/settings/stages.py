@@ -31,6 +31,8 @@ class ReaderOptions(Settings):
     umls_ttys: list[str] | None = setting(None, help="umls: term types kept (default all)")
     umls_keep_suppressed: bool = setting(False, help="umls: keep SUPPRESS=O/E/Y rows")
     umls_preferred_only: bool = setting(False, help="umls: TS=P, STT=PF, ISPREF=Y rows only")
+    umls_semantic_types: list[str] | None = setting(None, help="umls: keep concepts of these semantic types (MRSTY TUIs, "
+                                                                "e.g. a semantic group's); give MRSTY as a dump too")
     snomed_language_refset: list[str] | None = setting(None, help="snomed: language refset ids for acceptability")
     mesh_exclude_permuted: bool = setting(False, help="mesh-tsv: drop permuted entry terms")
     mesh_tree_prefix: list[str] = setting([], help="mesh-tsv: keep descriptors under these tree numbers (e.g. D: "
@@ -45,7 +47,8 @@ class ReaderOptions(Settings):
         """The keyword arguments of the format's reader (bioel_core.kb.get_reader): only the options it reads."""
         if kb_format == "umls":
             return {"languages": tuple(self.umls_languages), "sabs": self.umls_sabs, "ttys": self.umls_ttys,
-                    "exclude_suppressed": not self.umls_keep_suppressed, "preferred_only": self.umls_preferred_only}
+                    "exclude_suppressed": not self.umls_keep_suppressed, "preferred_only": self.umls_preferred_only,
+                    "semantic_types": self.umls_semantic_types}
         if kb_format == "snomed":
             return {"language_refset_ids": self.snomed_language_refset}
         if kb_format == "mesh-tsv":
@@ -66,7 +69,8 @@ class ReaderOptions(Settings):
 
 # which ReaderOptions each format reads (reader_kwargs maps them onto its reader)
 READER_OPTIONS = {
-    "umls": ("umls_languages", "umls_sabs", "umls_ttys", "umls_keep_suppressed", "umls_preferred_only"),
+    "umls": ("umls_languages", "umls_sabs", "umls_ttys", "umls_keep_suppressed", "umls_preferred_only",
+             "umls_semantic_types"),
     "snomed": ("snomed_language_refset",),
     "mesh-tsv": ("mesh_exclude_permuted", "mesh_tree_prefix"),
     "biosyn-dict": ("kb_name", "vocabulary", "id_pattern"),
