@@ -188,3 +188,17 @@ def test_the_umls_bundle_takes_each_type_from_its_semantic_group():
         reader = get_reader(t.ingest.format, **t.ingest.reader.reader_kwargs(t.ingest.format))
         found[name] = [i.concept_id for i in reader.read(t.ingest.dumps) if isinstance(i, ConceptRecord)]
     assert found == {"Disease": ["C0004096", "C0011849", "C0027051"], "Chemical": []}  # the fixtures' are all disorders
+
+
+def test_docs_describe_every_bundle_setting():
+    from conftest import REPO
+
+    from bioel_core.settings import TypeSettings
+
+    page = (REPO / "docs" / "bundles.md").read_text()
+    for cls in (BundleSettings, TypeSettings, IngestSettings, ReaderOptions, EmbedSettings, IndexSettings,
+                CalibrateSettings):
+        for info in fields_of(cls):
+            assert f"`{info.name}`" in page, f"docs/bundles.md does not describe {cls.__name__}.{info.name}"
+    for name in ("detector", "copy_formats", "stop_list", "nil_threshold"):
+        assert f"`{name}`" in page
