@@ -5,8 +5,8 @@ order, each by the pipeline function its own verb runs:
     (build_index.run) ─ calibrate (calibrate_on_gold, when a gold corpus is declared) ─ manifest, written last
 
 A stage runs only when its settings or its inputs' versions changed, or its output is not the one it recorded
-(bioel_core.bundle.staleness): a re-ingest that gives the same tables leaves the stages after it up to date, and a
-second build on unchanged inputs runs nothing. That is first checked without Beam or torch (hashes and manifests
+(bioel_core.bundle.staleness): a stage and those after it run again, the others not, and a second build on unchanged
+inputs runs nothing. That is first checked without Beam or torch (hashes and manifests
 only), so a build with nothing to do takes seconds; otherwise the stages run under the bundle folder's lock and its
 manifest is published last (bioel_core.outputs.OutputFolder), so a killed build leaves the previous bundle whole,
 and the stages it finished recorded.
@@ -177,7 +177,10 @@ class Build:
         for source, copy in self._copies().items():
             name = copy.relative_to(self.bundle).as_posix()
             if copy.exists() and layout.file_digest(copy) == self._digest(source):
-                (say(f"{name}: up to date") if run else self.checked.append(name))
+                if run:
+                    say(f"{name}: up to date")
+                else:
+                    self.checked.append(name)
                 continue
             if not run:
                 return False

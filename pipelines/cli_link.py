@@ -57,6 +57,11 @@ def _bundle_spec(args, models: dict, thresholds: tuple, calibrating: bool, **spe
                 raise ValueError(f"{flag} {value}: with --bundle, name the entity type ({flag} TYPE=VALUE); the bundle's "
                                  f"types: {', '.join(bundle.entity_types)}")
             types.setdefault(entity_type, {})[setting] = value
+    for entity_type, given_here in types.items():
+        if entity_type not in bundle.entity_types and "index" not in given_here:
+            flag = "--" + next(iter(given_here)).replace("_", "-")
+            raise ValueError(f"{flag} {entity_type}=...: the bundle has no entity type {entity_type} (its types: "
+                             f"{', '.join(bundle.entity_types)}); a type of your own needs its --index too")
     flags = LinkSettings(model=models.get(""), detector=args.detector, types={t: LinkTarget(**v) for t, v in types.items()})
     return bundle.annotator_spec(flags, thresholds=not calibrating, **spec_args)
 

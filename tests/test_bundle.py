@@ -196,6 +196,9 @@ def test_link_flags_replace_single_settings_of_the_bundle(built, capsys):
                      "--output", "o", "--nil-threshold", "0.5"]) == 2
     assert capsys.readouterr().err.strip() == ("bioel link: error: --nil-threshold 0.5: with --bundle, name the entity "
                                                "type (--nil-threshold TYPE=VALUE); the bundle's types: Disease")
+    with pytest.raises(ValueError, match=r"^--stop-list Chemical=\.\.\.: the bundle has no entity type Chemical \(its "
+                                         r"types: Disease\); a type of your own needs its --index too$"):
+        spec("--stop-list", f"Chemical={stop_list}")
 
 
 def test_link_refuses_an_output_inside_the_bundle_and_a_folder_that_is_no_bundle(built, capsys):

@@ -141,6 +141,19 @@ def test_check_inputs_names_the_missing_one(tmp_path):
     assert "an ensemble refers to its member models' folders" in str(err.value)
 
 
+def test_check_inputs_refuses_a_span_detector_without_a_collective_model():
+    from conftest import REPO
+
+    bundle = REPO / "bundles" / "demo.toml"
+    with pytest.raises(SettingsError, match=r"^link.detector: 'both' needs a collective model as the bundle's `model`"):
+        load_bundle_file(bundle, ["link.detector=both"]).check_inputs()
+    collective = str(REPO / "models" / "bc5cdr-collective-small")
+    with pytest.raises(SettingsError, match=r"^types.Disease.embed.model: the collective model's one pass links every"):
+        load_bundle_file(bundle, ["link.detector=model", f"model={collective}",
+                                  f"types.Disease.embed.model={REPO / 'models' / 'disease-default'}"]).check_inputs()
+    load_bundle_file(bundle, ["link.detector=both", f"model={collective}"]).check_inputs()
+
+
 def test_flags_can_be_made_from_the_fields():
     """Each field carries what a flag needs: name, type, default, help, choices (the CLI migration generates them)."""
     parser = argparse.ArgumentParser()

@@ -90,11 +90,29 @@ class BundleSettings(Settings):
             p = Path(path)
             if not p.exists() or (kind == "file" and not p.is_file()) or (kind == "folder" and not p.is_dir()):
                 raise SettingsError(field, f"no such {'file or folder' if kind == 'any' else kind}: {path}")
-            if kind == "folder" and (p / MODEL_CONFIG).is_file():
-                encoder_type = json.loads((p / MODEL_CONFIG).read_text(encoding="utf-8")).get("encoder_type")
-                if encoder_type in NOT_SELF_CONTAINED:
-                    raise SettingsError(field, f"{path}: {NOT_SELF_CONTAINED[encoder_type]}, and a bundle holds a "
-                                               "copy of one folder per model: name a member model instead")
+            if kind == "folder" and _encoder_type(path) in NOT_SELF_CONTAINED:
+                raise SettingsError(field, f"{path}: {NOT_SELF_CONTAINED[_encoder_type(path)]}, and a bundle holds a "
+                                           "copy of one folder per model: name a member model instead")
+        self._check_detector()
+
+    def _check_detector(self) -> None:
+        """The span detector (`model`, `both`) is the collective `model`'s, whose one pass links every type with it."""
+        detector = self.link.detector
+        if detector not in ("model", "both"):
+            return
+        if self.model is None or _encoder_type(self.model) != "collective":
+            raise SettingsError("link.detector", f"{detector!r} needs a collective model as the bundle's `model` "
+                                                 f"(`bioel train --encoder collective`), not {self.model or 'the default'}")
+        own = sorted(t for t, ts in self.types.items() if ts.embed.model not in (None, self.model))
+        if own:
+            raise SettingsError(f"types.{own[0]}.embed.model", f"the collective model's one pass links every type with "
+                                                               f"its own vectors (detector {detector!r}): remove it")
+
+
+def _encoder_type(model: str) -> str | None:
+    """A model folder's kind, from its config (None: a plain checkpoint, or a URL)."""
+    config = Path(model) / MODEL_CONFIG
+    return json.loads(config.read_text(encoding="utf-8")).get("encoder_type") if config.is_file() else None
 
 
 def load_bundle_file(path: str | Path, assignments: Sequence[str] = (), cwd: str | Path | None = None) -> BundleSettings:
