@@ -47,6 +47,7 @@ class Build:
         self.beam_args, self.fail_on, self.source = beam_args, fail_on, source
         self.ran: list[str] = []
         self.checked: list[str] = []
+        self._gates: list = []  # the quality gates of the stage running
         self._digests: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------------------------ entry point
@@ -126,7 +127,12 @@ class Build:
             return False
         say(f"{name}: running ({reason})")
         started = time.perf_counter()
+        self._gates = []
         result = work() or {}
+        for gate in self._gates:  # a stage whose output failed its quality checks stopped the build (exit 4)
+            q = gate.summary
+            say(f"{name}: quality {'PASSED' if q['passed'] else 'FAILED'} ({q['critical_failures']} critical failures, "
+                f"{q['warnings']} warnings); report: {q['html']}")
         version = layout.output_version(output, pipeline) if pipeline else ""
         relative = output.relative_to(self.bundle).as_posix() if output else ""
         layout.write_record(self.bundle, name, StageRecord(settings, inputs, relative, version, result))
@@ -216,7 +222,10 @@ class Build:
     def _gate(self):
         from bioel_core.quality import QualityGate
 
-        return QualityGate(self.fail_on) if self.fail_on else None
+        if not self.fail_on:
+            return None
+        self._gates.append(QualityGate(self.fail_on))
+        return self._gates[-1]
 
     def _options(self):
         from pipelines.options import pipeline_options
