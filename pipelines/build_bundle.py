@@ -23,10 +23,14 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bioel_core import bundle as layout
 from bioel_core.bundle import EMBEDDINGS, INDEX, KB, MODELS, SETTINGS_TABLE, STOPLISTS, StageRecord
 from bioel_core.settings import BundleSettings, LinkSettings, LinkTarget, to_mapping
+
+if TYPE_CHECKING:
+    from bioel_core.outputs import Manifest
 
 CALIBRATE = "calibrate"
 
@@ -95,7 +99,7 @@ class Build:
         expected = self._manifest(runner=published.get("runner", ""), outputs=published.get("outputs", {}))
         return published if content_sha256(published) == content_sha256(expected.to_dict()) else None
 
-    def _build(self, folder) -> object:
+    def _build(self, folder) -> Manifest:
         """Under the bundle's lock: every stage brought up to date, the settings written; returns the manifest."""
         from bioel_core.outputs.layout import write_json
 
