@@ -1,5 +1,6 @@
 """Linking in process, without Beam: strings to concepts, or documents to annotation rows, with the folders the
-pipelines wrote (`bioel build-index` outputs per entity type, their model). README: "Python API".
+pipelines wrote (`bioel build-index` outputs per entity type, their model) or a `bioel build` bundle. README:
+"Python API".
 
 A thin facade over AnnotatorSpec -> DocumentAnnotator, which `bioel link` runs per batch of documents: the rows
 are the annotations table's rows, and each type's linker is the same DenseLinker over the same FAISS shards.
@@ -60,6 +61,19 @@ class Annotator:
                              generative=str(generative) if generative else None,
                              nil_thresholds=pairs("nil_thresholds", nil_thresholds, float))
         spec.versions()  # the model is the one every index was built with, before anything is loaded
+        return cls(spec.open())
+
+    @classmethod
+    def from_bundle(cls, bundle: str | Path, *, mentions: str = "detect", device: str = "cpu") -> Annotator:
+        """The linker of a `bioel build` bundle folder (wherever it lies now): its indexes, models, stop lists, NIL
+        thresholds and detector, as `bioel link --bundle` links; `mentions` and `device` as in `from_folders`."""
+        from bioel_core.bundle import BuiltBundle
+        from bioel_core.models import resolve_device
+
+        if mentions not in ("detect", "given"):
+            raise ValueError(f"mentions must be 'detect' or 'given', got {mentions!r}")
+        spec = BuiltBundle.read(bundle, "bundle").annotator_spec(detect=mentions == "detect", device=resolve_device(device))
+        spec.versions()
         return cls(spec.open())
 
     @property

@@ -105,10 +105,11 @@ def is_version_of(recorded: str, output_dir: str | Path, fs: FileSystem = LOCAL)
 
 
 def _unchanged_source(output_dir: str | Path, source: dict, read, what: str, since: str, verb: str,
-                      fs: FileSystem) -> Path | str:
+                      fs: FileSystem, at: str | Path | None = None) -> Path | str:
     """The folder an output was made from (`source`: its manifest's {"path", "manifest_sha256"}), read with `read`
-    through `fs` and checked to be the same table version (is_version_of)."""
-    folder = as_path(source["path"])
+    through `fs` and checked to be the same table version (is_version_of). `at`: where that folder lies now, when
+    not at the recorded path (moved with the output: a relocated bundle); it is checked by its version all the same."""
+    folder = as_path(at if at is not None else source["path"])
     read(folder, fs=fs)
     if not is_version_of(source["manifest_sha256"], folder, fs):
         raise ValueError(f"{output_dir}: the {what} at {folder} changed since {since} (its manifest.json differs); "
@@ -116,19 +117,21 @@ def _unchanged_source(output_dir: str | Path, source: dict, read, what: str, sin
     return folder
 
 
-def check_names_unchanged(emb_dir: str | Path, fs: FileSystem = LOCAL) -> Path | str:
-    """The names folder the embeddings were made from, checked to be the same table version."""
+def check_names_unchanged(emb_dir: str | Path, fs: FileSystem = LOCAL, at: str | Path | None = None) -> Path | str:
+    """The names folder the embeddings were made from (`at`: where it lies now, if moved), checked to be the same
+    table version."""
     return _unchanged_source(emb_dir, read_embeddings_manifest(emb_dir, fs=fs)["names"], read_manifest, "names table",
-                             "these embeddings were made", "embed", fs)
+                             "these embeddings were made", "embed", fs, at)
 
 
-def check_embeddings_unchanged(index_dir: str | Path, index_manifest: dict, fs: FileSystem = LOCAL) -> Path | str:
+def check_embeddings_unchanged(index_dir: str | Path, index_manifest: dict, fs: FileSystem = LOCAL,
+                               at: str | Path | None = None) -> Path | str:
     """The embeddings folder a `bioel build-index` output was built from, checked to be the same table version: an
     index left from an earlier embeddings generation (a new KB release ingested and embedded into the same folders,
     or a refresh killed between its two outputs) has names and concepts the current tables no longer hold, and
     lacks theirs."""
     return _unchanged_source(index_dir, index_manifest["embeddings"], read_embeddings_manifest, "embeddings",
-                             "this index was built", "build-index", fs)
+                             "this index was built", "build-index", fs, at)
 
 
 def encode_checked(encoder, texts: list[str], batch_size: int | None = None) -> list:

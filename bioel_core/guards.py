@@ -19,7 +19,7 @@ import bioel_core
 if TYPE_CHECKING:  # bioel_core.outputs imports this module
     from bioel_core.outputs import Manifest, OutputFolder
 
-PIPELINES = ("ingest-kb", "embed", "build-index", "link")
+PIPELINES = ("ingest-kb", "embed", "build-index", "link", "build")
 MANIFEST = "manifest.json"
 
 

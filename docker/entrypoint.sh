@@ -6,7 +6,7 @@ set -euo pipefail
 
 # bioel's verbs (tests/test_packaging.py checks this list against the CLI); a verb such as `link` must not
 # reach coreutils' link(1) or Beam's boot
-VERBS="ingest-kb report evaluate probe evaluate-e2e train ensemble embed build-index link calibrate-nil refresh"
+VERBS="ingest-kb report evaluate probe evaluate-e2e train ensemble embed build-index link calibrate-nil build refresh"
 BOOT="${BEAM_BOOT:-/opt/apache/beam/boot}"
 
 if [[ "${1:-}" == "bioel" ]]; then

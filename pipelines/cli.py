@@ -18,28 +18,27 @@ from bioel_core import progress
 from bioel_core.guards import QualityGateError, UnpublishedError
 from bioel_core.kb import READERS
 from bioel_core.normalize import PUNCTUATION_POLICIES
-from pipelines import cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train, logs
+from bioel_core.settings import SHARED_NAME_POLICIES
+from pipelines import cli_build, cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train, logs
 from pipelines.cli_common import add_renamed, finish, positive_int, quality, quality_gate
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
-BEAM_VERBS = {"ingest-kb", "embed", "build-index", "link"}
+BEAM_VERBS = {"ingest-kb", "embed", "build-index", "link", "build"}
 
 
 def _reader_options(args) -> dict:
-    """Only the options the chosen format understands."""
-    if args.input_format == "umls":
-        return {"languages": tuple(args.umls_languages), "sabs": args.umls_sabs, "ttys": args.umls_ttys,
-                "exclude_suppressed": not args.umls_keep_suppressed, "preferred_only": args.umls_preferred_only}
-    if args.input_format == "snomed":
-        return {"language_refset_ids": args.snomed_language_refset}
-    if args.input_format == "mesh-tsv":
-        return {"include_permuted": not args.mesh_exclude_permuted, "tree_prefixes": args.mesh_tree_prefix or ()}
-    if args.input_format == "biosyn-dict":
-        return {"kb": args.kb_name, "id_pattern": args.id_pattern, "vocabulary": args.vocabulary}
-    return {}
+    """Only the options the chosen format understands (the ingest contract's ReaderOptions: its fields are these
+    flags' names)."""
+    from dataclasses import fields
+
+    from bioel_core.settings import ReaderOptions
+
+    given = {f.name: getattr(args, f.name) for f in fields(ReaderOptions)}
+    given["mesh_tree_prefix"] = given["mesh_tree_prefix"] or []
+    return ReaderOptions(**given).reader_kwargs(args.input_format)
 
 
 def cmd_ingest_kb(args, beam_args: list[str]) -> int:
@@ -86,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--input", required=True, nargs="+", help="input files (local, gs://, ...)")
     ingest.add_argument("--output", required=True, help="output folder")
     ingest.add_argument("--num-shards", type=positive_int, default=4, help="Parquet shards per table (default 4)")
-    ingest.add_argument("--shared-names", choices=["keep-all", "genbioel"], default="keep-all",
+    ingest.add_argument("--shared-names", choices=SHARED_NAME_POLICIES, default="keep-all",
                         help="a name shared by several concepts: keep it with all (default), or GenBioEL's rule "
                              "(keep it only in the concept with fewest names)")
     ingest.add_argument("--punctuation", choices=PUNCTUATION_POLICIES, default="split",
@@ -103,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--umls-ttys", nargs="+", help="umls: term types kept (default all)")
     ingest.add_argument("--umls-keep-suppressed", action="store_true", help="umls: keep SUPPRESS=O/E/Y rows")
     ingest.add_argument("--umls-preferred-only", action="store_true", help="umls: TS=P, STT=PF, ISPREF=Y rows only")
+    ingest.add_argument("--umls-semantic-types", nargs="+", help="umls: keep concepts of these semantic types (MRSTY "
+                                                                 "TUIs, e.g. a semantic group's); give MRSTY as an input too")
     ingest.add_argument("--snomed-language-refset", nargs="+", help="snomed: language refset ids for acceptability")
     ingest.add_argument("--mesh-exclude-permuted", action="store_true", help="mesh-tsv: drop permuted entry terms")
     ingest.add_argument("--mesh-tree-prefix", nargs="+", help="mesh-tsv: keep descriptors under these tree numbers "
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_embed.add_subcommands(sub)
     cli_index.add_subcommands(sub)
     cli_link.add_subcommands(sub)
+    cli_build.add_subcommands(sub)
     cli_refresh.add_subcommands(sub)
     for verb_parser in sub.choices.values():  # -v after the verb too; SUPPRESS keeps a -v given before it
         verb_parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

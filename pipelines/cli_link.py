@@ -29,22 +29,55 @@ def typed(values: list[str] | None, convert=str) -> tuple[tuple[str, object], ..
     return tuple(out)
 
 
-def _annotator_spec(args, detect: bool, thresholds: tuple = ()):
+def _annotator_spec(args, detect: bool, thresholds: tuple = (), calibrating: bool = False):
     from bioel_core.linking.annotate import AnnotatorSpec
 
     models = dict(typed(args.model))
+    if args.bundle:
+        return _bundle_spec(args, models, thresholds, calibrating, detect=detect, device=args.device,
+                            reranker=args.reranker, rerank_depth=args.rerank_depth, generative=args.generative)
     return AnnotatorSpec(model=models.pop("", None), type_models=tuple(models.items()), indexes=typed(args.index), detect=detect, stop_lists=typed(args.stop_list),
                          nil_thresholds=thresholds, device=args.device, detector=args.detector, reranker=args.reranker,
                          rerank_depth=args.rerank_depth, generative=args.generative)
 
 
+def _bundle_spec(args, models: dict, thresholds: tuple, calibrating: bool, **spec_args):
+    """The --bundle's linker, each single setting given by a flag replacing the bundle's (`TYPE=` flags name a type;
+    calibrating: none of the bundle's NIL thresholds, which would cut the predictions being calibrated)."""
+    from bioel_core.bundle import BuiltBundle
+    from bioel_core.settings import LinkSettings, LinkTarget
+
+    bundle = BuiltBundle.read(args.bundle)
+    given = {"index": typed(args.index), "stop_list": typed(args.stop_list), "nil_threshold": thresholds,
+             "model": tuple((t, m) for t, m in models.items() if t)}
+    types: dict[str, dict] = {}
+    for setting, pairs in given.items():
+        for entity_type, value in pairs:
+            if not entity_type:
+                flag = "--" + setting.replace("_", "-")
+                raise ValueError(f"{flag} {value}: with --bundle, name the entity type ({flag} TYPE=VALUE); the bundle's "
+                                 f"types: {', '.join(bundle.entity_types)}")
+            types.setdefault(entity_type, {})[setting] = value
+    for entity_type, given_here in types.items():
+        if entity_type not in bundle.entity_types and "index" not in given_here:
+            flag = "--" + next(iter(given_here)).replace("_", "-")
+            raise ValueError(f"{flag} {entity_type}=...: the bundle has no entity type {entity_type} (its types: "
+                             f"{', '.join(bundle.entity_types)}); a type of your own needs its --index too")
+    flags = LinkSettings(model=models.get(""), detector=args.detector, types={t: LinkTarget(**v) for t, v in types.items()})
+    return bundle.annotator_spec(flags, thresholds=not calibrating, **spec_args)
+
+
 def _add_annotator_flags(parser) -> None:
+    parser.add_argument("--bundle", metavar="BUNDLE_DIR",
+                        help="a `bioel build` bundle folder: its indexes, models, stop lists, NIL thresholds, detector "
+                             "and copy format; the flags below replace single settings of it")
     parser.add_argument("--model", nargs="+", metavar="[TYPE=]MODEL_DIR",
                         help="the model folder the indexes were built with (default: the shipped disease model); "
                              "TYPE=DIR for an entity type whose index another model built, e.g. "
                              "Chemical=models/chemical-default")
-    parser.add_argument("--index", required=True, nargs="+", metavar="[TYPE=]INDEX_DIR",
-                        help="a `bioel build-index` folder per entity type, e.g. Disease=idx/medic Chemical=idx/mesh")
+    parser.add_argument("--index", nargs="+", metavar="[TYPE=]INDEX_DIR",
+                        help="a `bioel build-index` folder per entity type, e.g. Disease=idx/medic Chemical=idx/mesh "
+                             "(needed unless --bundle)")
     parser.add_argument("--stop-list", nargs="+", metavar="[TYPE=]JSON",
                         help="detector stop-lists (models/stoplists/*.json), per entity type")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
@@ -74,8 +107,9 @@ def add_subcommands(subparsers) -> None:
     ln.add_argument("--input-format", required=True, choices=FORMATS)
     ln.add_argument("--text-per-line", action="store_true", help="text format: one document per line (ID<TAB>TEXT)")
     ln.add_argument("--output", required=True, help="output folder (the annotated state)")
-    ln.add_argument("--output-format", default="parquet", choices=["parquet", "pubtator", "bioc-json", "bioc-xml"],
-                    help="besides the Parquet tables, write this run's linked documents in this format")
+    ln.add_argument("--output-format", choices=["parquet", "pubtator", "bioc-json", "bioc-xml"],
+                    help="besides the Parquet tables, write this run's linked documents in this format (default: the "
+                         "--bundle's copy format, else parquet only)")
     ln.add_argument("--single-file", action="store_true",
                     help="write the PubTator/BioC copy as one file in doc-id order (OUTPUT/gen-*/FORMAT/linked.*), not parts")
     ln.add_argument("--id-prefix", choices=["none", "vocabulary"], default="none",
@@ -110,9 +144,10 @@ def cmd_link(args, beam_args: list[str]) -> int:
     from pipelines.options import pipeline_options
 
     spec = _annotator_spec(args, args.mentions == "detect", typed(args.nil_threshold, float))
+    output_format = args.output_format or _bundle_copy_format(args) or "parquet"
     gate = quality_gate(args)
     manifest = link_corpus.run(args.input, args.input_format, args.output, spec, pipeline_options(beam_args),
-                               output_format=args.output_format, per_line=args.text_per_line, incremental=args.incremental,
+                               output_format=output_format, per_line=args.text_per_line, incremental=args.incremental,
                                num_shards=args.num_shards, batch_size=args.batch_size, id_prefix=args.id_prefix,
                                single_file=args.single_file, gate=gate)
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
@@ -144,6 +179,17 @@ def link_warnings(manifest: dict) -> list[str]:
     return warnings
 
 
+def _bundle_copy_format(args) -> str | None:
+    """The --bundle's copy format (its output folder refused inside the bundle, which links would be copied with)."""
+    if not args.bundle:
+        return None
+    from bioel_core.bundle import BuiltBundle
+    from bioel_core.guards import check_not_an_input
+
+    check_not_an_input(args.output, [("--bundle", args.bundle)])
+    return next(iter(BuiltBundle.read(args.bundle).link_settings().copy_formats), None)
+
+
 def nil_threshold_flags(thresholds: dict) -> str:
     """`--nil-threshold`'s value for calibrated thresholds ({entity type: NilThreshold}), each written whole: a
     threshold is a prediction's own score, kept at >=, which a rounded one would cut."""
@@ -153,7 +199,7 @@ def nil_threshold_flags(thresholds: dict) -> str:
 def cmd_calibrate_nil(args) -> int:
     from bioel_core.evaluation.nil_calibration import calibrate_on_gold
 
-    gold, spec = args.gold, _annotator_spec(args, detect=True)
+    gold, spec = args.gold, _annotator_spec(args, detect=True, calibrating=True)
     check_json(args.json, [("--gold", gold)] + spec.inputs())
     result = calibrate_on_gold(spec, gold, args.gold_format)
     progress.count(mentions=sum(t.predictions for t in result.values()))

@@ -35,6 +35,7 @@ from bioel_core.outputs import Manifest, OutputFolder, absolute, check_num_shard
 from bioel_core.outputs.runs import (MAX_FAN_IN, SPILL, MergeCounts, combine_runs, merge_runs, read_run, rows_table,
                                      run_name, write_rows)
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
+from bioel_core.settings import SHARED_NAME_POLICIES
 from bioel_core.tables import stable_shard
 from pipelines.counting import WriteStats, read_stats
 from pipelines.options import new_pipeline, pipeline_progress, runner_name
@@ -44,7 +45,6 @@ from schemas import CONCEPTS_SCHEMA, NAMES_SCHEMA
 
 log = logging.getLogger(__name__)
 
-SHARED_NAME_POLICIES = ("keep-all", "genbioel")
 NAME_TYPE_RANK = {"preferred": 0, "fsn": 1, "synonym": 2, "entry_term": 3, "abbreviation": 4}
 TABLES = ("concepts", "names", "dead_letter")
 READ_BATCH = 50_000  # names (or concepts) a reader hands on as one element

@@ -120,17 +120,23 @@ class UmlsReader(KBReader):
     id_pattern = re.compile(r"C\d{7}")
 
     def __init__(self, languages: Sequence[str] | None = ("ENG",), sabs: Sequence[str] | None = None,
-                 exclude_suppressed: bool = True, preferred_only: bool = False, ttys: Sequence[str] | None = None):
+                 exclude_suppressed: bool = True, preferred_only: bool = False, ttys: Sequence[str] | None = None,
+                 semantic_types: Sequence[str] | None = None):
+        """`semantic_types`: keep only concepts with one of these MRSTY TUIs (e.g. the TUIs of a semantic group:
+        DISO, CHEM); needs MRSTY among the inputs."""
         # None (or empty) means no restriction
         self.languages = set(languages) if languages else None
         self.sabs = set(sabs) if sabs else None
         self.ttys = set(ttys) if ttys else None
+        self.semantic_types = set(semantic_types) if semantic_types else None
         self.exclude_suppressed = exclude_suppressed
         self.preferred_only = preferred_only
 
     def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[Input]]:
         """One group of all the files, or, for a large uncompressed MRCONSO, one group a CUI range."""
         kinds = [match.group(1).upper() if (match := FILE_NAME.fullmatch(p.rsplit("/", 1)[-1])) else None for p in paths]
+        if self.semantic_types is not None and "MRSTY" not in kinds:  # refused here, before the pipeline starts
+            raise ValueError(f"semantic types {sorted(self.semantic_types)} need MRSTY.RRF among the inputs")
         if "MRCONSO" not in kinds or None in kinds or len(set(kinds)) < len(kinds):
             return [list(paths)]  # read() dead-letters what does not belong
         files = dict(zip(kinds, paths))
@@ -194,15 +200,23 @@ class UmlsReader(KBReader):
                     line = "|".join(row.fields.values()) + "|"  # the row as read
                     yield self.no_name(conso_ctx, f"line {row.lineno}", line, f"every selected STR of {cui} is")
                 kept = []
-            for _ in kept:
-                conso_ctx.accept()
-            semantic_types: list[str] = []
+            sty_rows = []
             for item in sty.matching(cui, bool(kept)):
                 if isinstance(item, DeadLetter):
                     yield item
-                    continue
+                else:
+                    sty_rows.append(item)
+            if kept and self.semantic_types is not None and not {r.fields["TUI"] for r in sty_rows} & self.semantic_types:
+                for _ in kept:  # a concept of no selected semantic type: its rows are filtered, as are its MRSTY rows
+                    conso_ctx.filtered("semantic type not selected")
+                for _ in sty_rows:
+                    sty.ctx.filtered("concept not selected")
+                kept, sty_rows = [], []
+            for _ in kept:
+                conso_ctx.accept()
+            for _ in sty_rows:
                 sty.ctx.accept()
-                semantic_types.append(f"{item.fields['TUI']}:{item.fields['STY']}")
+            semantic_types = [f"{r.fields['TUI']}:{r.fields['STY']}" for r in sty_rows]
             definition = None
             for item in defs.matching(cui, bool(kept)):
                 if isinstance(item, DeadLetter):

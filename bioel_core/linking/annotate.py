@@ -268,6 +268,10 @@ class AnnotatorSpec:
     # a generative model folder that links each mention by writing one of its type's names (whole-tree constrained
     # decoding) instead of the index's nearest names; the index still gives the names and the model's fingerprint
     generative: str | None = None
+    # where the embeddings and names folders an index's manifests record by path lie now (a relocated bundle's own,
+    # per entity type): each is still checked to be the version the index was built from
+    embeddings: tuple[tuple[str, str], ...] = ()
+    names: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
         # workers open these folders: one started elsewhere (a Flink or Spark task manager on this machine) would read
@@ -275,14 +279,14 @@ class AnnotatorSpec:
         for name in ("model", "reranker", "generative"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, absolute(getattr(self, name)))
-        for name in ("indexes", "stop_lists", "type_models"):
+        for name in ("indexes", "stop_lists", "type_models", "embeddings", "names"):
             object.__setattr__(self, name, tuple((t, absolute(path)) for t, path in getattr(self, name)))
         if self.detector is None:
             object.__setattr__(self, "detector", self.default_detector())
         if self.detector not in DETECTORS:
             raise ValueError(f"--detector must be one of {DETECTORS}, got {self.detector!r}")
         if not self.indexes:
-            raise ValueError("at least one --index is needed")
+            raise ValueError("at least one --index (or a --bundle) is needed")
         if self.reranker is not None:
             from bioel_core.linking.rerank import check_reranker
 
@@ -331,9 +335,11 @@ class AnnotatorSpec:
         from bioel_core.index import read_index_manifest
 
         out = {}
+        embeddings, names = dict(self.embeddings), dict(self.names)
         for entity_type, index_dir in self.indexes:
             manifest = read_index_manifest(index_dir, fs=fs)
-            names_dir = check_names_unchanged(check_embeddings_unchanged(index_dir, manifest, fs), fs)
+            emb_dir = check_embeddings_unchanged(index_dir, manifest, fs, at=embeddings.get(entity_type))
+            names_dir = check_names_unchanged(emb_dir, fs, at=names.get(entity_type))
             out[entity_type] = {"index": index_dir, "names": str(names_dir), "fingerprint": manifest["model"]["fingerprint"],
                                 "kb_version": manifest_sha256(names_dir, fs)}
         return out
@@ -456,7 +462,7 @@ class AnnotatorSpec:
                 linker = GenerativeLinker(names, generative, self.generative, batch_size=self.batch_size, reproducible=True)
             else:  # annotations must not depend on how documents are batched
                 model = self.model_for(entity_type)
-                linker = DenseLinker.from_index(source["index"], names, encoders[model], model=model,
+                linker = DenseLinker.from_index(source["index"], names, encoders[model], model=model, names_dir=source["names"],
                                                 batch_size=self.batch_size, reproducible=True)
             if reranker is not None:
                 linker = RerankLinker(names, linker, reranker, self.reranker, self.rerank_depth)

@@ -40,14 +40,15 @@ class DenseLinker(Linker):
 
     def __init__(self, names: NameSet, encoder: Encoder, model_path: str, pooling: str | None = None,
                  embeddings: np.ndarray | None = None, batch_size: int = 256, shards: ShardedIndex | None = None,
-                 reproducible: bool = False):
+                 reproducible: bool = False, names_dir: str | Path | None = None):
         """`shards`: search this index folder's FAISS shards instead of embedding the names (see from_index).
         `reproducible`: a query's candidates and scores do not depend on the other queries it is linked with
         (batch-invariant encoding, exact float64 scores), so bulk linking writes the same bytes whatever its
-        batching, worker count or thread count; slower to encode."""
+        batching, worker count or thread count; slower to encode. `names_dir`: the names folder the index was built
+        from, when not at the path its manifest records (a relocated bundle's)."""
         super().__init__(names)
         self.encoder, self.model_path, self.pooling, self.batch_size = encoder, model_path, pooling, batch_size
-        self.reproducible = reproducible
+        self.reproducible, self.names_dir = reproducible, names_dir
         self.exact = NameIndex(names)
         self.shards = shards
         if shards is not None:
@@ -70,21 +71,25 @@ class DenseLinker(Linker):
     @classmethod
     def from_index(cls, index_dir: str | Path, names: NameSet | None = None, encoder: Encoder | None = None, *,
                    model: str | None = None, pooling: str | None = None, device: str = "cpu", batch_size: int = 256,
-                   verify: bool = True, threads: int | None = None, reproducible: bool = False) -> DenseLinker:
+                   verify: bool = True, threads: int | None = None, reproducible: bool = False,
+                   names_dir: str | Path | None = None) -> DenseLinker:
         """A dense linker over the FAISS shards of `index_dir`. `names` default: the names table the index's
-        embeddings were made from; `encoder` default: `model`, else the model recorded in the index manifest.
-        The encoder must be the model the index was built with (same fingerprint)."""
+        embeddings were made from (in `names_dir` when given: where it lies now, if moved); `encoder` default:
+        `model`, else the model recorded in the index manifest. The encoder must be the model the index was built
+        with (same fingerprint)."""
         from bioel_core.index import ShardedIndex
 
         shards = ShardedIndex(index_dir, verify=verify, threads=threads)
+        names_dir = names_dir or shards.manifest["names"]["path"]
         if names is None:
-            names = NameSet.from_names_table(shards.manifest["names"]["path"])
+            names = NameSet.from_names_table(names_dir)
         recorded = shards.manifest["model"]
         if encoder is None:
             pooling = pooling or recorded.get("pooling")
             encoder = open_model(model or recorded["path"], pooling, device)
         model_path = str(model_folder(model)) if model else recorded["path"]
-        return cls(names, encoder, model_path, pooling, batch_size=batch_size, shards=shards, reproducible=reproducible)
+        return cls(names, encoder, model_path, pooling, batch_size=batch_size, shards=shards, reproducible=reproducible,
+                   names_dir=names_dir)
 
     def _use_shards(self, shards: ShardedIndex) -> None:
         """Check the model, and map every indexed name_id to the row of its name (-1: not in these names)."""
@@ -95,7 +100,7 @@ class DenseLinker(Linker):
                 f"{self.encoder.fingerprint()[:12]}: queries would not be comparable with the indexed vectors")
         from bioel_core.tables import read_table
 
-        table = read_table(shards.manifest["names"]["path"], "names", ["name_id", "name_norm"])
+        table = read_table(self.names_dir or shards.manifest["names"]["path"], "names", ["name_id", "name_norm"])
         ids = table.column("name_id").to_numpy()
         rows = np.fromiter((self.exact.row_of.get(n, -1) for n in table.column("name_norm").to_pylist()),
                            dtype=np.int64, count=len(ids))

@@ -1,0 +1,222 @@
+"""Linker bundles: a bundle file built into one folder (`bioel build`), linked with (`bioel link --bundle`,
+`Annotator.from_bundle`), relocated, and brought up to date stage by stage. One bundle, built once from the committed
+sample (bundles/demo.toml, NIL calibrated on the sample's gold), is shared by the module: Beam runs are slow."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bioel_core import bundle as layout
+from bioel_core.bundle import BuiltBundle, StageRecord
+from bioel_core.settings import load_bundle_file
+from pipelines import cli
+from pipelines.build_bundle import Build
+
+from conftest import SAMPLE_DATA, table_bytes
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "bundles" / "demo.toml"
+GOLD = SAMPLE_DATA / "gold_ncbi_bc5cdr_sample.pubtator"
+ABSTRACTS = SAMPLE_DATA / "abstracts_sample.jsonl"
+STAGES = ["Disease.ingest", "Disease.embed", "Disease.index", "calibrate"]
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def build_args(bundle_dir, *assignments) -> list[str]:
+    return ["build", str(DEMO), "--output", str(bundle_dir), "--no-quality", "--set", f"calibrate.gold={GOLD}",
+            *[a for assignment in assignments for a in ("--set", assignment)]]
+
+
+def stage_lines(err: str) -> dict[str, str]:
+    """`build: NAME: WHAT` lines of a build's stderr, by stage."""
+    out = {}
+    for line in err.splitlines():
+        parts = line.split(": ", 2)
+        if len(parts) == 3 and parts[0] == "build" and parts[1] in STAGES:
+            out.setdefault(parts[1], parts[2])
+    return out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The demo bundle with NIL calibrated on the sample gold, built with the library call `bioel build` makes."""
+    bundle_dir = tmp_path_factory.mktemp("bundles") / "demo"
+    settings = load_bundle_file(DEMO, [f"calibrate.gold={GOLD}"])
+    Build(settings, str(bundle_dir), ["--runner", "FnApiRunner"], fail_on=None, source=str(DEMO)).run()
+    return bundle_dir
+
+
+@pytest.fixture(scope="module")
+def linked(built, tmp_path_factory):
+    out = tmp_path_factory.mktemp("links") / "links"
+    assert cli.main(["link", "--bundle", str(built), "--input", str(ABSTRACTS), "--input-format", "jsonl",
+                     "--output", str(out), "--no-quality", "--num-shards", "2"]) == 0
+    return out
+
+
+def test_a_built_bundle_is_one_folder_with_relative_paths_and_calibrated_thresholds(built, linked):
+    manifest = json.loads((built / "manifest.json").read_text())
+    assert manifest["pipeline"] == "build" and manifest["reconciliation"] == {"stages": True}
+    link = manifest["link"]
+    assert link["settings"] == {"model": "models/disease-default", "detector": "dictionary", "copy_formats": ["pubtator"],
+                                "types": {"Disease": {"index": "index/Disease", "stop_list": "stoplists/disease-medic.json",
+                                                      "nil_threshold": link["nil"]["Disease"]["threshold"]}}}
+    assert link["nil"]["Disease"]["source"] == "calibrated"
+    assert sorted(manifest["stages"]) == sorted(STAGES)
+    for name in ("kb/Disease", "embeddings/Disease", "index/Disease", "models/disease-default/model.safetensors",
+                 "stoplists/disease-medic.json", f"{manifest['generation']}/settings/bundle.json"):
+        assert (built / name).exists(), name
+    calibration = json.loads((built / manifest["generation"] / "settings" / "calibration.json").read_text())
+    assert calibration["thresholds"]["Disease"]["threshold"] == link["nil"]["Disease"]["threshold"]
+    # linked with the bundle: its copy format written, its threshold applied
+    from bioel_core.tables import read_table
+
+    rows = read_table(linked, "annotations").to_pylist()
+    threshold = link["nil"]["Disease"]["threshold"]
+    assert rows and all(r["nil"] == (r["score"] < threshold) for r in rows) and any(r["nil"] for r in rows)
+    assert "pubtator/part-00000-of-00002.pubtator" in table_bytes(linked)
+
+
+def test_a_relocated_bundle_links_byte_identically(built, linked, tmp_path):
+    """Copied elsewhere, the original moved away (nothing may read it), the bundle links to the same bytes."""
+    moved = tmp_path / "elsewhere" / "bundle"
+    shutil.copytree(built, moved)
+    hidden = built.with_name("hidden")
+    built.rename(hidden)
+    try:
+        out = tmp_path / "links"
+        assert cli.main(["link", "--bundle", str(moved), "--input", str(ABSTRACTS), "--input-format", "jsonl",
+                         "--output", str(out), "--no-quality", "--num-shards", "2"]) == 0
+    finally:
+        hidden.rename(built)
+    assert table_bytes(out) == table_bytes(linked)
+
+
+def test_from_bundle_annotates_as_link_does(built, linked, tmp_path):
+    from bioel_core import Annotator
+    from bioel_core.corpora import read_jsonl
+    from bioel_core.tables import read_table
+
+    moved = tmp_path / "copy"
+    shutil.copytree(built, moved)
+    documents = read_jsonl(ABSTRACTS)[:3]
+    by_api = [row for rows in Annotator.from_bundle(moved).annotate(documents) for row in rows]
+    ids = {d.doc_id for d in documents}
+    by_cli = sorted((r for r in read_table(linked, "annotations").to_pylist() if r["doc_id"] in ids),
+                    key=lambda r: (r["doc_id"], r["start"]))
+    assert by_api and sorted(by_api, key=lambda r: (r["doc_id"], r["start"])) == by_cli
+
+
+def test_a_second_build_runs_nothing_and_writes_nothing(built, capsys):
+    before = (built / "manifest.json").read_bytes()
+    assert cli.main(build_args(built)) == 0
+    err = capsys.readouterr().err
+    assert stage_lines(err) == dict.fromkeys(STAGES, "up to date")
+    assert f"build: nothing to do: {built} is up to date" in err
+    assert (built / "manifest.json").read_bytes() == before
+
+
+def test_a_dump_touched_but_unchanged_runs_nothing(built, tmp_path, capsys):
+    dump = tmp_path / "medic_sample.txt"
+    shutil.copyfile(SAMPLE_DATA / "medic_sample.txt", dump)  # another path and time, the same bytes
+    assert cli.main(build_args(built, f"types.Disease.ingest.dumps={dump}")) == 0
+    assert stage_lines(capsys.readouterr().err) == dict.fromkeys(STAGES, "up to date")
+
+
+def test_a_changed_stage_runs_with_its_downstream_only(built, tmp_path, capsys):
+    """An index setting re-runs the index and the calibration; a changed gold the calibration alone."""
+    try:
+        assert cli.main(build_args(built, "types.Disease.index.num_shards=1")) == 0
+        lines = stage_lines(capsys.readouterr().err)
+        assert lines["Disease.ingest"] == lines["Disease.embed"] == "up to date"
+        assert lines["Disease.index"] == "running (settings changed (num_shards))"
+        assert lines["calibrate"] == "running (inputs changed (Disease.index))"
+        gold = tmp_path / "gold.pubtator"
+        gold.write_text("\n\n".join(GOLD.read_text().split("\n\n")[:30]) + "\n")
+        assert cli.main(build_args(built, "types.Disease.index.num_shards=1", f"calibrate.gold={gold}")) == 0
+        lines = stage_lines(capsys.readouterr().err)
+        assert [lines[s] for s in STAGES[:3]] == ["up to date"] * 3
+        assert lines["calibrate"] == "running (inputs changed (gold))"
+    finally:  # back to the module's bundle
+        assert cli.main(build_args(built)) == 0
+    lines = stage_lines(capsys.readouterr().err)
+    assert lines["Disease.index"].startswith("running") and lines["Disease.embed"] == "up to date"
+
+
+def test_staleness_names_why_a_stage_runs(built, tmp_path):
+    record = layout.read_record(built, "Disease.index")
+    assert layout.staleness(built, "Disease.index", record.settings, record.inputs, "build-index") is None
+    assert layout.staleness(built, "Disease.index", {**record.settings, "kind": "hnsw"}, record.inputs,
+                            "build-index") == "settings changed (kind)"
+    assert layout.staleness(built, "Disease.index", record.settings, {"embeddings": "0" * 64},
+                            "build-index") == "inputs changed (embeddings)"
+    assert layout.staleness(tmp_path, "Disease.index", {}, {}) == "not built yet"
+    # its output replaced by another run (another version) or gone
+    fake = tmp_path / "fake"
+    (fake / "index").mkdir(parents=True)
+    (fake / "index" / "Disease").symlink_to(built / "index" / "Disease")
+    layout.write_record(fake, "Disease.index", StageRecord(record.settings, record.inputs, record.output, "0" * 64))
+    assert layout.staleness(fake, "Disease.index", record.settings, record.inputs, "build-index") == \
+        "its output changed since it was built"
+    layout.write_record(fake, "Disease.index", StageRecord(record.settings, record.inputs, "index/Chemical", record.version))
+    assert layout.staleness(fake, "Disease.index", record.settings, record.inputs, "build-index") == \
+        "its output is missing or unreadable"
+    # a bundle copied elsewhere: its index names the embeddings where they were built
+    moved = tmp_path / "moved"
+    shutil.copytree(built, moved)
+    assert layout.staleness(moved, "Disease.index", record.settings, record.inputs, "build-index",
+                            ("embeddings", moved / "embeddings" / "Disease")).startswith("built in another folder")
+
+
+def test_link_flags_replace_single_settings_of_the_bundle(built, capsys):
+    parser = cli.build_parser()
+
+    def spec(*flags):
+        from pipelines.cli_link import _annotator_spec
+
+        args, _ = parser.parse_known_args(["link", "--bundle", str(built), "--input", "x", "--input-format", "jsonl",
+                                           "--output", "o", *flags])
+        return _annotator_spec(args, detect=True, thresholds=tuple(
+            (t, float(v)) for t, v in (f.split("=") for f in (args.nil_threshold or ()))))
+
+    plain = spec()
+    assert plain.indexes == (("Disease", str(built / "index" / "Disease")),)
+    assert plain.nil_thresholds[0][1] == json.loads((built / "manifest.json").read_text())["link"]["nil"]["Disease"]["threshold"]
+    assert plain.embeddings == (("Disease", str(built / "embeddings" / "Disease")),)
+    assert spec("--nil-threshold", "Disease=0.5").nil_thresholds == (("Disease", 0.5),)
+    stop_list = str(REPO / "models" / "stoplists" / "disease-medic.json")
+    assert spec("--stop-list", f"Disease={stop_list}").stop_lists == (("Disease", stop_list),)
+    # another index for the type: its own sources, not the bundle's
+    overridden = spec("--index", f"Disease={built / 'index' / 'Disease'}x")
+    assert overridden.embeddings == () and overridden.names == ()
+    assert cli.main(["link", "--bundle", str(built), "--input", str(ABSTRACTS), "--input-format", "jsonl",
+                     "--output", "o", "--nil-threshold", "0.5"]) == 2
+    assert capsys.readouterr().err.strip() == ("bioel link: error: --nil-threshold 0.5: with --bundle, name the entity "
+                                               "type (--nil-threshold TYPE=VALUE); the bundle's types: Disease")
+    with pytest.raises(ValueError, match=r"^--stop-list Chemical=\.\.\.: the bundle has no entity type Chemical \(its "
+                                         r"types: Disease\); a type of your own needs its --index too$"):
+        spec("--stop-list", f"Chemical={stop_list}")
+
+
+def test_link_refuses_an_output_inside_the_bundle_and_a_folder_that_is_no_bundle(built, capsys):
+    assert cli.main(["link", "--bundle", str(built), "--input", str(ABSTRACTS), "--input-format", "jsonl",
+                     "--output", str(built / "links")]) == 2
+    assert f"is inside the --bundle folder {built}" in capsys.readouterr().err
+    index = built / "index" / "Disease"
+    assert cli.main(["link", "--bundle", str(index), "--input", str(ABSTRACTS), "--input-format", "jsonl",
+                     "--output", "o"]) == 2
+    assert capsys.readouterr().err.strip() == (f"bioel link: error: --bundle {index}: written by pipeline 'build-index', "
+                                               "not by `bioel build`")
+
+
+def test_build_refuses_bad_settings_naming_file_and_field(tmp_path, capsys):
+    assert cli.main(build_args(tmp_path / "b", "types.Disease.index.kind=ivf")) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"bioel build: error: types.Disease.index.kind: 'ivf' is not one of flat, ivf-flat, ivf-pq, hnsw (in {DEMO})")
+    assert cli.main(build_args(tmp_path / "b", "types.Disease.ingest.dumps=absent.txt")) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"bioel build: error: types.Disease.ingest.dumps[0]: no such file: {Path.cwd() / 'absent.txt'}")
+    assert not (tmp_path / "b").exists()

@@ -1,0 +1,217 @@
+"""The typed stage contracts (bioel_core.settings): each validated once, from Python or from a mapping, with errors
+that name the field by its dotted path; `--set` overrides; paths taken from the file's folder or the working one."""
+
+import argparse
+
+import pytest
+
+from bioel_core.settings import (BundleSettings, CalibrateSettings, EmbedSettings, IndexSettings, IngestSettings,
+                                 LinkSettings, ReaderOptions, SettingsError, fields_of, from_mapping, load_bundle_file,
+                                 override, to_mapping)
+
+INGEST = {"format": "medic-biosyn", "dumps": ["medic.txt"]}
+
+
+def error_of(cls, data, prefix=""):
+    with pytest.raises(SettingsError) as err:
+        from_mapping(cls, data, prefix)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("cls, data, message", [
+    (IngestSettings, {"format": "medic", "dumps": ["x"]}, "format: 'medic' is not one of biosyn-dict, ctd-chemicals"),
+    (IngestSettings, {"format": "umls"}, "dumps: required: the KB dump files"),
+    (IngestSettings, {"format": "umls", "dumps": []}, "dumps: no KB dump given (a umls file)"),
+    (IngestSettings, {**INGEST, "num_shards": 0}, "num_shards: must be at least 1, got 0"),
+    (IngestSettings, {**INGEST, "num_shard": 2}, "num_shard: unknown setting; did you mean num_shards?"),
+    (IngestSettings, {**INGEST, "reader": {"mesh_tree_prefix": ["D"]}},
+     "reader.mesh_tree_prefix: format medic-biosyn does not read this option (it takes no reader options)"),
+    (IngestSettings, {"format": "mesh-tsv", "dumps": ["x"], "reader": {"umls_sabs": ["MSH"]}},
+     "reader.umls_sabs: format mesh-tsv does not read this option (its options: mesh_exclude_permuted, mesh_tree_prefix)"),
+    (IngestSettings, {**INGEST, "keep_case": "yes"}, "keep_case: expected true or false, got 'yes'"),
+    (IngestSettings, {**INGEST, "dumps": [""]}, "dumps[0]: expected a path, got an empty string"),
+    (EmbedSettings, {"batch_size": 2.5}, "batch_size: expected a whole number, got 2.5 (float)"),
+    (EmbedSettings, {"pooling": "max"}, "pooling: 'max' is not one of cls, mean"),
+    (IndexSettings, {"kind": "ivf"}, "kind: 'ivf' is not one of flat, ivf-flat, ivf-pq, hnsw"),
+    (IndexSettings, {"pq_nbits": 17}, "pq_nbits: must be at most 16, got 17"),
+    (IndexSettings, {"refine": "fp32"}, "refine: 'fp32' is not one of flat, fp16, none, sq8"),
+    (LinkSettings, {"detector": "span"}, "detector: 'span' is not one of dictionary, model, both"),
+    (LinkSettings, {"copy_formats": ["parquet"]}, "copy_formats[0]: 'parquet' is not one of pubtator, bioc-json, bioc-xml"),
+    (LinkSettings, {"types": {"Disease": {"nil_threshold": "high"}}}, "types.Disease.nil_threshold: expected a number"),
+    (LinkSettings, {"types": {"two words": {}}}, "types.two words: not a valid name: an entity type is a letter"),
+    (CalibrateSettings, {"gold": "dev.txt", "gold_format": "jsonl"}, "gold_format: 'jsonl' is not one of pubtator, "
+                                                                      "bioc-xml, bioc-json"),
+    (CalibrateSettings, {}, "gold: required: gold annotations"),
+])
+def test_each_contract_names_the_field_it_refuses(cls, data, message):
+    assert error_of(cls, data).startswith(message)
+
+
+def test_errors_name_the_whole_dotted_path_and_python_construction_validates_too():
+    bundle = {"types": {"Disease": {"ingest": INGEST, "index": {"kind": "ivf"}}}}
+    assert error_of(BundleSettings, bundle) == "types.Disease.index.kind: 'ivf' is not one of flat, ivf-flat, ivf-pq, hnsw"
+    assert error_of(IndexSettings, {"kind": "ivf"}, "types.Chemical.index").startswith("types.Chemical.index.kind:")
+    with pytest.raises(SettingsError, match=r"^kind: 'ivf' is not one of"):
+        IndexSettings(kind="ivf")
+    with pytest.raises(SettingsError, match=r"^umls_languages\[0\]: expected a string, got 1 \(int\)"):
+        ReaderOptions(umls_languages=[1])
+
+
+def test_a_bundle_refuses_settings_the_build_owns():
+    for where, value, message in (("link", {"index": "idx"}, "types.Disease.link.index: set by the build"),
+                                  ("link", {"model": "m"}, "types.Disease.link.model: a type's model is embed.model")):
+        assert error_of(BundleSettings, {"types": {"Disease": {"ingest": INGEST, where: value}}}).startswith(message)
+    assert error_of(BundleSettings, {"types": {}}).startswith("types: no entity type declared")
+    assert error_of(BundleSettings, {"link": {"model": "m"}, "types": {"D": {"ingest": INGEST}}}).startswith("link.model:")
+
+
+def test_contract_round_trips_through_a_mapping():
+    settings = from_mapping(BundleSettings, {"model": "/m", "calibrate": {"gold": "/dev.txt"},
+                                             "types": {"Chemical": {"ingest": {"format": "mesh-tsv", "dumps": ["/t.tsv"],
+                                                                               "reader": {"mesh_tree_prefix": ["D"]}},
+                                                                    "index": {"kind": "hnsw", "num_shards": 2},
+                                                                    "link": {"nil_threshold": 0.5}}}})
+    assert from_mapping(BundleSettings, to_mapping(settings)) == settings
+    chemical = settings.types["Chemical"]
+    assert chemical.ingest.reader.reader_kwargs("mesh-tsv") == {"include_permuted": True, "tree_prefixes": ("D",)}
+    assert chemical.index.spec().kind == "hnsw" and settings.model_of("Chemical") == "/m"
+
+
+def test_paths_are_taken_from_the_file_and_set_paths_from_the_working_folder(tmp_path):
+    (tmp_path / "conf").mkdir()
+    bundle = tmp_path / "conf" / "b.toml"
+    bundle.write_text('model = "../models/m"\n[types.Disease.ingest]\nformat = "medic-biosyn"\ndumps = ["kb/medic.txt"]\n'
+                      '[types.Disease.link]\nnil_threshold = 1\n')
+    settings = load_bundle_file(bundle, ["types.Disease.embed.model=here/model", "types.Disease.index.num_shards=2"],
+                                cwd=tmp_path / "work")
+    assert settings.model == str(tmp_path / "models" / "m")
+    assert settings.types["Disease"].ingest.dumps == [str(tmp_path / "conf" / "kb" / "medic.txt")]
+    assert settings.model_of("Disease") == str(tmp_path / "work" / "here" / "model")
+    assert settings.types["Disease"].index.num_shards == 2
+    assert settings.types["Disease"].link.nil_threshold == 1.0  # a TOML integer is a number
+    lists = load_bundle_file(bundle, ["types.Disease.ingest.dumps=a.txt,b.txt", "name=2024"], cwd=tmp_path)
+    assert lists.types["Disease"].ingest.dumps == [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    assert lists.name == "2024"
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("types.Disease.index.kind=ivf", "types.Disease.index.kind: 'ivf' is not one of"),
+    ("types.Disease.index.knd=flat", "types.Disease.index.knd: --set: unknown setting; did you mean kind?"),
+    ("types.Disease.index=flat", "types.Disease.index: --set names a table"),
+    ("types.Disease.index.kind.x=1", "types.Disease.index.kind.x: --set: kind is a single setting"),
+    ("types.Disease.index.kind", "--set 'types.Disease.index.kind': expected NAME=VALUE"),
+])
+def test_set_overrides_name_the_setting(tmp_path, assignment, message):
+    bundle = tmp_path / "b.toml"
+    bundle.write_text('[types.Disease.ingest]\nformat = "medic-biosyn"\ndumps = ["medic.txt"]\n')
+    with pytest.raises(SettingsError) as err:
+        load_bundle_file(bundle, [assignment])
+    assert str(err.value).startswith(message)
+    assert str(bundle) in str(err.value) or assignment.count("=") == 0
+
+
+def test_bad_bundle_files_are_named(tmp_path):
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[types.Disease\n")
+    with pytest.raises(ValueError, match=r"broken.toml: not a readable TOML bundle file"):
+        load_bundle_file(broken)
+    with pytest.raises(FileNotFoundError, match=r"bundle file .*absent.toml"):
+        load_bundle_file(tmp_path / "absent.toml")
+
+
+def test_check_inputs_names_the_missing_one(tmp_path):
+    (tmp_path / "medic.txt").write_text("D000001||a\n")
+    ensemble = tmp_path / "ensemble"
+    ensemble.mkdir()
+    (ensemble / "bioel_encoder.json").write_text('{"encoder_type": "ensemble"}')
+    ok = {"types": {"Disease": {"ingest": {"format": "medic-biosyn", "dumps": ["medic.txt"]}}}}
+    from_mapping(BundleSettings, ok, base=tmp_path).check_inputs()
+    for change, message in ((("types", "Disease", "ingest", "dumps"), ["gone.txt"]),
+                            (("calibrate",), {"gold": "dev.txt"}), (("model",), "ensemble")):
+        data = {"types": {"Disease": {"ingest": {"format": "medic-biosyn", "dumps": ["medic.txt"]}}}}
+        table = data
+        for key in change[:-1]:
+            table = table[key]
+        table[change[-1]] = message
+        with pytest.raises(SettingsError) as err:
+            from_mapping(BundleSettings, data, base=tmp_path).check_inputs()
+        field = {"dumps": "types.Disease.ingest.dumps[0]: no such file", "calibrate": "calibrate.gold: no such file or folder",
+                 "model": "model: "}[change[-1]]
+        assert str(err.value).startswith(field)
+    assert "an ensemble refers to its member models' folders" in str(err.value)
+
+
+def test_check_inputs_refuses_a_span_detector_without_a_collective_model():
+    from conftest import REPO
+
+    bundle = REPO / "bundles" / "demo.toml"
+    with pytest.raises(SettingsError, match=r"^link.detector: 'both' needs a collective model as the bundle's `model`"):
+        load_bundle_file(bundle, ["link.detector=both"]).check_inputs()
+    collective = str(REPO / "models" / "bc5cdr-collective-small")
+    with pytest.raises(SettingsError, match=r"^types.Disease.embed.model: the collective model's one pass links every"):
+        load_bundle_file(bundle, ["link.detector=model", f"model={collective}",
+                                  f"types.Disease.embed.model={REPO / 'models' / 'disease-default'}"]).check_inputs()
+    load_bundle_file(bundle, ["link.detector=both", f"model={collective}"]).check_inputs()
+
+
+def test_flags_can_be_made_from_the_fields():
+    """Each field carries what a flag needs: name, type, default, help, choices (the CLI migration generates them)."""
+    parser = argparse.ArgumentParser()
+    for info in fields_of(IndexSettings):
+        kwargs = {"help": info.help, "default": info.default}
+        if info.choices:
+            kwargs["choices"] = info.choices
+        parser.add_argument("--" + info.name.replace("_", "-"), **kwargs)
+    args = parser.parse_args(["--kind", "hnsw", "--num-shards", "2"])
+    assert args.kind == "hnsw" and args.hnsw_m == 32 and all(f.help for f in fields_of(IndexSettings))
+    assert {f.name for f in fields_of(IndexSettings)} - {"num_shards", "faiss_threads"} == \
+        set(IndexSettings().spec().to_dict())  # every IndexSpec parameter, one contract field each
+
+
+def test_the_shipped_bundle_files_are_valid():
+    """Every bundle file under bundles/ and benchmarks/ parses and validates; those whose data is here find it all."""
+    from conftest import REPO, SHARED_DATA
+
+    files = sorted((REPO / "bundles").glob("*.toml")) + sorted((REPO / "benchmarks").glob("*.bundle.toml"))
+    assert {f.name for f in files} >= {"demo.toml", "diseases-chemicals.toml", "umls.toml",
+                                       "diseases-chemicals.bundle.toml"}
+    for f in files:
+        settings = load_bundle_file(f)
+        assert settings.name and settings.types
+    load_bundle_file(REPO / "bundles" / "demo.toml").check_inputs()
+    if SHARED_DATA.exists():
+        load_bundle_file(REPO / "benchmarks" / "diseases-chemicals.bundle.toml").check_inputs()
+    best = load_bundle_file(REPO / "bundles" / "diseases-chemicals.toml")
+    assert best.link.detector == "both" and best.model.endswith("models/bc5cdr-collective-small")
+    assert best.types["Chemical"].ingest.reader.reader_kwargs("mesh-tsv")["tree_prefixes"] == ("D",)
+
+
+def test_the_umls_bundle_takes_each_type_from_its_semantic_group():
+    from bioel_core.kb import get_reader
+    from bioel_core.records import ConceptRecord
+    from conftest import FIXTURES, REPO
+
+    fixtures = FIXTURES / "umls"
+    dumps = f"{fixtures / 'MRCONSO.RRF'},{fixtures / 'MRSTY.RRF'}"
+    settings = load_bundle_file(REPO / "bundles" / "umls.toml", [f"types.Disease.ingest.dumps={dumps}",
+                                                                 f"types.Chemical.ingest.dumps={dumps}"])
+    settings.check_inputs()
+    found = {}
+    for name, t in settings.types.items():
+        reader = get_reader(t.ingest.format, **t.ingest.reader.reader_kwargs(t.ingest.format))
+        found[name] = [i.concept_id for i in reader.read(t.ingest.dumps) if isinstance(i, ConceptRecord)]
+    assert found == {"Disease": ["C0004096", "C0011849", "C0027051"], "Chemical": []}  # the fixtures' are all disorders
+
+
+def test_docs_describe_every_bundle_setting():
+    from conftest import REPO
+
+    from bioel_core.settings import TypeSettings
+
+    page = (REPO / "docs" / "bundles.md").read_text()
+    for cls in (BundleSettings, TypeSettings, IngestSettings, ReaderOptions, EmbedSettings, IndexSettings,
+                CalibrateSettings):
+        for info in fields_of(cls):
+            assert f"`{info.name}`" in page, f"docs/bundles.md does not describe {cls.__name__}.{info.name}"
+    for name in ("detector", "copy_formats", "stop_list", "nil_threshold"):
+        assert f"`{name}`" in page
