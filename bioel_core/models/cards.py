@@ -124,8 +124,9 @@ def _collective_lines(card: dict) -> list[str]:
     lines += ["", f"Best epoch {c['best_epoch']}. Decoding chosen on the whole dev corpus: {json.dumps(c['decoding'])}: "
               f"dev strict P/R/F1 {100 * d['precision']:.2f} / {100 * d['recall']:.2f} / {100 * d['f1']:.2f}; the BIO decoder "
               f"with the same linking {100 * b['precision']:.2f} / {100 * b['recall']:.2f} / {100 * b['f1']:.2f}."
-              + "".join(f" {corpus}: {100 * s['precision']:.2f} / {100 * s['recall']:.2f} / {100 * s['f1']:.2f}."
-                        for corpus, s in d.get("by_corpus", {}).items()), ""]
+              + ("" if "by_corpus" not in d else " Pooled over the dev corpora, each scored on its own types: " + "; ".join(
+                  f"`{corpus}` {100 * s['precision']:.2f} / {100 * s['recall']:.2f} / {100 * s['f1']:.2f}"
+                  for corpus, s in d["by_corpus"].items()) + "."), ""]
     if c.get("test"):
         lines += ["## End to end on test (`python benchmarks/e2e_bc5cdr.py`, raw abstracts, strict / partial F1)", "",
                   "| corpus | decoder | run | types | strict P | strict R | strict F1 | partial F1 |", "|---|---|---|---|---:|---:|---:|---:|"]

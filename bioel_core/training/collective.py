@@ -349,7 +349,7 @@ def train_collective(model: CollectiveEncoder, train: list[TypedCorpus], dev: li
         save_checkpoint(checkpoint, model, optimizer, (epoch + 1) * steps_per_epoch,
                         _CheckpointConfig(record=record))
         if config.max_minutes and (time.monotonic() - began) / 60 > config.max_minutes:
-            log.info("stopping: the %.0f-minute budget is spent", config.max_minutes)
+            log.info("stopping: the %g-minute budget is spent", config.max_minutes)
             break
     return record
 
