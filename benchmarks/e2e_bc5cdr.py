@@ -2,7 +2,7 @@
 against the gold PubTator file (strict and partial micro P/R/F1, diseases to MEDIC, chemicals to MeSH tree D).
 
     .venv/bin/python benchmarks/e2e_bc5cdr.py [--model DIR] [--chemical-model DIR] [--collective DIR] [--work DIR] [--json OUT]
-        [--record-in-card]
+        [--record-in-card] [--split dev]
 
 The KBs are built once with the `bioel` verbs (benchmarks/kbs.py). NIL thresholds are calibrated with
 `bioel calibrate-nil` on the BC5CDR development set, never on test. The test abstracts are linked by
@@ -17,6 +17,10 @@ model (`--collective DIR`, default models/bc5cdr-collective when present): its e
 `bioel link --detector model`, both together (`--detector both`; NIL thresholds calibrated on dev with the same
 detector), and its BIO decoder run in process (no NIL threshold). The same detectors are also run on the NCBI-disease test corpus (raw abstracts,
 diseases only: every NCBI mention type is a disease, linked to MEDIC).
+
+`--split dev` scores the development sets instead (BC5CDR dev, NCBI-disease dev), for tuning a model without looking
+at test: the NIL thresholds are calibrated on BC5CDR dev itself there, so only the rows without them are reported,
+and nothing is recorded in a card.
 """
 
 from __future__ import annotations
@@ -61,9 +65,13 @@ def unlinkable(gold_docs, ids_by_type: dict[str, set[str]]) -> dict[str, dict[st
     return out
 
 
+SPLITS = {"test": (CORPUS / "CDR_TestSet.PubTator.txt", DATA / "ncbi-disease" / "raw_corpus" / "NCBItestset_corpus.txt"),
+          "dev": (CORPUS / "CDR_DevelopmentSet.PubTator.txt", DATA / "ncbi-disease" / "raw_corpus" / "NCBIdevelopset_corpus.txt")}
+
+
 def link(kbs: dict, model: str, output: Path, thresholds: dict[str, float], detector: str = "dictionary",
-         corpus: Path = CORPUS / "CDR_TestSet.PubTator.txt") -> Path:
-    """`bioel link` over the raw test abstracts; returns the PubTator file of its predictions."""
+         corpus: Path = SPLITS["test"][0]) -> Path:
+    """`bioel link` over the raw abstracts of a gold corpus; returns the PubTator file of its predictions."""
     if not built(output):
         nil = ["--nil-threshold", *[f"{t}={v}" for t, v in thresholds.items()]] if thresholds else []
         sh(BIOEL + ["link", "--input", corpus, "--input-format", "pubtator", "--detector", detector,
@@ -95,15 +103,13 @@ def bio_predictions(collective: str, kbs: dict, docs) -> list:
                                link_with=model.decoding["link_with"])
 
 
-def ncbi_corpus(work: Path) -> Path:
-    """The NCBI-disease test set with every mention typed Disease (its four types are all diseases)."""
-    from dataclasses import replace
+def ncbi_corpus(work: Path, split: str = "test") -> Path:
+    """The NCBI-disease test (or dev) set with every mention typed Disease (its four types are all diseases)."""
+    from bioel_core.corpora import write_pubtator
+    from bioel_core.corpora.annotated import CorpusSpec
 
-    from bioel_core.corpora import Document, write_pubtator
-
-    docs = [Document(d.doc_id, d.passages, [replace(m, entity_type="Disease") for m in d.mentions])
-            for d in read_pubtator(DATA / "ncbi-disease" / "raw_corpus" / "NCBItestset_corpus.txt")]
-    path = work / "ncbi-test-disease.pubtator"
+    docs = CorpusSpec(str(SPLITS[split][1]), ("Disease",)).read("pubtator", TYPES).documents
+    path = work / f"ncbi-{split}-disease.pubtator"
     with open(path, "w") as fh:
         write_pubtator(docs, fh)
     return path
@@ -118,6 +124,8 @@ def main() -> None:
     parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with bulk_link.py) and runs")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--record-in-card", action="store_true", help="put the collective model's rows in its card")
+    parser.add_argument("--split", choices=sorted(SPLITS), default="test", help="the gold sets scored (dev: for tuning; "
+                                                                                "no NIL-threshold rows, no card)")
     args = parser.parse_args()
     from bioel_core.models import model_folder
 
@@ -129,8 +137,11 @@ def main() -> None:
     collective = args.collective or (str(default_collective) if (default_collective / "bioel_encoder.json").is_file() else None)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    gold = read_pubtator(CORPUS / "CDR_TestSet.PubTator.txt")
-    ncbi = ncbi_corpus(work)
+    corpus, split = SPLITS[args.split][0], args.split
+    if split != "test" and args.record_in_card:
+        raise ValueError("--record-in-card records test figures; --split dev is for tuning")
+    gold = read_pubtator(corpus)
+    ncbi = ncbi_corpus(work, split)
     ncbi_gold = read_pubtator(ncbi)
     # (detector, model, chemical model): the collective model's one pass links every type with its own vectors
     detectors = [("dictionary", model, chemical)] + ([("model", collective, None), ("both", collective, None)] if collective else [])
@@ -140,15 +151,17 @@ def main() -> None:
         tag = model_tag(folder) + (f"-chem{model_tag(chemical_folder)}" if chemical_folder else "")
         if missing is None:
             missing = unlinkable(gold, {t: kb_ids(kbs[t]["kb"]) for t in TYPES})
-        thresholds = calibrated(work, kbs, folder, tag, detector)
+        thresholds = calibrated(work, kbs, folder, tag, detector) if split == "test" else {}
         thresholds_used[detector] = thresholds
         label = {"dictionary": "dictionary", "model": "model spans", "both": "dict+model"}[detector]
-        for run, cut in (("no NIL threshold", {}), ("NIL thresholds from dev", thresholds)):
-            pred = read_pubtator(link(kbs, folder, work / f"e2e-test-{tag}-{detector}-{'nil' if cut else 'all'}", cut, detector))
+        runs = (("no NIL threshold", {}), ("NIL thresholds from dev", thresholds)) if split == "test" else (("no NIL threshold", {}),)
+        for run, cut in runs:
+            pred = read_pubtator(link(kbs, folder, work / f"e2e-{split}-{tag}-{detector}-{'nil' if cut else 'all'}", cut, detector, corpus))
             for types in (TYPES, ("Disease",), ("Chemical",)):
                 rows.append({"corpus": "BC5CDR", "detector": label, "run": run, "types": "+".join(types), **e2e_scores(gold, pred, types)})
         disease = {"Disease": kbs["Disease"]}
-        pred = read_pubtator(link(disease, folder, work / f"e2e-ncbi-{tag}-{detector}", {}, detector, ncbi))
+        pred = read_pubtator(link(disease, folder, work / f"e2e-ncbi{'' if split == 'test' else '-' + split}-{tag}-{detector}", {},
+                                  detector, ncbi))
         rows.append({"corpus": "NCBI-disease", "detector": label, "run": "no NIL threshold", "types": "Disease",
                      **e2e_scores(ncbi_gold, pred, None)})
         if detector == "model":
@@ -160,7 +173,7 @@ def main() -> None:
             rows.append({"corpus": "NCBI-disease", "detector": "model BIO", "run": "no NIL threshold", "types": "Disease",
                          **e2e_scores(ncbi_gold, pred, None)})
 
-    print(f"\nEnd to end on raw abstracts: BC5CDR test ({len(gold)}), NCBI-disease test ({len(ncbi_gold)}); "
+    print(f"\nEnd to end on raw abstracts: BC5CDR {split} ({len(gold)}), NCBI-disease {split} ({len(ncbi_gold)}); "
           f"dictionary detector with {model}, chemicals with {chemical or 'the same'}; collective model {collective or '(none)'}")
     print(f"NIL thresholds (calibrated on BC5CDR dev): {thresholds_used}")
     print(f"{'corpus':<14}{'detector':<13}{'run':<25}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}")
@@ -178,7 +191,7 @@ def main() -> None:
 
         record_e2e(collective, [r for r in rows if r["detector"] != "dictionary"])
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": model, "chemical_model": chemical, "collective": collective, "thresholds": thresholds_used,
+        Path(args.json).write_text(json.dumps({"split": split, "model": model, "chemical_model": chemical, "collective": collective, "thresholds": thresholds_used,
                                                "unlinkable": missing, "runs": rows, "cpu_count": os.cpu_count(),
                                                "python": platform.python_version()}, indent=2))
 

@@ -121,13 +121,13 @@ def _model_inputs(args) -> list[tuple[str, str]]:
 
 def cmd_train(args) -> int:
     from bioel_core.guards import check_model_output
+
+    check_model_output(args.output, _model_inputs(args))
+    if args.encoder == "collective":  # before the name encoders' recipe, which needs FAISS (a GPU image may lack it)
+        return cmd_train_collective(args)
     from bioel_core.models import resolve_device
     from bioel_core.training.loop import TrainConfig
     from bioel_core.training.recipe import DEFAULT_BATCH, DEFAULT_LR, DEV_EVERY_STEPS, FINETUNE_MIN_STEPS, run_training
-
-    check_model_output(args.output, _model_inputs(args))
-    if args.encoder == "collective":
-        return cmd_train_collective(args)
     if len(args.names) != 1 or "=" in args.names[0]:
         raise ValueError(f"--encoder {args.encoder} takes one --names folder, got {args.names}")
     args.names, args.save_dtype = args.names[0], args.save_dtype or "float32"

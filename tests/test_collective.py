@@ -12,13 +12,15 @@ import pytest
 import torch
 
 from bioel_core.corpora import Document, Mention, Passage, read_annotated, read_pubtator, write_bioc_json
+from bioel_core.corpora.annotated import CorpusSpec, TypedCorpus
 from bioel_core.evaluation.e2e import e2e_scores
 from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import CollectiveEncoder, TransformerEncoder, open_model
 from bioel_core.models.collective import owner_window, windows, word_spans
-from bioel_core.training.collective import (CollectiveTrainConfig, NameSpace, bio_targets, dev_scores, document_loss,
-                                            gold_piece_spans, link_loss, predict, span_loss, warm_start_heads)
+from bioel_core.training.collective import (CollectiveTrainConfig, NameSpace, bio_loss, bio_targets, dev_scores,
+                                            document_loss, gold_piece_spans, link_loss, predict, span_loss,
+                                            warm_start_heads)
 from conftest import FIXTURES, SAMPLE_DATA, table_bytes
 from pipelines import build_index, embed_names, ingest_kb, link_corpus
 from pipelines.options import pipeline_options
@@ -216,7 +218,7 @@ def test_dev_scores_count_what_evaluate_e2e_counts(bases):
         Mention(plain.text[a2:b2], plain.doc_id, a2, b2, other_type[t2], (c2,)),  # the link's id, the other type
         Mention("colon", plain.doc_id, a3, a3 + 5, "Disease", ()),  # no concept (`-1`)
         Mention("colon", plain.doc_id, a3, a3 + 5, "Gene", ("D1",))])  # not a type of the model
-    dev = dev_scores(model, [gold], spaces, every_span)
+    dev = dev_scores(model, [TypedCorpus("gold", tuple(model.entity_types), [gold])], spaces, every_span)
     links = [Mention(plain.text[a:b], plain.doc_id, a, b, t, (c,)) for a, b, t, c, _ in found]
     e2e = e2e_scores([gold], links, model.entity_types)
     for k in ("precision", "recall", "f1"):
@@ -381,3 +383,199 @@ def test_the_model_detector_needs_a_collective_model(collective_chain, tmp_path)
     with pytest.raises(ValueError, match=r"name encoder \(a --model TYPE=DIR names an entity type's name model; the span "
                                          r"detector is the untyped --model\)$"):
         typed.versions()
+
+
+# ------------------------------------------------------------------ corpora that annotate some of the model's types
+NCBI_EXCERPT = FIXTURES / "corpora" / "ncbi_disease_excerpt.pubtator"
+BC5CDR_EXCERPT = FIXTURES / "corpora" / "bc5cdr_test_excerpt.pubtator"
+MODEL_TYPES = ("Chemical", "Disease")
+
+
+def test_a_corpus_flag_declares_the_types_its_corpus_annotates():
+    assert CorpusSpec.parse("../data/CDR_TrainingSet.PubTator.txt") == CorpusSpec("../data/CDR_TrainingSet.PubTator.txt")
+    assert CorpusSpec.parse("Disease=../data/ncbi.txt") == CorpusSpec("../data/ncbi.txt", ("Disease",))
+    assert CorpusSpec.parse("Chemical,Disease=run=3/cdr.txt") == CorpusSpec("run=3/cdr.txt", ("Chemical", "Disease"))
+    assert CorpusSpec.parse("./a=b.txt") == CorpusSpec("./a=b.txt")  # a path with a folder before its '=': no types
+    assert str(CorpusSpec.parse("Chemical,Disease=cdr.txt")) == "Chemical,Disease=cdr.txt"
+    with pytest.raises(ValueError, match=r"^--train-corpus Disease=: expected \[TYPE\[,TYPE\.\.\.\]=\]PATH, PATH not empty$"):
+        CorpusSpec.parse("Disease=", "--train-corpus")
+    with pytest.raises(ValueError, match="^--dev-corpus Disease,Disease=x: an entity type is named twice$"):
+        CorpusSpec.parse("Disease,Disease=x", "--dev-corpus")
+    with pytest.raises(ValueError, match=r"^--train-corpus Gene=.*ncbi_disease_excerpt.pubtator: Gene is not an entity type "
+                                         r"of the model \(its types: Chemical, Disease\)$"):
+        CorpusSpec.parse(f"Gene={NCBI_EXCERPT}").read("pubtator", MODEL_TYPES, "--train-corpus")
+
+
+def test_one_named_type_types_the_corpus_subtypes_and_leaves_the_models_other_types_out():
+    plain = CorpusSpec(str(NCBI_EXCERPT)).read("pubtator", MODEL_TYPES)
+    assert plain.types == MODEL_TYPES and {m.entity_type for m in plain.documents[0].mentions} == {
+        "Modifier", "CompositeMention", "SpecificDisease", "DiseaseClass"}
+    ncbi = CorpusSpec.parse(f"Disease={NCBI_EXCERPT}").read("pubtator", MODEL_TYPES)
+    assert ncbi.types == ("Disease",) and ncbi.left_out == {}
+    assert [(m.text, m.entity_type, m.concept_ids) for m in ncbi.documents[0].mentions] == [
+        (m.text, "Disease", m.concept_ids) for m in plain.documents[0].mentions]
+    # BC5CDR declared as annotating chemicals only: its diseases are outside that, left out and counted
+    cdr = read_pubtator(BC5CDR_EXCERPT)
+    chemicals = CorpusSpec.parse(f"Chemical={BC5CDR_EXCERPT}").read("pubtator", MODEL_TYPES)
+    diseases = sum(m.entity_type == "Disease" for d in cdr for m in d.mentions)
+    assert diseases > 0 and chemicals.left_out == {"Disease": diseases}
+    assert [[m for m in d.mentions if m.entity_type == "Chemical"] for d in cdr] == [d.mentions for d in chemicals.documents]
+    # with several types named, a type not named is left out too (NCBI's subtypes are no model type)
+    both = CorpusSpec.parse(f"Chemical,Disease={NCBI_EXCERPT}").read("pubtator", MODEL_TYPES)
+    assert both.documents[0].mentions == [] and sum(both.left_out.values()) == 5
+    summary = ncbi.summary()
+    assert summary == {"path": str(NCBI_EXCERPT), "types": ["Disease"], "documents": 1, "mentions": {"Disease": 5}}
+
+
+def test_span_loss_leaves_out_the_types_a_corpus_does_not_annotate():
+    logits = torch.tensor([[0.0, 1.0], [2.0, -1.0]])  # two spans x (Chemical, Disease)
+    spans = torch.tensor([[0, 0], [1, 2]])
+    gold = {(1, 2, 1): {"D1"}}  # the second span is a disease
+    only_disease = span_loss(logits, spans, gold, [False, True])
+    expected = (math.log(1 + math.e) + math.log(1 + math.e)) / 2  # span 1 not a disease (logit 1), span 2 one (-1)
+    assert float(only_disease) == pytest.approx(expected, abs=1e-6)
+    assert float(span_loss(logits, spans, gold, [True, True])) == pytest.approx(float(span_loss(logits, spans, gold)))
+
+
+def test_bio_loss_lets_an_outside_token_be_a_mention_of_an_unannotated_type():
+    # tags: O, B-Chemical, I-Chemical, B-Disease, I-Disease; tokens: O, B-Disease
+    logits = torch.tensor([[0.5, 1.0, -1.0, 0.0, 0.2], [0.1, 0.3, 0.0, 2.0, -0.5]])
+    tags = torch.tensor([0, 3])
+    assert float(bio_loss(logits, tags, [True, True])) == pytest.approx(float(torch.nn.functional.cross_entropy(logits, tags)))
+    p = torch.softmax(logits, dim=1)
+    expected = -(torch.log(p[0, 0] + p[0, 1] + p[0, 2]) + torch.log(p[1, 3])) / 2  # O or a chemical; the disease as given
+    assert float(bio_loss(logits, tags, [False, True])) == pytest.approx(float(expected), abs=1e-6)
+
+
+def test_a_disease_only_document_teaches_the_chemical_span_scores_nothing(bases):
+    """NCBI-disease documents trained as BC5CDR ones made every chemical span in them a negative: the span scorer
+    learnt that the chemicals of disease corpora are no chemicals. Their chemical columns now get no gradient."""
+    model = tiny(bases, window=32, overlap=8)
+    spaces = tiny_spaces(model)
+    config = CollectiveTrainConfig(random_negatives=2, hard_negatives=2)
+    document = tiny_corpus()[1]
+    chemical = model.entity_types.index("Chemical")
+    grads = {}
+    for annotated in (None, ("Disease",)):
+        model.zero_grad()
+        document_loss(model, document, spaces, config, random.Random(0), annotated)[0].backward()
+        grads[annotated] = {name: getattr(model, name).weight.grad[chemical].abs().sum().item()
+                            for name in ("span_start", "span_end", "span_inside")}
+    assert all(v > 0 for v in grads[None].values())
+    assert all(v == 0 for v in grads[("Disease",)].values())
+
+
+def test_dev_scores_count_each_corpus_on_its_own_types_and_pool_the_counts(bases):
+    """A disease-only dev corpus scored on every type made each chemical the model found in it a false positive.
+    Each corpus is now scored as evaluate-e2e --types <its types> scores it, and the counts are summed."""
+    model = tiny(bases, window=32, overlap=8)
+    spaces = tiny_spaces(model)
+    every_span = {t: 0.0 for t in model.entity_types}
+    docs = tiny_corpus()
+    both = TypedCorpus("cdr", MODEL_TYPES, [docs[0]])
+    disease = TypedCorpus("ncbi", ("Disease",), [docs[1]])
+    links = {d.doc_id: [Mention(d.text[a:b], d.doc_id, a, b, t, (c,)) for a, b, t, c, _ in predict(model, d, spaces, every_span)]
+             for d in docs[:2]}
+    assert any(m.entity_type == "Chemical" for m in links[docs[1].doc_id])  # predictions the disease corpus does not score
+    pooled = dev_scores(model, [both, disease], spaces, every_span)
+    alone = {c.source: dev_scores(model, [c], spaces, every_span) for c in (both, disease)}
+    disease_e2e = e2e_scores([docs[1]], links[docs[1].doc_id], ("Disease",))["strict"]
+    assert alone["ncbi"]["predicted"] == disease_e2e["n_pred"] == sum(m.entity_type == "Disease" for m in links[docs[1].doc_id])
+    for k in ("predicted", "gold", "correct", "matched"):
+        assert pooled[k] == alone["cdr"][k] + alone["ncbi"][k]
+    assert pooled["precision"] == pytest.approx(pooled["correct"] / pooled["predicted"])
+    assert pooled["by_corpus"] == {"cdr": alone["cdr"], "ncbi": alone["ncbi"]}
+
+
+def test_bioel_train_collective_takes_corpora_of_some_types_and_records_them_in_the_card(collective_chain, tmp_path):
+    """...where Beam, FAISS and Great Expectations cannot be imported (a GPU worker image): `bioel train` imported the
+    name encoders' training recipe, which needs FAISS, before it turned to the collective model."""
+    from test_exact_search import without_beam_faiss_gx
+
+    teacher, index, corpus, _ = collective_chain
+    kb = str(Path(index).parent / "kb")
+    out = tmp_path / "typed"
+    argv = ["train", "--encoder", "collective", "--train-corpus", str(corpus), f"Disease={NCBI_EXCERPT}",
+            "--dev-corpus", str(corpus), f"Disease={NCBI_EXCERPT}", "--names", f"Disease={kb}", f"Chemical={kb}",
+            "--init", teacher, "--document-layers", "1", "--epochs", "1", "--save-dtype", "float32",
+            "--output", str(out), "--no-progress"]
+    without_beam_faiss_gx(f"from pipelines import cli\nassert cli.main({argv!r}) == 0", tmp_path)
+    card = json.loads((out / "card.json").read_text())
+    train = card["data"]["corpora"]["train"]
+    assert [(c["path"], c["types"], c["documents"]) for c in train] == [
+        (str(corpus), ["Chemical", "Disease"], 8), (str(NCBI_EXCERPT), ["Disease"], 1)]
+    assert train[1]["mentions"] == {"Disease": 5} and card["data"]["train_documents"] == 9
+    assert set(card["collective"]["dev"]["by_corpus"]) == {str(corpus), str(NCBI_EXCERPT)}
+    assert f"| train | `{NCBI_EXCERPT}` | Disease | 1 | Disease 5 | - |" in (out / "MODEL_CARD.md").read_text()
+
+
+# ------------------------------------------------------------ benchmarks/gpu_workers.py: its code path on the CPU
+def test_gpu_workers_links_as_bioel_link_does_and_runs_without_beam_faiss_or_gx(collective_chain, tmp_path):
+    """benchmarks/gpu_workers.py measures `bioel link`'s library path with the names searched in memory (a GPU worker
+    image has no FAISS): its annotations are the ones the annotator over the model's FAISS shards writes, and the
+    script runs where Beam, FAISS and Great Expectations cannot be imported."""
+    from benchmarks.gpu_workers import embed_rate, in_memory_annotator, link_rate
+    from bioel_core.corpora import read_documents
+    from test_exact_search import without_beam_faiss_gx
+
+    model, index, _, _ = collective_chain
+    kb = str(Path(index).parent / "kb")
+    abstracts = SAMPLE_DATA / "abstracts_sample.jsonl"
+    documents = list(read_documents(str(abstracts), "jsonl"))[:4]
+    stop = (("Disease", str(SAMPLE_DATA.parent / "models" / "stoplists" / "disease-medic.json")),)
+    through_index = AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=stop).open().annotate(documents)
+    # the vectors the index holds (bioel embed's, renormalized in float32 by build-index): the same links, up to the
+    # float32 rounding of the query vectors, which the FAISS shards renormalize too (scores within 1e-6; of two names
+    # that near, either may win: the tiny untrained model has many such near-ties)
+    from bioel_core.index import ShardedIndex
+    from bioel_core.tables import read_table
+
+    text_of = dict(zip(*read_table(kb, "names", ["name_id", "name_norm"]).to_pydict().values()))
+    stored = {}
+    for shard in ShardedIndex(index).shards:
+        for name_id, vector in zip(shard.name_ids, shard.stored_vectors(np.arange(shard.ntotal))):
+            stored.setdefault(text_of[int(name_id)], vector)
+    annotator = in_memory_annotator(model, {"Disease": kb}, "cpu", "both", {"Disease": stored})
+    figures, rows = link_rate(annotator, documents, "cpu", batch_size=3)
+    expected = [r for doc in through_index for r in doc]
+    link = ("concept_id", "vocabulary", "alt_ids", "matched_name", "score")
+    assert [{k: v for k, v in r.items() if k not in link} for r in rows] == \
+        [{k: v for k, v in r.items() if k not in link} for r in expected] and len(rows) > len(documents)
+    assert max(abs(a["score"] - b["score"]) for a, b in zip(rows, expected)) < 1e-6
+    assert sum(a["concept_id"] != b["concept_id"] for a, b in zip(rows, expected)) < len(rows) / 4
+    # bioel embed's vectors as the script makes them: the index's before renormalization
+    _, embedded = embed_rate(model, kb, "cpu", 256, None)
+    assert embedded.keys() == stored.keys()
+    assert max(float(np.abs(embedded[n] - stored[n]).max()) for n in stored) < 1e-6
+    assert figures["documents"] == 4 and figures["annotations"] == len(rows) and figures["dead_letters"] == []
+
+    out = tmp_path / "gpu_workers.json"
+    without_beam_faiss_gx(f"""
+import runpy, sys
+sys.argv = ['gpu_workers.py', '--model', {model!r}, '--kb', 'Disease={kb}', '--input', {str(abstracts)!r},
+            '--devices', 'cpu', 'cpu', '--limit', '4', '--embed-limit', '100', '--json', {str(out)!r}]
+runpy.run_path({str(Path(__file__).resolve().parent.parent / 'benchmarks' / 'gpu_workers.py')!r}, run_name='__main__')
+""", tmp_path)
+    report = json.loads(out.read_text())
+    assert report["documents"] == 4 and report["link"]["cpu"]["annotations"] == len(rows)
+    embed = report["embed"]["cpu/Disease"]
+    assert embed["names"] >= 100 and embed["failed"] == 0 and embed["names_per_s"] > 0
+    same = report["compare"]["link/cpu-cpu"]
+    assert same["rows"] == [len(rows), len(rows)] and same["identical"] == len(rows) and same["max_score_difference"] == 0.0
+    assert report["compare"]["embed/Disease/cpu-cpu"]["max_abs_difference"] == 0.0
+
+
+def test_gpu_workers_compares_annotations_row_by_row():
+    from benchmarks.gpu_workers import compare_annotations
+
+    def row(start, concept, score, nil=False):
+        return {"doc_id": "1", "start": start, "end": start + 4, "entity_type": "Disease", "mention": "abcd",
+                "concept_id": concept, "score": score, "nil": nil}
+
+    cpu = [row(0, "D1", 0.9), row(10, "D2", 0.8), row(20, "D3", 0.7), row(30, "D4", 0.6)]
+    cuda = [row(0, "D1", 0.9), row(10, "D2", 0.8 + 3e-7), row(20, "D9", 0.71), row(40, "D5", 0.5)]
+    c = compare_annotations(cpu, cuda)
+    assert (c["rows"], c["identical"], c["same_span_and_concept"], c["other_concept"], c["only_first"], c["only_second"]) == \
+        ([4, 4], 1, 2, 1, 1, 1)
+    assert c["max_score_difference"] == pytest.approx(3e-7)
+    assert c["examples_other_concept"][0]["second"]["concept_id"] == "D9" and c["examples_only_first"][0]["start"] == 30

@@ -18,10 +18,21 @@ BC5CDR's BioC release states the parts of a composite mention as annotations of 
 its PubTator release names them in the composite's line; read as mentions, they would be gold spans (and ids) the
 PubTator release has not. The verbs skip them (`is_composite_part`), so both releases score, calibrate and train the
 same.
+
+A training or dev corpus may annotate only some of a model's entity types (NCBI-disease: diseases, no chemicals).
+It is then given as `TYPE[,TYPE...]=PATH` (`CorpusSpec.parse`) and read as a `TypedCorpus`: the types it annotates
+travel with its documents, so a learner neither takes its unannotated types' spans as negatives nor scores
+predictions of them as false. With one type named, every mention of a type the model does not have is of that type
+(NCBI's SpecificDisease, DiseaseClass, Modifier and CompositeMention are all diseases); mentions of the model's other
+types, and with several types named mentions of any type not named, are outside what the corpus is declared to
+annotate: left out, and counted (`TypedCorpus.left_out`).
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bioel_core.corpora.read import DOCUMENT_DROPPED, FORMATS_WITH_MENTIONS, read_documents
@@ -95,3 +106,69 @@ def read_pubtator(path: str | Path, flag: str = "") -> list[Document]:
     """Every document of a PubTator file, parts folder or `bioel link` output folder; FormatError (file, line,
     reason) for the first bad one (`read_annotated`)."""
     return read_annotated(path, "pubtator", flag)
+
+
+# a type prefix is a comma-separated list of names without a path separator or space; `./a=b.txt` is a path
+_TYPE_PREFIX = re.compile(r"[^\s/\\=,]+(,[^\s/\\=,]+)*")
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """A corpus flag's value `[TYPE[,TYPE...]=]PATH`: the path and the entity types it annotates (None: all of the
+    model's)."""
+    path: str
+    types: tuple[str, ...] | None = None
+
+    @classmethod
+    def parse(cls, value: str, flag: str = "") -> CorpusSpec:
+        prefix, sep, path = value.partition("=")
+        if not sep or not _TYPE_PREFIX.fullmatch(prefix):
+            return cls(value)
+        types = tuple(prefix.split(","))
+        if not path.strip():
+            raise ValueError(f"{f'{flag} {value}'.strip()}: expected [TYPE[,TYPE...]=]PATH, PATH not empty")
+        if len(set(types)) != len(types):
+            raise ValueError(f"{f'{flag} {value}'.strip()}: an entity type is named twice")
+        return cls(path, types)
+
+    def __str__(self) -> str:
+        return f"{','.join(self.types)}={self.path}" if self.types else self.path
+
+    def read(self, fmt: str, entity_types, flag: str = "", format_flag: str = "") -> TypedCorpus:
+        """The corpus's documents with the mentions of the types it annotates (module docstring); ValueError for a
+        named type that is not one of `entity_types` (the model's)."""
+        entity_types = tuple(entity_types)
+        unknown = [t for t in self.types or () if t not in entity_types]
+        if unknown:
+            raise ValueError(f"{f'{flag} {self}'.strip()}: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not "
+                             f"an entity type of the model (its types: {', '.join(entity_types)})")
+        documents = read_annotated(self.path, fmt, flag, format_flag)
+        types = self.types or entity_types
+        left_out: Counter = Counter()
+
+        def in_scope(m: Mention) -> Mention | None:
+            if m.entity_type in types:
+                return m
+            if len(types) == 1 and self.types and m.entity_type not in entity_types:
+                return replace(m, entity_type=types[0])  # a subtype of the one type the corpus annotates
+            left_out[m.entity_type] += 1
+            return None
+
+        if self.types:
+            documents = [replace(d, mentions=[k for k in map(in_scope, d.mentions) if k is not None]) for d in documents]
+        return TypedCorpus(str(self.path), types, documents, dict(sorted(left_out.items())))
+
+
+@dataclass
+class TypedCorpus:
+    """A corpus's documents and the entity types it annotates (its spans of other types are not known)."""
+    source: str
+    types: tuple[str, ...]
+    documents: list[Document] = field(default_factory=list)
+    left_out: dict[str, int] = field(default_factory=dict)  # mentions by type outside the declared types
+
+    def summary(self) -> dict:
+        """What a model card records of it."""
+        mentions = Counter(m.entity_type for d in self.documents for m in d.mentions)
+        return {"path": self.source, "types": list(self.types), "documents": len(self.documents),
+                "mentions": dict(sorted(mentions.items())), **({"left_out": self.left_out} if self.left_out else {})}

@@ -1,14 +1,16 @@
 """Dense nearest names: an `Encoder` embeds every distinct name once; queries go through the same encoder
-and an exact inner-product FAISS index (cosine on L2-normalized vectors). Exact matches come first, as in
+and an exact inner-product search (cosine on L2-normalized vectors). Exact matches come first, as in
 the other linkers.
 
 The model is a bioel model folder (`bioel train` output) or any plain local Hugging Face checkpoint
 (pooling chosen with `pooling`). A saved dense linker keeps the name embeddings (`embeddings.npy`, read
 with allow_pickle=False) and the model's path and fingerprint; loading refuses a model that changed.
 
-`DenseLinker.from_index` searches the FAISS shards of a `bioel build-index` folder instead of encoding
-the dictionary: each hit (a name_id) stands for its name's row, so with flat shards it answers exactly
-as the in-memory linker over the same names; a saved one keeps the index folder's path, not vectors.
+Names held in memory are searched exactly without FAISS (bioel_core.index.exact: what a flat inner-product index
+answers, ties by row), so a machine without FAISS links through this linker too. `DenseLinker.from_index` searches
+the FAISS shards of a `bioel build-index` folder instead of encoding the dictionary: each hit (a name_id) stands for
+its name's row, so with flat shards it answers exactly as the in-memory linker over the same names; a saved one keeps
+the index folder's path, not vectors.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import faiss
 import numpy as np
 
 from bioel_core.corpora.records import Candidate
 from bioel_core.embeddings import ModelMismatchError
+from bioel_core.index.exact import ExactInnerProduct
 from bioel_core.linking.base import Linker
 from bioel_core.names import NameSet
 from bioel_core.linking.exact import NameIndex
@@ -59,8 +61,7 @@ class DenseLinker(Linker):
         if embeddings.shape != (len(self.exact.row_names), encoder.dim):
             raise ValueError(f"embeddings of shape {embeddings.shape} do not fit {len(self.exact.row_names)} names x {encoder.dim}")
         self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
-        self.index = faiss.IndexFlatIP(encoder.dim)
-        self.index.add(self.embeddings)
+        self.index = ExactInnerProduct(self.embeddings)
 
     @classmethod
     def build(cls, names: NameSet, model: str | None = None, pooling: str | None = None, device: str = "cpu",

@@ -48,6 +48,8 @@ def write_card(model_dir: str | Path, card: dict) -> None:
         lines += _collective_lines(card)
     else:
         lines += _ensemble_lines(card) if "members" in card else _training_lines(card)
+    for heading, text in card.get("notes", {}).items():  # added after training (record_note)
+        lines += [f"## {heading}", "", text.rstrip(), ""]
     encoder_type = card.get("encoder", {}).get("encoder_type")
     reranker = encoder_type in ("cross-encoder", RERANKER_ENSEMBLE)
     as_reranker = "bioel evaluate --linker rerank --retriever MODEL --reranker THIS_FOLDER --record-in-card"
@@ -105,7 +107,14 @@ def _collective_lines(card: dict) -> list[str]:
     lines = ["## Model", "", "```json", json.dumps(card["encoder"], indent=2), "```", "",
              f"Fingerprint: `{card['fingerprint']}`; document encoder initialised from `{card['init']}`; weights stored as "
              f"{card['save_dtype']}. The name encoder is frozen (only the document side was trained).", "",
-             "## Data", ""] + [f"- {k}: {v}" for k, v in card["data"].items()]
+             "## Data", ""] + [f"- {k}: {v}" for k, v in card["data"].items() if k != "corpora"]
+    if "corpora" in card["data"]:  # which corpus annotates which types: the others' spans were masked, not scored
+        lines += ["", "| split | corpus | types it annotates | documents | mentions by type | left out (other types) |",
+                  "|---|---|---|---:|---|---|"]
+        lines += [f"| {split} | `{c['path']}` | {', '.join(c['types'])} | {c['documents']:,} | "
+                  f"{', '.join(f'{t} {n:,}' for t, n in c['mentions'].items())} | "
+                  f"{', '.join(f'{t} {n:,}' for t, n in c.get('left_out', {}).items()) or '-'} |"
+                  for split, corpora in card["data"]["corpora"].items() for c in corpora]
     lines += ["", "## Training (dev strict F1 after each epoch, spans at 0.5, mention vectors)", "",
               "| epoch | span loss | link loss | BIO loss | dev P | dev R | dev F1 | minutes |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for e in c["epochs"]:
@@ -114,7 +123,10 @@ def _collective_lines(card: dict) -> list[str]:
     d, b = c["dev"], c["dev_bio"]
     lines += ["", f"Best epoch {c['best_epoch']}. Decoding chosen on the whole dev corpus: {json.dumps(c['decoding'])}: "
               f"dev strict P/R/F1 {100 * d['precision']:.2f} / {100 * d['recall']:.2f} / {100 * d['f1']:.2f}; the BIO decoder "
-              f"with the same linking {100 * b['precision']:.2f} / {100 * b['recall']:.2f} / {100 * b['f1']:.2f}.", ""]
+              f"with the same linking {100 * b['precision']:.2f} / {100 * b['recall']:.2f} / {100 * b['f1']:.2f}."
+              + ("" if "by_corpus" not in d else " Pooled over the dev corpora, each scored on its own types: " + "; ".join(
+                  f"`{corpus}` {100 * s['precision']:.2f} / {100 * s['recall']:.2f} / {100 * s['f1']:.2f}"
+                  for corpus, s in d["by_corpus"].items()) + "."), ""]
     if c.get("test"):
         lines += ["## End to end on test (`python benchmarks/e2e_bc5cdr.py`, raw abstracts, strict / partial F1)", "",
                   "| corpus | decoder | run | types | strict P | strict R | strict F1 | partial F1 |", "|---|---|---|---|---:|---:|---:|---:|"]
@@ -163,4 +175,15 @@ def record_e2e(model_dir: str | Path, rows: list[dict]) -> None:
     if "collective" not in card:
         raise ValueError(f"{model_dir}: end-to-end rows belong to a collective model's card")
     card["collective"]["test"] = rows
+    write_card(model_dir, card)
+
+
+def record_note(model_dir: str | Path, heading: str, text: str) -> None:
+    """Adds (or replaces) a section of Markdown `text` under `heading` in a trained model's card: what was measured
+    of the model after training (speed on other hardware, how its init was carried)."""
+    path = Path(model_dir) / CARD_JSON
+    if not path.is_file():
+        raise FileNotFoundError(f"{model_dir}: no {CARD_JSON}; only models made by `bioel train` or `bioel ensemble` carry a card")
+    card = json.loads(path.read_text())
+    card.setdefault("notes", {})[heading] = text
     write_card(model_dir, card)

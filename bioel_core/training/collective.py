@@ -2,16 +2,25 @@
 
 Per document, one forward pass, three losses summed:
 - span loss: binary cross-entropy of every candidate span x entity type against the gold spans (a gold span that
-  does not start and end on word boundaries of the WordPiece split cannot be a candidate and is counted apart);
+  does not start and end on word boundaries of the WordPiece split cannot be a candidate and is counted apart), over
+  the types the document's corpus annotates only;
 - linking loss: for each gold mention whose concept is in its type's KB, softmax cross-entropy of the scaled
   cosines between its mention vector and [its concept's nearest name, `random_negatives` random names of other
   concepts, `hard_negatives` nearest names of other concepts]. The name vectors are the frozen name encoder's,
   computed once; hard negatives are searched with the current mention vector at every step (fresher than the
-  paper's once per epoch, at the cost of one exact FAISS search per mention);
-- BIO loss: token cross-entropy of the BIO tags (the comparison decoder).
+  paper's once per epoch, at the cost of one exact search per document and type, on the training device:
+  bioel_core.index.exact, no FAISS);
+- BIO loss: token cross-entropy of the BIO tags (the comparison decoder); where the document's corpus does not
+  annotate a type, a token outside its gold mentions may be that type's B or I as well as O (the loss is that of the
+  set of tags it allows: -log of their summed probability).
+
+Corpora that annotate some of the model's types only (NCBI-disease: diseases) are `TypedCorpus`es
+(bioel_core.corpora.annotated, `--train-corpus Disease=PATH`): their documents' spans of the other types are
+neither positives nor negatives, and their predictions of those types are not scored. Dev corpora are scored each
+against its own types and pooled (micro: the counts summed), which picks the epoch and the decoding.
 AdamW with linear warm-up and decay, gradients accumulated over `documents_per_step` documents; after every epoch
 the dev corpus is scored end to end (strict P/R/F1, spans decoded at 0.5, counted as `bioel evaluate-e2e --types
-<the model's types>` counts them: `dev_scores`) and the best epoch is kept; a wall-clock
+<its types>` counts them, pooled over the dev corpora: `dev_scores`) and the best epoch is kept; a wall-clock
 budget ends training cleanly with the best model so far. Checkpoints (model folder + optimizer + RNG in
 safetensors) make a killed run resumable. The corpora are read strictly in any annotated format (`read_annotated`);
 the parts of a composite mention a BioC release states apart are not gold mentions (`is_composite_part`), so BC5CDR's
@@ -28,14 +37,14 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import faiss
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bioel_core.corpora.annotated import is_composite_part
+from bioel_core.corpora.annotated import CorpusSpec, TypedCorpus, is_composite_part
 from bioel_core.corpora.records import Document, Mention
 from bioel_core.evaluation.e2e import e2e_scores
+from bioel_core.index.exact import ExactInnerProduct
 from bioel_core.kb.vocab import plain_id
 from bioel_core.progress import bar as progress_bar
 from bioel_core.models.collective import DOCUMENT_DIR, NAMES_DIR, CollectiveEncoder, Encoded, is_collective
@@ -60,32 +69,31 @@ class CollectiveTrainConfig:
     bio_weight: float = 1.0
     seed: int = 0
     max_minutes: float | None = None
-    epoch_dev_documents: int = 150  # the dev documents scored after each epoch to pick the best (all are used to tune)
+    epoch_dev_documents: int = 150  # of each dev corpus, scored after each epoch to pick the best (all are used to tune)
     thresholds: list = field(default_factory=lambda: [0.3, 0.4, 0.5, 0.6, 0.7])
 
 
 class NameSpace:
-    """One entity type's names in the frozen name space: vectors, their concepts, an exact index."""
+    """One entity type's names in the frozen name space: vectors, their concepts, an exact index (on `device`)."""
 
-    def __init__(self, vectors: np.ndarray, concept_ids: list[str]):
+    def __init__(self, vectors: np.ndarray, concept_ids: list[str], device: str | torch.device = "cpu"):
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self.concept_ids = concept_ids
         self.rows_of: dict[str, list[int]] = {}
         for row, concept in enumerate(concept_ids):
             self.rows_of.setdefault(concept, []).append(row)
-        self.index = faiss.IndexFlatIP(self.vectors.shape[1])
-        self.index.add(self.vectors)
+        self.index = ExactInnerProduct(self.vectors, device)
 
     @classmethod
-    def from_names_table(cls, names_dir: str | Path, encoder) -> NameSpace:
+    def from_names_table(cls, names_dir: str | Path, encoder, device: str | torch.device = "cpu") -> NameSpace:
         from bioel_core.embeddings import TEXT_COLUMN
         from bioel_core.tables import read_table
 
         table = read_table(names_dir, "names", ["concept_id", TEXT_COLUMN]).to_pydict()
-        return cls(encoder.encode(table[TEXT_COLUMN], batch_size=512), table["concept_id"])
+        return cls(encoder.encode(table[TEXT_COLUMN], batch_size=512), table["concept_id"], device)
 
     def best(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        scores, rows = self.index.search(np.ascontiguousarray(vectors, dtype=np.float32), 1)
+        scores, rows = self.index.search(vectors, 1)
         return scores[:, 0], rows[:, 0]
 
 
@@ -115,13 +123,22 @@ def gold_piece_spans(encoded: Encoded, document: Document, entity_types: list[st
     return out, unaligned
 
 
-def span_loss(logits: torch.Tensor, spans: torch.Tensor, gold: dict) -> torch.Tensor:
-    """Mean binary cross-entropy over candidate spans x types, 1 for the gold (span, type) pairs."""
+def annotated_mask(entity_types: list[str], annotated=None) -> list[bool]:
+    """Per model type, whether the document's corpus annotates it (None: every type)."""
+    return [annotated is None or t in annotated for t in entity_types]
+
+
+def span_loss(logits: torch.Tensor, spans: torch.Tensor, gold: dict, annotated: list[bool] | None = None) -> torch.Tensor:
+    """Mean binary cross-entropy over candidate spans x the annotated types (`annotated`: per type; None: all), 1 for
+    the gold (span, type) pairs. A type the corpus does not annotate has no negatives to learn from."""
     target = torch.zeros_like(logits)
     index = {(int(a), int(b)): k for k, (a, b) in enumerate(spans.tolist())}
     for (i, j, t) in gold:
         if (i, j) in index:
             target[index[(i, j)], t] = 1.0
+    if annotated is not None and not all(annotated):
+        keep = torch.tensor(annotated, device=logits.device)
+        logits, target = logits[:, keep], target[:, keep]
     return F.binary_cross_entropy_with_logits(logits, target) if logits.numel() else logits.sum()
 
 
@@ -133,6 +150,17 @@ def bio_targets(n: int, gold: dict) -> torch.Tensor:
     return tags
 
 
+def bio_loss(logits: torch.Tensor, tags: torch.Tensor, annotated: list[bool] | None = None) -> torch.Tensor:
+    """Mean over tokens of -log P(the tags the gold allows): its tag, and for an O token also the B and I tags of
+    each type the corpus does not annotate (`annotated`: per type; None: all, which is plain cross-entropy)."""
+    if annotated is None or all(annotated):
+        return F.cross_entropy(logits, tags)
+    allowed = F.one_hot(tags, logits.shape[1]).bool()
+    unknown = [tag for t, known in enumerate(annotated) if not known for tag in (1 + 2 * t, 2 + 2 * t)]
+    allowed[:, unknown] |= (tags == 0).unsqueeze(1)
+    return (torch.logsumexp(logits, dim=1) - torch.logsumexp(logits.masked_fill(~allowed, float("-inf")), dim=1)).mean()
+
+
 def link_loss(mentions: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor, scale: float) -> torch.Tensor:
     """Softmax cross-entropy of scale * cosine: each mention (m, d) against its positive (m, d) first and its
     negatives (m, k, d); all vectors L2-normalized."""
@@ -142,12 +170,11 @@ def link_loss(mentions: torch.Tensor, positives: torch.Tensor, negatives: torch.
     return F.cross_entropy(logits, torch.zeros(len(mentions), dtype=torch.long, device=mentions.device))
 
 
-def _negatives(space: NameSpace, vector: np.ndarray, gold: set[str], config: CollectiveTrainConfig,
+def _negatives(space: NameSpace, nearest: np.ndarray, gold: set[str], config: CollectiveTrainConfig,
                rng: random.Random) -> list[int]:
-    """`hard_negatives` nearest names of other concepts, then random names of other concepts to fill the rest."""
-    gold_names = sum(len(space.rows_of.get(c, ())) for c in gold)
-    _, rows = space.index.search(vector[None].astype(np.float32), config.hard_negatives + gold_names)
-    hard = [int(r) for r in rows[0] if r >= 0 and space.concept_ids[r] not in gold][:config.hard_negatives]
+    """`hard_negatives` nearest names of other concepts (of `nearest`, the mention's nearest rows, best first), then
+    random names of other concepts to fill the rest."""
+    hard = [int(r) for r in nearest if r >= 0 and space.concept_ids[r] not in gold][:config.hard_negatives]
     randoms = []
     while len(hard) + len(randoms) < config.hard_negatives + config.random_negatives:
         r = rng.randrange(len(space.concept_ids))
@@ -157,11 +184,13 @@ def _negatives(space: NameSpace, vector: np.ndarray, gold: set[str], config: Col
 
 
 def document_loss(model: CollectiveEncoder, document: Document, spaces: dict[str, NameSpace],
-                  config: CollectiveTrainConfig, rng: random.Random) -> tuple[torch.Tensor, dict]:
+                  config: CollectiveTrainConfig, rng: random.Random, annotated=None) -> tuple[torch.Tensor, dict]:
+    """The document's summed loss and its parts. `annotated`: the entity types its corpus annotates (None: all)."""
     encoded = model.encode_document(document.text)
     gold, unaligned = gold_piece_spans(encoded, document, model.entity_types)
-    loss_span = span_loss(model.span_logits(encoded), encoded.spans, gold)
-    loss_bio = F.cross_entropy(model.bio_logits(encoded), bio_targets(len(encoded.pieces), gold).to(model.device)) \
+    mask = annotated_mask(model.entity_types, annotated)
+    loss_span = span_loss(model.span_logits(encoded), encoded.spans, gold, mask)
+    loss_bio = bio_loss(model.bio_logits(encoded), bio_targets(len(encoded.pieces), gold).to(model.device), mask) \
         if encoded.pieces else encoded.states.sum()
     linkable = []
     for (i, j, t), ids in sorted(gold.items()):
@@ -173,10 +202,15 @@ def document_loss(model: CollectiveEncoder, document: Document, spaces: dict[str
     if linkable:
         vectors = model.mention_vectors(encoded, torch.tensor([(i, j) for i, j, *_ in linkable], device=model.device))
         current = vectors.detach().cpu().numpy()
+        nearest = {}  # per name space, one search for all its mentions: deep enough to pass every gold name
+        for space in {id(space): space for _, _, space, _, _ in linkable}.values():
+            ks = [k for k, (_, _, s, _, _) in enumerate(linkable) if s is space]
+            depth = config.hard_negatives + max(len(linkable[k][3]) for k in ks)
+            nearest.update(zip(ks, space.index.search(current[ks], depth)[1]))
         positives, negatives = [], []
         for k, (_, _, space, rows, ids) in enumerate(linkable):
             positives.append(space.vectors[rows[int(np.argmax(space.vectors[rows] @ current[k]))]])
-            negatives.append(space.vectors[_negatives(space, current[k], ids, config, rng)])
+            negatives.append(space.vectors[_negatives(space, nearest[k], ids, config, rng)])
         loss_link = link_loss(vectors, torch.from_numpy(np.stack(positives)).to(model.device),
                               torch.from_numpy(np.stack(negatives)).to(model.device), config.scale)
     total = config.span_weight * loss_span + config.link_weight * loss_link + config.bio_weight * loss_bio
@@ -200,11 +234,12 @@ def predict(model: CollectiveEncoder, document: Document, spaces: dict[str, Name
     if not found:
         return []
     vectors = model.query_vectors(encoded, document.text, [s.piece_span for s in found], link_with)
-    out = []
-    for s, v in zip(found, vectors):
-        score, row = spaces[s.entity_type].best(v[None])
-        out.append((s.start, s.end, s.entity_type, spaces[s.entity_type].concept_ids[int(row[0])], float(score[0])))
-    return out
+    best = {}  # one search per type
+    for entity_type in dict.fromkeys(s.entity_type for s in found):
+        ks = [k for k, s in enumerate(found) if s.entity_type == entity_type]
+        best.update(zip(ks, zip(*spaces[entity_type].best(vectors[ks]))))
+    return [(s.start, s.end, s.entity_type, spaces[s.entity_type].concept_ids[int(best[k][1])], float(best[k][0]))
+            for k, s in enumerate(found)]
 
 
 def predicted_documents(model: CollectiveEncoder, documents: list[Document], spaces: dict[str, NameSpace],
@@ -219,26 +254,44 @@ def predicted_documents(model: CollectiveEncoder, documents: list[Document], spa
 
 
 @torch.no_grad()
-def dev_scores(model: CollectiveEncoder, documents: list[Document], spaces: dict[str, NameSpace],
+def dev_scores(model: CollectiveEncoder, corpora: list[TypedCorpus], spaces: dict[str, NameSpace],
                thresholds: dict[str, float], decoder: str = "spans", link_with: str = "collective",
-               encoded: list[Encoded] | None = None) -> dict:
-    """Strict micro P/R/F1 (fractions, as the card records them) of the model's links on gold `documents`, counted
-    as `bioel evaluate-e2e --types <the model's types>` counts them (bioel_core.evaluation.e2e.e2e_scores): one gold
-    annotation per span, its ids the union; no-concept annotations and composite parts left out (counted apart).
-    A prediction need not have its gold's entity type: evaluate-e2e keeps the annotations of those types on both
-    sides and then matches by span and ids alone, and the epoch and decoding are picked by the figure it reports
-    (each type links into its own KB, so an id right under another type is rare)."""
-    scores = e2e_scores(documents, predicted_documents(model, documents, spaces, thresholds, decoder, link_with, encoded),
-                        model.entity_types, names=("the dev corpus", "the model's links"))
-    strict = scores["strict"]
-    return {"precision": strict["precision"] / 100, "recall": strict["recall"] / 100, "f1": strict["f1"] / 100,
-            "predicted": strict["n_pred"], "gold": strict["n_gold"], "correct": strict["correct_pred"],
-            "matched": strict["matched_gold"], "gold_without_concept": scores["gold_without_concept"]}
+               encoded: list[list[Encoded]] | None = None) -> dict:
+    """Strict micro P/R/F1 (fractions, as the card records them) of the model's links on the gold dev `corpora`, each
+    counted as `bioel evaluate-e2e --types <the types it annotates>` counts them (bioel_core.evaluation.e2e.e2e_scores):
+    one gold annotation per span, its ids the union; no-concept annotations and composite parts left out (counted
+    apart); predictions of a type the corpus does not annotate left out. The corpora are pooled by summing their
+    counts (`by_corpus` keeps each one's). A prediction need not have its gold's entity type: evaluate-e2e keeps the
+    annotations of those types on both sides and then matches by span and ids alone, and the epoch and decoding are
+    picked by the figure it reports (each type links into its own KB, so an id right under another type is rare).
+    `encoded`: per corpus, its documents' encodings when already computed."""
+    pooled, by_corpus = {"n_pred": 0, "n_gold": 0, "correct_pred": 0, "matched_gold": 0, "gold_without_concept": 0}, {}
+    for c, corpus in enumerate(corpora):
+        predicted = predicted_documents(model, corpus.documents, spaces, thresholds, decoder, link_with,
+                                        encoded[c] if encoded else None)
+        scores = e2e_scores(corpus.documents, predicted, corpus.types, names=(f"the dev corpus {corpus.source}", "the model's links"))
+        counts = {**{k: scores["strict"][k] for k in ("n_pred", "n_gold", "correct_pred", "matched_gold")},
+                  "gold_without_concept": scores["gold_without_concept"]}
+        for k, v in counts.items():
+            pooled[k] += v
+        by_corpus[corpus.source] = _fractions(counts)
+    return {**_fractions(pooled), **({"by_corpus": by_corpus} if len(corpora) > 1 else {})}
 
 
-def train_collective(model: CollectiveEncoder, train_docs: list[Document], dev_docs: list[Document],
+def _fractions(counts: dict) -> dict:
+    precision = counts["correct_pred"] / counts["n_pred"] if counts["n_pred"] else 0.0
+    recall = counts["matched_gold"] / counts["n_gold"] if counts["n_gold"] else 0.0
+    return {"precision": precision, "recall": recall,
+            "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
+            "predicted": counts["n_pred"], "gold": counts["n_gold"], "correct": counts["correct_pred"],
+            "matched": counts["matched_gold"], "gold_without_concept": counts["gold_without_concept"]}
+
+
+def train_collective(model: CollectiveEncoder, train: list[TypedCorpus], dev: list[TypedCorpus],
                      spaces: dict[str, NameSpace], config: CollectiveTrainConfig, output: str | Path) -> dict:
     """Trains in place, keeps the best dev epoch in `output` (saved model folder); returns the training record."""
+    train_docs = [(d, corpus.types) for corpus in train for d in corpus.documents]
+    epoch_dev = [replace(corpus, documents=corpus.documents[:config.epoch_dev_documents]) for corpus in dev]
     output, checkpoint = Path(output), Path(output).with_name(Path(output).name + ".checkpoint")
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
@@ -272,7 +325,8 @@ def train_collective(model: CollectiveEncoder, train_docs: list[Document], dev_d
         for start in bar:
             optimizer.zero_grad()
             for i in order[start:start + config.documents_per_step]:
-                loss, parts = document_loss(model, train_docs[i], spaces, config, rng)
+                document, annotated = train_docs[i]
+                loss, parts = document_loss(model, document, spaces, config, rng, annotated)
                 (loss / config.documents_per_step).backward()
                 for k in totals:
                     totals[k] += parts[k]
@@ -283,7 +337,7 @@ def train_collective(model: CollectiveEncoder, train_docs: list[Document], dev_d
             if config.max_minutes and (time.monotonic() - began) / 60 > config.max_minutes:
                 break
         model.eval()
-        dev = dev_scores(model, dev_docs[:config.epoch_dev_documents], spaces, {t: 0.5 for t in model.entity_types})
+        dev = dev_scores(model, epoch_dev, spaces, {t: 0.5 for t in model.entity_types})
         entry = {"epoch": epoch + 1, "loss": {k: v / len(train_docs) for k, v in totals.items()}, "dev": dev,
                  "minutes": (time.monotonic() - began) / 60}
         record["epochs"].append(entry)
@@ -295,7 +349,7 @@ def train_collective(model: CollectiveEncoder, train_docs: list[Document], dev_d
         save_checkpoint(checkpoint, model, optimizer, (epoch + 1) * steps_per_epoch,
                         _CheckpointConfig(record=record))
         if config.max_minutes and (time.monotonic() - began) / 60 > config.max_minutes:
-            log.info("stopping: the %.0f-minute budget is spent", config.max_minutes)
+            log.info("stopping: the %g-minute budget is spent", config.max_minutes)
             break
     return record
 
@@ -306,13 +360,13 @@ class _CheckpointConfig:
     record: dict
 
 
-def tune_on_dev(model: CollectiveEncoder, dev_docs: list[Document], spaces: dict[str, NameSpace],
+def tune_on_dev(model: CollectiveEncoder, dev: list[TypedCorpus], spaces: dict[str, NameSpace],
                 config: CollectiveTrainConfig) -> dict:
-    """The decoding settings with the best dev strict F1: one span threshold per type (the others at 0.5, then
-    coordinate-wise), then how mentions are linked. Returns them with every score tried."""
+    """The decoding settings with the best pooled dev strict F1: one span threshold per type (the others at 0.5,
+    then coordinate-wise), then how mentions are linked. Returns them with every score tried."""
     with torch.no_grad():
-        encoded = [model.encode_document(d.text) for d in dev_docs]
-    score = lambda th, **kw: dev_scores(model, dev_docs, spaces, th, encoded=encoded, **kw)  # noqa: E731
+        encoded = [[model.encode_document(d.text) for d in corpus.documents] for corpus in dev]
+    score = lambda th, **kw: dev_scores(model, dev, spaces, th, encoded=encoded, **kw)  # noqa: E731
     thresholds = {t: 0.5 for t in model.entity_types}
     tried = []
     for t in model.entity_types:
@@ -350,40 +404,43 @@ def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], c
                             document_layers: int | None = None) -> dict:
     """The whole `bioel train --encoder collective` job: build, train, tune decoding on dev, save, write the card.
     `init`: an HF checkpoint, or a trained collective model folder (its document encoder, name encoder and heads are
-    the start; with `document_layers`, a smaller model learns from the larger one's first layers). The corpora are
-    read first, so that a bad record stops the run before any model is loaded."""
+    the start; with `document_layers`, a smaller model learns from the larger one's first layers). `train_corpus`,
+    `dev_corpus`: `[TYPE[,TYPE...]=]PATH` each (bioel_core.corpora.annotated.CorpusSpec). The corpora are read first,
+    so that a bad record stops the run before any model is loaded."""
     import os
     import platform
 
     import bioel_core
-    from bioel_core.corpora import read_annotated
     from bioel_core.models import default_base_checkpoint, model_folder, open_model
     from bioel_core.models.cards import fingerprint_entry, write_card
     from bioel_core.models.checkpoints import checkpoint_reference
 
     began = time.monotonic()
-    train_docs = [d for path in train_corpus for d in read_annotated(path, corpus_format, "--train-corpus", "--corpus-format")]
-    dev_docs = [d for path in dev_corpus for d in read_annotated(path, corpus_format, "--dev-corpus", "--corpus-format")]
+    types = sorted(names)
+    train = [CorpusSpec.parse(value, "--train-corpus").read(corpus_format, types, "--train-corpus", "--corpus-format")
+             for value in train_corpus]
+    dev = [CorpusSpec.parse(value, "--dev-corpus").read(corpus_format, types, "--dev-corpus", "--corpus-format")
+           for value in dev_corpus]
+    train_docs, dev_docs = sum(len(c.documents) for c in train), sum(len(c.documents) for c in dev)
     if not train_docs or not dev_docs:
-        raise ValueError(f"no documents: {len(train_docs)} in --train-corpus {train_corpus}, {len(dev_docs)} in --dev-corpus {dev_corpus}")
+        raise ValueError(f"no documents: {train_docs} in --train-corpus {train_corpus}, {dev_docs} in --dev-corpus {dev_corpus}")
     torch.manual_seed(config.seed)
     teacher = Path(init) if init and is_collective(init) else None
     if teacher and name_model is None:
         name_model = str(teacher / NAMES_DIR)  # its mention head was trained into that name space
     name_encoder = open_model(name_model)
     base = teacher / DOCUMENT_DIR if teacher else Path(init) if init else default_base_checkpoint()
-    types = sorted(names)
     model = CollectiveEncoder(base, name_encoder, types, mention_pooling=mention_pooling, document_layers=document_layers,
                               names_source={"path": str(model_folder(name_model))}).to(device)
     if teacher:
         warm_start_heads(model, CollectiveEncoder.load(teacher))
     log.info("encoding the names of %s with the frozen name encoder", ", ".join(types))
-    spaces = {t: NameSpace.from_names_table(names[t], name_encoder) for t in types}
-    record = train_collective(model, train_docs, dev_docs, spaces, config, output)
+    spaces = {t: NameSpace.from_names_table(names[t], name_encoder, device) for t in types}
+    record = train_collective(model, train, dev, spaces, config, output)
     if record["best"] is None:
         raise ValueError("training ended before the first epoch was scored on dev (raise --max-minutes)")
     best = CollectiveEncoder.load(output, device)
-    tuned = tune_on_dev(best, dev_docs, spaces, config)
+    tuned = tune_on_dev(best, dev, spaces, config)
     best.decoding = {"thresholds": tuned["thresholds"], "link_with": tuned["link_with"]}
     best.save(output, dtype=save_dtype)
     card = {
@@ -393,7 +450,9 @@ def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], c
         "init": str(teacher or checkpoint_reference(base)), "document_layers": best.document.config.num_hidden_layers,
         "save_dtype": save_dtype, "scores": {},
         "data": {"train_corpus": train_corpus, "dev_corpus": dev_corpus, "corpus_format": corpus_format, "names": names,
-                 "train_documents": len(train_docs), "dev_documents": len(dev_docs), "seed": config.seed},
+                 "train_documents": train_docs, "dev_documents": dev_docs, "seed": config.seed,
+                 # which corpus annotates which types (the others' spans were masked in training and not scored on dev)
+                 "corpora": {"train": [c.summary() for c in train], "dev": [c.summary() for c in dev]}},
         "collective": {"epochs": record["epochs"], "best_epoch": record["best"]["epoch"], "config": record["config"],
                        "decoding": best.decoding, "dev": tuned["dev"], "dev_bio": tuned["dev_bio"],
                        "tuning": tuned["tried"]},
