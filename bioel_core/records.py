@@ -35,12 +35,15 @@ NAME_TYPES = ("preferred", "synonym", "abbreviation", "entry_term", "fsn")
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """An input record that could not be used, with where it came from and why."""
+    """An input record that could not be used, with where it came from and why. `unread`: it stands for the rest of
+    its file, or a whole file, which was not read as the format named (a fault its reader cannot read past, a file of
+    another format): its records are unknown, so a run with one fails its checks whatever the dead-letter share."""
 
     source: str
     location: str  # "line 12", "record 4 (DescriptorUI D000001)", "byte 1024"
     raw: str
     reason: str
+    unread: bool = False
 
 
 #: how the reason of a dead letter that stands for the unread rest of a file begins: a reader that cannot resynchronise

@@ -84,7 +84,7 @@ class MeshXmlReader(KBReader):
         try:
             for item in read_records(piece, ROOTS, opener):
                 if isinstance(item, Fault):
-                    yield ctx.dead(self._fault_location(item), item.data.decode("utf-8", "replace"), item.reason)
+                    yield ctx.dead(self._fault_location(item), item.data.decode("utf-8", "replace"), item.reason, item.unread)
                     continue
                 kind = KINDS[item.tag]
                 try:
