@@ -46,10 +46,8 @@ class DeadLetter:
     unread: bool = False
 
 
-#: how the reason of a dead letter that stands for the unread rest of a file begins: a reader that cannot resynchronise
-#: after a fault (a file cut inside a record, content after the root element) leaves the rest of the file as one
-#: dead letter. What records it held is unknown, so the quality checks fail a run that has one
-#: (bioel_core.quality.kb_tables.dead_letter_suite) whatever the dead-letter share.
+#: how the reason of a dead letter that stands for the unread rest of a file begins (a reader that cannot resynchronise
+#: after a fault: a file cut inside a record, content after the root element); the dead letter is marked `unread`
 UNREAD_REST = "unread rest of file"
 
 
@@ -78,6 +76,7 @@ class ReadStats:
     records_accepted: int = 0
     dead_lettered: int = 0
     skipped_by_filter: dict[str, int] = field(default_factory=dict)
+    unread: str = ""  # where and why the file was not read to its end (its first dead letter marked `unread`)
 
     def skip(self, reason: str) -> None:
         self.skipped_by_filter[reason] = self.skipped_by_filter.get(reason, 0) + 1
