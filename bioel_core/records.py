@@ -35,18 +35,19 @@ NAME_TYPES = ("preferred", "synonym", "abbreviation", "entry_term", "fsn")
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """An input record that could not be used, with where it came from and why."""
+    """An input record that could not be used, with where it came from and why. `unread`: it stands for the rest of
+    its file, or a whole file, which was not read as the format named (a fault its reader cannot read past, a file of
+    another format): its records are unknown, so a run with one fails its checks whatever the dead-letter share."""
 
     source: str
     location: str  # "line 12", "record 4 (DescriptorUI D000001)", "byte 1024"
     raw: str
     reason: str
+    unread: bool = False
 
 
-#: how the reason of a dead letter that stands for the unread rest of a file begins: a reader that cannot resynchronise
-#: after a fault (a file cut inside a record, content after the root element) leaves the rest of the file as one
-#: dead letter. What records it held is unknown, so the quality checks fail a run that has one
-#: (bioel_core.quality.kb_tables.dead_letter_suite) whatever the dead-letter share.
+#: how the reason of a dead letter that stands for the unread rest of a file begins (a reader that cannot resynchronise
+#: after a fault: a file cut inside a record, content after the root element); the dead letter is marked `unread`
 UNREAD_REST = "unread rest of file"
 
 
@@ -75,6 +76,7 @@ class ReadStats:
     records_accepted: int = 0
     dead_lettered: int = 0
     skipped_by_filter: dict[str, int] = field(default_factory=dict)
+    unread: str = ""  # where and why the file was not read to its end (its first dead letter marked `unread`)
 
     def skip(self, reason: str) -> None:
         self.skipped_by_filter[reason] = self.skipped_by_filter.get(reason, 0) + 1

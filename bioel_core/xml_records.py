@@ -2,7 +2,8 @@
 one costs only itself.
 
 A record file is one root element (the set) whose children are records of known kinds, as NLM writes its dumps
-(`<DescriptorRecordSet>` of `<DescriptorRecord>`, `<PubmedArticleSet>` of `<PubmedArticle>`). `XmlRecords.read`
+(`<DescriptorRecordSet>` of `<DescriptorRecord>`, `<PubmedArticleSet>` of `<PubmedArticle>`, BioC's `<collection>` of
+`<document>`, whose header elements are records that may also stand inside one). `XmlRecords.read`
 skips the prolog (the XML declaration, comments, processing instructions and a DOCTYPE with its internal subset,
 which is never given to a parser: an entity it declares is never resolved nor expanded, so a record that uses one
 fails to parse as an undefined entity), checks the root element, then yields each record as a `Record`: its bytes
@@ -12,7 +13,8 @@ instructions are skipped as XML does when looking for a record's end: an end tag
 and column.
 
 What cannot be a record comes out as one `Fault`, and the cutting goes on after it:
-- a record whose start tag is not closed before the next record starts: the record, up to there;
+- a record not closed before the next record starts or the root's end tag: the record, up to there (with the first
+  fault its parser names, `Fault.error`);
 - a record longer than `max_record_bytes`: the record, never held whole (its first bytes are kept);
 - anything between records other than whitespace, comments and processing instructions (text, a stray end tag,
   an element of another kind): all of it, up to the next record or the root's end tag.
@@ -34,7 +36,7 @@ import re
 import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from bioel_core.kb import io as kb_io
@@ -90,6 +92,8 @@ class Fault:
     unread: bool = False
     offset: int = 0
     column: int = 0
+    # of a record not closed: the first fault its parser names, in the file's terms (an exception: equal only to itself)
+    error: RecordError | None = field(default=None, compare=False)
 
 
 def _lines(first: int, last: int) -> str:
@@ -121,10 +125,12 @@ class _StreamBroken(Exception):
 
 class XmlRecords:
     """Cuts the records out of one file; `roots` maps each root element it may have to the record kinds its children
-    are (a child of another kind is a Fault)."""
+    are (a child of another kind is a Fault). `headers`: kinds of children that are yielded as records too but may
+    also stand inside a record (BioC's <infon>), so that one never ends a record that is not closed."""
 
-    def __init__(self, roots: Mapping[str, Sequence[str]], max_record_bytes: int = MAX_RECORD_BYTES):
-        self.roots, self.max_record_bytes = dict(roots), max_record_bytes
+    def __init__(self, roots: Mapping[str, Sequence[str]], max_record_bytes: int = MAX_RECORD_BYTES,
+                 headers: Sequence[str] = ()):
+        self.roots, self.max_record_bytes, self.headers = dict(roots), max_record_bytes, tuple(headers)
         self.data = bytearray()  # unread bytes; data[0] is at `offset` of the file, on `line`, at `column`
         self.offset, self.line, self.column = 0, 1, 0
         self.eof = False
@@ -334,18 +340,18 @@ class XmlRecords:
     def _compile(self, root: str) -> None:
         kinds = self.roots[root]
         names = b"|".join(re.escape(k.encode()) for k in kinds)
-        self._kind_start = re.compile(rb"<(" + names + rb")[\s>/]")
+        self._kind_start = re.compile(rb"<(" + b"|".join(re.escape(k.encode()) for k in (*kinds, *self.headers)) + rb")[\s>/]")
         root_end = rb"/" + re.escape(root.encode()) + _END_SPACE + rb">"
         self._root_end = re.compile(rb"<" + root_end)
         # every scan starts with its literal "<", which lets `re` skip to each "<" at memchr speed
         skip, start = rb"(?P<skip>!--|!\[CDATA\[|\?)", rb"(?:" + names + rb")[\s>/]"
-        # a record ends at its end tag, or (not closed) where the next record starts
+        # a record ends at its end tag, or (not closed) where the next record starts or the root ends
         self._record_scan = {kind: re.compile(rb"<(?:" + skip + rb"|(?P<end>/" + re.escape(kind.encode()) + _END_SPACE + rb">)|(?P<next>"
-                                              + start + rb"))") for kind in kinds}
-        self._junk_scan = re.compile(rb"<(?:" + skip + rb"|(?P<next>" + start + rb"|" + root_end + rb"))")
+                                              + start + rb"|" + root_end + rb"))") for kind in (*kinds, *self.headers)}
+        self._junk_scan = re.compile(rb"<(?:" + skip + rb"|(?P<next>" + self._kind_start.pattern[1:] + rb"|" + root_end + rb"))")
         self._kinds = " or ".join(f"<{k}>" for k in kinds)
         # the longest token the scans look for: one cut by a chunk's end starts in the buffer's last this many bytes
-        self._token_max = max(len(b"<![CDATA["), len(root) + 67, *(len(k) + 67 for k in kinds))
+        self._token_max = max(len(b"<![CDATA["), len(root) + 67, *(len(k) + 67 for k in (*kinds, *self.headers)))
 
     # ---- the records -----------------------------------------------------------------------------------------
 
@@ -398,8 +404,15 @@ class XmlRecords:
         data = self._consume(at)
         head = self._head if self._head is not None else data[:RAW_BYTES]
         if how == "next":
-            yield Fault(f"malformed XML: <{kind}> on line {line} is not closed before the next record starts on line {self.line}",
-                        "record", line, head, record=self.ordinal, tag=kind, offset=offset, column=column)
+            before = f"</{self.root}>" if self.data.startswith(b"</") else "the next record starts"
+            error = None
+            if self._head is None:
+                try:
+                    parse_record(Record(kind, self.ordinal, line, column, offset, data))
+                except RecordError as err:
+                    error = err
+            yield Fault(f"malformed XML: <{kind}> on line {line} is not closed before {before} on line {self.line}",
+                        "record", line, head, record=self.ordinal, tag=kind, offset=offset, column=column, error=error)
         elif self._head is not None or size > self.max_record_bytes:
             yield Fault(f"record longer than {self.max_record_bytes:,} bytes ({size:,} bytes on {_lines(line, self.line)}): not parsed",
                         "record", line, head, record=self.ordinal, tag=kind, offset=offset, column=column)
@@ -442,16 +455,17 @@ class XmlRecords:
                 return
 
 
-def read_records(item: Input, roots: Mapping[str, Sequence[str]], opener: Opener | None = None) -> Iterator[Record | Fault]:
+def read_records(item: Input, roots: Mapping[str, Sequence[str]], opener: Opener | None = None,
+                 headers: Sequence[str] = ()) -> Iterator[Record | Fault]:
     """The records and faults of a whole file (gzip sniffed from its bytes) or of a FileRange from `split_records`.
     Opening a gzip that fails its check raises what kb.io.open_binary raises (the caller's policy decides)."""
     path = input_path(item)
     if isinstance(item, FileRange):
         with open_raw(path, opener) as stream:
-            yield from XmlRecords(roots).read(stream, item)
+            yield from XmlRecords(roots, headers=headers).read(stream, item)
         return
     with open_binary(path, opener) as stream:
-        yield from XmlRecords(roots).read(stream)
+        yield from XmlRecords(roots, headers=headers).read(stream)
 
 
 def split_records(path: str, roots: Mapping[str, Sequence[str]], opener: Opener | None = None) -> list[Input]:

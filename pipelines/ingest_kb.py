@@ -293,6 +293,8 @@ def read_stats_by_file(read_stats: list[dict]) -> dict[str, dict]:
             total[key] += s[key]
         for reason, n in s["skipped_by_filter"].items():
             total["skipped_by_filter"][reason] = total["skipped_by_filter"].get(reason, 0) + n
+        if s.get("unread") and not total.get("unread"):  # the manifest's inputs[].unread, as bioel link writes it
+            total["unread"] = s["unread"]
     for total in by_file.values():
         total["skipped_by_filter"] = dict(sorted(total["skipped_by_filter"].items()))
     return by_file

@@ -35,7 +35,6 @@ from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS, DeletedDocument, 
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY, input_path
 from bioel_core.corpora.interchange import merge_interchange, unwritable, write_interchange
-from bioel_core.corpora.read import FileDeadLetter
 from bioel_core.corpora.records import Mention, Passage
 from bioel_core.corpora.text import check_document_ids
 from bioel_core.kb.vocab import qualify
@@ -62,7 +61,7 @@ INTERCHANGE_SUFFIX = {"pubtator": ".pubtator", "bioc-json": ".bioc.json", "bioc-
 class ReadCorpusFn(beam.DoFn):
     """(index, input file or FileRange, the folder it was listed from) -> (input position, Document), (input
     position, deletion) (tagged), dead letters (tagged) and, tagged "unread", (file, index, where and why) once for
-    a piece not read to its end or not of the format named (its FileDeadLetters). The input position is (the
+    a piece not read to its end or not of the format named (its dead letters marked `unread`). The input position is (the
     piece's index among `corpus_inputs`, the item's index in the piece): pieces are listed file by file in the order
     given, each file's ranges in file order, so positions order the records as reading the files one after another
     does, whatever the ranges and the workers."""
@@ -81,7 +80,7 @@ class ReadCorpusFn(beam.DoFn):
             elif isinstance(item, DeletedDocument):
                 yield beam.pvalue.TaggedOutput("deleted", ((index, n), item))
             else:
-                if isinstance(item, FileDeadLetter) and not unread:
+                if item.unread and not unread:
                     unread = True
                     yield beam.pvalue.TaggedOutput("unread", (item.source, index, f"{item.location}: {item.reason}"))
                 yield beam.pvalue.TaggedOutput("dead", asdict(item))

@@ -306,13 +306,14 @@ def test_ingest_kb_exit_code_and_manifest(case, tmp_path, capsys):
         assert "nothing published" in err and not (out / "manifest.json").exists()
         rejected = json.loads((out / "rejected" / "summary.json").read_text())
         failed = [(c["table"], c["expectation"]) for c in rejected["checks"] if not c["success"] and c["severity"] == "critical"]
-        assert failed == [("dead_letter", "expect_column_values_to_not_match_regex")]
+        assert failed == [("inputs", "expect_column_values_to_be_null")]
         # published when asked, with the same counts (into a folder of its own: a first run's rejected/ report still
         # blocks its folder, issue 40's output-layer part)
         out = tmp_path / "published"
         code = cli.main([*(a if a != str(tmp_path / "kb") else str(out) for a in argv), "--fail-on", "none"])
         assert code == 0, capsys.readouterr().err
     manifest = read_manifest(out)
+    assert any(i.get("unread") for i in manifest["inputs"]) == (case.exit_code == 4)  # as bioel link lists it
     counts = manifest["counts"]
     assert all(manifest["reconciliation"].values())
     assert counts["concepts"]["written"] == case.kept and counts["dead_lettered"] == len(case.dead)

@@ -19,9 +19,10 @@ NAMES = [
 ]
 
 
-def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2, dead_letters=0, reason="bad concept id"):
+def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2, dead_letters=0, reason="bad concept id", unread=""):
     """A finished ingest output folder: manifest, sharded names, one concepts and dead-letter file; the manifest
-    counts a record read per concept and per dead letter."""
+    counts a record read per concept and per dead letter, and lists kb.txt as an input (`unread`: where and why it
+    was not read to its end)."""
     for table in ("concepts", "names", "dead_letter"):
         (out / table).mkdir(parents=True)
     ids, preferred = zip(*concepts)
@@ -39,7 +40,8 @@ def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2, dead_letters=0, reas
                             schema=DEAD_LETTER_SCHEMA), out / "dead_letter" / "part-00000-of-00001.parquet")
     (out / "manifest.json").write_text(json.dumps(
         {"schema_version": SCHEMA_VERSION, "complete": True, "kb": "medic", "id_pattern": ID_PATTERN,
-         "counts": {"records_read": len(concepts) + dead_letters}}))
+         "counts": {"records_read": len(concepts) + dead_letters},
+         "inputs": [{"path": "kb.txt", **({"unread": unread} if unread else {})}]}))
     return out
 
 
@@ -163,7 +165,7 @@ def test_warnings_fail_only_when_asked(tmp_path):
 def test_most_records_dead_lettered_is_critical_and_a_few_a_warning(tmp_path):
     # every check of the tables written passed when 997 of 1,000 records were dead-lettered (a wrong id pattern)
     dead_letter_checks = [c for c in report(write_kb(tmp_path / "clean"))["checks"] if c["table"] == "dead_letter"]
-    assert [c["success"] for c in dead_letter_checks] == [True, True, True]
+    assert [c["success"] for c in dead_letter_checks] == [True, True]  # a file not read to its end: the inputs check
     summary = report(write_kb(tmp_path / "most", dead_letters=997))
     assert not summary["passed"] and summary["critical_failures"] == 1 and summary["warnings"] == 1
     assert {c["severity"]: c["observed"] for c in summary["checks"] if not c["success"]} == {"warning": 997, "critical": 997}
@@ -176,9 +178,10 @@ def test_a_files_unread_rest_is_critical_whatever_the_dead_letter_share(tmp_path
     # was a warning, and the run passed
     from bioel_core.records import unread_rest_reason
 
-    summary = report(write_kb(tmp_path / "kb", dead_letters=1, reason=unread_rest_reason("the file ends inside the record", 90, 1234, 40)))
+    reason = unread_rest_reason("the file ends inside the record", 90, 1234, 40)
+    summary = report(write_kb(tmp_path / "kb", dead_letters=1, reason=reason, unread=f"record 4, line 90: {reason}"))
     assert not summary["passed"] and summary["critical_failures"] == 1 and summary["warnings"] == 1
-    unread = failures(summary)[("dead_letter", "reason", "expect_column_values_to_not_match_regex")]
+    unread = failures(summary)[("inputs", "unread", "expect_column_values_to_be_null")]
     assert unread["severity"] == "critical" and unread["unexpected_count"] == 1
 
 

@@ -48,3 +48,20 @@ def test_a_long_record_or_junk_is_never_held_whole(tmp_path):
         "not a <DescriptorRecord> record: 200,001 bytes of text or markup between records on line 3",
         record.replace(b"A" * 200_000, b"ok").rstrip()]
     assert pieces[0].data == record[:xml_records.RAW_BYTES] and pieces[1].data == b"B" * xml_records.RAW_BYTES
+
+
+def test_a_record_not_closed_before_the_root_ends_costs_itself_alone(tmp_path):
+    """It was cut to the end of the file: the rest of the file unread, although the root's end tag stood right after it.
+    Now it ends where the root does, with the fault its parser names; a header kind inside a record (BioC's <infon>)
+    never ends one."""
+    path = tmp_path / "set.xml"
+    path.write_bytes(b"<Set>\n<R><a>1</a></R>\n<R><a>2</a>\n</Set>\n")
+    with path.open("rb") as fh:
+        record, fault = XmlRecords({"Set": ("R",)}).read(fh)
+    assert isinstance(record, Record) and isinstance(fault, Fault) and not fault.unread
+    assert fault.reason == "malformed XML: <R> on line 3 is not closed before </Set> on line 4"
+    assert (fault.error.message, fault.error.line) == ("no element found", 4)
+    path.write_bytes(b"<Set><h>x</h>\n<R><h>1</h></R><R><h>2</h></R></Set>")
+    with path.open("rb") as fh:
+        pieces = list(XmlRecords({"Set": ("R",)}, headers=("h",)).read(fh))
+    assert [(p.tag, p.ordinal) for p in pieces] == [("h", 1), ("R", 2), ("R", 3)]

@@ -19,7 +19,7 @@ text, and its own text as `Mention.link_text` (what it is linked by).
 
 Reading recovers per document: a damaged document is one dead letter (`iter_bioc_xml_items`,
 `iter_bioc_json_items`) and the documents after it are read. XML is cut into its documents in the byte stream
-(bioel_core.corpora.xml_records: CDATA sections and comments are stepped over as XML does, the DTD is never read,
+(bioel_core.xml_records: CDATA sections and comments are stepped over as XML does, the DTD is never read,
 so an external entity or an entity bomb is an undefined entity of its document). JSON that does not parse whole is
 read as JSON lines, or cut into the documents of its one value by its brackets. Values are checked by the rules of
 bioel_core.corpora.intake (ids, offsets, nesting) and by type (a text that is a number, infons that are a list)
@@ -33,7 +33,6 @@ it as an independent check that what is written here is BioC.
 
 from __future__ import annotations
 
-import codecs
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -44,9 +43,9 @@ from bioel_core.corpora.intake import NotJson, document_id, load_json, not_read,
 from bioel_core.corpora.pubtator import id_field, split_ids
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
-from bioel_core.corpora.xml_records import Piece, XmlRecords, parse_error_message
 from bioel_core.kb.io import Opener, open_binary, open_text_file
 from bioel_core.records import DeadLetter
+from bioel_core.xml_records import Fault, Record, RecordError, parse_record, read_records
 
 DEFAULT_ID_KEYS = ("identifier", "MESH", "MeSH", "Identifier")
 _ARG_KEY = re.compile(r"arg\d+")  # role names the writer invents for relations stated without roles
@@ -498,65 +497,73 @@ def _xml_relation_dict(r: ET.Element) -> dict:
 
 
 _HEADER = ("source", "date", "key", "infon")  # what a collection holds besides its documents (BioC.dtd)
+_COLLECTION = {"collection": ("document",)}
 _XML_ID = re.compile(rb"<id>\s*([^<]*?)\s*</id>")
 
 
 def iter_bioc_xml_items(path: str, opener: Opener | None = None,
                         id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Iterator[Document | DeadLetter]:
     """Documents and dead letters of a BioC XML file (gzip sniffed from its bytes), each <document> cut out of the
-    byte stream and parsed on its own (bioel_core.corpora.xml_records), so a damaged one is one dead letter naming its
+    byte stream and parsed on its own (bioel_core.xml_records, UTF-8), so a damaged one is one dead letter naming its
     ordinal, id (when it can be found), line and reason, and the documents after it are read. The collection's
-    <source>, <date>, <key> and <infon> are checked and passed over. FormatError for a fault that ends the file
-    (no <collection> root, a broken prolog, content after </collection>), saying how much was not read."""
-    with open_binary(path, opener) as stream:
-        records = XmlRecords(stream, path, ("collection",), ("document",))
-        documents = 0
-        for piece in records:
-            if piece.tag == "document":
-                documents += 1
-                found = _XML_ID.search(piece.raw)
-                name = f"document {documents}" + (f" (id {found.group(1).decode('utf-8', 'replace')})" if found else "")
-            else:
-                name = f"<{piece.tag}> of the collection" if piece.tag else f"after document {documents}"
-            item = _xml_record(piece, name, records.encoding, path, id_keys)
+    <source>, <date>, <key> and <infon> are checked and passed over. A fault that ends the file (no <collection>
+    root, a broken prolog, a stream cut inside a document, content after </collection>) is its last dead letter,
+    marked `unread` and saying how much was not read; FormatError for an empty file."""
+    documents = 0
+    for piece in read_records(path, _COLLECTION, opener, headers=_HEADER):
+        if piece.tag == "document" and (isinstance(piece, Record) or piece.scope == "record"):
+            documents += 1
+            found = _XML_ID.search(piece.data)
+            name = f"document {documents}" + (f" (id {found.group(1).decode('utf-8', 'replace')})" if found else "")
+        elif isinstance(piece, Record) or piece.scope == "record":
+            name = f"<{piece.tag}> of the collection"
+        else:  # before the root element's start tag, or between the records
+            name = f"after document {documents}" if piece.scope == "between" else ""
+        if isinstance(piece, Record):
+            item = _xml_record(piece, name, path, id_keys)
             if item is not None:
                 yield item
+        elif piece.scope == "file" and not piece.unread:  # an empty file
+            raise FormatError(path, "file", piece.reason)
+        else:
+            yield _xml_fault(piece, name, path)
 
 
-def _xml_record(piece: Piece, name: str, encoding: str, source: str, id_keys: tuple[str, ...]) -> Document | DeadLetter | None:
-    """A piece of a collection as a Document, a DeadLetter, or None for a well-formed header element."""
-    def dead(location: str, raw: str, reason: str) -> DeadLetter:
-        return DeadLetter(source, location, raw[:2000], reason)
+def _place(name: str, line: int, column: int | None = None) -> str:
+    place = f"line {line}" + ("" if column is None else f", column {column}")
+    return f"{name}, {place}" if name else place
 
-    where = f"{name}, line {piece.line}"
-    if piece.fault:  # the parser names the first fault inside an element cut short
-        text = piece.raw.decode(encoding, "replace")
-        if piece.tag:
-            try:
-                ET.fromstring(text)
-            except ET.ParseError as err:
-                return dead(f"{name}, {piece.position(*err.position)}", text,
-                            f"malformed XML: {parse_error_message(err)}; {piece.fault}")
-        return dead(where, text, f"malformed XML: {piece.fault}")
+
+def _xml_fault(fault: Fault, name: str, source: str) -> DeadLetter:
+    """What the cutter could not make a record of; for a document not closed, the parser names where it breaks."""
+    raw = fault.data.decode("utf-8", "replace")
+    if fault.error is not None:
+        return DeadLetter(source, _place(name, fault.error.line, fault.error.column), raw,
+                          f"malformed XML: {fault.error.message}; {fault.reason.removeprefix('malformed XML: ')}")
+    return DeadLetter(source, _place(name, fault.line), raw, fault.reason, unread=fault.unread)
+
+
+def _xml_record(record: Record, name: str, source: str, id_keys: tuple[str, ...]) -> Document | DeadLetter | None:
+    """A record of a collection as a Document, a DeadLetter, or None for a header element."""
+    def dead(location: str, reason: str) -> DeadLetter:
+        return DeadLetter(source, location, record.data[:8000].decode("utf-8", "replace")[:2000], reason)
+
+    where = _place(name, record.line)
     try:
-        text = piece.raw.decode(encoding)
+        record.data.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = piece.line + piece.raw[:err.start].count(b"\n")
-        return dead(f"{name}, line {line}", piece.raw[:8000].decode(encoding, "replace"),
-                    f"invalid {'UTF-8' if codecs.lookup(encoding).name == 'utf-8' else encoding}: {err.reason} "
-                    f"(byte {piece.raw[err.start:err.start + 1]!r})")
+        line = record.line + record.data[:err.start].count(b"\n")
+        return dead(_place(name, line), f"invalid UTF-8: {err.reason} (byte {record.data[err.start:err.start + 1]!r})")
     try:
-        el = ET.fromstring(text)
-    except ET.ParseError as err:
-        return dead(f"{name}, {piece.position(*err.position)}", text, f"malformed XML: {parse_error_message(err)}")
-    if piece.tag in _HEADER:
+        el = parse_record(record)
+    except RecordError as err:
+        return dead(_place(name, err.line, err.column), f"malformed XML: {err.message}")
+    if record.tag in _HEADER:
         return None
-    if piece.tag != "document":
-        return dead(where, text, f"unexpected element <{piece.tag}> in <collection>")
     try:
         return document_from_dict(_xml_document_dict(el), source, id_keys, where)
     except FormatError as err:
-        return dead(err.location, text, err.reason)
+        return dead(err.location, err.reason)
 
 
 def iter_bioc_xml(path: str | Path, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Iterator[Document]:

@@ -20,8 +20,8 @@ Contract, the same for every format:
   with one DeadLetter that says how much was not read; what was yielded before it stands and the next file is
   read. When the file's start plainly is another format (a BioC XML file read as PubTator), each of its dead
   letters' reasons ends with the format to name instead (bioel_core.corpora.sniff).
-  The dead letters of a file not read to its end, or not of `fmt`, are `FileDeadLetter`s: they stand for
-  records that were never counted, so a run with one fails its checks
+  The dead letters of a file not read to its end, or not of `fmt`, are marked `unread` (records.DeadLetter): they
+  stand for records that were never counted, so a run with one fails its checks
   (bioel_core.quality.kb_tables.unread_files_suite) where a few bad records would not.
 - Caller errors raise: an unknown format (ValueError), a path that cannot be opened (OSError).
 
@@ -37,7 +37,6 @@ import gzip
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from bioel_core.corpora.bioc import iter_bioc_json_items, iter_bioc_xml_items
@@ -51,12 +50,6 @@ from bioel_core.corpora.text import BOM, decoded_lines, iter_text
 from bioel_core.kb.io import FileRange, Input, Opener, input_path, open_binary, split_lines
 from bioel_core.records import DeadLetter
 
-
-
-@dataclass(frozen=True)
-class FileDeadLetter(DeadLetter):
-    """A dead letter standing for a whole file or the rest of one, which was not read as the format named: a fault
-    its reader cannot read past, or a file that plainly is another format (its records were never counted)."""
 
 
 CorpusItem = Document | DeletedDocument | DeadLetter
@@ -197,10 +190,10 @@ def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt
             if isinstance(item, DeadLetter):
                 if hint is None:
                     hint = misnamed_format_hint(input_path(path), fmt, format_flag, opener, flag_formats)
+                # what a dead letter quotes is written out: a lone surrogate in it as its escape (intake.encodable);
                 # a file of another format: none of its records was read
-                kind = FileDeadLetter if hint or isinstance(item, FileDeadLetter) else DeadLetter
-                # what a dead letter quotes is written out: a lone surrogate in it as its escape (intake.encodable)
-                item = kind(*map(encodable, (item.source, item.location, item.raw, item.reason + hint)))
+                item = DeadLetter(*map(encodable, (item.source, item.location, item.raw, item.reason + hint)),
+                                  unread=bool(hint) or item.unread)
             yield item
 
 
@@ -210,4 +203,4 @@ def _dead_lettering_faults(reader: Callable[[Input], Iterator[CorpusItem]], path
     try:
         yield from reader(path)
     except FormatError as err:
-        yield FileDeadLetter(err.source, err.location, "", err.reason)
+        yield DeadLetter(err.source, err.location, "", err.reason, unread=True)

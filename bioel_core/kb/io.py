@@ -121,10 +121,12 @@ class ReaderContext:
         self.stats.records_read += 1
         self.stats.skip(reason)
 
-    def dead(self, location: str, raw: str, reason: str) -> DeadLetter:
+    def dead(self, location: str, raw: str, reason: str, unread: bool = False) -> DeadLetter:
         self.stats.records_read += 1
         self.stats.dead_lettered += 1
-        return DeadLetter(source=self.source, location=location, raw=raw[:2000], reason=reason)
+        if unread and not self.stats.unread:
+            self.stats.unread = f"{location}: {reason}"
+        return DeadLetter(source=self.source, location=location, raw=raw[:2000], reason=reason, unread=unread)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ is never parsed: no external entity is resolved and no entity expanded), a recor
 starts, one longer than xml_records.MAX_RECORD_BYTES, text or elements between records (one dead letter up to the next
 record). Where the file cannot be resynchronised (it ends inside a record or a comment, content follows the root
 element, a root element of another kind) its rest is one dead letter saying how many bytes and lines were not read,
-which fails the run's dead-letter check (records.UNREAD_REST).
+marked `unread`, which fails the run's inputs check (quality.kb_tables.unread_files_suite).
 
 Names are every Term of every Concept of the record: the record preferred term, abbreviations (LexicalTag ABB/ACR),
 and entry terms (permuted terms included). The DescriptorName (SupplementalRecordName) names the concept or, when it
@@ -84,7 +84,7 @@ class MeshXmlReader(KBReader):
         try:
             for item in read_records(piece, ROOTS, opener):
                 if isinstance(item, Fault):
-                    yield ctx.dead(self._fault_location(item), item.data.decode("utf-8", "replace"), item.reason)
+                    yield ctx.dead(self._fault_location(item), item.data.decode("utf-8", "replace"), item.reason, item.unread)
                     continue
                 kind = KINDS[item.tag]
                 try:

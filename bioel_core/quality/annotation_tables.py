@@ -31,7 +31,8 @@ from bioel_core.outputs.fs import LOCAL, FileSystem
 from bioel_core.outputs.layout import shard_of_name
 from bioel_core.quality import frames as table_frames
 from bioel_core.quality.frames import Tally, count_histogram, dead_letter_stats, distribution, histogram, read_dead_letters
-from bioel_core.quality.kb_tables import CRITICAL, WARNING, _tag, dead_letter_suite, rows_from_input, unread_files_suite
+from bioel_core.quality.kb_tables import (CRITICAL, WARNING, _tag, dead_letter_suite, rows_from_input, unread_files,
+                                          unread_files_suite)
 from bioel_core.tables import file_batches, read_manifest, read_table, stable_shard, table_files
 from schemas import TABLE_SCHEMAS
 
@@ -368,8 +369,7 @@ def checks(link_dir: str | Path, manifest: dict, fs: FileSystem = LOCAL, *,
             **dead_letter_stats(dead),
         })
         yield "dead_letter", dead
-        yield "inputs", pd.DataFrame({"unread": pd.Series([f"{i['path']}: {i['unread']}" if i.get("unread") else None
-                                                           for i in manifest.get("inputs", [])], dtype=object)})
+        yield "inputs", unread_files(manifest)
 
     suites = {"annotations": annotations_suite(sorted(tables.sources), max_nil_share, version_severity,
                                                counts.get("documents", {}).get("linked", 0), manifest["annotator"]),

@@ -96,7 +96,7 @@ def _kb_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL, *,
     still usable."""
     # great-expectations takes seconds to import: only pay for it when a report is actually made
     from bioel_core.quality.frames import KBTables, dead_letter_stats, read_dead_letters, table_stats
-    from bioel_core.quality.kb_tables import concepts_suite, dead_letter_suite, names_suite
+    from bioel_core.quality.kb_tables import concepts_suite, dead_letter_suite, names_suite, unread_files, unread_files_suite
 
     if not manifest.get("id_pattern"):
         raise ValueError(f"{table_dir}: the manifest has no id_pattern; re-run the ingest with this bioel version")
@@ -104,13 +104,14 @@ def _kb_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL, *,
     records_in = manifest.get("counts", {}).get("records_read", 0)
     suites = {"concepts": concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in),
               "names": names_suite(manifest["id_pattern"], max_name_length, records_in),
-              "dead_letter": dead_letter_suite(records_in)}
+              "dead_letter": dead_letter_suite(records_in), "inputs": unread_files_suite()}
     stats: dict = {}  # filled once the names have been read (their lengths)
 
     def frames():
         yield from chain((("concepts", f) for f in tables.concept_frames()), (("names", f) for f in tables.name_frames()))
         stats.update(table_stats(tables), **dead_letter_stats(dead))
         yield "dead_letter", dead
+        yield "inputs", unread_files(manifest)
 
     return suites, frames(), stats
 
