@@ -21,8 +21,8 @@ What cannot be a record comes out as one `Fault`, and the cutting goes on after 
 Where the cutting cannot resynchronise, the rest of the file is one Fault marked `unread`, whose reason
 (`records.unread_rest_reason`) says how many bytes and lines were not read and why: a file that ends inside a record,
 a comment or a CDATA section, or before the root's end tag (truncated), content after the root's end tag, a corrupt
-compressed stream, and before any record a missing or foreign root element or a declared encoding other than
-UTF-8. An empty file is a Fault that loses nothing.
+compressed stream, and before any record a missing or foreign root element or a declared encoding that does not write
+markup as ASCII does (UTF-16; ISO-8859-n and windows-125x are read, each record decoded as declared). An empty file is a Fault that loses nothing.
 
 Memory holds one record (at most `max_record_bytes`) and a read chunk. A range of an uncompressed file (a
 `FileRange` from `split_records`, which cuts at record starts with this same cutting) yields exactly what the whole
@@ -74,6 +74,7 @@ class Record:
     column: int  # the byte column of its start tag on that line
     offset: int
     data: bytes
+    encoding: str = "utf-8"  # the file's declared encoding (ASCII-compatible, so its tags were cut as bytes)
 
 
 @dataclass(frozen=True)
@@ -109,14 +110,26 @@ class RecordError(ValueError):
 
 
 def parse_record(record: Record) -> ET.Element:
-    """The record's element (expat reads it as UTF-8; no DTD is in scope, so only XML's five entities exist), or
-    RecordError in the file's terms."""
+    """The record's element (decoded as its file declares; no DTD is in scope, so only XML's five entities exist),
+    or RecordError in the file's terms."""
+    # a declaration on the record's first line, without a line break: the parser's lines stay the file's
+    declaration = b"" if record.encoding in UTF8_NAMES else f'<?xml version="1.0" encoding="{record.encoding}"?>'.encode()
     try:
-        return ET.fromstring(record.data)
+        return ET.fromstring(declaration + record.data)
     except ET.ParseError as err:
         row, column = err.position
         # the parser counts from the record's start, which is `record.column` bytes into its first line
-        raise RecordError(_AT.sub("", str(err)), record.line + row - 1, column + (record.column if row == 1 else 0)) from None
+        first_line = record.column - len(declaration)
+        raise RecordError(_AT.sub("", str(err)), record.line + row - 1, column + (first_line if row == 1 else 0)) from None
+
+
+def ascii_compatible(encoding: str) -> bool:
+    """Whether `encoding` writes markup as ASCII does (ISO-8859-n, windows-125x, ...): then records can be cut as bytes."""
+    probe = "<>/=\"'!?[]-: \n\tazAZ09_."
+    try:
+        return probe.encode(encoding) == probe.encode("ascii")
+    except (LookupError, UnicodeError):
+        return False
 
 
 class _StreamBroken(Exception):
@@ -133,6 +146,7 @@ class XmlRecords:
         self.roots, self.max_record_bytes, self.headers = dict(roots), max_record_bytes, tuple(headers)
         self.data = bytearray()  # unread bytes; data[0] is at `offset` of the file, on `line`, at `column`
         self.offset, self.line, self.column = 0, 1, 0
+        self.encoding = "utf-8"  # as the XML declaration names it
         self.eof = False
         self.ordinal = 0  # records started
         self.root = ""  # the root element's name, once read
@@ -282,9 +296,11 @@ class XmlRecords:
             if first and _DECLARATION.match(self.data):
                 self._fill(1024)
                 m = _ENCODING.search(self.data, 0, max(self.data.find(b"?>"), 0))
-                if m is not None and m.group(1).decode().lower() not in UTF8_NAMES:
-                    return self._rest(f"the file declares encoding {m.group(1).decode()!r}; XML records are read as UTF-8 only",
-                                      "file", offset, line, head)
+                declared = m.group(1).decode().lower() if m is not None else "utf-8"
+                if declared not in UTF8_NAMES and not ascii_compatible(declared):
+                    return self._rest(f"the file declares encoding {declared!r}, which does not write markup as ASCII "
+                                      "does; records are cut as bytes", "file", offset, line, head)
+                self.encoding = declared
             first = False
             opening = next((o for o in (b"<!--", b"<?") if self.data.startswith(o)), None)
             if opening is not None:
@@ -387,7 +403,7 @@ class XmlRecords:
         offset, line, column, self._head = self.offset, self.line, self.column, None
         end = self._start_tag_end()
         if end is not None and self.data[end - 2:end] == b"/>":  # <Record .../>
-            yield Record(kind, self.ordinal, line, column, offset, self._consume(end))
+            yield Record(kind, self.ordinal, line, column, offset, self._consume(end), self.encoding)
             return True
         how, at, inside = self._scan(self._record_scan[kind], end or len(kind) + 1)
         if how == "eof":
@@ -395,7 +411,7 @@ class XmlRecords:
             why = f"the file ends inside {inside or 'the record'} (truncated?)"
             if not inside and self._head is None:  # the parser names what is left open
                 try:
-                    parse_record(Record(kind, self.ordinal, line, column, offset, bytes(self.data)))
+                    parse_record(Record(kind, self.ordinal, line, column, offset, bytes(self.data), self.encoding))
                 except RecordError as err:
                     why += f": {err}"
             yield self._rest(why, "record", offset, line, head, record=self.ordinal, tag=kind)
@@ -408,7 +424,7 @@ class XmlRecords:
             error = None
             if self._head is None:
                 try:
-                    parse_record(Record(kind, self.ordinal, line, column, offset, data))
+                    parse_record(Record(kind, self.ordinal, line, column, offset, data, self.encoding))
                 except RecordError as err:
                     error = err
             yield Fault(f"malformed XML: <{kind}> on line {line} is not closed before {before} on line {self.line}",
@@ -417,7 +433,7 @@ class XmlRecords:
             yield Fault(f"record longer than {self.max_record_bytes:,} bytes ({size:,} bytes on {_lines(line, self.line)}): not parsed",
                         "record", line, head, record=self.ordinal, tag=kind, offset=offset, column=column)
         else:
-            yield Record(kind, self.ordinal, line, column, offset, data)
+            yield Record(kind, self.ordinal, line, column, offset, data, self.encoding)
         return True
 
     def _junk(self) -> Iterator[Fault]:

@@ -65,3 +65,23 @@ def test_a_record_not_closed_before_the_root_ends_costs_itself_alone(tmp_path):
     with path.open("rb") as fh:
         pieces = list(XmlRecords({"Set": ("R",)}, headers=("h",)).read(fh))
     assert [(p.tag, p.ordinal) for p in pieces] == [("h", 1), ("R", 2), ("R", 3)]
+
+
+def test_a_file_in_another_ascii_compatible_encoding_is_read_as_it_declares(tmp_path):
+    """BioC and MeSH files may declare ISO-8859-1: each record is decoded as declared (it was an unread file when the
+    cutter read UTF-8 only); an encoding that does not write markup as ASCII does is the file's unread rest."""
+    from bioel_core.corpora.read import read_documents
+    from bioel_core.corpora.records import Document
+    from bioel_core.records import DeadLetter
+
+    body = ("<collection><source>s</source><date>d</date><key>k</key>"
+            "<document><id>1</id><passage><offset>0</offset><text>Maladie de Ménière</text></passage></document>"
+            "<document><id>2</id><passage><offset>0</offset><text>café</text></passage></document></collection>")
+    latin = tmp_path / "latin.xml"
+    latin.write_bytes(b'<?xml version="1.0" encoding="ISO-8859-1"?>\n' + body.encode("latin-1"))
+    items = list(read_documents([str(latin)], "bioc-xml"))
+    assert [d.text for d in items if isinstance(d, Document)] == ["Maladie de Ménière", "café"], items
+    wide = tmp_path / "wide.xml"
+    wide.write_bytes(b'<?xml version="1.0" encoding="UTF-16"?>\n' + body.encode("ascii", "replace"))
+    (letter,) = [i for i in read_documents([str(wide)], "bioc-xml") if isinstance(i, DeadLetter)]
+    assert letter.unread and "UTF-16" in letter.reason.upper(), letter

@@ -45,7 +45,7 @@ from bioel_core.corpora.records import Document, FormatError, Mention, Passage, 
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
 from bioel_core.kb.io import Opener, open_binary, open_text_file
 from bioel_core.records import DeadLetter
-from bioel_core.xml_records import Fault, Record, RecordError, parse_record, read_records
+from bioel_core.xml_records import UTF8_NAMES, Fault, Record, RecordError, parse_record, read_records
 
 DEFAULT_ID_KEYS = ("identifier", "MESH", "MeSH", "Identifier")
 _ARG_KEY = re.compile(r"arg\d+")  # role names the writer invents for relations stated without roles
@@ -546,14 +546,15 @@ def _xml_fault(fault: Fault, name: str, source: str) -> DeadLetter:
 def _xml_record(record: Record, name: str, source: str, id_keys: tuple[str, ...]) -> Document | DeadLetter | None:
     """A record of a collection as a Document, a DeadLetter, or None for a header element."""
     def dead(location: str, reason: str) -> DeadLetter:
-        return DeadLetter(source, location, record.data[:8000].decode("utf-8", "replace")[:2000], reason)
+        return DeadLetter(source, location, record.data[:8000].decode(record.encoding, "replace")[:2000], reason)
 
     where = _place(name, record.line)
     try:
-        record.data.decode("utf-8")
+        record.data.decode(record.encoding)
     except UnicodeDecodeError as err:
         line = record.line + record.data[:err.start].count(b"\n")
-        return dead(_place(name, line), f"invalid UTF-8: {err.reason} (byte {record.data[err.start:err.start + 1]!r})")
+        label = "UTF-8" if record.encoding in UTF8_NAMES else record.encoding
+        return dead(_place(name, line), f"invalid {label}: {err.reason} (byte {record.data[err.start:err.start + 1]!r})")
     try:
         el = parse_record(record)
     except RecordError as err:
