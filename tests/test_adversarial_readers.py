@@ -3,8 +3,7 @@ between valid records (document 2 of 5): the valid records are all kept, the bad
 stated (naming file and record), and nothing raises.
 
 `CASES` is the table (a module-level list, so a benchmarks script can import it with `outcome` to print bad-input
-class x reader -> kept / dead letters). Cases that fail in code another change owns are marked xfail(strict=True)
-with that owner as the reason, so the merge that fixes them shows it.
+class x reader -> kept / dead letters).
 """
 
 from __future__ import annotations
@@ -100,7 +99,6 @@ class Case:
     names: str
     doctype: bytes = b""
     per_line: bool = False
-    xfail: str = ""  # the change that owns the fix, for a case that fails until it is merged
 
     @property
     def id(self) -> str:
@@ -115,7 +113,6 @@ OTHERS = tuple(i for i in IDS if i != BAD)
 XXE = b'<!DOCTYPE root [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>\n'
 BOMB = (b'<!DOCTYPE root [<!ENTITY a "aaaaaaaaaa">' + b"".join(
     f'<!ENTITY {c} "{("&" + p + ";") * 10}">'.encode() for p, c in zip("abcdefgh", "bcdefghi")) + b"]>\n")
-PUBMED_HELPER = "pubmed helper"
 BIOC_JSON_LINE = f"line {4 + _bioc_json('1').count(chr(10))}"  # where record 2 starts: after 2 lines and record 1
 
 
@@ -197,8 +194,7 @@ def outcome(case: Case, folder: Path) -> tuple[list[str], list[DeadLetter]]:
     return [i.doc_id for i in items if isinstance(i, Document)], [i for i in items if isinstance(i, DeadLetter)]
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=[pytest.mark.xfail(strict=True, reason=c.xfail)] if c.xfail else [])
-                                  for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
 def test_a_bad_record_costs_itself_alone(tmp_path, case):
     kept, dead = outcome(case, tmp_path)
     assert kept == list(case.kept)
@@ -225,8 +221,7 @@ def test_an_entity_is_never_fetched_nor_expanded(tmp_path):
         assert all(d.reason.startswith("malformed XML: undefined entity") for d in dead), dead
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.reader, marks=[pytest.mark.xfail(strict=True, reason=PUBMED_HELPER)]
-                                               if c.reader == "pubmed-xml" else []) for c in CASES if c.fault == "truncated stream"])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.reader) for c in CASES if c.fault == "truncated stream"])
 def test_a_truncated_stream_says_how_much_was_not_read(tmp_path, case):
     _, (dead,) = outcome(case, tmp_path)
     assert dead.unread and "bytes" in dead.reason and ("not read" in dead.reason or "unread rest" in dead.reason), dead

@@ -47,7 +47,7 @@ from collections.abc import Iterator
 from bioel_core.corpora.records import DeletedDocument, Document, FormatError, Passage
 from bioel_core.kb import io as kb_io
 from bioel_core.kb.io import FileRange, Input, Opener, is_gzip, open_binary, open_raw
-from bioel_core.records import DeadLetter
+from bioel_core.records import DeadLetter, unread_rest_reason
 
 ROOTS = ("PubmedArticleSet", "MedlineCitationSet")
 ARTICLE, BOOK_ARTICLE, CITATION, DELETE = "PubmedArticle", "PubmedBookArticle", "MedlineCitation", "DeleteCitation"
@@ -314,10 +314,11 @@ class _Reader:
         where = self.where(self.ordinal + 1, raw)
         try:
             ET.fromstring(raw)
-            reason, at = "the file ends inside the record", f"line {line}"
+            reason, at = "", f"line {line}"
         except ET.ParseError as err:
-            reason, at = _message(err), self.position(err, line, raw)
-        raise FormatError(self.source, f"{where}, {at}", f"malformed XML: {reason}")
+            reason, at = f": {_message(err)}", self.position(err, line, raw)
+        why = f"the file ends inside the record (truncated?){reason}"
+        raise FormatError(self.source, f"{where}, {at}", unread_rest_reason(why, line, len(raw), raw.count(b"\n") + 1))
 
     def record_boundary(self, stream, name: bytes, start: int) -> int:
         """Index of the first end tag `</name>` or record start tag at or after `start` that is markup (CDATA sections,
