@@ -8,7 +8,7 @@ DEMO_OUT ?= demo_output
 export HF_HUB_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: demo test test-all venv clean
+.PHONY: demo test test-all lint venv clean
 
 venv: $(STAMP)
 
@@ -27,6 +27,10 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q
+
+# ruff's rules in ruff.toml (pyflakes and pycodestyle's error classes)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 clean:
 	rm -rf $(DEMO_OUT) .pytest_cache

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bioel_core import bundle as layout
-from bioel_core.bundle import BuiltBundle, StageRecord
+from bioel_core.bundle import StageRecord
 from bioel_core.settings import load_bundle_file
 from pipelines import cli
 from pipelines.build_bundle import Build

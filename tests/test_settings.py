@@ -7,7 +7,7 @@ import pytest
 
 from bioel_core.settings import (BundleSettings, CalibrateSettings, EmbedSettings, IndexSettings, IngestSettings,
                                  LinkSettings, ReaderOptions, SettingsError, fields_of, from_mapping, load_bundle_file,
-                                 override, to_mapping)
+                                 to_mapping)
 
 INGEST = {"format": "medic-biosyn", "dumps": ["medic.txt"]}
 

@@ -43,7 +43,7 @@ from bioel_core.corpora.intake import NotJson, document_id, load_json, not_read,
 from bioel_core.corpora.pubtator import id_field, split_ids
 from bioel_core.corpora.records import Document, FormatError, Mention, Passage, Relation, UnwritableDocument
 from bioel_core.corpora.sink import LONE_SURROGATE, Output, strings, text_output
-from bioel_core.kb.io import Opener, open_binary, open_text_file
+from bioel_core.kb.io import Opener, open_text_file
 from bioel_core.records import DeadLetter
 from bioel_core.xml_records import UTF8_NAMES, Fault, Record, RecordError, parse_record, read_records
 
@@ -329,8 +329,8 @@ def _cut_documents(text: str, source: str, whole: NotJson) -> Iterator[tuple[str
     if broken is not None:
         line += text.count("\n", counted, broken)
         rest = text[broken:]
-        raise FormatError(source, f"line {line}", f"malformed JSON: its brackets stop matching, so the documents from "
-                          f"here on cannot be told apart" + not_read(len(rest.encode("utf-8", "surrogatepass")),
+        raise FormatError(source, f"line {line}", "malformed JSON: its brackets stop matching, so the documents from "
+                          "here on cannot be told apart" + not_read(len(rest.encode("utf-8", "surrogatepass")),
                                                                       _line_count(rest), line))
     # with each document a 0, what remains is the collection around them
     parts, marks, previous, shift = [], [], 0, 0  # marks: (offset in the skeleton past a 0, the shift from there on)
