@@ -1,12 +1,15 @@
-"""How bioel's processes log, the CLI and the local Beam worker processes it starts alike: one line a record,
-WARNING and above from every library, bioel's own loggers at the level the user chose (-v: INFO)."""
+"""How bioel's processes log, the CLI and the local Beam worker processes it starts alike: one line a record, led
+by its UTC time (a scheduled job's log), WARNING and above from every library, bioel's own loggers at the level the
+user chose (-v: INFO)."""
 
 from __future__ import annotations
 
 import logging
+import time
 
 OWN_LOGGERS = ("bioel_core", "pipelines")
-FORMAT = "%(levelname)s %(name)s: %(message)s"
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+DATE_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 # Beam warns at import that the GCP client libraries are absent (irrelevant unless gs:// paths are used, and then
 # the GCS filesystem raises its own clear error); a local worker process warns that it has no persistent folder.
 _NOISE = ("apitools not found", "No semi_persistent_directory found")
@@ -14,11 +17,13 @@ _NOISE = ("apitools not found", "No semi_persistent_directory found")
 
 def configure(own_level: int) -> None:
     """Before Beam is imported: its import-time warning goes through these handlers."""
-    logging.basicConfig(level=logging.WARNING, format=FORMAT)
+    logging.basicConfig(level=logging.WARNING, format=FORMAT, datefmt=DATE_FORMAT)
     for name in OWN_LOGGERS:
         logging.getLogger(name).setLevel(own_level)
     for handler in logging.getLogger().handlers:
         handler.addFilter(shown)
+        if handler.formatter is not None:
+            handler.formatter.converter = time.gmtime
 
 
 def shown(record: logging.LogRecord) -> bool:

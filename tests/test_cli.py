@@ -5,6 +5,7 @@ ends with."""
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -146,7 +147,9 @@ def test_ingest_kb_prints_its_summary_and_no_bar_off_a_terminal(tmp_path):
     assert len(summary) == 1 and " names, " in summary[0] and " s (" in summary[0] and summary[0].endswith(" names/s)")
     assert "bioel: note: --kb is deprecated and goes in the next release; use --input-format" in lines
     assert "INFO pipelines.options: --runner=DirectRunner runs as FnApiRunner" in done.stderr
-    assert not [line for line in lines if line.startswith("INFO") and not line.startswith(("INFO pipelines.", "INFO bioel_core."))]
+    records = [line.split(" ", 1) for line in lines if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (INFO|WARNING) ", line)]
+    assert records, done.stderr  # each log line led by its UTC time
+    assert not [rest for _, rest in records if rest.startswith("INFO") and not rest.startswith(("INFO pipelines.", "INFO bioel_core."))]
     assert not any(mark in done.stderr for mark in BAR_MARKS)
 
 
