@@ -1,7 +1,7 @@
 """End-to-end linking on the BC5CDR test corpus: raw abstracts in, detected and linked spans out, scored
 against the gold PubTator file (strict and partial micro P/R/F1, diseases to MEDIC, chemicals to MeSH tree D).
 
-    .venv/bin/python benchmarks/e2e_bc5cdr.py [--bundle-file FILE] [--bundle-only] [--model DIR] [--chemical-model DIR]
+    .venv/bin/python benchmarks/e2e_bc5cdr.py [--bundle-file FILE] [--bundle-dir DIR] [--bundle-only] [--model DIR] [--chemical-model DIR]
         [--collective DIR] [--work DIR] [--json OUT] [--record-in-card] [--split dev]
 
 The default row is the shipped configuration, as the README's quick start runs it: the bundle
@@ -86,10 +86,11 @@ def link(kbs: dict, model: str, output: Path, thresholds: dict[str, float], dete
     return merged
 
 
-def bundle_row_links(work: Path, bundle_file: Path, corpus: Path) -> Path:
-    """`bioel build` the bundle file (up to date: a no-op) and `bioel link --bundle` the corpus's raw abstracts, as the
-    README's quick start does; returns the PubTator file of the predictions."""
-    bundle = work / f"bundle-{bundle_file.name.removesuffix('.toml').removesuffix('.bundle')}"
+def bundle_row_links(work: Path, bundle_file: Path, bundle: Path | None, corpus: Path) -> Path:
+    """`bioel build` the bundle file into `bundle` (default WORK/bundle-NAME; up to date: a no-op) and `bioel link
+    --bundle` the corpus's raw abstracts, as the README's quick start does; returns the PubTator file of the
+    predictions."""
+    bundle = bundle or work / f"bundle-{bundle_file.name.removesuffix('.toml').removesuffix('.bundle')}"
     sh(BIOEL + ["build", bundle_file, "--output", bundle, "--runner", "FnApiRunner"])
     output = work / f"e2e-bundle-{bundle.name}-{corpus.stem}"
     if not built(output):
@@ -137,6 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundle-file", default=str(ROOT / "benchmarks" / "diseases-chemicals.bundle.toml"),
                         help="the bundle of the default row (the README's quick start)")
+    parser.add_argument("--bundle-dir", help="where the bundle is built (default: WORK/bundle-NAME)")
     parser.add_argument("--bundle-only", action="store_true", help="the default row only")
     parser.add_argument("--model", help="model folder (default: the shipped disease model)")
     parser.add_argument("--chemical-model", help="the dictionary detector's chemical model (default: models/chemical-default "
@@ -168,7 +170,8 @@ def main() -> None:
     detectors = [("dictionary", model, chemical)] + ([("model", collective, None), ("both", collective, None)] if collective else [])
     rows, thresholds_used, missing = [], {}, None
     if split == "test":  # the bundle calibrates its NIL thresholds on BC5CDR dev: a dev row would be tuned on itself
-        pred = read_pubtator(bundle_row_links(work, Path(args.bundle_file), corpus))
+        pred = read_pubtator(bundle_row_links(work, Path(args.bundle_file), Path(args.bundle_dir) if args.bundle_dir else None,
+                                                corpus))
         for types in (TYPES, ("Disease",), ("Chemical",)):
             rows.append({"corpus": "BC5CDR", "detector": "bundle", "run": Path(args.bundle_file).name,
                          "types": "+".join(types), **e2e_scores(gold, pred, types)})
