@@ -4,7 +4,8 @@ A reason is free text that names its record's specifics ("document 12345 has nei
 "concept id 'X1' does not match ...", "malformed XML: Opening and ending tag mismatch: b line 3 and a, line 4"), so
 grouping by the reason itself gives a group per record. Its kind is the reason with those specifics taken out, by one
 rule:
-1. quoted values ('...' or "...", as Python's repr and the readers quote them) become '...';
+1. quoted values ('...' or "...", as Python's repr and the readers quote them) become '...', but for quoted
+   punctuation ('||', ','), which is the format's syntax, not a record's value;
 2. only the first two clauses are kept: the text is cut at its second ": " outside brackets (the readers lead with
    what went wrong and add details, a parser's message, after a colon: "malformed JSON: Expecting value: line 1
    column 1 (char 0)" is of kind "malformed JSON: Expecting value");
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-QUOTED = re.compile(r"""(?<!\w)(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?!\w)""")
+QUOTED = re.compile(r"""(?<!\w)(?:'(?:[^'\\]|\\.)*\w(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\w(?:[^"\\]|\\.)*")(?!\w)""")
 NUMBER_OR_ID = re.compile(r"""(?<![\w{-])(?:
       0x[0-9a-fA-F]+                                  # a byte
     | [A-Za-z][A-Za-z_]*:?[A-Za-z]*\d{3,}[\w.]*       # an id: D000001, MESH:D000001, OMIM:123456

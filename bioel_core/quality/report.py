@@ -41,8 +41,6 @@ def _short(value):
         value = value.item()
     if isinstance(value, float) and math.isnan(value):
         return None
-    if isinstance(value, float) and math.isinf(value):
-        return str(value)  # JSON has no infinity
     if isinstance(value, str) and len(value) > OBSERVED_CHARS:
         return value[:OBSERVED_CHARS - 3] + "..."
     if value is None or isinstance(value, (bool, int, float, str)):
