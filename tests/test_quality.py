@@ -63,7 +63,7 @@ def test_clean_tables_pass_and_write_the_report_and_summary(tmp_path):
         # lengths 2, 5, 7, 7, 10, 13 in bins of one character
         "name_length_histogram": {"edges": [1.5 + i for i in range(13)],
                                   "counts": [1, 0, 0, 1, 0, 2, 0, 0, 1, 0, 0, 1]},
-        "dead_letters": 0, "dead_letter_reasons": [], "dead_letter_sample": [],
+        "dead_letters": 0, "dead_letter_reasons": [], "dead_letter_kinds": [], "dead_letter_sample": [],
     }
     quality = tmp_path / "kb" / "quality"
     assert json.loads((quality / "summary.json").read_text()) == summary
@@ -226,3 +226,113 @@ def test_a_tally_gives_the_distribution_and_histogram_of_the_values_it_counted(s
     edges = np.arange(values.min(), values.max() + width + 1, width) - 0.5
     assert histogram == {"edges": edges.tolist(), "counts": np.histogram(values, bins=edges)[0].tolist()}
     assert distribution(Tally()) == dict.fromkeys(STAT_QUANTILES) and count_histogram(Tally()) == {"edges": [], "counts": []}
+
+
+def test_every_check_says_what_it_expects_and_what_it_found(tmp_path):
+    """The checks table showed a passing `expect_column_..._to_be_between` as observed [] with no bounds: every check
+    now says its bounds (or set, pattern, row count) and what it saw (range, rows at fault and their share, a few of
+    them), in the summary and on the page."""
+    from html import escape
+
+    from conftest import report_page
+
+    names = [*NAMES, (7, "D000002", "x" * 40, "x" * 40, "synonym")]
+    summary = report(write_kb(tmp_path / "kb", CONCEPTS, names), max_name_length=30, max_names_per_concept=2)
+    lengths = {c["severity"]: c for c in summary["checks"]
+               if (c["table"], c["column"], c["expectation"]) == ("names", "name", "expect_column_value_lengths_to_be_between")}
+    assert lengths["critical"]["success"] and lengths["critical"]["expects"] == "every length at least 1"
+    assert lengths["critical"]["found"] == "min 2, max 40; 0 of 7 of a length outside the bounds (0%)"
+    assert lengths["warning"]["kwargs"] == {"column": "name", "max_value": 30}
+    assert lengths["warning"]["found"] == 'min 2, max 40; 1 of 7 of a length outside the bounds (14.3%); e.g. "' + "x" * 36 + "..."
+    by_key = {(c["table"], c["column"], c["expectation"]): c for c in summary["checks"]}
+    assert [by_key[k][w] for k in [("concepts", "name_count", "expect_column_max_to_be_between")] for w in ("expects", "found")] \
+        == ["the column's maximum at most 2", "maximum: 3"]
+    assert (by_key[("names", None, "expect_table_row_count_to_be_between")]["expects"],
+            by_key[("names", None, "expect_table_row_count_to_be_between")]["found"]) == ("rows at least 1", "rows: 7")
+    assert by_key[("names", "name_type", "expect_column_values_to_be_in_set")]["expects"] == \
+        'every value one of {"preferred", "synonym", "abbreviation", "entry_term", "fsn"}'
+    assert by_key[("concepts", "concept_id", "expect_column_values_to_match_regex")]["found"] == "0 of 3 not matching (0%)"
+    assert by_key[("concepts", "concept_id", "expect_column_values_to_be_unique")]["found"] == "0 of 3 repeated (0%)"
+
+    page = report_page(summary)
+    for check in summary["checks"]:
+        assert check["expects"] and check["found"] and check["found"] != "[]"
+        assert escape(check["expects"]) in page and escape(check["found"]) in page
+
+
+def test_a_check_of_another_type_still_says_its_arguments_and_result():
+    """A great-expectations type the wording has no entry for is shown by its kwargs and result, never blank."""
+    from bioel_core.quality import wording
+
+    kind = "expect_column_mean_to_be_between"
+    assert wording.expects(kind, {"column": "score", "min_value": 0.5, "batch_id": "b", "mostly": 0.9}) == \
+        "min_value 0.5, in at least 90% of rows"
+    assert wording.found(kind, {"observed_value": 0.25}) == "observed 0.25"
+    assert wording.found("expect_column_values_to_be_increasing", {"element_count": 3, "unexpected_count": 1,
+                                                                   "partial_unexpected_list": ["b"]}) == \
+        'element count 3; unexpected count 1; partial unexpected list ["b"]'
+    assert wording.found(kind, {}) == "no result recorded"
+    assert wording.found(kind, {}, "KeyError: 'score'") == "error: KeyError: 'score'"
+
+
+def test_dead_letters_are_grouped_by_the_kind_of_their_reason(tmp_path):
+    """Each reason names its record ("concept id 'X3' does not match ..."): by reason, a KB with a bad id per line
+    showed ten bars of 1 and "(other reasons)". Grouped by kind, one bar per kind with its count and an example."""
+    from bioel_core.kb import get_reader
+    from bioel_core.records import DeadLetter
+    from conftest import report_page
+
+    dump = tmp_path / "medic.txt"
+    dump.write_text("".join([f"X{i}||bad id {i}\n" for i in range(12)] + ["D000001||Calcimycin\n", "D000002||Temefos||Abate\n",
+                                                                            "D000003||Lost||x||y\n"]))
+    dead = [item for item in get_reader("medic-biosyn").read([str(dump)]) if isinstance(item, DeadLetter)]
+    assert len({d.reason for d in dead}) == 14  # each names its id, or how many '||' its line has
+    kb = write_kb(tmp_path / "kb", dead_letters=len(dead))
+    pq.write_table(pa.Table.from_pylist([{"source": d.source, "location": d.location, "raw": d.raw, "reason": d.reason}
+                                         for d in dead], schema=DEAD_LETTER_SCHEMA),
+                   kb / "dead_letter" / "part-00000-of-00001.parquet")
+    summary = report(kb)
+
+    bad_id, no_bars = dead[0], dead[12]
+    assert [(k["kind"], k["dead_letters"], k["example"]) for k in summary["stats"]["dead_letter_kinds"]] == [
+        (bad_id.reason.replace("'X0'", "'...'"), 12,
+         {"source": str(dump), "location": "line 1", "reason": bad_id.reason, "raw": "X0||bad id 0"}),
+        ("expected one '||' between the ids and the names, found #", 2,
+         {"source": str(dump), "location": "line 14", "reason": no_bars.reason, "raw": "D000002||Temefos||Abate"})]
+    page = report_page(summary)
+    assert "Dead letters by reason kind (14 in all)" in page and "Dead letters by reason kind (2 kinds, 14 dead letters)" in page
+    assert "(other" not in page
+
+
+def test_the_report_names_the_run_its_inputs_and_its_bundle(tmp_path):
+    """The page named no run date, inputs or bundle: it now says when the run finished, its generation, bioel and
+    runner, its inputs with their versions, and the bundle it is a stage of (BUNDLE/kb/TYPE), all from manifests."""
+    from bioel_core.outputs import Manifest
+    from conftest import report_page
+
+    bundle = tmp_path / "bundle"
+    kb = write_kb(bundle / "kb" / "Disease")
+    manifest = json.loads((kb / "manifest.json").read_text())
+    manifest["inputs"][0]["sha256"] = "ab" * 32
+    (kb / "manifest.json").write_text(json.dumps({**manifest, "pipeline": "ingest-kb", "created_utc": "2026-11-21T23:59:00Z",
+                                                  "package_version": "0.2.0", "runner": "FnApiRunner"}))
+    (bundle / "manifest.json").write_bytes(Manifest(
+        pipeline="build", inputs=[], counts={}, reconciliation={}, outputs={}, runner="FnApiRunner",
+        generation="gen-20261122T000000Z-0123456789ab", created_utc="2026-11-22T00:00:00Z",
+        details={"bundle": {"name": "demo", "description": "the MEDIC sample",
+                            "file": {"path": "/srv/bundles/demo.toml", "sha256": "cd" * 32}}}).to_json())
+    summary = report(kb)
+
+    assert (summary["run_finished_utc"], summary["package_version"], summary["runner"]) == \
+        ("2026-11-21T23:59:00Z", "0.2.0", "FnApiRunner")
+    assert summary["inputs"] == [{"role": "input", "path": "kb.txt", "version": "ab" * 32}]
+    assert summary["bundles"] == [{"folder": str(bundle), "name": "demo", "description": "the MEDIC sample",
+                                   "file": "/srv/bundles/demo.toml", "file_sha256": "cd" * 32,
+                                   "published_utc": "2026-11-22T00:00:00Z", "generation": "gen-20261122T000000Z-0123456789ab"}]
+    assert json.loads((kb / "quality" / "summary.json").read_text())["bundles"] == summary["bundles"]
+    page = report_page(summary)
+    run = page[page.index('<table id="run">'):page.index('<div id="verdict"')]
+    for shown in ("bioel ingest-kb", "2026-11-21T23:59:00Z (UTC)", "0.2.0 on FnApiRunner", "<b>demo</b>",
+                  "/srv/bundles/demo.toml", "kb.txt", "ab" * 32):
+        assert shown in run, shown
+    assert "none (not built or linked with a bundle)" in report_page(report(write_kb(tmp_path / "alone")))

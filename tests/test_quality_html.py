@@ -63,7 +63,7 @@ def test_dead_letters_show_by_reason_and_as_a_sample(index_dir, tmp_path):  # no
         {"reason": "no document id", "dead_letters": 2},
         {"reason": "malformed JSON: Expecting ',' delimiter", "dead_letters": 1}]
     page = report_page(summary)
-    assert plot_titles(page) == [*LINK_PLOTS, "Dead letters by reason (3 in all)"]
+    assert plot_titles(page) == [*LINK_PLOTS, "Dead letters by reason kind (3 in all)"]
     assert report_figures(page)["dead letters"] == "3"
     sample = page[page.index("Sample dead letters (first 3 of 3)"):page.index('<div id="checks">')]
     assert re.findall(r"<tr><td[^>]*>(.*?)</td><td[^>]*>(.*?)</td>", sample) == [
@@ -82,7 +82,9 @@ def test_a_failed_check_shows_failed_first(index_dir, tmp_path):  # noqa: F811
     assert "1 critical failures, 0 warnings" in page
     first, *rest = check_rows(page)
     assert first[:5] == ["FAIL", "critical", "annotations", "unknown_concept_id", "expect_column_values_to_be_null"]
-    assert first[5:] == ["1", "[&quot;D999999&quot;]"] and {r[0] for r in rest} == {"PASS"}
+    assert first[5:] == ['every value null<span class="description">Every concept_id is a concept of the KB of its entity '
+                         'type (listed: ids missing from it).</span>', "1",
+                         "1 of 5 not null (20%); e.g. &quot;D999999&quot;"] and {r[0] for r in rest} == {"PASS"}
 
 
 def test_a_kb_page_and_its_rerun(tmp_path):
@@ -92,7 +94,7 @@ def test_a_kb_page_and_its_rerun(tmp_path):
 
     figures = report_figures(page)
     assert (figures["concepts"], figures["names"], figures["dead letters"]) == (str(len(CONCEPTS)), str(len(NAMES)), "3")
-    assert plot_titles(page) == ["Names per concept", "Name length", "Dead letters by reason (3 in all)"]
+    assert plot_titles(page) == ["Names per concept", "Name length", "Dead letters by reason kind (3 in all)"]
     assert page.count("<svg") == 3
     # the ids the inline SVGs refer to (clip paths, tick markers) are unique on the page: no plot clips another
     referenced = set(re.findall(r"""(?:href="#|url\(#)([^")]+)""", page))

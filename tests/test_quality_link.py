@@ -120,7 +120,7 @@ def test_a_good_link_output_passes(index_dir, tmp_path):
         "top_concepts": [
             {"entity_type": "Disease", "concept_id": "C567755", "name": "Tooth Agenesis, Selective, 6", "mentions": 2},
             {"entity_type": "Disease", "concept_id": "D001260", "name": "Ataxia Telangiectasia", "mentions": 2}],
-        "dead_letters": 0, "dead_letter_reasons": [], "dead_letter_sample": [],
+        "dead_letters": 0, "dead_letter_reasons": [], "dead_letter_kinds": [], "dead_letter_sample": [],
     }
     text = format_summary(summary)
     assert "quality PASSED" in text

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bioel_core.outputs.fs import LOCAL, FileSystem
+from bioel_core.quality.reasons import reason_kind
 from bioel_core.tables import iter_batches, read_table
 from schemas import TABLE_SCHEMAS
 
@@ -29,6 +30,8 @@ STAT_QUANTILES = {"min": 0.0, "median": 0.5, "p95": 0.95, "max": 1.0}
 HISTOGRAM_BINS = 25  # odd: a value at the middle of the bounds (a norm of 1) falls inside a bin, not on an edge
 TOP_REASONS = 10  # dead-letter reasons are free text: the most frequent ones, the rest summed as OTHER_REASONS
 OTHER_REASONS = "(other reasons)"
+TOP_KINDS = 20  # reason kinds (reasons.reason_kind) shown, the rest summed as OTHER_KINDS
+OTHER_KINDS = "(other kinds)"
 DEAD_LETTER_SAMPLE = 10
 SAMPLE_CHARS = 200
 
@@ -147,15 +150,35 @@ def read_dead_letters(output_dir: str | Path, fs: FileSystem = LOCAL) -> pd.Data
     return read_table(output_dir, "dead_letter", fs=fs).to_pandas()
 
 
+def _most_frequent(values: pd.Series) -> pd.Series:
+    """Counts of `values`, most frequent first, ties in value order."""
+    return values.value_counts(sort=False).sort_index().sort_values(ascending=False, kind="stable")
+
+
+def dead_letter_kinds(rows: pd.DataFrame) -> list[dict]:
+    """The dead letters by reason kind (reasons.reason_kind), most frequent first: each kind's count and its first
+    dead letter as an example (source, location, reason, raw input shortened); past TOP_KINDS, one OTHER_KINDS row
+    sums the rest."""
+    kinds = rows["reason"].map(reason_kind)
+    counts = _most_frequent(kinds)
+    first = rows.groupby(kinds, sort=False).head(1).assign(raw=rows["raw"].str.slice(0, SAMPLE_CHARS))
+    examples = dict(zip(kinds[first.index], first[["source", "location", "reason", "raw"]].to_dict("records")))
+    by_kind = [{"kind": str(k), "dead_letters": int(n), "example": examples[k]} for k, n in counts.head(TOP_KINDS).items()]
+    if len(counts) > TOP_KINDS:
+        by_kind.append({"kind": OTHER_KINDS, "dead_letters": int(counts.iloc[TOP_KINDS:].sum()), "example": None})
+    return by_kind
+
+
 def dead_letter_stats(rows: pd.DataFrame) -> dict:
-    """Of an output's dead_letter table (`read_dead_letters`): its row count, the most frequent reasons with their
-    counts, and the first rows (raw input shortened) to show as examples."""
-    reasons = rows["reason"].value_counts(sort=False).sort_index().sort_values(ascending=False, kind="stable")
+    """Of an output's dead_letter table (`read_dead_letters`): its row count, its reasons grouped by kind
+    (`dead_letter_kinds`), the most frequent reasons as written with their counts (kept for readers of earlier
+    summaries), and the first rows (raw input shortened) to show as examples."""
+    reasons = _most_frequent(rows["reason"])
     by_reason = [{"reason": str(r), "dead_letters": int(n)} for r, n in reasons.head(TOP_REASONS).items()]
     if len(reasons) > TOP_REASONS:
         by_reason.append({"reason": OTHER_REASONS, "dead_letters": int(reasons.iloc[TOP_REASONS:].sum())})
     sample = rows.head(DEAD_LETTER_SAMPLE).assign(raw=rows["raw"].str.slice(0, SAMPLE_CHARS))
-    return {"dead_letters": len(rows), "dead_letter_reasons": by_reason,
+    return {"dead_letters": len(rows), "dead_letter_reasons": by_reason, "dead_letter_kinds": dead_letter_kinds(rows),
             "dead_letter_sample": sample[["source", "location", "reason", "raw"]].to_dict("records")}
 
 

@@ -49,11 +49,16 @@ def _short(value):
 
 
 def _check(table: str, result) -> dict:
+    """One check of the summary: what it checks and found, as values (`kwargs`, `result`, `observed`,
+    `unexpected_count`) and in words (`expects`, `found`: wording.py)."""
+    from bioel_core.quality import wording
+
     config = result.expectation_config
     info = result.exception_info or {}
     found = result.result or {}
-    if info.get("raised_exception"):
-        observed = "error: " + _short(info.get("exception_message") or "")
+    error = _short(info.get("exception_message") or "") if info.get("raised_exception") else None
+    if error is not None:
+        observed = "error: " + error
     elif "observed_value" in found:
         observed = _short(found["observed_value"])
     else:
@@ -66,6 +71,11 @@ def _check(table: str, result) -> dict:
         "success": bool(result.success),
         "observed": observed,
         "unexpected_count": found.get("unexpected_count"),
+        "description": config.description,
+        "expects": wording.expects(config.type, config.kwargs),
+        "found": wording.found(config.type, found, error),
+        "kwargs": _short({k: v for k, v in config.kwargs.items() if k not in wording.BOOKKEEPING}),
+        "result": _short(found),
     }
 
 
@@ -81,12 +91,18 @@ class Checks:
 
 
 def _dead_letter_sections(stats: dict) -> list:
-    """A bar of the reasons (none when there are no dead letters) and a table of the first few."""
-    reasons = stats["dead_letter_reasons"]
-    plots = [Bars(f"Dead letters by reason ({stats['dead_letters']:,} in all)", [r["reason"] for r in reasons],
-                  {"dead letters": [r["dead_letters"] for r in reasons]}, "dead letters", horizontal=True)]
-    return (plots if reasons else []) + [
-        Table(f"Sample dead letters (first {len(stats['dead_letter_sample'])} of {stats['dead_letters']:,})",
+    """A bar per reason kind and a table of the kinds with an example each (none when there are no dead letters),
+    and a table of the first few dead letters."""
+    kinds, total = stats["dead_letter_kinds"], stats["dead_letters"]
+    examples = [{"kind": k["kind"], "dead letters": k["dead_letters"], **{
+        f"example {key}": (k["example"] or {}).get(key) for key in ("reason", "source", "location", "raw")}}
+        for k in kinds]
+    by_kind = [Bars(f"Dead letters by reason kind ({total:,} in all)", [k["kind"] for k in kinds],
+                    {"dead letters": [k["dead_letters"] for k in kinds]}, "dead letters", horizontal=True),
+               Table(f"Dead letters by reason kind ({len(kinds):,} kinds, {total:,} dead letters)",
+                     list(examples[0]), examples)] if kinds else []
+    return by_kind + [
+        Table(f"Sample dead letters (first {len(stats['dead_letter_sample'])} of {total:,})",
               ["source", "location", "reason", "raw"], stats["dead_letter_sample"])]
 
 
@@ -225,6 +241,8 @@ def check(table_dir: str | Path, fail_on: str = "critical", fs: FileSystem = LOC
     _require_fail_on(fail_on)
     from bioel_core.quality.validation import validate
 
+    from bioel_core.quality.provenance import run_facts
+
     table_dir = as_path(table_dir)
     manifest = read_manifest(table_dir, fs)
     pipeline = manifest.get("pipeline", DEFAULT_PIPELINE)
@@ -242,6 +260,7 @@ def check(table_dir: str | Path, fail_on: str = "critical", fs: FileSystem = LOC
         "generation": manifest.get("generation"),  # which published tables these checks read
         "pipeline": pipeline,
         "kb": manifest.get("kb"),
+        **run_facts(manifest, str(table_dir), fs),  # when it ran, on what, in which bundle
         "fail_on": fail_on,
         "passed": fail_on == "none" or (critical == 0 and (fail_on == "critical" or warnings == 0)),
         "critical_failures": critical,
@@ -273,13 +292,17 @@ class QualityGate:
     def audit(self, fs: FileSystem, output_dir: str, root: str, manifest: dict) -> None:
         """Checks the generation at `root` as the tables `manifest` will publish, reading through `fs` (the output
         folder's); raises QualityGateError to refuse."""
+        from bioel_core.quality.provenance import run_facts
+
         view = fs.join(root, MANIFEST)  # the generation read as a folder of its own: its tables, named by no generation
         fs.write(view, json.dumps({k: v for k, v in manifest.items() if k != "generation"}).encode())
         try:
             summary = check(root, self.fail_on, fs, **self.limits)
         finally:
             fs.delete(view)
-        self.summary = {**summary, "table_dir": output_dir, "generation": manifest.get("generation")}
+        # the facts of the folder the tables are published in (a bundle's stage output), not of the generation's
+        self.summary = {**summary, "table_dir": output_dir, "generation": manifest.get("generation"),
+                        **run_facts(manifest, output_dir, fs)}
         if not summary["passed"]:
             self.summary = _write(self.summary, fs.join(output_dir, REJECTED), fs)
             raise QualityGateError(f"quality checks failed (fail on {self.fail_on}): nothing published, {output_dir} "

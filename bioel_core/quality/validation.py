@@ -6,6 +6,11 @@ into one per expectation, what one run over the whole table would have found: ro
 counts and keep the first unexpected values; a row count is the sum of the batches', a column maximum their maximum;
 uniqueness is decided over the whole column (a duplicate may sit in two batches). A table small enough to hold is
 one batch.
+
+A row-wise result keeps GE's SUMMARY keys (element_count, missing_count, unexpected_count, unexpected_percent: of the
+non-missing values, or of all for the null checks, as GE reports it; partial_unexpected_list). The "between" checks of
+values and lengths add what GE does not report, the column's observed range (OBSERVED_MIN, OBSERVED_MAX; missing
+values left out), so a passing check still says what it saw.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": PARTIAL
 ROW_COUNT = ("expect_table_row_count_to_be_between", "expect_table_row_count_to_equal")
 COLUMN_MAX = "expect_column_max_to_be_between"
 UNIQUE = "expect_column_values_to_be_unique"
+VALUES_BETWEEN = "expect_column_values_to_be_between"
+LENGTHS_BETWEEN = "expect_column_value_lengths_to_be_between"
+OBSERVED_MIN, OBSERVED_MAX = "observed_min", "observed_max"
 
 
 def _context():
@@ -71,7 +79,8 @@ class _Merge:
     def __init__(self, config):
         self.config, self.kind, self.kwargs = config, config.type, config.kwargs
         self.failed = None  # the first batch's exception_info, when one raised
-        self.total, self.highest, self.unexpected, self.counted, self.partial = 0, None, 0, 0, []
+        self.total, self.highest, self.unexpected, self.elements, self.missing, self.partial = 0, None, 0, 0, 0, []
+        self.low = self.high = None  # the observed range of a "between" check's values (or lengths)
         self.column: list[pa.Array] = []
 
     def add(self, result, frame: pd.DataFrame) -> None:
@@ -88,10 +97,32 @@ class _Merge:
         elif self.kind == UNIQUE:
             values = pa.array(frame[self.kwargs["column"]])  # an Arrow-backed column comes as a ChunkedArray
             self.column += values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+            self.elements += len(values)
+            self.missing += values.null_count
         else:
             self.unexpected += result.result.get("unexpected_count", 0)
-            self.counted += result.result.get("element_count", 0) - result.result.get("missing_count", 0)
+            self.elements += result.result.get("element_count", 0)
+            self.missing += result.result.get("missing_count", 0)
             self.partial += result.result.get("partial_unexpected_list", [])[:PARTIAL_UNEXPECTED - len(self.partial)]
+            if self.kind in (VALUES_BETWEEN, LENGTHS_BETWEEN):
+                self._observe_range(frame[self.kwargs["column"]])
+
+    def _observe_range(self, column: pd.Series) -> None:
+        values = (column.str.len() if self.kind == LENGTHS_BETWEEN else column).dropna()
+        if len(values):
+            low, high = _plain(values.min()), _plain(values.max())
+            self.low = low if self.low is None else min(self.low, low)
+            self.high = high if self.high is None else max(self.high, high)
+
+    def _counts(self, unexpected: int, partial: list) -> dict:
+        """GE's SUMMARY keys of a row-wise result over every batch."""
+        counted = self.elements - self.missing
+        found = {"element_count": self.elements, "missing_count": self.missing, "unexpected_count": unexpected,
+                 "unexpected_percent": 100 * unexpected / counted if counted else None,
+                 "partial_unexpected_list": partial}
+        if self.kind in (VALUES_BETWEEN, LENGTHS_BETWEEN):
+            found.update({OBSERVED_MIN: self.low, OBSERVED_MAX: self.high})
+        return found
 
     def result(self) -> MergedResult:
         config, kwargs = self.config, self.kwargs
@@ -103,9 +134,15 @@ class _Merge:
             return MergedResult(config, _in_bounds(self.highest, kwargs), {"observed_value": self.highest})
         if self.kind == UNIQUE:
             count, first = _duplicated(self.column)
-            return MergedResult(config, not count, {"unexpected_count": count, "partial_unexpected_list": first})
-        success = self.counted == 0 or (self.counted - self.unexpected) / self.counted >= kwargs.get("mostly", 1.0)
-        return MergedResult(config, success, {"unexpected_count": self.unexpected, "partial_unexpected_list": self.partial})
+            return MergedResult(config, not count, self._counts(count, first))
+        counted = self.elements - self.missing
+        success = counted == 0 or (counted - self.unexpected) / counted >= kwargs.get("mostly", 1.0)
+        return MergedResult(config, success, self._counts(self.unexpected, self.partial))
+
+
+def _plain(value):
+    """A numpy or Arrow scalar as the Python number it holds."""
+    return value.item() if hasattr(value, "item") else value
 
 
 def _duplicated(chunks: list[pa.Array]) -> tuple[int, list]:
