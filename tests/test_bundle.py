@@ -2,6 +2,8 @@
 `Annotator.from_bundle`), relocated, and brought up to date stage by stage. One bundle, built once from the committed
 sample (bundles/demo.toml, NIL calibrated on the sample's gold), is shared by the module: Beam runs are slow."""
 
+import contextlib
+import io
 import json
 import shutil
 from pathlib import Path
@@ -220,3 +222,21 @@ def test_build_refuses_bad_settings_naming_file_and_field(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (
         f"bioel build: error: types.Disease.ingest.dumps[0]: no such file: {Path.cwd() / 'absent.txt'}")
     assert not (tmp_path / "b").exists()
+
+
+def test_the_docs_bundle_example_runs_and_links(built, tmp_path, monkeypatch):
+    """docs/python-api.md's first example, `Annotator.from_bundle("demo_output/bundle")`, on the demo bundle."""
+    from test_python_api import docs_example
+
+    (tmp_path / "demo_output").mkdir()
+    (tmp_path / "demo_output" / "bundle").symlink_to(built)
+    monkeypatch.chdir(tmp_path)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(docs_example("Link with a bundle: `Annotator.from_bundle`"), "docs/python-api.md", "exec"),
+             {"__name__": "docs"})
+    lines = printed.getvalue().splitlines()
+    assert lines[0] == "['Disease']"
+    assert lines[1] == "'subacute delirium' -> D003693 (subacute delirium, 1.000)"
+    assert lines[2].startswith("'delirium, mixed origin' -> D003693 (delirium of mixed origin, 0.9")
+    assert any(line.startswith("22 30 delirium D003693 ") for line in lines[3:]), lines

@@ -1,4 +1,4 @@
-"""The in-process API (bioel_core.Annotator) as the README shows it, and `python -m bioel`."""
+"""The in-process API (bioel_core.Annotator) as docs/python-api.md shows it, and `python -m bioel`."""
 
 import contextlib
 import io
@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def readme_example() -> str:
-    """The first ```python block of the README's "Python API" section."""
-    section = (REPO / "README.md").read_text().split("\n## Python API\n", 1)[1].split("\n## ", 1)[0]
+def docs_example(heading: str) -> str:
+    """The first ```python block under a `## heading` of docs/python-api.md."""
+    section = (REPO / "docs" / "python-api.md").read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -42,7 +42,7 @@ def demo_output(tmp_path_factory):
     return workdir
 
 
-def test_the_readme_example_runs_and_links(demo_output, monkeypatch):
+def test_the_docs_folders_example_runs_and_links(demo_output, monkeypatch):
     bundle_index = demo_output / "demo_output" / "bundle" / "index" / "Disease"  # where `make demo` has it
     bundle_index.parent.mkdir(parents=True, exist_ok=True)
     if not bundle_index.exists():
@@ -50,11 +50,9 @@ def test_the_readme_example_runs_and_links(demo_output, monkeypatch):
     monkeypatch.chdir(demo_output)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(readme_example(), "README.md (Python API)", "exec"), {"__name__": "readme"})
-    lines = printed.getvalue().splitlines()
-    assert lines[0] == "'subacute delirium' -> D003693 (subacute delirium, 1.000)"
-    assert lines[1].startswith("'delirium, mixed origin' -> D003693 (delirium of mixed origin, 0.9")
-    assert any(line.startswith("22 30 delirium D003693 ") for line in lines[2:]), lines
+        exec(compile(docs_example("Link with folders: `Annotator.from_folders`"), "docs/python-api.md", "exec"),
+             {"__name__": "docs"})
+    assert printed.getvalue().splitlines() == ["D003693"]  # delirium
 
 
 def test_link_and_annotate_are_the_linkers_and_the_annotator_rows(demo_output):
