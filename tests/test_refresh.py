@@ -19,7 +19,7 @@ import bioel_core.refresh as refresh_module
 from bioel_core.embeddings import ModelMismatchError, check_names_unchanged, read_embeddings
 from bioel_core.guards import EmptyOutputError
 from bioel_core.index import IndexSpec, ShardedIndex, shard_of
-from bioel_core.outputs.details import EmbedDetails, IndexDetails
+from bioel_core.outputs.details import EmbedDetails, IndexDetails, IngestDetails
 from bioel_core.models import Encoder, TransformerEncoder, load_encoder
 from bioel_core.quality import format_summary, report
 from bioel_core.refresh import REPORT_FILE, diff_names, refresh
@@ -210,6 +210,9 @@ def test_refresh_and_the_pipelines_build_the_same_manifest_details(kb, refreshed
     for name, details in (("emb", emb), ("idx", idx), ("full_emb", full_emb), ("full_idx", full_idx)):
         written = details.to_dict()
         assert written == {key: manifests[name][key] for key in written}, name
+    ingested = read_manifest(kb["new"])
+    written = IngestDetails.from_dict(ingested).to_dict()
+    assert written == {key: ingested[key] for key in written} and written["normalizer"]["version"] == emb.names.normalizer_version
 
 
 def test_diff_report_lists_exactly_the_changes(refreshed):

@@ -18,7 +18,7 @@ from bioel_core.outputs.fs import LOCAL, FileSystem
 from bioel_core.outputs.manifest import Manifest
 from bioel_core.outputs.versions import manifest_sha256
 
-EMBED, INDEX = "embed", "build-index"
+INGEST, EMBED, INDEX = "ingest-kb", "embed", "build-index"
 TEXT_COLUMN = "name_norm"  # the names-table column `bioel embed` encodes: what NameSet.from_names_table links on
 
 
@@ -46,6 +46,36 @@ class _Section:
 
 
 @dataclass(frozen=True)
+class IngestDetails(_Section):
+    """An ingest-kb output's own fields: which KB, read how, its names normalized how."""
+    kb: str
+    format: str
+    id_pattern: str
+    reader_options: dict
+    normalizer: dict  # bioel_core.normalize.Normalizer.to_dict(): its `version` is what embed records of the names
+    shared_name_policy: str
+    corrupt_input_policy: str | None = None
+
+    def manifest(self, inputs: list[dict], records: dict, concepts: dict, names: dict, outputs: dict, runner: str,
+                 options: dict | None = None) -> Manifest:
+        """The ingest-kb manifest: `inputs` the files read; `records` records_read, records_accepted, dead_lettered,
+        filtered; `concepts` and `names` the table counters (a missing one 0); `outputs` the tables' entries."""
+        c = {k: concepts.get(k, 0) for k in ("emitted", "merged_duplicates", "written")} | concepts
+        n = {k: names.get(k, 0) for k in ("emitted", "duplicates_within_concept", "dropped_shared", "dead_lettered",
+                                          "written")} | names
+        reconciliation = {
+            "records": records["records_read"] == records["records_accepted"] + records["dead_lettered"] + records["filtered"],
+            "concepts": c["emitted"] == c["written"] + c["merged_duplicates"] and c["written"] == outputs["concepts"]["rows"],
+            "names": n["emitted"] == n["written"] + n["duplicates_within_concept"] + n["dropped_shared"] + n["dead_lettered"]
+                     and n["written"] == outputs["names"]["rows"],
+            "dead_letter": outputs["dead_letter"]["rows"] == records["dead_lettered"] + n["dead_lettered"],
+        }
+        return Manifest(pipeline=INGEST, inputs=inputs, counts={**records, "concepts": c, "names": n},
+                        reconciliation=reconciliation, outputs=outputs, runner=runner, options=options or {},
+                        details=self.to_dict())
+
+
+@dataclass(frozen=True)
 class ModelRecord(_Section):
     """The name encoder a table was made with: `fingerprint` identifies it wherever it lies."""
     path: str
@@ -67,8 +97,8 @@ class NamesSource(_Section):
     @classmethod
     def of(cls, folder: str | Path, manifest: dict, fs: FileSystem = LOCAL) -> NamesSource:
         """The record of the ingest-kb output at `folder`, whose manifest is `manifest`."""
-        return cls(str(folder), manifest_sha256(folder, fs), TEXT_COLUMN, manifest["normalizer"]["version"],
-                   manifest["outputs"]["names"]["rows"])
+        return cls(str(folder), manifest_sha256(folder, fs), TEXT_COLUMN,
+                   (IngestDetails.from_dict(manifest).normalizer or {}).get("version"), manifest["outputs"]["names"]["rows"])
 
 
 @dataclass(frozen=True)
@@ -169,4 +199,4 @@ class IndexDetails(_Section):
                         outputs=outputs, runner=runner, options=options or {}, details=self.to_dict())
 
 
-__all__ = ["EmbedDetails", "EmbeddingsSource", "IndexDetails", "IndexParams", "ModelRecord", "NamesSource"]
+__all__ = ["EmbedDetails", "IngestDetails", "EmbeddingsSource", "IndexDetails", "IndexParams", "ModelRecord", "NamesSource"]
