@@ -60,8 +60,7 @@ class Annotator:
                              reranker=str(reranker) if reranker else None,
                              generative=str(generative) if generative else None,
                              nil_thresholds=pairs("nil_thresholds", nil_thresholds, float))
-        spec.versions()  # the model is the one every index was built with, before anything is loaded
-        return cls(spec.open())
+        return cls._opened(spec)
 
     @classmethod
     def from_bundle(cls, bundle: str | Path, *, mentions: str = "detect", device: str = "cpu") -> Annotator:
@@ -73,8 +72,15 @@ class Annotator:
         if mentions not in ("detect", "given"):
             raise ValueError(f"mentions must be 'detect' or 'given', got {mentions!r}")
         spec = BuiltBundle.read(bundle, "bundle").annotator_spec(detect=mentions == "detect", device=resolve_device(device))
-        spec.versions()
-        return cls(spec.open())
+        return cls._opened(spec)
+
+    @classmethod
+    def _opened(cls, spec: AnnotatorSpec) -> Annotator:
+        """The spec's annotator, each model folder opened once: checked to be the one every index was built with
+        before the names, indexes, reranker or generative model are loaded, then linked with."""
+        models = spec.open_models()
+        spec.versions(models)
+        return cls(spec.open(models))
 
     @property
     def entity_types(self) -> list[str]:

@@ -6,8 +6,6 @@ rows sorted by name_id within each shard), `dead_letter/` and `manifest.json` (s
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,14 +14,15 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from bioel_core.outputs.fs import LOCAL, FileSystem, as_path
-from bioel_core.outputs.manifest import content_sha256
-from bioel_core.tables import MANIFEST, read_manifest, read_output_manifest, read_table
+from bioel_core.outputs.details import TEXT_COLUMN, EmbedDetails, IndexDetails  # noqa: F401 (TEXT_COLUMN re-exported)
+from bioel_core.outputs.fs import LOCAL, FileSystem
+from bioel_core.outputs.reading import read_manifest, read_output_manifest
+from bioel_core.outputs.versions import check_unchanged_source, is_version_of, manifest_sha256  # noqa: F401 (re-exported)
+from bioel_core.tables import read_table
 
 log = logging.getLogger(__name__)
 
 PIPELINE = "embed"
-TEXT_COLUMN = "name_norm"  # the names-table column that is encoded: what NameSet.from_names_table links on
 NORM_TOLERANCE = 1e-3
 
 
@@ -48,6 +47,11 @@ def read_embeddings_manifest(emb_dir: str | Path, flag: str = "", fs: FileSystem
     return read_output_manifest(emb_dir, PIPELINE, flag, fs)
 
 
+def read_embeddings_details(emb_dir: str | Path, flag: str = "", fs: FileSystem = LOCAL) -> EmbedDetails:
+    """The embed-specific fields of a finished embed output's manifest (its model, its names folder...)."""
+    return EmbedDetails.from_dict(read_embeddings_manifest(emb_dir, flag, fs))
+
+
 def vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
     """A fixed_size_list<float32>[dim] column as an (n, dim) float32 array."""
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
@@ -62,7 +66,7 @@ def vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
 
 def read_embeddings(emb_dir: str | Path) -> Embeddings:
     """Every vector of an embed output, in shard order (each shard sorted by name_id)."""
-    dim = read_embeddings_manifest(emb_dir)["model"]["dim"]
+    dim = read_embeddings_details(emb_dir).model.dim
     table = read_table(emb_dir, "embeddings")
     if table.num_rows and table.schema.field("vector").type.list_size != dim:
         raise ValueError(f"{emb_dir}: vectors have {table.schema.field('vector').type.list_size} dimensions, "
@@ -74,54 +78,20 @@ def read_embeddings(emb_dir: str | Path) -> Embeddings:
 def check_model_matches(emb_dir: str | Path, encoder) -> None:
     """Raise `ModelMismatchError` unless `encoder` (a bioel_core Encoder) made the embeddings of `emb_dir`:
     queries encoded by another model are not comparable with these vectors."""
-    model = read_embeddings_manifest(emb_dir)["model"]
+    model = read_embeddings_details(emb_dir).model
     found = encoder.fingerprint()
-    if found != model["fingerprint"]:
+    if found != model.fingerprint:
         raise ModelMismatchError(
-            f"{emb_dir}: the embeddings were made with the model at {model['path']} (fingerprint "
-            f"{model['fingerprint'][:12]}, {model['config']}); this model has fingerprint {found[:12]} "
+            f"{emb_dir}: the embeddings were made with the model at {model.path} (fingerprint "
+            f"{model.fingerprint[:12]}, {model.config}); this model has fingerprint {found[:12]} "
             f"({encoder.config()}). Re-run `bioel embed` with this model, or use that one.")
-
-
-def _manifest_bytes(output_dir: str | Path, fs: FileSystem) -> bytes:
-    with fs.open(fs.join(str(output_dir), MANIFEST)) as fh:
-        return fh.read()
-
-
-def manifest_sha256(output_dir: str | Path, fs: FileSystem = LOCAL) -> str:
-    """The table version of an output folder (bioel_core.outputs.content_sha256 of its manifest.json): equal for a
-    re-run of the same inputs, so re-ingesting an unchanged KB leaves its embeddings, index and links current."""
-    return content_sha256(json.loads(_manifest_bytes(output_dir, fs)))
-
-
-def is_version_of(recorded: str, output_dir: str | Path, fs: FileSystem = LOCAL) -> bool:
-    """True when `recorded` (a later stage's `manifest_sha256` of the folder it read) is the folder's version now.
-    Outputs made before versions left out where inputs lie recorded it with them; before versions left out the run
-    fields, the sha256 of the whole manifest.json."""
-    text = _manifest_bytes(output_dir, fs)
-    manifest = json.loads(text)
-    return recorded in (content_sha256(manifest), content_sha256(manifest, with_locations=True),
-                        hashlib.sha256(text).hexdigest())
-
-
-def _unchanged_source(output_dir: str | Path, source: dict, read, what: str, since: str, verb: str,
-                      fs: FileSystem, at: str | Path | None = None) -> Path | str:
-    """The folder an output was made from (`source`: its manifest's {"path", "manifest_sha256"}), read with `read`
-    through `fs` and checked to be the same table version (is_version_of). `at`: where that folder lies now, when
-    not at the recorded path (moved with the output: a relocated bundle); it is checked by its version all the same."""
-    folder = as_path(at if at is not None else source["path"])
-    read(folder, fs=fs)
-    if not is_version_of(source["manifest_sha256"], folder, fs):
-        raise ValueError(f"{output_dir}: the {what} at {folder} changed since {since} (its manifest.json differs); "
-                         f"re-run `bioel {verb}`")
-    return folder
 
 
 def check_names_unchanged(emb_dir: str | Path, fs: FileSystem = LOCAL, at: str | Path | None = None) -> Path | str:
     """The names folder the embeddings were made from (`at`: where it lies now, if moved), checked to be the same
     table version."""
-    return _unchanged_source(emb_dir, read_embeddings_manifest(emb_dir, fs=fs)["names"], read_manifest, "names table",
-                             "these embeddings were made", "embed", fs, at)
+    return check_unchanged_source(emb_dir, read_embeddings_details(emb_dir, fs=fs).names, read_manifest, "names table",
+                                  "these embeddings were made", "embed", fs, at)
 
 
 def check_embeddings_unchanged(index_dir: str | Path, index_manifest: dict, fs: FileSystem = LOCAL,
@@ -130,8 +100,8 @@ def check_embeddings_unchanged(index_dir: str | Path, index_manifest: dict, fs: 
     index left from an earlier embeddings generation (a new KB release ingested and embedded into the same folders,
     or a refresh killed between its two outputs) has names and concepts the current tables no longer hold, and
     lacks theirs."""
-    return _unchanged_source(index_dir, index_manifest["embeddings"], read_embeddings_manifest, "embeddings",
-                             "this index was built", "build-index", fs, at)
+    return check_unchanged_source(index_dir, IndexDetails.from_dict(index_manifest).embeddings, read_embeddings_manifest,
+                                  "embeddings", "this index was built", "build-index", fs, at)
 
 
 def encode_checked(encoder, texts: list[str], batch_size: int | None = None) -> list:

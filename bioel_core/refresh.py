@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import faiss
@@ -64,6 +64,7 @@ from bioel_core.index.sharded import file_sha256
 from bioel_core.models import open_model
 from bioel_core.outputs import (LocalFileSystem, Manifest, OutputFolder, embeddings_table, name_chunks, shard_name,
                                 write_parquet)
+from bioel_core.outputs.details import EmbedDetails, EmbeddingsSource, IndexDetails, NamesSource
 from bioel_core.tables import KB_PIPELINE, data_root, read_output_manifest, read_table, stable_shard, table_files
 from schemas import DEAD_LETTER_SCHEMA, embeddings_schema
 
@@ -211,6 +212,14 @@ class Inputs:
     spec: IndexSpec  # the index's, for the rebuilt shards
     new_names_manifest: dict
 
+    @property
+    def embedded(self) -> EmbedDetails:
+        return EmbedDetails.from_dict(self.emb_manifest)
+
+    @property
+    def indexed(self) -> IndexDetails:
+        return IndexDetails.from_dict(self.index_manifest)
+
 
 def check_shard_file(path: Path, sha256: str, copy_to: Path | None = None) -> None:
     """Refuses an index file whose bytes are not the ones its manifest records; with `copy_to`, copied there in the
@@ -228,32 +237,34 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
         raise ValueError(f"--old is KB {old_manifest.get('kb')!r} and --new is KB {new_manifest.get('kb')!r}: "
                          "a refresh compares two versions of one KB")
     emb_manifest = read_embeddings_manifest(emb, "--embeddings")
-    if not is_version_of(emb_manifest["names"]["manifest_sha256"], old):
+    embedded = EmbedDetails.from_dict(emb_manifest)
+    if not is_version_of(embedded.names.manifest_sha256, old):
         raise ValueError(f"--old {old} is not the names folder the embeddings at {emb} were made from "
-                         f"({emb_manifest['names']['path']}, by its manifest's sha256); pass that folder as --old")
+                         f"({embedded.names.path}, by its manifest's sha256); pass that folder as --old")
     listed = sorted(Path(f).name for f in emb_manifest["outputs"]["embeddings"]["files"])
     found = [f.name for f in table_files(emb, "embeddings")]
-    layout = {shard_name(s, emb_manifest["num_shards"]) for s in range(emb_manifest["num_shards"])}
+    layout = {shard_name(s, embedded.num_shards) for s in range(embedded.num_shards)}
     if listed != found or not layout.issuperset(found):
         raise ValueError(f"--embeddings {emb}: embeddings files {found} are not the {listed} its manifest lists")
     index_manifest = read_index_manifest(idx)
-    if not is_version_of(index_manifest["embeddings"]["manifest_sha256"], emb):
+    indexed = IndexDetails.from_dict(index_manifest)
+    if not is_version_of(indexed.embeddings.manifest_sha256, emb):
         raise ValueError(f"--index {idx} was not built from --embeddings {emb} (it names "
-                         f"{index_manifest['embeddings']['path']}, by its manifest's sha256)")
-    requested = index_manifest["index"]["requested"]
+                         f"{indexed.embeddings.path}, by its manifest's sha256)")
+    requested = indexed.index.requested
     try:
         spec = IndexSpec(**requested)
     except (TypeError, ValueError) as err:
         raise ValueError(f"--index {idx}: its parameters {requested} are not an IndexSpec of this bioel ({err}); "
                          "run `bioel build-index`") from None
     idx_root = data_root(idx, index_manifest)
-    missing = [f for r in index_manifest["shards"] for f in shard_files(r).values() if not (idx_root / f).is_file()]
-    if missing or sorted(r["shard"] for r in index_manifest["shards"]) != list(range(index_manifest["num_shards"])):
+    missing = [f for r in indexed.shards for f in shard_files(r).values() if not (idx_root / f).is_file()]
+    if missing or sorted(r["shard"] for r in indexed.shards) != list(range(indexed.num_shards)):
         raise FileNotFoundError(f"--index {idx}: incomplete: shard file(s) missing: {', '.join(missing) or 'none'}, "
-                                f"manifest lists shards {sorted(r['shard'] for r in index_manifest['shards'])}")
+                                f"manifest lists shards {sorted(r['shard'] for r in indexed.shards)}")
     # before any work: a damaged shard found while the index is staged would come after the new embeddings were
     # published, leaving them with no index
-    for record in index_manifest["shards"]:
+    for record in indexed.shards:
         for key, relative in shard_files(record).items():
             check_shard_file(idx_root / relative, record[f"{key}_sha256"])
     return Inputs(old, new, emb, idx, emb_manifest, index_manifest, spec, new_manifest)
@@ -322,10 +333,10 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
     # neither output may hold the other: publishing one would replace the other's tables
     check_output_folder(str(output_embeddings), "embed", sources + [("--output-index", output_index)], "--output-embeddings")
     check_output_folder(str(output_index), "build-index", sources, "--output-index")
-    emb_manifest = inputs.emb_manifest
-    encoder = open_model(model, emb_manifest["model"].get("pooling"), device).eval()
+    embedded = inputs.embedded
+    encoder = open_model(model, embedded.model.pooling, device).eval()
     check_model_matches(inputs.embeddings, encoder)
-    batch_size = batch_size or emb_manifest["batch_size"]
+    batch_size = batch_size or embedded.batch_size
 
     diff = diff_names(read_table(inputs.old_names, "names"), read_table(inputs.new_names, "names"))
     report = diff_report(diff, read_table(inputs.old_names, "concepts", ["concept_id", "preferred_name"]),
@@ -343,7 +354,7 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
     # rows that change: old vectors not carried, and new vectors; their shards are the ones rewritten / rebuilt
     dropped = old_emb_ids[~np.isin(old_emb_ids, carried)]
     moved = np.concatenate([dropped, encoded.name_ids])
-    emb_shards, index_shards = emb_manifest["num_shards"], inputs.index_manifest["num_shards"]
+    emb_shards, index_shards = embedded.num_shards, inputs.indexed.num_shards
     emb_touched = sorted({stable_shard(str(i), emb_shards) for i in moved.tolist()})
     index_touched = sorted(set(shard_of(moved, index_shards).tolist()))
 
@@ -381,7 +392,7 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
 
 def _stage_embeddings(inputs: Inputs, staging: Path, carried: np.ndarray, encoded: Encoded, touched: list[int]) -> None:
     """The new embeddings and dead_letter tables in `staging` (a new generation)."""
-    num_shards, dim = inputs.emb_manifest["num_shards"], inputs.emb_manifest["model"]["dim"]
+    num_shards, dim = inputs.embedded.num_shards, inputs.embedded.model.dim
     fs, old_root = LocalFileSystem(), data_root(inputs.embeddings, inputs.emb_manifest)
     new_shard = np.array([stable_shard(str(i), num_shards) for i in encoded.name_ids.tolist()], dtype=np.int64)
     for shard in range(num_shards):
@@ -407,11 +418,11 @@ def _stage_embeddings(inputs: Inputs, staging: Path, carried: np.ndarray, encode
 def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touched: list[int]) -> tuple[list[dict], int]:
     """Untouched shards copied (sha256 checked), touched ones rebuilt from the new embeddings; returns the
     shard records and how many embeddings rows were read."""
-    manifest = inputs.index_manifest
-    num_shards, dim = manifest["num_shards"], manifest["index"]["dimension"]
-    old_root = data_root(inputs.index, manifest)
+    indexed = inputs.indexed
+    num_shards, dim = indexed.num_shards, indexed.index.dimension
+    old_root = data_root(inputs.index, inputs.index_manifest)
     records = []
-    for record in manifest["shards"]:
+    for record in indexed.shards:
         if record["shard"] in touched:
             continue
         for key, relative in shard_files(record).items():
@@ -430,7 +441,7 @@ def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touche
                 if (shards == shard).any():
                     rows[shard].append(table.filter(pa.array(shards == shard)))
     # as the index was built (an HNSW graph depends on its build threads)
-    with faiss_threads(manifest["index"].get("faiss_threads")):
+    with faiss_threads(indexed.index.faiss_threads):
         for shard in touched:
             table = pa.concat_tables(rows.pop(shard) or [embeddings_schema(dim).empty_table()])
             built = build_shard(shard, num_shards, table.column("name_id").to_numpy(), table.column("concept_id"),
@@ -451,54 +462,30 @@ def _refresh_section(inputs: Inputs, report: dict) -> dict:
                        "dead_lettered": r["dead_lettered"]}}
 
 
-def _refreshed(old: dict, **changes) -> Manifest:
-    """A refreshed output's manifest: the old one's verb-specific fields, updated by `changes`."""
-    previous = Manifest.from_dict(old)
-    details = {**previous.details, **{k: v for k, v in changes.items() if k not in _COMMON}}
-    return Manifest(pipeline=previous.pipeline, runner=RUNNER, details=details,
-                    **{k: v for k, v in changes.items() if k in _COMMON})
-
-
-_COMMON = ("inputs", "counts", "reconciliation", "outputs")
-
-
 def _embeddings_manifest(inputs: Inputs, model: Path, device: str, batch_size: int, outputs: dict,
                          report: dict) -> Manifest:
-    old, names_rows = inputs.emb_manifest, inputs.new_names_manifest["outputs"]["names"]["rows"]
-    counts = {"names_read": report["refresh"]["carried"] + report["refresh"]["encoded"],
-              "embedded": report["refresh"]["carried"] + report["refresh"]["embedded"],
-              "dead_lettered": report["refresh"]["dead_lettered"]}
-    names = {"path": str(inputs.new_names), "manifest_sha256": report["new"]["names_manifest_sha256"],
-             "column": TEXT_COLUMN, "normalizer_version": inputs.new_names_manifest["normalizer"]["version"],
-             "rows": names_rows}
-    return _refreshed(
-        old, inputs=[{"path": names["path"], "manifest_sha256": names["manifest_sha256"]}], counts=counts, outputs=outputs,
-        reconciliation={"names": counts["names_read"] == counts["embedded"] + counts["dead_lettered"],
-                        "names_table": counts["names_read"] == names_rows,
-                        "embeddings": counts["embedded"] == outputs["embeddings"]["rows"],
-                        "dead_letter": counts["dead_lettered"] == outputs["dead_letter"]["rows"]},
-        model={**old["model"], "path": str(model.resolve())},  # the same fingerprint, checked
-        names=names, device=device, batch_size=batch_size,
+    old, refreshed = inputs.embedded, report["refresh"]
+    details = EmbedDetails(
+        kb=old.kb, model=replace(old.model, path=str(model.resolve())),  # the same fingerprint, checked
+        names=NamesSource.of(inputs.new_names, inputs.new_names_manifest), device=device, batch_size=batch_size,
+        num_shards=old.num_shards,
         refresh={**_refresh_section(inputs, report),
                  "old_embeddings": {"path": str(inputs.embeddings), "manifest_sha256": manifest_sha256(inputs.embeddings)},
-                 "shards_rewritten": report["refresh"]["embeddings_shards_rewritten"]})
+                 "shards_rewritten": refreshed["embeddings_shards_rewritten"]})
+    counts = {"names_read": refreshed["carried"] + refreshed["encoded"], "embedded": refreshed["carried"] + refreshed["embedded"],
+              "dead_lettered": refreshed["dead_lettered"]}
+    return details.manifest(counts, outputs, RUNNER)
 
 
 def _index_manifest(inputs: Inputs, emb_dir: Path, records: list[dict], vectors_read: int, report: dict,
                     outputs: dict) -> Manifest:
-    old = inputs.index_manifest
-    emb = read_embeddings_manifest(emb_dir)
-    indexed = sum(r["vectors"] for r in records)
-    rows = emb["outputs"]["embeddings"]["rows"]
-    embeddings = {"path": str(emb_dir), "manifest_sha256": manifest_sha256(emb_dir), "rows": rows,
-                  "files": emb["outputs"]["embeddings"]["files"]}
-    return _refreshed(
-        old, inputs=[{"path": embeddings["path"], "manifest_sha256": embeddings["manifest_sha256"]}], outputs=outputs,
-        counts={"vectors_read": vectors_read, "embeddings_rows": rows, "indexed": indexed},
-        reconciliation={"vectors": vectors_read == rows == indexed,
-                        "shards": [r["shard"] for r in records] == list(range(old["num_shards"]))},
-        vectors=indexed, shards=records, embeddings=embeddings, model=emb["model"],
-        model_fingerprint=emb["model"]["fingerprint"], names=emb["names"],
+    old, emb = inputs.indexed, read_embeddings_manifest(emb_dir)
+    embeddings = EmbeddingsSource(path=str(emb_dir), manifest_sha256=manifest_sha256(emb_dir),
+                                  rows=emb["outputs"]["embeddings"]["rows"], files=emb["outputs"]["embeddings"]["files"])
+    details = IndexDetails.of(
+        embedded=EmbedDetails.from_dict(emb), embeddings=embeddings, index=old.index, num_shards=old.num_shards,
+        shards=records,
         refresh={**_refresh_section(inputs, report),
                  "old_index": {"path": str(inputs.index), "manifest_sha256": manifest_sha256(inputs.index)},
                  "shards_rebuilt": report["refresh"]["index_shards_rebuilt"], "faiss_version": faiss.__version__})
+    return details.manifest(vectors_read, outputs, RUNNER)

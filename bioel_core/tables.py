@@ -1,4 +1,5 @@
-"""Reading the tables the pipelines write, refusing incomplete outputs and other schema versions.
+"""Reading the tables the pipelines write, refusing other schema versions (a folder's manifest, and so whether it
+is a finished output, is read by bioel_core.outputs.reading; re-exported here for the many readers that import it).
 
 Every reader takes the FileSystem it reads through (bioel_core.outputs; default: the local disk), so the quality
 checks read a gs:// or s3:// output as they read a local one; folders are named by strings or, when local, Paths.
@@ -14,58 +15,19 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bioel_core.guards import json_object
+from bioel_core.outputs.errors import IncompleteOutputError  # noqa: F401 (re-exported)
 from bioel_core.outputs.fs import LOCAL, FileSystem, as_path, is_local
-from bioel_core.outputs.layout import MANIFEST
-from schemas import SCHEMA_VERSION, TABLE_SCHEMAS, check_schema
+from bioel_core.outputs.names import MANIFEST  # noqa: F401 (re-exported)
+from bioel_core.outputs.reading import data_root, read_manifest, read_output_manifest  # noqa: F401 (re-exported)
+from schemas import TABLE_SCHEMAS, check_schema
 
 KB_PIPELINE = "ingest-kb"  # the verb whose outputs (concepts, names) every later stage reads
-
-
-class IncompleteOutputError(RuntimeError):
-    pass
-
-
-def read_manifest(output_dir: str | Path, fs: FileSystem = LOCAL) -> dict:
-    """The manifest of a finished output folder; an unfinished one is an error, not an empty table."""
-    path = fs.join(str(output_dir), MANIFEST)
-    if not fs.exists(path):
-        if not fs.is_folder(str(output_dir)):
-            raise FileNotFoundError(f"no such folder: {output_dir}")
-        raise IncompleteOutputError(f"{output_dir} is not a finished bioel output (no {MANIFEST}): interrupted, still "
-                                    f"running, or not written by bioel")
-    with fs.open(path) as fh:
-        manifest = json_object(fh.read(), path, "bioel manifest")
-    if not manifest.get("complete"):
-        raise IncompleteOutputError(f"{path}: output is marked incomplete")
-    return manifest
-
-
-def read_output_manifest(output_dir: str | Path, pipeline: str, flag: str = "", fs: FileSystem = LOCAL) -> dict:
-    """The manifest of a finished `bioel {pipeline}` output of this bioel's schema version; any other folder
-    (another verb's output, an unfinished run, an older layout) is refused, naming the `flag` it came from."""
-    where = f"{flag} {output_dir}".strip()
-    manifest = read_manifest(output_dir, fs)
-    if manifest.get("pipeline") != pipeline:
-        raise ValueError(f"{where}: written by pipeline {manifest.get('pipeline')!r}, not by `bioel {pipeline}`")
-    if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{where}: manifest schema version {manifest.get('schema_version')}, "
-                         f"this bioel reads {SCHEMA_VERSION}; re-run `bioel {pipeline}`")
-    return manifest
 
 
 def stable_shard(key: str, num_shards: int) -> int:
     """The Parquet shard of a row keyed `key` (the pipelines shard names by str(name_id)): stable across runs and
     machines, so a KB refresh writes a new row where `bioel embed` would."""
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest(), "big") % num_shards
-
-
-def data_root(output_dir: str | Path, manifest: dict | None = None, fs: FileSystem = LOCAL) -> Path | str:
-    """Where a finished output's tables are: the generation its manifest names (the folder itself for a
-    hand-made folder whose manifest names none); a Path when local, else a URL string (`as_path`)."""
-    manifest = read_manifest(output_dir, fs) if manifest is None else manifest
-    generation = manifest.get("generation")
-    return as_path(fs.join(str(output_dir), generation) if generation else output_dir)
 
 
 def table_files(output_dir: str | Path, table: str, fs: FileSystem = LOCAL) -> list[Path | str]:

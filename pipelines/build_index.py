@@ -28,11 +28,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bioel_core import progress
-from bioel_core.embeddings import check_names_unchanged, manifest_sha256, read_embeddings_manifest, vectors_of
+from bioel_core.embeddings import check_names_unchanged, manifest_sha256, read_embeddings_details, vectors_of
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.index import PIPELINE, IndexSpec, build_shard, shard_of
 from bioel_core.index.layout import FOLDERS, SHARD_ASSIGNMENT
 from bioel_core.outputs import Manifest, OutputFolder, absolute, check_num_shards
+from bioel_core.outputs.details import EmbeddingsSource, IndexDetails, IndexParams
 from bioel_core.outputs.runs import SPILL
 from bioel_core.tables import table_files
 from pipelines.counting import WriteStats, read_stats
@@ -119,7 +120,7 @@ def build_pipeline(p: beam.Pipeline, files: list[str], staged: OutputFolder, *, 
 
 def check_embeddings_folder(emb_dir: Path) -> dict:
     """Everything build-index needs to know of its input, refused before any work when unusable."""
-    manifest = read_embeddings_manifest(emb_dir, "--input")
+    details = read_embeddings_details(emb_dir, "--input")
     check_names_unchanged(emb_dir)
     files = table_files(emb_dir, "embeddings")
     if not files:
@@ -133,32 +134,23 @@ def check_embeddings_folder(emb_dir: Path) -> dict:
     if len(set(dims.values())) > 1:
         raise ValueError(f"--input {emb_dir}: shards of mixed dimension: {dims}")
     dimension = next(iter(dims.values()))
-    if dimension != manifest["model"]["dim"]:
-        raise ValueError(f"--input {emb_dir}: vectors have {dimension} dimensions, the manifest's model {manifest['model']['dim']}")
+    if dimension != details.model.dim:
+        raise ValueError(f"--input {emb_dir}: vectors have {dimension} dimensions, the manifest's model {details.model.dim}")
     if rows == 0:
         raise ValueError(f"--input {emb_dir}: the embeddings table is empty; nothing to index")
-    return {"manifest": manifest, "files": [str(f) for f in files], "dimension": dimension, "rows": rows}
+    return {"details": details, "files": [str(f) for f in files], "dimension": dimension, "rows": rows}
 
 
 def build_manifest(stats: dict, source: dict, *, staged: OutputFolder, emb_dir: Path, num_shards: int, spec: IndexSpec,
                    threads: int | None, options: PipelineOptions) -> Manifest:
-    shards = sorted(stats.get("shards", []), key=lambda r: r["shard"])
-    indexed = sum(r["vectors"] for r in shards)
-    counts = {"vectors_read": stats.get("vectors_read", 0), "embeddings_rows": source["rows"], "indexed": indexed}
-    emb = source["manifest"]
-    embeddings = {"path": str(emb_dir), "manifest_sha256": manifest_sha256(emb_dir), "rows": source["rows"],
-                  "files": [f"embeddings/{Path(f).name}" for f in source["files"]]}
-    return Manifest(
-        pipeline=PIPELINE, inputs=[{"path": embeddings["path"], "manifest_sha256": embeddings["manifest_sha256"]}],
-        counts=counts, runner=runner_name(options), options=options.get_all_options(drop_default=True),
-        reconciliation={"vectors": counts["vectors_read"] == counts["embeddings_rows"] == indexed,
-                        "shards": [r["shard"] for r in shards] == list(range(num_shards))},
-        outputs={table: staged.table_outputs(table, rows=False) for table in FOLDERS},
-        details={"kb": emb.get("kb"), "index": {"kind": spec.kind, "metric": "inner_product", "normalized": True, "dimension": source["dimension"],
-                  "faiss_version": faiss.__version__, "faiss_threads": threads, "requested": spec.to_dict(),
-                  "shard_assignment": SHARD_ASSIGNMENT},
-                 "num_shards": num_shards, "vectors": indexed, "shards": shards, "embeddings": embeddings,
-                 "model": emb["model"], "model_fingerprint": emb["model"]["fingerprint"], "names": emb["names"]})
+    index = IndexParams(kind=spec.kind, dimension=source["dimension"], faiss_version=faiss.__version__,
+                        faiss_threads=threads, requested=spec.to_dict(), shard_assignment=SHARD_ASSIGNMENT)
+    embeddings = EmbeddingsSource(path=str(emb_dir), manifest_sha256=manifest_sha256(emb_dir), rows=source["rows"],
+                                  files=[f"embeddings/{Path(f).name}" for f in source["files"]])
+    details = IndexDetails.of(embedded=source["details"], embeddings=embeddings, index=index, num_shards=num_shards,
+                              shards=stats.get("shards", []))
+    return details.manifest(stats.get("vectors_read", 0), {table: staged.table_outputs(table, rows=False) for table in FOLDERS},
+                            runner_name(options), options.get_all_options(drop_default=True))
 
 
 def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_shards: int, spec: IndexSpec,

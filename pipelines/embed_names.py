@@ -23,9 +23,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from bioel_core.embeddings import PIPELINE, TEXT_COLUMN, manifest_sha256
+from bioel_core.embeddings import PIPELINE, TEXT_COLUMN
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.models import model_folder, open_model, resolve_device
+from bioel_core.outputs.details import EmbedDetails, ModelRecord, NamesSource
 from bioel_core.outputs import (Manifest, OutputFolder, absolute, check_num_shards, embeddings_table, name_chunks, shard_name,
                                 write_parquet)
 from bioel_core.tables import KB_PIPELINE, read_output_manifest, stable_shard, table_files
@@ -137,35 +138,22 @@ def check_names_folder(names_dir: Path) -> tuple[dict, list[str]]:
     return manifest, [str(f) for f in files]
 
 
-def build_manifest(stats: dict, *, staged: OutputFolder, model: dict, names_dir: Path, names_manifest: dict,
+def build_manifest(stats: dict, *, staged: OutputFolder, model: ModelRecord, names_dir: Path, names_manifest: dict,
                    options: PipelineOptions, device: str, batch_size: int, num_shards: int) -> Manifest:
-    counts = {k: stats.get(k, 0) for k in ("names_read", "embedded", "dead_lettered")}
-    outputs = {table: staged.table_outputs(table) for table in TABLES}
-    names_rows = names_manifest["outputs"]["names"]["rows"]
-    reconciliation = {
-        "names": counts["names_read"] == counts["embedded"] + counts["dead_lettered"],
-        "names_table": counts["names_read"] == names_rows,
-        "embeddings": counts["embedded"] == outputs["embeddings"]["rows"],
-        "dead_letter": counts["dead_lettered"] == outputs["dead_letter"]["rows"],
-    }
-    names = {"path": str(names_dir), "manifest_sha256": manifest_sha256(names_dir), "column": TEXT_COLUMN,
-             "normalizer_version": names_manifest["normalizer"]["version"], "rows": names_rows}
-    return Manifest(
-        pipeline=PIPELINE, inputs=[{"path": names["path"], "manifest_sha256": names["manifest_sha256"]}],
-        counts=counts, reconciliation=reconciliation, outputs=outputs, runner=runner_name(options),
-        options=options.get_all_options(drop_default=True),
-        details={"kb": names_manifest.get("kb"), "model": model, "names": names, "device": device,
-                 "batch_size": batch_size, "num_shards": num_shards})
+    details = EmbedDetails(kb=names_manifest.get("kb"), model=model, names=NamesSource.of(names_dir, names_manifest),
+                           device=device, batch_size=batch_size, num_shards=num_shards)
+    return details.manifest(stats, {table: staged.table_outputs(table) for table in TABLES}, runner_name(options),
+                            options.get_all_options(drop_default=True))
 
 
-def open_checked_model(model_dir: str | None, pooling: str | None, device: str):
+def open_checked_model(model_dir: str | None, pooling: str | None, device: str) -> ModelRecord:
     """The model the job will run, loaded once in the driver: fails before any work when it is missing or
     unusable, and gives the fingerprint, config and dimension for the manifest."""
     resolve_device(device)
     folder = model_folder(model_dir)
     encoder = open_model(model_dir, pooling, "cpu")
-    return {"path": str(folder), "fingerprint": encoder.fingerprint(), "config": encoder.config(), "dim": encoder.dim,
-            "pooling": pooling}
+    return ModelRecord(path=str(folder), fingerprint=encoder.fingerprint(), config=encoder.config(), dim=encoder.dim,
+                       pooling=pooling)
 
 
 def run(model_dir: str | None, names_dir: str, output_dir: str, options: PipelineOptions, *, pooling: str | None = None,
@@ -178,17 +166,17 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     names, output_dir = Path(names_dir).resolve(), absolute(output_dir)  # as the workers must see them
     names_manifest, name_files = check_names_folder(names)
     model = open_checked_model(model_dir, pooling, device)
-    check_output_folder(output_dir, PIPELINE, [("--input", str(names)), ("--model", model["path"])])
+    check_output_folder(output_dir, PIPELINE, [("--input", str(names)), ("--model", model.path)])
     # the default model goes by no path: each worker opens its own installed copy (a --setup_file or image worker has
     # nothing at the launcher's checkout path); the fingerprint still pins it to the model checked here
-    handler = EncoderModelHandler(model["path"] if model_dir else None, pooling=pooling, device=device, batch_size=batch_size,
-                                  fingerprint=model["fingerprint"], torch_threads=worker_threads(options))
+    handler = EncoderModelHandler(model.path if model_dir else None, pooling=pooling, device=device, batch_size=batch_size,
+                                  fingerprint=model.fingerprint, torch_threads=worker_threads(options))
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
 
     def build() -> Manifest:
         with pipeline_progress(options, "embed", "names", names_manifest["outputs"]["names"]["rows"]), \
                 new_pipeline(options) as p:
-            build_pipeline(p, name_files, staged, handler, dim=model["dim"], batch_size=batch_size, num_shards=num_shards)
+            build_pipeline(p, name_files, staged, handler, dim=model.dim, batch_size=batch_size, num_shards=num_shards)
         return refuse_empty(build_manifest(read_stats(staged.root), staged=staged, model=model, names_dir=names,
                               names_manifest=names_manifest, options=options, device=device,
                               batch_size=batch_size, num_shards=num_shards), staged)

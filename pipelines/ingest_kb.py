@@ -32,6 +32,7 @@ from bioel_core.kb import get_reader
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
 from bioel_core.outputs import Manifest, OutputFolder, absolute, check_num_shards, shard_name
+from bioel_core.outputs.details import IngestDetails
 from bioel_core.outputs.runs import (MAX_FAN_IN, SPILL, MergeCounts, combine_runs, merge_runs, read_run, rows_table,
                                      run_name, write_rows)
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
@@ -310,26 +311,14 @@ def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inp
         files_in.append({"path": path, "sha256": sha, "bytes": size, **by_file.get(path, {})})
     records = {k: sum(s[k] for s in read_stats) for k in ("records_read", "records_accepted", "dead_lettered")}
     records["filtered"] = sum(sum(s["skipped_by_filter"].values()) for s in read_stats)
-    c = {k.split(".", 1)[1]: v for k, v in stats.items() if k.startswith("concepts.")}
-    n = {k.split(".", 1)[1]: v for k, v in stats.items() if k.startswith("names.")}
-    for key in ("emitted", "merged_duplicates", "written"):
-        c.setdefault(key, 0)
-    for key in ("emitted", "duplicates_within_concept", "dropped_shared", "dead_lettered", "written"):
-        n.setdefault(key, 0)
-    outputs = {table: staged.table_outputs(table) for table in TABLES}
-    reconciliation = {
-        "records": records["records_read"] == records["records_accepted"] + records["dead_lettered"] + records["filtered"],
-        "concepts": c["emitted"] == c["written"] + c["merged_duplicates"] and c["written"] == outputs["concepts"]["rows"],
-        "names": n["emitted"] == n["written"] + n["duplicates_within_concept"] + n["dropped_shared"] + n["dead_lettered"]
-                 and n["written"] == outputs["names"]["rows"],
-        "dead_letter": outputs["dead_letter"]["rows"] == records["dead_lettered"] + n["dead_lettered"],
-    }
-    return Manifest(
-        pipeline="ingest-kb", inputs=files_in, counts={**records, "concepts": c, "names": n},
-        reconciliation=reconciliation, outputs=outputs, runner=runner_name(options),
-        options=options.get_all_options(drop_default=True),
-        details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "kb": kb, "format": kb_format, "id_pattern": id_pattern, "reader_options": reader_options,
-                 "normalizer": normalizer.to_dict(), "shared_name_policy": shared_names})
+    details = IngestDetails(kb=kb, format=kb_format, id_pattern=id_pattern, reader_options=reader_options,
+                            normalizer=normalizer.to_dict(), shared_name_policy=shared_names,
+                            corrupt_input_policy=CORRUPT_INPUT_POLICY)
+    return details.manifest(
+        files_in, records, concepts={k.split(".", 1)[1]: v for k, v in stats.items() if k.startswith("concepts.")},
+        names={k.split(".", 1)[1]: v for k, v in stats.items() if k.startswith("names.")},
+        outputs={table: staged.table_outputs(table) for table in TABLES}, runner=runner_name(options),
+        options=options.get_all_options(drop_default=True))
 
 
 def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOptions, *, reader_options: dict | None = None,

@@ -654,3 +654,30 @@ def test_loading_a_masked_lm_checkpoint_prints_no_report(tiny_bert, tmp_path):
     finally:
         logging.getLogger("transformers").removeHandler(listener)
     assert [r.getMessage() for r in reported] == []
+
+
+@pytest.mark.parametrize("role", ["model", "reranker", "generative"])
+def test_each_role_takes_its_kinds_of_model_and_names_the_others_in_one_line_without_flags(tmp_path, role):
+    """One table of model kinds (read from the config, nothing loaded) and one wording for every setting that names
+    a model folder: the role is named, never a CLI flag."""
+    from bioel_core.models import KINDS, ROLES, check_kind
+
+    for encoder_type, kind in sorted(KINDS.items()):
+        folder = tmp_path / encoder_type
+        folder.mkdir(exist_ok=True)
+        (folder / "bioel_encoder.json").write_text(json.dumps({"encoder_type": encoder_type}))
+        if kind in ROLES[role]:
+            assert check_kind(folder, role) == encoder_type
+            continue
+        with pytest.raises(ValueError) as refused:
+            check_kind(folder, role)
+        message = str(refused.value)
+        assert message.startswith(str(folder)) and "\n" not in message and "--" not in message, message
+        assert ("it does not embed texts" if role == "model" else f"a {encoder_type} model; ") in message, message
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    if role == "model":
+        assert check_kind(plain, role) is None  # a plain HF checkpoint: a name encoder
+    else:
+        with pytest.raises(ValueError, match=f"not a model folder .*; the {role} is a bioel model folder$"):
+            check_kind(plain, role)

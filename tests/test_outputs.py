@@ -316,3 +316,36 @@ def test_a_manifest_that_is_not_a_json_object_is_one_error_naming_it(tmp_path, t
     (tmp_path / MANIFEST).write_text(text, errors="surrogateescape")  # a crash mid-write by hand, another tool's file
     with pytest.raises(ValueError, match=f"^{tmp_path / MANIFEST}: not a readable bioel manifest"):
         read_manifest(tmp_path)
+
+
+def test_stage_details_read_an_older_manifest_that_lacks_newer_keys():
+    """An embed manifest written before the model's pooling, the names' normalizer or a refresh account existed, and
+    an index manifest before its metric was recorded, still read: the missing keys are None (or their default)."""
+    from bioel_core.outputs.details import EmbedDetails, IndexDetails
+
+    older_embed = {"pipeline": "embed", "kb": "medic", "device": "cpu", "batch_size": 8, "num_shards": 2,
+                   "model": {"path": "/m", "fingerprint": "f" * 64, "config": {}, "dim": 4},
+                   "names": {"path": "/names", "manifest_sha256": "a" * 64, "column": "name_norm", "rows": 3}}
+    embedded = EmbedDetails.from_dict(older_embed)
+    assert embedded.model.dim == 4 and embedded.model.pooling is None and embedded.names.normalizer_version is None
+    assert embedded.refresh is None and "refresh" not in embedded.to_dict()
+    older_index = {"pipeline": "build-index", "kb": "medic", "num_shards": 1, "vectors": 3, "shards": [],
+                   "index": {"kind": "flat", "dimension": 4, "requested": {"kind": "flat"}},
+                   "embeddings": {"path": "/emb", "manifest_sha256": "b" * 64, "rows": 3},
+                   "model": older_embed["model"], "model_fingerprint": "f" * 64, "names": older_embed["names"]}
+    indexed = IndexDetails.from_dict(older_index)
+    assert (indexed.index.metric, indexed.index.normalized, indexed.index.faiss_threads) == ("inner_product", True, None)
+    assert indexed.embeddings.files is None and indexed.model == embedded.model and indexed.names == embedded.names
+
+
+def test_importing_the_output_layer_imports_no_guards_and_its_rules_no_pyarrow():
+    """outputs/ owns the folder rules: no import circle with bioel_core.guards, and the CLI's input-vs-output check
+    (imported at `bioel --help`) loads nothing heavy."""
+    code = ("import sys, bioel_core.outputs, bioel_core.outputs.rules; from bioel_core.guards import check_not_an_input; "
+            "print('bioel_core.guards' in sys.modules and 'guards', 'pyarrow' in sys.modules and 'pyarrow'); "
+            "from bioel_core.outputs import Manifest, OutputFolder; print('bioel_core.guards' in sys.modules and 'guards')")
+    out = subprocess.run([sys.executable, "-c", code.replace("from bioel_core.guards import check_not_an_input; ", "")],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False", "False"]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["guards", "False", "guards"]

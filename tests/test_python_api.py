@@ -83,6 +83,23 @@ def test_link_and_annotate_are_the_linkers_and_the_annotator_rows(demo_output):
 
 
 
+def test_from_folders_opens_each_model_folder_once(demo_output, monkeypatch):
+    """The model is checked against every index and then linked with: one load, not one per step."""
+    import bioel_core.models as models
+
+    opened, real = [], models.open_encoder
+
+    def counting(folder, *args, **kwargs):
+        opened.append(str(folder))
+        return real(folder, *args, **kwargs)
+
+    monkeypatch.setattr(models, "open_encoder", counting)
+    index = str(demo_output / "demo_output" / "index")
+    annotator = Annotator.from_folders(indexes={"Disease": index, "Chemical": index})
+    assert opened == [str(models.DEFAULT_MODEL.resolve())]
+    assert annotator.link(["Subacute Deliriums"])[0]["Chemical"][0].concept_ids == ("D003693",)
+
+
 def test_annotate_gives_the_rows_bioel_link_writes(demo_output, tmp_path):
     from bioel_core.models import shipped_path
     from bioel_core.tables import read_table

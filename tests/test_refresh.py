@@ -7,6 +7,7 @@ refresh, the CLI."""
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import bioel_core.refresh as refresh_module
 from bioel_core.embeddings import ModelMismatchError, check_names_unchanged, read_embeddings
 from bioel_core.guards import EmptyOutputError
 from bioel_core.index import IndexSpec, ShardedIndex, shard_of
+from bioel_core.outputs.details import EmbedDetails, IndexDetails, IngestDetails
 from bioel_core.models import Encoder, TransformerEncoder, load_encoder
 from bioel_core.quality import format_summary, report
 from bioel_core.refresh import REPORT_FILE, diff_names, refresh
@@ -187,6 +189,30 @@ def test_refreshed_folders_are_normal_outputs(kb, refreshed):
         summary = report(folder, output_dir=out / f"quality-{folder.name}")
         assert summary["passed"], format_summary(summary)
     assert_published(out / "emb") and assert_published(out / "idx")
+
+
+def test_refresh_and_the_pipelines_build_the_same_manifest_details(kb, refreshed):
+    """One builder per stage: the refreshed embeddings' and index's own fields are a full embed's and build-index's
+    of the new KB, but for the refresh account and the embeddings folder the index names (another folder, another
+    version: its manifest has that account). Read typed, written back as the very dicts on disk."""
+    out, _, _ = refreshed
+    manifests = {name: read_manifest(folder) for name, folder in
+                 (("emb", out / "emb"), ("idx", out / "idx"), ("full_emb", kb["full_emb"]), ("full_idx", kb["full_idx"]))}
+    emb, full_emb = EmbedDetails.from_dict(manifests["emb"]), EmbedDetails.from_dict(manifests["full_emb"])
+    idx, full_idx = IndexDetails.from_dict(manifests["idx"]), IndexDetails.from_dict(manifests["full_idx"])
+    assert emb.refresh["shards_rewritten"] and idx.refresh["shards_rebuilt"] and full_emb.refresh is full_idx.refresh is None
+    assert replace(emb, refresh=None) == full_emb
+    assert emb.names.path == str(kb["new"]) and emb.model.fingerprint == full_emb.model.fingerprint
+    assert idx.embeddings.path == str(out / "emb") and full_idx.embeddings.path == str(kb["full_emb"])
+    assert replace(idx, refresh=None, embeddings=full_idx.embeddings) == full_idx
+    for name in ("counts", "reconciliation"):
+        assert manifests["emb"][name] == manifests["full_emb"][name] and manifests["idx"][name] == manifests["full_idx"][name]
+    for name, details in (("emb", emb), ("idx", idx), ("full_emb", full_emb), ("full_idx", full_idx)):
+        written = details.to_dict()
+        assert written == {key: manifests[name][key] for key in written}, name
+    ingested = read_manifest(kb["new"])
+    written = IngestDetails.from_dict(ingested).to_dict()
+    assert written == {key: ingested[key] for key in written} and written["normalizer"]["version"] == emb.names.normalizer_version
 
 
 def test_diff_report_lists_exactly_the_changes(refreshed):

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from bioel_core.index.build import normalized, set_search_params
 from bioel_core.index.layout import PIPELINE, check_id_map_schema, shard_files
+from bioel_core.outputs.details import IndexDetails
 from bioel_core.outputs.fs import LOCAL, FileSystem
 from bioel_core.tables import data_root, read_output_manifest
 
@@ -117,12 +118,13 @@ class ShardedIndex:
         self.folder = Path(folder)
         self.threads = threads
         self.manifest = read_index_manifest(folder)
+        self.details = IndexDetails.from_dict(self.manifest)
         self.root = data_root(folder, self.manifest)  # the generation holding the shard files
-        self.dimension = int(self.manifest["index"]["dimension"])
-        records = sorted(self.manifest["shards"], key=lambda r: r["shard"])
-        if [r["shard"] for r in records] != list(range(self.manifest["num_shards"])):
+        self.dimension = int(self.details.index.dimension)
+        records = sorted(self.details.shards, key=lambda r: r["shard"])
+        if [r["shard"] for r in records] != list(range(self.details.num_shards)):
             raise IndexIntegrityError(f"{folder}: the manifest lists shards {[r['shard'] for r in records]}, "
-                                      f"expected 0..{self.manifest['num_shards'] - 1}")
+                                      f"expected 0..{self.details.num_shards - 1}")
         missing = [f for r in records for f in shard_files(r).values() if not (self.root / f).is_file()]
         if missing:
             raise FileNotFoundError(f"{folder}: index shard file(s) missing: {', '.join(missing)}")
@@ -167,7 +169,7 @@ class ShardedIndex:
 
     @property
     def model_fingerprint(self) -> str | None:
-        return self.manifest.get("model_fingerprint")
+        return self.details.model_fingerprint
 
     def search(self, queries: np.ndarray, k: int, exact_scores: bool = False) -> SearchResult:
         """Top k of every shard merged: (scores, name_ids, concept_ids), each (q, k), best first.

@@ -348,12 +348,12 @@ class AnnotatorSpec:
         """The model folder that embeds this type's mentions and built its index (None: the shipped default)."""
         return dict(self.type_models).get(entity_type, self.model)
 
-    def versions(self) -> tuple[str, str]:
+    def versions(self, models: dict | None = None) -> tuple[str, str]:
         """(model version, KB version), after checking before any work that each entity type's model is the one
-        its index was built with."""
+        its index was built with. `models`: those `open_models` gave, to open them once for `open` too."""
         sources = self._sources()
         self._check_stop_lists(sources)
-        models = self._open_models()
+        models = self.open_models() if models is None else models
         fingerprints = {}
         for entity_type, source in sources.items():
             found = models[self.model_for(entity_type)].fingerprint()
@@ -379,7 +379,7 @@ class AnnotatorSpec:
             except ValueError as err:
                 raise ValueError(f"--stop-list {path}: {err}") from None
 
-    def _open_models(self) -> dict:
+    def open_models(self) -> dict:
         """Model folder -> its opened encoder, once per folder; the document model checked against the detector."""
         from bioel_core.models import open_model
 
@@ -433,7 +433,8 @@ class AnnotatorSpec:
             payload["generative"] = _model_files(self.generative)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
-    def open(self) -> DocumentAnnotator:
+    def open(self, models: dict | None = None) -> DocumentAnnotator:
+        """The annotator; `models`: the encoders `open_models` gave (already checked by `versions`), else opened here."""
         from bioel_core.linking.dense import DenseLinker
         from bioel_core.linking.generative import GenerativeLinker, open_generative
         from bioel_core.linking.rerank import RerankLinker, open_reranker
@@ -441,7 +442,7 @@ class AnnotatorSpec:
         from bioel_core.text.detect import DictionaryDetector, StopList
 
         # whole-tree generative linking needs no name encoder (versions() has checked the indexes' models)
-        encoders = self._open_models() if self.generative is None else {}
+        encoders = {} if self.generative is not None else self.open_models() if models is None else models
         encoder = encoders.get(self.model)
         reranker = open_reranker(self.reranker, self.device, reproducible=True) if self.reranker else None
         generative = open_generative(self.generative, self.device) if self.generative else None

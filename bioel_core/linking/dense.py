@@ -81,14 +81,14 @@ class DenseLinker(Linker):
         from bioel_core.index import ShardedIndex
 
         shards = ShardedIndex(index_dir, verify=verify, threads=threads)
-        names_dir = names_dir or shards.manifest["names"]["path"]
+        names_dir = names_dir or shards.details.names.path
         if names is None:
             names = NameSet.from_names_table(names_dir)
-        recorded = shards.manifest["model"]
+        recorded = shards.details.model
         if encoder is None:
-            pooling = pooling or recorded.get("pooling")
-            encoder = open_model(model or recorded["path"], pooling, device)
-        model_path = str(model_folder(model)) if model else recorded["path"]
+            pooling = pooling or recorded.pooling
+            encoder = open_model(model or recorded.path, pooling, device)
+        model_path = str(model_folder(model)) if model else recorded.path
         return cls(names, encoder, model_path, pooling, batch_size=batch_size, shards=shards, reproducible=reproducible,
                    names_dir=names_dir)
 
@@ -96,12 +96,12 @@ class DenseLinker(Linker):
         """Check the model, and map every indexed name_id to the row of its name (-1: not in these names)."""
         if shards.model_fingerprint != self.encoder.fingerprint():
             raise ModelMismatchError(
-                f"{shards.folder}: the index was built from embeddings of the model at {shards.manifest['model']['path']} "
+                f"{shards.folder}: the index was built from embeddings of the model at {shards.details.model.path} "
                 f"(fingerprint {str(shards.model_fingerprint)[:12]}); this model has fingerprint "
                 f"{self.encoder.fingerprint()[:12]}: queries would not be comparable with the indexed vectors")
         from bioel_core.tables import read_table
 
-        table = read_table(self.names_dir or shards.manifest["names"]["path"], "names", ["name_id", "name_norm"])
+        table = read_table(self.names_dir or shards.details.names.path, "names", ["name_id", "name_norm"])
         ids = table.column("name_id").to_numpy()
         rows = np.fromiter((self.exact.row_of.get(n, -1) for n in table.column("name_norm").to_pylist()),
                            dtype=np.int64, count=len(ids))

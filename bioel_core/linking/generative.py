@@ -26,7 +26,6 @@ from bioel_core.linking.base import Linker
 from bioel_core.linking.exact import NameIndex
 from bioel_core.linking.prefix_tree import PrefixTree
 from bioel_core.linking.rerank import ModelReranker
-from bioel_core.models.base import read_config
 from bioel_core.names import NameSet
 
 TREE_FILE = "prefix_tree.npz"
@@ -38,21 +37,16 @@ MAX_NAMES_PER_CONCEPT = 8
 
 def open_generative(folder: str | Path, device: str = "cpu"):
     """A generative model folder, refused before loading when it is another kind of model."""
-    from bioel_core.models import load_encoder
+    from bioel_core.models import open_model
 
-    check_generative(folder)
-    return load_encoder(folder, device)
+    return open_model(folder, device=device, role="generative")
 
 
 def check_generative(folder: str | Path) -> None:
     """Refuses, before anything is loaded, a folder that is not a generative model."""
-    try:
-        found = read_config(folder).get("encoder_type")
-    except FileNotFoundError:
-        raise ValueError(f"{folder}: not a model folder (no bioel_encoder.json)") from None
-    if found != "generative":
-        raise ValueError(f"{folder}: a {found} model; generative linking needs a generative model "
-                         f"(`bioel train --encoder generative`)")
+    from bioel_core.models import check_kind
+
+    check_kind(folder, "generative")
 
 
 class GenerativeLinker(Linker):

@@ -98,15 +98,9 @@ def is_reranker_folder(folder: str | Path) -> bool:
 
 def check_reranker(folder: str | Path) -> str:
     """The folder's encoder_type, after refusing (before anything is loaded) a folder that is not a reranker."""
-    try:
-        found = read_config(folder).get("encoder_type")
-    except FileNotFoundError:
-        raise ValueError(f"--reranker {folder}: not a model folder (no bioel_encoder.json)") from None
-    if found not in RERANKERS:
-        raise ValueError(f"--reranker {folder}: a {found} model; a reranker is a cross-encoder "
-                         f"(`bioel train --encoder cross-encoder`), a generative model (`--encoder generative`) "
-                         f"or an ensemble of them (`bioel ensemble`)")
-    return found
+    from bioel_core.models import check_kind
+
+    return check_kind(folder, "reranker")
 
 
 def open_reranker(folder: str | Path, device: str = "cpu", reproducible: bool = False) -> Reranker:
@@ -142,10 +136,9 @@ class CrossEncoderReranker(ModelReranker):
 
     @classmethod
     def open(cls, folder: str | Path, device: str = "cpu", reproducible: bool = False) -> CrossEncoderReranker:
-        from bioel_core.models import load_encoder
+        from bioel_core.models import open_model
 
-        check_reranker(folder)
-        return cls(load_encoder(folder, device), reproducible=reproducible)
+        return cls(open_model(folder, device=device, role="reranker"), reproducible=reproducible)
 
     def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence[ConceptCandidate]]) -> list[np.ndarray]:
         pairs = [(q, concept_text(c)) for q, cands in zip(queries, candidates) for c in cands]

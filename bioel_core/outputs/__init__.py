@@ -1,16 +1,33 @@
-"""The output layer: how every verb (and `bioel refresh`) lays out, writes, describes and publishes an output
-folder. Beam-free: pipelines pass an adapter over Beam's FileSystems, refresh the local filesystem."""
+"""The output layer: how every verb (and `bioel refresh`) lays out, writes, describes, reads, versions and publishes an
+output folder, and the rules every output folder obeys. Beam-free: pipelines pass an adapter over Beam's
+FileSystems, refresh the local filesystem.
 
-from bioel_core.outputs.fs import LOCAL, FileSystem, LocalFileSystem, absolute, as_path, is_local
-from bioel_core.outputs.layout import (MANIFEST, QUALITY, STATS_FILE, check_num_shards, embeddings_table, name_chunks,
-                                       parquet_bytes, parquet_rows, read_json, shard_name, write_json, write_parquet)
-from bioel_core.outputs.lock import LOCK, ConcurrentRunError, OutputError
-from bioel_core.outputs.manifest import VERBS, Manifest, utc_now
-from bioel_core.outputs.publish import FAULT_ENV, STEPS, OutputFolder, read_pointer
+    names     file and folder names, the verbs          errors    why a folder is not published or not readable
+    layout    shard names, Parquet and JSON writing     manifest  the Manifest envelope, content versions
+    details   each verb's own manifest fields, typed    reading   a finished output's manifest, its data root
+    versions  a folder's version, unchanged-source      rules     output-vs-input refusals, no-rows refusal
+    lock, publish, runs: the folder lock, publishing a generation, sorted spill runs
 
-__all__ = [
-    "FAULT_ENV", "LOCAL", "LOCK", "MANIFEST", "QUALITY", "STATS_FILE", "STEPS", "VERBS", "ConcurrentRunError", "FileSystem",
-    "LocalFileSystem", "Manifest", "OutputError", "OutputFolder", "absolute", "as_path", "check_num_shards", "embeddings_table", "is_local",
-    "name_chunks", "parquet_bytes", "parquet_rows", "read_json", "read_pointer", "shard_name", "utc_now",
-    "write_json", "write_parquet",
-]
+Names are imported on first use (as bioel_core.index's): the CLI's light paths read `rules` without pyarrow.
+"""
+
+from bioel_core.lazy import lazy_exports
+
+_EXPORTS = {
+    **dict.fromkeys(["LOCAL", "FileSystem", "LocalFileSystem", "absolute", "as_path", "is_local"], "bioel_core.outputs.fs"),
+    **dict.fromkeys(["MANIFEST", "QUALITY", "STATS_FILE", "VERBS"], "bioel_core.outputs.names"),
+    **dict.fromkeys(["check_num_shards", "embeddings_table", "name_chunks", "parquet_bytes", "parquet_rows", "read_json",
+                     "shard_name", "write_json", "write_parquet"], "bioel_core.outputs.layout"),
+    **dict.fromkeys(["LOCK", "ConcurrentRunError", "OutputError"], "bioel_core.outputs.lock"),
+    **dict.fromkeys(["Manifest", "content_sha256", "utc_now"], "bioel_core.outputs.manifest"),
+    **dict.fromkeys(["FAULT_ENV", "STEPS", "OutputFolder", "read_pointer"], "bioel_core.outputs.publish"),
+    **dict.fromkeys(["EmptyOutputError", "IncompleteOutputError", "QualityGateError", "UnpublishedError",
+                     "UnreconciledError"], "bioel_core.outputs.errors"),
+    **dict.fromkeys(["data_root", "json_object", "read_json_object", "read_manifest", "read_output_manifest"],
+                    "bioel_core.outputs.reading"),
+    **dict.fromkeys(["check_unchanged_source", "is_version_of", "manifest_sha256"], "bioel_core.outputs.versions"),
+    **dict.fromkeys(["check_model_output", "check_not_an_input", "check_not_empty", "check_output_folder",
+                     "refuse_empty"], "bioel_core.outputs.rules"),
+}
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

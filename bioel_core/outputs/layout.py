@@ -20,15 +20,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bioel_core.outputs.fs import FileSystem
+from bioel_core.outputs.names import (MANIFEST, QUALITY, REJECTED, REPORT_FILES, REPORT_HTML,  # noqa: F401 (re-exported)
+                                      REPORT_SUMMARY, STATS_FILE)
 from schemas import embeddings_schema
-
-MANIFEST = "manifest.json"
-STATS_FILE = "_stats.json"  # the job's counters, written by the pipeline into its generation folder
-QUALITY = "quality"
-REJECTED = "rejected"
-REPORT_SUMMARY = "summary.json"  # a quality report's files (bioel_core.quality.report), in QUALITY or REJECTED
-REPORT_HTML = "report.html"
-REPORT_FILES = (REPORT_SUMMARY, REPORT_HTML)
 
 
 def shard_name(index: int, num_shards: int, suffix: str = ".parquet") -> str:

@@ -12,9 +12,9 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 
 import bioel_core
+from bioel_core.outputs.names import VERBS
 from schemas import SCHEMA_VERSION
 
-VERBS = ("ingest-kb", "embed", "build-index", "link", "build")
 # how a run went, not what its output holds: a re-run of the same inputs writes a new generation at another time,
 # perhaps on other workers, and its tables are the same bytes, so its version (content_sha256) must be too
 RUN_FIELDS = ("generation", "created_utc", "runner", "options")

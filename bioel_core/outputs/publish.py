@@ -26,7 +26,7 @@ import signal
 import uuid
 from collections.abc import Callable
 
-from bioel_core.guards import UnreconciledError
+from bioel_core.outputs.errors import UnreconciledError
 from bioel_core.outputs.fs import FileSystem
 from bioel_core.outputs.layout import MANIFEST, QUALITY, REJECTED, REPORT_FILES, REPORT_SUMMARY, parquet_rows
 from bioel_core.outputs.lock import FolderLock, OutputError

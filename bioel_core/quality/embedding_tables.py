@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from bioel_core.embeddings import check_names_unchanged, read_embeddings_manifest, vectors_of
+from bioel_core.embeddings import check_names_unchanged, read_embeddings_details, vectors_of
 from bioel_core.outputs.fs import LOCAL, FileSystem
 from bioel_core.quality import frames as table_frames
 from bioel_core.quality.frames import histogram, read_dead_letters
@@ -36,7 +36,7 @@ class EmbeddingTables:
 
     def __init__(self, emb_dir: str | Path, fs: FileSystem = LOCAL):
         self.emb_dir, self.fs, self.batch_rows = emb_dir, fs, table_frames.BATCH_ROWS
-        self.manifest = read_embeddings_manifest(emb_dir, fs=fs)
+        self.details = read_embeddings_details(emb_dir, fs=fs)
         self.names_dir = check_names_unchanged(emb_dir, fs)
         names = read_table(self.names_dir, "names", ["name_id", "concept_id"], fs)
         self.name_ids, self.name_concepts = names.column("name_id").combine_chunks(), names.column("concept_id").combine_chunks()
@@ -105,7 +105,7 @@ def checks(emb_dir: str | Path, fs: FileSystem = LOCAL) -> tuple[dict, Iterator,
     """({table: suite}, (table, frame) pairs, stats) for the report; the stats complete once the frames are read."""
     tables, dead = EmbeddingTables(emb_dir, fs), read_dead_letters(emb_dir, fs)
     names = len(tables.name_ids)
-    suites = {"embeddings": embeddings_suite(tables.manifest["model"]["dim"], names - len(dead), names),
+    suites = {"embeddings": embeddings_suite(tables.details.model.dim, names - len(dead), names),
               "dead_letter": dead_letter_suite(names)}
     stats: dict = {}  # filled once the vectors have been read (their norms)
 
@@ -114,7 +114,7 @@ def checks(emb_dir: str | Path, fs: FileSystem = LOCAL) -> tuple[dict, Iterator,
         norms = pd.Series(np.concatenate(tables.norms) if tables.norms else np.empty(0))
         finite = norms.dropna()
         stats.update({"embeddings": len(norms), "dead_letters": len(dead), "names": names,
-                      "dim": tables.manifest["model"]["dim"], "names_dir": str(tables.names_dir),
+                      "dim": tables.details.model.dim, "names_dir": str(tables.names_dir),
                       "norm": {"min": round(float(finite.min()), 6) if len(finite) else None,
                                "max": round(float(finite.max()), 6) if len(finite) else None},
                       "norm_histogram": histogram(finite, _norm_bounds(finite))})

@@ -23,6 +23,7 @@ from bioel_core.index import read_index_manifest, shard_of
 from bioel_core.index.layout import shard_bytes, shard_files
 from bioel_core.index.sharded import file_sha256
 from bioel_core.outputs.fs import LOCAL, FileSystem, is_local
+from bioel_core.outputs.details import IndexDetails
 from bioel_core.outputs.layout import parquet_rows
 from bioel_core.quality.frames import Tally, distribution
 from bioel_core.quality.kb_tables import CRITICAL, _tag
@@ -64,14 +65,15 @@ def _shard_row(folder: str, record: dict, fs: FileSystem) -> tuple[dict, pd.Data
 
 def load_frames(index_dir: str | Path, fs: FileSystem = LOCAL) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     manifest = read_index_manifest(index_dir, fs=fs)
-    emb_dir = manifest["embeddings"]["path"]
+    details = IndexDetails.from_dict(manifest)
+    emb_dir = details.embeddings.path
     read_embeddings_manifest(emb_dir, fs=fs)
     embeddings_rows = parquet_rows(fs, [str(f) for f in table_files(emb_dir, "embeddings", fs)])
-    names_dir = manifest["names"]["path"]
+    names_dir = details.names.path
     names = read_table(names_dir, "names", ["name_id", "concept_id"], fs).to_pandas().set_index("name_id")["concept_id"]
 
     rows, maps = [], []
-    for record in sorted(manifest["shards"], key=lambda r: r["shard"]):
+    for record in sorted(details.shards, key=lambda r: r["shard"]):
         row, ids = _shard_row(str(data_root(index_dir, manifest, fs)), record, fs)
         rows.append(row)
         if ids is not None:
@@ -81,11 +83,11 @@ def load_frames(index_dir: str | Path, fs: FileSystem = LOCAL) -> tuple[pd.DataF
     known = id_map["name_id"].isin(names.index)
     id_map["unknown_name_id"] = id_map["name_id"].where(~known)
     id_map["concept_mismatch_name_id"] = id_map["name_id"].where(known & (id_map["name_id"].map(names) != id_map["concept_id"]))
-    home = shard_of(id_map["name_id"].to_numpy(dtype="int64"), manifest["num_shards"])
+    home = shard_of(id_map["name_id"].to_numpy(dtype="int64"), details.num_shards)
     id_map["misplaced_name_id"] = id_map["name_id"].where(home != id_map["shard"].to_numpy())
-    counts = {"kind": manifest["index"]["kind"], "dimension": manifest["index"]["dimension"],
-              "num_shards": manifest["num_shards"], "vectors": manifest["vectors"], "embeddings_rows": embeddings_rows,
-              "names_dir": str(names_dir), "index_bytes": sum(shard_bytes(r) for r in manifest["shards"])}
+    counts = {"kind": details.index.kind, "dimension": details.index.dimension,
+              "num_shards": details.num_shards, "vectors": details.vectors, "embeddings_rows": embeddings_rows,
+              "names_dir": str(names_dir), "index_bytes": sum(shard_bytes(r) for r in details.shards)}
     return id_map, shards, counts
 
 
