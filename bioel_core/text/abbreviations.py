@@ -42,6 +42,11 @@ def is_statistic(text: str) -> bool:
     return _STATISTIC.search(text) is not None
 
 
+def crosses_boundary(text: str) -> bool:
+    """Whether `text` holds what no long form may span: a clause end, a parenthesis or a statistic."""
+    return _window(text, 0, len(text)) > 0
+
+
 def is_bare_number(word: str) -> bool:
     """Whether `word` (trailing commas and the like aside) is only a number, a range or a percentage."""
     return _BARE_NUMBER.fullmatch(word.strip(",;.")) is not None
