@@ -25,6 +25,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# The version of these rules and of how detection uses them (bioel_core.text.detect): part of a linking run's
+# settings (AnnotatorSpec.settings_sha256), so an incremental run links again what older rules annotated.
+ABBREVIATION_RULES = "schwartz-hearst-2003/guarded-2"
 MIN_SHORT_CHARS, MAX_SHORT_CHARS = 2, 10
 # A long form never spans a sentence or clause end, nor a parenthesis: its window starts after the last one.
 _BOUNDARY = re.compile(r"[.!?;:](?=\s|$)|[()\[\]{}]")
