@@ -22,8 +22,9 @@ How `DictionaryDetector` matches:
   it is linked by. A long form is plausible when it is a noun phrase headed by a mention: a detected mention
   ends it ("levodopa-induced dyskinesias (LID)" with "dyskinesias" found) and the words before that mention are
   modifiers, none a function word or a ", " ("the maximum tolerated dose of paclitaxel (Taxol)", "thrombin and
-  tranexamic acid (AMCA)" are not). When the long form is not plausible, the document has said SF means
-  something else: dictionary matches that are exactly SF are dropped.
+  tranexamic acid (AMCA)" are not: the definition is unclear, SF is neither expanded nor dropped). When no
+  mention ends the long form, the document has said SF means something else: dictionary matches that are
+  exactly SF are dropped.
 """
 
 from __future__ import annotations
@@ -296,23 +297,29 @@ class DictionaryDetector(MentionDetector):
                         link_text=link) for (s, e), link in sorted(found.items())]
 
     @staticmethod
-    def _plausible(text: str, start: int, end: int, found: Collection[tuple[int, int]]) -> bool:
-        """Whether text[start:end], a long form, is a mention headed by one of `found`: a found span ends it and the
-        words before that span are modifiers (no function word, no ", ")."""
+    def _plausible(text: str, start: int, end: int, found: Collection[tuple[int, int]]) -> bool | None:
+        """Whether text[start:end], a long form, is a mention headed by one of `found`: True when a found span ends it
+        and the words before that span are modifiers (no function word, no ", "); None (unclear) when they are not;
+        False when no found span ends it."""
         head = min((s for s, e in found if e == end and start <= s), default=None)
         if head is None:
             return False
         modifiers = text[start:head]
-        return ", " not in modifiers and not any(w.lower() in FUNCTION_WORDS and not w.isupper()
-                                                 for w in re.findall(r"[^\W\d_]+", modifiers))
+        if ", " in modifiers or any(w.lower() in FUNCTION_WORDS and not w.isupper() for w in re.findall(r"[^\W\d_]+", modifiers)):
+            return None
+        return True
 
     def _abbreviations(self, document: Document, found: dict[tuple[int, int], str]) -> None:
-        defined: dict[str, str | None] = {}  # short form -> long form if a mention, None if not
+        defined: dict[str, str | None] = {}  # short form -> long form if a mention, None if something else
+        unclear: set[str] = set()  # short forms whose definition says neither: their matches stand as they are
         for p in document.passages:
             for a in find_abbreviations(p.text):
-                if a.short not in defined:  # the first definition holds, as abbreviation_map has it
-                    start, end = p.offset + a.long_start, p.offset + a.long_end
-                    defined[a.short] = a.long if self._plausible(document.text, start, end, found) else None
+                if a.short not in defined and a.short not in unclear:  # the first definition holds (abbreviation_map)
+                    plausible = self._plausible(document.text, p.offset + a.long_start, p.offset + a.long_end, found)
+                    if plausible is None:
+                        unclear.add(a.short)
+                    else:
+                        defined[a.short] = a.long if plausible else None
         if not defined:
             return
         pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(defined, key=len, reverse=True)) + r")(?![\w-])")
