@@ -206,12 +206,13 @@ def test_a_long_form_that_is_no_plausible_mention_defines_no_mention():
                    "AMCA was given with the maximum tolerated dose of paclitaxel (Taxol). Taxol again.")
     assert [(m.text, m.link_text) for m in det.detect(document)] == [
         ("tranexamic acid", ""), ("paclitaxel", ""), ("Taxol", ""), ("Taxol", "")]
-    # modifiers of the head are fine, capitals ("A") are no function word, nor are commas inside a word
-    det = detector("botulinum toxin", "dihydroxytryptamine")
-    document = doc("Type A botulinum toxin (TABT) and 5,7-dihydroxytryptamine (5,7-DHT).", "TABT and 5,7-DHT.")
+    # modifiers of the head are fine, capitals ("A") are no function word, and a comma is no clause in a name
+    det = detector("botulinum toxin", "dihydroxytryptamine", "tris salt")
+    document = doc("Type A botulinum toxin (TABT) and 5,7-dihydroxytryptamine (5,7-DHT).",
+                   "TABT and 5,7-DHT; cholesteryl hemisuccinate, tris salt (CS).")
     assert [(m.text, m.link_text) for m in det.detect(document) if m.link_text] == [
         ("TABT", "Type A botulinum toxin"), ("5,7-DHT", "5,7-dihydroxytryptamine"), ("TABT", "Type A botulinum toxin"),
-        ("5,7-DHT", "5,7-dihydroxytryptamine")]
+        ("5,7-DHT", "5,7-dihydroxytryptamine"), ("CS", "cholesteryl hemisuccinate, tris salt")]
 
 
 def test_statistics_in_parentheses_make_no_mention_and_mentions_are_the_text_as_written():

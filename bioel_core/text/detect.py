@@ -21,8 +21,8 @@ How `DictionaryDetector` matches:
   says; a longer mention around an occurrence stands. The mention is SF as written; the long form is only what
   it is linked by. A long form is plausible when it is a noun phrase headed by a mention: a detected mention
   ends it ("levodopa-induced dyskinesias (LID)" with "dyskinesias" found) and the words before that mention are
-  modifiers, none a function word or a ", " ("the maximum tolerated dose of paclitaxel (Taxol)", "thrombin and
-  tranexamic acid (AMCA)" are not: the definition is unclear, SF is neither expanded nor dropped). When no
+  modifiers, none a function word ("the maximum tolerated dose of paclitaxel (Taxol)", "thrombin and tranexamic
+  acid (AMCA)" are not: the definition is unclear, SF is neither expanded nor dropped). When no
   mention ends the long form, the document has said SF means something else: dictionary matches that are
   exactly SF are dropped.
 """
@@ -299,13 +299,13 @@ class DictionaryDetector(MentionDetector):
     @staticmethod
     def _plausible(text: str, start: int, end: int, found: Collection[tuple[int, int]]) -> bool | None:
         """Whether text[start:end], a long form, is a mention headed by one of `found`: True when a found span ends it
-        and the words before that span are modifiers (no function word, no ", "); None (unclear) when they are not;
-        False when no found span ends it."""
+        and the words before that span are modifiers (no function word: "cholesteryl hemisuccinate, tris salt" is a
+        name); None (unclear) when they are not; False when no found span ends it."""
         head = min((s for s, e in found if e == end and start <= s), default=None)
         if head is None:
             return False
         modifiers = text[start:head]
-        if ", " in modifiers or any(w.lower() in FUNCTION_WORDS and not w.isupper() for w in re.findall(r"[^\W\d_]+", modifiers)):
+        if any(w.lower() in FUNCTION_WORDS and not w.isupper() for w in re.findall(r"[^\W\d_]+", modifiers)):
             return None
         return True
 
