@@ -167,3 +167,13 @@ def test_gene_like_symbols_define_or_not_as_their_words_allow():
     assert pairs("integrin-linked kinase (ILK) in hepatocytes") == [("ILK", "integrin-linked kinase")]
     assert pairs("the BRCA1 gene (BRCA1) and") == []  # a long form may not end with its own short form
     assert pairs("mutations of TP53 (p53) were") == []  # the parenthesis holds no letters-for-words definition
+
+
+def test_what_counts_as_a_statistic():
+    from bioel_core.text.abbreviations import is_bare_number, is_statistic
+
+    for text in ("OR=12.619", "n = 101", "p<0.05", "95% CI", "HR 1.2", "RR 0.8", "mean \u00b1 SD", "CI 2.6-19.7"):
+        assert is_statistic(text), text
+    for text in ("0.9% saline", "HR", "OR", "heart rate", "IL-6", "5-HT"):
+        assert not is_statistic(text), text
+    assert is_bare_number("12") and is_bare_number("2.5%") and is_bare_number("2.6-19.7,") and not is_bare_number("IL6")

@@ -31,8 +31,9 @@ ABBREVIATION_RULES = "schwartz-hearst-2003/guarded-2"
 MIN_SHORT_CHARS, MAX_SHORT_CHARS = 2, 10
 # A long form never spans a sentence or clause end, nor a parenthesis: its window starts after the last one.
 _BOUNDARY = re.compile(r"[.!?;:](?=\s|$)|[()\[\]{}]")
-# A statistic: a comparison or equality sign, a percentage, or a ratio / interval name followed by its figure.
-_STATISTIC = re.compile(r"[=<>\u2264\u2265\u00b1]|\d\s*%|\b(?:OR|HR|RR|CI|SD|SEM?|IQR)\s*\d")
+# A statistic: a comparison or equality sign, a confidence level ("95% CI"), or a ratio / interval name followed by
+# its figure. A bare percentage is none: "0.9% saline" is a chemical.
+_STATISTIC = re.compile(r"[=<>\u2264\u2265\u00b1]|\d\s*%\s*CI\b|\b(?:OR|HR|RR|CI|SD|SEM?|IQR)\s*\d")
 _BARE_NUMBER = re.compile(r"[-+\u2212]?\d+(?:[.,]\d+)*(?:[-\u2013]\d+(?:[.,]\d+)*)?%?")
 _WORD = re.compile(r"\S+")
 # Latin connectives written in parentheses, "(i.e., desogestrel)": the paper's rules would take them as short forms
