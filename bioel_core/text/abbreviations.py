@@ -17,7 +17,7 @@ What abstracts put in parentheses besides definitions, which the paper's rules l
 - a long form never reaches back over a clause end (`;`, `:`, a sentence end), a parenthesis or a statistic:
   its words are taken after the last of them;
 - a long form holds no bare number (`12`, `2.5`, `10%`) that the short form does not write ("interleukin 6
-  (IL6)" holds its 6; "2 doses of heparin (DH)" would hold a 2 nobody abbreviated).
+  (IL6)" holds its 6; "heparin 2 doses (HD)" would hold a 2 nobody abbreviated).
 """
 
 from __future__ import annotations
