@@ -7,12 +7,11 @@ What is left out is what `e2e` leaves out (`scored_mentions`): annotations witho
 predictions) and the parts of a composite mention stated apart (BioC IndividualMention). Ids are compared plain
 (`plain_id`: `MESH:D003920` = `D003920`).
 
-Composite gold ids. A BC5CDR composite mention states one id per part, `D002318|D012131` for "cardiovascular, and
-respiratory depression": the document mentions both concepts, so each id joins the document's set, as the
-BioCreative evaluation kit reads the id field (split on `|`; NCBI's `+` too, as `bioel_core.corpora.pubtator`
-splits). A prediction is one concept: its id and its concept's alt ids (an annotations table's `alt_ids`,
-`annotation_mentions`) are one predicted pair, right when any of them is in the gold set, so a MEDIC concept
-predicted as `D001260` with alt id `OMIM:208900` is one pair, right or wrong once.
+Composite ids. A BC5CDR composite mention states one id per part, `D002318|D012131` for "cardiovascular, and
+respiratory depression": each id is a (type, id) pair of the document, on either side, as the BioCreative V CDR
+evaluation kit (BC5CDR_Evaluation-0.0.3, `Evaluate id`) reads the id field; on the kit's own sample its TP / FP / FN
+are these (tests/test_e2e_concepts.py, whose fixture the kit scored). So score a linker by the ids it writes (a
+PubTator or BioC copy: one id a mention), not by `annotation_mentions`, whose alt ids would each count as a claim.
 
 Unlinkable gold (`unlinkable`): the gold annotations with an id none of whose ids is in their type's KB (the
 concepts table's ids and alt ids, `kb_ids`), and the document-level gold pairs whose id is not: what no linker with
@@ -40,20 +39,11 @@ def _prf(correct: int, n_pred: int, matched: int, n_gold: int) -> dict:
             "correct_pred": correct, "matched_gold": matched}
 
 
-def _gold_pairs(items: Iterable[Document | Mention], keep) -> dict[str, set[tuple[str, str]]]:
-    """{document: {(type, id)}}: every id of every gold annotation (a composite's ids each)."""
+def _pairs(items: Iterable[Document | Mention], keep) -> dict[str, set[tuple[str, str]]]:
+    """{document: {(type, id)}}: every id of every annotation `keep` takes (a composite's ids each)."""
     pairs: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for m, ids in scored_mentions(items, keep, defaultdict(int)):
         pairs[m.doc_id] |= {(m.entity_type, i) for i in ids}
-    return pairs
-
-
-def _pred_pairs(items: Iterable[Document | Mention], keep) -> dict[str, dict[tuple[str, str], frozenset]]:
-    """{document: {(type, primary id): every id of that concept}}: one pair per concept predicted."""
-    pairs: dict[str, dict[tuple[str, str], frozenset]] = defaultdict(dict)
-    for m, ids in scored_mentions(items, keep, defaultdict(int)):
-        key = (m.entity_type, plain_id(m.concept_ids[0]))
-        pairs[m.doc_id][key] = pairs[m.doc_id].get(key, frozenset()) | ids
     return pairs
 
 
@@ -62,19 +52,16 @@ def concept_scores(gold: Iterable[Document | Mention], pred: Iterable[Document |
     """{entity type: P/R/F1 (percent) and counts, ..., "all": over every type}: document-level concept scores."""
     types = set(entity_types) if entity_types else None
     keep = lambda m: not types or not m.entity_type or m.entity_type in types  # noqa: E731 (as e2e_scores keeps them)
-    g, p = _gold_pairs(gold, keep), _pred_pairs(pred, keep)
+    g, p = _pairs(gold, keep), _pairs(pred, keep)
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # correct, n_pred, matched, n_gold
     for doc in set(g) | set(p):
-        gold_pairs, predicted = g.get(doc, set()), p.get(doc, {})
-        for (etype, _), ids in predicted.items():
-            c = counts[etype]
-            c[0] += any((etype, i) in gold_pairs for i in ids)
-            c[1] += 1
-        named = {(etype, i) for (etype, _), ids in predicted.items() for i in ids}
+        gold_pairs, predicted = g.get(doc, set()), p.get(doc, set())
+        for pair in predicted:
+            counts[pair[0]][0] += pair in gold_pairs
+            counts[pair[0]][1] += 1
         for pair in gold_pairs:
-            c = counts[pair[0]]
-            c[2] += pair in named
-            c[3] += 1
+            counts[pair[0]][2] += pair in predicted
+            counts[pair[0]][3] += 1
     out = {t: _prf(*counts[t]) for t in sorted(counts)}
     out[ALL_TYPES] = _prf(*(sum(c[k] for c in counts.values()) for k in range(4)))
     return out
@@ -98,7 +85,7 @@ def unlinkable(gold: Iterable[Document | Mention], ids_by_type: Mapping[str, set
     for m, ids in scored_mentions(gold, keep, defaultdict(int)):
         out[m.entity_type]["with_id"] += 1
         out[m.entity_type]["unlinkable"] += not (ids & ids_by_type[m.entity_type])
-    for pairs in _gold_pairs(gold, keep).values():
+    for pairs in _pairs(gold, keep).values():
         for etype, concept_id in pairs:
             out[etype]["concepts"] += 1
             out[etype]["concepts_unlinkable"] += concept_id not in ids_by_type[etype]
