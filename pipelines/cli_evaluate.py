@@ -219,9 +219,10 @@ def cmd_evaluate_e2e(args) -> int:
           f"({docs['gold_not_in_pred_annotations']:,} gold annotations counted as missed), "
           f"pred not in gold {docs['pred_not_in_gold']:,}")
     print("\ndocument-level concepts (BioCreative V CDR: the set of (type, id) per document)")
-    print(f"{'type':<12}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")
+    width = max(map(len, concepts)) + 2
+    print(f"{'type':<{width}}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")
     for etype, s in concepts.items():
-        print(f"{etype:<12}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}")
+        print(f"{etype:<{width}}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}")
     for etype, c in (missing or {}).items():
         print(f"gold {etype} ids the KB lacks: annotations {c['unlinkable']:,} of {c['with_id']:,} ({c['unlinkable_share']:.1f}%), "
               f"document concepts {c['concepts_unlinkable']:,} of {c['concepts']:,} ({c['concepts_unlinkable_share']:.1f}%)")
