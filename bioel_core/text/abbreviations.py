@@ -36,6 +36,7 @@ _BOUNDARY = re.compile(r"[.!?;:](?=\s|$)|[()\[\]{}]")
 _STATISTIC = re.compile(r"[=<>\u2264\u2265\u00b1]|\d\s*%\s*CI\b|\b(?:OR|HR|RR|CI|SD|SEM?|IQR)\s*\d")
 _BARE_NUMBER = re.compile(r"[-+\u2212]?\d+(?:[.,]\d+)*(?:[-\u2013]\d+(?:[.,]\d+)*)?%?")
 _WORD = re.compile(r"\S+")
+_WORD_END = re.compile(r"\s|$")
 # Latin connectives written in parentheses, "(i.e., desogestrel)": the paper's rules would take them as short forms
 _LATIN = frozenset({"i.e.", "ie.", "e.g.", "eg.", "cf.", "vs.", "viz.", "etc.", "et al."})
 
@@ -120,7 +121,7 @@ def _window(text: str, start: int, end: int) -> int:
     for m in _BOUNDARY.finditer(text, start, end):
         at = m.end()
     for m in _STATISTIC.finditer(text, at, end):
-        word_end = re.compile(r"\s|$").search(text, m.end())
+        word_end = _WORD_END.search(text, m.end())
         at = max(at, min(word_end.start(), end))
     return at
 
