@@ -41,9 +41,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.kbs import BIOEL, DATA, annotator_flags, built, model_tag, prepare, sh  # noqa: E402
 from bioel_core.corpora import read_pubtator  # noqa: E402
 from bioel_core.tables import data_root  # noqa: E402
+from bioel_core.evaluation.concepts import ALL_TYPES, concept_scores, kb_ids, unlinkable  # noqa: E402
 from bioel_core.evaluation.e2e import e2e_scores  # noqa: E402
-from bioel_core.kb.vocab import plain_id  # noqa: E402
-from bioel_core.tables import read_table  # noqa: E402
 from schemas import SCHEMA_VERSION  # noqa: E402
 
 CORPUS = DATA / "bc5cdr-corpus"
@@ -51,22 +50,9 @@ TYPES = ("Disease", "Chemical")
 PUBLISHED = {"dual encoder (Bhowmik et al.)": (73.8, 75.2), "MedType": (23.5, 25.7), "SciSpacy": (22.3, 24.0)}
 
 
-def kb_ids(kb: Path) -> set[str]:
-    table = read_table(kb, "concepts", ["concept_id", "alt_ids"])
-    ids = {plain_id(c) for c in table.column("concept_id").to_pylist()}
-    return ids | {plain_id(a) for alts in table.column("alt_ids").to_pylist() for a in alts}
-
-
-def unlinkable(gold_docs, ids_by_type: dict[str, set[str]]) -> dict[str, dict[str, int]]:
-    """Per type: gold annotations with an id, and those none of whose ids is in that type's KB."""
-    out = {t: {"with_id": 0, "unlinkable": 0} for t in TYPES}
-    for doc in gold_docs:
-        for m in doc.mentions:
-            ids = {plain_id(i) for i in m.concept_ids}
-            if m.entity_type in out and ids:
-                out[m.entity_type]["with_id"] += 1
-                out[m.entity_type]["unlinkable"] += not (ids & ids_by_type[m.entity_type])
-    return out
+def scored(gold, pred, types) -> dict:
+    """Mention-level strict / partial scores and document-level concept scores (BioCreative V CDR) of one run."""
+    return {**e2e_scores(gold, pred, types), "concepts": concept_scores(gold, pred, types)}
 
 
 SPLITS = {"test": (CORPUS / "CDR_TestSet.PubTator.txt", DATA / "ncbi-disease" / "raw_corpus" / "NCBItestset_corpus.txt"),
@@ -174,7 +160,7 @@ def main() -> None:
                                                 corpus))
         for types in (TYPES, ("Disease",), ("Chemical",)):
             rows.append({"corpus": "BC5CDR", "detector": "bundle", "run": Path(args.bundle_file).name,
-                         "types": "+".join(types), **e2e_scores(gold, pred, types)})
+                         "types": "+".join(types), **scored(gold, pred, types)})
     if args.bundle_only:
         detectors = []
     for detector, folder, chemical_folder in detectors:
@@ -189,29 +175,30 @@ def main() -> None:
         for run, cut in runs:
             pred = read_pubtator(link(kbs, folder, work / f"e2e-{split}-{tag}-{detector}-{'nil' if cut else 'all'}", cut, detector, corpus))
             for types in (TYPES, ("Disease",), ("Chemical",)):
-                rows.append({"corpus": "BC5CDR", "detector": label, "run": run, "types": "+".join(types), **e2e_scores(gold, pred, types)})
+                rows.append({"corpus": "BC5CDR", "detector": label, "run": run, "types": "+".join(types), **scored(gold, pred, types)})
         disease = {"Disease": kbs["Disease"]}
         pred = read_pubtator(link(disease, folder, work / f"e2e-ncbi{'' if split == 'test' else '-' + split}-{tag}-{detector}", {},
                                   detector, ncbi))
         rows.append({"corpus": "NCBI-disease", "detector": label, "run": "no NIL threshold", "types": "Disease",
-                     **e2e_scores(ncbi_gold, pred, None)})
+                     **scored(ncbi_gold, pred, None)})
         if detector == "model":
             pred = bio_predictions(folder, kbs, gold)
             for types in (TYPES, ("Disease",), ("Chemical",)):
                 rows.append({"corpus": "BC5CDR", "detector": "model BIO", "run": "no NIL threshold", "types": "+".join(types),
-                             **e2e_scores(gold, pred, types)})
+                             **scored(gold, pred, types)})
             pred = bio_predictions(folder, disease, ncbi_gold)
             rows.append({"corpus": "NCBI-disease", "detector": "model BIO", "run": "no NIL threshold", "types": "Disease",
-                         **e2e_scores(ncbi_gold, pred, None)})
+                         **scored(ncbi_gold, pred, None)})
 
     print(f"\nEnd to end on raw abstracts: BC5CDR {split} ({len(gold)}), NCBI-disease {split} ({len(ncbi_gold)}); "
           f"dictionary detector with {model}, chemicals with {chemical or 'the same'}; collective model {collective or '(none)'}")
     print(f"NIL thresholds (calibrated on BC5CDR dev): {thresholds_used}")
-    print(f"{'corpus':<14}{'detector':<13}{'run':<32}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}")
+    print(f"{'corpus':<14}{'detector':<13}{'run':<32}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}{'concept F1':>12}")
     for r in rows:
         s, p = r["strict"], r["partial"]
         print(f"{r['corpus']:<14}{r['detector']:<13}{r['run']:<32}{r['types']:<18}{s['precision']:>9.2f}{s['recall']:>7.2f}{s['f1']:>7.2f}"
-              f"{p['precision']:>11.2f}{p['recall']:>7.2f}{p['f1']:>7.2f}{s['n_pred']:>7}{s['n_gold']:>7}")
+              f"{p['precision']:>11.2f}{p['recall']:>7.2f}{p['f1']:>7.2f}{s['n_pred']:>7}{s['n_gold']:>7}"
+              f"{r['concepts'][ALL_TYPES]['f1']:>12.2f}")
     for name, (strict, partial) in PUBLISHED.items():
         print(f"published: {name}: strict F1 {strict}, partial F1 {partial}")
     for t, c in (missing or {}).items():

@@ -71,6 +71,8 @@ def add_subcommands(subparsers) -> None:
     for side in ("gold", "pred"):
         add_corpus_format(e2e, f"--{side}-format", f"--{side}")
     e2e.add_argument("--types", nargs="+", help="entity types scored (default all), e.g. Disease")
+    e2e.add_argument("--kb", nargs="+", metavar="TYPE=KB_DIR|BUNDLE_DIR",
+                     help="the KBs linked with (ingest-kb outputs per type, or a bundle's): report the gold ids they lack")
     e2e.add_argument("--json", help="write the scores as JSON here")
     e2e.set_defaults(func=cmd_evaluate_e2e)
 
@@ -182,8 +184,10 @@ def format_report(report: dict) -> str:
 def cmd_evaluate_e2e(args) -> int:
     from bioel_core.corpora import read_annotated
     from bioel_core.evaluation import e2e_scores
+    from bioel_core.evaluation.concepts import concept_scores, kb_folders, unlinkable_in
     from bioel_core.evaluation.e2e import gold_contents
 
+    folders = kb_folders(args.kb or ())
     check_json(args.json, [("--gold", args.gold), ("--pred", args.pred)])
     gold = read_annotated(args.gold, args.gold_format, "--gold", "--gold-format")
     pred = read_annotated(args.pred, args.pred_format, "--pred", "--pred-format")
@@ -199,7 +203,10 @@ def cmd_evaluate_e2e(args) -> int:
         raise ValueError(f"--pred {args.pred}: none of its {docs['pred']:,} documents is in --gold {args.gold} "
                          f"({docs['gold']:,} documents): not predictions for this gold")
     progress.count(documents=len(pred), predictions=scores["strict"]["n_pred"])
-    report = {"gold": args.gold, "pred": args.pred, "types": args.types or "all", **scores}
+    concepts = concept_scores(gold, pred, args.types)
+    missing = unlinkable_in(gold, folders) if folders else None
+    report = {"gold": args.gold, "pred": args.pred, "types": args.types or "all", **scores, "concepts": concepts,
+              **({"unlinkable": missing} if missing is not None else {})}
     print(f"{'mode':<9}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")
     for mode in ("strict", "partial"):
         s = scores[mode]
@@ -211,6 +218,14 @@ def cmd_evaluate_e2e(args) -> int:
     print(f"documents: gold {docs['gold']:,}, pred {docs['pred']:,}; gold not in pred {docs['gold_not_in_pred']:,} "
           f"({docs['gold_not_in_pred_annotations']:,} gold annotations counted as missed), "
           f"pred not in gold {docs['pred_not_in_gold']:,}")
+    print("\ndocument-level concepts (BioCreative V CDR: the set of (type, id) per document)")
+    width = max(map(len, concepts)) + 2
+    print(f"{'type':<{width}}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")
+    for etype, s in concepts.items():
+        print(f"{etype:<{width}}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}")
+    for etype, c in (missing or {}).items():
+        print(f"gold {etype} ids the KB lacks: annotations {c['unlinkable']:,} of {c['with_id']:,} ({c['unlinkable_share']:.1f}%), "
+              f"document concepts {c['concepts_unlinkable']:,} of {c['concepts']:,} ({c['concepts_unlinkable_share']:.1f}%)")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

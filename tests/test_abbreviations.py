@@ -116,3 +116,64 @@ def test_preprocessing_reproduces_biosyn_bc5cdr_test_queries():
         total += 1
         same += "|".join(pre.sub_mentions(gold, abbreviations=maps[q.doc_id])) == processed[key]
     assert total == 4287 and same / total >= 0.995
+
+
+# ---- what abstracts put in parentheses besides definitions (Schwartz & Hearst's rules and the guards) ----
+
+@pytest.mark.parametrize("text", [
+    # statistics are no short forms, and a long form never reaches back over one
+    "Co-morbid major depressive disorder (OR=7.18, 95 CI=2.612-19.708), bipolar disorder (OR=13.807, 95 CI=5.194-36.706), "
+    "antisocial personality disorder (OR=12.619, 95 CI=6.702-23.759) and heavy use",
+    "disorder (OR=12.6, 95% CI 2.6-19.7) rose",
+    "received placebo (n=100), 1 mg/h (low-dose) nimodipine (n=101), or 2 mg/h",
+    "the effect of heparin (p<0.05) was",
+    "the risk of major disease (95% CI 2.6-19.7)",
+    "the hazard of renal failure (HR 1.2) and",
+    "in 12 patients with renal failure (10%)",
+    # numbers, counts and doses
+    "were given to dogs (10 dogs) or SNP",
+    "agents that showed associations included erythromycins (2 defects), penicillins (1 defect), cephalosporins (1 defect), "
+    "and quinolones (1 defect).",
+    # Latin connectives
+    "If agitation becomes marked, high-potency neuroleptics (i.e., haloperidol) help",
+])
+def test_statistics_numbers_and_connectives_define_nothing(text):
+    assert pairs(text) == []
+
+
+def test_a_long_form_stops_at_a_clause_end_a_parenthesis_or_a_statistic():
+    # the window starts after "OR=2.1," so the definition is read from the words after it
+    assert pairs("cases of psychosis, OR=2.1 and bipolar disorder (BD)") == [("BD", "bipolar disorder")]
+    # ":" and ";" end a clause: "Results: Acute renal failure (ARF)" cannot begin before "Acute"
+    assert pairs("Renal results: acute failure (RAF) was seen") == []
+    assert pairs("heart failure; and the renal failure (HRF)") == []
+    # "(ropivacaine)" is a parenthesis the long form of "prilocaine" would have to cross
+    assert pairs("Anesthesia was performed by injecting 20 to 40 mL of a mixture of long-acting (ropivacaine) and "
+                 "short-acting (prilocaine) anesthetic.") == []
+
+
+def test_a_long_form_holds_no_number_the_short_form_does_not_write():
+    assert pairs("interleukin 6 (IL6) and heparin 2 doses (HD) were") == [("IL6", "interleukin 6")]
+    assert pairs("beta 2 microglobulin (B2M)") == [("B2M", "beta 2 microglobulin")]
+
+
+def test_short_form_length_and_words_follow_the_paper():
+    assert pairs("the heat shock protein seventy kilodalton (HSPSEVENTYK) rose") == []  # 11 characters
+    assert pairs("a protein kinase C gamma (PKC gamma)") == [("PKC gamma", "protein kinase C gamma")]
+    assert pairs("cyclooxygenase-2 (2-COX)") == []  # digits and letters that the words cannot account for in order
+
+
+def test_gene_like_symbols_define_or_not_as_their_words_allow():
+    assert pairs("integrin-linked kinase (ILK) in hepatocytes") == [("ILK", "integrin-linked kinase")]
+    assert pairs("the BRCA1 gene (BRCA1) and") == []  # a long form may not end with its own short form
+    assert pairs("mutations of TP53 (p53) were") == []  # the parenthesis holds no letters-for-words definition
+
+
+def test_what_counts_as_a_statistic():
+    from bioel_core.text.abbreviations import is_bare_number, is_statistic
+
+    for text in ("OR=12.619", "n = 101", "p<0.05", "95% CI", "HR 1.2", "RR 0.8", "mean \u00b1 SD", "CI 2.6-19.7"):
+        assert is_statistic(text), text
+    for text in ("0.9% saline", "HR", "OR", "heart rate", "IL-6", "5-HT"):
+        assert not is_statistic(text), text
+    assert is_bare_number("12") and is_bare_number("2.5%") and is_bare_number("2.6-19.7,") and not is_bare_number("IL6")

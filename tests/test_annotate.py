@@ -96,3 +96,18 @@ def test_rows_carry_the_concepts_vocabulary_and_alt_ids():
     nil = DocumentAnnotator([target("Disease", DISEASES, threshold=1.5)], model_version="m1")
     [rows] = nil.annotate([doc("Ataxia telangiectasia.")])
     assert [(r["concept_id"], r["vocabulary"], r["alt_ids"]) for r in rows] == [(None, None, [])]
+
+
+def test_the_abbreviation_rules_version_is_part_of_the_incremental_key(monkeypatch, tmp_path):
+    # new abbreviation rules change mentions: an incremental run must link again what older rules annotated
+    from bioel_core.linking import annotate
+    from bioel_core.linking.annotate import AnnotatorSpec
+
+    (tmp_path / "manifest.json").write_text('{"pipeline": "build-index", "complete": true}')  # an index's version
+    indexes = (("Disease", str(tmp_path)),)
+    with_abbreviations = AnnotatorSpec(model=None, indexes=indexes)
+    without = AnnotatorSpec(model=None, indexes=indexes, abbreviations=False)
+    first, off = with_abbreviations.settings_sha256(), without.settings_sha256()
+    monkeypatch.setattr(annotate, "ABBREVIATION_RULES", "older rules")
+    assert with_abbreviations.settings_sha256() != first
+    assert without.settings_sha256() == off

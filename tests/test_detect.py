@@ -197,6 +197,37 @@ def test_short_form_defined_as_something_else_is_not_a_mention():
     assert found(det, doc("The mean arterial pressure (MAP) rose.", "MAP fell.")) == []
 
 
+def test_a_long_form_that_is_no_plausible_mention_defines_no_mention():
+    # Schwartz-Hearst reads "and tranexamic acid" and "the maximum tolerated dose of paclitaxel" as long forms;
+    # neither is a name headed by the mention it ends with, so the short forms are not expanded: a short form that
+    # is a name itself stays the dictionary's match, one that is not stays no mention
+    det = detector("tranexamic acid", "paclitaxel", "Taxol")
+    document = doc("Injection of thrombin and tranexamic acid (AMCA) in the rat.",
+                   "AMCA was given with the maximum tolerated dose of paclitaxel (Taxol). Taxol again.")
+    assert [(m.text, m.link_text) for m in det.detect(document)] == [
+        ("tranexamic acid", ""), ("paclitaxel", ""), ("Taxol", ""), ("Taxol", "")]
+    # modifiers of the head are fine, capitals ("A") are no function word, and a comma is no clause in a name
+    det = detector("botulinum toxin", "dihydroxytryptamine", "tris salt")
+    document = doc("Type A botulinum toxin (TABT) and 5,7-dihydroxytryptamine (5,7-DHT).",
+                   "TABT and 5,7-DHT; cholesteryl hemisuccinate, tris salt (CS).")
+    assert [(m.text, m.link_text) for m in det.detect(document) if m.link_text] == [
+        ("TABT", "Type A botulinum toxin"), ("5,7-DHT", "5,7-dihydroxytryptamine"), ("TABT", "Type A botulinum toxin"),
+        ("5,7-DHT", "5,7-dihydroxytryptamine"), ("CS", "cholesteryl hemisuccinate, tris salt")]
+
+
+def test_statistics_in_parentheses_make_no_mention_and_mentions_are_the_text_as_written():
+    # make demo's PMID 23433219: "OR=12.619" was a Disease mention linked by "OR=7.18, 95 CI=...disorder"
+    title = "The risk and associated factors of methamphetamine psychosis."
+    abstract = ("Co-morbid major depressive disorder (OR=7.18, 95 CI=2.612-19.708), bipolar disorder (OR=13.807, "
+                "95 CI=5.194-36.706), antisocial personality disorder (OR=12.619, 95 CI=6.702-23.759) and heavy "
+                "methamphetamine uses (n=101) were associated with psychosis (p<0.05).")
+    det = detector("major depressive disorder", "bipolar disorder", "antisocial personality disorder", "psychosis")
+    mentions = det.detect(doc(title, abstract))
+    assert [m.text for m in mentions] == ["psychosis", "major depressive disorder", "bipolar disorder",
+                                          "antisocial personality disorder", "psychosis"]
+    assert not any(m.link_text for m in mentions)
+
+
 # ---- from an ingest-kb names table ----
 
 def _write_names_table(folder: Path) -> None:

@@ -54,7 +54,7 @@ class Scores:
 _Ann = tuple[int, int, frozenset]
 
 
-def _scored(items: Iterable[Document | Mention], keep: Callable[[Mention], bool], counts: dict) -> Iterator[tuple[Mention, frozenset]]:
+def scored_mentions(items: Iterable[Document | Mention], keep: Callable[[Mention], bool], counts: dict) -> Iterator[tuple[Mention, frozenset]]:
     """The mentions `keep` takes, with their plain ids, less those counted apart in `counts` (composite parts stated
     apart, mentions with no concept id)."""
     mentions = (m for it in items for m in (it.mentions if isinstance(it, Document) else [it]))
@@ -78,7 +78,7 @@ def gold_annotations(items: Iterable[Document | Mention], keep: Callable[[Mentio
     """{(document, start, end): ids} of the gold annotations `keep` takes: one per document and span, its ids the
     union of those stated for the span (see the module docstring); `counts` gets what is left out."""
     gold: dict[tuple[str, int, int], frozenset] = defaultdict(frozenset)
-    for m, ids in _scored(items, keep, defaultdict(int) if counts is None else counts):
+    for m, ids in scored_mentions(items, keep, defaultdict(int) if counts is None else counts):
         gold[m.doc_id, m.start, m.end] |= ids
     return dict(gold)
 
@@ -159,7 +159,7 @@ def e2e_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Men
     for (doc, start, end), ids in gold_annotations(gold, keep, gcounts).items():
         g[doc].add((start, end, ids))
     p: dict[str, set[_Ann]] = defaultdict(set)
-    for m, ids in _scored(pred, keep, pcounts):
+    for m, ids in scored_mentions(pred, keep, pcounts):
         p[m.doc_id].add((m.start, m.end, ids))
     return {"strict": asdict(score(g, p, strict=True)), "partial": asdict(score(g, p, strict=False)),
             "gold_without_concept": gcounts["without_concept"], "pred_without_concept": pcounts["without_concept"],

@@ -21,6 +21,7 @@ from bioel_core.corpora.records import Document, Mention
 from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS
 from bioel_core.linking.base import Linker
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
+from bioel_core.text.abbreviations import ABBREVIATION_RULES
 from bioel_core.text.detect import MentionDetector
 
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
@@ -416,13 +417,14 @@ class AnnotatorSpec:
 
     def settings_sha256(self) -> str:
         """Every setting besides the model fingerprint and KB versions that changes annotations: detection or given
-        mentions, abbreviations, the stop lists' contents, the NIL thresholds and the indexes' versions (their
+        mentions, abbreviations (and the version of their rules), the stop lists' contents, the NIL thresholds and the indexes' versions (their
         manifests, kind and parameters of the search, less the run fields). Part of each document's incremental key
         (`content_sha256`)."""
         from bioel_core.embeddings import manifest_sha256
         from bioel_core.index.sharded import file_sha256 as file_sha
 
-        payload = {"detect": self.detect, "detector": self.detector, "abbreviations": self.abbreviations,
+        payload = {"detect": self.detect, "detector": self.detector,
+                   "abbreviations": self.abbreviations and ABBREVIATION_RULES,
                    "stop_lists": sorted((t, file_sha(p)) for t, p in self.stop_lists),
                    "nil_thresholds": sorted((t, float(v)) for t, v in self.nil_thresholds),
                    "indexes": sorted((t, manifest_sha256(d)) for t, d in self.indexes)}

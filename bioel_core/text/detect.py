@@ -15,11 +15,16 @@ How `DictionaryDetector` matches:
   match only text without lowercase letters, so "was" is not Wiskott-Aldrich syndrome. A stop-listed name
   is still matched, so its tokens cannot yield a shorter name ("tumor" inside a stopped "tumor necrosis
   factor"), but it gives no mention.
-- Abbreviations (`abbreviations=True`): when a passage defines "long form (SF)" (Schwartz–Hearst) and a
-  detected mention ends the long form ("levodopa-induced dyskinesias (LID)" with "dyskinesias" found),
-  every whole-word occurrence of SF in the document becomes a mention whose `link_text` is the long form,
-  whatever the stop list says; a longer mention around an occurrence stands. When no mention ends the long
-  form, the document has said SF means something else: dictionary matches that are exactly SF are dropped.
+- Abbreviations (`abbreviations=True`): when a passage defines "long form (SF)" (Schwartz–Hearst,
+  bioel_core.text.abbreviations) and the long form is itself a plausible mention of the type, every whole-word
+  occurrence of SF in the document becomes a mention whose `link_text` is the long form, whatever the stop list
+  says; a longer mention around an occurrence stands. The mention is SF as written; the long form is only what
+  it is linked by. A long form is plausible when it is a noun phrase headed by a mention: a detected mention
+  ends it ("levodopa-induced dyskinesias (LID)" with "dyskinesias" found) and the words before that mention are
+  modifiers, none a function word ("the maximum tolerated dose of paclitaxel (Taxol)", "thrombin and tranexamic
+  acid (AMCA)" are not: the definition is unclear, SF is neither expanded nor dropped). When no
+  mention ends the long form, the document has said SF means something else: dictionary matches that are
+  exactly SF are dropped.
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ _BREAK = re.compile(r"[.!?;](?=\s|$)|[()\[\]{}]")
 STOP_LIST_KIND = "bioel-stop-list"
 ACRONYM_CHARS = 5
 APOSTROPHES = "'\u2019"  # a possessive "s" follows either: "Parkinson's", "Parkinson’s"
+# Closed-class words: a long form holding one is a phrase ("duration of catatonia", "and tranexamic acid"),
+# not a name modifying its head mention; written in capitals ("Cyclosporin A") a word is no function word.
+FUNCTION_WORDS = frozenset("a an and as at by for from in into its of on or than that the their these this those "
+                           "to under via was were which while with within without".split())
 
 
 def _has_lower(text: str, start: int, end: int) -> bool:
@@ -287,14 +296,30 @@ class DictionaryDetector(MentionDetector):
         return [Mention(text=text[s:e], doc_id=document.doc_id, start=s, end=e, entity_type=self.entity_type,
                         link_text=link) for (s, e), link in sorted(found.items())]
 
+    @staticmethod
+    def _plausible(text: str, start: int, end: int, found: Collection[tuple[int, int]]) -> bool | None:
+        """Whether text[start:end], a long form, is a mention headed by one of `found`: True when a found span ends it
+        and the words before that span are modifiers (no function word: "cholesteryl hemisuccinate, tris salt" is a
+        name); None (unclear) when they are not; False when no found span ends it."""
+        head = min((s for s, e in found if e == end and start <= s), default=None)
+        if head is None:
+            return False
+        modifiers = text[start:head]
+        if any(w.lower() in FUNCTION_WORDS and not w.isupper() for w in re.findall(r"[^\W\d_]+", modifiers)):
+            return None
+        return True
+
     def _abbreviations(self, document: Document, found: dict[tuple[int, int], str]) -> None:
-        defined: dict[str, str | None] = {}  # short form -> long form if a mention, None if not
+        defined: dict[str, str | None] = {}  # short form -> long form if a mention, None if something else
+        unclear: set[str] = set()  # short forms whose definition says neither: their matches stand as they are
         for p in document.passages:
             for a in find_abbreviations(p.text):
-                if a.short not in defined:  # the first definition holds, as abbreviation_map has it
-                    start, end = p.offset + a.long_start, p.offset + a.long_end
-                    # the long form's last word (its head) is in a mention inside it
-                    defined[a.short] = a.long if any(start <= s and e == end for s, e in found) else None
+                if a.short not in defined and a.short not in unclear:  # the first definition holds (abbreviation_map)
+                    plausible = self._plausible(document.text, p.offset + a.long_start, p.offset + a.long_end, found)
+                    if plausible is None:
+                        unclear.add(a.short)
+                    else:
+                        defined[a.short] = a.long if plausible else None
         if not defined:
             return
         pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(defined, key=len, reverse=True)) + r")(?![\w-])")
