@@ -43,8 +43,8 @@ from bioel_core.corpora.records import Mention, Passage
 from bioel_core.corpora.text import check_document_ids
 from bioel_core.kb.vocab import qualify
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, check_document, content_sha256
-from bioel_core.outputs import (QUALITY, Manifest, OutputError, OutputFolder, absolute, check_num_shards, parquet_rows, read_pointer,
-                                shard_name, write_parquet)
+from bioel_core.outputs import (QUALITY, Manifest, OutputError, OutputFolder, absolute, check_num_shards, parquet_rows, read_json,
+                                read_pointer, shard_name, write_parquet)
 from bioel_core.outputs.layout import REPORT_SUMMARY
 from bioel_core.outputs.runs import SPILL
 from bioel_core.records import DeadLetter
@@ -460,12 +460,20 @@ def run_key(inputs: list[dict], fmt: str, spec: AnnotatorSpec, *, per_line: bool
 NOTHING_CHANGED = "nothing_changed"  # the key of run()'s result when it published nothing, the state being up to date
 
 
-def nothing_changed(pointer: dict | None, key: str, copy_formats: tuple[str, ...], quality_report: bool) -> bool:
+def nothing_changed(pointer: dict | None, key: str, copy_formats: tuple[str, ...], report: str | None) -> bool:
     """Whether an --incremental run would publish the tables of the state `pointer` names again: the same run key,
-    the same copies, every input file read to its end, and its quality report there if one is asked
-    (`quality_report`)."""
+    the same copies, every input file read to its end, and the state's own quality report there when the run is
+    checked (`report`: the generation the folder's report was written for, `report_generation`; "" when unchecked)."""
     return (pointer is not None and pointer.get("run_key") == key and copy_formats_of((), pointer) == copy_formats
-            and not pointer["counts"]["files"]["unread"] and quality_report)
+            and not pointer["counts"]["files"]["unread"] and report in ("", pointer["generation"]))
+
+
+def report_generation(output_dir: str) -> str | None:
+    """The generation the output folder's quality report was written for; None when it has none (a run killed after
+    moving the pointer leaves the previous generation's report, or none)."""
+    fs = filesystem_for(output_dir)
+    path = fs.join(output_dir, QUALITY, REPORT_SUMMARY)
+    return read_json(fs, path).get("generation") if fs.exists(path) else None
 
 
 def unchanged_result(pointer: dict) -> dict:
@@ -517,7 +525,10 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
                "incremental" if pointer else "a new state", ", ".join(copy_formats) or "none")
     key = run_key(records, fmt, spec, per_line=per_line, num_shards=num_shards, id_prefix=id_prefix, single_file=single_file)
     fs = filesystem_for(output_dir)
-    if nothing_changed(pointer, key, copy_formats, gate is None or fs.exists(fs.join(output_dir, QUALITY, REPORT_SUMMARY))):
+    if nothing_changed(pointer, key, copy_formats, "" if gate is None else report_generation(output_dir)):
+        # what a killed run left goes, as any run's publish removes it; the state in force must be the one checked
+        if OutputFolder(fs, output_dir, TABLES + copy_formats).tidy() != pointer:
+            raise OutputError(f"--output {output_dir}: another run published there while this one started; run again")
         stage.done("nothing changed: the inputs, linker and settings are those of the state published %s (%s); it "
                    "stands, nothing published", pointer["created_utc"], pointer["generation"])
         return unchanged_result(pointer)

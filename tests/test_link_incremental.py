@@ -159,9 +159,9 @@ def test_each_pipeline_verb_logs_its_start_counts_and_end(chain, corpus, tmp_pat
                         by_verb["pipelines.build-index"][-1])
 
 
-def bioel(*argv) -> subprocess.CompletedProcess:
-    """`bioel ARGV` in a fresh interpreter, stderr a pipe as in a scheduled job."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def bioel(*argv, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`bioel ARGV` in a fresh interpreter, stderr a pipe as in a scheduled job; `env`: more environment variables."""
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.run([sys.executable, "-m", "pipelines.cli", *map(str, argv)], cwd=ROOT, capture_output=True, text=True,
                           env=env, timeout=600)
 
@@ -192,3 +192,33 @@ def test_verbose_link_prints_timestamped_start_counts_and_end_lines_and_a_plain_
                for line in lines), linking.stderr
     assert re.fullmatch(STAMP + r"linked 20 documents, [\d,]+ mentions \(0 NIL\); unchanged 0, deleted 0, carried 20; "
                         r"published gen-\S+ in \d+\.\d s", lines[-1]), linking.stderr
+
+
+def test_a_checked_run_is_no_no_op_until_the_state_has_its_own_quality_report(chain, corpus, tmp_path):
+    from bioel_core.quality import QualityGate
+
+    folder, _ = corpus
+    out, inputs = tmp_path / "state", [folder / "a.pubtator"]
+    run(chain, inputs, out, incremental=True, gate=QualityGate("none"))
+    changed = run(chain, [folder / "b.pubtator"], out, incremental=True)  # unchecked: publishing removed the report
+    assert not (out / "quality").exists()
+    checked = run(chain, [folder / "b.pubtator"], out, incremental=True, gate=QualityGate("none"))
+    assert not checked.get(link_corpus.NOTHING_CHANGED) and checked["generation"] != changed["generation"]
+    assert (out / "quality" / "summary.json").exists()
+    assert run(chain, [folder / "b.pubtator"], out, incremental=True, gate=QualityGate("none"))[link_corpus.NOTHING_CHANGED]
+
+
+def test_a_no_op_run_removes_what_a_run_killed_after_moving_the_pointer_left(chain, corpus, tmp_path):
+    model, index = chain
+    folder, _ = corpus
+    out = tmp_path / "state"
+    run(chain, [folder / "a.pubtator"], out, incremental=True)
+    argv = ["link", "--model", model, "--index", f"Disease={index}", "--input-format", "pubtator", "--no-quality",
+            "--input", folder / "a.pubtator", folder / "b.pubtator", "--output", out, "--incremental"]
+    killed = bioel(*argv, env={"BIOEL_FAULT_AT": "pointer_moved"})
+    assert killed.returncode == -9, killed.stderr
+    published = read_manifest(out)["generation"]
+    assert len(list(out.glob("gen-*"))) == 2 and (out / "_lock.json").exists()  # the killed run's leftovers
+    again = bioel(*argv)
+    assert again.returncode == 0 and again.stdout.startswith("nothing changed: "), again.stderr
+    assert [p.name for p in out.glob("gen-*")] == [published] and not (out / "_lock.json").exists()
