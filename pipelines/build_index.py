@@ -36,6 +36,7 @@ from bioel_core.outputs import Manifest, OutputFolder, absolute, check_num_shard
 from bioel_core.outputs.details import EmbeddingsSource, IndexDetails, IndexParams
 from bioel_core.outputs.runs import SPILL
 from bioel_core.tables import table_files
+from pipelines import logs
 from pipelines.counting import WriteStats, read_stats
 from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import create_stream, delete_files, filesystem_for, open_stream, read_spilled
@@ -167,6 +168,9 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
     check_output_folder(output_dir, PIPELINE, [("--input", str(emb_dir))])
     threads = faiss_threads or worker_threads(options)
     staged = OutputFolder(filesystem_for(output_dir), output_dir, FOLDERS)
+    stage = logs.Stage("build-index")
+    stage.info("indexing %s vectors of %s: %s, %s shard(s), into %s", f"{source['rows']:,}", emb_dir, spec.kind,
+               f"{num_shards:,}", output_dir)
 
     def build() -> Manifest:
         with pipeline_progress(options, "build-index", "shards", num_shards), new_pipeline(options) as p:
@@ -176,4 +180,7 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
         return refuse_empty(build_manifest(read_stats(staged.root), source, staged=staged, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
                               threads=threads, options=options), staged)
 
-    return staged.publish(build, gate).to_dict()
+    manifest = staged.publish(build, gate).to_dict()
+    stage.done("indexed %s vectors in %s shard(s); published %s", f"{manifest['counts']['indexed']:,}", f"{num_shards:,}",
+               manifest["generation"])
+    return manifest

@@ -107,9 +107,9 @@ def add_subcommands(subparsers) -> None:
     ln.add_argument("--input-format", required=True, choices=FORMATS)
     ln.add_argument("--text-per-line", action="store_true", help="text format: one document per line (ID<TAB>TEXT)")
     ln.add_argument("--output", required=True, help="output folder (the annotated state)")
-    ln.add_argument("--output-format", choices=["parquet", "pubtator", "bioc-json", "bioc-xml"],
-                    help="besides the Parquet tables, write this run's linked documents in this format (default: the "
-                         "--bundle's copy format, else parquet only)")
+    ln.add_argument("--output-format", nargs="+", choices=["parquet", "pubtator", "bioc-json", "bioc-xml"],
+                    help="besides the Parquet tables (always written), copies of the linked documents in these formats "
+                         "(default: the --bundle's copy formats, else none); --incremental keeps every copy the state has")
     ln.add_argument("--single-file", action="store_true",
                     help="write the PubTator/BioC copy as one file in doc-id order (OUTPUT/gen-*/FORMAT/linked.*), not parts")
     ln.add_argument("--id-prefix", choices=["none", "vocabulary"], default="none",
@@ -144,14 +144,18 @@ def cmd_link(args, beam_args: list[str]) -> int:
     from pipelines.options import pipeline_options
 
     spec = _annotator_spec(args, args.mentions == "detect", typed(args.nil_threshold, float))
-    output_format = args.output_format or _bundle_copy_format(args) or "parquet"
+    output_formats = args.output_format or _bundle_copy_formats(args)
     gate = quality_gate(args)
     manifest = link_corpus.run(args.input, args.input_format, args.output, spec, pipeline_options(beam_args),
-                               output_format=output_format, per_line=args.text_per_line, incremental=args.incremental,
+                               output_formats=output_formats, per_line=args.text_per_line, incremental=args.incremental,
                                num_shards=args.num_shards, batch_size=args.batch_size, id_prefix=args.id_prefix,
                                single_file=args.single_file, gate=gate)
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
     progress.count(documents=docs["linked"], mentions=mentions["linked"])  # NIL mentions are among the linked ones
+    if manifest.get(link_corpus.NOTHING_CHANGED):
+        print(f"nothing changed: the inputs, linker and settings are those of the state published {manifest['created_utc']}; "
+              f"it stands, nothing published -> {args.output}")
+        return 0
     print(f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
           f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "
           f"kept (bad re-delivery) {docs['kept_previous']:,}, "
@@ -179,15 +183,15 @@ def link_warnings(manifest: dict) -> list[str]:
     return warnings
 
 
-def _bundle_copy_format(args) -> str | None:
-    """The --bundle's copy format (its output folder refused inside the bundle, which links would be copied with)."""
+def _bundle_copy_formats(args) -> list[str]:
+    """The --bundle's copy formats (its output folder refused inside the bundle, which links would be copied with)."""
     if not args.bundle:
-        return None
+        return []
     from bioel_core.bundle import BuiltBundle
     from bioel_core.guards import check_not_an_input
 
     check_not_an_input(args.output, [("--bundle", args.bundle)])
-    return next(iter(BuiltBundle.read(args.bundle).link_settings().copy_formats), None)
+    return BuiltBundle.read(args.bundle).link_settings().copy_formats
 
 
 def nil_threshold_flags(thresholds: dict) -> str:

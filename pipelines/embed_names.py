@@ -30,6 +30,7 @@ from bioel_core.outputs.details import EmbedDetails, ModelRecord, NamesSource
 from bioel_core.outputs import (Manifest, OutputFolder, absolute, check_num_shards, embeddings_table, name_chunks, shard_name,
                                 write_parquet)
 from bioel_core.tables import KB_PIPELINE, read_output_manifest, stable_shard, table_files
+from pipelines import logs
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
 from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
@@ -172,6 +173,9 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     handler = EncoderModelHandler(model.path if model_dir else None, pooling=pooling, device=device, batch_size=batch_size,
                                   fingerprint=model.fingerprint, torch_threads=worker_threads(options))
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
+    stage = logs.Stage("embed")
+    stage.info("embedding %s names of %s with %s on %s into %s", f"{names_manifest['outputs']['names']['rows']:,}", names,
+               model["path"], device, output_dir)
 
     def build() -> Manifest:
         with pipeline_progress(options, "embed", "names", names_manifest["outputs"]["names"]["rows"]), \
@@ -181,4 +185,7 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
                               names_manifest=names_manifest, options=options, device=device,
                               batch_size=batch_size, num_shards=num_shards), staged)
 
-    return staged.publish(build, gate).to_dict()
+    manifest = staged.publish(build, gate).to_dict()
+    stage.done("embedded %s names, %s dead-lettered; published %s", f"{manifest['counts']['embedded']:,}",
+               f"{manifest['counts']['dead_lettered']:,}", manifest["generation"])
+    return manifest

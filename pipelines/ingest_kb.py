@@ -38,6 +38,7 @@ from bioel_core.outputs.runs import (MAX_FAN_IN, SPILL, MergeCounts, combine_run
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.settings import SHARED_NAME_POLICIES
 from bioel_core.tables import stable_shard
+from pipelines import logs
 from pipelines.counting import WriteStats, read_stats
 from pipelines.options import new_pipeline, pipeline_progress, runner_name
 from pipelines.outputs import (WriteDeadLetters, create_stream, delete_files, expand_inputs, filesystem_for, open_stream,
@@ -335,6 +336,8 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
     inputs = sorted(expand_inputs(inputs))  # a KB's tables do not depend on the order its files are given
     reader = get_reader(kb_format, **reader_options)
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
+    stage = logs.Stage("ingest-kb")
+    stage.info("reading %s %s file(s) into %s", f"{len(inputs):,}", kb_format, output_dir)
 
     def build() -> Manifest:
         with pipeline_progress(options, "ingest-kb", "names"), new_pipeline(options) as p:
@@ -345,4 +348,9 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
                               id_pattern=reader.id_pattern.pattern, inputs=inputs, staged=staged, options=options,
                               normalizer=normalizer, shared_names=shared_names, reader_options=reader_options), staged)
 
-    return staged.publish(build, gate).to_dict()
+    manifest = staged.publish(build, gate).to_dict()
+    outputs = manifest["outputs"]
+    stage.done("ingested %s records: %s concepts, %s names, %s dead-lettered; published %s",
+               f"{manifest['counts']['records_read']:,}", f"{outputs['concepts']['rows']:,}", f"{outputs['names']['rows']:,}",
+               f"{outputs['dead_letter']['rows']:,}", manifest["generation"])
+    return manifest

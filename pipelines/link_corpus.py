@@ -21,7 +21,10 @@ annotated under another model or KB version are linked again; DeleteCitation ent
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict
 
 import apache_beam as beam
@@ -30,6 +33,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+import bioel_core
 from bioel_core import progress
 from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS, DeletedDocument, Document, corpus_inputs, pubtator_files, read_documents
 from bioel_core.guards import check_output_folder, refuse_empty
@@ -39,16 +43,18 @@ from bioel_core.corpora.records import Mention, Passage
 from bioel_core.corpora.text import check_document_ids
 from bioel_core.kb.vocab import qualify
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, check_document, content_sha256
-from bioel_core.outputs import (Manifest, OutputError, OutputFolder, absolute, check_num_shards, parquet_rows, read_pointer, shard_name,
-                                write_parquet)
+from bioel_core.outputs import (QUALITY, Manifest, OutputError, OutputFolder, absolute, check_num_shards, parquet_rows, read_json,
+                                read_pointer, shard_name, write_parquet)
+from bioel_core.outputs.layout import REPORT_SUMMARY
 from bioel_core.outputs.runs import SPILL
 from bioel_core.records import DeadLetter
 from bioel_core.tables import stable_shard
+from pipelines import logs
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import (WriteDeadLetters, delete_files, filesystem_for, input_records, listed_inputs, open_stream,
                                read_spilled, spill_run)
-from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA
+from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -168,10 +174,10 @@ class DetectAndLinkFn(beam.DoFn):
     retried bundle rewrites the same file). The annotator (encoder, FAISS shards, dictionaries) loads once per
     worker process in setup. `threads`: torch and FAISS threads in this worker (options.worker_threads)."""
 
-    def __init__(self, spec: AnnotatorSpec, num_shards: int, spill: str, output_format: str = "parquet",
+    def __init__(self, spec: AnnotatorSpec, num_shards: int, spill: str, copy_formats: tuple[str, ...] = (),
                  threads: int | None = None):
         self.spec, self.num_shards, self.spill = spec, num_shards, spill
-        self.output_format, self.threads = output_format, threads
+        self.copy_formats, self.threads = copy_formats, threads
 
     def setup(self):
         if self.threads:
@@ -191,9 +197,9 @@ class DetectAndLinkFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput("dead", _dead(document, str(err)))
                 continue
             # refused before linking, so the document is one dead letter and the counts still reconcile; the
-            # interchange copy holds the text and the annotation rows, not the input's own mentions
-            reason = unwritable(Document(document.doc_id, document.passages), self.output_format) \
-                if self.output_format != "parquet" else None
+            # interchange copies hold the text and the annotation rows, not the input's own mentions
+            reason = next(filter(None, (unwritable(Document(document.doc_id, document.passages), fmt)
+                                        for fmt in self.copy_formats)), None)
             if reason:
                 yield beam.pvalue.TaggedOutput("dead", _dead(document, reason))
                 continue
@@ -263,11 +269,11 @@ def sorted_table(parts, schema: pa.Schema, keys: tuple[str, ...]) -> pa.Table:
 
 
 class WriteLinkedShardFn(beam.DoFn):
-    """One shard: annotations and documents Parquet files (rows sorted so re-runs are byte-stable) and, when
-    asked, the same documents and annotations in an interchange format."""
+    """One shard: annotations and documents Parquet files (rows sorted so re-runs are byte-stable) and the same
+    documents and annotations in each interchange copy format asked."""
 
-    def __init__(self, root: str, num_shards: int, output_format: str, id_prefix: str = "none"):
-        self.root, self.num_shards, self.output_format, self.id_prefix = root, num_shards, output_format, id_prefix
+    def __init__(self, root: str, num_shards: int, copy_formats: tuple[str, ...], id_prefix: str = "none"):
+        self.root, self.num_shards, self.copy_formats, self.id_prefix = root, num_shards, copy_formats, id_prefix
 
     def process(self, element):
         shard, grouped = element
@@ -277,12 +283,11 @@ class WriteLinkedShardFn(beam.DoFn):
         documents = sorted_table(parts["documents"], DOCUMENTS_SCHEMA, ("doc_id",))
         for name, table in (("annotations", annotations), ("documents", documents)):
             write_parquet(fs, fs.join(self.root, name, shard_name(shard, self.num_shards)), table)
-        if self.output_format != "parquet":
-            linked = as_linked_documents(documents.to_pylist(), annotations.to_pylist(), self.id_prefix)
-            path = fs.join(self.root, self.output_format, shard_name(shard, self.num_shards, INTERCHANGE_SUFFIX[self.output_format]))
-            text = write_interchange(linked, self.output_format)
+        linked = as_linked_documents(documents.to_pylist(), annotations.to_pylist(), self.id_prefix) if self.copy_formats else []
+        for fmt in self.copy_formats:
+            text = write_interchange(linked, fmt)
             if text:  # a PubTator part of no document would be an empty file, which every PubTator reader refuses
-                fs.write(path, text.encode())
+                fs.write(fs.join(self.root, fmt, shard_name(shard, self.num_shards, INTERCHANGE_SUFFIX[fmt])), text.encode())
         # this shard's spill files are read: freeing them now keeps `_spill` from holding a second copy of the run
         delete_files([part for table_parts in parts.values() for part in table_parts if isinstance(part, str)])
         yield shard
@@ -297,21 +302,38 @@ class ReadPreviousFn(beam.DoFn):
                 yield row["doc_id"], row
 
 
-def previous_files(output_dir: str) -> dict[str, list[str]]:
-    """The annotations and documents files of the state published in `output_dir` (none if there is none),
-    as its manifest lists them."""
-    fs = filesystem_for(output_dir)
-    pointer = read_pointer(fs, output_dir)
+def published_state(output_dir: str) -> dict | None:
+    """The manifest of the `bioel link` state published in `output_dir`, which --incremental continues (None if
+    nothing is published there)."""
+    pointer = read_pointer(filesystem_for(output_dir), output_dir)
+    if pointer is not None and (pointer.get("pipeline") != "link" or not pointer.get("complete")):
+        raise OutputError(f"--output {output_dir}: holds no finished `bioel link` state to continue with --incremental")
+    return pointer
+
+
+def previous_files(output_dir: str, pointer: dict | None) -> dict[str, list[str]]:
+    """The annotations and documents files of the published state `pointer` (none if there is none), as its manifest
+    lists them."""
     if pointer is None:
         return {"annotations": [], "documents": []}
-    if pointer.get("pipeline") != "link" or not pointer.get("complete"):
-        raise OutputError(f"--output {output_dir}: holds no finished `bioel link` state to continue with --incremental")
+    fs = filesystem_for(output_dir)
     root = fs.join(output_dir, pointer["generation"]) if pointer.get("generation") else output_dir
     return {t: sorted(fs.join(root, f) for f in pointer["outputs"][t]["files"]) for t in ("annotations", "documents")}
 
 
+def copy_formats_of(asked, pointer: dict | None) -> tuple[str, ...]:
+    """The interchange copies a run writes, in INTERCHANGE_SUFFIX order: those asked (`parquet` asks for none: the
+    tables are always written) and, continuing a published state (--incremental), every copy it has, so that a copy
+    is never dropped by a run that did not name it. A run without --incremental writes the copies asked only."""
+    unknown = sorted(set(asked) - set(OUTPUT_FORMATS))
+    if unknown:
+        raise ValueError(f"--output-format must be among {', '.join(OUTPUT_FORMATS)}, got {', '.join(unknown)}")
+    kept = set((pointer or {}).get("outputs", {})) & set(INTERCHANGE_SUFFIX)  # a state's copies are among its outputs
+    return tuple(fmt for fmt in INTERCHANGE_SUFFIX if fmt in set(asked) | kept)
+
+
 def build_pipeline(p: beam.Pipeline, inputs: dict[str, str], fmt: str, staged: OutputFolder, spec: AnnotatorSpec, *,
-                   per_line: bool, previous: dict[str, list[str]], output_format: str, num_shards: int,
+                   per_line: bool, previous: dict[str, list[str]], copy_formats: tuple[str, ...], num_shards: int,
                    batch_size: int, versions: tuple[str, str], id_prefix: str = "none", settings: str = "",
                    threads: int | None = None) -> None:
     """`inputs`: each input file with the folder it was listed from (pipelines.outputs.listed_inputs)."""
@@ -337,7 +359,7 @@ def build_pipeline(p: beam.Pipeline, inputs: dict[str, str], fmt: str, staged: O
     linked = (resolved.to_link
               # fixed-size batches: the annotator searches each index once a batch, so small adaptive batches cost
               | "Batch" >> beam.BatchElements(min_batch_size=batch_size, max_batch_size=batch_size)
-              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec, num_shards, FileSystems.join(staged.root, SPILL), output_format,
+              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec, num_shards, FileSystems.join(staged.root, SPILL), copy_formats,
                                                              threads)).with_outputs("documents", "dead", "stats", main="annotations"))
 
     def by_shard(label, rows):  # the rows Resolve keeps or carries, one at a time, as the linked ones come: (shard, [row])
@@ -350,7 +372,7 @@ def build_pipeline(p: beam.Pipeline, inputs: dict[str, str], fmt: str, staged: O
                # every shard gets a group, and so its files, even without rows: a missing file is then an error
                "seed": p | "ShardSeeds" >> beam.Create([(s, None) for s in range(num_shards)])}
               | "GroupShards" >> beam.CoGroupByKey())
-    _ = shards | "WriteShard" >> beam.ParDo(WriteLinkedShardFn(staged.root, num_shards, output_format, id_prefix))
+    _ = shards | "WriteShard" >> beam.ParDo(WriteLinkedShardFn(staged.root, num_shards, copy_formats, id_prefix))
 
     dead = (read.dead, resolved.dead, linked.dead) | "AllDeadLetters" >> beam.Flatten()
     _ = dead | "WriteDeadLetters" >> WriteDeadLetters(staged.table_dir("dead_letter"))
@@ -368,17 +390,18 @@ def build_pipeline(p: beam.Pipeline, inputs: dict[str, str], fmt: str, staged: O
 NO_INDEX = "mentions.no_index."  # the counter of a type's given mentions left NIL for want of an --index: + the type
 
 
-def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: str, staged: OutputFolder, spec: AnnotatorSpec,
-                   versions: tuple[str, str], incremental: bool, previous_documents: int, options: PipelineOptions,
-                   id_prefix: str = "none", single_file: bool = False) -> Manifest:
+def build_manifest(stats: dict, *, inputs: list[dict], fmt: str, copy_formats: tuple[str, ...], staged: OutputFolder,
+                   spec: AnnotatorSpec, versions: tuple[str, str], incremental: bool, previous_documents: int,
+                   options: PipelineOptions, id_prefix: str = "none", single_file: bool = False, run_key: str = "") -> Manifest:
+    """`inputs`: the input files' records (pipelines.outputs.input_records); `run_key`: the run's `run_key`."""
     get = lambda k: stats.get(k, 0)  # noqa: E731
     records = {"documents": get("records.documents"), "deletions": get("records.deletions"), "dead_lettered": get("records.dead_lettered")}
     docs = {k: get(f"documents.{k}") for k in ("linked", "unchanged", "deleted", "dead_lettered", "superseded", "carried",
                                                 "kept_previous")}
     outputs = {table: staged.table_outputs(table) for table in TABLES}
-    if output_format != "parquet":
-        outputs[output_format] = {**staged.table_outputs(output_format, rows=False),
-                                  "documents": outputs["documents"]["rows"] - docs["deleted"]}
+    for copy_format in copy_formats:
+        outputs[copy_format] = {**staged.table_outputs(copy_format, rows=False),
+                                "documents": outputs["documents"]["rows"] - docs["deleted"]}
     received = records["documents"] + records["deletions"]
     reconciliation = {
         # every record read is linked, unchanged, a deletion, superseded by another record of its id, or dead-lettered
@@ -395,14 +418,14 @@ def build_manifest(stats: dict, *, inputs: list[str], fmt: str, output_format: s
     return Manifest(
         pipeline="link", reconciliation=reconciliation, outputs=outputs,
         inputs=[{**record, **({"unread": unread[record["path"]]} if record["path"] in unread else {})}
-                for record in input_records(inputs)],
+                for record in inputs],
         counts={"records": records, "documents": docs,
                 "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil"),
                              "no_index": {k[len(NO_INDEX):]: n for k, n in sorted(stats.items()) if k.startswith(NO_INDEX)}},
                 "files": {"given": len(inputs), "unread": len(unread)}},
         runner=runner_name(options), options=options.get_all_options(drop_default=True),
-        details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "input_format": fmt, "output_format": output_format, "single_file": single_file, "id_prefix": id_prefix,
-                 "incremental": incremental,
+        details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "input_format": fmt, "copy_formats": list(copy_formats),
+                 "single_file": single_file, "id_prefix": id_prefix, "incremental": incremental, "run_key": run_key,
                  "previous_documents": previous_documents, "annotator": spec.describe(), "model_version": versions[0],
                  "kb_version": versions[1]})
 
@@ -421,15 +444,60 @@ def merge_into_single_file(staged: OutputFolder, output_format: str) -> None:
         staged.fs.delete(part)
 
 
+def run_key(inputs: list[dict], fmt: str, spec: AnnotatorSpec, *, per_line: bool, num_shards: int, id_prefix: str,
+            single_file: bool) -> str:
+    """sha256 of everything a link run's tables depend on besides the state it continues, read without opening a
+    model: the input files (path, sha256, in their order), how they are read, the linker
+    (`AnnotatorSpec.linker_sha256`), the output's layout and the package that writes it. An --incremental run with
+    the key of the state it continues finds every document unchanged and every deletion applied: it would publish
+    that state's tables again (`nothing_changed`)."""
+    payload = {"inputs": inputs, "input_format": fmt, "per_line": per_line, "linker": spec.linker_sha256(),
+               "num_shards": num_shards, "id_prefix": id_prefix, "single_file": single_file,
+               "package_version": bioel_core.__version__, "schema_version": SCHEMA_VERSION}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+NOTHING_CHANGED = "nothing_changed"  # the key of run()'s result when it published nothing, the state being up to date
+
+
+def nothing_changed(pointer: dict | None, key: str, copy_formats: tuple[str, ...], report: str | None) -> bool:
+    """Whether an --incremental run would publish the tables of the state `pointer` names again: the same run key,
+    the same copies, every input file read to its end, and the state's own quality report there when the run is
+    checked (`report`: the generation the folder's report was written for, `report_generation`; "" when unchecked)."""
+    return (pointer is not None and pointer.get("run_key") == key and copy_formats_of((), pointer) == copy_formats
+            and not pointer["counts"]["files"]["unread"] and report in ("", pointer["generation"]))
+
+
+def report_generation(output_dir: str) -> str | None:
+    """The generation the output folder's quality report was written for; None when it has none (a run killed after
+    moving the pointer leaves the previous generation's report, or none)."""
+    fs = filesystem_for(output_dir)
+    path = fs.join(output_dir, QUALITY, REPORT_SUMMARY)
+    return read_json(fs, path).get("generation") if fs.exists(path) else None
+
+
+def unchanged_result(pointer: dict) -> dict:
+    """What a run that found nothing changed returns: the manifest in force, counted as re-running it would count
+    (each document linked or unchanged then is unchanged now, nothing is linked), marked NOTHING_CHANGED."""
+    docs = dict(pointer["counts"]["documents"])
+    docs["unchanged"], docs["linked"] = docs["unchanged"] + docs["linked"], 0
+    mentions = {"linked": 0, "nil": 0, "no_index": {}}
+    return {**pointer, "counts": {**pointer["counts"], "documents": docs, "mentions": mentions}, NOTHING_CHANGED: True}
+
+
 def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
-        output_format: str = "parquet", per_line: bool = False, incremental: bool = False, num_shards: int = 4,
+        output_formats: Sequence[str] = (), per_line: bool = False, incremental: bool = False, num_shards: int = 4,
         batch_size: int = 64, id_prefix: str = "none", single_file: bool = False, gate=None) -> dict:
     """Runs the linking pipeline on `inputs` (files, folders, globs: pipelines.outputs.listed_inputs) and publishes
-    its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest. `single_file`: the interchange copy is one file in doc-id order, not parts."""
+    its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest. `output_formats`:
+    the interchange copies written beside the Parquet tables (with --incremental, also every copy the state has:
+    `copy_formats_of`); `single_file`: each copy is one file in doc-id order, not parts.
+
+    An --incremental run on inputs, linker and settings that the published state was made with (`run_key`) publishes
+    nothing: that state stands as it is, its generation, manifest and quality report untouched (a scheduled job's
+    consumers see no new state), and the result is marked NOTHING_CHANGED. It is found before any model is opened."""
     if fmt not in FORMATS:
         raise ValueError(f"--input-format must be one of {FORMATS}")
-    if output_format not in OUTPUT_FORMATS:
-        raise ValueError(f"--output-format must be one of {OUTPUT_FORMATS}")
     if id_prefix not in ID_PREFIXES:
         raise ValueError(f"--id-prefix must be one of {ID_PREFIXES}")
     if per_line and fmt != "text":
@@ -437,9 +505,9 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     if not spec.detect and fmt not in FORMATS_WITH_MENTIONS:
         raise ValueError(f"--mentions given links the corpus's own mentions, and --input-format {fmt} carries none "
                          f"(formats with mentions: {', '.join(FORMATS_WITH_MENTIONS)})")
-    if single_file and output_format == "parquet":
-        raise ValueError("--single-file needs an interchange --output-format (pubtator, bioc-json, bioc-xml)")
+    copy_formats_of(output_formats, None)  # an unknown format refused before any work
     check_num_shards(num_shards)
+    stage = logs.Stage("link")
     inputs, output_dir = [absolute(p) for p in inputs], absolute(output_dir)  # as the workers must see them
     check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + spec.inputs())
     # a finished `bioel link` output given as PubTator input is read for its PubTator copy
@@ -447,23 +515,50 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     if fmt == "text" and not per_line:
         check_document_ids(listed)
     inputs = list(listed)
+    pointer = published_state(output_dir) if incremental else None
+    copy_formats = copy_formats_of(output_formats, pointer)
+    if single_file and not copy_formats:
+        raise ValueError("--single-file needs an interchange --output-format (pubtator, bioc-json, bioc-xml)")
+    records = input_records(inputs)
+    stage.info("reading %s input file(s), %s bytes of %s, into %s (%s; copies: %s)", f"{len(records):,}",
+               f"{sum(r['bytes'] for r in records):,}", fmt, output_dir,
+               "incremental" if pointer else "a new state", ", ".join(copy_formats) or "none")
+    key = run_key(records, fmt, spec, per_line=per_line, num_shards=num_shards, id_prefix=id_prefix, single_file=single_file)
+    fs = filesystem_for(output_dir)
+    if nothing_changed(pointer, key, copy_formats, "" if gate is None else report_generation(output_dir)):
+        # what a killed run left goes, as any run's publish removes it; the state in force must be the one checked
+        if OutputFolder(fs, output_dir, TABLES + copy_formats).tidy() != pointer:
+            raise OutputError(f"--output {output_dir}: another run published there while this one started; run again")
+        stage.done("nothing changed: the inputs, linker and settings are those of the state published %s (%s); it "
+                   "stands, nothing published", pointer["created_utc"], pointer["generation"])
+        return unchanged_result(pointer)
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
     settings = spec.settings_sha256()
-    previous = previous_files(output_dir) if incremental else {"annotations": [], "documents": []}
-    tables = TABLES + ((output_format,) if output_format != "parquet" else ())
-    staged = OutputFolder(filesystem_for(output_dir), output_dir, tables)
+    previous = previous_files(output_dir, pointer)
+    staged = OutputFolder(fs, output_dir, TABLES + copy_formats)
+    stage.info("linker opened and checked; linking on %s into %s shard(s)", runner_name(options), f"{num_shards:,}")
 
     def build() -> Manifest:
         with pipeline_progress(options, "link", "documents"), new_pipeline(options) as p:
-            build_pipeline(p, listed, fmt, staged, spec, per_line=per_line, previous=previous, output_format=output_format,
+            build_pipeline(p, listed, fmt, staged, spec, per_line=per_line, previous=previous, copy_formats=copy_formats,
                            num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix,
                            settings=settings, threads=worker_threads(options))
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # the linked rows' spill files, all read by the writers
         if single_file:
-            merge_into_single_file(staged, output_format)
-        return refuse_empty(build_manifest(read_stats(staged.root), inputs=inputs, fmt=fmt, output_format=output_format,
-                                           staged=staged, spec=spec, versions=versions, incremental=incremental,
-                                           previous_documents=parquet_rows(staged.fs, previous["documents"]),
-                                           options=options, id_prefix=id_prefix, single_file=single_file), staged)
+            for copy_format in copy_formats:
+                merge_into_single_file(staged, copy_format)
+        manifest = refuse_empty(build_manifest(read_stats(staged.root), inputs=records, fmt=fmt, copy_formats=copy_formats,
+                                               staged=staged, spec=spec, versions=versions, incremental=incremental,
+                                               previous_documents=parquet_rows(staged.fs, previous["documents"]),
+                                               options=options, id_prefix=id_prefix, single_file=single_file,
+                                               run_key=key), staged)
+        stage.info("pipeline done: %s document rows, %s annotation rows; %s", f"{manifest.outputs['documents']['rows']:,}",
+                   f"{manifest.outputs['annotations']['rows']:,}", "checking quality" if gate else "publishing")
+        return manifest
 
-    return staged.publish(build, gate).to_dict()
+    manifest = staged.publish(build, gate).to_dict()
+    docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
+    stage.done("linked %s documents, %s mentions (%s NIL); unchanged %s, deleted %s, carried %s; published %s",
+               f"{docs['linked']:,}", f"{mentions['linked']:,}", f"{mentions['nil']:,}", f"{docs['unchanged']:,}",
+               f"{docs['deleted']:,}", f"{docs['carried']:,}", manifest["generation"])
+    return manifest

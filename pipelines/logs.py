@@ -33,3 +33,18 @@ def shown(record: logging.LogRecord) -> bool:
     if record.name.split(".")[0] in OWN_LOGGERS:
         return True
     return record.levelno >= logging.WARNING and not record.getMessage().startswith(_NOISE)
+
+
+class Stage:
+    """A verb's stage messages, shown with -v: its start, its counts and its end with the seconds it took since the
+    Stage was made, INFO lines of the logger `pipelines.VERB` in the launcher process (workers may run elsewhere):
+    `2026-11-29T01:02:03Z INFO pipelines.link: linked 2,292 documents, ... in 41.0 s`."""
+
+    def __init__(self, verb: str):
+        self.log, self.began = logging.getLogger(f"pipelines.{verb}"), time.perf_counter()
+
+    def info(self, message: str, *args) -> None:
+        self.log.info(message, *args)
+
+    def done(self, message: str, *args) -> None:
+        self.log.info(message + " in %.1f s", *args, time.perf_counter() - self.began)

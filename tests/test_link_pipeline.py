@@ -71,7 +71,7 @@ def table(out, name):
 
 def test_linking_a_corpus_reconciles_and_every_span_slices_its_text(chain, corpus, tmp_path):
     folder, docs = corpus
-    manifest = run(chain, [folder / "a.pubtator", folder / "b.pubtator"], tmp_path / "out", output_format="pubtator")
+    manifest = run(chain, [folder / "a.pubtator", folder / "b.pubtator"], tmp_path / "out", output_formats=["pubtator"])
     assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
     assert manifest["counts"]["documents"]["linked"] == len(docs) == 40
     texts = {d.doc_id: d.text for d in docs}
@@ -242,7 +242,7 @@ def test_a_document_refused_at_linking_is_dead_lettered_naming_its_file_and_id(c
                                                         {"pmid": "13", "title": " ", "abstract": "\t "},
                                                         {"pmid": "14|15", "title": "Gout.", "abstract": ""})) + "\n")
     manifest = link_corpus.run([str(good), str(bad)], "jsonl", str(tmp_path / "out"), spec(chain), pipeline_options([]),
-                               output_format="pubtator")
+                               output_formats=["pubtator"])
     assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
     assert manifest["counts"]["documents"]["linked"] == 2 and manifest["counts"]["documents"]["dead_lettered"] == 2
     dead = table(tmp_path / "out", "dead_letter")
@@ -337,11 +337,11 @@ def test_link_writes_every_interchange_format_from_plain_text_and_reads_it_back(
     (tmp_path / "ids.txt").write_text("ok-1\tFamotidine caused delirium.\nbad|2\tGout and delirium.\n")
     options = pipeline_options([])
     out = tmp_path / "out"
-    manifest = link_corpus.run(plain, "text", str(out), spec(chain), options, output_format=output_format)
+    manifest = link_corpus.run(plain, "text", str(out), spec(chain), options, output_formats=[output_format])
     assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
     assert manifest["counts"]["documents"]["linked"] == 3
     per_line = link_corpus.run([str(tmp_path / "ids.txt")], "text", str(tmp_path / "out2"), spec(chain), options,
-                               output_format=output_format, per_line=True)
+                               output_formats=[output_format], per_line=True)
     assert all(per_line["reconciliation"].values()), per_line["reconciliation"]
     dead = table(tmp_path / "out2", "dead_letter")
     if output_format == "pubtator":
@@ -395,7 +395,7 @@ def test_text_documents_of_one_name_in_two_folders_are_two_documents_or_refused(
 def test_annotations_carry_vocabulary_and_alt_ids_and_pubtator_can_write_prefixed_ids(chain, corpus, tmp_path):
     # ids carried no vocabulary: an OMIM number and a MeSH id looked alike in every output
     folder, _ = corpus
-    run(chain, [folder / "a.pubtator"], tmp_path / "out", output_format="pubtator", id_prefix="vocabulary")
+    run(chain, [folder / "a.pubtator"], tmp_path / "out", output_formats=["pubtator"], id_prefix="vocabulary")
     kb = {r["concept_id"]: r for r in read_table(Path(chain[1]).parent / "kb", "concepts").to_pylist()}
     rows = table(tmp_path / "out", "annotations")
     assert rows and all((r["vocabulary"], r["alt_ids"]) == (kb[r["concept_id"]]["vocabulary"], kb[r["concept_id"]]["alt_ids"])
@@ -856,9 +856,9 @@ def test_single_file_is_one_ordered_file_whatever_the_shards_and_workers(chain, 
     folder, docs = corpus
     inputs = [folder / "b.pubtator", folder / "a.pubtator"]
     two_workers = ["--runner", "DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
-    run(chain, inputs, tmp_path / "one", output_format="pubtator", single_file=True, num_shards=2)
-    run(chain, inputs, tmp_path / "two", output_format="pubtator", single_file=True, num_shards=3, beam_args=two_workers)
-    run(chain, inputs, tmp_path / "parts", output_format="pubtator", num_shards=3)
+    run(chain, inputs, tmp_path / "one", output_formats=["pubtator"], single_file=True, num_shards=2)
+    run(chain, inputs, tmp_path / "two", output_formats=["pubtator"], single_file=True, num_shards=3, beam_args=two_workers)
+    run(chain, inputs, tmp_path / "parts", output_formats=["pubtator"], num_shards=3)
     manifest = read_manifest(tmp_path / "one")
     assert manifest["outputs"]["pubtator"]["files"] == ["pubtator/linked.pubtator"] and manifest["single_file"]
     merged = data_root(tmp_path / "one") / "pubtator" / "linked.pubtator"
@@ -890,8 +890,8 @@ def test_single_file_bioc_reads_back_as_the_parts(chain, corpus, tmp_path, outpu
 
     folder, docs = corpus
     inputs = [folder / "a.pubtator", folder / "b.pubtator"]
-    run(chain, inputs, tmp_path / "one", output_format=output_format, single_file=True, num_shards=2)
-    run(chain, inputs, tmp_path / "parts", output_format=output_format, num_shards=2)
+    run(chain, inputs, tmp_path / "one", output_formats=[output_format], single_file=True, num_shards=2)
+    run(chain, inputs, tmp_path / "parts", output_formats=[output_format], num_shards=2)
     [merged] = sorted((data_root(tmp_path / "one") / output_format).iterdir())
     assert merged.name == "linked" + link_corpus.INTERCHANGE_SUFFIX[output_format]
     read = lambda paths: list(read_documents(paths, output_format))  # noqa: E731
@@ -1212,11 +1212,11 @@ def test_a_shard_without_documents_writes_no_empty_pubtator_part(chain, corpus, 
     two = tmp_path / "two.pubtator"
     with open(two, "w") as fh:
         write_pubtator(docs[:2], fh)
-    manifest = run(chain, [two], tmp_path / "one", output_format="pubtator", single_file=True, num_shards=4)
+    manifest = run(chain, [two], tmp_path / "one", output_formats=["pubtator"], single_file=True, num_shards=4)
     assert manifest["counts"]["documents"]["linked"] == 2
     merged = data_root(tmp_path / "one") / "pubtator" / "linked.pubtator"
     assert [d.doc_id for d in read_pubtator(merged)] == sorted(d.doc_id for d in docs[:2])
-    parts = run(chain, [two], tmp_path / "parts", output_format="pubtator", num_shards=4)
+    parts = run(chain, [two], tmp_path / "parts", output_formats=["pubtator"], num_shards=4)
     files = sorted((data_root(tmp_path / "parts") / "pubtator").iterdir())
     assert parts["outputs"]["pubtator"]["files"] == [f"pubtator/{f.name}" for f in files]
     assert 1 <= len(files) <= 2 and all(f.stat().st_size for f in files)
@@ -1226,7 +1226,7 @@ def test_a_shard_without_documents_writes_no_empty_pubtator_part(chain, corpus, 
     bad = tmp_path / "bad.pubtator"
     bad.write_text("1|t|Gout.\n1\t0\t9\tnot there\tDisease\tD1\n\n")
     with pytest.raises(EmptyOutputError, match="no rows"):
-        run(chain, [bad], tmp_path / "none", output_format="pubtator", single_file=True, num_shards=2)
+        run(chain, [bad], tmp_path / "none", output_formats=["pubtator"], single_file=True, num_shards=2)
 
 
 def test_the_spec_names_its_folders_absolutely_for_workers_started_elsewhere(chain, corpus, tmp_path, monkeypatch):

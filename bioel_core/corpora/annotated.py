@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bioel_core.corpora.read import DOCUMENT_DROPPED, FORMATS_WITH_MENTIONS, read_documents
+from bioel_core.corpora.read import DOCUMENT_DROPPED, FORMATS, FORMATS_WITH_MENTIONS, read_documents
 from bioel_core.corpora.records import Document, FormatError, Mention
 from bioel_core.corpora.sniff import FORMAT_NAMES
 from bioel_core.records import DeadLetter
@@ -70,8 +70,9 @@ def corpus_files(path: str | Path, fmt: str, flag: str = "") -> list[str]:
     if manifest.get("pipeline") != "link":
         raise ValueError(f"{where}: a `bioel {manifest.get('pipeline')}` output, not a `bioel link` one with {name} annotations")
     if fmt not in manifest.get("outputs", {}):
-        raise ValueError(f"{where}: this `bioel link` output has no {name} copy (its --output-format was "
-                         f"{manifest.get('output_format')}); re-run link with --output-format {fmt}")
+        copies = [k for k in manifest.get("outputs", {}) if k in FORMATS]
+        raise ValueError(f"{where}: this `bioel link` output has no {name} copy (its copies: {', '.join(copies) or 'none'}); "
+                         f"re-run link with --output-format {fmt}")
     root = data_root(folder, manifest)
     return [str(root / f) for f in manifest["outputs"][fmt]["files"]]
 

@@ -435,6 +435,21 @@ class AnnotatorSpec:
             payload["generative"] = _model_files(self.generative)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
+    def linker_sha256(self) -> str:
+        """sha256 of everything that decides this linker's annotations, read without opening a model (a no-op
+        `bioel link --incremental` is found with it before any model loads): every setting (`describe`,
+        `settings_sha256`), each model folder's config and weights files, and each type's index model fingerprint and
+        KB version, checked as `versions` checks them but for the model's own fingerprint, which its files stand for."""
+        from bioel_core.models import model_folder
+
+        sources = self._sources()
+        self._check_stop_lists(sources)
+        folders = {self.model_for(t) for t in sources} | ({self.model} if self.detect and self.detector != "dictionary" else set())
+        payload = {"spec": self.describe(), "settings": self.settings_sha256(),
+                   "models": sorted((str(folder), _model_files(str(model_folder(folder)))) for folder in folders),
+                   "sources": sorted((t, s["fingerprint"], s["kb_version"]) for t, s in sources.items())}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
     def open(self, models: dict | None = None) -> DocumentAnnotator:
         """The annotator; `models`: the encoders `open_models` gave (already checked by `versions`), else opened here."""
         from bioel_core.linking.dense import DenseLinker

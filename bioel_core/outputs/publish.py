@@ -118,6 +118,16 @@ class OutputFolder:
             self.lock.release()
         return manifest
 
+    def tidy(self) -> dict | None:
+        """Lock, recover what killed runs left, unlock, publishing nothing; returns the pointer in force. For a run
+        that finds the folder's state up to date: it leaves the folder as a finished publish does (no generation or
+        lock of a killed run behind), and refuses as `publish` does while another run writes there."""
+        self.lock.acquire()
+        try:
+            return self.recover()
+        finally:
+            self.lock.release()
+
     def recover(self) -> dict | None:
         """Delete what killed runs left (the lock must be held); returns the pointer in force, if any. Only what
         a run names as its own goes: a user's `gen-notes/` stays, and a folder with a derived folder's name

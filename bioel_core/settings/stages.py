@@ -168,13 +168,10 @@ class LinkSettings(Settings):
                                                       "collective model, its span detector")
     detector: str | None = setting(None, choices=DETECTORS, help="how mentions are detected (default: both with a "
                                                                  "collective model, else dictionary)")
-    copy_formats: list[str] = setting([], choices=tuple(WRITERS), help="interchange copies of the linked documents")
+    copy_formats: list[str] = setting([], choices=tuple(WRITERS), help="interchange copies of the linked documents "
+                                                                       "(--incremental keeps every copy the state has)")
     types: dict[str, LinkTarget] = setting({}, names=ENTITY_TYPE, help="per entity type: its index, model, stop list, "
                                                                         "NIL threshold")
-
-    def check(self) -> None:
-        if len(self.copy_formats) > 1:
-            raise SettingsError("copy_formats", f"one interchange format per run for now, got {self.copy_formats}")
 
     def annotator_spec(self, **kwargs):
         """The AnnotatorSpec of this linker; `kwargs`: its other arguments (detect, device, reranker...). Every type
