@@ -52,7 +52,7 @@ def check_generative(folder: str | Path) -> None:
         raise ValueError(f"{folder}: not a model folder (no bioel_encoder.json)") from None
     if found != "generative":
         raise ValueError(f"{folder}: a {found} model; generative linking needs a generative model "
-                         f"(`bioel train --encoder generative`)")
+                         f"(`bioel train generative`)")
 
 
 class GenerativeLinker(Linker):
@@ -75,7 +75,7 @@ class GenerativeLinker(Linker):
         if options:
             raise ValueError(f"unknown generative options {sorted(options)}; known: model, device, beams, batch_size")
         if not model:
-            raise ValueError("the generative linker needs a generative model (--model DIR from `bioel train --encoder generative`)")
+            raise ValueError("the generative linker needs a generative model (--model DIR from `bioel train generative`)")
         return cls(names, open_generative(model, device), str(Path(model).resolve()), beams, batch_size)
 
     def search(self, queries: list[str], k: int) -> list[list[Candidate]]:

@@ -104,7 +104,7 @@ def check_reranker(folder: str | Path) -> str:
         raise ValueError(f"--reranker {folder}: not a model folder (no bioel_encoder.json)") from None
     if found not in RERANKERS:
         raise ValueError(f"--reranker {folder}: a {found} model; a reranker is a cross-encoder "
-                         f"(`bioel train --encoder cross-encoder`), a generative model (`--encoder generative`) "
+                         f"(`bioel train cross-encoder`), a generative model (`bioel train generative`) "
                          f"or an ensemble of them (`bioel ensemble`)")
     return found
 
