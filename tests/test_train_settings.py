@@ -158,3 +158,25 @@ def test_cards_recorded_in_the_0_2_form_show_a_command_that_parses_today():
         today = current_command(json.loads((folder / "card.json").read_text())["command"])
         args = cli.build_parser().parse_args(shlex.split(today)[1:])  # exits on any flag the kind does not take
         assert args.kind in TRAIN_KINDS and today in (folder / "MODEL_CARD.md").read_text()
+
+
+def test_the_fine_tuning_plan_follows_the_datasets_splits(tmp_path):
+    """dev chooses the epoch when every dataset has processed_dev and train is trained on; the default epochs then
+    stretch to small data's minimum of steps (what the CLI's 0.2 code decided from argparse values)."""
+    from bioel_core.training.recipe import DEV_EVERY_STEPS, FINETUNE_MIN_STEPS, finetune_plan, stage_config
+
+    with_dev, without = tmp_path / "a", tmp_path / "b"
+    (with_dev / "processed_dev").mkdir(parents=True)
+    without.mkdir()
+    settings = ResCNNSettings(output="m", names="kb", train_dataset=[str(with_dev)], batch_size=8)
+    plan = finetune_plan(settings)
+    assert (plan.split, plan.epochs, plan.dev_chooses, plan.small_data) == ("train", 20, True, True)
+    config = stage_config(settings, epochs=plan.epochs, loss="multi-similarity", plan=plan)
+    assert (config.min_steps, config.dev_every_steps, config.batch_size, config.learning_rate) == (
+        FINETUNE_MIN_STEPS, DEV_EVERY_STEPS, 8, 1e-3)
+    given = finetune_plan(ResCNNSettings(output="m", names="kb", train_dataset=[str(with_dev)], finetune_epochs=2))
+    assert (given.epochs, given.small_data) == (2, False)
+    assert finetune_plan(ResCNNSettings(output="m", names="kb", train_dataset=[str(with_dev), str(without)])) == \
+        type(plan)("traindev", 3, False, False)
+    assert finetune_plan(ResCNNSettings(output="m", names="kb", train_dataset=[str(with_dev)], train_split="traindev")) \
+        .dev_chooses is False
