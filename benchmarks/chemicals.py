@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     kb, dataset, counts = build(args.work)
     print(json.dumps(counts))
     if not (args.model / "card.json").is_file():
-        sh(BIOEL + ["train", "--encoder", "rescnn", "--names", kb, "--train-dataset", dataset, "--output", args.model,
+        sh(BIOEL + ["train", "rescnn", "--names", kb, "--train-dataset", dataset, "--output", args.model,
                     "--save-dtype", "float16", "--max-minutes", args.max_minutes, "--no-progress"])
     rows = []
     for label, model in (("disease model", args.baseline), ("chemical model", args.model)):

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The one call on a lent GPU machine (the `device` tool): goal A of issue 42 (train the collective model on BC5CDR
-# and NCBI-disease together, `bioel train --encoder collective --device cuda`), then goal B of issue 43
+# and NCBI-disease together, `bioel train collective --device cuda`), then goal B of issue 43
 # (benchmarks/gpu_workers.py: embed and link rates on cuda beside the machine's CPU, annotations compared).
 #
 # Here, first: `python benchmarks/device_payload.py stage CHECKOUT/.devpayload --kb Disease=.bench/Disease-kb
@@ -40,7 +40,7 @@ from bioel_core.models import open_model
 print('imports ok; name encoder', open_model(None).fingerprint()[:12])
 " >> "$OUT/train.log" 2>&1 || { log "import check failed"; exit 16; }
 log "training"
-timeout "$TRAIN_TIMEOUT" $PY -m pipelines.cli train --encoder collective \
+timeout "$TRAIN_TIMEOUT" $PY -m pipelines.cli train collective \
     --train-corpus ../shared/data/bc5cdr-corpus/CDR_TrainingSet.PubTator.txt Disease=../shared/data/ncbi-disease/raw_corpus/NCBItrainset_corpus.txt \
     --dev-corpus ../shared/data/bc5cdr-corpus/CDR_DevelopmentSet.PubTator.txt Disease=../shared/data/ncbi-disease/raw_corpus/NCBIdevelopset_corpus.txt \
     --names Disease=.bench/Disease-kb Chemical=.bench/Chemical-kb --init .bench/minilm-init \

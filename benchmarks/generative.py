@@ -129,7 +129,7 @@ def tables(rows: list[dict], speed: dict, ablations: list[dict], args) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data", help="shared benchmark data folder")
-    parser.add_argument("--model", required=True, help="a generative model folder (`bioel train --encoder generative`)")
+    parser.add_argument("--model", required=True, help="a generative model folder (`bioel train generative`)")
     parser.add_argument("--retriever", default=str(ROOT / "models" / "disease-default"))
     parser.add_argument("--splits", nargs="+", choices=["dev", "test"], default=["dev", "test"])
     parser.add_argument("--beams", type=int, default=5)

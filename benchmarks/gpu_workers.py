@@ -103,7 +103,7 @@ def in_memory_annotator(model: str, kbs: dict[str, str], device: str, detector: 
 
     encoder = open_model(model, device=device).eval()
     if getattr(encoder, "encoder_type", None) != "collective":
-        raise ValueError(f"--model {model}: a collective model is needed (`bioel train --encoder collective`)")
+        raise ValueError(f"--model {model}: a collective model is needed (`bioel train collective`)")
     targets = []
     for entity_type, kb in kbs.items():
         names = NameSet.from_names_table(kb)

@@ -1,6 +1,6 @@
 """Does the mention's document context help the cross-encoder reranker? (issue 15's "a little context where it helps")
 
-Trains the cross-encoder as `bioel train --encoder cross-encoder --finetune-epochs EPOCHS` does (the retriever's hard
+Trains the cross-encoder as `bioel train cross-encoder --finetune-epochs EPOCHS` does (the retriever's hard
 negatives, as many KB-synonym examples as mention examples, dev acc@1 after each epoch, best epoch kept, then the
 retriever's weight chosen on dev), except that a training or dev mention reads `left < mention > right`: WORDS
 words of its document on each side, normalized as queries are, when its document is in the corpora (PubTator files
@@ -33,9 +33,11 @@ from bioel_core.linking.rerank import CrossEncoderReranker, KeptScores  # noqa: 
 from bioel_core.names import NameSet  # noqa: E402
 from bioel_core.text.preprocess import split_composite  # noqa: E402
 from bioel_core.training.loop import TrainConfig  # noqa: E402
-from bioel_core.training.recipe import DEFAULT_BATCH, DEFAULT_LR, concept_alias, train_stage, usable_queries  # noqa: E402
-from bioel_core.training.rerank import (DEFAULT_EXAMPLE_SIZE, RETRIEVER_WEIGHTS, dev_stages, listwise_loss,  # noqa: E402
-                                        new_cross_encoder, rerank_examples, synonym_examples)
+from bioel_core.settings.train import EXAMPLE_SIZE as DEFAULT_EXAMPLE_SIZE  # noqa: E402
+from bioel_core.settings.train import CrossEncoderSettings  # noqa: E402
+from bioel_core.training.recipe import concept_alias, train_stage, usable_queries  # noqa: E402
+from bioel_core.training.rerank import (RETRIEVER_WEIGHTS, dev_stages, listwise_loss, new_cross_encoder,  # noqa: E402
+                                        rerank_examples, synonym_examples)
 
 CORPORA = ("ncbi-disease/raw_corpus/*.txt", "bc5cdr-corpus/*.PubTator.txt")
 
@@ -108,7 +110,7 @@ def run(args, data: Data, contexts: Contexts, words: int) -> dict:
     max_length = args.max_length or (64 if words else 32)
     model = new_cross_encoder(None, max_length, "cpu", args.seed)
     reranker = CrossEncoderReranker(model)
-    config = TrainConfig(epochs=args.epochs, batch_size=DEFAULT_BATCH["cross-encoder"], learning_rate=DEFAULT_LR["cross-encoder"],
+    config = TrainConfig(epochs=args.epochs, batch_size=CrossEncoderSettings.batch_size, learning_rate=CrossEncoderSettings.lr,
                          seed=args.seed, loss="listwise", max_steps=args.max_steps)
     stats = train_stage(model, "rerank", examples + data.synonyms, config, workdir, False,
                         dev_score=lambda: pooled(dev_accuracy(data.dev, reads, reranker)), loss_fn=listwise_loss)

@@ -5,7 +5,7 @@ of MeSH tree D chemicals with ONE name per concept and local, non-MeSH ids (CHEM
 
 Builds the BioSyn-layout dataset (dictionary + processed_{train,dev,test}; queries whose concept is not a tree D
 descriptor, e.g. supplementary C ids, are left out and counted), ingests the dictionary with `bioel ingest-kb
---input-format biosyn-dict --id-pattern`, trains each run with `bioel train --encoder rescnn` (the default command has
+--input-format biosyn-dict --id-pattern`, trains each run with `bioel train rescnn` (the default command has
 no tuning flag), scores dev and test with `bioel evaluate`, prints a table; `--json OUT` writes the rows.
 """
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in args.runs:
         model = args.work / f"model-{run}"
         if not (model / "card.json").is_file():
-            sh(BIOEL + ["train", "--encoder", "rescnn", "--names", kb, "--train-dataset", dataset, "--output", model,
+            sh(BIOEL + ["train", "rescnn", "--names", kb, "--train-dataset", dataset, "--output", model,
                         "--no-progress", *RUNS[run]])
         card = json.loads((model / "card.json").read_text())
         finetune = card["stages"]["finetune"]

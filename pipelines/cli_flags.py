@@ -90,6 +90,11 @@ class FlagSet:
                 return flags[pattern], parts[i]
         return None
 
+    def option_of(self, path: str) -> str:
+        """How the command line names the setting `path`: its flag (`--train-corpus`), else the path itself."""
+        found = self.flag_for(path)
+        return found[0].option if found else path
+
     def describe(self, err: SettingsError) -> str:
         """A contract's error worded for the command line: `--num-shards: must be at least 1, got 0`."""
         found = self.flag_for(err.field) if err.field else None

@@ -190,12 +190,12 @@ def test_train_and_ensemble_refuse_an_output_among_their_inputs_or_holding_a_pip
     (dataset / "processed_train").mkdir(parents=True)
     for output, reason in ((kb, f"is (or holds) the --names {kb} of this job"),
                            (dataset, f"is (or holds) the --train-dataset {dataset} of this job")):
-        assert cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--train-dataset", str(dataset),
+        assert cli.main(["train", "rescnn", "--names", str(kb), "--train-dataset", str(dataset),
                          "--output", str(output)]) == 2
         assert capsys.readouterr().err == f"bioel train: error: --output {output} {reason}; write to a folder of its own\n"
     other_kb = tmp_path / "other-kb"
     shutil.copytree(kb, other_kb)
-    assert cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--output", str(other_kb)]) == 2
+    assert cli.main(["train", "rescnn", "--names", str(kb), "--output", str(other_kb)]) == 2
     assert "holds a bioel pipeline output" in capsys.readouterr().err
     assert cli.main(["ensemble", "--member", str(REPO / "models/disease-default"), "1", "--output", str(kb)]) == 2
     assert "holds a bioel pipeline output" in capsys.readouterr().err

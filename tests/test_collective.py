@@ -298,7 +298,7 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
     teacher, index, corpus, _ = collective_chain
     kb = str(Path(index).parent / "kb")
     out = tmp_path / "small"
-    assert cli.main(["train", "--encoder", "collective", "--train-corpus", str(corpus), "--dev-corpus", str(corpus),
+    assert cli.main(["train", "collective", "--train-corpus", str(corpus), "--dev-corpus", str(corpus),
                      "--names", f"Disease={kb}", f"Chemical={kb}", "--init", teacher, "--document-layers", "1",
                      "--epochs", "1", "--save-dtype", "float32", "--output", str(out), "--no-progress"]) == 0
     model = CollectiveEncoder.load(out)
@@ -326,7 +326,7 @@ def test_bioel_train_collective_reads_its_corpora_in_corpus_format(collective_ch
     cards = {}
     for fmt, path in (("pubtator", corpus), ("bioc-json", bioc)):
         out = tmp_path / fmt
-        assert cli.main(["train", "--encoder", "collective", "--train-corpus", str(path), "--dev-corpus", str(path),
+        assert cli.main(["train", "collective", "--train-corpus", str(path), "--dev-corpus", str(path),
                          "--corpus-format", fmt, "--names", f"Disease={kb}", f"Chemical={kb}", "--init", teacher,
                          "--document-layers", "1", "--epochs", "1", "--save-dtype", "float32", "--output", str(out),
                          "--no-progress"]) == 0
@@ -495,7 +495,7 @@ def test_bioel_train_collective_takes_corpora_of_some_types_and_records_them_in_
     teacher, index, corpus, _ = collective_chain
     kb = str(Path(index).parent / "kb")
     out = tmp_path / "typed"
-    argv = ["train", "--encoder", "collective", "--train-corpus", str(corpus), f"Disease={NCBI_EXCERPT}",
+    argv = ["train", "collective", "--train-corpus", str(corpus), f"Disease={NCBI_EXCERPT}",
             "--dev-corpus", str(corpus), f"Disease={NCBI_EXCERPT}", "--names", f"Disease={kb}", f"Chemical={kb}",
             "--init", teacher, "--document-layers", "1", "--epochs", "1", "--save-dtype", "float32",
             "--output", str(out), "--no-progress"]

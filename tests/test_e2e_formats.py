@@ -152,7 +152,7 @@ def test_the_hint_names_each_verbs_own_format_flag_and_only_for_another_format(t
     from pipelines import cli
 
     for argv, flag in ((["calibrate-nil", "--index", f"Disease={tmp_path / 'index'}", "--gold", BIOC], "--gold-format"),
-                       (["train", "--encoder", "collective", "--train-corpus", BIOC, "--dev-corpus", BIOC, "--names",
+                       (["train", "collective", "--train-corpus", BIOC, "--dev-corpus", BIOC, "--names",
                          f"Disease={tmp_path / 'kb'}", "--output", tmp_path / "model"], "--corpus-format")):
         assert cli.main(list(map(str, argv))) == 2
         assert capsys.readouterr().err.endswith(f" (this looks like BioC XML: pass {flag} bioc-xml)\n")

@@ -41,7 +41,7 @@ def test_ties_are_broken_by_row_also_across_the_cut_and_k_past_the_count_pads():
     assert empty_scores.shape == (0, 3) and empty_rows.shape == (0, 3)
 
 
-# what a GPU worker image lacks (benchmarks/gpu_workers.py, `bioel train --encoder collective` there)
+# what a GPU worker image lacks (benchmarks/gpu_workers.py, `bioel train collective` there)
 NOT_INSTALLED = ("apache_beam", "faiss", "great_expectations")
 BLOCK = f"import sys\nfor m in {NOT_INSTALLED!r}:\n    sys.modules[m] = None  # importing it now fails\n"
 

@@ -1,6 +1,6 @@
 """Generative linking (GenBioEL): the prefix tree, target selection, template filling, constrained decoding with a
 tiny real encoder-decoder (2-layer BERT warm start), batching, save/load, the linker and reranker modes, and
-`bioel train --encoder generative` -> `bioel evaluate --linker generative` end to end."""
+`bioel train generative` -> `bioel evaluate --linker generative` end to end."""
 
 import json
 import math
@@ -255,7 +255,7 @@ def test_bioel_train_generative_then_evaluate(tmp_path, tiny_bert, capsys):
     retriever = ResCNNEncoder(tiny_bert, width=24, filters=8, num_blocks=1).save(tmp_path / "retriever")
     out = tmp_path / "gen"
     capsys.readouterr()
-    assert cli.main(["train", "--encoder", "generative", "--names", str(kb), "--train-dataset", str(dataset),
+    assert cli.main(["train", "generative", "--names", str(kb), "--train-dataset", str(dataset),
                      "--retriever", str(retriever), "--init", str(tiny_bert), "--pretrain-epochs", "2",
                      "--finetune-epochs", "3", "--patience", "2", "--batch-size", "4", "--rerank-depth", "3",
                      "--output", str(out), "--device", "cpu", "--no-progress"]) == 0

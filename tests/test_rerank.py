@@ -1,5 +1,5 @@
 """The rerank stage: a retriever's top concepts reordered by a cross-encoder. Tiny real models (a 2-layer BERT), a
-TF-IDF retriever over a small KB, and `bioel train --encoder cross-encoder` / `bioel evaluate --linker rerank` end to
+TF-IDF retriever over a small KB, and `bioel train cross-encoder` / `bioel evaluate --linker rerank` end to
 end on a one-name-per-concept ADR dictionary."""
 
 import json
@@ -244,7 +244,7 @@ def test_bioel_train_cross_encoder_then_evaluate_rerank(tmp_path, tiny_bert, cap
     retriever = ResCNNEncoder(tiny_bert, width=24, filters=8, num_blocks=1).save(tmp_path / "retriever")
     out = tmp_path / "reranker"
     capsys.readouterr()
-    assert cli.main(["train", "--encoder", "cross-encoder", "--names", str(kb), "--train-dataset", str(dataset),
+    assert cli.main(["train", "cross-encoder", "--names", str(kb), "--train-dataset", str(dataset),
                      "--retriever", str(retriever), "--init", str(tiny_bert), "--example-size", "3", "--rerank-depth", "3",
                      "--finetune-epochs", "4", "--patience", "2", "--output", str(out), "--device", "cpu", "--no-progress"]) == 0
     assert "cross-encoder: 5 mention examples of 3 concepts" in capsys.readouterr().err  # one name each: no synonyms
@@ -265,8 +265,8 @@ def test_bioel_train_cross_encoder_then_evaluate_rerank(tmp_path, tiny_bert, cap
     assert tried["0.0"] == stage["best_dev"]["score"] and tried[str(weight)] == max(tried.values())
     assert report["acc@1"] == tried[str(weight)]  # the same stage that chose the epoch and the weight
     assert json.loads((out / "card.json").read_text())["scores"]["adr/dev"]["acc@1"] == report["acc@1"]
-    code = cli.main(["train", "--encoder", "cross-encoder", "--names", str(kb), "--output", str(tmp_path / "x"), "--device", "cpu"])
-    assert code == 2 and "give --train-dataset" in capsys.readouterr().err
+    code = cli.main(["train", "cross-encoder", "--names", str(kb), "--output", str(tmp_path / "x"), "--device", "cpu"])
+    assert code == 2 and "the following arguments are required: --train-dataset" in capsys.readouterr().err
 
 
 def test_a_reranker_retrained_on_traindev_keeps_the_retriever_weight_it_is_given(tmp_path, tiny_bert, capsys):
@@ -280,19 +280,19 @@ def test_a_reranker_retrained_on_traindev_keeps_the_retriever_weight_it_is_given
         (dataset / "processed_train" / "p.concept").read_text() + (dataset / "processed_dev" / "p.concept").read_text())
     torch.manual_seed(0)
     retriever = ResCNNEncoder(tiny_bert, width=24, filters=8, num_blocks=1).save(tmp_path / "retriever")
-    common = ["train", "--names", str(kb), "--train-dataset", str(dataset), "--retriever", str(retriever), "--init", str(tiny_bert),
+    common = ["--names", str(kb), "--train-dataset", str(dataset), "--retriever", str(retriever), "--init", str(tiny_bert),
               "--example-size", "3", "--finetune-epochs", "1", "--device", "cpu", "--no-progress"]
     out = tmp_path / "reranker"
     capsys.readouterr()
-    assert cli.main([*common, "--encoder", "cross-encoder", "--train-split", "traindev", "--retriever-weight", "20",
+    assert cli.main(["train", "cross-encoder", *common, "--train-split", "traindev", "--retriever-weight", "20",
                      "--output", str(out)]) == 0
     assert "model selection: the last epoch" in capsys.readouterr().err
     card = json.loads((out / "card.json").read_text())
     assert card["data"]["train_split"] == "traindev" and card["data"]["train_mentions"] == 7
-    assert card["data"]["retriever_weight_dev_acc@1"] == "given (20, --retriever-weight)"
+    assert card["data"]["retriever_weight_dev_acc@1"] == "given (20, retriever_weight)"
     assert card["encoder"]["retriever_weight"] == 20.0 and load_encoder(out).retriever_weight == 20.0
     for encoder, weight in (("cross-encoder", "-1"), ("rescnn", "20")):
-        assert cli.main([*common, "--encoder", encoder, "--retriever-weight", weight, "--output", str(tmp_path / "x")]) == 2
+        assert cli.main(["train", encoder, *common, "--retriever-weight", weight, "--output", str(tmp_path / "x")]) == 2
         assert "--retriever-weight" in capsys.readouterr().err and not (tmp_path / "x").exists()
 
 

@@ -243,7 +243,7 @@ def test_a_one_name_per_concept_kb_skips_alignment_and_fine_tunes(tmp_path, caps
     kb, dataset = _one_name_kb_and_dataset(tmp_path)
     capsys.readouterr()
     out = tmp_path / "model"
-    assert cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
+    assert cli.main(["train", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
                      "--finetune-max-steps", "2", "--batch-size", "8", "--device", "cpu", "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert "note: self-alignment skipped: no concept of the KB" in err
@@ -260,12 +260,13 @@ def test_nothing_to_train_names_the_stage_the_input_and_why(tmp_path, capsys):
 
     kb, dataset = _one_name_kb_and_dataset(tmp_path)
     capsys.readouterr()
-    code = cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--output", str(tmp_path / "m"), "--device", "cpu"])
+    code = cli.main(["train", "rescnn", "--names", str(kb), "--output", str(tmp_path / "m"), "--device", "cpu"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert code == 2 and "nothing to train: self-alignment has no pairs" in err and str(kb) in err and "--train-dataset" in err
+    assert code == 2 and err.startswith("bioel train: error: --train-dataset: nothing to train: self-alignment has no pairs")
+    assert str(kb) in err
     (dataset / "processed_traindev" / "post1.concept").unlink()
     (dataset / "processed_traindev" / "post2.concept").write_text("post2||30|40||ADR||mystery||ADR9999\n")
-    code = cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--train-dataset", str(dataset),
+    code = cli.main(["train", "rescnn", "--names", str(kb), "--train-dataset", str(dataset),
                      "--output", str(tmp_path / "m"), "--device", "cpu"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and "fine-tuning: no usable training mention in" in err and "processed_traindev" in err
@@ -282,8 +283,8 @@ def test_nothing_to_train_names_the_stage_the_input_and_why(tmp_path, capsys):
 def test_train_refuses_counts_and_budgets_out_of_range_before_any_work(tmp_path, capsys, flag, value, reason):
     from pipelines import cli
 
-    code = cli.main(["train", "--encoder", "rescnn", "--names", str(tmp_path / "kb"), "--output", str(tmp_path / "m"), flag, value])
-    assert code == 2 and capsys.readouterr().err.strip() == f"bioel train: error: argument {flag}: {reason}"
+    code = cli.main(["train", "rescnn", "--names", str(tmp_path / "kb"), "--output", str(tmp_path / "m"), flag, value])
+    assert code == 2 and capsys.readouterr().err.strip() == f"bioel train: error: {flag}: {reason}"
     assert not (tmp_path / "m").exists()
 
 
@@ -348,7 +349,7 @@ def test_with_a_dev_split_the_default_recipe_trains_on_train_and_dev_chooses_the
     (dataset / "processed_dev").mkdir()
     (dataset / "processed_dev" / "post9.concept").write_text("post9||0|8||ADR||migraine||ADR0001\npost9||9|17||ADR||queasy||ADR0002\n")
     out = tmp_path / "model"
-    assert cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
+    assert cli.main(["train", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
                      "--batch-size", "8", "--patience", "2", "--device", "cpu", "--no-progress"]) == 0
     card = json.loads((out / "card.json").read_text())
     finetune = card["stages"]["finetune"]
@@ -363,8 +364,8 @@ def test_with_a_dev_split_the_default_recipe_trains_on_train_and_dev_chooses_the
 
 @pytest.mark.parametrize("encoder", ["transformer", "rescnn"])
 def test_init_with_a_model_folder_of_another_kind_is_refused(tmp_path, capsys, encoder):
-    # --encoder transformer --init models/disease-default trained the ResCNN on, said 'trained transformer' and exited 0
-    # (and --encoder rescnn with a transformer folder the same the other way round)
+    # `train transformer --init models/disease-default` trained the ResCNN on, said 'trained transformer' and exited 0
+    # (and `train rescnn` with a transformer folder the same the other way round)
     from bioel_core.models import TransformerEncoder, shipped_path
     from pipelines import cli
     from test_models import make_tiny_bert
@@ -374,11 +375,11 @@ def test_init_with_a_model_folder_of_another_kind_is_refused(tmp_path, capsys, e
              "rescnn": TransformerEncoder(make_tiny_bert(tmp_path / "bert")).save(tmp_path / "tf")}[encoder]
     found = "rescnn" if encoder == "transformer" else "transformer"
     capsys.readouterr()
-    code = cli.main(["train", "--encoder", encoder, "--init", str(other), "--names", str(kb), "--train-dataset", str(dataset),
+    code = cli.main(["train", encoder, "--init", str(other), "--names", str(kb), "--train-dataset", str(dataset),
                      "--output", str(tmp_path / "m"), "--device", "cpu", "--finetune-max-steps", "1"])
     assert code == 2 and capsys.readouterr().err.strip().splitlines()[-1] == (
-        f"bioel train: error: --init {other}: a {found} model folder; --encoder {found} trains it on "
-        f"(--encoder {encoder} starts from a Hugging Face checkpoint or a {encoder} model folder)")
+        f"bioel train: error: --init: {other}: a {found} model folder, which the {found} kind trains on "
+        f"(a {encoder} starts from a Hugging Face checkpoint or a {encoder} model folder)")
     assert not (tmp_path / "m").exists()
 
 
@@ -393,6 +394,6 @@ def test_a_model_trained_again_into_its_folder_gets_a_card_of_its_own(tmp_path, 
     kb, dataset = _one_name_kb_and_dataset(tmp_path)
     out = tmp_path / "model"
     for seed in ("0", "1"):
-        assert cli.main(["train", "--encoder", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
+        assert cli.main(["train", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
                          "--finetune-max-steps", "1", "--batch-size", "8", "--seed", seed, "--device", "cpu", "--no-progress"]) == 0
         assert json.loads((out / "card.json").read_text())["fingerprint"] == load_encoder(out).fingerprint()

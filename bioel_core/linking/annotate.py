@@ -397,7 +397,7 @@ class AnnotatorSpec:
         if self.detect and self.detector != "dictionary" and not _is_document_model(model):
             typed = " (a --model TYPE=DIR names an entity type's name model; the span detector is the untyped --model)" \
                 if self.type_models else ""
-            raise ValueError(f"--detector {self.detector} needs a collective model (`bioel train --encoder collective`); "
+            raise ValueError(f"--detector {self.detector} needs a collective model (`bioel train collective`); "
                              f"{self.model or 'the default model'} is a {model.config().get('encoder_type')} name encoder"
                              + typed)
         if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.type_models:

@@ -69,7 +69,7 @@ class GenerativeLinker(Linker):
         if options:
             raise ValueError(f"unknown generative options {sorted(options)}; known: model, device, beams, batch_size")
         if not model:
-            raise ValueError("the generative linker needs a generative model (--model DIR from `bioel train --encoder generative`)")
+            raise ValueError("the generative linker needs a generative model (--model DIR from `bioel train generative`)")
         return cls(names, open_generative(model, device), str(Path(model).resolve()), beams, batch_size)
 
     def search(self, queries: list[str], k: int) -> list[list[Candidate]]:

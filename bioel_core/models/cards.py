@@ -1,12 +1,15 @@
 """Model cards: `card.json` (data) and `MODEL_CARD.md` (the same, for people) in a model folder.
 
-A trained model's card holds the command, data, stages, losses, hardware and time (`bioel train`); an
-ensemble's holds its members (`bioel ensemble`); `bioel evaluate --record-in-card` adds scores to either.
+A trained model's card holds the command, the training contract's settings (bioel_core.settings.train), data,
+stages, losses, hardware and time (`bioel train KIND`); an ensemble's holds its members (`bioel ensemble`); `bioel
+evaluate --record-in-card` adds scores to either. A card recorded by bioel 0.2 (`bioel train --encoder KIND ...`)
+shows its command as recorded and in today's form.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -14,6 +17,18 @@ from bioel_core.guards import read_json_object
 from bioel_core.models.base import FINGERPRINT_SCHEME, RERANKER_ENSEMBLE
 
 CARD_JSON, CARD_MD = "card.json", "MODEL_CARD.md"
+# bioel 0.2 named the kind with an option of `bioel train`; 0.3 with a subcommand, every other flag spelt the same
+_OLD_TRAIN = re.compile(r"^(\S*bioel train)((?:\s+\S+)*?)\s+--encoder(?:\s+|=)(\S+)")
+
+
+def current_command(command: str) -> str | None:
+    """A recorded `bioel train --encoder KIND ...` command in today's form (`bioel train KIND ...`), None when it is
+    not of the old form."""
+    found = _OLD_TRAIN.match(command)
+    if found is None:
+        return None
+    prefix, before, kind = found.groups()
+    return f"{prefix} {kind}{before}{command[found.end():]}"
 
 
 def check_fingerprint(model_dir: str | Path, model) -> None:
@@ -44,6 +59,10 @@ def write_card(model_dir: str | Path, card: dict) -> None:
     made_by = "`bioel ensemble`" if "members" in card else "`bioel train`"
     lines = [f"# Model card: {card['model']}", "", f"Made by {made_by} (bioel {card['bioel_version']}).", "",
              "## Command", "", "```", card["command"], "```", ""]
+    if (today := current_command(card["command"])) is not None:
+        lines += ["The same in bioel 0.3 and later:", "", "```", today, "```", ""]
+    if "settings" in card:  # the whole contract, defaults included
+        lines += ["Settings:", "", "```json", json.dumps(card["settings"], indent=2), "```", ""]
     if "collective" in card:
         lines += _collective_lines(card)
     else:

@@ -1,4 +1,5 @@
-"""Training the collective document model (`bioel train --encoder collective`).
+"""Training the collective document model (`bioel train collective`, `run_collective_training` from a
+`CollectiveSettings`).
 
 Per document, one forward pass, three losses summed:
 - span loss: binary cross-entropy of every candidate span x entity type against the gold spans (a gold span that
@@ -15,7 +16,7 @@ Per document, one forward pass, three losses summed:
   set of tags it allows: -log of their summed probability).
 
 Corpora that annotate some of the model's types only (NCBI-disease: diseases) are `TypedCorpus`es
-(bioel_core.corpora.annotated, `--train-corpus Disease=PATH`): their documents' spans of the other types are
+(bioel_core.corpora.annotated, a train corpus given as `Disease=PATH`): their documents' spans of the other types are
 neither positives nor negatives, and their predictions of those types are not scored. Dev corpora are scored each
 against its own types and pooled (micro: the counts summed), which picks the epoch and the decoding.
 AdamW with linear warm-up and decay, gradients accumulated over `documents_per_step` documents; after every epoch
@@ -34,6 +35,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -41,13 +43,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bioel_core.corpora.annotated import CorpusSpec, TypedCorpus, is_composite_part
+from bioel_core.corpora.annotated import TypedCorpus, is_composite_part
 from bioel_core.corpora.records import Document, Mention
 from bioel_core.evaluation.e2e import e2e_scores
 from bioel_core.index.exact import ExactInnerProduct
 from bioel_core.kb.vocab import plain_id
 from bioel_core.progress import bar as progress_bar
 from bioel_core.models.collective import DOCUMENT_DIR, NAMES_DIR, CollectiveEncoder, Encoded, is_collective
+from bioel_core.settings import SettingsError, to_mapping
+from bioel_core.settings.train import CollectiveSettings
 from bioel_core.training.loop import load_optimizer_state, save_checkpoint
 
 log = logging.getLogger(__name__)
@@ -391,46 +395,47 @@ def warm_start_heads(model: CollectiveEncoder, teacher: CollectiveEncoder) -> No
     same = (teacher.entity_types == model.entity_types and teacher.mention_pooling == model.mention_pooling
             and teacher.names.fingerprint() == model.names.fingerprint())
     if not same:
-        log.warning("the heads of the --init model are not copied: its entity types, mention pooling or name encoder differ")
+        log.warning("the heads of the init model are not copied: its entity types, mention pooling or name encoder differ")
         return
     for name in ("span_start", "span_end", "span_inside", "bio", "mention"):
         getattr(model, name).load_state_dict(getattr(teacher, name).state_dict())
 
 
-def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], corpus_format: str = "pubtator",
-                            names: dict[str, str], output: str | Path,
-                            name_model: str | None, init: str | None, config: CollectiveTrainConfig, device: str,
-                            mention_pooling: str = "endpoints", save_dtype: str = "float16", command: list[str],
-                            document_layers: int | None = None) -> dict:
-    """The whole `bioel train --encoder collective` job: build, train, tune decoding on dev, save, write the card.
-    `init`: an HF checkpoint, or a trained collective model folder (its document encoder, name encoder and heads are
-    the start; with `document_layers`, a smaller model learns from the larger one's first layers). `train_corpus`,
-    `dev_corpus`: `[TYPE[,TYPE...]=]PATH` each (bioel_core.corpora.annotated.CorpusSpec). The corpora are read first,
-    so that a bad record stops the run before any model is loaded."""
+def run_collective_training(settings: CollectiveSettings, *, command: list[str] | None = None,
+                            spell: Callable[[str], str] = str) -> dict:
+    """The whole `bioel train collective` job: build, train, tune decoding on dev, save, write the card. `init`: an
+    HF checkpoint, or a trained collective model folder (its document encoder, name encoder and heads are the start;
+    with `document_layers`, a smaller model learns from the larger one's first layers). The corpora are read first,
+    so that a bad record stops the run before any model is loaded; `spell`: how the caller names a setting in their
+    errors (the CLI: its flag)."""
     import os
     import platform
+    import sys
 
     import bioel_core
-    from bioel_core.models import default_base_checkpoint, model_folder, open_model
+    from bioel_core.models import default_base_checkpoint, model_folder, open_model, resolve_device
     from bioel_core.models.cards import fingerprint_entry, write_card
     from bioel_core.models.checkpoints import checkpoint_reference
 
-    began = time.monotonic()
+    s = settings
+    began, device, output = time.monotonic(), resolve_device(s.device), s.output
+    names, init, name_model, save_dtype = s.kb_folders(), s.init, s.name_model, s.save_dtype
+    config = CollectiveTrainConfig(epochs=s.epochs, learning_rate=s.lr, seed=s.seed, max_minutes=s.max_minutes)
     types = sorted(names)
-    train = [CorpusSpec.parse(value, "--train-corpus").read(corpus_format, types, "--train-corpus", "--corpus-format")
-             for value in train_corpus]
-    dev = [CorpusSpec.parse(value, "--dev-corpus").read(corpus_format, types, "--dev-corpus", "--corpus-format")
-           for value in dev_corpus]
+    train = [spec.read(s.corpus_format, types, spell("train_corpus"), spell("corpus_format"))
+             for spec in s.corpora("train_corpus")]
+    dev = [spec.read(s.corpus_format, types, spell("dev_corpus"), spell("corpus_format")) for spec in s.corpora("dev_corpus")]
     train_docs, dev_docs = sum(len(c.documents) for c in train), sum(len(c.documents) for c in dev)
     if not train_docs or not dev_docs:
-        raise ValueError(f"no documents: {train_docs} in --train-corpus {train_corpus}, {dev_docs} in --dev-corpus {dev_corpus}")
+        raise ValueError(f"no documents: {train_docs} in the train corpus {s.train_corpus}, {dev_docs} in the dev corpus "
+                         f"{s.dev_corpus}")
     torch.manual_seed(config.seed)
     teacher = Path(init) if init and is_collective(init) else None
     if teacher and name_model is None:
         name_model = str(teacher / NAMES_DIR)  # its mention head was trained into that name space
     name_encoder = open_model(name_model)
     base = teacher / DOCUMENT_DIR if teacher else Path(init) if init else default_base_checkpoint()
-    model = CollectiveEncoder(base, name_encoder, types, mention_pooling=mention_pooling, document_layers=document_layers,
+    model = CollectiveEncoder(base, name_encoder, types, mention_pooling=s.mention_pooling, document_layers=s.document_layers,
                               names_source={"path": str(model_folder(name_model))}).to(device)
     if teacher:
         warm_start_heads(model, CollectiveEncoder.load(teacher))
@@ -438,18 +443,19 @@ def run_collective_training(*, train_corpus: list[str], dev_corpus: list[str], c
     spaces = {t: NameSpace.from_names_table(names[t], name_encoder, device) for t in types}
     record = train_collective(model, train, dev, spaces, config, output)
     if record["best"] is None:
-        raise ValueError("training ended before the first epoch was scored on dev (raise --max-minutes)")
+        raise SettingsError("max_minutes", "training ended before the first epoch was scored on dev: raise it")
     best = CollectiveEncoder.load(output, device)
     tuned = tune_on_dev(best, dev, spaces, config)
     best.decoding = {"thresholds": tuned["thresholds"], "link_with": tuned["link_with"]}
     best.save(output, dtype=save_dtype)
     card = {
-        "model": Path(output).name, "bioel_version": bioel_core.__version__, "command": " ".join(command),
+        "model": Path(output).name, "bioel_version": bioel_core.__version__, "command": " ".join(command or sys.argv),
+        "settings": {"kind": s.kind, **to_mapping(s)},
         # the fingerprint of the folder as saved (float16 weights load back as other floats than trained)
         "encoder": best.config(), **fingerprint_entry(CollectiveEncoder.load(output)),
         "init": str(teacher or checkpoint_reference(base)), "document_layers": best.document.config.num_hidden_layers,
         "save_dtype": save_dtype, "scores": {},
-        "data": {"train_corpus": train_corpus, "dev_corpus": dev_corpus, "corpus_format": corpus_format, "names": names,
+        "data": {"train_corpus": s.train_corpus, "dev_corpus": s.dev_corpus, "corpus_format": s.corpus_format, "names": names,
                  "train_documents": train_docs, "dev_documents": dev_docs, "seed": config.seed,
                  # which corpus annotates which types (the others' spans were masked in training and not scored on dev)
                  "corpora": {"train": [c.summary() for c in train], "dev": [c.summary() for c in dev]}},

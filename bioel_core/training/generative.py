@@ -1,4 +1,4 @@
-"""`bioel train --encoder generative`: GenBioEL's two stages for a `GenerativeModel`.
+"""`bioel train generative`: GenBioEL's two stages for a `GenerativeModel`.
 
 1. KB-guided pre-training (`pretraining_examples`): per concept, two of its names s_a and s_b and a context c_e
    (its definition, else its other names, else s_b or s_a itself) spliced into one of the paper's clause
@@ -8,7 +8,8 @@
 
 Both stages run through the shared loop (training.loop: warm-up and decay, checkpoints and resume, time budget);
 fine-tuning keeps the epoch with the best dev acc@1 of the whole-tree generative linker. Then, as for the
-cross-encoder, the weight of a retriever's score added in reranker mode is chosen on dev.
+cross-encoder, the weight of a retriever's score added in reranker mode is chosen on dev. `run_generative_training`
+takes a `GenerativeSettings`.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ import numpy as np
 import torch
 
 from bioel_core.linking.generative import GenerativeLinker, GenerativeReranker
-from bioel_core.linking.rerank import DEFAULT_DEPTH
 from bioel_core.models import GenerativeModel, default_base_checkpoint, load_encoder
 from bioel_core.models.base import CONFIG_FILE, read_config
 from bioel_core.names import NameSet
-from bioel_core.training.loop import TrainConfig, run_seed
-from bioel_core.training.recipe import dataset_mentions, dev_queries, finish_card, train_stage
-
-TARGETS = ("tfidf", "shortest", "random")
+from bioel_core.settings.train import TARGET_NAMES as TARGETS
+from bioel_core.settings.train import GenerativeSettings
+from bioel_core.training.loop import run_seed
+from bioel_core.training.recipe import dataset_mentions, dev_queries, finetune_plan, finish_card, stage_config, train_stage
 # Table 10 of the paper: encoder-side clause templates by what the concept has; {a} is the mention (s_a), {c} c_e
 TEMPLATES = {
     "definition": ("{a} is defined as {c} .", "{a} is described as {c} .", "{c} are the definitions of {a} .",
@@ -130,22 +130,24 @@ def new_model(init: str | None, decoder_layers: int, prompt: bool, device: str, 
                            prompt=prompt).to(device)
 
 
-def run_generative_training(*, names_dir: str, output: str, retriever_model: str, train_datasets: list[str] | None = None,
-                            train_split: str = "train", pretrain: TrainConfig | None = None,
-                            finetune: TrainConfig | None = None, target: str = "tfidf", prompt: bool = True,
-                            decoder_layers: int = 1, init: str | None = None, device: str = "cpu",
-                            depth: int = DEFAULT_DEPTH, retriever_weight: float | None = None, save_dtype: str = "float32",
-                            command: list[str] | None = None, progress: bool = True) -> dict:
-    """Pre-trains on the KB's names (when `pretrain`), fine-tunes on the datasets' training mentions (when
-    `finetune` and `train_datasets`), writes the model folder with its card."""
+def run_generative_training(settings: GenerativeSettings, *, command: list[str] | None = None) -> dict:
+    """Pre-trains on the KB's names (with pre-training epochs), fine-tunes on the datasets' training mentions (with
+    a train dataset and fine-tuning epochs), writes the model folder with its card."""
     from bioel_core.evaluation import evaluate
     from bioel_core.linking.dense import DenseLinker
+    from bioel_core.models import model_folder, resolve_device
     from bioel_core.training.rerank import choose_retriever_weight, dev_stages
 
-    out, workdir = Path(output), Path(output) / "_train"
+    s, plan = settings, finetune_plan(settings)
+    pretrain = stage_config(s, epochs=s.pretrain_epochs, loss="cross-entropy") if s.pretrain_epochs > 0 else None
+    finetune = stage_config(s, epochs=plan.epochs, loss="cross-entropy", max_steps=s.finetune_max_steps, plan=plan) \
+        if plan.epochs > 0 else None
+    names_dir, train_datasets, train_split, target = s.names, s.train_dataset, plan.split, s.target_name
+    device, progress, retriever_model = resolve_device(s.device), not s.no_progress, str(model_folder(s.retriever))
+    out, workdir = Path(s.output), Path(s.output) / "_train"
     began = time.perf_counter()
     names, by_concept, definitions = kb_names(names_dir)
-    model = new_model(init, decoder_layers, prompt, device, run_seed(pretrain, finetune))
+    model = new_model(s.init, s.decoder_layers, not s.no_prompt, device, run_seed(pretrain, finetune))
     for stage in ("finetune", "pretrain"):  # a restarted run continues from the last finished stage's weights
         if (workdir / stage / "done.json").is_file():
             model.load_state_dict(load_encoder(workdir / stage / "model", device).state_dict())
@@ -176,13 +178,10 @@ def run_generative_training(*, names_dir: str, output: str, retriever_model: str
                                          loss_fn=generative_loss)
         if score:
             dev = dev_stages(DenseLinker.build(names, retriever_model, device=device), names, train_datasets,
-                             GenerativeReranker(model), depth)
-    if not stages:
-        raise ValueError("nothing to train: give pre-training epochs (--pretrain-epochs) or fine-tuning data (--train-dataset)")
-    weights = choose_retriever_weight(model, dev, retriever_weight)
-    data.update({"retriever": str(Path(retriever_model).resolve()), "rerank_depth": depth,
+                             GenerativeReranker(model), s.rerank_depth)
+    weights = choose_retriever_weight(model, dev, s.retriever_weight)
+    data.update({"retriever": str(Path(retriever_model).resolve()), "rerank_depth": s.rerank_depth,
                  "retriever_weight": model.retriever_weight,
                  "retriever_weight_dev_acc@1": weights})
-    model.save(out, dtype=save_dtype)
-    return finish_card(out, model, data, stages, init=init, device=device, save_dtype=save_dtype, command=command,
-                       began=began, workdir=workdir)
+    model.save(out, dtype=s.save_dtype)
+    return finish_card(out, model, data, stages, settings=s, device=device, command=command, began=began, workdir=workdir)

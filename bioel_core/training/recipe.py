@@ -1,5 +1,7 @@
-"""`bioel train`: self-alignment on a KB's names, then optional fine-tuning on a dataset's training mentions,
-saving a model folder with its model card.
+"""`bioel train transformer|rescnn`: self-alignment on a KB's names, then optional fine-tuning on a dataset's training
+mentions, saving a model folder with its model card (`run_training`, from a `NameEncoderSettings`). Also what the
+kinds trained on a dataset's mentions share: the fine-tuning plan (`finetune_plan`), a stage's loop settings
+(`stage_config`), the mentions, dev scoring, the stages' checkpoints and the card.
 
 Each stage keeps its checkpoint and, once done, a `done.json` under `OUTPUT/_train/<stage>/`, so a stopped
 run started again with the same command resumes where it was.
@@ -13,7 +15,7 @@ import platform
 import shutil
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -25,17 +27,49 @@ from bioel_core.names import NameSet
 from bioel_core.models import Encoder, EnsembleEncoder, ResCNNEncoder, TransformerEncoder, default_base_checkpoint, load_encoder
 from bioel_core.models.base import CONFIG_FILE, read_config
 from bioel_core.models.cards import fingerprint_entry, write_card
+from bioel_core.settings import SettingsError, to_mapping
+from bioel_core.settings.train import MentionTrainSettings, NameEncoderSettings
 from bioel_core.text.preprocess import split_composite
 from bioel_core.training.hard_negatives import HardNegativeBatcher
 from bioel_core.training.loop import TrainConfig, run_seed, train
 from bioel_core.training.pairs import alignment_pairs, mention_pairs
 
-DEFAULT_LR = {"transformer": 2e-5, "rescnn": 1e-3, "cross-encoder": 2e-5, "generative": 1e-4}
 # fine-tuning with a dev split, on small data: at least this many steps, dev scored about this often (TrainConfig)
 FINETUNE_MIN_STEPS, DEV_EVERY_STEPS = 1500, 200
-# pairs per step for the bi-encoders; mentions per step (each with its candidate concepts) for the cross-encoder;
-# (input, name) examples per step for the generative model
-DEFAULT_BATCH = {"transformer": 128, "rescnn": 128, "cross-encoder": 8, "generative": 32}
+
+
+@dataclass(frozen=True)
+class FinetunePlan:
+    """How fine-tuning runs, from the settings and the datasets' folders: the split trained on, the epochs, whether
+    dev chooses the epoch, and whether the default epochs stretch to small data's minimum of steps."""
+    split: str
+    epochs: int
+    dev_chooses: bool
+    small_data: bool
+
+
+def finetune_plan(settings: MentionTrainSettings) -> FinetunePlan:
+    """The split defaults to train when every dataset has processed_dev (dev then chooses the epoch), else traindev;
+    the epochs to 20 when dev chooses (patience stops it; small data trains longer), else 3."""
+    datasets = settings.train_dataset or []
+    with_dev = bool(datasets) and all((Path(d) / "processed_dev").is_dir() for d in datasets)
+    split = settings.train_split or ("train" if with_dev else "traindev")
+    dev_chooses = with_dev and split == "train"
+    epochs = settings.finetune_epochs if settings.finetune_epochs is not None else 20 if dev_chooses else 3
+    return FinetunePlan(split, epochs, dev_chooses, small_data=dev_chooses and settings.finetune_epochs is None)
+
+
+def stage_config(settings: MentionTrainSettings, *, epochs: int, loss: str, max_steps: int | None = None,
+                 plan: FinetunePlan | None = None) -> TrainConfig:
+    """The loop's settings of one stage; `plan`: a fine-tuning stage's (with dev choosing the epoch and the default
+    epochs, small data trains longer and scores dev less often)."""
+    small = plan is not None and plan.small_data
+    name_encoder = isinstance(settings, NameEncoderSettings)
+    return TrainConfig(epochs=epochs, batch_size=settings.batch_size, learning_rate=settings.lr, max_steps=max_steps,
+                       seed=settings.seed, loss=loss, warmup=settings.warmup, patience=settings.patience,
+                       max_minutes=settings.max_minutes, min_steps=FINETUNE_MIN_STEPS if small else 0,
+                       dev_every_steps=DEV_EVERY_STEPS if small else 0,
+                       **({"margin": settings.margin, "temperature": settings.temperature} if name_encoder else {}))
 
 
 def new_encoder(kind: str, init: str | None, pooling: str | None, device: str, seed: int = 0) -> Encoder:
@@ -44,10 +78,10 @@ def new_encoder(kind: str, init: str | None, pooling: str | None, device: str, s
     if init and (Path(init) / CONFIG_FILE).is_file():
         found = read_config(init).get("encoder_type")
         if found == EnsembleEncoder.encoder_type:
-            raise ValueError(f"--init {init}: an ensemble is not trained as one; train its members")
+            raise SettingsError("init", f"{init}: an ensemble is not trained as one; train its members")
         if found != kind:
-            raise ValueError(f"--init {init}: a {found} model folder; --encoder {found} trains it on (--encoder {kind} "
-                             f"starts from a Hugging Face checkpoint or a {kind} model folder)")
+            raise SettingsError("init", f"{init}: a {found} model folder, which the {found} kind trains on (a {kind} "
+                                        f"starts from a Hugging Face checkpoint or a {kind} model folder)")
         return load_encoder(init, device)
     base = Path(init) if init else default_base_checkpoint()
     torch.manual_seed(seed)
@@ -104,7 +138,7 @@ def dataset_mentions(names: NameSet, names_dir: str, datasets: list[str], split:
     where = ", ".join(f"{d}/processed_{split}" for d in datasets)
     if not mentions:
         raise ValueError(f"{stage}: no usable training mention in {where}: {unusable:,} queries, none with an id of the KB "
-                         f"{names_dir} (check --names and the ids' vocabulary) and parts matching its ids")
+                         f"{names_dir} (check the KB folder and the ids' vocabulary) and parts matching its ids")
     if unusable:
         print(f"note: {stage}: {unusable:,} queries of {where} left out: no concept id (-1, CUI-less), no id of the KB "
               f"{names_dir}, or a composite whose parts and ids differ in number", file=sys.stderr)
@@ -148,71 +182,78 @@ def train_stage(encoder, name: str, pairs, config: TrainConfig, workdir: Path, p
     return stats
 
 
-def run_training(*, encoder_kind: str, names_dir: str, output: str, init: str | None = None, pooling: str | None = None,
-                 train_datasets: list[str] | None = None, train_split: str = "traindev", device: str = "cpu",
-                 align: TrainConfig | None = None, finetune: TrainConfig | None = None, max_pairs_per_concept: int = 50,
-                 hard_negatives: int = 0, save_dtype: str = "float32", command: list[str] | None = None,
-                 progress: bool = True) -> dict:
-    """`hard_negatives` > 0: fine-tuning batches hold each mention's nearest wrong concepts (hard_negatives.py)."""
-    out, workdir = Path(output), Path(output) / "_train"
+def run_training(settings: NameEncoderSettings, *, command: list[str] | None = None) -> dict:
+    """Trains the name encoder `settings` describes and writes it with its card; with `hard_negatives` > 0,
+    fine-tuning batches hold each mention's nearest wrong concepts (hard_negatives.py)."""
+    from bioel_core.models import resolve_device
+
+    s, plan = settings, finetune_plan(settings)
+    device, progress = resolve_device(s.device), not s.no_progress
+    align = stage_config(s, epochs=s.align_epochs, loss="multi-similarity", max_steps=s.align_max_steps) \
+        if s.align_epochs > 0 else None
+    finetune = stage_config(s, epochs=plan.epochs, loss=s.finetune_loss, max_steps=s.finetune_max_steps, plan=plan) \
+        if plan.epochs > 0 else None
+    names_dir, out, workdir = s.names, Path(s.output), Path(s.output) / "_train"
     names = NameSet.from_names_table(names_dir)
     by_concept: dict[str, list[str]] = {}
     for name, ids in zip(names.names, names.concept_ids):
         by_concept.setdefault(ids[0], []).append(name)
 
-    encoder = new_encoder(encoder_kind, init, pooling, device, run_seed(align, finetune))
+    encoder = new_encoder(s.kind, s.init, s.pooling, device, run_seed(align, finetune))
     # a restarted run continues from the last finished stage's weights
     for stage in ("finetune", "align"):
         if (workdir / stage / "done.json").is_file():
             encoder.load_state_dict(load_encoder(workdir / stage / "model", device).state_dict())
             break
     began, stages, data = time.perf_counter(), {}, {"names": names_dir, "names_count": len(names), "concepts": len(by_concept)}
-    align_pairs = alignment_pairs(by_concept, max_pairs_per_concept, seed=align.seed) if align is not None else []
+    align_pairs = alignment_pairs(by_concept, s.max_pairs_per_concept, seed=align.seed) if align is not None else []
     if align is not None and not align_pairs:
         # a dictionary with one name per concept (common in users' own KBs) has no synonyms to align
         print(f"note: self-alignment skipped: no concept of the KB {names_dir} has two distinct names "
               f"({len(by_concept):,} concepts, {len(names):,} names); fine-tuning only", file=sys.stderr)
         data["align_skipped"] = "no concept with two distinct names"
     finetune_pairs, batcher = [], None
-    if train_datasets and finetune is not None:
-        mentions, unusable, where = dataset_mentions(names, names_dir, train_datasets, train_split, "fine-tuning")
-        data.update({"train_datasets": train_datasets, "train_split": train_split, "train_mentions": len(mentions),
-                     "train_queries_unusable": unusable, "hard_negatives_per_mention": hard_negatives})
+    if s.train_dataset and finetune is not None:
+        mentions, unusable, where = dataset_mentions(names, names_dir, s.train_dataset, plan.split, "fine-tuning")
+        data.update({"train_datasets": s.train_dataset, "train_split": plan.split, "train_mentions": len(mentions),
+                     "train_queries_unusable": unusable, "hard_negatives_per_mention": s.hard_negatives})
         finetune_pairs = mention_pairs(mentions, by_concept)
         if not finetune_pairs:
             raise ValueError(f"fine-tuning: the {len(mentions):,} training mentions of {where} are each the only name "
                              f"of their concept in {names_dir}: no (mention, other name) pair to learn from")
-        if hard_negatives > 0:  # the batches come from the batcher, each mention with its mined negatives
-            batcher, finetune_pairs = HardNegativeBatcher(encoder, mentions, by_concept, hard_negatives, finetune.batch_size,
-                                                          finetune.seed, workdir / "finetune", progress=progress), []
+        if s.hard_negatives > 0:  # the batches come from the batcher, each mention with its mined negatives
+            batcher, finetune_pairs = HardNegativeBatcher(encoder, mentions, by_concept, s.hard_negatives,
+                                                          finetune.batch_size, finetune.seed, workdir / "finetune",
+                                                          progress=progress), []
     elif not align_pairs:
-        raise ValueError(f"nothing to train: self-alignment has no pairs (no concept of {names_dir} has two distinct "
-                         f"names{'' if align is not None else '; --align-epochs 0'}) and no fine-tuning data was given "
-                         f"(--train-dataset)")
+        off = "" if align is not None else "; self-alignment is off"
+        raise SettingsError("train_dataset", f"nothing to train: self-alignment has no pairs (no concept of {names_dir} "
+                                             f"has two distinct names{off}) and no fine-tuning data was given")
     if align_pairs:
         stages["align"] = train_stage(encoder, "align", align_pairs, align, workdir, progress)
         if finetune is not None and finetune.max_minutes is not None:  # one budget for the whole run
             finetune = replace(finetune, max_minutes=max(0.0, finetune.max_minutes - stages["align"]["seconds"] / 60))
     if finetune_pairs or batcher is not None:
         # dev scores choose the epoch only when dev is not trained on
-        score = dev_scorer(encoder, names, train_datasets) if train_split == "train" else None
+        score = dev_scorer(encoder, names, s.train_dataset) if plan.split == "train" else None
         data["model_selection"] = "best dev acc@1 (processed_dev), scored after each epoch (every few on small data)" if score else "the last epoch"
         stages["finetune"] = train_stage(encoder, "finetune", finetune_pairs, finetune, workdir, progress, batcher=batcher,
                                     dev_score=score)
-    encoder.save(out, dtype=save_dtype)
-    return finish_card(out, encoder, data, stages, init=init, device=device, save_dtype=save_dtype, command=command,
-                       began=began, workdir=workdir)
+    encoder.save(out, dtype=s.save_dtype)
+    return finish_card(out, encoder, data, stages, settings=s, device=device, command=command, began=began,
+                       workdir=workdir)
 
 
-def finish_card(out: Path, model, data: dict, stages: dict, *, init: str | None, device: str, save_dtype: str,
+def finish_card(out: Path, model, data: dict, stages: dict, *, settings: MentionTrainSettings, device: str,
                 command: list[str] | None, began: float, workdir: Path) -> dict:
-    """Writes the card of a model saved at `out` (command, data, stages, hardware, time) and removes the run's
-    work folder."""
+    """Writes the card of a model saved at `out` (command, settings, data, stages, hardware, time) and removes the
+    run's work folder."""
+    init, save_dtype = settings.init, settings.save_dtype
     card = {
         # the saved folder's fingerprint: weights stored as float16 are not the float32 ones still in memory (read by the
         # class, not load_encoder: the card of an earlier model trained into this folder would refuse it)
         "model": out.name, "encoder": model.config(), **fingerprint_entry(type(model).load(out)), "init": init or str(default_base_checkpoint()),
-        "command": " ".join(command or sys.argv), "data": data, "stages": stages, "save_dtype": save_dtype,
+        "command": " ".join(command or sys.argv), "settings": {"kind": settings.kind, **to_mapping(settings)}, "data": data, "stages": stages, "save_dtype": save_dtype,
         "training_seconds": sum(s.get("seconds", 0.0) for s in stages.values()), "wall_seconds_this_run": time.perf_counter() - began,
         "hardware": {"device": str(device), "cuda": torch.cuda.get_device_name(0) if str(device).startswith("cuda") else None,
                      "cpu_count": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__},

@@ -1,4 +1,4 @@
-"""`bioel train --encoder cross-encoder`: a reranker trained on a dataset's training mentions, each against the
+"""`bioel train cross-encoder`: a reranker trained on a dataset's training mentions, each against the
 concepts a retriever confuses it with.
 
 Each distinct (mention, gold concept) of the training split becomes one example: the retriever's `size` best
@@ -7,7 +7,8 @@ cross-entropy of the gold concept among them (a softmax over the cross-encoder's
 KB name of a single concept are left out: the rerank stage never reorders those (linking.rerank). The rest of
 the recipe is the bi-encoders' (training.loop): warm-up and decay, dev acc@1 of the whole rerank stage after
 each epoch, best model kept, patience, time budget, resume. Then the weight of the retriever's score added to the
-reranker's is chosen on dev (`choose_retriever_weight`) and saved in the model's config.
+reranker's is chosen on dev (`choose_retriever_weight`) and saved in the model's config. `run_reranker_training`
+takes a `CrossEncoderSettings`.
 """
 
 from __future__ import annotations
@@ -22,15 +23,12 @@ import torch
 import torch.nn.functional as F
 
 from bioel_core.linking.base import Linker
-from bioel_core.linking.rerank import (DEFAULT_DEPTH, ConceptCandidate, ConceptNames, CrossEncoderReranker, KeptPools, KeptScores,
+from bioel_core.linking.rerank import (ConceptCandidate, ConceptNames, CrossEncoderReranker, KeptPools, KeptScores,
                                       concept_text)
 from bioel_core.models import CrossEncoder, default_base_checkpoint, load_encoder
 from bioel_core.names import NameSet
-from bioel_core.training.loop import TrainConfig
-from bioel_core.training.recipe import dataset_mentions, dev_queries, finish_card, train_stage
-
-# gold + 7 of the retriever's wrong concepts: twice the negatives cost twice the CPU for ~0.2 dev points (measured)
-DEFAULT_EXAMPLE_SIZE = 8
+from bioel_core.settings.train import CrossEncoderSettings
+from bioel_core.training.recipe import dataset_mentions, dev_queries, finetune_plan, finish_card, stage_config, train_stage
 
 
 @dataclass(frozen=True)
@@ -143,7 +141,7 @@ def choose_retriever_weight(model, stages: list[tuple[KeptPools, list]], given: 
     Returns what the card records: each weight's dev acc@1, or how the weight was set."""
     if given is not None:
         model.retriever_weight = given
-        return f"given ({given:g}, --retriever-weight)"
+        return f"given ({given:g}, retriever_weight)"
     if not stages:
         return "not chosen (no dev split)"
     kept, scores = KeptScores(stages[0][0].reranker), {}
@@ -154,15 +152,18 @@ def choose_retriever_weight(model, stages: list[tuple[KeptPools, list]], given: 
     return {str(w): a for w, a in scores.items()}
 
 
-def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, train_datasets: list[str],
-                          train_split: str, config: TrainConfig, init: str | None = None, device: str = "cpu",
-                          example_size: int = DEFAULT_EXAMPLE_SIZE, synonym_count: int | None = None,
-                          depth: int = DEFAULT_DEPTH, max_length: int = 32, retriever_weight: float | None = None,
-                          save_dtype: str = "float32", command: list[str] | None = None, progress: bool = True) -> dict:
-    """Trains a cross-encoder reranker for `retriever_model` (a dense model folder) and writes it with its card."""
+def run_reranker_training(settings: CrossEncoderSettings, *, command: list[str] | None = None,
+                          max_length: int = 32) -> dict:
+    """Trains a cross-encoder reranker for the settings' retriever (a dense model folder; default the shipped disease
+    model) and writes it with its card."""
     from bioel_core.linking.dense import DenseLinker
+    from bioel_core.models import model_folder, resolve_device
 
-    out, workdir = Path(output), Path(output) / "_train"
+    s, plan = settings, finetune_plan(settings)
+    config = stage_config(s, epochs=plan.epochs, loss="listwise", max_steps=s.finetune_max_steps, plan=plan)
+    device, names_dir, train_datasets, train_split = resolve_device(s.device), s.names, s.train_dataset, plan.split
+    retriever_model, example_size, depth = str(model_folder(s.retriever)), s.example_size, s.rerank_depth
+    out, workdir = Path(s.output), Path(s.output) / "_train"
     began = time.perf_counter()
     names = NameSet.from_names_table(names_dir)
     mentions, unusable, where = dataset_mentions(names, names_dir, train_datasets, train_split, "cross-encoder")
@@ -172,11 +173,11 @@ def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, 
         raise ValueError(f"cross-encoder: none of the {counts['distinct_mentions']:,} distinct training mentions of {where} "
                          f"leaves the retriever anything to reorder ({counts}): nothing to train a reranker on")
     # by default as many KB-synonym examples as mention examples
-    synonyms, synonym_counts = synonym_examples(retriever, names, len(examples) if synonym_count is None else synonym_count,
+    synonyms, synonym_counts = synonym_examples(retriever, names, len(examples) if s.synonym_examples is None else s.synonym_examples,
                                                 example_size, config.seed)
     examples += synonyms
     counts["synonym_examples"] = synonym_counts["examples"]
-    model = new_cross_encoder(init, max_length, device, config.seed)
+    model = new_cross_encoder(s.init, max_length, device, config.seed)
     if (workdir / "rerank" / "done.json").is_file():
         model.load_state_dict(load_encoder(workdir / "rerank" / "model", device).state_dict())
     # dev chooses the epoch and the retriever's weight, only when dev is not trained on
@@ -185,9 +186,10 @@ def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, 
     print(f"cross-encoder: {counts['examples']:,} mention examples of {example_size} concepts from {where} and "
           f"{counts['synonym_examples']:,} from the KB's synonyms "
           f"(retriever {retriever_model}); model selection: {'dev acc@1' if score else 'the last epoch'}", file=sys.stderr)
-    stage = train_stage(model, "rerank", examples, config, workdir, progress, dev_score=score, loss_fn=listwise_loss)
-    weights = choose_retriever_weight(model, dev, retriever_weight)
-    model.save(out, dtype=save_dtype)
+    stage = train_stage(model, "rerank", examples, config, workdir, not s.no_progress, dev_score=score,
+                        loss_fn=listwise_loss)
+    weights = choose_retriever_weight(model, dev, s.retriever_weight)
+    model.save(out, dtype=s.save_dtype)
     data = {"names": names_dir, "names_count": len(names), "retriever": str(Path(retriever_model).resolve()),
             "retriever_fingerprint": retriever.encoder.fingerprint(), "train_datasets": train_datasets,
             "train_split": train_split, "train_mentions": len(mentions), "train_queries_unusable": unusable,
@@ -196,5 +198,5 @@ def run_reranker_training(*, names_dir: str, retriever_model: str, output: str, 
                                 "where the dataset has one, as BioSyn's protocol scores it)") if score else "the last epoch",
             "retriever_weight": model.retriever_weight,
             "retriever_weight_dev_acc@1": weights}
-    return finish_card(out, model, data, {"rerank": stage}, init=init, device=device, save_dtype=save_dtype,
-                       command=command, began=began, workdir=workdir)
+    return finish_card(out, model, data, {"rerank": stage}, settings=s, device=device, command=command, began=began,
+                       workdir=workdir)
