@@ -27,6 +27,10 @@ class UnpublishedError(RuntimeError):
     """A job that ran but whose output is not published, so the previous output stands (the CLI exits 3)."""
 
 
+# the quality levels at which failed checks refuse an output (a verb's fail_on), heaviest first
+FAIL_ON = ("critical", "warning", "none")
+
+
 class QualityGateError(RuntimeError):
     """A job whose tables failed their quality checks (bioel_core.quality.QualityGate): nothing published, the
     previous output stands (the CLI exits 4). `summary`: the quality report's."""

@@ -34,7 +34,7 @@ from bioel_core import progress
 from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS, DeletedDocument, Document, corpus_inputs, pubtator_files, read_documents
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY, input_path
-from bioel_core.corpora.interchange import merge_interchange, unwritable, write_interchange
+from bioel_core.corpora.interchange import ID_PREFIXES, merge_interchange, unwritable, write_interchange
 from bioel_core.corpora.records import Mention, Passage
 from bioel_core.corpora.text import check_document_ids
 from bioel_core.kb.vocab import qualify
@@ -225,9 +225,6 @@ class DetectAndLinkFn(beam.DoFn):
 
     def _spilled(self, table: str, shard: int, rows: list[dict], schema: pa.Schema) -> str:
         return spill_run(FileSystems.join(self.spill, table, f"{shard:05d}"), pa.Table.from_pylist(rows, schema=schema), "doc_id")
-
-
-ID_PREFIXES = ("none", "vocabulary")
 
 
 def interchange_id(row: dict, id_prefix: str) -> str:
