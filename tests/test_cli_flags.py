@@ -137,3 +137,15 @@ def test_a_contract_error_raised_past_the_cli_is_worded_with_its_flag():
         "--batch-size: must be at least 1, got 0"
     assert link.describe(SettingsError("rerank_depth", "too deep")) == "--rerank-depth: too deep"
     assert link.describe(SettingsError("somewhere.else", "no flag")) == "somewhere.else: no flag"
+
+
+def test_the_cli_reference_is_current():
+    """docs/cli.md is what benchmarks/cli_flags.py makes of the parsers now (run it after changing a flag)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "cli_flags.py"), "--check"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
