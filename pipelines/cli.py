@@ -20,7 +20,7 @@ from bioel_core.guards import QualityGateError, UnpublishedError
 from bioel_core.settings import SettingsError
 from pipelines import cli_build, cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train, logs
 from pipelines.cli_common import finish, quality
-from pipelines.cli_flags import add_contracts
+from pipelines.cli_flags import add_contracts, flag_name
 from pipelines.cli_verbs import FLAGS, VERB_ORDER
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
@@ -186,10 +186,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _worded(args, err: Exception) -> str:
-    """An error as the command line says it: a setting at fault named by the verb's flag that sets it."""
-    if isinstance(err, SettingsError) and getattr(args, "contracts", None) is not None:
+    """An error as the command line says it: a setting at fault named by the verb's flag that sets it (a verb
+    without contracts, `train`: the flag of the field's name)."""
+    if not isinstance(err, SettingsError) or not err.field:
+        return str(err)
+    if getattr(args, "contracts", None) is not None:
         return args.contracts.describe(err)
-    return str(err)
+    return f"{flag_name(err.field)}: {err.reason}" if "." not in err.field else str(err)
 
 
 if __name__ == "__main__":

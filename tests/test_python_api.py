@@ -81,7 +81,7 @@ def test_link_and_annotate_are_the_linkers_and_the_annotator_rows(demo_output):
     with pytest.raises(ValueError, match="^mentions: 'find' is not one of detect, given$"):
         Annotator.from_folders(indexes={"Disease": index}, mentions="find")
     if not torch.cuda.is_available():  # was torch's "AssertionError: Torch not compiled with CUDA enabled" at first use
-        with pytest.raises(ValueError, match="^--device cuda: no CUDA device is available here$"):
+        with pytest.raises(ValueError, match="^device: cuda: no CUDA device is available here$"):
             Annotator.from_folders(indexes={"Disease": index}, device="cuda")
 
 

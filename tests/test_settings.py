@@ -124,10 +124,10 @@ def test_paths_are_taken_from_the_file_and_set_paths_from_the_working_folder(tmp
 
 @pytest.mark.parametrize("assignment, message", [
     ("types.Disease.index.kind=ivf", "types.Disease.index.kind: 'ivf' is not one of"),
-    ("types.Disease.index.knd=flat", "types.Disease.index.knd: --set: unknown setting; did you mean kind?"),
-    ("types.Disease.index=flat", "types.Disease.index: --set names a table"),
-    ("types.Disease.index.kind.x=1", "types.Disease.index.kind.x: --set: kind is a single setting"),
-    ("types.Disease.index.kind", "--set 'types.Disease.index.kind': expected NAME=VALUE"),
+    ("types.Disease.index.knd=flat", "types.Disease.index.knd: unknown setting; did you mean kind?"),
+    ("types.Disease.index=flat", "types.Disease.index: a table; name one of its settings"),
+    ("types.Disease.index.kind.x=1", "types.Disease.index.kind.x: kind is a single setting"),
+    ("types.Disease.index.kind", "'types.Disease.index.kind': expected NAME=VALUE"),
 ])
 def test_set_overrides_name_the_setting(tmp_path, assignment, message):
     bundle = tmp_path / "b.toml"

@@ -22,9 +22,10 @@ from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS
 from bioel_core.linking.base import Linker
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
 from bioel_core.text.detect import MentionDetector
+from bioel_core.settings.fields import SettingsError
 
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
-# the entity type of a mention detected with an --index given without TYPE= (the KB manifests name no type), so
+# the entity type of a mention detected with an index given without a type (the KB manifests name no type), so
 # that PubTator and BioC outputs never get an empty type column
 UNTYPED = "Entity"
 # the kb_version of a given mention's annotation whose entity type has no KB here: NIL, linked with no KB
@@ -32,7 +33,7 @@ NO_KB_VERSION = ""
 
 
 def no_index_reason(entity_type: str) -> str:
-    """Why a given mention is NIL when its entity type has no KB (an --index) in the run."""
+    """Why a given mention is NIL when its entity type has no KB (an index) in the run."""
     return f"no index for type {entity_type}"
 
 
@@ -167,7 +168,7 @@ class DocumentAnnotator:
 
     def _one_pass(self, documents: Sequence[Document]) -> tuple[list[list[Mention]], dict]:
         """Each document encoded once by the document model: its mentions (detected, or the given ones) and their
-        vectors. With dictionaries too (`--detector both`), their spans join the model's, longest first, and are
+        vectors. With dictionaries too (detector `both`), their spans join the model's, longest first, and are
         linked by their text. Encoding is per document, so vectors never depend on the batch; the name encoder (when
         the model links with it too) then runs once for the batch, and the searches once per entity type (one scan
         of each index instead of one per document): both are batch-invariant (float64 vectors, exact scores)."""
@@ -250,7 +251,7 @@ class AnnotatorSpec:
 
     `indexes`, `stop_lists`, `nil_thresholds` and `type_models` are ((entity type, value), ...); type '' takes
     mentions of any type (given mode, where each keeps its own type) and labels the mentions it detects UNTYPED.
-    `model` embeds the mentions of every type without a model of its own in `type_models` (`--model TYPE=DIR`)."""
+    `model` embeds the mentions of every type without a model of its own in `type_models` (LinkSettings: types.TYPE.model)."""
 
     model: str | None
     indexes: tuple[tuple[str, str], ...]
@@ -284,41 +285,44 @@ class AnnotatorSpec:
         if self.detector is None:
             object.__setattr__(self, "detector", self.default_detector())
         if self.detector not in DETECTORS:
-            raise ValueError(f"--detector must be one of {DETECTORS}, got {self.detector!r}")
+            raise SettingsError("detector", f"{self.detector!r} is not one of {', '.join(DETECTORS)}")
         if not self.indexes:
-            raise ValueError("at least one --index (or a --bundle) is needed")
+            raise SettingsError("types.*.index", "required: at least one entity type's index (or a bundle)")
         if self.reranker is not None:
             from bioel_core.linking.rerank import check_reranker
 
             check_reranker(self.reranker)
         if self.rerank_depth < 1:
-            raise ValueError(f"--rerank-depth must be at least 1, got {self.rerank_depth}")
+            raise SettingsError("rerank_depth", f"must be at least 1, got {self.rerank_depth}")
         if self.generative is not None:
             from bioel_core.linking.generative import check_generative
 
             if self.reranker is not None:
-                raise ValueError("--generative links by writing names; --reranker reorders the index's candidates: choose one")
+                raise SettingsError("generative", "links by writing names, while the reranker reorders the index's "
+                                                  "candidates: choose one")
             check_generative(self.generative)
             # its scores are probabilities: a threshold outside [0, 1] would cut nothing or everything (one t calibrated
             # when they were log-probabilities is exp(t) now)
             for entity_type, threshold in self.nil_thresholds:
                 if not 0.0 <= threshold <= 1.0:
-                    raise ValueError(f"--nil-threshold {entity_type + '=' if entity_type else ''}{threshold}: with "
-                                     f"--generative, scores are probabilities in [0, 1] (exp of the written name's "
-                                     f"mean token log-probability; a log-probability threshold t is exp(t) here)")
+                    raise SettingsError(f"types.{entity_type}.nil_threshold",
+                                        f"{threshold}: with a generative model, scores are probabilities in [0, 1] (exp "
+                                        f"of the written name's mean token log-probability; a log-probability "
+                                        f"threshold t is exp(t) here)")
         from bioel_core.text.detect import StopList
 
         for entity_type, path in self.stop_lists:  # refused here, before any work, not in every worker
             try:
                 StopList.load(path)
-            except OSError as err:  # a missing file or a folder: the system's words alone name no flag
-                raise ValueError(f"--stop-list {entity_type + '=' if entity_type else ''}{path}: {err.strerror}") from None
+            except OSError as err:  # a missing file or a folder: the system's words alone name no setting
+                raise SettingsError(f"types.{entity_type}.stop_list", f"{path}: {err.strerror}") from None
         known = {t for t, _ in self.indexes}
-        for flag, pairs in (("--stop-list", self.stop_lists), ("--nil-threshold", self.nil_thresholds),
-                            ("--model", self.type_models)):
+        for setting, pairs in (("stop_list", self.stop_lists), ("nil_threshold", self.nil_thresholds),
+                               ("model", self.type_models)):
             unknown = sorted({t for t, _ in pairs} - known)
             if unknown:
-                raise ValueError(f"{flag} names entity types {unknown} that have no --index (types: {sorted(known)})")
+                raise SettingsError(f"types.{unknown[0]}.index", f"required: its {setting} is given; entity types "
+                                                                  f"{unknown} have no index (indexed: {sorted(known)})")
 
     def default_detector(self) -> str:
         """`both` for a collective model linking every type in its one pass (better than either detector alone on
@@ -445,7 +449,7 @@ class AnnotatorSpec:
         encoder = encoders.get(self.model)
         reranker = open_reranker(self.reranker, self.device, reproducible=True) if self.reranker else None
         generative = open_generative(self.generative, self.device) if self.generative else None
-        # the document model finds the mentions (--detector model) or encodes the given ones in one pass
+        # the document model finds the mentions (detector `model`) or encodes the given ones in one pass
         one_pass = encoder is not None and _is_document_model(encoder) and (self.detector != "dictionary" or not self.detect)
         stop_lists, thresholds = dict(self.stop_lists), dict(self.nil_thresholds)
         targets, fingerprints = [], {}
@@ -476,7 +480,7 @@ class AnnotatorSpec:
 
 
 def _model_files(folder: str) -> list[tuple[str, str]]:
-    """(name, sha256) of a model folder's config and weights files. Not its card: `bioel evaluate --record-in-card`
+    """(name, sha256) of a model folder's config and weights files. Not its card: `bioel evaluate` recording its scores
     rewrites it, and it decides no link (the fingerprint it records is checked when the model opens)."""
     from bioel_core.index.sharded import file_sha256
     from bioel_core.models.cards import CARD_JSON

@@ -45,12 +45,14 @@ def resolve_device(requested: str) -> str:
     here rather than a torch failure deep inside the first batch."""
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    from bioel_core.settings.fields import SettingsError
+
     try:  # here, not in embed's workers once the pipeline has started (torch's error, under a traceback)
         torch.device(requested)
     except RuntimeError:
-        raise ValueError(f"--device {requested}: not a device (cpu, cuda, cuda:N or auto)") from None
+        raise SettingsError("device", f"{requested}: not a device (cpu, cuda, cuda:N or auto)") from None
     if requested.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {requested}: no CUDA device is available here")
+        raise SettingsError("device", f"{requested}: no CUDA device is available here")
     return requested
 
 

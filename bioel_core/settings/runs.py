@@ -74,13 +74,12 @@ class RerankSettings(Settings):
     """How each mention's concept is chosen among its index's nearest: as they are, reordered by a reranker, or
     written by a generative model."""
     reranker: str | None = setting(None, path=True,
-                                   help="a cross-encoder or generative model (`bioel train --encoder cross-encoder|"
-                                        "generative`), or an ensemble of them (`bioel ensemble`), that reorders each "
+                                   help="a cross-encoder or generative model (made by `bioel train`), or an ensemble of them (`bioel ensemble`), that reorders each "
                                         "mention's best concepts: slower, more accurate")
     rerank_depth: int = setting(DEFAULT_RERANK_DEPTH, minimum=1,
                                 help="with a reranker: how many of the index's best concepts it reorders")
     generative: str | None = setting(None, path=True,
-                                     help="a generative model (`bioel train --encoder generative`) that links each "
+                                     help="a generative model (made by `bioel train`) that links each "
                                           "mention by writing one of its type's names (constrained to the index's "
                                           "names) instead of the index's nearest; slow on CPU")
 
