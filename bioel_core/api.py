@@ -80,7 +80,7 @@ class Annotator:
         bundle's; `rerank`, `mentions` and `device` as in `from_settings`."""
         from bioel_core.bundle import BuiltBundle
 
-        built = BuiltBundle.read(bundle, "bundle")
+        built = BuiltBundle.read(bundle)
         return cls._opened(lambda **kw: built.annotator_spec(overrides, **kw), rerank, mentions, device)
 
     @classmethod

@@ -46,7 +46,7 @@ def linker_spec(args, detect: bool, calibrating: bool = False):
         return flags.settings(args, LinkSettings, untyped="").annotator_spec(**spec_args)
     from bioel_core.bundle import BuiltBundle
 
-    bundle = BuiltBundle.read(args.bundle)
+    bundle = BuiltBundle.read(args.bundle, "--bundle")
     try:
         overrides = flags.settings(args, LinkSettings)
     except FlagError as err:
@@ -144,7 +144,7 @@ def _bundle_copy_formats(args, output: str) -> list[str]:
     from bioel_core.guards import check_not_an_input
 
     check_not_an_input(output, [("--bundle", args.bundle)])
-    return BuiltBundle.read(args.bundle).link_settings().copy_formats
+    return BuiltBundle.read(args.bundle, "--bundle").link_settings().copy_formats
 
 
 def nil_threshold_flags(thresholds: dict) -> str:

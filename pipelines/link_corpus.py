@@ -442,7 +442,7 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     # a finished `bioel link` output given as PubTator input is read for its PubTator copy
     listed = listed_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, "--input")) if fmt == "pubtator" else None)
     if fmt == "text" and not per_line:
-        check_document_ids(listed)
+        check_document_ids(listed, "--input")
     inputs = list(listed)
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
     settings = spec.settings_sha256()

@@ -28,6 +28,7 @@ from bioel_core.linking.prefix_tree import PrefixTree
 from bioel_core.linking.rerank import ModelReranker
 from bioel_core.models.base import read_config
 from bioel_core.names import NameSet
+from bioel_core.settings.fields import SettingsError
 
 TREE_FILE = "prefix_tree.npz"
 DEFAULT_BEAMS = 5
@@ -51,8 +52,8 @@ def check_generative(folder: str | Path) -> None:
     except FileNotFoundError:
         raise ValueError(f"{folder}: not a model folder (no bioel_encoder.json)") from None
     if found != "generative":
-        raise ValueError(f"{folder}: a {found} model; generative linking needs a generative model "
-                         f"(`bioel train --encoder generative`)")
+        raise ValueError(f"{folder}: a {found} model; generative linking needs a generative model (made by "
+                         f"`bioel train`)")
 
 
 class GenerativeLinker(Linker):
@@ -75,7 +76,8 @@ class GenerativeLinker(Linker):
         if options:
             raise ValueError(f"unknown generative options {sorted(options)}; known: model, device, beams, batch_size")
         if not model:
-            raise ValueError("the generative linker needs a generative model (--model DIR from `bioel train --encoder generative`)")
+            raise SettingsError("model", "required by the generative linker: a generative model folder (made by "
+                                         "`bioel train`)")
         return cls(names, open_generative(model, device), str(Path(model).resolve()), beams, batch_size)
 
     def search(self, queries: list[str], k: int) -> list[list[Candidate]]:

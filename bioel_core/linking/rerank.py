@@ -31,6 +31,7 @@ from bioel_core.linking import DEFAULT_RERANK_DEPTH as DEFAULT_DEPTH
 from bioel_core.linking.base import Linker
 from bioel_core.models.base import RERANKER_ENSEMBLE, read_config
 from bioel_core.names import NameSet
+from bioel_core.settings.fields import SettingsError
 
 # names of a concept the cross-encoder reads, best-matching first; more seldom fit in its input anyway
 NAMES_PER_CONCEPT = 4
@@ -101,11 +102,10 @@ def check_reranker(folder: str | Path) -> str:
     try:
         found = read_config(folder).get("encoder_type")
     except FileNotFoundError:
-        raise ValueError(f"--reranker {folder}: not a model folder (no bioel_encoder.json)") from None
+        raise SettingsError("reranker", f"{folder}: not a model folder (no bioel_encoder.json)") from None
     if found not in RERANKERS:
-        raise ValueError(f"--reranker {folder}: a {found} model; a reranker is a cross-encoder "
-                         f"(`bioel train --encoder cross-encoder`), a generative model (`--encoder generative`) "
-                         f"or an ensemble of them (`bioel ensemble`)")
+        raise SettingsError("reranker", f"{folder}: a {found} model; a reranker is a cross-encoder or a generative "
+                                        f"model (both made by `bioel train`) or an ensemble of them (`bioel ensemble`)")
     return found
 
 
@@ -200,7 +200,7 @@ class RerankLinker(Linker):
         from bioel_core.linking import build_linker
 
         if reranker is None:
-            raise ValueError("the rerank linker needs a reranker (--reranker MODEL)")
+            raise SettingsError("reranker", "required by the rerank linker: a reranker model folder")
         if retriever == cls.kind:
             raise ValueError("a rerank linker's retriever cannot itself be a rerank linker")
         return cls(names, build_linker(retriever, names, device=device, **retriever_options),

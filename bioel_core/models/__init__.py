@@ -12,6 +12,7 @@ import torch
 
 from bioel_core.models.base import CONFIG_FILE, RERANKER_ENSEMBLE, Encoder, read_config
 from bioel_core.models.cards import check_fingerprint
+from bioel_core.settings.fields import SettingsError
 from bioel_core.models.checkpoints import MODULES_FILE, UnsafeCheckpointError, default_base_checkpoint
 from bioel_core.models.collective import CollectiveEncoder
 from bioel_core.models.cross_encoder import CrossEncoder
@@ -45,8 +46,6 @@ def resolve_device(requested: str) -> str:
     here rather than a torch failure deep inside the first batch."""
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    from bioel_core.settings.fields import SettingsError
-
     try:  # here, not in embed's workers once the pipeline has started (torch's error, under a traceback)
         torch.device(requested)
     except RuntimeError:
@@ -77,27 +76,29 @@ def open_encoder(folder: str | Path, pooling: str | None = None, device: str | t
     if not (folder / CONFIG_FILE).is_file():
         return TransformerEncoder(folder, pooling=pooling).to(device)
     if pooling is not None:
-        raise ValueError(f"{folder} is a bioel model folder: its pooling is fixed by its config; drop --pooling")
+        raise SettingsError("pooling", f"{folder} is a bioel model folder: its pooling is fixed by its config; leave "
+                                       f"the pooling out")
     found = read_config(folder).get("encoder_type")
     if found == CrossEncoder.encoder_type:
-        raise ValueError(f"{folder} is a cross-encoder: it reorders a retriever's candidates (--reranker), it does not "
-                         f"embed texts; give it as the reranker and a name encoder as the model or retriever")
+        raise SettingsError("model", f"{folder} is a cross-encoder: it reorders a retriever's candidates (a reranker), "
+                                     f"it does not embed texts; give it as the reranker and a name encoder as the model "
+                                     f"or retriever")
     if found == GenerativeModel.encoder_type:
-        raise ValueError(f"{folder} is a generative model: it writes names (--linker generative) or reorders a retriever's "
-                         f"candidates (--reranker), it does not embed texts")
+        raise SettingsError("model", f"{folder} is a generative model: it writes names (the generative linker) or "
+                                     f"reorders a retriever's candidates (a reranker), it does not embed texts")
     if found == RERANKER_ENSEMBLE:
-        raise ValueError(f"{folder} is an ensemble of rerankers: it reorders a retriever's candidates (--reranker), it does "
-                         f"not embed texts")
+        raise SettingsError("model", f"{folder} is an ensemble of rerankers: it reorders a retriever's candidates (a "
+                                     f"reranker), it does not embed texts")
     return load_encoder(folder, device)
 
 
 def model_folder(model: str | Path | None) -> Path:
-    """The folder a --model value names, the shipped default when none is given."""
+    """The folder a model setting names, the shipped default when none is given."""
     return (Path(model) if model else DEFAULT_MODEL).resolve()
 
 
 def open_model(model: str | Path | None, pooling: str | None = None, device: str = "cpu") -> Encoder:
-    """The one way every verb opens its --model (default: the shipped disease model), through `open_encoder`."""
+    """The one way every verb opens its model (default: the shipped disease model), through `open_encoder`."""
     folder = model_folder(model)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder not found: {folder}" + ("" if model else " (the default disease model is not shipped in this checkout)"))

@@ -102,7 +102,7 @@ class BundleSettings(Settings):
             return
         if self.model is None or _encoder_type(self.model) != "collective":
             raise SettingsError("link.detector", f"{detector!r} needs a collective model as the bundle's `model` "
-                                                 f"(`bioel train --encoder collective`), not {self.model or 'the default'}")
+                                                 f"(a collective model from `bioel train`), not {self.model or 'the default'}")
         own = sorted(t for t, ts in self.types.items() if ts.embed.model not in (None, self.model))
         if own:
             raise SettingsError(f"types.{own[0]}.embed.model", f"the collective model's one pass links every type with "
