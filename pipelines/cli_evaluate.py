@@ -62,8 +62,8 @@ def cmd_evaluate(args) -> int:
     from bioel_core.text import QueryPreprocessor
 
     run = args.contracts.settings(args, EvaluateSettings)
-    flags = args.contracts.of(EvaluateSettings).by_path()
-    check_json(args.json, [(flags[name].option, getattr(run, name)) for name in
+    flags = args.contracts.options()
+    check_json(args.json, [(flags[name], getattr(run, name)) for name in
                            ("dataset", "dictionary", "names", "linker_dir", "model", "retriever", "reranker", "typos")])
     dataset = Path(run.dataset)
     queries, without_concept = scored_queries(dataset, run.split)

@@ -129,6 +129,12 @@ class VerbFlags:
     def settings(self, args: argparse.Namespace, cls: type, base: Mapping | None = None, untyped: str | None = None):
         return self.of(cls).settings(args, base, untyped)
 
+    def options(self) -> dict[str, str]:
+        """Each setting's flag by the setting's name (a type's setting by its own: `index` -> `--index`): the CLI's
+        words for the settings a bioel_core refusal names (its `labels`)."""
+        return {path.rpartition(".")[2]: flag.option for flagset in self.flagsets
+                for path, flag in flagset.by_path().items()}
+
     def describe(self, err: SettingsError) -> str:
         """The first of the verb's contracts with a flag for the field names it; an error of no flag's field is
         worded as the contract worded it."""

@@ -106,7 +106,8 @@ def cmd_link(args, beam_args: list[str]) -> int:
     manifest = link_corpus.run(run.input, run.input_format, run.output, spec, pipeline_options(beam_args),
                                output_format=next(iter(copies), "parquet"), per_line=run.text_per_line,
                                incremental=run.incremental, num_shards=run.num_shards, batch_size=run.batch_size,
-                               id_prefix=run.id_prefix, single_file=run.single_file, gate=gate)
+                               id_prefix=run.id_prefix, single_file=run.single_file, gate=gate,
+                               labels=args.contracts.options())
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
     progress.count(documents=docs["linked"], mentions=mentions["linked"])  # NIL mentions are among the linked ones
     print(f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
@@ -159,8 +160,8 @@ def cmd_calibrate_nil(args) -> int:
 
     calibrate = args.contracts.settings(args, CalibrateSettings)
     gold, spec = calibrate.gold, linker_spec(args, detect=True, calibrating=True)
-    check_json(args.json, [("--gold", gold)] + spec.inputs())
-    result = calibrate_on_gold(spec, gold, calibrate.gold_format)
+    check_json(args.json, [("--gold", gold)] + spec.inputs(args.contracts.options()))
+    result = calibrate_on_gold(spec, gold, calibrate.gold_format, labels=args.contracts.options())
     progress.count(mentions=sum(t.predictions for t in result.values()))
     print(f"{'type':<12}{'threshold':>10}{'P':>8}{'R':>8}{'F1':>8}{'F1 no cut':>11}{'kept':>8}{'pred':>8}{'gold':>8}")
     for entity_type, t in sorted(result.items()):

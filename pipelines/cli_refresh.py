@@ -29,7 +29,8 @@ def cmd_refresh(args) -> int:
     quality = args.contracts.settings(args, QualitySettings)
     gates = (quality.gate(), quality.gate())  # one per output folder: a gate keeps the summary of its audit
     result = refresh(run.old, run.new, run.model, run.embeddings, run.index, run.output_embeddings, run.output_index,
-                     device=run.device, batch_size=run.batch_size, examples=run.examples, gates=gates)
+                     device=run.device, batch_size=run.batch_size, examples=run.examples, gates=gates,
+                     labels=args.contracts.options())
     done = result.report["refresh"]
     progress.count(names_encoded=done["encoded"], vectors_carried=done["carried"],
                    index_shards_rebuilt=len(done["index_shards_rebuilt"]))

@@ -22,6 +22,7 @@ annotated under another model or KB version are linked again; DeleteCitation ent
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict
 
 import apache_beam as beam
@@ -420,7 +421,8 @@ def merge_into_single_file(staged: OutputFolder, output_format: str) -> None:
 
 def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
         output_format: str = "parquet", per_line: bool = False, incremental: bool = False, num_shards: int = 4,
-        batch_size: int = 64, id_prefix: str = "none", single_file: bool = False, gate=None) -> dict:
+        batch_size: int = 64, id_prefix: str = "none", single_file: bool = False, gate=None,
+        labels: Mapping[str, str] | None = None) -> dict:
     """Runs the linking pipeline on `inputs` (files, folders, globs: pipelines.outputs.listed_inputs) and publishes
     its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest. `single_file`: the interchange copy is one file in doc-id order, not parts."""
     if fmt not in FORMATS:
@@ -438,11 +440,16 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
         raise ValueError("--single-file needs an interchange --output-format (pubtator, bioc-json, bioc-xml)")
     check_num_shards(num_shards)
     inputs, output_dir = [absolute(p) for p in inputs], absolute(output_dir)  # as the workers must see them
-    check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + spec.inputs())
+    # refusals name the inputs and output in the caller's words (`labels`: the CLI's flags), default the settings'
+    def label(name: str) -> str:
+        return (labels or {}).get(name, name)
+
+    check_output_folder(output_dir, "link", [(label("input"), p) for p in inputs] + spec.inputs(labels), label("output"))
     # a finished `bioel link` output given as PubTator input is read for its PubTator copy
-    listed = listed_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, "--input")) if fmt == "pubtator" else None)
+    listed = listed_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, label("input")))
+                           if fmt == "pubtator" else None)
     if fmt == "text" and not per_line:
-        check_document_ids(listed, "--input")
+        check_document_ids(listed, label("input"))
     inputs = list(listed)
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
     settings = spec.settings_sha256()

@@ -254,7 +254,7 @@ def test_errors_before_any_work(chain, corpus, tmp_path):
     folder, _ = corpus
     model, index = chain
     other = TransformerEncoder(make_tiny_bert(tmp_path / "other-bert"), pooling="cls").save(tmp_path / "other")
-    with pytest.raises(ValueError, match="not the one the index .* was built with .*pass that model with --model Disease=DIR"):
+    with pytest.raises(ValueError, match="^types.Disease.model: the model .* is not the one the index .* was built with .*pass that model$"):
         link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"),
                         AnnotatorSpec(model=str(other), indexes=(("Disease", index),)), pipeline_options([]))
     with pytest.raises(FileNotFoundError, match="missing.pubtator: no such file or folder"):
@@ -264,7 +264,7 @@ def test_errors_before_any_work(chain, corpus, tmp_path):
     with pytest.raises(ValueError, match=f"^{GOLD_SAMPLE}: not a bioel stop list \\(Extra data"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=(("Disease", str(GOLD_SAMPLE)),))
     for path, reason in ((tmp_path, "Is a directory"), (tmp_path / "none.json", "No such file or directory")):
-        with pytest.raises(ValueError, match=f"^--stop-list Disease={path}: {reason}$"):  # was the system's words alone
+        with pytest.raises(ValueError, match=f"^types.Disease.stop_list: {path}: {reason}$"):  # was the system's words alone
             AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=(("Disease", str(path)),))
     # --mentions given on a format with no mentions linked nothing and said nothing (documents linked, 0 mentions)
     (tmp_path / "docs.jsonl").write_text('{"pmid": "1", "title": "Gout.", "abstract": ""}\n')
@@ -819,7 +819,7 @@ def test_a_stop_list_learned_under_another_normalizer_is_refused_before_any_work
 
     stop = tmp_path / "stop.json"
     StopList({"gout": (5, 0)}, normalizer=Normalizer(NormalizerConfig(punctuation="remove")).to_dict()).save(stop)
-    with pytest.raises(ValueError, match=rf"--stop-list {stop}: the stop list was learned under normalizer norm-"):
+    with pytest.raises(ValueError, match=rf"^types.Disease.stop_list: {stop}: the stop list was learned under normalizer norm-"):
         link_corpus.run([str(GOLD_SAMPLE)], "pubtator", str(tmp_path / "out"), spec(chain, stop_lists=(("Disease", str(stop)),)),
                         pipeline_options([]))
     assert not (tmp_path / "out").exists()
@@ -1119,7 +1119,7 @@ def test_each_entity_type_links_with_its_own_model(chain, corpus, tmp_path, caps
         assert [{k: r[k] for k in keep} for r in both if r["entity_type"] == entity_type] == \
             [{k: r[k] for k in keep} for r in alone if r["entity_type"] == entity_type]
         assert {r["model_version"] for r in alone} != {r["model_version"] for r in both}  # both models make the version
-    with pytest.raises(ValueError, match="pass that model with --model Chemical=DIR"):
+    with pytest.raises(ValueError, match="^types.Chemical.model: .*pass that model$"):
         AnnotatorSpec(model=model, indexes=(("Disease", index), ("Chemical", other_index))).versions()
     with pytest.raises(ValueError, match=r"^types.Gene.index: required: its model is given; entity types \['Gene'\] have no"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), type_models=(("Gene", other),))

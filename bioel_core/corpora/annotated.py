@@ -70,8 +70,8 @@ def corpus_files(path: str | Path, fmt: str, flag: str = "") -> list[str]:
     if manifest.get("pipeline") != "link":
         raise ValueError(f"{where}: a `bioel {manifest.get('pipeline')}` output, not a `bioel link` one with {name} annotations")
     if fmt not in manifest.get("outputs", {}):
-        raise ValueError(f"{where}: this `bioel link` output has no {name} copy (its --output-format was "
-                         f"{manifest.get('output_format')}); re-run link with --output-format {fmt}")
+        raise ValueError(f"{where}: this `bioel link` output has no {name} copy (its copy format was "
+                         f"{manifest.get('output_format')}); re-run link with the copy format {fmt}")
     root = data_root(folder, manifest)
     return [str(root / f) for f in manifest["outputs"][fmt]["files"]]
 

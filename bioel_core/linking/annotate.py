@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -363,9 +363,9 @@ class AnnotatorSpec:
             found = models[self.model_for(entity_type)].fingerprint()
             if found != source["fingerprint"]:
                 name = self.model_for(entity_type) or "(default)"
-                flag = f"--model {entity_type}=DIR" if entity_type else "--model"
-                raise ValueError(f"the model {name} (fingerprint {found[:12]}) is not the one the index {source['index']} "
-                                 f"was built with ({source['fingerprint'][:12]}); pass that model with {flag}")
+                raise SettingsError(f"types.{entity_type}.model" if entity_type else "model",
+                                    f"the model {name} (fingerprint {found[:12]}) is not the one the index "
+                                    f"{source['index']} was built with ({source['fingerprint'][:12]}); pass that model")
             fingerprints[entity_type] = found
         return (combined_version(fingerprints),
                 combined_version({t: s["kb_version"] for t, s in sources.items()}))
@@ -381,7 +381,7 @@ class AnnotatorSpec:
             try:
                 StopList.load(path).check_normalizer(table_normalizer(read_manifest(names_dir), names_dir))
             except ValueError as err:
-                raise ValueError(f"--stop-list {path}: {err}") from None
+                raise SettingsError(f"types.{entity_type}.stop_list", f"{path}: {err}") from None
 
     def _open_models(self) -> dict:
         """Model folder -> its opened encoder, once per folder; the document model checked against the detector."""
@@ -398,25 +398,31 @@ class AnnotatorSpec:
     def _checked(self, model):
         """The model, after checking that it can do what the detector asks of it."""
         if self.detect and self.detector != "dictionary" and not _is_document_model(model):
-            typed = " (a --model TYPE=DIR names an entity type's name model; the span detector is the untyped --model)" \
+            typed = " (a type's own model is its name model; the span detector is the linker's model)" \
                 if self.type_models else ""
-            raise ValueError(f"--detector {self.detector} needs a collective model (`bioel train --encoder collective`); "
-                             f"{self.model or 'the default model'} is a {model.config().get('encoder_type')} name encoder"
-                             + typed)
+            raise SettingsError("detector", f"{self.detector} needs a collective model (made by `bioel train`); "
+                                            f"{self.model or 'the default model'} is a "
+                                            f"{model.config().get('encoder_type')} name encoder" + typed)
         if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.type_models:
-            raise ValueError("--model TYPE=DIR gives an entity type a name model of its own, but the collective model's "
-                             "one pass links every type by its own vectors: use one --model (the collective one)")
+            raise SettingsError("model", "a type's own model gives it a name model of its own, but the collective "
+                                         "model's one pass links every type by its own vectors: use one model (the "
+                                         "collective one)")
         if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.generative:
-            raise ValueError("--generative links mentions by their text; the collective model's one pass links them by "
-                             "its vectors: use one or the other")
+            raise SettingsError("generative", "links mentions by their text; the collective model's one pass links "
+                                              "them by its vectors: use one or the other")
         return model
 
-    def inputs(self) -> list[tuple[str, str]]:
-        """(flag, path) of every folder and file the annotator reads, for the refusal of an output among them."""
-        return ([("--index", d) for _, d in self.indexes]
-                + [("--model", m) for m in (self.model, *(m for _, m in self.type_models)) if m]
-                + [(flag, m) for flag, m in (("--reranker", self.reranker), ("--generative", self.generative)) if m]
-                + [("--stop-list", s) for _, s in self.stop_lists])
+    def inputs(self, labels: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+        """(setting, path) of every folder and file the annotator reads, for the refusal of an output among them;
+        `labels`: the caller's words for the settings (index, model, reranker, generative, stop_list: the CLI's
+        flags), default their names."""
+        def label(name: str) -> str:
+            return (labels or {}).get(name, name)
+
+        return ([(label("index"), d) for _, d in self.indexes]
+                + [(label("model"), m) for m in (self.model, *(m for _, m in self.type_models)) if m]
+                + [(label(name), m) for name, m in (("reranker", self.reranker), ("generative", self.generative)) if m]
+                + [(label("stop_list"), s) for _, s in self.stop_lists])
 
     def settings_sha256(self) -> str:
         """Every setting besides the model fingerprint and KB versions that changes annotations: detection or given
