@@ -15,7 +15,8 @@ from pipelines.cli_verbs import FLAGS
 
 
 def typed(values: list[str] | None, convert=str) -> tuple[tuple[str, object], ...]:
-    """`[TYPE=]VALUE` flags -> ((type, value), ...); no type = '' (mentions of any type)."""
+    """`[TYPE=]VALUE` flags of `train`'s own parser -> ((type, value), ...); no type = '' (mentions of any type). The
+    contracts' typed flags are read by pipelines.cli_flags."""
     out = []
     for v in values or ():
         entity_type, sep, value = v.rpartition("=") if "=" in v else ("", "", v)
