@@ -173,3 +173,11 @@ def test_bioel_core_holds_no_new_cli_flag_strings():
         if flags:
             found[name] = len(flags)
     assert {name: n for name, n in found.items() if n > FLAG_STRINGS_LEFT.get(name, 0)} == {}
+
+
+def test_an_item_without_a_type_is_for_mentions_of_any_type_when_the_verb_says_so():
+    # `bioel link --index DIR` (no bundle): the index of mentions of any type, as before the contracts
+    parser, flags = parser_for(LinkSettings)
+    settings = flags.settings(parser.parse_args(["--index", "idx", "--nil-threshold", "0.5", "--model", "m"]), untyped="")
+    assert settings.types[""].index == "idx" and settings.types[""].nil_threshold == 0.5
+    assert settings.model == "m" and settings.types[""].model is None  # the outer field keeps its untyped value
