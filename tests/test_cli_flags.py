@@ -181,3 +181,22 @@ def test_an_item_without_a_type_is_for_mentions_of_any_type_when_the_verb_says_s
     settings = flags.settings(parser.parse_args(["--index", "idx", "--nil-threshold", "0.5", "--model", "m"]), untyped="")
     assert settings.types[""].index == "idx" and settings.types[""].nil_threshold == 0.5
     assert settings.model == "m" and settings.types[""].model is None  # the outer field keeps its untyped value
+
+
+def test_the_reference_walks_nested_subcommands():
+    """`train KIND` subcommands (to come) get their own section, after their parent's."""
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("cli_flags_doc", REPO / "benchmarks" / "cli_flags.py")
+    doc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(doc)
+    parser = argparse.ArgumentParser(prog="bioel")
+    train = parser.add_subparsers().add_parser("train", help="train a model")
+    kind = train.add_subparsers().add_parser("rescnn", help="a ResCNN name encoder")
+    kind.add_argument("--epochs", type=int, default=3, help="epochs")
+    found = doc.subcommands(parser)
+    assert [(name, help_text) for name, help_text, _ in found] == [("train", "train a model"),
+                                                                  ("train rescnn", "a ResCNN name encoder")]
+    assert [a.option_strings for a in doc.visible_flags(found[1][2])] == [["--epochs"]]
