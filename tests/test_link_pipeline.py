@@ -382,7 +382,7 @@ def test_text_documents_of_one_name_in_two_folders_are_two_documents_or_refused(
     inputs = [str(tmp_path / g) for g in given]
     out = tmp_path / "out"
     if isinstance(expected, str):
-        with pytest.raises(ValueError, match="--input: " + re.escape(f"{tmp_path}/" + expected.format(tmp=tmp_path))
+        with pytest.raises(ValueError, match="^input: " + re.escape(f"{tmp_path}/" + expected.format(tmp=tmp_path))
                            + r" would both be text document '\w'"):
             link_corpus.run(inputs, "text", str(out), spec(chain), pipeline_options([]))
         assert not out.exists()
