@@ -2,7 +2,8 @@
 pipelines wrote (`bioel build-index` outputs per entity type, their model) or a `bioel build` bundle. README:
 "Python API".
 
-A thin facade over AnnotatorSpec -> DocumentAnnotator, which `bioel link` runs per batch of documents: the rows
+It takes the contracts `bioel link` makes of its flags (LinkSettings, RerankSettings: `from_settings`). A thin facade
+over AnnotatorSpec -> DocumentAnnotator, which `bioel link` runs per batch of documents: the rows
 are the annotations table's rows, and each type's linker is the same DenseLinker over the same FAISS shards.
 """
 
@@ -12,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bioel_core.corpora.records import Candidate, Document, Passage
-from bioel_core.linking.annotate import AnnotatorSpec, DocumentAnnotator, DocumentError
+from bioel_core.linking import MENTION_MODES
+from bioel_core.linking.annotate import DocumentAnnotator, DocumentError
+from bioel_core.settings import LinkSettings, LinkTarget, RerankSettings, SettingsError
 
 
 class Annotator:
@@ -32,13 +35,8 @@ class Annotator:
         `nil_thresholds`: entity type -> score below which a mention is NIL; `mentions`: "detect" them in the
         text, or "given" (the documents' own mentions); `generative`: a generative model folder that links each
         mention by writing one of its type's names; `reranker`: a cross-encoder or generative folder that reorders each
-        mention's best concepts; `detector`: as `bioel link --detector` (default: `both` with a collective model, else
-        `dictionary`); the other arguments are `bioel link`'s flags."""
-        from bioel_core.models import resolve_device
-
-        if mentions not in ("detect", "given"):
-            raise ValueError(f"mentions must be 'detect' or 'given', got {mentions!r}")
-        device = resolve_device(device)  # in process: "auto" is this machine's, and cuda without one is refused here
+        mention's best concepts; `detector`: LinkSettings.detector (default: `both` with a collective model, else
+        `dictionary`); the other arguments are LinkSettings' and RerankSettings' fields."""
 
         def pairs(name: str, mapping, convert=str) -> tuple:
             """An entity type -> value argument as pairs; a bare folder or number is named here (it was an
@@ -55,29 +53,48 @@ class Annotator:
             return tuple(out)
 
         models = dict(pairs("model", model)) if isinstance(model, Mapping) else {"": str(model)} if model else {}
-        spec = AnnotatorSpec(model=models.pop("", None), type_models=tuple(models.items()), indexes=pairs("indexes", indexes),
-                             detect=mentions == "detect", stop_lists=pairs("stop_lists", stop_lists), device=device, detector=detector,
-                             reranker=str(reranker) if reranker else None,
-                             generative=str(generative) if generative else None,
-                             nil_thresholds=pairs("nil_thresholds", nil_thresholds, float))
-        return cls._opened(spec)
+        given = {"index": pairs("indexes", indexes), "model": tuple((t, m) for t, m in models.items() if t),
+                 "stop_list": pairs("stop_lists", stop_lists), "nil_threshold": pairs("nil_thresholds", nil_thresholds, float)}
+        types: dict[str, dict] = {}
+        for setting, values in given.items():
+            for entity_type, value in values:
+                types.setdefault(entity_type, {})[setting] = value
+        link = LinkSettings(model=models.get(""), detector=detector, types={t: LinkTarget(**v) for t, v in types.items()})
+        rerank = RerankSettings(reranker=str(reranker) if reranker else None,
+                                generative=str(generative) if generative else None)
+        return cls.from_settings(link, rerank, mentions=mentions, device=device)
 
     @classmethod
-    def from_bundle(cls, bundle: str | Path, *, mentions: str = "detect", device: str = "cpu") -> Annotator:
+    def from_settings(cls, link: LinkSettings, rerank: RerankSettings | None = None, *, mentions: str = "detect",
+                      device: str = "cpu") -> Annotator:
+        """The linker `link` declares (the contract `bioel link` makes of its flags, and a bundle of its [link] table):
+        per entity type its index, model, stop list and NIL threshold, and the detector; `rerank`: a reranker or a
+        generative model choosing among each mention's candidates; `mentions` and `device` as in `from_folders`."""
+        return cls._opened(link.annotator_spec, rerank, mentions, device)
+
+    @classmethod
+    def from_bundle(cls, bundle: str | Path, *, overrides: LinkSettings | None = None,
+                    rerank: RerankSettings | None = None, mentions: str = "detect", device: str = "cpu") -> Annotator:
         """The linker of a `bioel build` bundle folder (wherever it lies now): its indexes, models, stop lists, NIL
-        thresholds and detector, as `bioel link --bundle` links; `mentions` and `device` as in `from_folders`."""
+        thresholds and detector, as `bioel link` links with the bundle, each setting `overrides` gives replacing the
+        bundle's; `rerank`, `mentions` and `device` as in `from_settings`."""
         from bioel_core.bundle import BuiltBundle
+
+        built = BuiltBundle.read(bundle)
+        return cls._opened(lambda **kw: built.annotator_spec(overrides, **kw), rerank, mentions, device)
+
+    @classmethod
+    def _opened(cls, make_spec, rerank: RerankSettings | None, mentions: str, device: str) -> Annotator:
         from bioel_core.models import resolve_device
 
-        if mentions not in ("detect", "given"):
-            raise ValueError(f"mentions must be 'detect' or 'given', got {mentions!r}")
-        spec = BuiltBundle.read(bundle, "bundle").annotator_spec(detect=mentions == "detect", device=resolve_device(device))
-        return cls._opened(spec)
-
-    @classmethod
-    def _opened(cls, spec: AnnotatorSpec) -> Annotator:
-        """The spec's annotator, each model folder opened once: checked to be the one every index was built with
-        before the names, indexes, reranker or generative model are loaded, then linked with."""
+        if mentions not in MENTION_MODES:
+            raise SettingsError("mentions", f"{mentions!r} is not one of {', '.join(MENTION_MODES)}")
+        rerank = rerank or RerankSettings()
+        # in process: "auto" is this machine's, and cuda without one is refused here
+        spec = make_spec(detect=mentions == "detect", device=resolve_device(device), reranker=rerank.reranker,
+                         rerank_depth=rerank.rerank_depth, generative=rerank.generative)
+        # each model folder opened once: checked to be the one every index was built with before the names,
+        # indexes, reranker or generative model are loaded, then linked with
         models = spec.open_models()
         spec.versions(models)
         return cls(spec.open(models))

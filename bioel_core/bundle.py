@@ -1,4 +1,4 @@
-"""A built linker bundle: one self-contained folder that `bioel link --bundle` and `Annotator.from_bundle` link with,
+"""A built linker bundle: one self-contained folder that `bioel link` and `Annotator.from_bundle` link with,
 made and kept up to date from a bundle file (bioel_core.settings.bundle) by `bioel build` (pipelines/build_bundle.py).
 
 It is relocatable: every path it records is relative to the folder, and every input is known by its version (an
@@ -153,7 +153,7 @@ class BuiltBundle:
     manifest: dict
 
     @classmethod
-    def read(cls, folder: str | Path, flag: str = "--bundle") -> BuiltBundle:
+    def read(cls, folder: str | Path, flag: str = "bundle") -> BuiltBundle:
         """The bundle at `folder`; anything else (a folder no build finished, another verb's output) is refused."""
         from bioel_core.tables import read_output_manifest
 

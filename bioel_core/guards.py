@@ -12,6 +12,9 @@ import importlib.metadata
 import bioel_core
 from bioel_core.lazy import lazy_exports
 
+# the quality levels at which failed checks refuse an output (a verb's fail_on), heaviest first
+FAIL_ON = ("critical", "warning", "none")
+
 # imported on first use: the CLI imports the input-vs-output check from here without pyarrow
 __getattr__ = lazy_exports(__name__, {
     **dict.fromkeys(["EmptyOutputError", "QualityGateError", "UnpublishedError", "UnreconciledError"], "bioel_core.outputs.errors"),

@@ -37,7 +37,7 @@ def is_input_name(name: str) -> bool:
     return not (name.startswith((".", "_")) or name == MANIFEST or name.lower().endswith(CHECKSUM_SUFFIXES))
 
 
-def folder_files(folder: str | Path, flag: str = "--input") -> list[str]:
+def folder_files(folder: str | Path, flag: str = "input") -> list[str]:
     """The input files of a local folder, sorted; an error naming the folder when it holds none."""
     found = sorted(str(p) for p in Path(folder).iterdir() if p.is_file() and is_input_name(p.name))
     if not found:

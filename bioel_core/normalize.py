@@ -27,7 +27,7 @@ _CONTROL = re.compile(r"[ ]*[\x00-\x1f\x7f-\x9f]+[ ]*")
 @functools.cache
 def unicode_punctuation() -> str:
     """Every non-ASCII character of Unicode category P. Built on first use, not at import: the scan of all code
-    points takes a quarter of a second, which every `bioel` command (`--help` included) would pay."""
+    points takes a quarter of a second, which every `bioel` command (its help included) would pay."""
     return "".join(c for c in map(chr, range(128, sys.maxunicode + 1)) if unicodedata.category(c).startswith("P"))
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -65,6 +66,7 @@ from bioel_core.models import open_model
 from bioel_core.outputs import (LocalFileSystem, Manifest, OutputFolder, embeddings_table, name_chunks, shard_name,
                                 write_parquet)
 from bioel_core.outputs.details import EmbedDetails, EmbeddingsSource, IndexDetails, NamesSource
+from bioel_core.settings.fields import SettingsError
 from bioel_core.tables import KB_PIPELINE, data_root, read_output_manifest, read_table, stable_shard, table_files
 from schemas import DEAD_LETTER_SCHEMA, embeddings_schema
 
@@ -74,6 +76,12 @@ REPORT_FILE = "refresh_report.json"
 NAME_COLUMNS = ("concept_id", "kb", "name", "name_norm", "name_type")
 VECTOR_KEY = ("concept_id", TEXT_COLUMN)  # with name_id, all an embeddings row depends on besides the model
 RUNNER = "in-process (bioel refresh)"
+# the arguments refusals name (RefreshSettings' fields), unless the caller names them in its own words (`labels`)
+ARGUMENTS = ("old", "new", "model", "embeddings", "index", "output_embeddings", "output_index")
+
+
+def _labels(labels: Mapping[str, str] | None) -> dict[str, str]:
+    return {name: (labels or {}).get(name, name) for name in ARGUMENTS}
 
 
 # ---------------------------------------------------------------------------------------------------- the diff
@@ -101,9 +109,10 @@ def _by_name_id(names: pa.Table, where: str) -> pa.Table:
     return names
 
 
-def diff_names(old: pa.Table, new: pa.Table) -> NamesDiff:
-    """Two names tables compared by name_id and content."""
-    old, new = _by_name_id(old, "--old"), _by_name_id(new, "--new")
+def diff_names(old: pa.Table, new: pa.Table, labels: Mapping[str, str] | None = None) -> NamesDiff:
+    """Two names tables compared by name_id and content; `labels` as `refresh`'s."""
+    label = _labels(labels)
+    old, new = _by_name_id(old, label["old"]), _by_name_id(new, label["new"])
     _, common_old, common_new = np.intersect1d(old.column("name_id").to_numpy(), new.column("name_id").to_numpy(),
                                                assume_unique=True, return_indices=True)
     changed = np.zeros(len(common_old), dtype=bool)
@@ -228,39 +237,44 @@ def check_shard_file(path: Path, sha256: str, copy_to: Path | None = None) -> No
         raise ValueError(f"{path}: sha256 does not match the index manifest (corrupted or replaced); run `bioel build-index`")
 
 
-def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str | Path, index: str | Path) -> Inputs:
+def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str | Path, index: str | Path,
+                 labels: Mapping[str, str] | None = None) -> Inputs:
     """Every refusal of the inputs that needs no model, before any work: unfinished or foreign folders, embeddings
-    not made from --old, an index not built from --embeddings, missing files (the outputs: guards.check_output_folder)."""
+    not made from the old names, an index not built from the embeddings, missing files (the outputs:
+    guards.check_output_folder); `labels` as `refresh`'s."""
+    label = _labels(labels)
     old, new, emb, idx = (Path(p).resolve() for p in (old_names, new_names, embeddings, index))
-    old_manifest, new_manifest = read_output_manifest(old, KB_PIPELINE, "--old"), read_output_manifest(new, KB_PIPELINE, "--new")
+    old_manifest = read_output_manifest(old, KB_PIPELINE, label["old"])
+    new_manifest = read_output_manifest(new, KB_PIPELINE, label["new"])
     if old_manifest.get("kb") != new_manifest.get("kb"):
-        raise ValueError(f"--old is KB {old_manifest.get('kb')!r} and --new is KB {new_manifest.get('kb')!r}: "
-                         "a refresh compares two versions of one KB")
-    emb_manifest = read_embeddings_manifest(emb, "--embeddings")
+        raise ValueError(f"{label['old']} is KB {old_manifest.get('kb')!r} and {label['new']} is KB "
+                         f"{new_manifest.get('kb')!r}: a refresh compares two versions of one KB")
+    emb_manifest = read_embeddings_manifest(emb, label["embeddings"])
     embedded = EmbedDetails.from_dict(emb_manifest)
     if not is_version_of(embedded.names.manifest_sha256, old):
-        raise ValueError(f"--old {old} is not the names folder the embeddings at {emb} were made from "
-                         f"({embedded.names.path}, by its manifest's sha256); pass that folder as --old")
+        raise ValueError(f"{label['old']} {old} is not the names folder the embeddings at {emb} were made from "
+                         f"({embedded.names.path}, by its manifest's sha256); pass that folder as {label['old']}")
     listed = sorted(Path(f).name for f in emb_manifest["outputs"]["embeddings"]["files"])
     found = [f.name for f in table_files(emb, "embeddings")]
     layout = {shard_name(s, embedded.num_shards) for s in range(embedded.num_shards)}
     if listed != found or not layout.issuperset(found):
-        raise ValueError(f"--embeddings {emb}: embeddings files {found} are not the {listed} its manifest lists")
+        raise ValueError(f"{label['embeddings']} {emb}: embeddings files {found} are not the {listed} its manifest "
+                         f"lists")
     index_manifest = read_index_manifest(idx)
     indexed = IndexDetails.from_dict(index_manifest)
     if not is_version_of(indexed.embeddings.manifest_sha256, emb):
-        raise ValueError(f"--index {idx} was not built from --embeddings {emb} (it names "
+        raise ValueError(f"{label['index']} {idx} was not built from {label['embeddings']} {emb} (it names "
                          f"{indexed.embeddings.path}, by its manifest's sha256)")
     requested = indexed.index.requested
     try:
         spec = IndexSpec(**requested)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"--index {idx}: its parameters {requested} are not an IndexSpec of this bioel ({err}); "
+        raise ValueError(f"{label['index']} {idx}: its parameters {requested} are not an IndexSpec of this bioel ({err}); "
                          "run `bioel build-index`") from None
     idx_root = data_root(idx, index_manifest)
     missing = [f for r in indexed.shards for f in shard_files(r).values() if not (idx_root / f).is_file()]
     if missing or sorted(r["shard"] for r in indexed.shards) != list(range(indexed.num_shards)):
-        raise FileNotFoundError(f"--index {idx}: incomplete: shard file(s) missing: {', '.join(missing) or 'none'}, "
+        raise FileNotFoundError(f"{label['index']} {idx}: incomplete: shard file(s) missing: {', '.join(missing) or 'none'}, "
                                 f"manifest lists shards {sorted(r['shard'] for r in indexed.shards)}")
     # before any work: a damaged shard found while the index is staged would come after the new embeddings were
     # published, leaving them with no index
@@ -320,25 +334,32 @@ class RefreshResult:
 
 def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, embeddings: str | Path, index: str | Path,
             output_embeddings: str | Path, output_index: str | Path, *, device: str = "cpu",
-            batch_size: int | None = None, examples: int = 10, gates: tuple = (None, None)) -> RefreshResult:
+            batch_size: int | None = None, examples: int = 10, gates: tuple = (None, None),
+            labels: Mapping[str, str] | None = None) -> RefreshResult:
     """Refreshes `embeddings` and `index` (made from `old_names`) to `new_names` into two new folders; returns
     their manifests and the diff report. `batch_size` None: the one the embeddings were made with. `gates`: the
     quality.QualityGate each output must pass to be published (None: unchecked); embeddings that fail leave the
-    index unbuilt."""
-    if examples < 0 or (batch_size is not None and batch_size < 1):
-        raise ValueError("--examples must be at least 0 and --batch-size at least 1")
-    inputs = check_inputs(old_names, new_names, embeddings, index)
-    sources = [("--old", inputs.old_names), ("--new", inputs.new_names), ("--embeddings", inputs.embeddings),
-               ("--index", inputs.index), ("--model", model)]
+    index unbuilt. `labels`: what refusals call each argument (RefreshSettings field -> its name in the caller's
+    vocabulary, the CLI's flags); default the field names."""
+    if examples < 0:
+        raise SettingsError("examples", f"must be at least 0, got {examples}")
+    if batch_size is not None and batch_size < 1:
+        raise SettingsError("batch_size", f"must be at least 1, got {batch_size}")
+    label = _labels(labels)
+    inputs = check_inputs(old_names, new_names, embeddings, index, label)
+    sources = [(label[name], path) for name, path in (("old", inputs.old_names), ("new", inputs.new_names),
+                                                      ("embeddings", inputs.embeddings), ("index", inputs.index),
+                                                      ("model", model))]
     # neither output may hold the other: publishing one would replace the other's tables
-    check_output_folder(str(output_embeddings), "embed", sources + [("--output-index", output_index)], "--output-embeddings")
-    check_output_folder(str(output_index), "build-index", sources, "--output-index")
+    check_output_folder(str(output_embeddings), "embed", sources + [(label["output_index"], output_index)],
+                        label["output_embeddings"])
+    check_output_folder(str(output_index), "build-index", sources, label["output_index"])
     embedded = inputs.embedded
     encoder = open_model(model, embedded.model.pooling, device).eval()
     check_model_matches(inputs.embeddings, encoder)
     batch_size = batch_size or embedded.batch_size
 
-    diff = diff_names(read_table(inputs.old_names, "names"), read_table(inputs.new_names, "names"))
+    diff = diff_names(read_table(inputs.old_names, "names"), read_table(inputs.new_names, "names"), label)
     report = diff_report(diff, read_table(inputs.old_names, "concepts", ["concept_id", "preferred_name"]),
                          read_table(inputs.new_names, "concepts", ["concept_id", "preferred_name"]), examples)
 

@@ -9,6 +9,7 @@ needs when it runs. The flag vocabulary shared by every verb is in README.md ("C
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import sys
@@ -16,11 +17,11 @@ import sys
 import bioel_core
 from bioel_core import progress
 from bioel_core.guards import QualityGateError, UnpublishedError
-from bioel_core.kb import READERS
-from bioel_core.normalize import PUNCTUATION_POLICIES
-from bioel_core.settings import SHARED_NAME_POLICIES
+from bioel_core.settings import SettingsError
 from pipelines import cli_build, cli_embed, cli_evaluate, cli_index, cli_link, cli_refresh, cli_train, logs
-from pipelines.cli_common import add_renamed, finish, positive_int, quality, quality_gate
+from pipelines.cli_common import finish, quality
+from pipelines.cli_flags import add_contracts, flag_name
+from pipelines.cli_verbs import FLAGS, VERB_ORDER
 
 # Never reach for a model hub or analytics endpoint from a scheduled job.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -29,121 +30,135 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 BEAM_VERBS = {"ingest-kb", "embed", "build-index", "link", "build"}
 
 
-def _reader_options(args) -> dict:
-    """Only the options the chosen format understands (the ingest contract's ReaderOptions: its fields are these
-    flags' names)."""
-    from dataclasses import fields
-
-    from bioel_core.settings import ReaderOptions
-
-    given = {f.name: getattr(args, f.name) for f in fields(ReaderOptions)}
-    given["mesh_tree_prefix"] = given["mesh_tree_prefix"] or []
-    return ReaderOptions(**given).reader_kwargs(args.input_format)
-
-
 def cmd_ingest_kb(args, beam_args: list[str]) -> int:
-    from bioel_core.normalize import Normalizer, NormalizerConfig
+    from bioel_core.normalize import Normalizer
+    from bioel_core.settings import IngestSettings, QualitySettings, StageRun
     from pipelines import ingest_kb
     from pipelines.options import pipeline_options
 
-    normalizer = Normalizer(NormalizerConfig(unicode_form=None if args.unicode_form == "none" else args.unicode_form,
-                                             lowercase=not args.keep_case, punctuation=args.punctuation))
-    gate = quality_gate(args)
-    manifest = ingest_kb.run(args.input_format, args.input, args.output, pipeline_options(beam_args),
-                             reader_options=_reader_options(args), normalizer=normalizer,
-                             shared_names=args.shared_names, num_shards=args.num_shards, gate=gate)
+    ingest = args.contracts.settings(args, IngestSettings)
+    output = args.contracts.settings(args, StageRun).output
+    gate = args.contracts.settings(args, QualitySettings).gate()
+    manifest = ingest_kb.run(ingest.format, ingest.dumps, output, pipeline_options(beam_args),
+                             reader_options=ingest.reader.reader_kwargs(ingest.format),
+                             normalizer=Normalizer(ingest.normalizer_config()), shared_names=ingest.shared_names,
+                             num_shards=ingest.num_shards, gate=gate)
     counts, outputs = manifest["counts"], manifest["outputs"]
     progress.count(names=outputs["names"]["rows"], concepts=outputs["concepts"]["rows"], records=counts["records_read"])
-    print(f"ingested {args.input_format}: {outputs['concepts']['rows']:,} concepts, "
+    print(f"ingested {ingest.format}: {outputs['concepts']['rows']:,} concepts, "
           f"{outputs['names']['rows']:,} names, {outputs['dead_letter']['rows']:,} dead letters "
-          f"from {counts['records_read']:,} input records -> {args.output}")
+          f"from {counts['records_read']:,} input records -> {output}")
     return finish(gate)
 
 
 def cmd_report(args) -> int:
-    return quality(args.input, args.output, args.fail_on)
+    from bioel_core.settings import QualitySettings, ReportSettings
+
+    report = args.contracts.settings(args, ReportSettings)
+    return quality(report.input, report.output, args.contracts.settings(args, QualitySettings).fail_on)
+
+
+class _ParseError(Exception):
+    def __init__(self, prog: str, message: str):
+        super().__init__(message)
+        self.prog, self.message = prog, message
 
 
 class _OneLineErrors(argparse.ArgumentParser):
     """Argument errors as one line (`bioel VERB: error: ...`), exit 2, like every other bioel refusal; the usage
-    is one `--help` away. Subparsers inherit the class."""
+    is one `--help` away. Subparsers inherit the class; `main` words the error (a misspelt flag is named as such)."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        raise _ParseError(self.prog, message)
+
+
+class _OneLineHelp(argparse.HelpFormatter):
+    """`bioel --help`: one line per verb, however long, its help after the longest verb's name."""
+
+    def __init__(self, prog: str):
+        super().__init__(prog, max_help_position=20)
+        self._action_max_length = 18  # argparse counts a verb's name without its indent
+
+    def _split_lines(self, text, width):
+        return [text]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineErrors(prog="bioel", description=__doc__.splitlines()[0])
+    parser = _OneLineErrors(prog="bioel", description=__doc__.splitlines()[0],  formatter_class=_OneLineHelp)
     parser.add_argument("-v", "--verbose", action="store_true", help="log bioel's progress messages (INFO); anywhere on the line")
     parser.add_argument("--version", action="version", version=f"%(prog)s {bioel_core.__version__}")
-    sub = parser.add_subparsers(dest="verb", required=True)
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     ingest = sub.add_parser("ingest-kb", help="KB dump -> Parquet concepts/names tables + manifest + quality report",
                             description="Unknown flags go to Beam (e.g. --runner, --direct_num_workers=2 "
                                         "--direct_running_mode=multi_processing).")
-    add_renamed(ingest, "--input-format", "--kb", required=True, choices=sorted(READERS), help="the KB dump's format")
-    ingest.add_argument("--input", required=True, nargs="+", help="input files (local, gs://, ...)")
-    ingest.add_argument("--output", required=True, help="output folder")
-    ingest.add_argument("--num-shards", type=positive_int, default=4, help="Parquet shards per table (default 4)")
-    ingest.add_argument("--shared-names", choices=SHARED_NAME_POLICIES, default="keep-all",
-                        help="a name shared by several concepts: keep it with all (default), or GenBioEL's rule "
-                             "(keep it only in the concept with fewest names)")
-    ingest.add_argument("--punctuation", choices=PUNCTUATION_POLICIES, default="split",
-                        help="split (BioSyn: punctuation becomes a space, default), remove, keep")
-    ingest.add_argument("--keep-case", action="store_true", help="do not lowercase")
-    ingest.add_argument("--unicode-form", choices=["NFKC", "NFC", "none"], default="NFKC")
-    ingest.add_argument("--kb-name", default="medic", help="biosyn-dict: the kb column value (default medic)")
-    ingest.add_argument("--vocabulary", help="biosyn-dict: the vocabulary of every id in the dictionary (e.g. SNOMEDCT, UMLS); "
-                                             "default: MeSH and OMIM ids by their shape, others by a VOCAB: prefix, else LOCAL")
-    ingest.add_argument("--id-pattern", help="biosyn-dict: a regular expression every id must match (others are "
-                                             "dead-lettered); default: any id")
-    ingest.add_argument("--umls-languages", nargs="+", default=["ENG"], help="umls: LAT values kept")
-    ingest.add_argument("--umls-sabs", nargs="+", help="umls: source vocabularies kept (default all)")
-    ingest.add_argument("--umls-ttys", nargs="+", help="umls: term types kept (default all)")
-    ingest.add_argument("--umls-keep-suppressed", action="store_true", help="umls: keep SUPPRESS=O/E/Y rows")
-    ingest.add_argument("--umls-preferred-only", action="store_true", help="umls: TS=P, STT=PF, ISPREF=Y rows only")
-    ingest.add_argument("--umls-semantic-types", nargs="+", help="umls: keep concepts of these semantic types (MRSTY "
-                                                                 "TUIs, e.g. a semantic group's); give MRSTY as an input too")
-    ingest.add_argument("--snomed-language-refset", nargs="+", help="snomed: language refset ids for acceptability")
-    ingest.add_argument("--mesh-exclude-permuted", action="store_true", help="mesh-tsv: drop permuted entry terms")
-    ingest.add_argument("--mesh-tree-prefix", nargs="+", help="mesh-tsv: keep descriptors under these tree numbers "
-                                                              "(e.g. D: Chemicals and Drugs); give the trees TSV as an input too")
-    ingest.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical",
-                        help="quality failures that make the command exit non-zero")
-    ingest.add_argument("--no-quality", action="store_true", help="skip the quality report")
+    add_contracts(ingest, FLAGS["ingest-kb"])
     ingest.set_defaults(func=cmd_ingest_kb)
 
     rep = sub.add_parser("report", help="data-quality report (offline report.html + summary.json) for an output folder")
-    add_renamed(rep, "--input", "--table", required=True, help="an output folder written by a bioel pipeline")
-    rep.add_argument("--output", help="where to write the report (default INPUT/quality)")
-    rep.add_argument("--fail-on", choices=["critical", "warning", "none"], default="critical")
+    add_contracts(rep, FLAGS["report"])
     rep.set_defaults(func=cmd_report)
 
-    cli_evaluate.add_subcommands(sub)
-    cli_train.add_subcommands(sub)
-    cli_embed.add_subcommands(sub)
-    cli_index.add_subcommands(sub)
-    cli_link.add_subcommands(sub)
-    cli_build.add_subcommands(sub)
-    cli_refresh.add_subcommands(sub)
+    for module in (cli_evaluate, cli_train, cli_embed, cli_index, cli_link, cli_build, cli_refresh):
+        module.add_subcommands(sub)
+    _in_order(sub)
     for verb_parser in sub.choices.values():  # -v after the verb too; SUPPRESS keeps a -v given before it
         verb_parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 
+def _in_order(sub) -> None:
+    """The verbs listed (help, usage) in VERB_ORDER."""
+    parsers = dict(sub.choices)
+    sub.choices.clear()
+    sub.choices.update((verb, parsers[verb]) for verb in VERB_ORDER)
+    sub._choices_actions.sort(key=lambda action: VERB_ORDER.index(action.dest))  # noqa: SLF001 - argparse's help list
+
+
+def verb_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices  # noqa: SLF001
+
+
+def misspelt_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """`unknown flag --inptu; did you mean --input?` for the first `--flag` on the line that is neither the verb's
+    (nor a prefix of one, as argparse takes) nor, for a Beam verb, one of Beam's options; None when there is none."""
+    verbs = verb_parsers(parser)
+    verb = next((a for a in argv if a in verbs), None)
+    if verb is None:
+        return None
+    known = [s for a in verbs[verb]._actions for s in a.option_strings]  # noqa: SLF001
+    unknown = [name for name in (a.split("=", 1)[0] for a in argv[argv.index(verb) + 1:] if a.startswith("--"))
+               if not any(k.startswith(name) for k in known)]
+    if unknown and verb in BEAM_VERBS:
+        from pipelines.options import beam_parser
+
+        beam = {s for a in beam_parser()._actions for s in a.option_strings}  # noqa: SLF001
+        unknown = [name for name in unknown if name not in beam]
+    if not unknown:
+        return None
+    near = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
+    elsewhere = "neither a flag of this verb nor a Beam pipeline option" if verb in BEAM_VERBS else \
+        f"not a flag of this verb; see bioel {verb} --help"
+    return f"unknown flag {unknown[0]}" + (f"; did you mean {near[0]}?" if near else f" ({elsewhere})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    try:  # argparse exits on a bad argument (and on --help): return its code, as every other refusal does
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:  # argparse exits on --help and --version: return its code, as every other refusal does
         args, extra = parser.parse_known_args(argv)
         if extra and args.verb not in BEAM_VERBS:
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            raise _ParseError(f"bioel {args.verb}", f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 2
+    except _ParseError as err:  # a misspelt flag is what to say, rather than what it left missing or unread
+        print(f"{err.prog}: error: {misspelt_flag(parser, argv) or err.message}", file=sys.stderr)
+        return 2
     logs.configure(logging.INFO if args.verbose else logging.WARNING)
     if extra:
         from pipelines.options import unknown_flag_error
 
-        verb_parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.verb]  # noqa: SLF001
+        verb_parser = verb_parsers(parser)[args.verb]
         error = unknown_flag_error(extra, [s for a in verb_parser._actions for s in a.option_strings])  # noqa: SLF001
         if error:
             print(f"bioel {args.verb}: error: {error}", file=sys.stderr)
@@ -164,10 +179,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
         return 4
     except (OSError, ValueError, RuntimeError) as err:  # OSError: a missing, unreadable or unwritable path, a full disk
-        print(f"bioel {args.verb}: error: {err}", file=sys.stderr)
+        print(f"bioel {args.verb}: error: {_worded(args, err)}", file=sys.stderr)
         return 2
     print(summary.line(), file=sys.stderr)
     return code
+
+
+def _worded(args, err: Exception) -> str:
+    """An error as the command line says it: a setting at fault named by the verb's flag that sets it (a verb
+    without contracts, `train`: the flag of the field's name)."""
+    if not isinstance(err, SettingsError) or not err.field:
+        return str(err)
+    if getattr(args, "contracts", None) is not None:
+        return args.contracts.describe(err)
+    return f"{flag_name(err.field)}: {err.reason}" if "." not in err.field else str(err)
 
 
 if __name__ == "__main__":

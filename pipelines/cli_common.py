@@ -1,10 +1,9 @@
-"""What the verbs share besides parsing: argparse types, renamed flags, the --json refusal, and the quality checks a
-pipeline verb's output must pass to be published (exit code 4)."""
+"""What the verbs share besides their contracts' flags: argparse types (of `train`'s own flags), the --json refusal, and
+the quality report of a published output."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS
 from bioel_core.guards import check_not_an_input
@@ -41,28 +40,6 @@ def positive_float(text: str) -> float:
     return value
 
 
-class _Renamed(argparse.Action):
-    """Stores the value as argparse's default action does; used under an old spelling, it also says on stderr which
-    flag replaces that spelling."""
-
-    old_spellings: tuple[str, ...] = ()
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        if option_string in self.old_spellings:
-            print(f"bioel: note: {option_string} is deprecated and goes in the next release; use {self.option_strings[0]}",
-                  file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
-def add_renamed(parser, flag: str, *old: str, **kwargs) -> argparse.Action:
-    """`parser.add_argument(flag, **kwargs)` that also accepts the flag's old spellings for one release (the README's
-    "CLI vocabulary" table lists them). Help, usage and error messages name the new flag only."""
-    action = parser.add_argument(flag, *old, action=_Renamed, **kwargs)
-    action.old_spellings = old
-    action.option_strings = [flag]  # the parser still maps the old strings to this action
-    return action
-
-
 def add_corpus_format(parser, flag: str, of: str) -> None:
     """`flag`: the corpus format of the annotated corpora `of` names, spelled as link's --input-format (README, "CLI
     vocabulary"); every format is a choice, so that one without annotations is refused naming its file
@@ -92,16 +69,6 @@ def quality(table_dir: str, output: str | None, fail_on: str) -> int:
     summary = report(table_dir, output_dir=output, fail_on=fail_on, fs=fs)
     print(format_summary(summary))
     return 0 if summary["passed"] else 4
-
-
-def quality_gate(args):
-    """The quality checks a verb's output must pass to be published (--fail-on; bioel_core.quality.QualityGate), local
-    or remote alike (they read through the output folder's FileSystem); none with --no-quality."""
-    from bioel_core.quality import QualityGate
-
-    if args.no_quality:
-        return None
-    return QualityGate(args.fail_on)
 
 
 def finish(gate) -> int:

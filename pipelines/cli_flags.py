@@ -57,7 +57,7 @@ class FlagSet:
             if flag.typed:
                 table, _, inner = flag.path.partition(".*.")
                 for entity_type, item in _typed_items(flag, value, untyped):
-                    if entity_type is None:
+                    if entity_type is None and flag.untyped_path:
                         data[flag.untyped_path] = item
                     else:
                         data.setdefault(table, {}).setdefault(entity_type, {})[inner] = item
@@ -105,6 +105,55 @@ class FlagSet:
             return str(err)
         flag, entity_type = found
         return f"{flag.option} {entity_type}=...: {err.reason}" if entity_type else f"{flag.option}: {err.reason}"
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One contract a verb makes flags of, and how (the arguments of `add_flags`): the verb's table in
+    pipelines/cli_verbs.py. `skip` lists the fields the verb deliberately does not expose."""
+    cls: type
+    rename: Mapping[str, str] = field(default_factory=dict)
+    skip: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+
+    def add_to(self, parser) -> FlagSet:
+        return add_flags(parser, self.cls, rename=self.rename, skip=self.skip, required=self.required,
+                         optional=self.optional)
+
+
+@dataclass
+class VerbFlags:
+    """The flag sets of one verb's contracts: each contract made from the parsed arguments, and any contract's error
+    worded with the flag that sets the field at fault."""
+    flagsets: list[FlagSet]
+
+    def of(self, cls: type) -> FlagSet:
+        return next(f for f in self.flagsets if f.cls is cls)
+
+    def settings(self, args: argparse.Namespace, cls: type, base: Mapping | None = None, untyped: str | None = None):
+        return self.of(cls).settings(args, base, untyped)
+
+    def options(self) -> dict[str, str]:
+        """Each setting's flag by the setting's name (a type's setting by its own: `index` -> `--index`): the CLI's
+        words for the settings a bioel_core refusal names (its `labels`)."""
+        return {path.rpartition(".")[2]: flag.option for flagset in self.flagsets
+                for path, flag in flagset.by_path().items()}
+
+    def describe(self, err: SettingsError) -> str:
+        """The first of the verb's contracts with a flag for the field names it; an error of no flag's field is
+        worded as the contract worded it."""
+        for flagset in self.flagsets:
+            if err.field and flagset.flag_for(err.field) is not None:
+                return flagset.describe(err)
+        return str(err)
+
+
+def add_contracts(parser, contracts) -> VerbFlags:
+    """Every contract's flags on `parser`; the VerbFlags is the parser's default `contracts` (args.contracts)."""
+    flags = VerbFlags([contract.add_to(parser) for contract in contracts])
+    parser.set_defaults(contracts=flags)
+    return flags
 
 
 class FlagError(ValueError):
@@ -202,8 +251,8 @@ def _typed_items(flag: Flag, values: list[str], untyped: str | None) -> list[tup
     out: dict[str, object] = {}
     for text in values:
         entity_type, sep, value = text.partition("=")
-        if not sep:
-            entity_type, value = untyped, text
+        if not sep:  # the outer field's value (`--model DIR`), else the `untyped` type's
+            entity_type, value = (None if flag.untyped_path else untyped), text
             if entity_type is None and flag.untyped_path is None:
                 raise FlagError(f"{flag.option} {text}: name the entity type ({flag.option} TYPE=VALUE)")
         if not value.strip():

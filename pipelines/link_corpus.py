@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 
 import apache_beam as beam
@@ -38,7 +38,7 @@ from bioel_core import progress
 from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS, DeletedDocument, Document, corpus_inputs, pubtator_files, read_documents
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY, input_path
-from bioel_core.corpora.interchange import merge_interchange, unwritable, write_interchange
+from bioel_core.corpora.interchange import ID_PREFIXES, merge_interchange, unwritable, write_interchange
 from bioel_core.corpora.records import Mention, Passage
 from bioel_core.corpora.text import check_document_ids
 from bioel_core.kb.vocab import qualify
@@ -231,9 +231,6 @@ class DetectAndLinkFn(beam.DoFn):
 
     def _spilled(self, table: str, shard: int, rows: list[dict], schema: pa.Schema) -> str:
         return spill_run(FileSystems.join(self.spill, table, f"{shard:05d}"), pa.Table.from_pylist(rows, schema=schema), "doc_id")
-
-
-ID_PREFIXES = ("none", "vocabulary")
 
 
 def interchange_id(row: dict, id_prefix: str) -> str:
@@ -487,7 +484,8 @@ def unchanged_result(pointer: dict) -> dict:
 
 def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
         output_formats: Sequence[str] = (), per_line: bool = False, incremental: bool = False, num_shards: int = 4,
-        batch_size: int = 64, id_prefix: str = "none", single_file: bool = False, gate=None) -> dict:
+        batch_size: int = 64, id_prefix: str = "none", single_file: bool = False, gate=None,
+        labels: Mapping[str, str] | None = None) -> dict:
     """Runs the linking pipeline on `inputs` (files, folders, globs: pipelines.outputs.listed_inputs) and publishes
     its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest. `output_formats`:
     the interchange copies written beside the Parquet tables (with --incremental, also every copy the state has:
@@ -509,11 +507,16 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     check_num_shards(num_shards)
     stage = logs.Stage("link")
     inputs, output_dir = [absolute(p) for p in inputs], absolute(output_dir)  # as the workers must see them
-    check_output_folder(output_dir, "link", [("--input", p) for p in inputs] + spec.inputs())
+    # refusals name the inputs and output in the caller's words (`labels`: the CLI's flags), default the settings'
+    def label(name: str) -> str:
+        return (labels or {}).get(name, name)
+
+    check_output_folder(output_dir, "link", [(label("input"), p) for p in inputs] + spec.inputs(labels), label("output"))
     # a finished `bioel link` output given as PubTator input is read for its PubTator copy
-    listed = listed_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, "--input")) if fmt == "pubtator" else None)
+    listed = listed_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, label("input")))
+                           if fmt == "pubtator" else None)
     if fmt == "text" and not per_line:
-        check_document_ids(listed)
+        check_document_ids(listed, label("input"))
     inputs = list(listed)
     pointer = published_state(output_dir) if incremental else None
     copy_formats = copy_formats_of(output_formats, pointer)

@@ -177,12 +177,11 @@ def test_link_flags_replace_single_settings_of_the_bundle(built, capsys):
     parser = cli.build_parser()
 
     def spec(*flags):
-        from pipelines.cli_link import _annotator_spec
+        from pipelines.cli_link import linker_spec
 
         args, _ = parser.parse_known_args(["link", "--bundle", str(built), "--input", "x", "--input-format", "jsonl",
                                            "--output", "o", *flags])
-        return _annotator_spec(args, detect=True, thresholds=tuple(
-            (t, float(v)) for t, v in (f.split("=") for f in (args.nil_threshold or ()))))
+        return linker_spec(args, detect=True)
 
     plain = spec()
     assert plain.indexes == (("Disease", str(built / "index" / "Disease")),)
@@ -196,8 +195,8 @@ def test_link_flags_replace_single_settings_of_the_bundle(built, capsys):
     assert overridden.embeddings == () and overridden.names == ()
     assert cli.main(["link", "--bundle", str(built), "--input", str(ABSTRACTS), "--input-format", "jsonl",
                      "--output", "o", "--nil-threshold", "0.5"]) == 2
-    assert capsys.readouterr().err.strip() == ("bioel link: error: --nil-threshold 0.5: with --bundle, name the entity "
-                                               "type (--nil-threshold TYPE=VALUE); the bundle's types: Disease")
+    assert capsys.readouterr().err.strip() == ("bioel link: error: --nil-threshold 0.5: name the entity type "
+                                               "(--nil-threshold TYPE=VALUE); with --bundle, the bundle's types: Disease")
     with pytest.raises(ValueError, match=r"^--stop-list Chemical=\.\.\.: the bundle has no entity type Chemical \(its "
                                          r"types: Disease\); a type of your own needs its --index too$"):
         spec("--stop-list", f"Chemical={stop_list}")

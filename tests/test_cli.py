@@ -1,5 +1,5 @@
-"""The `bioel` command itself: --help without heavy imports, --version, -v anywhere, the renamed flags and their
-old spellings, errors for missing folders, progress bars only on a terminal, and the summary line every verb
+"""The `bioel` command itself: --help without heavy imports, --version, -v anywhere, misspelt flags and refused values
+named by their flag, errors for missing folders, progress bars only on a terminal, and the summary line every verb
 ends with."""
 
 import json
@@ -17,6 +17,7 @@ import bioel_core
 from bioel_core import progress
 from conftest import FIXTURES, REPO, SAMPLE_DATA
 from pipelines import cli, logs
+from pipelines.cli_verbs import VERB_ORDER
 from pipelines.options import pipeline_options, pipeline_progress
 
 HEAVY = ("torch", "transformers", "apache_beam", "great_expectations", "faiss", "pyarrow", "pandas", "sklearn")
@@ -37,6 +38,7 @@ def test_help_of_every_verb_imports_no_heavy_library():
     child = f"""
 import json, sys
 from pipelines import cli, logs
+from pipelines.cli_verbs import VERB_ORDER
 parser = cli.build_parser()
 verbs = sorted(next(a for a in parser._actions if a.dest == "verb").choices)
 codes = {{v: cli.main([v, "--help"]) for v in verbs}}
@@ -49,7 +51,7 @@ print(json.dumps({{"codes": codes, "heavy": [m for m in {HEAVY!r} if m in sys.mo
     assert result["heavy"] == []
     assert {"link", "embed", "build-index", "ingest-kb", "refresh", "train", "evaluate"} <= set(result["codes"])
     assert set(result["codes"].values()) == {0}
-    assert "usage: bioel link" in done.stdout and "--index [TYPE=]INDEX_DIR" in done.stdout
+    assert "usage: bioel link" in done.stdout and "--index [TYPE=]INDEX" in done.stdout
 
 
 def test_version_is_the_one_the_package_declares(capsys):
@@ -91,25 +93,41 @@ def test_a_beam_worker_process_shows_beams_warnings_but_not_its_info_nor_known_n
     assert logs.shown(record("bioel_core.linking.dense", logging.INFO, "index opened"))
 
 
-def test_renamed_flags_keep_their_old_spelling_with_a_note(capsys):
-    parser = cli.build_parser()
-    args = parser.parse_args(["build-index", "--embeddings", "E", "--output", "O", "--shards", "2", "--index", "hnsw"])
-    assert (args.input, args.num_shards, args.index_kind) == ("E", 2, "hnsw")
-    notes = capsys.readouterr().err.splitlines()
-    assert notes == [f"bioel: note: {old} is deprecated and goes in the next release; use {new}"
-                     for old, new in (("--embeddings", "--input"), ("--shards", "--num-shards"), ("--index", "--index-kind"))]
-    args = parser.parse_args(["build-index", "--input", "E", "--output", "O", "--num-shards", "2", "--index-kind", "hnsw"])
-    assert (args.input, args.num_shards, args.index_kind) == ("E", 2, "hnsw") and capsys.readouterr().err == ""
-    for argv, dest in ((["embed", "--names", "K", "--output", "O"], "input"), (["report", "--table", "T"], "input"),
-                       (["ingest-kb", "--kb", "umls", "--input", "f", "--output", "O"], "input_format")):
-        assert getattr(parser.parse_args(argv), dest) in ("K", "T", "umls")
-        assert "is deprecated" in capsys.readouterr().err
-    # help, usage and errors name the new flag only
-    assert cli.main(["build-index", "--input", "E", "--output", "O", "--shards", "0"]) == 2
-    assert capsys.readouterr().err.strip().endswith("error: argument --num-shards: must be at least 1, got 0")
-    assert cli.main(["build-index", "--help"]) == 0
-    shown = capsys.readouterr().out
-    assert "--index-kind" in shown and "--embeddings" not in shown and "--shards" not in shown
+def test_a_misspelt_flag_is_named_with_the_nearest_known_one_required_or_not(capsys):
+    # a misspelt required flag gave argparse's "the following arguments are required", naming the flag not misspelt
+    for argv, said in ((["link", "--inptu", "x", "--input-format", "pubtator", "--output", "o"], "--inptu; did you mean --input?"),
+                       (["evaluate-e2e", "--gold", "g", "--perd", "p"], "--perd; did you mean --pred?"),
+                       (["evaluate-e2e", "--gold", "g", "--pred", "p", "--jsno", "j"], "--jsno; did you mean --json?"),
+                       (["build-index", "--input", "E", "--output", "O", "--nprobes", "2"], "--nprobes; did you mean --nprobe?"),
+                       (["report", "--input", "T", "--fail-onn", "none"], "--fail-onn; did you mean --fail-on?")):
+        assert cli.main(argv) == 2
+        assert capsys.readouterr().err == f"bioel {argv[0]}: error: unknown flag {said}\n"
+    # the 0.2 spellings are gone; a Beam option still goes to Beam (refused here for its value)
+    assert cli.main(["embed", "--names", "K", "--output", "O"]) == 2
+    assert capsys.readouterr().err.startswith("bioel embed: error: unknown flag --names")
+    assert cli.main(["build-index", "--input", "E", "--output", "O", "--direct_num_workers", "two"]) == 2
+    assert "--direct_num_workers: invalid int value: 'two'" in capsys.readouterr().err
+
+
+def test_a_value_the_contract_refuses_is_named_by_its_flag(capsys):
+    assert cli.main(["build-index", "--input", "E", "--output", "O", "--num-shards", "0"]) == 2
+    assert capsys.readouterr().err == "bioel build-index: error: --num-shards: must be at least 1, got 0\n"
+    assert cli.main(["link", "--input", "x", "--input-format", "pubtator", "--output", "o", "--output-format", "pubtator",
+                     "bioc-xml"]) == 2
+    assert capsys.readouterr().err.startswith("bioel link: error: --output-format: one interchange format per run")
+    assert cli.main(["evaluate", "--dataset", "d", "--names", "n", "--dictionary", "x"]) == 2
+    assert capsys.readouterr().err == "bioel evaluate: error: --names: give one source of names, not both dictionary " \
+                                      "and names\n"
+    assert cli.main(["evaluate", "--dataset", "d", "--linker", "tfidf", "--record-in-card"]) == 2
+    assert capsys.readouterr().err.startswith("bioel evaluate: error: --record-in-card: needs a linker made of a model")
+
+
+def test_help_lists_the_verbs_in_pipeline_order_one_line_each(capsys):
+    assert cli.main(["--help"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("  VERB") + 1
+    listed = [line.split()[0] for line in lines[start:start + len(VERB_ORDER)]]
+    assert tuple(listed) == VERB_ORDER and all(len(line.split()) > 1 for line in lines[start:start + len(VERB_ORDER)])
 
 
 def test_missing_and_unfinished_folders_are_named(tmp_path, capsys):
@@ -133,19 +151,18 @@ def test_a_folder_given_where_a_file_is_written_is_one_line_and_exit_2(tmp_path,
 def test_an_empty_path_after_a_type_is_refused_not_read_as_the_current_folder(tmp_path, capsys):
     assert cli.main(["link", "--input", str(GOLD_SAMPLE), "--input-format", "pubtator", "--index", "Disease=",
                      "--output", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == "bioel link: error: cannot read 'Disease=': expected [TYPE=]VALUE, VALUE not empty\n"
+    assert capsys.readouterr().err == "bioel link: error: --index 'Disease=': expected TYPE=VALUE, VALUE not empty\n"
 
 
 def test_ingest_kb_prints_its_summary_and_no_bar_off_a_terminal(tmp_path):
     """A real run in a fresh interpreter, stderr a pipe as in a scheduled job: the summary line, -v after the verb
-    giving bioel's INFO lines and no library's, the old --kb spelling working with its note, and no bar."""
-    done = bioel("ingest-kb", "--kb", "medic-biosyn", "--input", FIXTURES / "biosyn/medic_raw.txt", "--output",
+    giving bioel's INFO lines and no library's, and no bar."""
+    done = bioel("ingest-kb", "--input-format", "medic-biosyn", "--input", FIXTURES / "biosyn/medic_raw.txt", "--output",
                  tmp_path / "kb", "--num-shards", "1", "--no-quality", "--runner", "DirectRunner", "-v")
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     summary = [line for line in lines if line.startswith("ingest-kb: ")]
     assert len(summary) == 1 and " names, " in summary[0] and " s (" in summary[0] and summary[0].endswith(" names/s)")
-    assert "bioel: note: --kb is deprecated and goes in the next release; use --input-format" in lines
     assert "INFO pipelines.options: --runner=DirectRunner runs as FnApiRunner" in done.stderr
     records = [line.split(" ", 1) for line in lines if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (INFO|WARNING) ", line)]
     assert records, done.stderr  # each log line led by its UTC time

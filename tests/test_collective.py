@@ -376,12 +376,12 @@ def test_given_mentions_of_a_type_without_an_index_are_kept_nil_in_one_pass(coll
 def test_the_model_detector_needs_a_collective_model(collective_chain, tmp_path):
     folder, index, corpus, _ = collective_chain
     names_only = AnnotatorSpec(model=None, indexes=(("Disease", index),), detector="model")
-    with pytest.raises(ValueError, match="--detector model needs a collective model"):
+    with pytest.raises(ValueError, match="^detector: model needs a collective model"):
         names_only.versions()
-    # the collective model given as a type's name model: the refusal says which --model the detector is
+    # the collective model given as a type's name model: the refusal says which model the detector is
     typed = AnnotatorSpec(model=None, indexes=(("Disease", index),), type_models=(("Disease", folder),), detector="model")
-    with pytest.raises(ValueError, match=r"name encoder \(a --model TYPE=DIR names an entity type's name model; the span "
-                                         r"detector is the untyped --model\)$"):
+    with pytest.raises(ValueError, match=r"name encoder \(a type's own model is its name model; the span detector is the "
+                                         r"linker's model\)$"):
         typed.versions()
 
 

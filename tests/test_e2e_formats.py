@@ -62,7 +62,7 @@ def test_bioc_json_with_identifier_infons_and_a_link_output_folder_score_as_the_
     assert s["strict"]["f1"] == 100.0 and s["strict"]["n_pred"] == s["strict"]["n_gold"] == 62
     assert refusal(capsys, "--gold", PUBTATOR, "--pred", out) == (
         f"--pred {out}: this `bioel link` output has no PubTator copy (its copies: bioc-json); "
-        "re-run link with --output-format pubtator")
+        "re-run link with the copy format pubtator")
 
 
 def _bioc_json(text: str, annotations: list[tuple[list[tuple[int, int]], str, dict]]) -> str:

@@ -368,7 +368,7 @@ def test_a_pickle_renamed_to_safetensors_and_zero_shards_are_one_line_errors(nam
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and f"{weights}: not a safetensors file" in err
     code = cli.main(["embed", "--input", str(names_dir), "--output", str(tmp_path / "o"), "--num-shards", "0"])
-    assert code == 2 and capsys.readouterr().err.strip() == "bioel embed: error: argument --num-shards: must be at least 1, got 0"
+    assert code == 2 and capsys.readouterr().err.strip() == "bioel embed: error: --num-shards: must be at least 1, got 0"
     assert not (tmp_path / "o").exists()
 
 

@@ -432,7 +432,7 @@ def test_cli_build_index(ties, tmp_path, capsys):
     assert ShardedIndex(tmp_path / "i").shards[0].params["ef_search"] == 50
     code = cli.main(["build-index", "--input", emb, "--output", str(tmp_path / "j"), "--num-shards", "0"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err == "bioel build-index: error: argument --num-shards: must be at least 1, got 0"
+    assert code == 2 and err == "bioel build-index: error: --num-shards: must be at least 1, got 0"
 
 
 # ---- the dense linker over an index folder --------------------------------------------------------------

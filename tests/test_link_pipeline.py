@@ -254,17 +254,17 @@ def test_errors_before_any_work(chain, corpus, tmp_path):
     folder, _ = corpus
     model, index = chain
     other = TransformerEncoder(make_tiny_bert(tmp_path / "other-bert"), pooling="cls").save(tmp_path / "other")
-    with pytest.raises(ValueError, match="not the one the index .* was built with .*pass that model with --model Disease=DIR"):
+    with pytest.raises(ValueError, match="^types.Disease.model: the model .* is not the one the index .* was built with .*pass that model$"):
         link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"),
                         AnnotatorSpec(model=str(other), indexes=(("Disease", index),)), pipeline_options([]))
     with pytest.raises(FileNotFoundError, match="missing.pubtator: no such file or folder"):
         run(chain, [tmp_path / "missing.pubtator"], tmp_path / "out")
-    with pytest.raises(ValueError, match="no --index"):
+    with pytest.raises(ValueError, match=r"^types.Chemical.index: required: its nil_threshold is given"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), nil_thresholds=(("Chemical", 0.5),))
     with pytest.raises(ValueError, match=f"^{GOLD_SAMPLE}: not a bioel stop list \\(Extra data"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=(("Disease", str(GOLD_SAMPLE)),))
     for path, reason in ((tmp_path, "Is a directory"), (tmp_path / "none.json", "No such file or directory")):
-        with pytest.raises(ValueError, match=f"^--stop-list Disease={path}: {reason}$"):  # was the system's words alone
+        with pytest.raises(ValueError, match=f"^types.Disease.stop_list: {path}: {reason}$"):  # was the system's words alone
             AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=(("Disease", str(path)),))
     # --mentions given on a format with no mentions linked nothing and said nothing (documents linked, 0 mentions)
     (tmp_path / "docs.jsonl").write_text('{"pmid": "1", "title": "Gout.", "abstract": ""}\n')
@@ -382,7 +382,7 @@ def test_text_documents_of_one_name_in_two_folders_are_two_documents_or_refused(
     inputs = [str(tmp_path / g) for g in given]
     out = tmp_path / "out"
     if isinstance(expected, str):
-        with pytest.raises(ValueError, match="--input: " + re.escape(f"{tmp_path}/" + expected.format(tmp=tmp_path))
+        with pytest.raises(ValueError, match="^input: " + re.escape(f"{tmp_path}/" + expected.format(tmp=tmp_path))
                            + r" would both be text document '\w'"):
             link_corpus.run(inputs, "text", str(out), spec(chain), pipeline_options([]))
         assert not out.exists()
@@ -819,7 +819,7 @@ def test_a_stop_list_learned_under_another_normalizer_is_refused_before_any_work
 
     stop = tmp_path / "stop.json"
     StopList({"gout": (5, 0)}, normalizer=Normalizer(NormalizerConfig(punctuation="remove")).to_dict()).save(stop)
-    with pytest.raises(ValueError, match=rf"--stop-list {stop}: the stop list was learned under normalizer norm-"):
+    with pytest.raises(ValueError, match=rf"^types.Disease.stop_list: {stop}: the stop list was learned under normalizer norm-"):
         link_corpus.run([str(GOLD_SAMPLE)], "pubtator", str(tmp_path / "out"), spec(chain, stop_lists=(("Disease", str(stop)),)),
                         pipeline_options([]))
     assert not (tmp_path / "out").exists()
@@ -1119,9 +1119,9 @@ def test_each_entity_type_links_with_its_own_model(chain, corpus, tmp_path, caps
         assert [{k: r[k] for k in keep} for r in both if r["entity_type"] == entity_type] == \
             [{k: r[k] for k in keep} for r in alone if r["entity_type"] == entity_type]
         assert {r["model_version"] for r in alone} != {r["model_version"] for r in both}  # both models make the version
-    with pytest.raises(ValueError, match="pass that model with --model Chemical=DIR"):
+    with pytest.raises(ValueError, match="^types.Chemical.model: .*pass that model$"):
         AnnotatorSpec(model=model, indexes=(("Disease", index), ("Chemical", other_index))).versions()
-    with pytest.raises(ValueError, match=r"--model names entity types \['Gene'\] that have no --index"):
+    with pytest.raises(ValueError, match=r"^types.Gene.index: required: its model is given; entity types \['Gene'\] have no"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), type_models=(("Gene", other),))
     code, _ = link_cli(chain, capsys, "--input", *inputs, "--output", tmp_path / "cli", "--mentions", "given",
                        "--model", model, f"Chemical={other}", "--index", f"Disease={index}", f"Chemical={other_index}")
@@ -1162,7 +1162,7 @@ def test_a_generative_model_links_reproducibly_as_reranker_and_alone(chain, corp
     assert table(tmp_path / "gen-again", "annotations") == written
     with pytest.raises(ValueError, match="choose one"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), generative=generative, reranker=generative)
-    with pytest.raises(ValueError, match=r"--nil-threshold -0.5: with --generative, scores are probabilities"):
+    with pytest.raises(ValueError, match=r"^types..nil_threshold: -0.5: with a generative model, scores are probabilities"):
         AnnotatorSpec(model=model, indexes=(("", index),), generative=generative, detect=False,
                       nil_thresholds=(("", -0.5),))  # a log-probability, the scale these scores had before
     with pytest.raises(ValueError, match="a transformer model; generative linking needs a generative model"):

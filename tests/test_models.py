@@ -277,7 +277,7 @@ def test_resolve_device_auto_follows_cuda_availability_and_explicit_cuda_without
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == "cpu"
     assert resolve_device("cpu") == "cpu"
-    with pytest.raises(ValueError, match="--device cuda:1: no CUDA device"):
+    with pytest.raises(ValueError, match="^device: cuda:1: no CUDA device"):
         resolve_device("cuda:1")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto") == "cuda"
@@ -288,7 +288,7 @@ def test_a_device_torch_does_not_know_is_refused_in_one_line():
     # `bioel embed --device tpu` failed in the workers, after the pipeline had started, under torch's traceback
     with pytest.raises(ValueError) as err:
         resolve_device("tpu")
-    assert str(err.value) == "--device tpu: not a device (cpu, cuda, cuda:N or auto)"
+    assert str(err.value) == "device: tpu: not a device (cpu, cuda, cuda:N or auto)"
 
 
 def test_a_folder_without_tokenizer_files_is_refused_not_read_with_an_empty_vocabulary(tiny_bert, tmp_path):

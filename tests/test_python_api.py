@@ -15,6 +15,7 @@ from bioel_core import Annotator
 from bioel_core.corpora import Document, Mention, Passage
 from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import DocumentError
+from bioel_core.settings import LinkSettings, LinkTarget
 from pipelines import build_index, embed_names, ingest_kb
 from pipelines.options import pipeline_options
 
@@ -75,10 +76,10 @@ def test_link_and_annotate_are_the_linkers_and_the_annotator_rows(demo_output):
     assert (row["mention"], row["nil"], row["concept_id"]) == ("delirium", True, None)
     with pytest.raises(DocumentError, match="document 1: empty document"):
         annotator.annotate(["fine text", "   "])
-    with pytest.raises(ValueError, match="mentions must be 'detect' or 'given'"):
+    with pytest.raises(ValueError, match="^mentions: 'find' is not one of detect, given$"):
         Annotator.from_folders(indexes={"Disease": index}, mentions="find")
     if not torch.cuda.is_available():  # was torch's "AssertionError: Torch not compiled with CUDA enabled" at first use
-        with pytest.raises(ValueError, match="^--device cuda: no CUDA device is available here$"):
+        with pytest.raises(ValueError, match="^device: cuda: no CUDA device is available here$"):
             Annotator.from_folders(indexes={"Disease": index}, device="cuda")
 
 
@@ -117,6 +118,9 @@ def test_annotate_gives_the_rows_bioel_link_writes(demo_output, tmp_path):
     documents = [Document(i, [Passage("text", 0, t)]) for i, t in texts.items()]
     by_api = [row for rows in annotator.annotate(documents) for row in rows]
     assert len(by_api) >= 4 and by_api == by_cli  # same spans, ids, scores, versions
+    # the contract `bioel link` makes of those flags, given to the API as it is
+    link = LinkSettings(types={"Disease": LinkTarget(index=index, stop_list=stop)})
+    assert [row for rows in Annotator.from_settings(link).annotate(documents) for row in rows] == by_cli
 
 def test_one_string_instead_of_a_list_is_refused(demo_output):
     # a str is a sequence of strings: link("delirium") linked each of its 8 characters (8 answers, exit fine) and

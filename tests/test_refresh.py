@@ -309,11 +309,11 @@ def test_a_refresh_whose_every_name_is_dead_lettered_publishes_nothing(kb, tmp_p
     ("new-unfinished", IncompleteOutputError, "not a finished bioel output"),
     ("index-shard-missing", FileNotFoundError, "shard file\\(s\\) missing"),
     ("index-shard-damaged", ValueError, "shard-00000-of-.*: sha256 does not match the index manifest"),
-    ("index-of-other-embeddings", ValueError, "was not built from --embeddings"),
+    ("index-of-other-embeddings", ValueError, "^index .* was not built from embeddings "),
     ("embeddings-file-missing", ValueError, "are not the"),
-    ("output-is-input", ValueError, "--output-index .* is \\(or holds\\) the --index "),
-    ("output-inside-input", ValueError, "--output-index .*/sub is inside the --old folder "),
-    ("outputs-nested", ValueError, "--output-embeddings .*/out-emb is \\(or holds\\) the --output-index .*/out-emb/idx "),
+    ("output-is-input", ValueError, "output_index .* is \\(or holds\\) the index "),
+    ("output-inside-input", ValueError, "output_index .*/sub is inside the old folder "),
+    ("outputs-nested", ValueError, "output_embeddings .*/out-emb is \\(or holds\\) the output_index .*/out-emb/idx "),
 ])
 def test_bad_inputs_are_refused_before_any_work(kb, tmp_path, monkeypatch, breakage, error, message):
     args = {k: kb[k] for k in ("old", "new", "model", "emb", "idx")}
@@ -398,3 +398,5 @@ def test_cli_refresh(kb, tmp_path, capsys):
                      "--output-index", str(out / "i2")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "is not the names folder" in err
+    # bioel_core names the argument; the CLI's words for it are its flags
+    assert err.startswith("bioel refresh: error: --old ") and err.endswith("pass that folder as --old")

@@ -5,11 +5,15 @@ import argparse
 
 import pytest
 
-from bioel_core.settings import (BundleSettings, CalibrateSettings, EmbedSettings, IndexSettings, IngestSettings,
-                                 LinkSettings, ReaderOptions, SettingsError, fields_of, from_mapping, load_bundle_file,
-                                 to_mapping)
+from bioel_core.settings import (BundleSettings, CalibrateSettings, EmbedSettings, EndToEndSettings, EvaluateSettings,
+                                 IndexSettings, IngestSettings, LinkRunSettings, LinkSettings, ProbeSettings,
+                                 QualitySettings, ReaderOptions, RefreshSettings, ReportSettings, RerankSettings,
+                                 SettingsError, StageRun, fields_of, from_mapping, load_bundle_file, to_mapping)
 
 INGEST = {"format": "medic-biosyn", "dumps": ["medic.txt"]}
+LINK_RUN = {"input": ["a.jsonl"], "input_format": "jsonl", "output": "links"}
+REFRESH = {"old": "a", "new": "b", "model": "m", "embeddings": "e", "index": "i", "output_embeddings": "oe",
+           "output_index": "oi"}
 
 
 def error_of(cls, data, prefix=""):
@@ -42,6 +46,30 @@ def error_of(cls, data, prefix=""):
     (CalibrateSettings, {"gold": "dev.txt", "gold_format": "jsonl"}, "gold_format: 'jsonl' is not one of pubtator, "
                                                                       "bioc-xml, bioc-json"),
     (CalibrateSettings, {}, "gold: required: gold annotations"),
+    (QualitySettings, {"fail_on": "error"}, "fail_on: 'error' is not one of critical, warning, none"),
+    (StageRun, {"input": "kb"}, "output: required: the output folder"),
+    (LinkRunSettings, {"input": [], "input_format": "jsonl", "output": "o"}, "input: no corpus file given"),
+    (LinkRunSettings, {**LINK_RUN, "input_format": "xml"}, "input_format: 'xml' is not one of pubmed-xml, pubtator"),
+    (LinkRunSettings, {**LINK_RUN, "mentions": "gold"}, "mentions: 'gold' is not one of detect, given"),
+    (LinkRunSettings, {**LINK_RUN, "id_prefix": "mesh"}, "id_prefix: 'mesh' is not one of none, vocabulary"),
+    (LinkRunSettings, {**LINK_RUN, "batch_size": 0}, "batch_size: must be at least 1, got 0"),
+    (RerankSettings, {"rerank_depth": 0}, "rerank_depth: must be at least 1, got 0"),
+    (RefreshSettings, {"old": "a"}, "new: required: the ingest-kb output of the new KB version"),
+    (RefreshSettings, {**REFRESH, "examples": -1}, "examples: must be at least 0, got -1"),
+    (ReportSettings, {"output": "q"}, "input: required: an output folder"),
+    (EvaluateSettings, {"dataset": "d", "split": "train"}, "split: 'train' is not one of dev, test"),
+    (EvaluateSettings, {"dataset": "d", "linker": "bm25"}, "linker: 'bm25' is not one of dense, exact, generative"),
+    (EvaluateSettings, {"dataset": "d", "retriever_linker": "tfidf"}, "retriever_linker: 'tfidf' is not one of dense, "
+                                                                      "hybrid"),
+    (EvaluateSettings, {"dataset": "d", "names": "kb", "linker_dir": "l"}, "linker_dir: give one source of names, "
+                                                                           "not both names and linker_dir"),
+    (EvaluateSettings, {"dataset": "d", "record_in_card": True}, "record_in_card: needs a linker made of a model"),
+    (EvaluateSettings, {"dataset": "d", "k": 0}, "k: must be at least 1, got 0"),
+    (ProbeSettings, {"dataset": "d", "pooling": "max"}, "pooling: 'max' is not one of cls, mean"),
+    (ProbeSettings, {}, "dataset: required: a BioSyn-format dataset folder"),
+    (EndToEndSettings, {"gold": "g"}, "pred: required: predicted annotations"),
+    (EndToEndSettings, {"gold": "g", "pred": "p", "pred_format": "conll"}, "pred_format: 'conll' is not one of"),
+    (EndToEndSettings, {"gold": "g", "pred": "p", "types": "Disease"}, "types: expected a list, got 'Disease'"),
 ])
 def test_each_contract_names_the_field_it_refuses(cls, data, message):
     assert error_of(cls, data).startswith(message)
@@ -96,10 +124,10 @@ def test_paths_are_taken_from_the_file_and_set_paths_from_the_working_folder(tmp
 
 @pytest.mark.parametrize("assignment, message", [
     ("types.Disease.index.kind=ivf", "types.Disease.index.kind: 'ivf' is not one of"),
-    ("types.Disease.index.knd=flat", "types.Disease.index.knd: --set: unknown setting; did you mean kind?"),
-    ("types.Disease.index=flat", "types.Disease.index: --set names a table"),
-    ("types.Disease.index.kind.x=1", "types.Disease.index.kind.x: --set: kind is a single setting"),
-    ("types.Disease.index.kind", "--set 'types.Disease.index.kind': expected NAME=VALUE"),
+    ("types.Disease.index.knd=flat", "types.Disease.index.knd: unknown setting; did you mean kind?"),
+    ("types.Disease.index=flat", "types.Disease.index: a table; name one of its settings"),
+    ("types.Disease.index.kind.x=1", "types.Disease.index.kind.x: kind is a single setting"),
+    ("types.Disease.index.kind", "'types.Disease.index.kind': expected NAME=VALUE"),
 ])
 def test_set_overrides_name_the_setting(tmp_path, assignment, message):
     bundle = tmp_path / "b.toml"

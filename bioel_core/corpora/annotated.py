@@ -2,8 +2,8 @@
 calibrate-nil, train's corpora): `read_annotated(path, fmt, flag)`, and `is_composite_part`, the annotations those
 verbs leave out.
 
-`fmt` is one of FORMATS_WITH_MENTIONS (the formats that can carry annotations, named as `bioel link
---input-format` names them); any other is refused naming the path, since a corpus of text only would score as
+`fmt` is one of FORMATS_WITH_MENTIONS (the formats that can carry annotations, named as `bioel link`'s
+input formats); any other is refused naming the path, since a corpus of text only would score as
 if nothing were found. `path` is a file, a folder of files, or a finished `bioel link` output folder, read for
 its copy in `fmt`. Every record goes through `read_documents` (gzip, byte-order marks, the same parsing as `bioel
 link`), but the first bad record raises its FormatError (file, record, reason) instead of becoming a dead letter.
@@ -51,7 +51,7 @@ def is_composite_part(mention: Mention) -> bool:
 
 def corpus_files(path: str | Path, fmt: str, flag: str = "") -> list[str]:
     """The files of format `fmt` a path names: a file is itself; a finished `bioel link` output folder gives its
-    copy in `fmt` (the parts, or the one --single-file file, in the generation its manifest names); any other
+    copy in `fmt` (the parts, or the one single-file copy, in the generation its manifest names); any other
     folder gives its input files (bioel_core.inputs), e.g. the parts folder `OUTPUT/gen-.../pubtator/`. `flag`
     names the option in errors."""
     from bioel_core.inputs import folder_files
@@ -72,7 +72,7 @@ def corpus_files(path: str | Path, fmt: str, flag: str = "") -> list[str]:
     if fmt not in manifest.get("outputs", {}):
         copies = [k for k in manifest.get("outputs", {}) if k in FORMATS]
         raise ValueError(f"{where}: this `bioel link` output has no {name} copy (its copies: {', '.join(copies) or 'none'}); "
-                         f"re-run link with --output-format {fmt}")
+                         f"re-run link with the copy format {fmt}")
     root = data_root(folder, manifest)
     return [str(root / f) for f in manifest["outputs"][fmt]["files"]]
 

@@ -18,6 +18,10 @@ from bioel_core.corpora.records import FormatError, Mention
 from bioel_core.kb.io import open_text_file
 from bioel_core.kb.vocab import is_nil_id
 
+# a BioSyn dataset's splits scored, each with the training mentions a model evaluated on it may have seen
+# (GenBioEL's subpopulations): processed_SPLIT is scored, processed_TRAIN_FOLDER[SPLIT] holds its training mentions
+TRAIN_FOLDER = {"dev": "processed_train", "test": "processed_traindev"}
+
 
 def read_query_file(path: str | Path) -> list[Mention]:
     source, out = str(path), []

@@ -11,6 +11,8 @@ from bioel_core.corpora.pubtator import format_pubtator, write_pubtator
 from bioel_core.corpora.records import Document, UnwritableDocument
 from bioel_core.kb.io import Opener
 
+# ids in the interchange copies: bare (D003920), or with their vocabulary as PubTator3 writes them (MESH:D003920)
+ID_PREFIXES = ("none", "vocabulary")
 WRITERS = {"pubtator": write_pubtator, "bioc-json": write_bioc_json, "bioc-xml": write_bioc_xml}
 # the check of each format is its own formatting of one document, so it cannot drift from what is written
 _CHECKS = {"pubtator": format_pubtator, "bioc-json": document_to_dict, "bioc-xml": document_element}

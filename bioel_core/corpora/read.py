@@ -159,7 +159,7 @@ def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt
     """Documents, DeletedDocuments and DeadLetters of `paths` (files, or FileRanges from `corpus_inputs`) read as
     `fmt` (one of FORMATS); `per_line` is the text format's one-document-per-line layout (see
     bioel_core.corpora.text). A dead letter of a file whose start plainly is another format ends its reason with
-    the flag to pass (sniff.misnamed_format_hint; `format_flag` names the option, e.g. --input-format, and
+    the flag to pass (sniff.misnamed_format_hint; `format_flag` names the option, e.g. the link's input format, and
     `flag_formats` what it takes when not every format): a range of a file is hinted by the file's start, so every
     piece of a file says the same. `folders`: the folder each file was listed from, below which a text document's
     path is its id (bioel_core.corpora.text; a file not in it: its own folder)."""

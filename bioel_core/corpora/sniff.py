@@ -3,7 +3,7 @@ as another format fails with (`misnamed_format_hint`): read as the wrong format,
 reasons that speak of broken records ("line 1: annotation or relation line before any title/abstract line"), never
 of the format.
 
-The formats are those `bioel link --input-format` names (read.FORMATS). A file is named only when its start allows
+The formats are those `bioel link` reads (read.FORMATS). A file is named only when its start allows
 one of them alone; anything else (and `text`, which every file is) gives no hint, never a wrong one:
 - `<` and a first element `<collection>`: BioC XML; `<PubmedArticleSet>` or `<MedlineCitationSet>`: PubMed XML.
 - `PMID|t|` or `PMID|a|`: PubTator.
@@ -70,7 +70,7 @@ def misnamed_format_hint(path: str, fmt: str, format_flag: str = "", opener: Ope
                          flag_formats: Sequence[str] | None = None) -> str:
     """' (this looks like BioC XML: pass FORMAT_FLAG bioc-xml)' when a file read as `fmt` plainly is another
     format, else ''; `format_flag` is the option that names the format (none: 'format bioc-xml'). `flag_formats`:
-    the formats the option takes, when not every one (evaluate-e2e's --gold-format takes those that carry
+    the formats the option takes, when not every one (evaluate-e2e's gold format takes those that carry
     annotations): a file of another format is said to be one, not to be passed."""
     other = looks_like(path, opener)
     if other in (None, fmt):

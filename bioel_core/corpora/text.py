@@ -32,7 +32,7 @@ BOM = "\ufeff"
 def document_stem(path: str, folder: str | None = None) -> str:
     """A file's document id: its path below `folder` (the folder it was listed from; None: its own), less a trailing
     `.gz` and then its last extension."""
-    from bioel_core.inputs import path_below  # imports pyarrow, which `bioel --help` must not
+    from bioel_core.inputs import path_below  # imports pyarrow, which the CLI's help must not
 
     name = path_below(str(path), folder) if folder is not None else PurePosixPath(str(path).replace("\\", "/")).name
     name = name[:-3] if name.endswith(".gz") else name
@@ -41,7 +41,7 @@ def document_stem(path: str, folder: str | None = None) -> str:
     return f"{below}/{name}" if below else name
 
 
-def check_document_ids(listed: Mapping[str, str], flag: str = "--input") -> None:
+def check_document_ids(listed: Mapping[str, str], flag: str = "input") -> None:
     """Refuse, before any work, two files (each with the folder it was listed from) that would be one document."""
     first: dict[str, str] = {}
     for path, folder in listed.items():

@@ -111,7 +111,7 @@ def gold_contents(documents: list[Document]) -> str:
 
 def document_coverage(gold_docs: set[str], pred_docs: set[str], gold: dict[str, set[_Ann]]) -> dict:
     """The documents of each side and those of one absent from the other. A gold document absent from the
-    predictions counts as all missed (the standard scoring), so a wrong --pred file, or a run that lost documents,
+    predictions counts as all missed (the standard scoring), so a wrong predictions file, or a run that lost documents,
     reads as a weak linker unless these counts are shown beside the scores."""
     missing = gold_docs - pred_docs
     return {"gold": len(gold_docs), "pred": len(pred_docs), "gold_not_in_pred": len(missing),

@@ -29,7 +29,7 @@ from bioel_core.index.spec import IndexSpec
 
 # FAISS's k-means sums the points of each thread's part of the sample, so trained centroids (and every vector's
 # list) depend on the thread count: IVF training runs on this many threads whatever the machine, worker count or
-# --faiss-threads, which then set the threads of adding and searching only
+# faiss_threads, which then set the threads of adding and searching only
 TRAIN_THREADS = 8
 
 

@@ -72,7 +72,9 @@ class IndexSpec:
     def check_dimension(self, d: int) -> None:
         """Errors that depend on the vectors' width only, raised before any shard is built."""
         if self.kind == "ivf-pq" and self.pq_m is not None and d % self.pq_m:
-            raise ValueError(f"--pq-m {self.pq_m} does not divide the dimension {d}")
+            from bioel_core.settings.fields import SettingsError
+
+            raise SettingsError("pq_m", f"{self.pq_m} does not divide the dimension {d}")
 
     def resolve(self, n: int, d: int) -> dict:
         """The concrete parameters for a shard of n vectors of width d, with the FAISS factory string."""

@@ -1,4 +1,4 @@
-"""KB readers, one module per format, looked up by the `--kb` name the CLI takes."""
+"""KB readers, one module per format, looked up by the format name (IngestSettings.format)."""
 
 from __future__ import annotations
 

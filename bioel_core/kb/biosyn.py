@@ -62,7 +62,9 @@ class BioSynDictionaryReader(KBReader):
             try:
                 self.id_pattern = re.compile(id_pattern)
             except re.error as err:
-                raise ValueError(f"--id-pattern {id_pattern!r} is not a regular expression: {err}") from None
+                from bioel_core.settings.fields import SettingsError
+
+                raise SettingsError("reader.id_pattern", f"{id_pattern!r} is not a regular expression: {err}") from None
 
     def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
         for path in paths:

@@ -20,9 +20,13 @@ if TYPE_CHECKING:
 __getattr__ = lazy_exports(__name__, {"Candidate": "bioel_core.corpora.records", "Linker": "bioel_core.linking.base",
                                       "NameSet": "bioel_core.names"})
 
-# mention detectors of `bioel link --mentions detect` (linking.annotate): the KB dictionaries, a collective model's
+# mention detectors of `bioel link` detecting mentions (linking.annotate): the KB dictionaries, a collective model's
 # span detector, or both (longest span first; the dictionary's spans linked by their text, the model's by vector)
 DETECTORS = ("dictionary", "model", "both")
+# where the mentions linked come from: detected in the text, or the documents' own (given)
+MENTION_MODES = ("detect", "given")
+# the linkers whose candidates the rerank linker of `bioel evaluate` reorders
+RERANK_RETRIEVERS = ("dense", "hybrid")
 # how many of a retriever's best concepts the rerank stage (linking.rerank) reorders, unless told otherwise
 DEFAULT_RERANK_DEPTH = 16
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,9 +23,10 @@ from bioel_core.linking.base import Linker
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
 from bioel_core.text.abbreviations import ABBREVIATION_RULES
 from bioel_core.text.detect import MentionDetector
+from bioel_core.settings.fields import SettingsError
 
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
-# the entity type of a mention detected with an --index given without TYPE= (the KB manifests name no type), so
+# the entity type of a mention detected with an index given without a type (the KB manifests name no type), so
 # that PubTator and BioC outputs never get an empty type column
 UNTYPED = "Entity"
 # the kb_version of a given mention's annotation whose entity type has no KB here: NIL, linked with no KB
@@ -33,7 +34,7 @@ NO_KB_VERSION = ""
 
 
 def no_index_reason(entity_type: str) -> str:
-    """Why a given mention is NIL when its entity type has no KB (an --index) in the run."""
+    """Why a given mention is NIL when its entity type has no KB (an index) in the run."""
     return f"no index for type {entity_type}"
 
 
@@ -168,7 +169,7 @@ class DocumentAnnotator:
 
     def _one_pass(self, documents: Sequence[Document]) -> tuple[list[list[Mention]], dict]:
         """Each document encoded once by the document model: its mentions (detected, or the given ones) and their
-        vectors. With dictionaries too (`--detector both`), their spans join the model's, longest first, and are
+        vectors. With dictionaries too (detector `both`), their spans join the model's, longest first, and are
         linked by their text. Encoding is per document, so vectors never depend on the batch; the name encoder (when
         the model links with it too) then runs once for the batch, and the searches once per entity type (one scan
         of each index instead of one per document): both are batch-invariant (float64 vectors, exact scores)."""
@@ -251,7 +252,7 @@ class AnnotatorSpec:
 
     `indexes`, `stop_lists`, `nil_thresholds` and `type_models` are ((entity type, value), ...); type '' takes
     mentions of any type (given mode, where each keeps its own type) and labels the mentions it detects UNTYPED.
-    `model` embeds the mentions of every type without a model of its own in `type_models` (`--model TYPE=DIR`)."""
+    `model` embeds the mentions of every type without a model of its own in `type_models` (LinkSettings: types.TYPE.model)."""
 
     model: str | None
     indexes: tuple[tuple[str, str], ...]
@@ -285,41 +286,44 @@ class AnnotatorSpec:
         if self.detector is None:
             object.__setattr__(self, "detector", self.default_detector())
         if self.detector not in DETECTORS:
-            raise ValueError(f"--detector must be one of {DETECTORS}, got {self.detector!r}")
+            raise SettingsError("detector", f"{self.detector!r} is not one of {', '.join(DETECTORS)}")
         if not self.indexes:
-            raise ValueError("at least one --index (or a --bundle) is needed")
+            raise SettingsError("types.*.index", "required: at least one entity type's index (or a bundle)")
         if self.reranker is not None:
             from bioel_core.linking.rerank import check_reranker
 
             check_reranker(self.reranker)
         if self.rerank_depth < 1:
-            raise ValueError(f"--rerank-depth must be at least 1, got {self.rerank_depth}")
+            raise SettingsError("rerank_depth", f"must be at least 1, got {self.rerank_depth}")
         if self.generative is not None:
             from bioel_core.linking.generative import check_generative
 
             if self.reranker is not None:
-                raise ValueError("--generative links by writing names; --reranker reorders the index's candidates: choose one")
+                raise SettingsError("generative", "links by writing names, while the reranker reorders the index's "
+                                                  "candidates: choose one")
             check_generative(self.generative)
             # its scores are probabilities: a threshold outside [0, 1] would cut nothing or everything (one t calibrated
             # when they were log-probabilities is exp(t) now)
             for entity_type, threshold in self.nil_thresholds:
                 if not 0.0 <= threshold <= 1.0:
-                    raise ValueError(f"--nil-threshold {entity_type + '=' if entity_type else ''}{threshold}: with "
-                                     f"--generative, scores are probabilities in [0, 1] (exp of the written name's "
-                                     f"mean token log-probability; a log-probability threshold t is exp(t) here)")
+                    raise SettingsError(f"types.{entity_type}.nil_threshold",
+                                        f"{threshold}: with a generative model, scores are probabilities in [0, 1] (exp "
+                                        f"of the written name's mean token log-probability; a log-probability "
+                                        f"threshold t is exp(t) here)")
         from bioel_core.text.detect import StopList
 
         for entity_type, path in self.stop_lists:  # refused here, before any work, not in every worker
             try:
                 StopList.load(path)
-            except OSError as err:  # a missing file or a folder: the system's words alone name no flag
-                raise ValueError(f"--stop-list {entity_type + '=' if entity_type else ''}{path}: {err.strerror}") from None
+            except OSError as err:  # a missing file or a folder: the system's words alone name no setting
+                raise SettingsError(f"types.{entity_type}.stop_list", f"{path}: {err.strerror}") from None
         known = {t for t, _ in self.indexes}
-        for flag, pairs in (("--stop-list", self.stop_lists), ("--nil-threshold", self.nil_thresholds),
-                            ("--model", self.type_models)):
+        for setting, pairs in (("stop_list", self.stop_lists), ("nil_threshold", self.nil_thresholds),
+                               ("model", self.type_models)):
             unknown = sorted({t for t, _ in pairs} - known)
             if unknown:
-                raise ValueError(f"{flag} names entity types {unknown} that have no --index (types: {sorted(known)})")
+                raise SettingsError(f"types.{unknown[0]}.index", f"required: its {setting} is given; entity types "
+                                                                  f"{unknown} have no index (indexed: {sorted(known)})")
 
     def default_detector(self) -> str:
         """`both` for a collective model linking every type in its one pass (better than either detector alone on
@@ -360,9 +364,9 @@ class AnnotatorSpec:
             found = models[self.model_for(entity_type)].fingerprint()
             if found != source["fingerprint"]:
                 name = self.model_for(entity_type) or "(default)"
-                flag = f"--model {entity_type}=DIR" if entity_type else "--model"
-                raise ValueError(f"the model {name} (fingerprint {found[:12]}) is not the one the index {source['index']} "
-                                 f"was built with ({source['fingerprint'][:12]}); pass that model with {flag}")
+                raise SettingsError(f"types.{entity_type}.model" if entity_type else "model",
+                                    f"the model {name} (fingerprint {found[:12]}) is not the one the index "
+                                    f"{source['index']} was built with ({source['fingerprint'][:12]}); pass that model")
             fingerprints[entity_type] = found
         return (combined_version(fingerprints),
                 combined_version({t: s["kb_version"] for t, s in sources.items()}))
@@ -378,7 +382,7 @@ class AnnotatorSpec:
             try:
                 StopList.load(path).check_normalizer(table_normalizer(read_manifest(names_dir), names_dir))
             except ValueError as err:
-                raise ValueError(f"--stop-list {path}: {err}") from None
+                raise SettingsError(f"types.{entity_type}.stop_list", f"{path}: {err}") from None
 
     def open_models(self) -> dict:
         """Model folder -> its opened encoder, once per folder; the document model checked against the detector."""
@@ -395,25 +399,31 @@ class AnnotatorSpec:
     def _checked(self, model):
         """The model, after checking that it can do what the detector asks of it."""
         if self.detect and self.detector != "dictionary" and not _is_document_model(model):
-            typed = " (a --model TYPE=DIR names an entity type's name model; the span detector is the untyped --model)" \
+            typed = " (a type's own model is its name model; the span detector is the linker's model)" \
                 if self.type_models else ""
-            raise ValueError(f"--detector {self.detector} needs a collective model (`bioel train collective`); "
-                             f"{self.model or 'the default model'} is a {model.config().get('encoder_type')} name encoder"
-                             + typed)
+            raise SettingsError("detector", f"{self.detector} needs a collective model (made by `bioel train`); "
+                                            f"{self.model or 'the default model'} is a "
+                                            f"{model.config().get('encoder_type')} name encoder" + typed)
         if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.type_models:
-            raise ValueError("--model TYPE=DIR gives an entity type a name model of its own, but the collective model's "
-                             "one pass links every type by its own vectors: use one --model (the collective one)")
+            raise SettingsError("model", "a type's own model gives it a name model of its own, but the collective "
+                                         "model's one pass links every type by its own vectors: use one model (the "
+                                         "collective one)")
         if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.generative:
-            raise ValueError("--generative links mentions by their text; the collective model's one pass links them by "
-                             "its vectors: use one or the other")
+            raise SettingsError("generative", "links mentions by their text; the collective model's one pass links "
+                                              "them by its vectors: use one or the other")
         return model
 
-    def inputs(self) -> list[tuple[str, str]]:
-        """(flag, path) of every folder and file the annotator reads, for the refusal of an output among them."""
-        return ([("--index", d) for _, d in self.indexes]
-                + [("--model", m) for m in (self.model, *(m for _, m in self.type_models)) if m]
-                + [(flag, m) for flag, m in (("--reranker", self.reranker), ("--generative", self.generative)) if m]
-                + [("--stop-list", s) for _, s in self.stop_lists])
+    def inputs(self, labels: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+        """(setting, path) of every folder and file the annotator reads, for the refusal of an output among them;
+        `labels`: the caller's words for the settings (index, model, reranker, generative, stop_list: the CLI's
+        flags), default their names."""
+        def label(name: str) -> str:
+            return (labels or {}).get(name, name)
+
+        return ([(label("index"), d) for _, d in self.indexes]
+                + [(label("model"), m) for m in (self.model, *(m for _, m in self.type_models)) if m]
+                + [(label(name), m) for name, m in (("reranker", self.reranker), ("generative", self.generative)) if m]
+                + [(label("stop_list"), s) for _, s in self.stop_lists])
 
     def settings_sha256(self) -> str:
         """Every setting besides the model fingerprint and KB versions that changes annotations: detection or given
@@ -463,7 +473,7 @@ class AnnotatorSpec:
         encoder = encoders.get(self.model)
         reranker = open_reranker(self.reranker, self.device, reproducible=True) if self.reranker else None
         generative = open_generative(self.generative, self.device) if self.generative else None
-        # the document model finds the mentions (--detector model) or encodes the given ones in one pass
+        # the document model finds the mentions (detector `model`) or encodes the given ones in one pass
         one_pass = encoder is not None and _is_document_model(encoder) and (self.detector != "dictionary" or not self.detect)
         stop_lists, thresholds = dict(self.stop_lists), dict(self.nil_thresholds)
         targets, fingerprints = [], {}
@@ -494,7 +504,7 @@ class AnnotatorSpec:
 
 
 def _model_files(folder: str) -> list[tuple[str, str]]:
-    """(name, sha256) of a model folder's config and weights files. Not its card: `bioel evaluate --record-in-card`
+    """(name, sha256) of a model folder's config and weights files. Not its card: `bioel evaluate` recording its scores
     rewrites it, and it decides no link (the fingerprint it records is checked when the model opens)."""
     from bioel_core.index.sharded import file_sha256
     from bioel_core.models.cards import CARD_JSON

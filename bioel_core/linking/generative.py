@@ -27,6 +27,7 @@ from bioel_core.linking.exact import NameIndex
 from bioel_core.linking.prefix_tree import PrefixTree
 from bioel_core.linking.rerank import ModelReranker
 from bioel_core.names import NameSet
+from bioel_core.settings.fields import SettingsError
 
 TREE_FILE = "prefix_tree.npz"
 DEFAULT_BEAMS = 5
@@ -69,7 +70,8 @@ class GenerativeLinker(Linker):
         if options:
             raise ValueError(f"unknown generative options {sorted(options)}; known: model, device, beams, batch_size")
         if not model:
-            raise ValueError("the generative linker needs a generative model (--model DIR from `bioel train generative`)")
+            raise SettingsError("model", "required by the generative linker: a generative model folder (made by "
+                                         "`bioel train`)")
         return cls(names, open_generative(model, device), str(Path(model).resolve()), beams, batch_size)
 
     def search(self, queries: list[str], k: int) -> list[list[Candidate]]:

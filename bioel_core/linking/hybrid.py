@@ -2,7 +2,7 @@
 
 Candidates are the union of the dense top-m and the sparse top-m names (m = max(4k, 20)); each is scored
 with both similarities and ranked by the weighted sum. Exact matches come first, as in every linker.
-The weight is chosen on dev (`benchmarks` or `bioel evaluate --sparse-weight`), never on test.
+The weight is chosen on dev (`benchmarks`, or `bioel evaluate` with a sparse weight), never on test.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from bioel_core.linking import DEFAULT_RERANK_DEPTH as DEFAULT_DEPTH
 from bioel_core.linking.base import Linker
 from bioel_core.models.base import RERANKER_ENSEMBLE, read_config
 from bioel_core.names import NameSet
+from bioel_core.settings.fields import SettingsError
 
 # names of a concept the cross-encoder reads, best-matching first; more seldom fit in its input anyway
 NAMES_PER_CONCEPT = 4
@@ -193,7 +194,7 @@ class RerankLinker(Linker):
         from bioel_core.linking import build_linker
 
         if reranker is None:
-            raise ValueError("the rerank linker needs a reranker (--reranker MODEL)")
+            raise SettingsError("reranker", "required by the rerank linker: a reranker model folder")
         if retriever == cls.kind:
             raise ValueError("a rerank linker's retriever cannot itself be a rerank linker")
         return cls(names, build_linker(retriever, names, device=device, **retriever_options),

@@ -17,6 +17,7 @@ import torch
 
 from bioel_core.models.base import CONFIG_FILE, RERANKER_ENSEMBLE, Encoder, read_config
 from bioel_core.models.cards import check_fingerprint
+from bioel_core.settings.fields import SettingsError
 from bioel_core.models.checkpoints import MODULES_FILE, UnsafeCheckpointError, default_base_checkpoint
 from bioel_core.models.collective import CollectiveEncoder
 from bioel_core.models.cross_encoder import CrossEncoder
@@ -71,9 +72,9 @@ def resolve_device(requested: str) -> str:
     try:  # here, not in embed's workers once the pipeline has started (torch's error, under a traceback)
         torch.device(requested)
     except RuntimeError:
-        raise ValueError(f"--device {requested}: not a device (cpu, cuda, cuda:N or auto)") from None
+        raise SettingsError("device", f"{requested}: not a device (cpu, cuda, cuda:N or auto)") from None
     if requested.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {requested}: no CUDA device is available here")
+        raise SettingsError("device", f"{requested}: no CUDA device is available here")
     return requested
 
 
@@ -98,15 +99,15 @@ def check_kind(folder: str | Path, role: str = "model") -> str | None:
     if not (folder / CONFIG_FILE).is_file():
         if role == "model":
             return None
-        raise ValueError(f"{folder}: not a model folder (no {CONFIG_FILE}); the {role} is a bioel model folder")
+        raise SettingsError(role, f"{folder}: not a model folder (no {CONFIG_FILE}); the {role} is a bioel model folder")
     found = read_config(folder).get("encoder_type")
     if KINDS.get(found) in ROLES[role]:
         return found
     if role == "model" and found in _DOES:
-        raise ValueError(f"{folder} is {_DOES[found][0]}: {_DOES[found][1]}")
+        raise SettingsError(role, f"{folder} is {_DOES[found][0]}: {_DOES[found][1]}")
     if found not in KINDS:
-        raise ValueError(f"{folder}: unknown encoder_type {found!r}; known: {sorted(KINDS)}")
-    raise ValueError(f"{folder}: a {found} model; {_NEEDS[role]}")
+        raise SettingsError(role, f"{folder}: unknown encoder_type {found!r}; known: {sorted(KINDS)}")
+    raise SettingsError(role, f"{folder}: a {found} model; {_NEEDS[role]}")
 
 
 def open_encoder(folder: str | Path, pooling: str | None = None, device: str | torch.device = "cpu") -> Encoder:
@@ -116,7 +117,8 @@ def open_encoder(folder: str | Path, pooling: str | None = None, device: str | t
     if check_kind(folder, "model") is None:
         return TransformerEncoder(folder, pooling=pooling).to(device)
     if pooling is not None:
-        raise ValueError(f"{folder} is a bioel model folder: its pooling is fixed by its config; give no pooling")
+        raise SettingsError("pooling", f"{folder} is a bioel model folder: its pooling is fixed by its config; leave "
+                                       f"the pooling out")
     return load_encoder(folder, device)
 
 

@@ -10,7 +10,7 @@ document is detected and linked from one encoding, with its context.
             └─ mention vectors: W[h_start; h_end] + b ("endpoints", the paper's linker) or W·mean(h_span) + b ("mean")
 
 Names are encoded by the `names` encoder (a bioel name encoder, frozen: only the document side learns), so
-`bioel embed --model THIS` writes name vectors in the mention space and the FAISS shards serve it unchanged.
+`bioel embed` with this model writes name vectors in the mention space and the FAISS shards serve it unchanged.
 Offsets map back to characters exactly: a span's characters are [offset(start).begin, offset(end).end).
 """
 

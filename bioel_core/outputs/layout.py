@@ -41,7 +41,7 @@ def shard_of_name(name: str) -> tuple[int, int] | None:
     return (index, count) if index < count else None
 
 
-def check_num_shards(num_shards: int, flag: str = "--num-shards") -> None:
+def check_num_shards(num_shards: int, flag: str = "num_shards") -> None:
     if not isinstance(num_shards, int) or num_shards < 1:
         raise ValueError(f"{flag} must be a whole number of at least 1, got {num_shards!r}")
 

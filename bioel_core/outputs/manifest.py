@@ -19,7 +19,7 @@ from schemas import SCHEMA_VERSION
 # perhaps on other workers, and its tables are the same bytes, so its version (content_sha256) must be too
 RUN_FIELDS = ("generation", "created_utc", "runner", "options")
 # the same in an index's "index" section: the FAISS threads it was built with (one per worker process, or
-# --faiss-threads); its shards' sha256 say what they hold
+# faiss_threads); its shards' sha256 say what they hold
 INDEX_RUN_FIELDS = ("faiss_threads",)
 # where an input lies (a "path" key at any depth), not what it holds: each is recorded beside its content's identity (a
 # file's sha256, a folder's manifest_sha256, a model's fingerprint), and the same inputs in other folders (another

@@ -44,7 +44,7 @@ def rows_from_input(table: str, records_in: int, severity: str = CRITICAL, what:
 
 
 # of a run's input records, dead-lettered: above the first a warning (a few malformed lines happen), above the second
-# critical (a reader that does not understand the file, a wrong --input-format or id pattern)
+# critical (a reader that does not understand the file, a wrong format or id pattern)
 DEAD_LETTER_WARNING_SHARE = 0.01
 DEAD_LETTER_CRITICAL_SHARE = 0.5
 
@@ -66,7 +66,7 @@ def unread_files_suite() -> gx.ExpectationSuite:
     its end): a file of another format than the one named, or one whose reader could not read past a fault (a
     truncated gzip, XML cut short, an empty file; its dead letter marked records.DeadLetter.unread) stands for records
     never counted, which the dead letters' share cannot weigh (one dead letter for a whole file). Critical: such a run
-    fails unless told otherwise (--fail-on none). The same check for bioel link and ingest-kb."""
+    fails unless told otherwise (fail_on none). The same check for bioel link and ingest-kb."""
     return gx.ExpectationSuite(name="inputs", expectations=[_tag(gxe.ExpectColumnValuesToBeNull(
         column="unread", description="Every input file is read to its end in the format named (listed: those that "
                                      "were not, with where and why)."), CRITICAL)])

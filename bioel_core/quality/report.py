@@ -18,14 +18,13 @@ from itertools import chain
 from dataclasses import dataclass
 from pathlib import Path
 
-from bioel_core.guards import QualityGateError
+from bioel_core.guards import FAIL_ON, QualityGateError
 from bioel_core.outputs.fs import LOCAL, FileSystem, as_path
 from bioel_core.outputs.layout import MANIFEST, QUALITY, REJECTED, REPORT_HTML, REPORT_SUMMARY
 from bioel_core.quality.html import Table, page
 from bioel_core.quality.plots import Bars, Histogram
 from bioel_core.tables import read_manifest
 
-FAIL_ON = ("critical", "warning", "none")
 OBSERVED_ITEMS = 5
 OBSERVED_CHARS = 80
 TERMINAL_OBSERVED_CHARS = 100

@@ -116,8 +116,8 @@ def _encoder_type(model: str) -> str | None:
 
 
 def load_bundle_file(path: str | Path, assignments: Sequence[str] = (), cwd: str | Path | None = None) -> BundleSettings:
-    """The bundle file at `path`, with `--set NAME=VALUE` assignments applied (paths in them taken from `cwd`, the
-    working folder), validated. Any error names the file and the setting."""
+    """The bundle file at `path`, with `NAME=VALUE` assignments applied (paths in them taken from `cwd`, the working
+    folder), validated. Any error names the file and the setting."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -4,7 +4,7 @@ from Python or from a mapping: every error is a `SettingsError` naming the field
 (`types.Disease.index.kind: 'ivf' is not one of flat, ivf-flat, ivf-pq, hnsw`).
 
 `from_mapping` makes one from a mapping (a TOML table, a manifest's record), refusing unknown keys with the nearest
-known name; `to_mapping` is its inverse; `override` applies one `--set a.b.c=VALUE` to a mapping. A CLI can make a
+known name; `to_mapping` is its inverse; `override` applies one `a.b.c=VALUE` assignment to a mapping. A CLI can make a
 flag of each field from `fields_of` (name, type, default, help, choices): the contracts hold no flag strings.
 
 Field types understood: str, int, float, bool, list[str], `X | None` of those, a contract (a nested table) and
@@ -42,7 +42,7 @@ class SettingsError(ValueError):
 def setting(default=MISSING, *, help: str, choices: tuple | None = None, minimum: float | None = None,
             path: bool = False, names: tuple[re.Pattern, str] | None = None):
     """A contract field. `path`: a file or folder, made absolute against the folder the mapping came from (a bundle
-    file's) or, given by `--set`, the working folder; a URL (gs://...) stays as it is. `names`: for a table of named
+    file's) or, given by an assignment (`override`), the working folder; a URL (gs://...) stays as it is. `names`: for a table of named
     tables, (the pattern each name must match, what it is in words)."""
     metadata = {"help": help, "choices": choices, "minimum": minimum, "path": path, "names": names}
     if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
@@ -258,19 +258,19 @@ def override(cls: type, data: dict, assignment: str, cwd: str | Path | None = No
     name, sep, raw = assignment.partition("=")
     name = name.strip()
     if not sep or not name:
-        raise SettingsError("", f"--set {assignment!r}: expected NAME=VALUE, e.g. types.Disease.index.kind=flat")
+        raise SettingsError("", f"{assignment!r}: expected NAME=VALUE, e.g. types.Disease.index.kind=flat")
     parts = name.split(".")
     node, table, leaf = cls, data, None  # node: a contract, or ("named", contract) for a table of named tables
     for i, part in enumerate(parts):
         where = ".".join(parts[:i + 1])
         if leaf is not None:
-            raise SettingsError(where, f"--set: {leaf.name} is a single setting, not a table")
+            raise SettingsError(where, f"{leaf.name} is a single setting, not a table")
         if isinstance(node, tuple):
             node = node[1]
         else:
             infos = {f.name: f for f in fields_of(node)}
             if part not in infos:
-                raise _unknown(where, part, list(infos), "--set: unknown setting")
+                raise _unknown(where, part, list(infos))
             inner, _ = _optional(infos[part].type)
             if _is_settings(inner):
                 node = inner
@@ -281,9 +281,9 @@ def override(cls: type, data: dict, assignment: str, cwd: str | Path | None = No
         if i < len(parts) - 1:
             table = table.setdefault(part, {})
             if not isinstance(table, dict):
-                raise SettingsError(where, f"--set: {where} is not a table here")
+                raise SettingsError(where, f"{where} is not a table here")
     if leaf is None:
-        raise SettingsError(name, "--set names a table; name one of its settings (NAME.SETTING=VALUE)")
+        raise SettingsError(name, "a table; name one of its settings (NAME.SETTING=VALUE)")
     table[parts[-1]] = _parsed(leaf, raw.strip(), Path(cwd) if cwd is not None else Path.cwd())
 
 
@@ -294,7 +294,7 @@ def _parsed(info: FieldInfo, raw: str, cwd: Path):
         value = raw
     kind, _ = _optional(info.type)
     if str in (kind, *typing.get_args(kind)) and not isinstance(value, (str, list)):
-        value = raw  # `--set name=2024` names the string 2024
+        value = raw  # `name=2024` names the string 2024
     if typing.get_origin(kind) is list and isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
     if info.path:  # typed on the command line: relative to where it was typed, not to the bundle file

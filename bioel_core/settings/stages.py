@@ -21,6 +21,8 @@ UNICODE_FORMS = ("NFKC", "NFC", "none")
 POOLINGS = ("cls", "mean")
 # an entity type names folders inside a bundle and is typed in `TYPE=` flags
 ENTITY_TYPE = (re.compile(r"[A-Za-z][A-Za-z0-9_-]*"), "an entity type is a letter, then letters, digits, '_' or '-'")
+# a linker's types may also hold '' (no type: mentions of any type, detected ones labelled UNTYPED)
+LINKED_TYPE = (re.compile(r"(?:[A-Za-z][A-Za-z0-9_-]*)?"), ENTITY_TYPE[1] + "; '' takes mentions of any type")
 
 
 @dataclass
@@ -168,9 +170,9 @@ class LinkSettings(Settings):
                                                       "collective model, its span detector")
     detector: str | None = setting(None, choices=DETECTORS, help="how mentions are detected (default: both with a "
                                                                  "collective model, else dictionary)")
-    copy_formats: list[str] = setting([], choices=tuple(WRITERS), help="interchange copies of the linked documents "
-                                                                       "(--incremental keeps every copy the state has)")
-    types: dict[str, LinkTarget] = setting({}, names=ENTITY_TYPE, help="per entity type: its index, model, stop list, "
+    copy_formats: list[str] = setting([], choices=tuple(WRITERS), help="interchange copies of the linked documents (an "
+                                                                        "incremental run keeps every copy the state has)")
+    types: dict[str, LinkTarget] = setting({}, names=LINKED_TYPE, help="per entity type: its index, model, stop list, "
                                                                         "NIL threshold")
 
     def annotator_spec(self, **kwargs):
