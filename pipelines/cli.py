@@ -119,6 +119,15 @@ def verb_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices  # noqa: SLF001
 
 
+def _flags_of(parser: argparse.ArgumentParser, rest: list[str]) -> list[str]:
+    """The option strings `parser` takes, and those of the subcommand `rest` names (`train KIND`), or of all its
+    subcommands when it names none."""
+    known = [s for a in parser._actions for s in a.option_strings]  # noqa: SLF001
+    nested = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})  # noqa: SLF001
+    named = [nested[a] for a in rest if a in nested][:1] or list(nested.values())
+    return known + [flag for sub in named for flag in _flags_of(sub, [])]
+
+
 def misspelt_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """`unknown flag --inptu; did you mean --input?` for the first `--flag` on the line that is neither the verb's
     (nor a prefix of one, as argparse takes) nor, for a Beam verb, one of Beam's options; None when there is none."""
@@ -126,7 +135,7 @@ def misspelt_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | Non
     verb = next((a for a in argv if a in verbs), None)
     if verb is None:
         return None
-    known = [s for a in verbs[verb]._actions for s in a.option_strings]  # noqa: SLF001
+    known = _flags_of(verbs[verb], argv[argv.index(verb) + 1:])
     unknown = [name for name in (a.split("=", 1)[0] for a in argv[argv.index(verb) + 1:] if a.startswith("--"))
                if not any(k.startswith(name) for k in known)]
     if unknown and verb in BEAM_VERBS:

@@ -148,7 +148,7 @@ def cmd_evaluate_e2e(args) -> int:
     from bioel_core.evaluation.e2e import gold_contents
 
     run = args.contracts.settings(args, EndToEndSettings)
-    folders = kb_folders(run.kb or ())
+    folders = kb_folders(run.kb or (), "--kb")
     check_json(args.json, [("--gold", run.gold), ("--pred", run.pred)])
     gold = read_annotated(run.gold, run.gold_format, "--gold", "--gold-format")
     pred = read_annotated(run.pred, run.pred_format, "--pred", "--pred-format")

@@ -175,7 +175,7 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
     stage = logs.Stage("embed")
     stage.info("embedding %s names of %s with %s on %s into %s", f"{names_manifest['outputs']['names']['rows']:,}", names,
-               model["path"], device, output_dir)
+               model.path, device, output_dir)
 
     def build() -> Manifest:
         with pipeline_progress(options, "embed", "names", names_manifest["outputs"]["names"]["rows"]), \

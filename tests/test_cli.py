@@ -112,9 +112,9 @@ def test_a_misspelt_flag_is_named_with_the_nearest_known_one_required_or_not(cap
 def test_a_value_the_contract_refuses_is_named_by_its_flag(capsys):
     assert cli.main(["build-index", "--input", "E", "--output", "O", "--num-shards", "0"]) == 2
     assert capsys.readouterr().err == "bioel build-index: error: --num-shards: must be at least 1, got 0\n"
-    assert cli.main(["link", "--input", "x", "--input-format", "pubtator", "--output", "o", "--output-format", "pubtator",
-                     "bioc-xml"]) == 2
-    assert capsys.readouterr().err.startswith("bioel link: error: --output-format: one interchange format per run")
+    assert cli.main(["link", "--input", "x", "--input-format", "pubtator", "--output", "o", "--index", "Disease=i",
+                     "--nil-threshold", "Disease=high"]) == 2
+    assert capsys.readouterr().err == "bioel link: error: --nil-threshold Disease=high: 'high' is not a number\n"
     assert cli.main(["evaluate", "--dataset", "d", "--names", "n", "--dictionary", "x"]) == 2
     assert capsys.readouterr().err == "bioel evaluate: error: --names: give one source of names, not both dictionary " \
                                       "and names\n"

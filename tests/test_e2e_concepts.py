@@ -94,9 +94,9 @@ def test_kb_folders_and_the_ids_and_alt_ids_they_name(tmp_path):
     assert kb_folders([f"Chemical={kb}"]) == {"Chemical": kb}
     out = unlinkable_in(read_pubtator(GOLD), {"Chemical": kb})
     assert out.keys() == {"Chemical"} and out["Chemical"]["unlinkable"] == 0  # the alt id names lithium
-    with pytest.raises(ValueError, match="--kb Chemical=: expected TYPE=KB_DIR"):
+    with pytest.raises(ValueError, match="^kb Chemical=: expected TYPE=KB_DIR"):
         kb_folders(["Chemical="])
-    with pytest.raises(ValueError, match="--kb"):
+    with pytest.raises(ValueError, match="^kb .*not by `bioel build`"):
         kb_folders([str(kb)])  # a KB folder given without its type: not a bundle
 
 

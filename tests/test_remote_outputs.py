@@ -12,7 +12,7 @@ from test_index import kb_folders, sign_vectors
 
 DICTIONARY = str(FIXTURES / "biosyn/dictionary.txt")
 REMOTE = "objstore://bucket/kb"
-PATHS = ("table_dir", "generation", "html", "summary_json")  # where a report lies, not what it found
+PATHS = ("table_dir", "generation", "html", "summary_json", "run_finished_utc")  # where and when, not what it found
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:

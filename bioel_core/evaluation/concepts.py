@@ -95,7 +95,7 @@ def unlinkable(gold: Iterable[Document | Mention], ids_by_type: Mapping[str, set
     return out
 
 
-def kb_folders(values: Iterable[str], flag: str = "--kb") -> dict[str, Path]:
+def kb_folders(values: Iterable[str], flag: str = "kb") -> dict[str, Path]:
     """Entity type -> ingest-kb output folder, from `TYPE=DIR` values or a `bioel build` bundle folder (its kb/TYPE
     folders); ValueError naming `flag` for anything else."""
     from bioel_core.bundle import KB, BuiltBundle

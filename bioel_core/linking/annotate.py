@@ -447,7 +447,7 @@ class AnnotatorSpec:
 
     def linker_sha256(self) -> str:
         """sha256 of everything that decides this linker's annotations, read without opening a model (a no-op
-        `bioel link --incremental` is found with it before any model loads): every setting (`describe`,
+        incremental `bioel link` is found with it before any model loads): every setting (`describe`,
         `settings_sha256`), each model folder's config and weights files, and each type's index model fingerprint and
         KB version, checked as `versions` checks them but for the model's own fingerprint, which its files stand for."""
         from bioel_core.models import model_folder

@@ -99,15 +99,15 @@ def check_kind(folder: str | Path, role: str = "model") -> str | None:
     if not (folder / CONFIG_FILE).is_file():
         if role == "model":
             return None
-        raise SettingsError(role, f"{folder}: not a model folder (no {CONFIG_FILE}); the {role} is a bioel model folder")
+        raise ValueError(f"{folder}: not a model folder (no {CONFIG_FILE}); the {role} is a bioel model folder")
     found = read_config(folder).get("encoder_type")
     if KINDS.get(found) in ROLES[role]:
         return found
     if role == "model" and found in _DOES:
-        raise SettingsError(role, f"{folder} is {_DOES[found][0]}: {_DOES[found][1]}")
+        raise ValueError(f"{folder} is {_DOES[found][0]}: {_DOES[found][1]}")
     if found not in KINDS:
-        raise SettingsError(role, f"{folder}: unknown encoder_type {found!r}; known: {sorted(KINDS)}")
-    raise SettingsError(role, f"{folder}: a {found} model; {_NEEDS[role]}")
+        raise ValueError(f"{folder}: unknown encoder_type {found!r}; known: {sorted(KINDS)}")
+    raise ValueError(f"{folder}: a {found} model; {_NEEDS[role]}")
 
 
 def open_encoder(folder: str | Path, pooling: str | None = None, device: str | torch.device = "cpu") -> Encoder:

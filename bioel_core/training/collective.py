@@ -20,8 +20,8 @@ Corpora that annotate some of the model's types only (NCBI-disease: diseases) ar
 neither positives nor negatives, and their predictions of those types are not scored. Dev corpora are scored each
 against its own types and pooled (micro: the counts summed), which picks the epoch and the decoding.
 AdamW with linear warm-up and decay, gradients accumulated over `documents_per_step` documents; after every epoch
-the dev corpus is scored end to end (strict P/R/F1, spans decoded at 0.5, counted as `bioel evaluate-e2e --types
-<its types>` counts them, pooled over the dev corpora: `dev_scores`) and the best epoch is kept; a wall-clock
+the dev corpus is scored end to end (strict P/R/F1, spans decoded at 0.5, counted as `bioel evaluate-e2e` restricted to
+its types counts them, pooled over the dev corpora: `dev_scores`) and the best epoch is kept; a wall-clock
 budget ends training cleanly with the best model so far. Checkpoints (model folder + optimizer + RNG in
 safetensors) make a killed run resumable. The corpora are read strictly in any annotated format (`read_annotated`);
 the parts of a composite mention a BioC release states apart are not gold mentions (`is_composite_part`), so BC5CDR's
@@ -262,7 +262,7 @@ def dev_scores(model: CollectiveEncoder, corpora: list[TypedCorpus], spaces: dic
                thresholds: dict[str, float], decoder: str = "spans", link_with: str = "collective",
                encoded: list[list[Encoded]] | None = None) -> dict:
     """Strict micro P/R/F1 (fractions, as the card records them) of the model's links on the gold dev `corpora`, each
-    counted as `bioel evaluate-e2e --types <the types it annotates>` counts them (bioel_core.evaluation.e2e.e2e_scores):
+    counted as `bioel evaluate-e2e` restricted to the types it annotates counts them (bioel_core.evaluation.e2e.e2e_scores):
     one gold annotation per span, its ids the union; no-concept annotations and composite parts left out (counted
     apart); predictions of a type the corpus does not annotate left out. The corpora are pooled by summing their
     counts (`by_corpus` keeps each one's). A prediction need not have its gold's entity type: evaluate-e2e keeps the
