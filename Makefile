@@ -28,9 +28,10 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -q
 
-# ruff's rules in ruff.toml (pyflakes and pycodestyle's error classes)
+# ruff's rules in ruff.toml (pyflakes and pycodestyle's error classes); mypy as mypy.ini says
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(DEMO_OUT) .pytest_cache

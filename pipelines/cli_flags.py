@@ -245,11 +245,12 @@ def _number(kind: type):
     return convert
 
 
-def _typed_items(flag: Flag, values: list[str], untyped: str | None) -> list[tuple[str, object]]:
+def _typed_items(flag: Flag, values: list[str], untyped: str | None) -> list[tuple[str | None, object]]:
     """`TYPE=VALUE` items -> (type, value converted to the field's type), one-line errors naming the flag."""
     kind, _ = _optional(flag.info.type)
-    out: dict[str, object] = {}
+    out: dict[str | None, object] = {}
     for text in values:
+        entity_type: str | None
         entity_type, sep, value = text.partition("=")
         if not sep:  # the outer field's value (`--model DIR`), else the `untyped` type's
             entity_type, value = (None if flag.untyped_path else untyped), text
@@ -260,14 +261,12 @@ def _typed_items(flag: Flag, values: list[str], untyped: str | None) -> list[tup
         if entity_type in out:
             raise FlagError(f"{flag.option}: entity type {entity_type} given twice" if entity_type
                             else f"{flag.option}: given twice without a type")
-        if kind in (int, float):
-            try:
-                value = kind(value)
-            except ValueError:
-                raise FlagError(f"{flag.option} {text}: {value!r} is not a number") from None
-        elif kind is bool:
+        if kind is bool:
             raise TypeError(f"{flag.path}: typed flags of true/false settings are not supported")
-        out[entity_type] = value
+        try:
+            out[entity_type] = kind(value) if kind in (int, float) else value  # type: ignore[operator]
+        except ValueError:
+            raise FlagError(f"{flag.option} {text}: {value!r} is not a number") from None
     return list(out.items())
 
 

@@ -42,7 +42,7 @@ class _Section:
         return _from_dict(cls, data, **getattr(cls, "_NESTED", {}))
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return asdict(self)  # type: ignore[call-overload]  # every section is a dataclass
 
 
 @dataclass(frozen=True)

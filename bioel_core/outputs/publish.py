@@ -78,7 +78,7 @@ class OutputFolder:
     def table_outputs(self, table: str, rows: bool = True) -> dict:
         """The manifest's entry for one table: its files (relative to the generation) and, for Parquet, rows."""
         files = self.files(table)
-        entry = {"files": [f"{table}/{f.rsplit('/', 1)[-1]}" for f in files]}
+        entry: dict[str, object] = {"files": [f"{table}/{f.rsplit('/', 1)[-1]}" for f in files]}
         if rows:
             entry["rows"] = parquet_rows(self.fs, files)
         return entry

@@ -95,7 +95,7 @@ def _glob_reaches(pattern: str, root: str, output: str) -> bool:
     local_root, local_output = _local(root), _local(output)
     if local_root is not None and local_output is not None:
         pattern = str(local_root / pattern[len(root):].lstrip("/")) if root != "." else str(local_root / pattern)
-        candidates = [local_output, *(p for p in local_output.parents if local_root in p.parents)]
+        candidates: list[Path | str] = [local_output, *(p for p in local_output.parents if local_root in p.parents)]
     else:
         candidates = [output.rstrip("/")]
     return any(fnmatch.fnmatchcase(str(c), pattern) for c in candidates)
@@ -144,7 +144,7 @@ def check_not_empty(manifest: dict, dead_letters: Iterable[str] | Callable[[], I
         return
     sample = list(dead_letters() if callable(dead_letters) else dead_letters)
     reasons = f"; first dead letters: {' | '.join(sample)}" if sample else ""
-    filtered = Counter()  # a reader's filters (a language, a source, inactive rows) may have left nothing
+    filtered: Counter[str] = Counter()  # a reader's filters (a language, a source, inactive rows) may have left nothing
     for source in manifest.get("inputs", []):
         filtered.update(source.get("skipped_by_filter") or {})
     if filtered:

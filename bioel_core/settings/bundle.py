@@ -76,7 +76,7 @@ class BundleSettings(Settings):
     def check_inputs(self) -> None:
         """Every local file and folder the build reads exists, and each model is one folder; a missing one is named
         by its setting. (URLs are checked where they are read.)"""
-        checks = []
+        checks: list[tuple[str, str | None, str]] = []
         for name, t in self.types.items():
             checks += [(f"types.{name}.ingest.dumps[{i}]", p, "file") for i, p in enumerate(t.ingest.dumps)]
             checks += [(f"types.{name}.embed.model", t.embed.model, "folder"),
@@ -90,8 +90,9 @@ class BundleSettings(Settings):
             p = Path(path)
             if not p.exists() or (kind == "file" and not p.is_file()) or (kind == "folder" and not p.is_dir()):
                 raise SettingsError(field, f"no such {'file or folder' if kind == 'any' else kind}: {path}")
-            if kind == "folder" and _encoder_type(path) in NOT_SELF_CONTAINED:
-                raise SettingsError(field, f"{path}: {NOT_SELF_CONTAINED[_encoder_type(path)]}, and a bundle holds a "
+            encoder_type = _encoder_type(path) if kind == "folder" else None
+            if encoder_type in NOT_SELF_CONTAINED:
+                raise SettingsError(field, f"{path}: {NOT_SELF_CONTAINED[encoder_type]}, and a bundle holds a "
                                            "copy of one folder per model: name a member model instead")
         self._check_detector()
 

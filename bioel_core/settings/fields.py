@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import os
 import re
 import tomllib
@@ -46,7 +47,7 @@ def setting(default=MISSING, *, help: str, choices: tuple | None = None, minimum
     tables, (the pattern each name must match, what it is in words)."""
     metadata = {"help": help, "choices": choices, "minimum": minimum, "path": path, "names": names}
     if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
-        return dataclasses.field(default_factory=lambda d=default: copy.deepcopy(d), metadata=metadata)
+        return dataclasses.field(default_factory=functools.partial(copy.deepcopy, default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -260,7 +261,8 @@ def override(cls: type, data: dict, assignment: str, cwd: str | Path | None = No
     if not sep or not name:
         raise SettingsError("", f"{assignment!r}: expected NAME=VALUE, e.g. types.Disease.index.kind=flat")
     parts = name.split(".")
-    node, table, leaf = cls, data, None  # node: a contract, or ("named", contract) for a table of named tables
+    node: type | tuple[str, type] = cls
+    table, leaf = data, None  # node: a contract, or ("named", contract) for a table of named tables
     for i, part in enumerate(parts):
         where = ".".join(parts[:i + 1])
         if leaf is not None:
@@ -273,7 +275,7 @@ def override(cls: type, data: dict, assignment: str, cwd: str | Path | None = No
                 raise _unknown(where, part, list(infos))
             inner, _ = _optional(infos[part].type)
             if _is_settings(inner):
-                node = inner
+                node = typing.cast(type, inner)
             elif typing.get_origin(inner) is dict:
                 node = ("named", typing.get_args(inner)[1])
             else:

@@ -63,7 +63,7 @@ class ReaderOptions(Settings):
         """Refuse an option set away from its default that `kb_format` does not read (it would be silently ignored)."""
         read = READER_OPTIONS.get(kb_format, ())
         for f in fields(self):
-            default = f.default if f.default is not MISSING else f.default_factory()
+            default = f.default if f.default_factory is MISSING else f.default_factory()
             if f.name not in read and getattr(self, f.name) != default:
                 takes = f"its options: {', '.join(read)}" if read else "it takes no reader options"
                 raise SettingsError(f.name, f"format {kb_format} does not read this option ({takes})")
