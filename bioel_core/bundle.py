@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,8 +112,14 @@ def staleness(bundle: Path, name: str, settings: dict, inputs: dict, pipeline: s
     return None
 
 
-def file_digest(path: str | Path) -> str:
-    """sha256 of a file, or of a folder's files (each file's relative path and sha256, in path order)."""
+# a model folder's card (bioel_core.models.cards' CARD_JSON, CARD_MD), named here so that a build's up-to-date check
+# imports no torch
+MODEL_CARD_FILES = ("card.json", "MODEL_CARD.md")
+
+
+def file_digest(path: str | Path, skip: Collection[str] = ()) -> str:
+    """sha256 of a file, or of a folder's files (each file's relative path and sha256, in path order), those whose
+    relative path is in `skip` left out."""
     import hashlib
 
     from bioel_core.index.sharded import file_sha256
@@ -121,7 +128,7 @@ def file_digest(path: str | Path) -> str:
     if path.is_file():
         return file_sha256(path)
     digest = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and p.relative_to(path).as_posix() not in skip):
         digest.update(f"{f.relative_to(path).as_posix()}\0{file_sha256(f)}\n".encode())
     return digest.hexdigest()
 

@@ -145,6 +145,14 @@ class Build:
         return True
 
     # ------------------------------------------------------------------------------------------------ assets
+    def _model_digest(self, folder: str) -> str:
+        """A model folder's digest without its card: a card's text (scores recorded, a command re-rendered) changes
+        no vector, so it re-runs no stage (the copy in the bundle is still brought up to date)."""
+        key = f"model:{folder}"
+        if key not in self._digests:
+            self._digests[key] = layout.file_digest(folder, skip=layout.MODEL_CARD_FILES)
+        return self._digests[key]
+
     def _digest(self, path: str) -> str:
         """A file's or model folder's digest, once per build."""
         if path not in self._digests:
@@ -216,7 +224,7 @@ class Build:
         source, model = self._model_of(t)
         embed = {**to_mapping(ts.embed), "model": None, "bioel": version}
         if not self._stage(f"{t}.embed", embed, {"names": layout.output_version(kb, "ingest-kb"),
-                                                 "model": self._digest(source)}, run,
+                                                 "model": self._model_digest(source)}, run,
                            lambda: self._embed(t, kb, emb, model), "embed", emb, ("names", kb)):
             return False
         index = {**to_mapping(ts.index), "bioel": version}
@@ -276,10 +284,10 @@ class Build:
         inputs = {"gold": self._digest(cal.gold)}
         for t, ts in self.settings.types.items():
             inputs[f"{t}.index"] = layout.output_version(stage_folder(self.bundle, INDEX, t), "build-index")
-            inputs[f"{t}.model"] = self._digest(self._model_of(t)[0])
+            inputs[f"{t}.model"] = self._model_digest(self._model_of(t)[0])
             inputs[f"{t}.stop_list"] = self._digest(ts.link.stop_list) if ts.link.stop_list else None
         if "" in self.model_sources():
-            inputs["model"] = self._digest(self._model_of("")[0])
+            inputs["model"] = self._model_digest(self._model_of("")[0])
         settings = {**to_mapping(cal), "gold": None, "detector": self.settings.link.detector, "bioel": bioel_version()}
         return self._stage(CALIBRATE, settings, inputs, run, self._run_calibration)
 

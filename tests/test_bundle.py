@@ -239,3 +239,19 @@ def test_the_docs_bundle_example_runs_and_links(built, tmp_path, monkeypatch):
     assert lines[1] == "'subacute delirium' -> D003693 (subacute delirium, 1.000)"
     assert lines[2].startswith("'delirium, mixed origin' -> D003693 (delirium of mixed origin, 0.9")
     assert any(line.startswith("22 30 delirium D003693 ") for line in lines[3:]), lines
+
+
+def test_a_model_cards_text_changes_no_model_digest(tmp_path):
+    """A card's text (scores recorded, a command re-rendered) changes no vector: the digest a build's stages compare
+    leaves the card out; every other file of the folder counts."""
+    from bioel_core.models.cards import CARD_JSON, CARD_MD
+
+    assert set(layout.MODEL_CARD_FILES) == {CARD_JSON, CARD_MD}
+    model = tmp_path / "model"
+    shutil.copytree(REPO / "models" / "disease-default", model)
+    before = layout.file_digest(model, skip=layout.MODEL_CARD_FILES)
+    (model / CARD_MD).write_text((model / CARD_MD).read_text() + "\nscores recorded later\n")
+    assert layout.file_digest(model, skip=layout.MODEL_CARD_FILES) == before
+    assert layout.file_digest(model) != layout.file_digest(REPO / "models" / "disease-default")  # the copy's check
+    (model / "bioel_encoder.json").write_text((model / "bioel_encoder.json").read_text() + " ")
+    assert layout.file_digest(model, skip=layout.MODEL_CARD_FILES) != before
