@@ -28,8 +28,9 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -q
 
-# ruff's rules in ruff.toml (pyflakes and pycodestyle's error classes); mypy as mypy.ini says
+# ruff as ruff.toml says (the formatter's style; pyflakes and pycodestyle's error classes); mypy as mypy.ini says
 lint: $(STAMP)
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 

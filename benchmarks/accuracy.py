@@ -49,27 +49,50 @@ def run(data: Path, k: int) -> tuple[list[dict], list[str]]:
                 continue
             build_s = time.perf_counter() - t0
             scores, _ = evaluate(linker, queries, k)
-            rows.append({"linker": label, "options": linker.options(), "dataset": dataset, "n": scores["n"],
-                         "acc@1": scores["acc@1"], f"acc@{k}": scores[f"acc@{k}"], "seconds": scores["seconds"],
-                         "build_s": build_s})
-            print(f"{label:<22}{dataset:<16}n={scores['n']:<6}acc@1={scores['acc@1']:.2f} acc@{k}={scores[f'acc@{k}']:.2f} "
-                  f"link {scores['seconds']:.2f}s build {build_s:.1f}s", flush=True)
+            rows.append(
+                {
+                    "linker": label,
+                    "options": linker.options(),
+                    "dataset": dataset,
+                    "n": scores["n"],
+                    "acc@1": scores["acc@1"],
+                    f"acc@{k}": scores[f"acc@{k}"],
+                    "seconds": scores["seconds"],
+                    "build_s": build_s,
+                }
+            )
+            print(
+                f"{label:<22}{dataset:<16}n={scores['n']:<6}acc@1={scores['acc@1']:.2f} acc@{k}={scores[f'acc@{k}']:.2f} "
+                f"link {scores['seconds']:.2f}s build {build_s:.1f}s",
+                flush=True,
+            )
     return rows, skipped
 
 
 def section(rows: list[dict], skipped: list[str], k: int, data: Path) -> str:
-    lines = [BEGIN, "## Linker accuracy, BioSyn protocol (test splits)", "",
-             f"`python benchmarks/accuracy.py --k {k}` on {datetime.date.today().isoformat()}, "
-             f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, data `{os.path.relpath(data, ROOT)}`.",
-             "Dictionary: the dataset's `test_dictionary.txt`; queries: every line of `processed_test`. "
-             "`seconds`: linking all queries (one process, CPU); `build s`: fitting the linker.", "",
-             f"| linker | dataset | n | acc@1 | acc@{k} | seconds | build s |", "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        BEGIN,
+        "## Linker accuracy, BioSyn protocol (test splits)",
+        "",
+        f"`python benchmarks/accuracy.py --k {k}` on {datetime.date.today().isoformat()}, "
+        f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, data `{os.path.relpath(data, ROOT)}`.",
+        "Dictionary: the dataset's `test_dictionary.txt`; queries: every line of `processed_test`. "
+        "`seconds`: linking all queries (one process, CPU); `build s`: fitting the linker.",
+        "",
+        f"| linker | dataset | n | acc@1 | acc@{k} | seconds | build s |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['linker']} | {r['dataset']} | {r['n']:,} | {r['acc@1']:.2f} | {r[f'acc@{k}']:.2f} | "
-                     f"{r['seconds']:.2f} | {r['build_s']:.1f} |")
+        lines.append(
+            f"| {r['linker']} | {r['dataset']} | {r['n']:,} | {r['acc@1']:.2f} | {r[f'acc@{k}']:.2f} | "
+            f"{r['seconds']:.2f} | {r['build_s']:.1f} |"
+        )
     lines += ["", "Linker options: " + "; ".join(sorted({f"{r['linker']}: {r['options']}" for r in rows})) + "."]
-    lines += ["", "Calibration: a plain char 3-gram TF-IDF nearest name is expected near 87 (NCBI) / 92 (BC5CDR) acc@1; "
-              "both analyzers land there, the default `tfidf` uses `char_wb` (word-bounded 3-grams), which is better at acc@5."]
+    lines += [
+        "",
+        "Calibration: a plain char 3-gram TF-IDF nearest name is expected near 87 (NCBI) / 92 (BC5CDR) acc@1; "
+        "both analyzers land there, the default `tfidf` uses `char_wb` (word-bounded 3-grams), which is better at acc@5.",
+    ]
     if skipped:
         lines += ["", "Skipped: " + "; ".join(skipped)]
     return "\n".join(lines + [END])
@@ -78,7 +101,7 @@ def section(rows: list[dict], skipped: list[str], k: int, data: Path) -> str:
 def write_results(path: Path, text: str) -> None:
     old = path.read_text() if path.exists() else HEADER
     if BEGIN in old and END in old:
-        new = old[: old.index(BEGIN)] + text + old[old.index(END) + len(END):]
+        new = old[: old.index(BEGIN)] + text + old[old.index(END) + len(END) :]
     else:
         new = old.rstrip("\n") + "\n\n" + text + "\n"
     path.write_text(new)

@@ -33,8 +33,16 @@ def corpus_rows(folder: Path) -> tuple[list[tuple], int]:
         lost = len(set(case.kept) - set(kept))
         ok = kept == list(case.kept) and len(dead) == case.dead
         wrong += not ok
-        rows.append((case.reader, case.fault, f"{len(kept)} of {len(case.kept)}", len(dead), lost,
-                     "as the table says" if ok else "DIFFERS"))
+        rows.append(
+            (
+                case.reader,
+                case.fault,
+                f"{len(kept)} of {len(case.kept)}",
+                len(dead),
+                lost,
+                "as the table says" if ok else "DIFFERS",
+            )
+        )
     return rows, wrong
 
 
@@ -48,8 +56,16 @@ def kb_rows(folder: Path) -> tuple[list[tuple], int]:
         concepts, dead, stats, _ = t.read(case, sub)
         ok = len(concepts) == case.kept and len(dead) == len(case.dead) and all(s.reconciles() for s in stats)
         wrong += not ok
-        rows.append((case.reader, case.bad, f"{len(concepts)} of {case.kept}", len(dead), max(case.kept - len(concepts), 0),
-                     "as the table says, counts reconcile" if ok else "DIFFERS"))
+        rows.append(
+            (
+                case.reader,
+                case.bad,
+                f"{len(concepts)} of {case.kept}",
+                len(dead),
+                max(case.kept - len(concepts), 0),
+                "as the table says, counts reconcile" if ok else "DIFFERS",
+            )
+        )
     return rows, wrong
 
 
@@ -61,13 +77,29 @@ def verb_rows() -> tuple[list[tuple], int]:
     import test_link_pipeline as link
 
     rows = [(c.verb, c.fault, c.outcome, c.exit_code, c.previous) for c in faults.CASES]
-    rows += [("ingest-kb", f"{c.reader} {c.file}: {c.bad}", f"{c.kept} concepts, {len(c.dead)} dead letter(s)",
-              c.exit_code, "reconciled" if c.exit_code == 0 else "nothing published") for c in kb.CLI_CASES]
-    rows += [("link", case, f"{linked} documents, {dead} dead letter(s), {len(unread)} file(s) unread", code,
-              "published" if code == 0 else "nothing published")
-             for case, _, _, linked, dead, unread, code in link.UNREAD_FILE_CASES]
-    false_success = sum(1 for _, _, flags, _, _, unread, code in link.UNREAD_FILE_CASES
-                        if unread and code == 0 and "--fail-on" not in flags)
+    rows += [
+        (
+            "ingest-kb",
+            f"{c.reader} {c.file}: {c.bad}",
+            f"{c.kept} concepts, {len(c.dead)} dead letter(s)",
+            c.exit_code,
+            "reconciled" if c.exit_code == 0 else "nothing published",
+        )
+        for c in kb.CLI_CASES
+    ]
+    rows += [
+        (
+            "link",
+            case,
+            f"{linked} documents, {dead} dead letter(s), {len(unread)} file(s) unread",
+            code,
+            "published" if code == 0 else "nothing published",
+        )
+        for case, _, _, linked, dead, unread, code in link.UNREAD_FILE_CASES
+    ]
+    false_success = sum(
+        1 for _, _, flags, _, _, unread, code in link.UNREAD_FILE_CASES if unread and code == 0 and "--fail-on" not in flags
+    )
     return rows, false_success
 
 
@@ -93,11 +125,17 @@ def main() -> int:
         f"Reader level: {len(corpus)} corpus cases, {len(kb)} KB cases over {len(by_reader)} readers; valid records lost: "
         f"{lost}; cases not as their table says: {corpus_wrong + kb_wrong}. Verb level: {len(verbs)} cases; false "
         f"successes (a file left unread, exit 0 without --fail-on none): {false_success}.",
-        "", "### Bad records x corpus readers (each bad record is record 2 of 5)", "",
+        "",
+        "### Bad records x corpus readers (each bad record is record 2 of 5)",
+        "",
         table(("reader", "bad input", "valid kept", "dead letters", "valid lost", "outcome"), corpus),
-        "", "### Bad records x KB readers (placed between valid records)", "",
+        "",
+        "### Bad records x KB readers (placed between valid records)",
+        "",
         table(("reader", "bad input", "valid kept", "dead letters", "valid lost", "outcome"), kb),
-        "", "### Faults x verbs (asserted by make test)", "",
+        "",
+        "### Faults x verbs (asserted by make test)",
+        "",
         table(("verb", "fault or input", "outcome", "exit code", "previous state"), verbs),
     ]
     text = "\n".join(out)

@@ -49,11 +49,14 @@ def main() -> None:
     built = sum(": running (" in line for line in first_log.splitlines())
     print(f"bioel build {args.bundle}")
     print(f"  first build (every stage, {built} run): {first:8.1f} s")
-    print(f"  second build (unchanged inputs):    {second:8.1f} s  ({second / first:.1%} of the first; stages run: "
-          f"{len(ran)})")
+    print(f"  second build (unchanged inputs):    {second:8.1f} s  ({second / first:.1%} of the first; stages run: {len(ran)})")
     if args.json:
-        Path(args.json).write_text(json.dumps({"bundle": args.bundle, "first_s": first, "second_s": second,
-                                               "stages_first": built, "stages_second": len(ran)}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {"bundle": args.bundle, "first_s": first, "second_s": second, "stages_first": built, "stages_second": len(ran)},
+                indent=2,
+            )
+        )
     if ran or second >= first / 10:
         sys.exit(1)
 

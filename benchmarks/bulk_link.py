@@ -36,8 +36,11 @@ from benchmarks.kbs import BIOEL, DATA, annotator_flags, prepare  # noqa: E402
 from bioel_core.linking import DETECTORS  # noqa: E402
 
 ABSTRACTS = DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl"
-MODES = {"in-process": "in process (bioel_core, no Beam)", "one-worker": "bioel link, 1 worker",
-         "two-workers": "bioel link, 2 workers (multi_processing)"}
+MODES = {
+    "in-process": "in process (bioel_core, no Beam)",
+    "one-worker": "bioel link, 1 worker",
+    "two-workers": "bioel link, 2 workers (multi_processing)",
+}
 
 
 START_UP_DOCUMENTS = 16
@@ -49,7 +52,7 @@ def corpus(work: Path, limit: int, copies: int = 1) -> Path:
         return ABSTRACTS
     path = work / f"bulk-abstracts-{limit or 'all'}x{copies}.jsonl"
     with open(ABSTRACTS) as src:
-        records = [json.loads(line) for line in src if line.strip()][:limit or None]
+        records = [json.loads(line) for line in src if line.strip()][: limit or None]
     with open(path, "w") as dst:
         for k in range(copies):
             for record in records:
@@ -73,26 +76,40 @@ def in_process(args) -> None:
 
         torch.set_num_threads(args.threads)
         faiss.omp_set_num_threads(args.threads)
-    spec = AnnotatorSpec(model=args.model, indexes=tuple(json.loads(args.indexes).items()),
-                         stop_lists=tuple(json.loads(args.stop_lists).items()), detector=args.detector)
+    spec = AnnotatorSpec(
+        model=args.model,
+        indexes=tuple(json.loads(args.indexes).items()),
+        stop_lists=tuple(json.loads(args.stop_lists).items()),
+        detector=args.detector,
+    )
     annotator = spec.open()
     docs = [d for d in read_documents([args.input], "jsonl") if isinstance(d, Document)]
     rows = []
     for start in range(0, len(docs), 64):
-        batch = docs[start:start + 64]
+        batch = docs[start : start + 64]
         for d in batch:
             annotator.check(d)
         for r in annotator.annotate(batch):
             rows.extend(r)
     pq.write_table(pa.Table.from_pylist(rows, schema=ANNOTATIONS_SCHEMA), args.output)
-    print(json.dumps({"documents": len(docs), "mentions": len(rows), "seconds": time.perf_counter() - began,
-                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(
+        json.dumps(
+            {
+                "documents": len(docs),
+                "mentions": len(rows),
+                "seconds": time.perf_counter() - began,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
 
 
 # Runs a mode's command and reports on stderr's last line the peak RSS of its largest process (workers included):
 # this process's own RUSAGE_CHILDREN would carry the largest of every earlier mode into the later ones.
-PEAK_RSS_WRAPPER = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
-                    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+PEAK_RSS_WRAPPER = (
+    "import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+)
 
 
 def measure(label: str, command: list[str], documents: int, output: Path) -> dict:
@@ -108,20 +125,37 @@ def measure(label: str, command: list[str], documents: int, output: Path) -> dic
         mentions = json.loads((output / "manifest.json").read_text())["counts"]["mentions"]["linked"]
     # the wrapper is depth 0; the command's own process (with the local runner, the runner) is depth 1, and
     # its worker processes below it
-    return {"mode": label, "documents": documents, "mentions": mentions, "seconds": seconds,
-            "abstracts_per_s": documents / seconds, "mentions_per_s": mentions / seconds, "peak_rss_mb": rss,
-            "cpu_seconds": {"command": sum(s for depth, s in cpu if depth == 1),
-                            "workers": sorted((round(s, 1) for depth, s in cpu if depth > 1 and s >= 0.1), reverse=True)}}
+    return {
+        "mode": label,
+        "documents": documents,
+        "mentions": mentions,
+        "seconds": seconds,
+        "abstracts_per_s": documents / seconds,
+        "mentions_per_s": mentions / seconds,
+        "peak_rss_mb": rss,
+        "cpu_seconds": {
+            "command": sum(s for depth, s in cpu if depth == 1),
+            "workers": sorted((round(s, 1) for depth, s in cpu if depth > 1 and s >= 0.1), reverse=True),
+        },
+    }
 
 
 def abstracts_parser(description: str) -> argparse.ArgumentParser:
     """The flags of every benchmark over the shared abstracts."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model", help="model folder (default: the shipped disease model)")
-    parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with e2e_bc5cdr.py) and runs")
+    parser.add_argument(
+        "--work",
+        default=str(ROOT / ".bench"),
+        help="cache of KB tables, embeddings, indexes (shared with e2e_bc5cdr.py) and runs",
+    )
     parser.add_argument("--limit", type=int, default=0, help="first N abstracts only (0: all 2,292)")
-    parser.add_argument("--detector", choices=DETECTORS, default="dictionary",
-                        help="mention detector; model needs a collective --model (e.g. models/bc5cdr-collective)")
+    parser.add_argument(
+        "--detector",
+        choices=DETECTORS,
+        default="dictionary",
+        help="mention detector; model needs a collective --model (e.g. models/bc5cdr-collective)",
+    )
     parser.add_argument("--json", help="write the figures here")
     return parser
 
@@ -130,7 +164,9 @@ def main() -> None:
     parser = abstracts_parser(__doc__.splitlines()[0])
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), help="which modes to run (default: all)")
     parser.add_argument("--copies", type=int, default=1, help="the abstracts this many times over, re-keyed (default 1)")
-    parser.add_argument("--threads", type=int, default=1, help="torch and FAISS threads per process (default 1; 0: the libraries' default)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch and FAISS threads per process (default 1; 0: the libraries' default)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--indexes", help=argparse.SUPPRESS)
@@ -152,16 +188,39 @@ def main() -> None:
     small = corpus(work, START_UP_DOCUMENTS)
     documents = sum(1 for line in open(source) if line.strip())
     threads = ["--threads_per_worker", str(args.threads)] if args.threads else []
-    link = BIOEL + ["link", *annotator_flags(kbs, model), "--input-format", "jsonl", "--detector", args.detector,
-                    "--no-quality", *threads]
+    link = BIOEL + [
+        "link",
+        *annotator_flags(kbs, model),
+        "--input-format",
+        "jsonl",
+        "--detector",
+        args.detector,
+        "--no-quality",
+        *threads,
+    ]
 
     def run(mode: str, source: Path, documents: int, tag: str) -> dict:
         if mode == "in-process":
             output = work / f"bulk-inprocess{tag}.parquet"
-            command = [sys.executable, __file__, "--child", "--model", model, "--input", source,
-                       "--indexes", json.dumps({t: str(p) for t, p in indexes.items()}),
-                       "--stop-lists", json.dumps({t: str(p) for t, p in stop_lists.items()}),
-                       "--detector", args.detector, "--threads", str(args.threads), "--output", output]
+            command = [
+                sys.executable,
+                __file__,
+                "--child",
+                "--model",
+                model,
+                "--input",
+                source,
+                "--indexes",
+                json.dumps({t: str(p) for t, p in indexes.items()}),
+                "--stop-lists",
+                json.dumps({t: str(p) for t, p in stop_lists.items()}),
+                "--detector",
+                args.detector,
+                "--threads",
+                str(args.threads),
+                "--output",
+                output,
+            ]
         else:
             output = work / f"bulk-out-{mode}{tag}"
             workers = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"] if mode == "two-workers" else []
@@ -171,20 +230,35 @@ def main() -> None:
     def with_start_up(mode: str) -> dict:
         start = run(mode, small, START_UP_DOCUMENTS, "-start-up")
         row = run(mode, source, documents, "")
-        return {**row, "start_up_seconds": start["seconds"],
-                "steady_abstracts_per_s": steady_rate(documents, row["seconds"], START_UP_DOCUMENTS, start["seconds"])}
+        return {
+            **row,
+            "start_up_seconds": start["seconds"],
+            "steady_abstracts_per_s": steady_rate(documents, row["seconds"], START_UP_DOCUMENTS, start["seconds"]),
+        }
 
     rows = {mode: with_start_up(mode) for mode in MODES if mode in args.modes}
-    print(f"\nBulk linking, {documents:,} abstracts ({source.name}), model {model}, detector {args.detector}, "
-          f"{os.cpu_count()} CPUs, {args.threads or 'default'} thread(s) per process, "
-          f"{platform.python_implementation()} {platform.python_version()}")
-    print(f"{'mode':<42}{'seconds':>9}{'abstracts/s':>13}{'mentions/s':>12}{'mentions':>10}{'peak RSS MB':>13}"
-          f"{'start-up s':>12}{'steady abstracts/s':>20}")
+    print(
+        f"\nBulk linking, {documents:,} abstracts ({source.name}), model {model}, detector {args.detector}, "
+        f"{os.cpu_count()} CPUs, {args.threads or 'default'} thread(s) per process, "
+        f"{platform.python_implementation()} {platform.python_version()}"
+    )
+    print(
+        f"{'mode':<42}{'seconds':>9}{'abstracts/s':>13}{'mentions/s':>12}{'mentions':>10}{'peak RSS MB':>13}"
+        f"{'start-up s':>12}{'steady abstracts/s':>20}"
+    )
     for r in rows.values():
-        print(f"{r['mode']:<42}{r['seconds']:>9.1f}{r['abstracts_per_s']:>13.1f}{r['mentions_per_s']:>12.1f}"
-              f"{r['mentions']:>10,}{r['peak_rss_mb']:>13.0f}{r['start_up_seconds']:>12.1f}{r['steady_abstracts_per_s']:>20.1f}")
-    result = {"documents": documents, "copies": args.copies, "model": model, "detector": args.detector,
-              "threads_per_process": args.threads, "runs": list(rows.values())}
+        print(
+            f"{r['mode']:<42}{r['seconds']:>9.1f}{r['abstracts_per_s']:>13.1f}{r['mentions_per_s']:>12.1f}"
+            f"{r['mentions']:>10,}{r['peak_rss_mb']:>13.0f}{r['start_up_seconds']:>12.1f}{r['steady_abstracts_per_s']:>20.1f}"
+        )
+    result = {
+        "documents": documents,
+        "copies": args.copies,
+        "model": model,
+        "detector": args.detector,
+        "threads_per_process": args.threads,
+        "runs": list(rows.values()),
+    }
     ratios = {"two_vs_one_worker": ("two-workers", "one-worker"), "one_worker_vs_in_process": ("one-worker", "in-process")}
     for name, (a, b) in ratios.items():
         if a in rows and b in rows:

@@ -39,8 +39,24 @@ def build(work: Path) -> tuple[Path, Path, dict]:
 
 def score(model: Path, dataset: Path, kb: Path, split: str, report: Path) -> dict:
     started = time.perf_counter()
-    sh(BIOEL + ["evaluate", "--linker", "dense", "--model", model, "--dataset", dataset, "--split", split, "--names", kb,
-                "--json", report])
+    sh(
+        BIOEL
+        + [
+            "evaluate",
+            "--linker",
+            "dense",
+            "--model",
+            model,
+            "--dataset",
+            dataset,
+            "--split",
+            split,
+            "--names",
+            kb,
+            "--json",
+            report,
+        ]
+    )
     seconds = time.perf_counter() - started  # the whole command: the KB's names are embedded each time
     return {**json.loads(report.read_text()), "command_seconds": seconds}
 
@@ -56,14 +72,39 @@ def main(argv: list[str] | None = None) -> int:
     kb, dataset, counts = build(args.work)
     print(json.dumps(counts))
     if not (args.model / "card.json").is_file():
-        sh(BIOEL + ["train", "rescnn", "--names", kb, "--train-dataset", dataset, "--output", args.model,
-                    "--save-dtype", "float16", "--max-minutes", args.max_minutes, "--no-progress"])
+        sh(
+            BIOEL
+            + [
+                "train",
+                "rescnn",
+                "--names",
+                kb,
+                "--train-dataset",
+                dataset,
+                "--output",
+                args.model,
+                "--save-dtype",
+                "float16",
+                "--max-minutes",
+                args.max_minutes,
+                "--no-progress",
+            ]
+        )
     rows = []
     for label, model in (("disease model", args.baseline), ("chemical model", args.model)):
         for split in ("dev", "test"):
             r = score(model, dataset, kb, split, args.work / f"chemicals-{model.name}-{split}.json")
-            rows.append({"model": label, "folder": str(model), "split": split, "n": r["n"], "acc@1": r["acc@1"],
-                         "acc@5": r["acc@5"], "command_seconds": r["command_seconds"]})
+            rows.append(
+                {
+                    "model": label,
+                    "folder": str(model),
+                    "split": split,
+                    "n": r["n"],
+                    "acc@1": r["acc@1"],
+                    "acc@5": r["acc@5"],
+                    "command_seconds": r["command_seconds"],
+                }
+            )
     print("| model | split | queries | acc@1 | acc@5 | `bioel evaluate` seconds |")
     print("|---|---|---:|---:|---:|---:|")
     for r in rows:

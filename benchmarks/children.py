@@ -12,7 +12,7 @@ import threading
 # Defined in every child (run_child): the child's peak RSS, or its own children's (Beam workers), the larger. Its own is
 # VmHWM, not ru_maxrss: Linux carries into a started process's ru_maxrss the peak of the process that started it
 # (here the benchmark, which may have just built a large input), so a child's ru_maxrss is never below its parent's.
-PEAK_RSS = '''
+PEAK_RSS = """
 def peak_rss_kb():
     import resource
     try:
@@ -20,7 +20,7 @@ def peak_rss_kb():
     except (OSError, StopIteration):  # no /proc: ru_maxrss, an upper bound
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-'''
+"""
 
 
 def run_child(code: str) -> dict:

@@ -36,7 +36,9 @@ CORPUS = DATA / "bc5cdr-corpus" / "CDR_TestSet.PubTator.txt"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="collective model folder (default: models/bc5cdr-collective)")
-    parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings and indexes (benchmarks/kbs.py)")
+    parser.add_argument(
+        "--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings and indexes (benchmarks/kbs.py)"
+    )
     parser.add_argument("--limit", type=int, default=0, help="first N test documents only (0: all 500)")
     parser.add_argument("--context", type=int, default=64, help="per-mention mode: pieces of context on each side")
     parser.add_argument("--json", help="write the figures here")
@@ -91,20 +93,38 @@ def main() -> None:
             results = run()
             seconds = time.perf_counter() - began
             scored = [ok for linkable, ok in results if linkable]
-            rows[label] = {"mentions": len(results), "seconds": seconds, "mentions_per_s": len(results) / seconds,
-                           "accuracy": 100 * sum(scored) / max(1, len(scored)), "linkable": len(scored)}
+            rows[label] = {
+                "mentions": len(results),
+                "seconds": seconds,
+                "mentions_per_s": len(results) / seconds,
+                "accuracy": 100 * sum(scored) / max(1, len(scored)),
+                "linkable": len(scored),
+            }
     c, one = rows.values()
     ratio = c["mentions_per_s"] / one["mentions_per_s"]
-    print(f"\nBC5CDR test, gold spans given: {len(docs)} documents, {len(gold):,} mentions; model {model_dir} "
-          f"(link_with {link_with}); {torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs")
+    print(
+        f"\nBC5CDR test, gold spans given: {len(docs)} documents, {len(gold):,} mentions; model {model_dir} "
+        f"(link_with {link_with}); {torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs"
+    )
     print(f"{'mode':<38}{'seconds':>9}{'mentions/s':>12}{'accuracy':>10}{'linkable':>10}")
     for label, r in rows.items():
         print(f"{label:<38}{r['seconds']:>9.1f}{r['mentions_per_s']:>12.1f}{r['accuracy']:>10.2f}{r['linkable']:>10,}")
     print(f"collective / per mention: {ratio:.2f}x")
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": model_dir, "documents": len(docs), "modes": rows,
-                                               "collective_vs_per_mention_cpu": ratio, "context_pieces": args.context,
-                                               "cpu_count": os.cpu_count(), "python": platform.python_version()}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "model": model_dir,
+                    "documents": len(docs),
+                    "modes": rows,
+                    "collective_vs_per_mention_cpu": ratio,
+                    "context_pieces": args.context,
+                    "cpu_count": os.cpu_count(),
+                    "python": platform.python_version(),
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

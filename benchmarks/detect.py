@@ -46,8 +46,14 @@ def score(docs: list[Document], detector: DictionaryDetector, entity_type: str) 
         pred = {(m.start, m.end) for m in detector.detect(d)}
         tp, fp, fn = tp + len(gold & pred), fp + len(pred - gold), fn + len(gold - pred)
     p, r = tp / max(tp + fp, 1), tp / max(tp + fn, 1)
-    return {"precision": round(p, 4), "recall": round(r, 4), "f1": round(2 * p * r / max(p + r, 1e-9), 4),
-            "tp": tp, "fp": fp, "fn": fn}
+    return {
+        "precision": round(p, 4),
+        "recall": round(r, 4),
+        "f1": round(2 * p * r / max(p + r, 1e-9), 4),
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+    }
 
 
 def speed(docs: list[Document], detector: DictionaryDetector) -> float:
@@ -60,8 +66,15 @@ def speed(docs: list[Document], detector: DictionaryDetector) -> float:
     return round(len(docs) / best, 1)
 
 
-def run_kb(label: str, kb: Path, entity_type: str, semantic_types: tuple[str, ...],
-           train: list[tuple[str, list[Document]]], test: list[Document], out: Path | None) -> dict:
+def run_kb(
+    label: str,
+    kb: Path,
+    entity_type: str,
+    semantic_types: tuple[str, ...],
+    train: list[tuple[str, list[Document]]],
+    test: list[Document],
+    out: Path | None,
+) -> dict:
     train_docs = [d for _, docs in train for d in docs]
 
     def detector(**options) -> DictionaryDetector:
@@ -82,17 +95,32 @@ def run_kb(label: str, kb: Path, entity_type: str, semantic_types: tuple[str, ..
     for use_stop in (False, True):
         for abbreviations in (False, True):
             det = detector(abbreviations=abbreviations, stop_list=stop if use_stop else None)
-            rows.append({"stop_list": use_stop, "abbreviations": abbreviations, "acronyms_uppercase_only": True,
-                         **score(test, det, entity_type)})
+            rows.append(
+                {
+                    "stop_list": use_stop,
+                    "abbreviations": abbreviations,
+                    "acronyms_uppercase_only": True,
+                    **score(test, det, entity_type),
+                }
+            )
     # without the acronym rule, with a stop list learned without it too
     plain_stop = learn_stop_list(train_docs, detector(acronyms_uppercase_only=False), MIN_COUNT, MAX_PRECISION)
     for use_stop in (False, True):
         det = detector(acronyms_uppercase_only=False, stop_list=plain_stop if use_stop else None)
-        rows.append({"stop_list": use_stop, "abbreviations": True, "acronyms_uppercase_only": False,
-                     **score(test, det, entity_type)})
-    return {"kb": label, "entity_type": entity_type, "names_dir": str(kb), "semantic_types": list(semantic_types),
-            "build_s": round(build_s, 2), "stop_list_names": len(stop.counts), "learned_from": stop.learned_from,
-            "rows": rows, "abstracts_per_s": speed(test, detector(stop_list=stop))}
+        rows.append(
+            {"stop_list": use_stop, "abbreviations": True, "acronyms_uppercase_only": False, **score(test, det, entity_type)}
+        )
+    return {
+        "kb": label,
+        "entity_type": entity_type,
+        "names_dir": str(kb),
+        "semantic_types": list(semantic_types),
+        "build_s": round(build_s, 2),
+        "stop_list_names": len(stop.counts),
+        "learned_from": stop.learned_from,
+        "rows": rows,
+        "abstracts_per_s": speed(test, detector(stop_list=stop)),
+    }
 
 
 def main() -> None:
@@ -109,24 +137,51 @@ def main() -> None:
     ncbi_train = read_pubtator(args.data / "ncbi-disease" / "raw_corpus" / "NCBItrainset_corpus.txt")
     if args.write_stop_lists:
         STOP_LISTS.mkdir(parents=True, exist_ok=True)
-    runs = [run_kb("MEDIC (medic_06Jul2012)", args.medic_kb, "Disease", (),
-                   [("ncbi-disease/raw_corpus/NCBItrainset_corpus.txt (all mention types)", ncbi_train),
-                    ("bc5cdr-corpus/CDR_TrainingSet.PubTator.txt (Disease)", only(cdr_train, "Disease"))],
-                   test, STOP_LISTS / "disease-medic.json" if args.write_stop_lists else None)]
+    runs = [
+        run_kb(
+            "MEDIC (medic_06Jul2012)",
+            args.medic_kb,
+            "Disease",
+            (),
+            [
+                ("ncbi-disease/raw_corpus/NCBItrainset_corpus.txt (all mention types)", ncbi_train),
+                ("bc5cdr-corpus/CDR_TrainingSet.PubTator.txt (Disease)", only(cdr_train, "Disease")),
+            ],
+            test,
+            STOP_LISTS / "disease-medic.json" if args.write_stop_lists else None,
+        )
+    ]
     if args.mesh_kb:
-        runs.append(run_kb("MeSH 2024 thesaurus, tree D (chemicals and drugs)", args.mesh_kb, "Chemical", ("D",),
-                           [("bc5cdr-corpus/CDR_TrainingSet.PubTator.txt (Chemical)", only(cdr_train, "Chemical"))],
-                           test, STOP_LISTS / "chemical-mesh.json" if args.write_stop_lists else None))
-    result = {"test": "bc5cdr-corpus/CDR_TestSet.PubTator.txt (strict span)", "min_count": MIN_COUNT,
-              "max_precision": MAX_PRECISION, "runs": runs, "machine": platform.platform(),
-              "load_average": os.getloadavg()}
+        runs.append(
+            run_kb(
+                "MeSH 2024 thesaurus, tree D (chemicals and drugs)",
+                args.mesh_kb,
+                "Chemical",
+                ("D",),
+                [("bc5cdr-corpus/CDR_TrainingSet.PubTator.txt (Chemical)", only(cdr_train, "Chemical"))],
+                test,
+                STOP_LISTS / "chemical-mesh.json" if args.write_stop_lists else None,
+            )
+        )
+    result = {
+        "test": "bc5cdr-corpus/CDR_TestSet.PubTator.txt (strict span)",
+        "min_count": MIN_COUNT,
+        "max_precision": MAX_PRECISION,
+        "runs": runs,
+        "machine": platform.platform(),
+        "load_average": os.getloadavg(),
+    }
     for run in runs:
-        print(f"{run['entity_type']} with {run['kb']}: stop list of {run['stop_list_names']} names, "
-              f"detector built in {run['build_s']} s, {run['abstracts_per_s']} abstracts/s")
+        print(
+            f"{run['entity_type']} with {run['kb']}: stop list of {run['stop_list_names']} names, "
+            f"detector built in {run['build_s']} s, {run['abstracts_per_s']} abstracts/s"
+        )
         print("| stop list | abbreviations | acronyms uppercase only | P | R | F1 |\n|---|---|---|---|---|---|")
         for r in run["rows"]:
-            print(f"| {'yes' if r['stop_list'] else 'no'} | {'yes' if r['abbreviations'] else 'no'} | "
-                  f"{'yes' if r['acronyms_uppercase_only'] else 'no'} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} |")
+            print(
+                f"| {'yes' if r['stop_list'] else 'no'} | {'yes' if r['abbreviations'] else 'no'} | "
+                f"{'yes' if r['acronyms_uppercase_only'] else 'no'} | {r['precision']:.3f} | {r['recall']:.3f} | {r['f1']:.3f} |"
+            )
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 

@@ -73,8 +73,11 @@ def pack(base: Path, out: Path) -> dict:
     blobs += files.values()
     out.mkdir(parents=True, exist_ok=True)
     (out / "minilm.xz").write_bytes(lzma.compress(b"".join(blobs), preset=9 | lzma.PRESET_EXTREME))
-    manifest = {"tensors": entries, "files": {name: len(content) for name, content in files.items()},
-                "word_embeddings_sha256": hashlib.sha256(weights[WORD_EMBEDDINGS].astype(np.float32).tobytes()).hexdigest()}
+    manifest = {
+        "tensors": entries,
+        "files": {name: len(content) for name, content in files.items()},
+        "word_embeddings_sha256": hashlib.sha256(weights[WORD_EMBEDDINGS].astype(np.float32).tobytes()).hexdigest(),
+    }
     (out / "minilm.json").write_text(json.dumps(manifest))
     return manifest
 
@@ -87,7 +90,7 @@ def unpack(packed: Path, init: Path, site: Path) -> None:
     for entry in manifest["tensors"]:
         parts = []
         for size in entry["bytes"]:
-            parts.append(data[at:at + size])
+            parts.append(data[at : at + size])
             at += size
         shape = tuple(entry["shape"])
         if entry["kind"] == "float32-planes":
@@ -100,7 +103,7 @@ def unpack(packed: Path, init: Path, site: Path) -> None:
         tensors[entry["name"]] = np.ascontiguousarray(tensor, dtype=np.float32)
     files = {}
     for name, size in manifest["files"].items():
-        files[name], at = data[at:at + size], at + size
+        files[name], at = data[at : at + size], at + size
     words = tensors[WORD_EMBEDDINGS]
     if hashlib.sha256(words.tobytes()).hexdigest() != manifest["word_embeddings_sha256"]:
         raise ValueError(f"{packed}: the word embeddings do not unpack to the bytes packed (sha256 differs)")
@@ -118,9 +121,13 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 CODE = ("bioel_core", "pipelines", "bioel", "benchmarks", "schemas", "models/stoplists")
 # what device_run.sh reads, under ../shared/data
-DATA_FILES = ("bc5cdr-corpus/CDR_TrainingSet.PubTator.txt", "bc5cdr-corpus/CDR_DevelopmentSet.PubTator.txt",
-              "ncbi-disease/raw_corpus/NCBItrainset_corpus.txt", "ncbi-disease/raw_corpus/NCBIdevelopset_corpus.txt",
-              "pubmed_abstracts/abstracts_ncbi_bc5cdr.jsonl")
+DATA_FILES = (
+    "bc5cdr-corpus/CDR_TrainingSet.PubTator.txt",
+    "bc5cdr-corpus/CDR_DevelopmentSet.PubTator.txt",
+    "ncbi-disease/raw_corpus/NCBItrainset_corpus.txt",
+    "ncbi-disease/raw_corpus/NCBIdevelopset_corpus.txt",
+    "pubmed_abstracts/abstracts_ncbi_bc5cdr.jsonl",
+)
 
 
 def _sampled(path: Path, sample: int | None) -> bytes:
@@ -128,7 +135,7 @@ def _sampled(path: Path, sample: int | None) -> bytes:
     if sample is None:
         return data
     if path.suffix == ".jsonl":
-        return b"".join(data.splitlines(keepends=True)[:6 * sample])
+        return b"".join(data.splitlines(keepends=True)[: 6 * sample])
     return b"\n\n".join(data.strip().split(b"\n\n")[:sample]) + b"\n\n"  # PubTator: documents apart by a blank line
 
 
@@ -178,8 +185,12 @@ def main() -> None:
     st.add_argument("--sample", type=int, help="the first N documents of each corpus (a dry run)")
     args = parser.parse_args()
     if args.verb == "stage":
-        stage(Path(args.output), dict(value.split("=", 1) for value in args.kb), Path(args.minilm) if args.minilm else None,
-              args.sample)
+        stage(
+            Path(args.output),
+            dict(value.split("=", 1) for value in args.kb),
+            Path(args.minilm) if args.minilm else None,
+            args.sample,
+        )
     elif args.verb == "pack":
         from bioel_core.models.checkpoints import default_base_checkpoint
 

@@ -55,18 +55,48 @@ def scored(gold, pred, types) -> dict:
     return {**e2e_scores(gold, pred, types), "concepts": concept_scores(gold, pred, types)}
 
 
-SPLITS = {"test": (CORPUS / "CDR_TestSet.PubTator.txt", DATA / "ncbi-disease" / "raw_corpus" / "NCBItestset_corpus.txt"),
-          "dev": (CORPUS / "CDR_DevelopmentSet.PubTator.txt", DATA / "ncbi-disease" / "raw_corpus" / "NCBIdevelopset_corpus.txt")}
+SPLITS = {
+    "test": (CORPUS / "CDR_TestSet.PubTator.txt", DATA / "ncbi-disease" / "raw_corpus" / "NCBItestset_corpus.txt"),
+    "dev": (CORPUS / "CDR_DevelopmentSet.PubTator.txt", DATA / "ncbi-disease" / "raw_corpus" / "NCBIdevelopset_corpus.txt"),
+}
 
 
-def link(kbs: dict, model: str, output: Path, thresholds: dict[str, float], detector: str = "dictionary",
-         corpus: Path = SPLITS["test"][0]) -> Path:
+def link(
+    kbs: dict,
+    model: str,
+    output: Path,
+    thresholds: dict[str, float],
+    detector: str = "dictionary",
+    corpus: Path = SPLITS["test"][0],
+) -> Path:
     """`bioel link` over the raw abstracts of a gold corpus; returns the PubTator file of its predictions."""
     if not built(output):
         nil = ["--nil-threshold", *[f"{t}={v}" for t, v in thresholds.items()]] if thresholds else []
-        sh(BIOEL + ["link", "--input", corpus, "--input-format", "pubtator", "--detector", detector,
-                    "--mentions", "detect", *annotator_flags(kbs, model), *nil,
-                    "--output", output, "--output-format", "pubtator", "--id-prefix", "vocabulary", "--no-quality", "--runner", "FnApiRunner"])
+        sh(
+            BIOEL
+            + [
+                "link",
+                "--input",
+                corpus,
+                "--input-format",
+                "pubtator",
+                "--detector",
+                detector,
+                "--mentions",
+                "detect",
+                *annotator_flags(kbs, model),
+                *nil,
+                "--output",
+                output,
+                "--output-format",
+                "pubtator",
+                "--id-prefix",
+                "vocabulary",
+                "--no-quality",
+                "--runner",
+                "FnApiRunner",
+            ]
+        )
     merged = output.with_suffix(".pubtator")
     merged.write_text("".join(p.read_text() for p in sorted((data_root(output) / "pubtator").glob("*.pubtator"))))
     return merged
@@ -80,8 +110,23 @@ def bundle_row_links(work: Path, bundle_file: Path, bundle: Path | None, corpus:
     sh(BIOEL + ["build", bundle_file, "--output", bundle, "--runner", "FnApiRunner"])
     output = work / f"e2e-bundle-{bundle.name}-{corpus.stem}"
     if not built(output):
-        sh(BIOEL + ["link", "--bundle", bundle, "--input", corpus, "--input-format", "pubtator", "--output", output,
-                    "--no-quality", "--runner", "FnApiRunner"])
+        sh(
+            BIOEL
+            + [
+                "link",
+                "--bundle",
+                bundle,
+                "--input",
+                corpus,
+                "--input-format",
+                "pubtator",
+                "--output",
+                output,
+                "--no-quality",
+                "--runner",
+                "FnApiRunner",
+            ]
+        )
     merged = output.with_suffix(".pubtator")
     merged.write_text("".join(p.read_text() for p in sorted((data_root(output) / "pubtator").glob("*.pubtator"))))
     return merged
@@ -92,8 +137,19 @@ def calibrated(work: Path, kbs: dict, model: str, tag: str, detector: str) -> di
     # the thresholds depend on the KB tables too: a new schema version (new ids) calibrates again
     calibration = work / f"e2e-nil-{tag}-{detector}-schema{SCHEMA_VERSION}.json"
     if not calibration.is_file():
-        sh(BIOEL + ["calibrate-nil", "--gold", CORPUS / "CDR_DevelopmentSet.PubTator.txt",
-                    "--detector", detector, *annotator_flags(kbs, model), "--json", calibration])
+        sh(
+            BIOEL
+            + [
+                "calibrate-nil",
+                "--gold",
+                CORPUS / "CDR_DevelopmentSet.PubTator.txt",
+                "--detector",
+                detector,
+                *annotator_flags(kbs, model),
+                "--json",
+                calibration,
+            ]
+        )
     return {t: v["threshold"] for t, v in json.loads(calibration.read_text())["thresholds"].items()}
 
 
@@ -104,8 +160,9 @@ def bio_predictions(collective: str, kbs: dict, docs) -> list:
 
     model = CollectiveEncoder.load(collective)
     spaces = {t: NameSpace.from_names_table(kbs[t]["kb"], model) for t in model.entity_types if t in kbs}
-    return predicted_documents(model, docs, spaces, model.decoding["thresholds"], decoder="bio",
-                               link_with=model.decoding["link_with"])
+    return predicted_documents(
+        model, docs, spaces, model.decoding["thresholds"], decoder="bio", link_with=model.decoding["link_with"]
+    )
 
 
 def ncbi_corpus(work: Path, split: str = "test") -> Path:
@@ -122,26 +179,41 @@ def ncbi_corpus(work: Path, split: str = "test") -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bundle-file", default=str(ROOT / "benchmarks" / "diseases-chemicals.bundle.toml"),
-                        help="the bundle of the default row (the README's quick start)")
+    parser.add_argument(
+        "--bundle-file",
+        default=str(ROOT / "benchmarks" / "diseases-chemicals.bundle.toml"),
+        help="the bundle of the default row (the README's quick start)",
+    )
     parser.add_argument("--bundle-dir", help="where the bundle is built (default: WORK/bundle-NAME)")
     parser.add_argument("--bundle-only", action="store_true", help="the default row only")
     parser.add_argument("--model", help="model folder (default: the shipped disease model)")
-    parser.add_argument("--chemical-model", help="the dictionary detector's chemical model (default: models/chemical-default "
-                                                 "when present; 'none': --model links chemicals too)")
+    parser.add_argument(
+        "--chemical-model",
+        help="the dictionary detector's chemical model (default: models/chemical-default "
+        "when present; 'none': --model links chemicals too)",
+    )
     parser.add_argument("--collective", help="collective model folder (default: models/bc5cdr-collective when present)")
-    parser.add_argument("--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with bulk_link.py) and runs")
+    parser.add_argument(
+        "--work", default=str(ROOT / ".bench"), help="cache of KB tables, embeddings, indexes (shared with bulk_link.py) and runs"
+    )
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--record-in-card", action="store_true", help="put the collective model's rows in its card")
-    parser.add_argument("--split", choices=sorted(SPLITS), default="test", help="the gold sets scored (dev: for tuning; "
-                                                                                "no NIL-threshold rows, no card)")
+    parser.add_argument(
+        "--split",
+        choices=sorted(SPLITS),
+        default="test",
+        help="the gold sets scored (dev: for tuning; no NIL-threshold rows, no card)",
+    )
     args = parser.parse_args()
     from bioel_core.models import model_folder
 
     model = str(model_folder(args.model))
     default_chemical = ROOT / "models" / "chemical-default"
-    chemical = (None if args.chemical_model == "none" else args.chemical_model
-                or (str(default_chemical) if (default_chemical / "bioel_encoder.json").is_file() else None))
+    chemical = (
+        None
+        if args.chemical_model == "none"
+        else args.chemical_model or (str(default_chemical) if (default_chemical / "bioel_encoder.json").is_file() else None)
+    )
     default_collective = ROOT / "models" / "bc5cdr-collective"
     collective = args.collective or (str(default_collective) if (default_collective / "bioel_encoder.json").is_file() else None)
     work = Path(args.work)
@@ -153,14 +225,24 @@ def main() -> None:
     ncbi = ncbi_corpus(work, split)
     ncbi_gold = read_pubtator(ncbi)
     # (detector, model, chemical model): the collective model's one pass links every type with its own vectors
-    detectors = [("dictionary", model, chemical)] + ([("model", collective, None), ("both", collective, None)] if collective else [])
+    detectors = [("dictionary", model, chemical)] + (
+        [("model", collective, None), ("both", collective, None)] if collective else []
+    )
     rows, thresholds_used, missing = [], {}, None
     if split == "test":  # the bundle calibrates its NIL thresholds on BC5CDR dev: a dev row would be tuned on itself
-        pred = read_pubtator(bundle_row_links(work, Path(args.bundle_file), Path(args.bundle_dir) if args.bundle_dir else None,
-                                                corpus))
+        pred = read_pubtator(
+            bundle_row_links(work, Path(args.bundle_file), Path(args.bundle_dir) if args.bundle_dir else None, corpus)
+        )
         for types in (TYPES, ("Disease",), ("Chemical",)):
-            rows.append({"corpus": "BC5CDR", "detector": "bundle", "run": Path(args.bundle_file).name,
-                         "types": "+".join(types), **scored(gold, pred, types)})
+            rows.append(
+                {
+                    "corpus": "BC5CDR",
+                    "detector": "bundle",
+                    "run": Path(args.bundle_file).name,
+                    "types": "+".join(types),
+                    **scored(gold, pred, types),
+                }
+            )
     if args.bundle_only:
         detectors = []
     for detector, folder, chemical_folder in detectors:
@@ -171,47 +253,98 @@ def main() -> None:
         thresholds = calibrated(work, kbs, folder, tag, detector) if split == "test" else {}
         thresholds_used[detector] = thresholds
         label = {"dictionary": "dictionary", "model": "model spans", "both": "dict+model"}[detector]
-        runs = (("no NIL threshold", {}), ("NIL thresholds from dev", thresholds)) if split == "test" else (("no NIL threshold", {}),)
+        runs = (
+            (("no NIL threshold", {}), ("NIL thresholds from dev", thresholds))
+            if split == "test"
+            else (("no NIL threshold", {}),)
+        )
         for run, cut in runs:
-            pred = read_pubtator(link(kbs, folder, work / f"e2e-{split}-{tag}-{detector}-{'nil' if cut else 'all'}", cut, detector, corpus))
+            pred = read_pubtator(
+                link(kbs, folder, work / f"e2e-{split}-{tag}-{detector}-{'nil' if cut else 'all'}", cut, detector, corpus)
+            )
             for types in (TYPES, ("Disease",), ("Chemical",)):
-                rows.append({"corpus": "BC5CDR", "detector": label, "run": run, "types": "+".join(types), **scored(gold, pred, types)})
+                rows.append(
+                    {"corpus": "BC5CDR", "detector": label, "run": run, "types": "+".join(types), **scored(gold, pred, types)}
+                )
         disease = {"Disease": kbs["Disease"]}
-        pred = read_pubtator(link(disease, folder, work / f"e2e-ncbi{'' if split == 'test' else '-' + split}-{tag}-{detector}", {},
-                                  detector, ncbi))
-        rows.append({"corpus": "NCBI-disease", "detector": label, "run": "no NIL threshold", "types": "Disease",
-                     **scored(ncbi_gold, pred, None)})
+        pred = read_pubtator(
+            link(disease, folder, work / f"e2e-ncbi{'' if split == 'test' else '-' + split}-{tag}-{detector}", {}, detector, ncbi)
+        )
+        rows.append(
+            {
+                "corpus": "NCBI-disease",
+                "detector": label,
+                "run": "no NIL threshold",
+                "types": "Disease",
+                **scored(ncbi_gold, pred, None),
+            }
+        )
         if detector == "model":
             pred = bio_predictions(folder, kbs, gold)
             for types in (TYPES, ("Disease",), ("Chemical",)):
-                rows.append({"corpus": "BC5CDR", "detector": "model BIO", "run": "no NIL threshold", "types": "+".join(types),
-                             **scored(gold, pred, types)})
+                rows.append(
+                    {
+                        "corpus": "BC5CDR",
+                        "detector": "model BIO",
+                        "run": "no NIL threshold",
+                        "types": "+".join(types),
+                        **scored(gold, pred, types),
+                    }
+                )
             pred = bio_predictions(folder, disease, ncbi_gold)
-            rows.append({"corpus": "NCBI-disease", "detector": "model BIO", "run": "no NIL threshold", "types": "Disease",
-                         **scored(ncbi_gold, pred, None)})
+            rows.append(
+                {
+                    "corpus": "NCBI-disease",
+                    "detector": "model BIO",
+                    "run": "no NIL threshold",
+                    "types": "Disease",
+                    **scored(ncbi_gold, pred, None),
+                }
+            )
 
-    print(f"\nEnd to end on raw abstracts: BC5CDR {split} ({len(gold)}), NCBI-disease {split} ({len(ncbi_gold)}); "
-          f"dictionary detector with {model}, chemicals with {chemical or 'the same'}; collective model {collective or '(none)'}")
+    print(
+        f"\nEnd to end on raw abstracts: BC5CDR {split} ({len(gold)}), NCBI-disease {split} ({len(ncbi_gold)}); "
+        f"dictionary detector with {model}, chemicals with {chemical or 'the same'}; collective model {collective or '(none)'}"
+    )
     print(f"NIL thresholds (calibrated on BC5CDR dev): {thresholds_used}")
-    print(f"{'corpus':<14}{'detector':<13}{'run':<32}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}{'concept F1':>12}")
+    print(
+        f"{'corpus':<14}{'detector':<13}{'run':<32}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}{'concept F1':>12}"
+    )
     for r in rows:
         s, p = r["strict"], r["partial"]
-        print(f"{r['corpus']:<14}{r['detector']:<13}{r['run']:<32}{r['types']:<18}{s['precision']:>9.2f}{s['recall']:>7.2f}{s['f1']:>7.2f}"
-              f"{p['precision']:>11.2f}{p['recall']:>7.2f}{p['f1']:>7.2f}{s['n_pred']:>7}{s['n_gold']:>7}"
-              f"{r['concepts'][ALL_TYPES]['f1']:>12.2f}")
+        print(
+            f"{r['corpus']:<14}{r['detector']:<13}{r['run']:<32}{r['types']:<18}{s['precision']:>9.2f}{s['recall']:>7.2f}{s['f1']:>7.2f}"
+            f"{p['precision']:>11.2f}{p['recall']:>7.2f}{p['f1']:>7.2f}{s['n_pred']:>7}{s['n_gold']:>7}"
+            f"{r['concepts'][ALL_TYPES]['f1']:>12.2f}"
+        )
     for name, (strict, partial) in PUBLISHED.items():
         print(f"published: {name}: strict F1 {strict}, partial F1 {partial}")
     for t, c in (missing or {}).items():
-        print(f"gold {t} annotations with an id: {c['with_id']:,}; with no id in the {t} KB (unlinkable): "
-              f"{c['unlinkable']:,} ({100 * c['unlinkable'] / max(1, c['with_id']):.1f}%)")
+        print(
+            f"gold {t} annotations with an id: {c['with_id']:,}; with no id in the {t} KB (unlinkable): "
+            f"{c['unlinkable']:,} ({100 * c['unlinkable'] / max(1, c['with_id']):.1f}%)"
+        )
     if args.record_in_card and collective:
         from bioel_core.models.cards import record_e2e
 
         record_e2e(collective, [r for r in rows if r["detector"] != "dictionary"])
     if args.json:
-        Path(args.json).write_text(json.dumps({"split": split, "model": model, "chemical_model": chemical, "collective": collective, "thresholds": thresholds_used,
-                                               "unlinkable": missing, "runs": rows, "cpu_count": os.cpu_count(),
-                                               "python": platform.python_version()}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "split": split,
+                    "model": model,
+                    "chemical_model": chemical,
+                    "collective": collective,
+                    "thresholds": thresholds_used,
+                    "unlinkable": missing,
+                    "runs": rows,
+                    "cpu_count": os.cpu_count(),
+                    "python": platform.python_version(),
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

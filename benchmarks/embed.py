@@ -97,8 +97,23 @@ def ingested_mesh(input_path: Path, cache: Path) -> Path:
     except (RuntimeError, FileNotFoundError, KeyError, IndexError):
         pass
     print(f"ingesting {input_path} -> {cache} (bioel ingest-kb --input-format mesh-tsv) ...", flush=True)
-    subprocess.run([sys.executable, "-m", "pipelines.cli", "ingest-kb", "--input-format", "mesh-tsv", "--input", str(input_path),
-                    "--output", str(cache), "--no-quality"], check=True, cwd=REPO)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.cli",
+            "ingest-kb",
+            "--input-format",
+            "mesh-tsv",
+            "--input",
+            str(input_path),
+            "--output",
+            str(cache),
+            "--no-quality",
+        ],
+        check=True,
+        cwd=REPO,
+    )
     return cache
 
 
@@ -157,15 +172,25 @@ def main() -> int:
         tmp = Path(tmp)
         names = names_subset(names_dir, args.limit, tmp / "names") if args.limit else names_dir
         small = names_subset(names_dir, START_UP_NAMES, tmp / "start-up-names")
-        common = {"repo": str(REPO), "model": model, "pooling": pooling, "batch_size": args.batch_size, "peak": "peak_rss_kb()",
-                  "threads": args.threads, "device": args.device}
+        common = {
+            "repo": str(REPO),
+            "model": model,
+            "pooling": pooling,
+            "batch_size": args.batch_size,
+            "peak": "peak_rss_kb()",
+            "threads": args.threads,
+            "device": args.device,
+        }
 
         def measured(label: str, child: str, out: Path, **extra) -> dict:
             """The mode on the names, after a run on START_UP_NAMES names whose time stands for its start-up."""
             start = run_child(child.format(out=str(out) + "-start-up", names=str(small), **common, **extra))
             row = run_child(child.format(out=str(out), names=str(names), **common, **extra))
-            return {**row, "start_up_seconds": start["seconds"],
-                    "steady_names_per_s": steady_rate(row["names"], row["seconds"], start["names"], start["seconds"])}
+            return {
+                **row,
+                "start_up_seconds": start["seconds"],
+                "steady_names_per_s": steady_rate(row["names"], row["seconds"], start["names"], start["seconds"]),
+            }
 
         for label in (IN_PROCESS, *PIPELINE_MODES):
             print(f"{label} ...", flush=True)
@@ -181,29 +206,52 @@ def main() -> int:
 
     base = results[IN_PROCESS]
     one, two = (results[label] for label in PIPELINE_MODES)
-    print(f"\nmodel: {model_note}; names: {base['names']:,} from {names_dir}; batch {args.batch_size}; device {args.device}; "
-          f"{os.cpu_count()} CPUs, {args.threads} torch thread(s) per process; {platform.processor() or platform.machine()}")
-    print(f"{'mode':40} {'seconds':>8} {'names/s':>8} {'start-up s':>10} {'steady names/s':>14} {'peak RSS MB':>11} "
-          f"{'vs in process':>13} {'max |diff|':>10}")
+    print(
+        f"\nmodel: {model_note}; names: {base['names']:,} from {names_dir}; batch {args.batch_size}; device {args.device}; "
+        f"{os.cpu_count()} CPUs, {args.threads} torch thread(s) per process; {platform.processor() or platform.machine()}"
+    )
+    print(
+        f"{'mode':40} {'seconds':>8} {'names/s':>8} {'start-up s':>10} {'steady names/s':>14} {'peak RSS MB':>11} "
+        f"{'vs in process':>13} {'max |diff|':>10}"
+    )
     for label, r in results.items():
         diff = r.get("max_abs_difference_vs_in_process")
-        print(f"{label:40} {r['seconds']:8.1f} {r['names'] / r['seconds']:8,.0f} {r['start_up_seconds']:10.1f} "
-              f"{r['steady_names_per_s']:14,.0f} {r['peak_rss_kb'] / 1024:11,.0f} "
-              f"{base['seconds'] / r['seconds']:12.2f}x {'-' if diff is None else f'{diff:.1e}':>10}")
-    ratios = {"two_workers_vs_one": one["seconds"] / two["seconds"],
-              "pipeline_1_worker_vs_in_process": base["seconds"] / one["seconds"],
-              "pipeline_2_workers_vs_in_process": base["seconds"] / two["seconds"],
-              "two_workers_vs_one_steady": two["steady_names_per_s"] / one["steady_names_per_s"],
-              "pipeline_1_worker_vs_in_process_steady": one["steady_names_per_s"] / base["steady_names_per_s"]}
-    print(f"2 workers / 1 worker: {ratios['two_workers_vs_one']:.2f}x end to end, "
-          f"{ratios['two_workers_vs_one_steady']:.2f}x steady state; pipeline (1 worker) / in process: "
-          f"{ratios['pipeline_1_worker_vs_in_process']:.2f}x end to end, {ratios['pipeline_1_worker_vs_in_process_steady']:.2f}x "
-          f"steady state (names/s ratios); in-process encode alone: {base['names'] / base['encode_seconds']:,.0f} names/s")
+        print(
+            f"{label:40} {r['seconds']:8.1f} {r['names'] / r['seconds']:8,.0f} {r['start_up_seconds']:10.1f} "
+            f"{r['steady_names_per_s']:14,.0f} {r['peak_rss_kb'] / 1024:11,.0f} "
+            f"{base['seconds'] / r['seconds']:12.2f}x {'-' if diff is None else f'{diff:.1e}':>10}"
+        )
+    ratios = {
+        "two_workers_vs_one": one["seconds"] / two["seconds"],
+        "pipeline_1_worker_vs_in_process": base["seconds"] / one["seconds"],
+        "pipeline_2_workers_vs_in_process": base["seconds"] / two["seconds"],
+        "two_workers_vs_one_steady": two["steady_names_per_s"] / one["steady_names_per_s"],
+        "pipeline_1_worker_vs_in_process_steady": one["steady_names_per_s"] / base["steady_names_per_s"],
+    }
+    print(
+        f"2 workers / 1 worker: {ratios['two_workers_vs_one']:.2f}x end to end, "
+        f"{ratios['two_workers_vs_one_steady']:.2f}x steady state; pipeline (1 worker) / in process: "
+        f"{ratios['pipeline_1_worker_vs_in_process']:.2f}x end to end, {ratios['pipeline_1_worker_vs_in_process_steady']:.2f}x "
+        f"steady state (names/s ratios); in-process encode alone: {base['names'] / base['encode_seconds']:,.0f} names/s"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": model_note, "names_dir": str(names_dir), "limit": args.limit,
-                                               "batch_size": args.batch_size, "device": args.device, "cpus": os.cpu_count(), "threads_per_process": args.threads,
-                                               "start_up_names": START_UP_NAMES, "modes": results,
-                                               "ratios": ratios}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "model": model_note,
+                    "names_dir": str(names_dir),
+                    "limit": args.limit,
+                    "batch_size": args.batch_size,
+                    "device": args.device,
+                    "cpus": os.cpu_count(),
+                    "threads_per_process": args.threads,
+                    "start_up_names": START_UP_NAMES,
+                    "modes": results,
+                    "ratios": ratios,
+                },
+                indent=2,
+            )
+        )
     ok = all(r["reconciled"] and r["embedded"] == r["names"] for r in results.values())
     return 0 if ok else 1
 

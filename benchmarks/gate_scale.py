@@ -65,16 +65,19 @@ def enlarge(link: Path, out: Path, copies: int, split: int) -> Path:
             rows = pq.read_table(source)
             for k in range(copies):
                 ids = rows.column("doc_id") if k == 0 else pc.binary_join_element_wise(rows.column("doc_id"), f"-c{k}", "")
-                copy = pa.Table.from_arrays([ids if n == "doc_id" else rows.column(n) for n in rows.column_names],
-                                            schema=rows.schema)
+                copy = pa.Table.from_arrays(
+                    [ids if n == "doc_id" else rows.column(n) for n in rows.column_names], schema=rows.schema
+                )
                 home = {i: stable_shard(i, num_shards) for i in pc.unique(ids).to_pylist()}
                 shard = pa.array([home[i] for i in ids.to_pylist()])
                 for i, writer in enumerate(writers):
                     writer.add(copy.filter(pc.equal(shard, i)))
         for writer in writers:
             writer.close()
-        manifest["outputs"][table] = {"files": [f"{table}/{n}" for n in names],
-                                      "rows": manifest["outputs"][table]["rows"] * copies}
+        manifest["outputs"][table] = {
+            "files": [f"{table}/{n}" for n in names],
+            "rows": manifest["outputs"][table]["rows"] * copies,
+        }
     counts = manifest["counts"]
     for group, key in (("documents", "linked"), ("mentions", "linked"), ("mentions", "nil"), ("records", "documents")):
         counts[group][key] *= copies
@@ -102,8 +105,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--link", required=True, help="a finished bioel link output")
     parser.add_argument("--copies", type=int, nargs="+", default=[1, 90, 360])
-    parser.add_argument("--shard-split", type=int, nargs="+", default=[1],
-                        help="files each shard is split into, one run per value and K (default 1)")
+    parser.add_argument(
+        "--shard-split",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="files each shard is split into, one run per value and K (default 1)",
+    )
     parser.add_argument("--work", default=str(ROOT / ".bench" / "gate-scale"))
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -118,8 +126,10 @@ def main() -> None:
             shutil.rmtree(link)
     print(f"{'copies':>7}{'shards':>7}{'documents':>11}{'annotations':>13}{'seconds':>9}{'peak RSS MB':>13}  passed")
     for r in rows:
-        print(f"{r['copies']:>7}{r['shards']:>7}{r['documents']:>11,}{r['mentions']:>13,}{r['seconds']:>9.1f}"
-              f"{r['peak_rss_mb']:>13,.0f}  {r['passed']}")
+        print(
+            f"{r['copies']:>7}{r['shards']:>7}{r['documents']:>11,}{r['mentions']:>13,}{r['seconds']:>9.1f}"
+            f"{r['peak_rss_mb']:>13,.0f}  {r['passed']}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"link": args.link, "runs": rows}, indent=2))
 

@@ -41,12 +41,24 @@ def scored(label: str, linker, queries: list, dataset: str, split: str, k: int, 
     if record_in:
         from bioel_core.models.cards import record_scores
 
-        record_scores(record_in, {"dataset": dataset, "split": split, "linker": linker.kind,
-                                  "linker_options": linker.options(), **scores})
-    row = {"stage": label, "dataset": dataset, "split": split, "n": scores["n"], "acc@1": scores["acc@1"],
-           "acc@5": scores.get("acc@5"), "seconds": scores["seconds"], "mentions_per_s": scores["n"] / scores["seconds"]}
-    print(f"{label:<32}{dataset:<16}{split:<5} n={row['n']:<6}acc@1={row['acc@1']:.2f} acc@5={row['acc@5']:.2f} "
-          f"{row['mentions_per_s']:.1f} mentions/s", flush=True)
+        record_scores(
+            record_in, {"dataset": dataset, "split": split, "linker": linker.kind, "linker_options": linker.options(), **scores}
+        )
+    row = {
+        "stage": label,
+        "dataset": dataset,
+        "split": split,
+        "n": scores["n"],
+        "acc@1": scores["acc@1"],
+        "acc@5": scores.get("acc@5"),
+        "seconds": scores["seconds"],
+        "mentions_per_s": scores["n"] / scores["seconds"],
+    }
+    print(
+        f"{label:<32}{dataset:<16}{split:<5} n={row['n']:<6}acc@1={row['acc@1']:.2f} acc@5={row['acc@5']:.2f} "
+        f"{row['mentions_per_s']:.1f} mentions/s",
+        flush=True,
+    )
     return row
 
 
@@ -58,11 +70,28 @@ def accuracy_rows(args, model, retriever) -> list[dict]:
             dense = DenseLinker(names, retriever, args.retriever)
             rows.append(scored("dense retriever", dense, queries, dataset, split, 5))
             card = args.model if args.record_in_card else None
-            rows.append(scored(f"generative, whole tree ({args.beams} beams)",
-                               GenerativeLinker(names, model, args.model, beams=args.beams), queries, dataset, split, 5, card))
-            rows.append(scored(f"dense + generative reranker ({args.depth})",
-                               RerankLinker(names, dense, GenerativeReranker(model), args.model, args.depth),
-                               queries, dataset, split, 5, card))
+            rows.append(
+                scored(
+                    f"generative, whole tree ({args.beams} beams)",
+                    GenerativeLinker(names, model, args.model, beams=args.beams),
+                    queries,
+                    dataset,
+                    split,
+                    5,
+                    card,
+                )
+            )
+            rows.append(
+                scored(
+                    f"dense + generative reranker ({args.depth})",
+                    RerankLinker(names, dense, GenerativeReranker(model), args.model, args.depth),
+                    queries,
+                    dataset,
+                    split,
+                    5,
+                    card,
+                )
+            )
     return rows
 
 
@@ -85,12 +114,19 @@ def decoding_speed(args, model) -> dict:
     single = [model.generate_names([m], linker.tree, args.beams, batch_size=1)[0] for m in mentions]
     single_s = time.perf_counter() - began
     same = sum([n for n, _ in a] == [n for n, _ in b] for a, b in zip(batched, single))
-    out = {"mentions": len(mentions), "beams": args.beams, "batched_mentions_per_s": len(mentions) / batched_s,
-           "one_at_a_time_mentions_per_s": len(mentions) / single_s, "speedup": single_s / batched_s,
-           "same_names": same}
-    print(f"decoding {len(mentions)} mentions, {args.beams} beams: batched {out['batched_mentions_per_s']:.1f} vs one at a "
-          f"time {out['one_at_a_time_mentions_per_s']:.2f} mentions/s -> {out['speedup']:.1f}x; same names for {same}",
-          flush=True)
+    out = {
+        "mentions": len(mentions),
+        "beams": args.beams,
+        "batched_mentions_per_s": len(mentions) / batched_s,
+        "one_at_a_time_mentions_per_s": len(mentions) / single_s,
+        "speedup": single_s / batched_s,
+        "same_names": same,
+    }
+    print(
+        f"decoding {len(mentions)} mentions, {args.beams} beams: batched {out['batched_mentions_per_s']:.1f} vs one at a "
+        f"time {out['one_at_a_time_mentions_per_s']:.2f} mentions/s -> {out['speedup']:.1f}x; same names for {same}",
+        flush=True,
+    )
     return out
 
 
@@ -101,25 +137,40 @@ def ablation_rows(args) -> list[dict]:
         model = open_generative(folder, args.device)
         for dataset in DATASETS:
             names, queries = split_data(args.data, dataset, "dev", args.limit)
-            rows.append({"ablation": label, "folder": folder,
-                         **scored(label, GenerativeLinker(names, model, folder, beams=args.beams), queries, dataset, "dev", 5)})
+            rows.append(
+                {
+                    "ablation": label,
+                    "folder": folder,
+                    **scored(label, GenerativeLinker(names, model, folder, beams=args.beams), queries, dataset, "dev", 5),
+                }
+            )
     return rows
 
 
 def tables(rows: list[dict], speed: dict, ablations: list[dict], args) -> str:
-    lines = ["## Generative linking (GenBioEL), BioSyn protocol", "",
-             f"`python benchmarks/generative.py --model {args.model}` on {datetime.date.today().isoformat()}, "
-             f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, device {args.device}; "
-             f"retriever {args.retriever}. mentions/s: every query of the split linked in one call (distinct queries "
-             "decoded once; dictionary names are exact matches, not decoded).", "",
-             "| stage | dataset | split | n | acc@1 | acc@5 | mentions/s |", "|---|---|---|---:|---:|---:|---:|"]
+    lines = [
+        "## Generative linking (GenBioEL), BioSyn protocol",
+        "",
+        f"`python benchmarks/generative.py --model {args.model}` on {datetime.date.today().isoformat()}, "
+        f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, device {args.device}; "
+        f"retriever {args.retriever}. mentions/s: every query of the split linked in one call (distinct queries "
+        "decoded once; dictionary names are exact matches, not decoded).",
+        "",
+        "| stage | dataset | split | n | acc@1 | acc@5 | mentions/s |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['stage']} | {r['dataset']} | {r['split']} | {r['n']:,} | {r['acc@1']:.2f} | {r['acc@5']:.2f} | "
-                     f"{r['mentions_per_s']:,.1f} |")
+        lines.append(
+            f"| {r['stage']} | {r['dataset']} | {r['split']} | {r['n']:,} | {r['acc@1']:.2f} | {r['acc@5']:.2f} | "
+            f"{r['mentions_per_s']:,.1f} |"
+        )
     if speed:
-        lines += ["", f"Decoding {speed['mentions']} distinct dev mentions with {speed['beams']} beams: batched "
-                      f"{speed['batched_mentions_per_s']:.1f} mentions/s vs one at a time {speed['one_at_a_time_mentions_per_s']:.2f} "
-                      f"-> **{speed['speedup']:.1f}x** (same names for {speed['same_names']} of {speed['mentions']})."]
+        lines += [
+            "",
+            f"Decoding {speed['mentions']} distinct dev mentions with {speed['beams']} beams: batched "
+            f"{speed['batched_mentions_per_s']:.1f} mentions/s vs one at a time {speed['one_at_a_time_mentions_per_s']:.2f} "
+            f"-> **{speed['speedup']:.1f}x** (same names for {speed['same_names']} of {speed['mentions']}).",
+        ]
     if ablations:
         lines += ["", "| ablation (dev, whole tree) | dataset | acc@1 | acc@5 |", "|---|---|---:|---:|"]
         lines += [f"| {r['ablation']} | {r['dataset']} | {r['acc@1']:.2f} | {r['acc@5']:.2f} |" for r in ablations]
@@ -136,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=16)
     parser.add_argument("--speed-mentions", type=int, default=64, help="0: no decoding-speed comparison")
     parser.add_argument("--ablation", nargs="+", metavar="NAME=DIR", help="other generative models scored on dev")
-    parser.add_argument("--limit", type=int, default=0, help="score only the first N queries of each split (a quick look; "
-                                                               "not for RESULTS.md)")
+    parser.add_argument(
+        "--limit", type=int, default=0, help="score only the first N queries of each split (a quick look; not for RESULTS.md)"
+    )
     parser.add_argument("--record-in-card", action="store_true", help="add the generative rows' scores to the model's card")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
@@ -152,8 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     ablations = ablation_rows(args)
     print(tables(rows, speed, ablations, args))
     if args.json:
-        args.json.write_text(json.dumps({"model": args.model, "retriever": args.retriever, "rows": rows, "decoding": speed,
-                                         "ablations": ablations}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {"model": args.model, "retriever": args.retriever, "rows": rows, "decoding": speed, "ablations": ablations},
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

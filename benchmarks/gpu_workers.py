@@ -40,8 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 DATA = ROOT.parent / "shared" / "data"
-STOP_LISTS = {"Disease": ROOT / "models" / "stoplists" / "disease-medic.json",
-              "Chemical": ROOT / "models" / "stoplists" / "chemical-mesh.json"}
+STOP_LISTS = {
+    "Disease": ROOT / "models" / "stoplists" / "disease-medic.json",
+    "Chemical": ROOT / "models" / "stoplists" / "chemical-mesh.json",
+}
 ROW_KEY = ("doc_id", "start", "end", "entity_type")
 
 
@@ -68,10 +70,13 @@ def embed_rate(model: str, kb: str, device: str, batch_size: int, limit: int | N
     for path in table_files(kb, "names"):
         table = pq.read_table(path, columns=["name_id", TEXT_COLUMN])
         texts = table.column(TEXT_COLUMN).to_pylist()
-        chunks += [[texts[i] for i in rows] for rows in name_chunks(table.column("name_id").to_numpy(), table.column(TEXT_COLUMN), batch_size)]
+        chunks += [
+            [texts[i] for i in rows]
+            for rows in name_chunks(table.column("name_id").to_numpy(), table.column(TEXT_COLUMN), batch_size)
+        ]
     if limit is not None:  # chunks spread over the shards and the length order: short and long names alike
         wanted = max(1, -(-limit // (batch_size * BATCHES_PER_CHUNK)))
-        chunks = chunks[::max(1, len(chunks) // wanted)][:wanted]
+        chunks = chunks[:: max(1, len(chunks) // wanted)][:wanted]
     encode_checked(encoder, chunks[0][:batch_size], batch_size)  # warm-up
     synchronize(device)
     began, vectors, names, failed = time.perf_counter(), {}, 0, 0
@@ -119,8 +124,9 @@ def in_memory_annotator(model: str, kbs: dict[str, str], device: str, detector: 
     return DocumentAnnotator(targets, encoder.fingerprint(), detect=True, document_model=encoder)
 
 
-def link_rate(annotator, documents: list, device: str, batch_size: int, max_seconds: float | None = None
-              ) -> tuple[dict, list[dict]]:
+def link_rate(
+    annotator, documents: list, device: str, batch_size: int, max_seconds: float | None = None
+) -> tuple[dict, list[dict]]:
     """abstracts/s of check + annotate over `documents` in batches (stopping after the batch that passes
     `max_seconds`); the annotation rows."""
     from bioel_core.linking.annotate import DocumentError
@@ -137,19 +143,24 @@ def link_rate(annotator, documents: list, device: str, batch_size: int, max_seco
                 refused.append(f"{d.doc_id}: {err}")
         return [r for rows in annotator.annotate(good) for r in rows]
 
-    run(documents[:min(len(documents), 8)])  # warm-up: first calls build kernels and caches
+    run(documents[: min(len(documents), 8)])  # warm-up: first calls build kernels and caches
     synchronize(device)
     refused.clear()
     began, rows, done = time.perf_counter(), [], 0
     for start in range(0, len(documents), batch_size):
-        rows += run(documents[start:start + batch_size])
+        rows += run(documents[start : start + batch_size])
         done = min(len(documents), start + batch_size)
         if max_seconds is not None and time.perf_counter() - began > max_seconds:
             break
     synchronize(device)
     seconds = time.perf_counter() - began
-    return {"documents": done, "dead_letters": refused, "annotations": len(rows), "seconds": seconds,
-            "abstracts_per_s": done / seconds}, rows
+    return {
+        "documents": done,
+        "dead_letters": refused,
+        "annotations": len(rows),
+        "seconds": seconds,
+        "abstracts_per_s": done / seconds,
+    }, rows
 
 
 def compare_annotations(a: list[dict], b: list[dict], examples: int = 10) -> dict:
@@ -162,24 +173,53 @@ def compare_annotations(a: list[dict], b: list[dict], examples: int = 10) -> dic
     same = [k for k in shared if k not in set(other_concept)]
     diffs = [abs(left[k]["score"] - right[k]["score"]) for k in same]
     only = lambda x, y: sorted(set(x) - set(y))  # noqa: E731
-    show = lambda keys, rows: [{**dict(zip(ROW_KEY, k)), "mention": rows[k]["mention"], "concept_id": rows[k]["concept_id"],  # noqa: E731
-                                "score": rows[k]["score"]} for k in keys[:examples]]
-    return {"rows": [len(a), len(b)], "identical": sum(left[k] == right[k] for k in shared),
-            "same_span_and_concept": len(same), "max_score_difference": max(diffs, default=0.0),
-            "other_concept": len(other_concept), "only_first": len(only(left, right)), "only_second": len(only(right, left)),
-            "examples_other_concept": [{"first": show([k], left)[0], "second": show([k], right)[0]} for k in other_concept[:examples]],
-            "examples_only_first": show(only(left, right), left), "examples_only_second": show(only(right, left), right)}
+
+    def show(keys, rows):
+        return [
+            {
+                **dict(zip(ROW_KEY, k)),
+                "mention": rows[k]["mention"],
+                "concept_id": rows[k]["concept_id"],
+                "score": rows[k]["score"],
+            }
+            for k in keys[:examples]
+        ]
+
+    return {
+        "rows": [len(a), len(b)],
+        "identical": sum(left[k] == right[k] for k in shared),
+        "same_span_and_concept": len(same),
+        "max_score_difference": max(diffs, default=0.0),
+        "other_concept": len(other_concept),
+        "only_first": len(only(left, right)),
+        "only_second": len(only(right, left)),
+        "examples_other_concept": [
+            {"first": show([k], left)[0], "second": show([k], right)[0]} for k in other_concept[:examples]
+        ],
+        "examples_only_first": show(only(left, right), left),
+        "examples_only_second": show(only(right, left), right),
+    }
 
 
 def environment() -> dict:
     import torch
 
-    out = {"python": platform.python_version(), "torch": torch.__version__, "cpu_count": os.cpu_count(),
-           "torch_threads": torch.get_num_threads(), "platform": platform.platform()}
+    out = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+    }
     if torch.cuda.is_available():
-        out.update({"cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
-                    "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
-                    "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32})
+        out.update(
+            {
+                "cuda": torch.version.cuda,
+                "gpu": torch.cuda.get_device_name(0),
+                "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+                "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            }
+        )
     return out
 
 
@@ -187,18 +227,28 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="a collective model folder")
     parser.add_argument("--kb", nargs="+", required=True, metavar="TYPE=KB_DIR", help="an ingest-kb output per entity type")
-    parser.add_argument("--input", default=str(DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl"),
-                        help="abstracts to link (JSONL, as `bioel link --input-format jsonl` reads)")
+    parser.add_argument(
+        "--input",
+        default=str(DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl"),
+        help="abstracts to link (JSONL, as `bioel link --input-format jsonl` reads)",
+    )
     parser.add_argument("--devices", nargs="+", default=["cuda", "cpu"], help="devices in order; the first encodes the index")
     parser.add_argument("--detector", choices=["both", "model"], default="both")
     parser.add_argument("--limit", type=int, help="link only the first N abstracts")
-    parser.add_argument("--embed-limit", type=int, help="on the devices after the first, embed about N names per type "
-                                                        "(whole chunks); the first embeds every name")
+    parser.add_argument(
+        "--embed-limit",
+        type=int,
+        help="on the devices after the first, embed about N names per type (whole chunks); the first embeds every name",
+    )
     parser.add_argument("--embed-batch-size", type=int, default=256, help="names per encoder call (bioel embed's default)")
     parser.add_argument("--batch-size", type=int, default=64, help="documents per annotate call (bioel link's default)")
-    parser.add_argument("--max-seconds", type=float, help="per device, stop linking after the batch that passes this "
-                                                          "(the rate is over the documents linked; the comparison over "
-                                                          "those both devices linked)")
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        help="per device, stop linking after the batch that passes this "
+        "(the rate is over the documents linked; the comparison over "
+        "those both devices linked)",
+    )
     parser.add_argument("--json", help="write the figures here (rewritten after each step)")
     args = parser.parse_args(argv)
     from bioel_core.corpora import read_documents
@@ -206,10 +256,18 @@ def main(argv: list[str] | None = None) -> dict:
 
     kbs = dict(value.split("=", 1) for value in args.kb)
     read = list(read_documents(args.input, "jsonl"))
-    documents = [d for d in read if not isinstance(d, DeadLetter)][:args.limit]
-    report = {"model": args.model, "input": args.input, "documents": len(documents), "detector": args.detector,
-              "input_dead_letters": sum(isinstance(d, DeadLetter) for d in read),
-              "environment": environment(), "embed": {}, "link": {}, "compare": {}}
+    documents = [d for d in read if not isinstance(d, DeadLetter)][: args.limit]
+    report = {
+        "model": args.model,
+        "input": args.input,
+        "documents": len(documents),
+        "detector": args.detector,
+        "input_dead_letters": sum(isinstance(d, DeadLetter) for d in read),
+        "environment": environment(),
+        "embed": {},
+        "link": {},
+        "compare": {},
+    }
 
     def save() -> None:
         if args.json:
@@ -220,11 +278,15 @@ def main(argv: list[str] | None = None) -> dict:
     embedded = {}  # (device, type) -> {name: vector}
     for i, device in enumerate(args.devices):
         for entity_type, kb in kbs.items():
-            figures, embedded[device, entity_type] = embed_rate(args.model, kb, device, args.embed_batch_size,
-                                                                args.embed_limit if i else None)
+            figures, embedded[device, entity_type] = embed_rate(
+                args.model, kb, device, args.embed_batch_size, args.embed_limit if i else None
+            )
             report["embed"][f"{device}/{entity_type}"] = figures
-            print(f"embed {entity_type} on {device}: {figures['names']:,} names in {figures['seconds']:.1f} s, "
-                  f"{figures['names_per_s']:,.0f} names/s", flush=True)
+            print(
+                f"embed {entity_type} on {device}: {figures['names']:,} names in {figures['seconds']:.1f} s, "
+                f"{figures['names_per_s']:,.0f} names/s",
+                flush=True,
+            )
         save()
     first = args.devices[0]
     for device in args.devices[1:]:
@@ -233,24 +295,36 @@ def main(argv: list[str] | None = None) -> dict:
             a = np.stack([embedded[first, entity_type][n] for n in shared])
             b = np.stack([embedded[device, entity_type][n] for n in shared])
             report["compare"][f"embed/{entity_type}/{first}-{device}"] = {
-                "names": len(shared), "max_abs_difference": float(np.abs(a - b).max()),
-                "min_cosine": float((a.astype(np.float64) * b).sum(1).min())}
+                "names": len(shared),
+                "max_abs_difference": float(np.abs(a - b).max()),
+                "min_cosine": float((a.astype(np.float64) * b).sum(1).min()),
+            }
     vectors, rows = {t: embedded[first, t] for t in kbs}, {}  # the index every link run searches
     for device in args.devices:
         annotator = in_memory_annotator(args.model, kbs, device, args.detector, vectors)
         report["link"][device], rows[device] = link_rate(annotator, documents, device, args.batch_size, args.max_seconds)
         figures = report["link"][device]
-        print(f"link on {device}: {figures['documents']:,} abstracts, {figures['annotations']:,} annotations in "
-              f"{figures['seconds']:.1f} s, {figures['abstracts_per_s']:.1f} abstracts/s", flush=True)
+        print(
+            f"link on {device}: {figures['documents']:,} abstracts, {figures['annotations']:,} annotations in "
+            f"{figures['seconds']:.1f} s, {figures['abstracts_per_s']:.1f} abstracts/s",
+            flush=True,
+        )
         save()
     for device in args.devices[1:]:
-        both = {d.doc_id for d in documents[:min(report["link"][first]["documents"], report["link"][device]["documents"])]}
-        report["compare"][f"link/{first}-{device}"] = {"documents": len(both), **compare_annotations(
-            [r for r in rows[first] if r["doc_id"] in both], [r for r in rows[device] if r["doc_id"] in both])}
+        both = {d.doc_id for d in documents[: min(report["link"][first]["documents"], report["link"][device]["documents"])]}
+        report["compare"][f"link/{first}-{device}"] = {
+            "documents": len(both),
+            **compare_annotations(
+                [r for r in rows[first] if r["doc_id"] in both], [r for r in rows[device] if r["doc_id"] in both]
+            ),
+        }
         c = report["compare"][f"link/{first}-{device}"]
-        print(f"annotations {first} vs {device}: {c['rows']} rows, {c['identical']:,} identical, {c['other_concept']} "
-              f"other concept, {c['only_first']} / {c['only_second']} on one side only, max score difference "
-              f"{c['max_score_difference']:.2e}", flush=True)
+        print(
+            f"annotations {first} vs {device}: {c['rows']} rows, {c['identical']:,} identical, {c['other_concept']} "
+            f"other concept, {c['only_first']} / {c['only_second']} on one side only, max score difference "
+            f"{c['max_score_difference']:.2e}",
+            flush=True,
+        )
     save()
     return report
 

@@ -40,8 +40,11 @@ def copies_of(output: Path) -> dict[str, int]:
     """Each interchange copy of the state in `output` whose files are all there: its documents."""
     manifest = json.loads((output / "manifest.json").read_text())
     generation = output / manifest["generation"]
-    return {fmt: manifest["outputs"][fmt]["documents"] for fmt in COPIES
-            if fmt in manifest["outputs"] and all((generation / f).is_file() for f in manifest["outputs"][fmt]["files"])}
+    return {
+        fmt: manifest["outputs"][fmt]["documents"]
+        for fmt in COPIES
+        if fmt in manifest["outputs"] and all((generation / f).is_file() for f in manifest["outputs"][fmt]["files"])
+    }
 
 
 def main() -> None:
@@ -56,8 +59,20 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="links-", dir=CACHE))
     try:
         output = scratch / "links"
-        link = ["link", "--bundle", str(bundle), "--input", args.input, "--input-format", args.input_format, "--output",
-                str(output), "--output-format", *COPIES, *extra]
+        link = [
+            "link",
+            "--bundle",
+            str(bundle),
+            "--input",
+            args.input,
+            "--input-format",
+            args.input_format,
+            "--output",
+            str(output),
+            "--output-format",
+            *COPIES,
+            *extra,
+        ]
         full, _ = bioel(*link)
         documents = json.loads((output / "manifest.json").read_text())["outputs"]["documents"]["rows"]
         noop, proc = bioel(*link, "--incremental")
@@ -65,15 +80,20 @@ def main() -> None:
     finally:
         shutil.rmtree(scratch)
     ratio = noop / full
-    print(f"bioel link --bundle {bundle.relative_to(ROOT)} --input {args.input} ({documents:,} documents), copies "
-          f"{' + '.join(COPIES)}")
+    print(
+        f"bioel link --bundle {bundle.relative_to(ROOT)} --input {args.input} ({documents:,} documents), copies "
+        f"{' + '.join(COPIES)}"
+    )
     print(f"  full run:                      {full:8.1f} s")
     print(f"  no-op --incremental run:       {noop:8.1f} s  ({ratio:.1%} of the full run): {proc.stdout.strip()}")
-    print(f"  copies after the incremental run: "
-          f"{', '.join(f'{fmt} ({n:,} documents)' for fmt, n in copies.items()) or 'none'}")
+    print(f"  copies after the incremental run: {', '.join(f'{fmt} ({n:,} documents)' for fmt, n in copies.items()) or 'none'}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"input": args.input, "documents": documents, "full_s": full, "noop_s": noop,
-                                               "ratio": ratio, "copies": copies}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {"input": args.input, "documents": documents, "full_s": full, "noop_s": noop, "ratio": ratio, "copies": copies},
+                indent=2,
+            )
+        )
     if ratio >= 0.25 or sorted(copies) != sorted(COPIES) or set(copies.values()) != {documents}:
         sys.exit(1)
 

@@ -59,7 +59,7 @@ def _around_chunks(rng, centres: np.ndarray, n: int, spread: float, chunk: int =
     weights = rng.lognormal(0.0, 1.0, len(centres))
     assign = rng.choice(len(centres), size=n, p=weights / weights.sum())
     for start in range(0, n, chunk):
-        rows = assign[start:start + chunk]
+        rows = assign[start : start + chunk]
         noise = rng.standard_normal((len(rows), centres.shape[1]), dtype=np.float32)
         out = centres[rows] + noise * (spread / math.sqrt(centres.shape[1]))
         faiss.normalize_L2(out)
@@ -101,9 +101,18 @@ def write_embeddings_folder(work: Path, n: int, d: int, seed: int, per_file: int
 
     names, emb = work / "names", work / "embeddings"
     names.mkdir(parents=True)
-    (names / "manifest.json").write_text(json.dumps({
-        "schema_version": SCHEMA_VERSION, "pipeline": "ingest-kb", "complete": True, "kb": "synthetic",
-        "outputs": {"names": {"rows": n}}, "benchmark": f"index_scale.py: {n:,} synthetic names (no names table)"}))
+    (names / "manifest.json").write_text(
+        json.dumps(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "pipeline": "ingest-kb",
+                "complete": True,
+                "kb": "synthetic",
+                "outputs": {"names": {"rows": n}},
+                "benchmark": f"index_scale.py: {n:,} synthetic names (no names table)",
+            }
+        )
+    )
     (emb / "embeddings").mkdir(parents=True)
     (emb / "dead_letter").mkdir()
     rows, noise = query_draw(n, nq, d, seed)
@@ -118,16 +127,34 @@ def write_embeddings_folder(work: Path, n: int, d: int, seed: int, per_file: int
                 writer.close()
             path = emb / "embeddings" / f"part-{start // per_file:05d}-of-{files:05d}.parquet"
             writer = pq.ParquetWriter(path, embeddings_schema(d), compression="none")
-        writer.write_table(pa.Table.from_arrays([
-            pa.array(ids), pa.array([f"C{i // NAMES_PER_CONCEPT:07d}" for i in ids.tolist()], pa.string()),
-            pa.FixedSizeListArray.from_arrays(pa.array(chunk.ravel(), pa.float32()), d)], schema=embeddings_schema(d)))
+        writer.write_table(
+            pa.Table.from_arrays(
+                [
+                    pa.array(ids),
+                    pa.array([f"C{i // NAMES_PER_CONCEPT:07d}" for i in ids.tolist()], pa.string()),
+                    pa.FixedSizeListArray.from_arrays(pa.array(chunk.ravel(), pa.float32()), d),
+                ],
+                schema=embeddings_schema(d),
+            )
+        )
         start += len(chunk)
     writer.close()
-    (emb / "manifest.json").write_text(json.dumps({
-        "schema_version": SCHEMA_VERSION, "pipeline": "embed", "complete": True, "kb": "synthetic",
-        "model": {"path": "synthetic", "fingerprint": "0" * 64, "config": {}, "dim": d, "pooling": None},
-        "names": {"path": str(names), "manifest_sha256": hashlib.sha256((names / "manifest.json").read_bytes()).hexdigest(),
-                  "rows": n}}))
+    (emb / "manifest.json").write_text(
+        json.dumps(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "pipeline": "embed",
+                "complete": True,
+                "kb": "synthetic",
+                "model": {"path": "synthetic", "fingerprint": "0" * 64, "config": {}, "dim": d, "pooling": None},
+                "names": {
+                    "path": str(names),
+                    "manifest_sha256": hashlib.sha256((names / "manifest.json").read_bytes()).hexdigest(),
+                    "rows": n,
+                },
+            }
+        )
+    )
     return emb, normalized(picked + noise)
 
 
@@ -198,22 +225,50 @@ def through_build_index(args) -> int:
     print(f"{args.n:,} x {args.dim} vectors written to {emb} ({parquet_gb:.2f} GB of Parquet) in {generated:.0f} s", flush=True)
     np.save(work / "queries.npy", queries)
     out = work / "index"
-    build = run_child(CHILD_BUILD.format(repo=str(REPO), emb=str(emb), out=str(out), threads=args.threads, shards=args.num_shards))
+    build = run_child(
+        CHILD_BUILD.format(repo=str(REPO), emb=str(emb), out=str(out), threads=args.threads, shards=args.num_shards)
+    )
     index_gb = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 1e9
-    print(f"bioel build-index: {build['seconds']:.0f} s, peak RSS {build['peak_rss_mb']:,.0f} MB, {index_gb:.2f} GB on disk", flush=True)
-    search = run_child(CHILD_SEARCH.format(repo=str(REPO), out=str(out), queries=str(work / "queries.npy"), k=args.k,
-                                        threads=args.threads, found=str(work / "found.npy")))
+    print(
+        f"bioel build-index: {build['seconds']:.0f} s, peak RSS {build['peak_rss_mb']:,.0f} MB, {index_gb:.2f} GB on disk",
+        flush=True,
+    )
+    search = run_child(
+        CHILD_SEARCH.format(
+            repo=str(REPO),
+            out=str(out),
+            queries=str(work / "queries.npy"),
+            k=args.k,
+            threads=args.threads,
+            found=str(work / "found.npy"),
+        )
+    )
     t0 = time.perf_counter()
     truth = exact_top_k(args.n, args.dim, args.seed, queries, args.k)
     exact_s = time.perf_counter() - t0
     rec = recall(np.load(work / "found.npy"), truth)
-    print(f"search: opened in {search['open_seconds']:.1f} s, {search['qps']:,.0f} q/s, peak RSS {search['peak_rss_mb']:,.0f} MB "
-          f"(after searching: {search['rss_file_mb']:,.0f} MB of mapped index pages, {search['rss_anon_mb']:,.0f} MB own), "
-          f"recall@{args.k} {rec:.4f} (exact search over the stream: {exact_s:.0f} s)")
-    report = {"n": args.n, "dim": args.dim, "queries": len(queries), "k": args.k, "threads": args.threads,
-              "num_shards": args.num_shards, "faiss": faiss.__version__, "cpu_count": os.cpu_count(),
-              "generate_seconds": generated, "parquet_gb": parquet_gb, "build": build, "index_gb_on_disk": index_gb,
-              "search": search, f"recall_at_{args.k}": rec, "exact_search_seconds": exact_s}
+    print(
+        f"search: opened in {search['open_seconds']:.1f} s, {search['qps']:,.0f} q/s, peak RSS {search['peak_rss_mb']:,.0f} MB "
+        f"(after searching: {search['rss_file_mb']:,.0f} MB of mapped index pages, {search['rss_anon_mb']:,.0f} MB own), "
+        f"recall@{args.k} {rec:.4f} (exact search over the stream: {exact_s:.0f} s)"
+    )
+    report = {
+        "n": args.n,
+        "dim": args.dim,
+        "queries": len(queries),
+        "k": args.k,
+        "threads": args.threads,
+        "num_shards": args.num_shards,
+        "faiss": faiss.__version__,
+        "cpu_count": os.cpu_count(),
+        "generate_seconds": generated,
+        "parquet_gb": parquet_gb,
+        "build": build,
+        "index_gb_on_disk": index_gb,
+        "search": search,
+        f"recall_at_{args.k}": rec,
+        "exact_search_seconds": exact_s,
+    }
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
@@ -242,9 +297,16 @@ def measure(label: str, spec: IndexSpec, base, queries, truth, k: int, sweeps: d
     build_s = time.perf_counter() - t0
     size = len(serialize(index))
     ids, qps = timed_search(index, queries, k)
-    row = {"kind": label, "params": params, "build_s": round(build_s, 1), "index_bytes": size,
-           "bytes_per_vector": round(size / len(base), 1), "qps": round(qps, 1),
-           "recall_at_10": None if truth is None else round(recall(ids, truth), 4), "sweep": []}
+    row = {
+        "kind": label,
+        "params": params,
+        "build_s": round(build_s, 1),
+        "index_bytes": size,
+        "bytes_per_vector": round(size / len(base), 1),
+        "qps": round(qps, 1),
+        "recall_at_10": None if truth is None else round(recall(ids, truth), 4),
+        "sweep": [],
+    }
     for key, values in sweeps.items():
         if key not in params:
             continue
@@ -260,10 +322,14 @@ def measure(label: str, spec: IndexSpec, base, queries, truth, k: int, sweeps: d
 
 def extrapolate(row: dict, n: int) -> dict:
     shards = math.ceil(TARGET_KB / n)
-    return {"kind": row["kind"], "shards": shards, "memory_gb": round(row["bytes_per_vector"] * TARGET_KB / 1e9, 2),
-            "build_hours_one_worker": round(row["build_s"] * shards / 3600, 2),
-            "build_minutes_one_worker_per_shard": round(row["build_s"] / 60, 1),
-            "qps_all_shards": round(row["qps"] / shards, 1)}
+    return {
+        "kind": row["kind"],
+        "shards": shards,
+        "memory_gb": round(row["bytes_per_vector"] * TARGET_KB / 1e9, 2),
+        "build_hours_one_worker": round(row["build_s"] * shards / 3600, 2),
+        "build_minutes_one_worker_per_shard": round(row["build_s"] / 60, 1),
+        "qps_all_shards": round(row["qps"] / shards, 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,8 +351,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refine-k-sweep", type=int, nargs="*", default=[])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--through-build-index", action="store_true",
-                    help="build an ivf-pq index of --n vectors with `bioel build-index` from streamed Parquet and search it")
+    ap.add_argument(
+        "--through-build-index",
+        action="store_true",
+        help="build an ivf-pq index of --n vectors with `bioel build-index` from streamed Parquet and search it",
+    )
     ap.add_argument("--num-shards", type=int, default=10, help="with --through-build-index (default 10)")
     ap.add_argument("--work", help="with --through-build-index: where the Parquet and the index go (default: a temp folder)")
     ap.add_argument("--keep", action="store_true", help="with --through-build-index: keep the work folder")
@@ -300,47 +369,87 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     base = clustered_vectors(args.n, args.dim, args.seed)
     queries = mention_queries(base, args.queries, args.seed)
-    print(f"{args.n:,} x {args.dim} vectors, {args.queries:,} queries generated in {time.perf_counter() - t0:.0f} s; "
-          f"FAISS {faiss.__version__}, {args.threads} threads", flush=True)
+    print(
+        f"{args.n:,} x {args.dim} vectors, {args.queries:,} queries generated in {time.perf_counter() - t0:.0f} s; "
+        f"FAISS {faiss.__version__}, {args.threads} threads",
+        flush=True,
+    )
     sweeps = {"nprobe": args.nprobe_sweep, "ef_search": args.ef_sweep, "refine_k": args.refine_k_sweep}
     rows, truth = [], None
-    runs = [(kind, refine) for kind in ["flat"] + [k for k in args.kinds if k != "flat"]
-            for refine in (args.pq_refines if kind == "ivf-pq" else [IndexSpec.refine])]
+    runs = [
+        (kind, refine)
+        for kind in ["flat"] + [k for k in args.kinds if k != "flat"]
+        for refine in (args.pq_refines if kind == "ivf-pq" else [IndexSpec.refine])
+    ]
     for kind, refine in runs:
         label = f"{kind} {refine}" if kind == "ivf-pq" else kind
-        spec = IndexSpec(kind=kind, pq_m=args.pq_m, refine=refine, refine_k=args.refine_k, nprobe=args.nprobe,
-                         ef_search=args.ef_search, ef_construction=args.ef_construction, seed=args.seed)
+        spec = IndexSpec(
+            kind=kind,
+            pq_m=args.pq_m,
+            refine=refine,
+            refine_k=args.refine_k,
+            nprobe=args.nprobe,
+            ef_search=args.ef_search,
+            ef_construction=args.ef_construction,
+            seed=args.seed,
+        )
         row = measure(label, spec, base, queries, truth, args.k, sweeps)
         if kind == "flat":
             truth = row.pop("truth")
             row["recall_at_10"] = 1.0
         rows.append(row)
-        print(f"  {label}: built in {row['build_s']} s, {row['index_bytes'] / 1e6:,.0f} MB, {row['qps']:,} q/s, "
-              f"recall@10 {row['recall_at_10']}", flush=True)
+        print(
+            f"  {label}: built in {row['build_s']} s, {row['index_bytes'] / 1e6:,.0f} MB, {row['qps']:,} q/s, "
+            f"recall@10 {row['recall_at_10']}",
+            flush=True,
+        )
 
     flat_bytes = rows[0]["index_bytes"]
-    print(f"\n{'kind':12} {'parameters':44} {'build s':>8} {'index MB':>9} {'B/vector':>9} {'vs flat':>8} {'q/s':>8} {'recall@10':>9}")
+    print(
+        f"\n{'kind':12} {'parameters':44} {'build s':>8} {'index MB':>9} {'B/vector':>9} {'vs flat':>8} {'q/s':>8} {'recall@10':>9}"
+    )
     for r in rows:
         p = r["params"]
         shown = p["factory"] + "".join(f" {k}={p[k]}" for k in ("nprobe", "refine_k", "ef_search", "ef_construction") if k in p)
-        print(f"{r['kind']:12} {shown:44} {r['build_s']:8.1f} {r['index_bytes'] / 1e6:9,.0f} {r['bytes_per_vector']:9.1f} "
-              f"{flat_bytes / r['index_bytes']:7.1f}x {r['qps']:8,.0f} {r['recall_at_10']:9.4f}")
+        print(
+            f"{r['kind']:12} {shown:44} {r['build_s']:8.1f} {r['index_bytes'] / 1e6:9,.0f} {r['bytes_per_vector']:9.1f} "
+            f"{flat_bytes / r['index_bytes']:7.1f}x {r['qps']:8,.0f} {r['recall_at_10']:9.4f}"
+        )
         for s in r["sweep"]:
             key = next(k for k in s if k not in ("qps", "recall_at_10"))
-            print(f"{'':12} {'  ' + key + '=' + str(s[key]):44} {'':8} {'':9} {'':9} {'':8} {s['qps']:8,.0f} {s['recall_at_10']:9.4f}")
+            print(
+                f"{'':12} {'  ' + key + '=' + str(s[key]):44} {'':8} {'':9} {'':9} {'':8} {s['qps']:8,.0f} {s['recall_at_10']:9.4f}"
+            )
 
     scale = [extrapolate(r, args.n) for r in rows]
     print(f"\nwhat a {TARGET_KB:,}-name KB needs (extrapolated from {args.n:,}-vector shards, not measured):")
     print(f"{'kind':12} {'shards':>6} {'index GB':>9} {'build min/shard':>15} {'build h, 1 worker':>17} {'q/s, all shards':>15}")
     for s in scale:
-        print(f"{s['kind']:12} {s['shards']:6} {s['memory_gb']:9.2f} {s['build_minutes_one_worker_per_shard']:15.1f} "
-              f"{s['build_hours_one_worker']:17.2f} {s['qps_all_shards']:15,.1f}")
-    report = {"n": args.n, "dim": args.dim, "queries": args.queries, "k": args.k, "threads": args.threads,
-              "faiss": faiss.__version__, "cpu_count": os.cpu_count(), "load_average": os.getloadavg(),
-              "machine": platform.processor() or platform.machine(),
-              "data": {"names_per_concept": NAMES_PER_CONCEPT, "concepts_per_topic": CONCEPTS_PER_TOPIC, "topic_spread": TOPIC_SPREAD,
-                       "cluster_spread": CLUSTER_SPREAD, "query_noise": QUERY_NOISE},
-              "defaults": dataclasses.asdict(IndexSpec()), "results": rows, "extrapolated_10m": scale}
+        print(
+            f"{s['kind']:12} {s['shards']:6} {s['memory_gb']:9.2f} {s['build_minutes_one_worker_per_shard']:15.1f} "
+            f"{s['build_hours_one_worker']:17.2f} {s['qps_all_shards']:15,.1f}"
+        )
+    report = {
+        "n": args.n,
+        "dim": args.dim,
+        "queries": args.queries,
+        "k": args.k,
+        "threads": args.threads,
+        "faiss": faiss.__version__,
+        "cpu_count": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "machine": platform.processor() or platform.machine(),
+        "data": {
+            "names_per_concept": NAMES_PER_CONCEPT,
+            "concepts_per_topic": CONCEPTS_PER_TOPIC,
+            "topic_spread": TOPIC_SPREAD,
+            "cluster_spread": CLUSTER_SPREAD,
+            "query_noise": QUERY_NOISE,
+        },
+        "defaults": dataclasses.asdict(IndexSpec()),
+        "results": rows,
+        "extrapolated_10m": scale,
+    }
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")

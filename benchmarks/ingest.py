@@ -69,11 +69,15 @@ def main() -> int:
         print(f"{label} ...", flush=True)
         results[label] = run_mode(flags, inp, fmt)
     base = next(iter(results.values()))["seconds"]
-    print(f"{'mode':45} {'seconds':>8} {'rows/s':>9} {'per worker':>10} {'concepts':>9} {'names':>9} {'peak RSS MB':>11} {'vs first':>8}")
+    print(
+        f"{'mode':45} {'seconds':>8} {'rows/s':>9} {'per worker':>10} {'concepts':>9} {'names':>9} {'peak RSS MB':>11} {'vs first':>8}"
+    )
     for label, r in results.items():
         rate = r["records"] / r["seconds"]
-        print(f"{label:45} {r['seconds']:8.1f} {rate:9,.0f} {rate / WORKERS[label]:10,.0f} {r['concepts']:9,} {r['names']:9,} "
-              f"{r['peak_rss_kb'] / 1024:11,.0f} {base / r['seconds']:7.2f}x")
+        print(
+            f"{label:45} {r['seconds']:8.1f} {rate:9,.0f} {rate / WORKERS[label]:10,.0f} {r['concepts']:9,} {r['names']:9,} "
+            f"{r['peak_rss_kb'] / 1024:11,.0f} {base / r['seconds']:7.2f}x"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"format": fmt, "input": inp, "modes": results}, indent=2))
     return 0 if all(r["reconciled"] for r in results.values()) else 1

@@ -17,8 +17,18 @@ BIOEL = [sys.executable, "-m", "pipelines.cli"]
 # entity type -> (ingest-kb flags, stop list file)
 KBS = {
     "Disease": (["--input-format", "medic-biosyn", "--input", DATA / "medic" / "medic_06Jul2012.txt"], "disease-medic.json"),
-    "Chemical": (["--input-format", "mesh-tsv", "--input", DATA / "mesh" / "data_mesh_thesaurus.tsv.gz", DATA / "mesh" / "data_mesh_trees.tsv",
-                  "--mesh-tree-prefix", "D"], "chemical-mesh.json"),
+    "Chemical": (
+        [
+            "--input-format",
+            "mesh-tsv",
+            "--input",
+            DATA / "mesh" / "data_mesh_thesaurus.tsv.gz",
+            DATA / "mesh" / "data_mesh_trees.tsv",
+            "--mesh-tree-prefix",
+            "D",
+        ],
+        "chemical-mesh.json",
+    ),
 }
 
 
@@ -47,7 +57,9 @@ def built_from(folder: Path, source_key: str, source: Path) -> bool:
     """`built`, from the version of `source` there is now (its manifest records the one it read under `source_key`)."""
     from bioel_core.embeddings import is_version_of
 
-    return built(folder) and is_version_of(json.loads((folder / "manifest.json").read_text())[source_key]["manifest_sha256"], source)
+    return built(folder) and is_version_of(
+        json.loads((folder / "manifest.json").read_text())[source_key]["manifest_sha256"], source
+    )
 
 
 def prepare(work: Path, model: str, type_models: dict[str, str] | None = None) -> dict[str, dict[str, Path]]:
@@ -68,7 +80,10 @@ def prepare(work: Path, model: str, type_models: dict[str, str] | None = None) -
         if not built_from(emb, "names", kb):
             sh(BIOEL + ["embed", "--model", type_model, "--input", kb, "--output", emb, "--no-quality"])
         if not built_from(idx, "embeddings", emb):
-            sh(BIOEL + ["build-index", "--input", emb, "--output", idx, "--num-shards", "2", "--index-kind", "flat", "--no-quality"])
+            sh(
+                BIOEL
+                + ["build-index", "--input", emb, "--output", idx, "--num-shards", "2", "--index-kind", "flat", "--no-quality"]
+            )
         out[entity_type] = {"kb": kb, "index": idx, "stop_list": STOP_LISTS / stop_list, "model": type_model}
     return out
 
@@ -77,5 +92,12 @@ def annotator_flags(kbs: dict[str, dict[str, Path]], model: str) -> list[str]:
     """The `--model`, `--index` and `--stop-list` flags of `bioel link` / `calibrate-nil` for the prepared KBs:
     `model` for every type, `--model TYPE=DIR` for a type whose index another model built."""
     own = [f"{t}={kb['model']}" for t, kb in kbs.items() if kb["model"] != model]
-    return ["--model", model, *own, "--index", *[f"{t}={kb['index']}" for t, kb in kbs.items()],
-            "--stop-list", *[f"{t}={kb['stop_list']}" for t, kb in kbs.items()]]
+    return [
+        "--model",
+        model,
+        *own,
+        "--index",
+        *[f"{t}={kb['index']}" for t, kb in kbs.items()],
+        "--stop-list",
+        *[f"{t}={kb['stop_list']}" for t, kb in kbs.items()],
+    ]

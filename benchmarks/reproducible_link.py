@@ -49,8 +49,23 @@ def main() -> None:
 
     def link(inputs: Path, output: Path, *extra: str) -> float:
         began = time.perf_counter()
-        command = [*BIOEL, "link", *annotator_flags(kbs, model), "--input", str(inputs), "--input-format",
-                   "jsonl", "--detector", args.detector, "--output", str(output), "--no-quality", "--runner", "FnApiRunner", *extra]
+        command = [
+            *BIOEL,
+            "link",
+            *annotator_flags(kbs, model),
+            "--input",
+            str(inputs),
+            "--input-format",
+            "jsonl",
+            "--detector",
+            args.detector,
+            "--output",
+            str(output),
+            "--no-quality",
+            "--runner",
+            "FnApiRunner",
+            *extra,
+        ]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode:
             raise SystemExit(f"{' '.join(command)} failed:\n{proc.stdout}\n{proc.stderr}")
@@ -63,23 +78,31 @@ def main() -> None:
     }
     seconds["in process, again over its own output"] += link(source, runs / "one-again")
     seconds["2 workers"] = link(source, runs / "two", *TWO_WORKERS)
-    seconds["--incremental after the first half"] = link(half, runs / "incremental", "--incremental") + \
-        link(source, runs / "incremental", "--incremental")
+    seconds["--incremental after the first half"] = link(half, runs / "incremental", "--incremental") + link(
+        source, runs / "incremental", "--incremental"
+    )
     reference = table_bytes(runs / "one")
     rows = []
-    for label, folder in (("in process", "one"), ("in process, again over its own output", "one-again"),
-                          ("2 workers", "two"), ("--incremental after the first half", "incremental")):
+    for label, folder in (
+        ("in process", "one"),
+        ("in process, again over its own output", "one-again"),
+        ("2 workers", "two"),
+        ("--incremental after the first half", "incremental"),
+    ):
         found = table_bytes(runs / folder)
         differ = sorted(f for f in reference.keys() | found.keys() if reference.get(f) != found.get(f))
         rows.append({"run": label, "seconds": round(seconds[label], 1), "files": len(found), "differing_files": differ})
     print(f"\n`bioel link` over {len(lines):,} abstracts ({source.name}), model {model}")
     print(f"{'run':<42}{'seconds':>9}{'files':>7}  identical to the first run")
     for r in rows:
-        print(f"{r['run']:<42}{r['seconds']:>9.1f}{r['files']:>7}  {'yes' if not r['differing_files'] else 'NO: ' + ', '.join(r['differing_files'])}")
+        print(
+            f"{r['run']:<42}{r['seconds']:>9.1f}{r['files']:>7}  {'yes' if not r['differing_files'] else 'NO: ' + ', '.join(r['differing_files'])}"
+        )
     identical = all(not r["differing_files"] for r in rows)
     if args.json:
-        Path(args.json).write_text(json.dumps({"abstracts": len(lines), "model": model, "runs": rows,
-                                               "byte_identical": identical}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"abstracts": len(lines), "model": model, "runs": rows, "byte_identical": identical}, indent=2)
+        )
     sys.exit(0 if identical else 1)
 
 

@@ -37,28 +37,49 @@ def run(data: Path, retrievers: list[str], reranker_dir: str, splits: list[str],
             for split in splits:
                 names, queries = split_data(data, dataset, split)
                 dense = DenseLinker(names, encoder, retriever)
-                for label, linker in (("retriever", dense), (f"+ reranker (depth {depth})", RerankLinker(names, dense, reranker, reranker_dir, depth))):
+                for label, linker in (
+                    ("retriever", dense),
+                    (f"+ reranker (depth {depth})", RerankLinker(names, dense, reranker, reranker_dir, depth)),
+                ):
                     scores, _ = evaluate(linker, queries, k)
-                    row = {"retriever": Path(retriever).name, "stage": label, "dataset": dataset, "split": split,
-                           "n": scores["n"], "acc@1": scores["acc@1"], f"acc@{k}": scores[f"acc@{k}"],
-                           "seconds": scores["seconds"], "mentions_per_s": scores["n"] / scores["seconds"]}
+                    row = {
+                        "retriever": Path(retriever).name,
+                        "stage": label,
+                        "dataset": dataset,
+                        "split": split,
+                        "n": scores["n"],
+                        "acc@1": scores["acc@1"],
+                        f"acc@{k}": scores[f"acc@{k}"],
+                        "seconds": scores["seconds"],
+                        "mentions_per_s": scores["n"] / scores["seconds"],
+                    }
                     rows.append(row)
-                    print(f"{row['retriever']:<18}{label:<24}{dataset:<16}{split:<5} n={row['n']:<6}acc@1={row['acc@1']:.2f} "
-                          f"acc@{k}={row[f'acc@{k}']:.2f} {row['mentions_per_s']:.0f} mentions/s", flush=True)
+                    print(
+                        f"{row['retriever']:<18}{label:<24}{dataset:<16}{split:<5} n={row['n']:<6}acc@1={row['acc@1']:.2f} "
+                        f"acc@{k}={row[f'acc@{k}']:.2f} {row['mentions_per_s']:.0f} mentions/s",
+                        flush=True,
+                    )
     return rows
 
 
 def table(rows: list[dict], args) -> str:
     k = args.k
-    lines = [f"## Retrieve and rerank ({Path(args.reranker).name}), BioSyn protocol", "",
-             f"`python benchmarks/rerank.py --reranker {args.reranker} --depth {args.depth}` on {datetime.date.today().isoformat()}, "
-             f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, device {args.device}. "
-             "Dictionary: the split's `*_dictionary.txt`; every query line counts. mentions/s: all queries of the split "
-             "linked in one call (the rerank stage scores each distinct query once; exact unambiguous names are not reranked).", "",
-             f"| retriever | stage | dataset | split | n | acc@1 | acc@{k} | mentions/s |", "|---|---|---|---|---:|---:|---:|---:|"]
+    lines = [
+        f"## Retrieve and rerank ({Path(args.reranker).name}), BioSyn protocol",
+        "",
+        f"`python benchmarks/rerank.py --reranker {args.reranker} --depth {args.depth}` on {datetime.date.today().isoformat()}, "
+        f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, device {args.device}. "
+        "Dictionary: the split's `*_dictionary.txt`; every query line counts. mentions/s: all queries of the split "
+        "linked in one call (the rerank stage scores each distinct query once; exact unambiguous names are not reranked).",
+        "",
+        f"| retriever | stage | dataset | split | n | acc@1 | acc@{k} | mentions/s |",
+        "|---|---|---|---|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['retriever']} | {r['stage']} | {r['dataset']} | {r['split']} | {r['n']:,} | {r['acc@1']:.2f} | "
-                     f"{r[f'acc@{k}']:.2f} | {r['mentions_per_s']:,.0f} |")
+        lines.append(
+            f"| {r['retriever']} | {r['stage']} | {r['dataset']} | {r['split']} | {r['n']:,} | {r['acc@1']:.2f} | "
+            f"{r[f'acc@{k}']:.2f} | {r['mentions_per_s']:,.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -66,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data", help="shared benchmark data folder")
     parser.add_argument("--reranker", default=str(ROOT / "models" / "disease-reranker"))
-    parser.add_argument("--retriever", nargs="+", default=[str(ROOT / "models" / "disease-default"), str(ROOT / "models" / "disease-ensemble")])
+    parser.add_argument(
+        "--retriever", nargs="+", default=[str(ROOT / "models" / "disease-default"), str(ROOT / "models" / "disease-ensemble")]
+    )
     parser.add_argument("--splits", nargs="+", choices=["dev", "test"], default=["dev", "test"])
     parser.add_argument("--depth", type=int, default=16)
     parser.add_argument("--k", type=int, default=5)

@@ -36,8 +36,14 @@ from bioel_core.training.loop import TrainConfig  # noqa: E402
 from bioel_core.settings.train import EXAMPLE_SIZE as DEFAULT_EXAMPLE_SIZE  # noqa: E402
 from bioel_core.settings.train import CrossEncoderSettings  # noqa: E402
 from bioel_core.training.recipe import concept_alias, train_stage, usable_queries  # noqa: E402
-from bioel_core.training.rerank import (RETRIEVER_WEIGHTS, dev_stages, listwise_loss, new_cross_encoder,  # noqa: E402
-                                        rerank_examples, synonym_examples)
+from bioel_core.training.rerank import (  # noqa: E402
+    RETRIEVER_WEIGHTS,
+    dev_stages,
+    listwise_loss,
+    new_cross_encoder,  # noqa: E402
+    rerank_examples,
+    synonym_examples,
+)
 
 CORPORA = ("ncbi-disease/raw_corpus/*.txt", "bc5cdr-corpus/*.PubTator.txt")
 
@@ -58,8 +64,8 @@ class Contexts:
         text = self.texts.get(query.doc_id)
         if not words or text is None or query.start is None:
             return mention
-        left = self.normalize(text[:query.start]).split()[-words:]
-        right = self.normalize(text[query.end:]).split()[:words]
+        left = self.normalize(text[: query.start]).split()[-words:]
+        right = self.normalize(text[query.end :]).split()[:words]
         return " ".join([*left, "<", mention, ">", *right])
 
 
@@ -71,7 +77,7 @@ def dev_accuracy(dev, reads, reranker) -> list[tuple[int, int]]:
         answers = stage._reranked([r for rs in read for r in rs], stage.candidates([p for parts in subs for p in parts]), 1)
         hits, at = 0, 0
         for q, parts in zip(queries, subs):
-            hits += score_query(q, parts, answers[at:at + len(parts)]).hit(1)
+            hits += score_query(q, parts, answers[at : at + len(parts)]).hit(1)
             at += len(parts)
         out.append((hits, len(queries)))
     return out
@@ -88,14 +94,21 @@ class Data:
     def __init__(self, args, names: NameSet, retriever: DenseLinker):
         datasets = [str(args.data / d) for d in DATASETS]
         alias = concept_alias(names)
-        self.train = [(query, names.normalizer(part), ids) for dataset in datasets
-                      for query, pairs in usable_queries(dataset, "train", alias)[0] for part, ids in pairs]
-        self.examples, self.counts = rerank_examples(retriever, names, [(m, ids) for _, m, ids in self.train],
-                                                     DEFAULT_EXAMPLE_SIZE)
+        self.train = [
+            (query, names.normalizer(part), ids)
+            for dataset in datasets
+            for query, pairs in usable_queries(dataset, "train", alias)[0]
+            for part, ids in pairs
+        ]
+        self.examples, self.counts = rerank_examples(
+            retriever, names, [(m, ids) for _, m, ids in self.train], DEFAULT_EXAMPLE_SIZE
+        )
         self.synonyms, _ = synonym_examples(retriever, names, len(self.examples), DEFAULT_EXAMPLE_SIZE, args.seed)
         # the stages' reranker is set by each score (dev_accuracy)
-        self.dev = [(stage, queries, [[names.normalizer(p) for p in split_composite(q.text)] for q in queries])
-                    for stage, queries in dev_stages(retriever, names, datasets, None, args.depth)]
+        self.dev = [
+            (stage, queries, [[names.normalizer(p) for p in split_composite(q.text)] for q in queries])
+            for stage, queries in dev_stages(retriever, names, datasets, None, args.depth)
+        ]
 
 
 def run(args, data: Data, contexts: Contexts, words: int) -> dict:
@@ -110,23 +123,49 @@ def run(args, data: Data, contexts: Contexts, words: int) -> dict:
     max_length = args.max_length or (64 if words else 32)
     model = new_cross_encoder(None, max_length, "cpu", args.seed)
     reranker = CrossEncoderReranker(model)
-    config = TrainConfig(epochs=args.epochs, batch_size=CrossEncoderSettings.batch_size, learning_rate=CrossEncoderSettings.lr,
-                         seed=args.seed, loss="listwise", max_steps=args.max_steps)
-    stats = train_stage(model, "rerank", examples + data.synonyms, config, workdir, False,
-                        dev_score=lambda: pooled(dev_accuracy(data.dev, reads, reranker)), loss_fn=listwise_loss)
+    config = TrainConfig(
+        epochs=args.epochs,
+        batch_size=CrossEncoderSettings.batch_size,
+        learning_rate=CrossEncoderSettings.lr,
+        seed=args.seed,
+        loss="listwise",
+        max_steps=args.max_steps,
+    )
+    stats = train_stage(
+        model,
+        "rerank",
+        examples + data.synonyms,
+        config,
+        workdir,
+        False,
+        dev_score=lambda: pooled(dev_accuracy(data.dev, reads, reranker)),
+        loss_fn=listwise_loss,
+    )
     kept, fused = KeptScores(reranker), {}
     for weight in RETRIEVER_WEIGHTS:
         model.retriever_weight = weight
         fused[weight] = dev_accuracy(data.dev, reads, kept)
     best = max(RETRIEVER_WEIGHTS, key=lambda w: (pooled(fused[w]), -w))
-    row = {"words": words, "max_length": max_length, "mention_examples": len(examples), "synonym_examples": len(data.synonyms),
-           "dev_alone_by_epoch": [d["score"] for d in stats.get("dev", [])], "weight": best,
-           "dev_fused_by_weight": {str(w): pooled(c) for w, c in fused.items()},
-           "dev_fused": {d: 100.0 * h / n for d, (h, n) in zip(DATASETS, fused[best])}, "dev_fused_pooled": pooled(fused[best]),
-           "minutes": (time.perf_counter() - began) / 60, "skipped": data.counts}
-    print(f"words {words}: alone by epoch {', '.join(f'{s:.2f}' for s in row['dev_alone_by_epoch'])}; weight {best:g}: "
-          + ", ".join(f"{d} {a:.2f}" for d, a in row["dev_fused"].items()) + f", pooled {row['dev_fused_pooled']:.2f} "
-          f"({row['minutes']:.1f} min)", flush=True)
+    row = {
+        "words": words,
+        "max_length": max_length,
+        "mention_examples": len(examples),
+        "synonym_examples": len(data.synonyms),
+        "dev_alone_by_epoch": [d["score"] for d in stats.get("dev", [])],
+        "weight": best,
+        "dev_fused_by_weight": {str(w): pooled(c) for w, c in fused.items()},
+        "dev_fused": {d: 100.0 * h / n for d, (h, n) in zip(DATASETS, fused[best])},
+        "dev_fused_pooled": pooled(fused[best]),
+        "minutes": (time.perf_counter() - began) / 60,
+        "skipped": data.counts,
+    }
+    print(
+        f"words {words}: alone by epoch {', '.join(f'{s:.2f}' for s in row['dev_alone_by_epoch'])}; weight {best:g}: "
+        + ", ".join(f"{d} {a:.2f}" for d, a in row["dev_fused"].items())
+        + f", pooled {row['dev_fused_pooled']:.2f} "
+        f"({row['minutes']:.1f} min)",
+        flush=True,
+    )
     return row
 
 
@@ -136,8 +175,11 @@ def main() -> int:
     ap.add_argument("--names", required=True, help="an ingest-kb output folder (MEDIC)")
     ap.add_argument("--retriever", default=str(ROOT / "models" / "disease-default"))
     ap.add_argument("--words", type=int, nargs="+", default=[0, 8], help="context words a side (0: the mention alone)")
-    ap.add_argument("--max-length", type=int, help="word pieces of mention (+ context) and concept names (default: "
-                                                   "32 without context, as `bioel train`; 64 with)")
+    ap.add_argument(
+        "--max-length",
+        type=int,
+        help="word pieces of mention (+ context) and concept names (default: 32 without context, as `bioel train`; 64 with)",
+    )
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--max-steps", type=int, help="stop each run after this many steps (a quick look)")
     ap.add_argument("--depth", type=int, default=16)
@@ -154,8 +196,10 @@ def main() -> int:
     rows = [run(args, data, contexts, words) for words in args.words]
     print("\n| words a side | dev alone by epoch | weight | NCBI dev | BC5CDR dev | pooled dev |\n|---:|---|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['words']} | {', '.join(f'{s:.2f}' for s in r['dev_alone_by_epoch'])} | {r['weight']:g} | "
-              f"{r['dev_fused']['ncbi-disease']:.2f} | {r['dev_fused']['bc5cdr-disease']:.2f} | {r['dev_fused_pooled']:.2f} |")
+        print(
+            f"| {r['words']} | {', '.join(f'{s:.2f}' for s in r['dev_alone_by_epoch'])} | {r['weight']:g} | "
+            f"{r['dev_fused']['ncbi-disease']:.2f} | {r['dev_fused']['bc5cdr-disease']:.2f} | {r['dev_fused_pooled']:.2f} |"
+        )
     if args.json:
         args.json.write_text(json.dumps({"retriever": args.retriever, "names": args.names, "rows": rows}, indent=2))
     return 0

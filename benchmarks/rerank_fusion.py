@@ -69,32 +69,55 @@ def run(data: Path, members: list[str], retriever: str, depth: int, device: str)
     ensemble.weights, ensemble.retriever_weight = best["member_weights"], best["retriever_weight"]
     rows = [{"stage": "retriever alone", **{s: pooled(stages, s) for s in ("dev", "test")}}]
     for member, folder in zip(kept, members):
-        rows.append({"stage": f"+ {Path(folder).name} alone (its weight {member.retriever_weight:g})",
-                     **{s: pooled(stages, s, member) for s in ("dev", "test")}})
-    rows.append({"stage": f"+ ensemble {best['member_weights']}, retriever {best['retriever_weight']:g} (chosen on dev)",
-                 **{s: pooled(stages, s, ensemble) for s in ("dev", "test")}})
+        rows.append(
+            {
+                "stage": f"+ {Path(folder).name} alone (its weight {member.retriever_weight:g})",
+                **{s: pooled(stages, s, member) for s in ("dev", "test")},
+            }
+        )
+    rows.append(
+        {
+            "stage": f"+ ensemble {best['member_weights']}, retriever {best['retriever_weight']:g} (chosen on dev)",
+            **{s: pooled(stages, s, ensemble) for s in ("dev", "test")},
+        }
+    )
     return {"retriever": retriever, "grid": grid, "chosen": best, "rows": rows}
 
 
 def tables(results: list[dict], args) -> str:
-    lines = [f"`python benchmarks/rerank_fusion.py --member {' '.join(args.member)} --retriever {' '.join(args.retriever)} "
-             f"--depth {args.depth}` on {datetime.date.today().isoformat()}, {platform.python_implementation()} "
-             f"{platform.python_version()}, {os.cpu_count()} CPUs, device {args.device}. acc@1, BioSyn protocol (the split's "
-             "dictionary, every query line); dev: pooled NCBI + BC5CDR dev, on which the weights were chosen.", "",
-             "| retriever | stage | NCBI dev | BC5CDR dev | pooled dev | NCBI test | BC5CDR test |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"`python benchmarks/rerank_fusion.py --member {' '.join(args.member)} --retriever {' '.join(args.retriever)} "
+        f"--depth {args.depth}` on {datetime.date.today().isoformat()}, {platform.python_implementation()} "
+        f"{platform.python_version()}, {os.cpu_count()} CPUs, device {args.device}. acc@1, BioSyn protocol (the split's "
+        "dictionary, every query line); dev: pooled NCBI + BC5CDR dev, on which the weights were chosen.",
+        "",
+        "| retriever | stage | NCBI dev | BC5CDR dev | pooled dev | NCBI test | BC5CDR test |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for result in results:
         for r in result["rows"]:
-            lines.append(f"| {Path(result['retriever']).name} | {r['stage']} | {r['dev']['ncbi-disease']:.2f} | "
-                         f"{r['dev']['bc5cdr-disease']:.2f} | {r['dev']['pooled']:.2f} | {r['test']['ncbi-disease']:.2f} | "
-                         f"{r['test']['bc5cdr-disease']:.2f} |")
-    lines += ["", "Pooled dev acc@1 of every weight tried (rows: the retriever's weight; columns: the other members' weights):", ""]
+            lines.append(
+                f"| {Path(result['retriever']).name} | {r['stage']} | {r['dev']['ncbi-disease']:.2f} | "
+                f"{r['dev']['bc5cdr-disease']:.2f} | {r['dev']['pooled']:.2f} | {r['test']['ncbi-disease']:.2f} | "
+                f"{r['test']['bc5cdr-disease']:.2f} |"
+            )
+    lines += [
+        "",
+        "Pooled dev acc@1 of every weight tried (rows: the retriever's weight; columns: the other members' weights):",
+        "",
+    ]
     for result in results:
         others = sorted({tuple(g["member_weights"][1:]) for g in result["grid"]})
-        lines += [f"{Path(result['retriever']).name}:", "", "| retriever weight | " + " | ".join(str(list(o)) for o in others) + " |",
-                  "|---:|" + "---:|" * len(others)]
+        lines += [
+            f"{Path(result['retriever']).name}:",
+            "",
+            "| retriever weight | " + " | ".join(str(list(o)) for o in others) + " |",
+            "|---:|" + "---:|" * len(others),
+        ]
         for weight in RETRIEVER_WEIGHTS:
-            cells = {tuple(g["member_weights"][1:]): g["dev"]["pooled"] for g in result["grid"] if g["retriever_weight"] == weight}
+            cells = {
+                tuple(g["member_weights"][1:]): g["dev"]["pooled"] for g in result["grid"] if g["retriever_weight"] == weight
+            }
             lines.append(f"| {weight:g} | " + " | ".join(f"{cells[o]:.2f}" for o in others) + " |")
         chosen = result["chosen"]
         members = " ".join(f"--member {m} {w:g}" for m, w in zip(args.member, chosen["member_weights"]))

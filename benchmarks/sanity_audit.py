@@ -62,29 +62,47 @@ def audit(rows: list[dict], proteins: dict[str, str]) -> dict:
         "statistic_mentions": [r for r in rows if is_statistic(r["mention"])],
         "bare_number_mentions": [r for r in rows if is_bare_number(r["mention"])],
         "expansions_crossing_a_clause": [r for r in expansions if crosses_boundary(r["link_text"])],
-        "protein_descriptors_typed_chemical": [r for r in linked if r["entity_type"] == "Chemical" and r["concept_id"] in proteins],
+        "protein_descriptors_typed_chemical": [
+            r for r in linked if r["entity_type"] == "Chemical" and r["concept_id"] in proteins
+        ],
     }
-    report = {"documents": len({r["doc_id"] for r in rows}), "mentions": len(rows), "linked": len(linked),
-              "expansions": len(expansions), "counts": {k: len(v) for k, v in found.items()}, "examples": {}, "top": {}}
+    report = {
+        "documents": len({r["doc_id"] for r in rows}),
+        "mentions": len(rows),
+        "linked": len(linked),
+        "expansions": len(expansions),
+        "counts": {k: len(v) for k, v in found.items()},
+        "examples": {},
+        "top": {},
+    }
     for name, hits in found.items():
         strings = Counter((r["mention"], r["link_text"], r["concept_id"]) for r in hits)
-        report["examples"][name] = [{"mention": m, "link_text": lt, "concept_id": c, "count": n}
-                                    for (m, lt, c), n in strings.most_common(EXAMPLES)]
+        report["examples"][name] = [
+            {"mention": m, "link_text": lt, "concept_id": c, "count": n} for (m, lt, c), n in strings.most_common(EXAMPLES)
+        ]
     by_type: dict[str, Counter] = defaultdict(Counter)
     concept_of: dict[tuple[str, str], Counter] = defaultdict(Counter)
     for r in linked:
         by_type[r["entity_type"]][r["mention"]] += 1
         concept_of[r["entity_type"], r["mention"]][(r["concept_id"], r["matched_name"])] += 1
     for etype in sorted(by_type):
-        report["top"][etype] = [{"mention": m, "count": n, "concept_id": concept_of[etype, m].most_common(1)[0][0][0],
-                                 "matched_name": concept_of[etype, m].most_common(1)[0][0][1]}
-                                for m, n in by_type[etype].most_common(TOP)]
+        report["top"][etype] = [
+            {
+                "mention": m,
+                "count": n,
+                "concept_id": concept_of[etype, m].most_common(1)[0][0][0],
+                "matched_name": concept_of[etype, m].most_common(1)[0][0][1],
+            }
+            for m, n in by_type[etype].most_common(TOP)
+        ]
     return report
 
 
 def print_report(report: dict) -> None:
-    print(f"\n{report['documents']:,} documents, {report['mentions']:,} mentions, {report['linked']:,} linked, "
-          f"{report['expansions']:,} linked by an abbreviation's long form")
+    print(
+        f"\n{report['documents']:,} documents, {report['mentions']:,} mentions, {report['linked']:,} linked, "
+        f"{report['expansions']:,} linked by an abbreviation's long form"
+    )
     for name, n in report["counts"].items():
         print(f"{name}: {n:,}")
         for e in report["examples"][name]:
@@ -111,8 +129,23 @@ def main() -> None:
             sh(BIOEL + ["build", BUNDLE_FILE, "--output", bundle, "--runner", "FnApiRunner"])
         links = work / f"audit-links-{bundle.name}"
         if not built(links):
-            sh(BIOEL + ["link", "--bundle", bundle, "--input", ABSTRACTS, "--input-format", "jsonl", "--output", links,
-                        "--no-quality", "--runner", "FnApiRunner"])
+            sh(
+                BIOEL
+                + [
+                    "link",
+                    "--bundle",
+                    bundle,
+                    "--input",
+                    ABSTRACTS,
+                    "--input-format",
+                    "jsonl",
+                    "--output",
+                    links,
+                    "--no-quality",
+                    "--runner",
+                    "FnApiRunner",
+                ]
+            )
     rows = read_table(links, "annotations", COLUMNS).to_pylist()
     report = {"links": str(links), **audit(rows, protein_descriptors())}
     print_report(report)

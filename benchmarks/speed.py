@@ -29,8 +29,13 @@ from transformers import AutoTokenizer, BertConfig, BertModel  # noqa: E402
 from bioel_core.corpora import iter_dictionary, read_query_folder  # noqa: E402
 from bioel_core.models import Encoder, ResCNNEncoder, TransformerEncoder, default_base_checkpoint  # noqa: E402
 
-BERT_BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-             "vocab_size": 30522}
+BERT_BASE = {
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "vocab_size": 30522,
+}
 
 
 def bert_base_folder(folder: Path) -> Path:
@@ -42,9 +47,11 @@ def bert_base_folder(folder: Path) -> Path:
 
 
 def build_models(scratch: Path, max_length: int) -> dict[str, Encoder]:
-    return {"ResCNN (max pooling)": ResCNNEncoder(max_length=max_length),
-            "MiniLM-L6": TransformerEncoder(default_base_checkpoint(), max_length=max_length),
-            "BERT-base (random)": TransformerEncoder(bert_base_folder(scratch / "bert-base"), max_length=max_length)}
+    return {
+        "ResCNN (max pooling)": ResCNNEncoder(max_length=max_length),
+        "MiniLM-L6": TransformerEncoder(default_base_checkpoint(), max_length=max_length),
+        "BERT-base (random)": TransformerEncoder(bert_base_folder(scratch / "bert-base"), max_length=max_length),
+    }
 
 
 def time_encode(encoder: Encoder, texts: list[str], batch_size: int) -> float:
@@ -57,8 +64,7 @@ def time_encode(encoder: Encoder, texts: list[str], batch_size: int) -> float:
     return time.perf_counter() - start
 
 
-def measure(models: dict[str, Encoder], names: list[str], queries: list[str], device: str, batch_size: int,
-            repeat: int) -> dict:
+def measure(models: dict[str, Encoder], names: list[str], queries: list[str], device: str, batch_size: int, repeat: int) -> dict:
     results = {}
     for label, encoder in models.items():
         encoder.to(device)
@@ -71,8 +77,13 @@ def measure(models: dict[str, Encoder], names: list[str], queries: list[str], de
             queries_s = min(queries_s, time_encode(encoder, queries, batch_size))
             if names_s + queries_s > 60:
                 break
-        results[label] = {"names_per_s": len(names) / names_s, "queries_per_s": len(queries) / queries_s,
-                          "names_s": names_s, "queries_s": queries_s, "seconds": names_s + queries_s}
+        results[label] = {
+            "names_per_s": len(names) / names_s,
+            "queries_per_s": len(queries) / queries_s,
+            "names_s": names_s,
+            "queries_s": queries_s,
+            "seconds": names_s + queries_s,
+        }
         print(f"  {device}: {label:<22} {names_s + queries_s:8.2f} s", flush=True)
         encoder.to("cpu")
     return results
@@ -80,12 +91,16 @@ def measure(models: dict[str, Encoder], names: list[str], queries: list[str], de
 
 def table(models: dict[str, Encoder], results: dict, device: str) -> str:
     rescnn = results["ResCNN (max pooling)"]["seconds"]
-    lines = [f"| model ({device}) | parameters | names/s | queries/s | seconds | x slower than ResCNN |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"| model ({device}) | parameters | names/s | queries/s | seconds | x slower than ResCNN |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for label, r in results.items():
         params = sum(p.numel() for p in models[label].parameters() if p.requires_grad)
-        lines.append(f"| {label} | {params / 1e6:.2f}M | {r['names_per_s']:,.0f} | {r['queries_per_s']:,.0f} | "
-                     f"{r['seconds']:.2f} | {r['seconds'] / rescnn:.1f} |")
+        lines.append(
+            f"| {label} | {params / 1e6:.2f}M | {r['names_per_s']:,.0f} | {r['queries_per_s']:,.0f} | "
+            f"{r['seconds']:.2f} | {r['seconds'] / rescnn:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -101,24 +116,37 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     folder = args.data / "ncbi-disease"
-    names = [entry.name for entry in iter_dictionary(folder / "test_dictionary.txt")][:args.limit]
+    names = [entry.name for entry in iter_dictionary(folder / "test_dictionary.txt")][: args.limit]
     queries = [mention.text for mention in read_query_folder(folder / "processed_test")]
     devices = {"cpu": ["cpu"], "cuda": ["cuda"], "auto": ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])}
     devices = devices[args.device]
     if "cuda" in devices and not torch.cuda.is_available():
         parser.error("--device cuda: CUDA is not available")
-    print(f"{len(names)} names, {len(queries)} queries, batch {args.batch_size}, max_length {args.max_length}, "
-          f"torch threads {torch.get_num_threads()}", flush=True)
+    print(
+        f"{len(names)} names, {len(queries)} queries, batch {args.batch_size}, max_length {args.max_length}, "
+        f"torch threads {torch.get_num_threads()}",
+        flush=True,
+    )
 
-    report = {"names": len(names), "queries": len(queries), "batch_size": args.batch_size,
-              "max_length": args.max_length, "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-              "cpu": platform.processor() or platform.machine(), "repeat": args.repeat,
-              "load_average_before": os.getloadavg(), "models": {}}
+    report = {
+        "names": len(names),
+        "queries": len(queries),
+        "batch_size": args.batch_size,
+        "max_length": args.max_length,
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cpu": platform.processor() or platform.machine(),
+        "repeat": args.repeat,
+        "load_average_before": os.getloadavg(),
+        "models": {},
+    }
     with tempfile.TemporaryDirectory() as scratch:
         models = build_models(Path(scratch), args.max_length)
         for label, encoder in models.items():
-            report["models"][label] = {"parameters": sum(p.numel() for p in encoder.parameters()),
-                                       "trainable_parameters": sum(p.numel() for p in encoder.parameters() if p.requires_grad)}
+            report["models"][label] = {
+                "parameters": sum(p.numel() for p in encoder.parameters()),
+                "trainable_parameters": sum(p.numel() for p in encoder.parameters() if p.requires_grad),
+            }
         for device in devices:
             suffix = "gpu" if device == "cuda" else "cpu"
             if device == "cuda":
@@ -130,8 +158,11 @@ def main(argv: list[str] | None = None) -> int:
             report[f"rescnn_vs_bert_base_{suffix}"] = results["BERT-base (random)"]["seconds"] / rescnn
             report[f"rescnn_vs_minilm_{suffix}"] = results["MiniLM-L6"]["seconds"] / rescnn
             print("\n" + table(models, results, device) + "\n")
-            print(f"ResCNN vs BERT-base ({suffix}): {report[f'rescnn_vs_bert_base_{suffix}']:.1f}x faster; "
-                  f"vs MiniLM-L6: {report[f'rescnn_vs_minilm_{suffix}']:.1f}x faster", flush=True)
+            print(
+                f"ResCNN vs BERT-base ({suffix}): {report[f'rescnn_vs_bert_base_{suffix}']:.1f}x faster; "
+                f"vs MiniLM-L6: {report[f'rescnn_vs_minilm_{suffix}']:.1f}x faster",
+                flush=True,
+            )
     report["load_average_after"] = os.getloadavg()  # a loaded machine makes every figure slower and noisier
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -17,13 +17,68 @@ import random
 from pathlib import Path
 
 LANGUAGES = (("ENG", 75), ("SPA", 9), ("FRE", 4), ("GER", 3), ("POR", 3), ("DUT", 2), ("ITA", 2), ("JPN", 2))
-SOURCES = (("SNOMEDCT_US", "PT"), ("SNOMEDCT_US", "FN"), ("SNOMEDCT_US", "SY"), ("MSH", "MH"), ("MSH", "ET"),
-           ("MSH", "PEP"), ("NCI", "PT"), ("NCI", "SY"), ("MEDDRA", "LLT"), ("MDR", "PT"), ("RXNORM", "IN"),
-           ("LNC", "LN"), ("ICD10CM", "PT"), ("CHV", "SY"), ("MTH", "AB"))
+SOURCES = (
+    ("SNOMEDCT_US", "PT"),
+    ("SNOMEDCT_US", "FN"),
+    ("SNOMEDCT_US", "SY"),
+    ("MSH", "MH"),
+    ("MSH", "ET"),
+    ("MSH", "PEP"),
+    ("NCI", "PT"),
+    ("NCI", "SY"),
+    ("MEDDRA", "LLT"),
+    ("MDR", "PT"),
+    ("RXNORM", "IN"),
+    ("LNC", "LN"),
+    ("ICD10CM", "PT"),
+    ("CHV", "SY"),
+    ("MTH", "AB"),
+)
 SUPPRESS = (("N", 95), ("O", 3), ("E", 1), ("Y", 1))
-SYLLABLES = ("car", "dio", "neo", "pla", "sia", "hep", "ato", "itis", "gly", "co", "gen", "pro", "tein", "ase",
-             "leu", "ke", "mia", "neu", "ro", "path", "y", "os", "teo", "por", "sis", "my", "o", "cyte", "lym",
-             "pho", "ma", "derm", "al", "ren", "in", "sul", "fi", "bro", "tic", "vas", "cu", "lar")
+SYLLABLES = (
+    "car",
+    "dio",
+    "neo",
+    "pla",
+    "sia",
+    "hep",
+    "ato",
+    "itis",
+    "gly",
+    "co",
+    "gen",
+    "pro",
+    "tein",
+    "ase",
+    "leu",
+    "ke",
+    "mia",
+    "neu",
+    "ro",
+    "path",
+    "y",
+    "os",
+    "teo",
+    "por",
+    "sis",
+    "my",
+    "o",
+    "cyte",
+    "lym",
+    "pho",
+    "ma",
+    "derm",
+    "al",
+    "ren",
+    "in",
+    "sul",
+    "fi",
+    "bro",
+    "tic",
+    "vas",
+    "cu",
+    "lar",
+)
 
 
 def _vocabulary(rng: random.Random, size: int = 20_000) -> list[str]:
@@ -52,12 +107,14 @@ def rows(n: int, seed: int = 0):
             sab, tty = rng.choice(SOURCES)
             # other atoms: the preferred string again (another source or language) or a variant of it
             text = base if preferred or rng.random() < 0.3 else f"{base} {' '.join(rng.sample(words, rng.randint(1, 2)))}"
-            code = f"{sab[:1]}{rng.randrange(10 ** 7):07d}"
+            code = f"{sab[:1]}{rng.randrange(10**7):07d}"
             written += 1
-            yield (f"C{cui:07d}|{lat}|{'P' if preferred else rng.choice('PS')}|L{written:07d}|"
-                   f"{'PF' if preferred else rng.choice(('PF', 'VO', 'VC', 'VCW'))}|S{written:07d}|"
-                   f"{'Y' if preferred else rng.choice('YN')}|A{written:08d}||{code}||{sab}|{tty}|{code}|{text}|"
-                   f"{rng.choice('0123')}|{'N' if preferred else rng.choices(supp, supp_w)[0]}|{rng.choice(('', '256', '4096'))}|\n")
+            yield (
+                f"C{cui:07d}|{lat}|{'P' if preferred else rng.choice('PS')}|L{written:07d}|"
+                f"{'PF' if preferred else rng.choice(('PF', 'VO', 'VC', 'VCW'))}|S{written:07d}|"
+                f"{'Y' if preferred else rng.choice('YN')}|A{written:08d}||{code}||{sab}|{tty}|{code}|{text}|"
+                f"{rng.choice('0123')}|{'N' if preferred else rng.choices(supp, supp_w)[0]}|{rng.choice(('', '256', '4096'))}|\n"
+            )
 
 
 def write_mrconso(folder: Path, n: int, seed: int = 0) -> Path:

@@ -26,8 +26,12 @@ from benchmarks.kbs import BIOEL, DATA, built, sh  # noqa: E402
 CHEMICAL_QUERIES = DATA / "bc5cdr-chemical" / "bc5cdr-chemical-cl"
 SPLITS = ("train", "dev", "test")
 # run name -> the flags it adds to the default command (the default adds none)
-RUNS = {"default": [], "hard-negatives": ["--hard-negatives", "8"], "infonce": ["--finetune-loss", "infonce"],
-        "lr-3e-3": ["--lr", "3e-3"]}
+RUNS = {
+    "default": [],
+    "hard-negatives": ["--hard-negatives", "8"],
+    "infonce": ["--finetune-loss", "infonce"],
+    "lr-3e-3": ["--lr", "3e-3"],
+}
 
 
 def build_dataset(out: Path) -> dict:
@@ -70,8 +74,24 @@ def write_dataset(out: Path, dictionary: list[tuple[str, str]], dataset_id: dict
 
 def score(model: Path, dataset: Path, kb: Path, split: str, work: Path) -> dict:
     report = work / f"{model.name}-{split}.json"
-    sh(BIOEL + ["evaluate", "--linker", "dense", "--model", model, "--dataset", dataset, "--split", split, "--names", kb,
-                "--json", report])
+    sh(
+        BIOEL
+        + [
+            "evaluate",
+            "--linker",
+            "dense",
+            "--model",
+            model,
+            "--dataset",
+            dataset,
+            "--split",
+            split,
+            "--names",
+            kb,
+            "--json",
+            report,
+        ]
+    )
     return json.loads(report.read_text())
 
 
@@ -85,25 +105,53 @@ def main(argv: list[str] | None = None) -> int:
     counts = build_dataset(dataset)
     print(json.dumps(counts))
     if not built(kb):
-        sh(BIOEL + ["ingest-kb", "--input-format", "biosyn-dict", "--kb-name", "chem-user", "--id-pattern", r"CHEM\d{5}",
-                    "--input", dataset / "dictionary.txt", "--output", kb, "--no-quality"])
+        sh(
+            BIOEL
+            + [
+                "ingest-kb",
+                "--input-format",
+                "biosyn-dict",
+                "--kb-name",
+                "chem-user",
+                "--id-pattern",
+                r"CHEM\d{5}",
+                "--input",
+                dataset / "dictionary.txt",
+                "--output",
+                kb,
+                "--no-quality",
+            ]
+        )
     rows = []
     for run in args.runs:
         model = args.work / f"model-{run}"
         if not (model / "card.json").is_file():
-            sh(BIOEL + ["train", "rescnn", "--names", kb, "--train-dataset", dataset, "--output", model,
-                        "--no-progress", *RUNS[run]])
+            sh(
+                BIOEL
+                + ["train", "rescnn", "--names", kb, "--train-dataset", dataset, "--output", model, "--no-progress", *RUNS[run]]
+            )
         card = json.loads((model / "card.json").read_text())
         finetune = card["stages"]["finetune"]
         dev, test = score(model, dataset, kb, "dev", args.work), score(model, dataset, kb, "test", args.work)
-        rows.append({"run": run, "flags": RUNS[run], "epochs_run": len(finetune.get("dev", [])),
-                     "best_epoch": finetune.get("best_dev", {}).get("epoch"), "minutes": card["training_seconds"] / 60,
-                     "dev_acc@1": dev["acc@1"], "test_acc@1": test["acc@1"], "test_acc@5": test["acc@5"]})
+        rows.append(
+            {
+                "run": run,
+                "flags": RUNS[run],
+                "epochs_run": len(finetune.get("dev", [])),
+                "best_epoch": finetune.get("best_dev", {}).get("epoch"),
+                "minutes": card["training_seconds"] / 60,
+                "dev_acc@1": dev["acc@1"],
+                "test_acc@1": test["acc@1"],
+                "test_acc@5": test["acc@5"],
+            }
+        )
     print("| run | flags | epochs run (best) | minutes | dev acc@1 | test acc@1 | test acc@5 |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['run']} | `{' '.join(r['flags']) or '(none)'}` | {r['epochs_run']} ({r['best_epoch']}) | {r['minutes']:.1f} | "
-              f"{r['dev_acc@1']:.2f} | {r['test_acc@1']:.2f} | {r['test_acc@5']:.2f} |")
+        print(
+            f"| {r['run']} | `{' '.join(r['flags']) or '(none)'}` | {r['epochs_run']} ({r['best_epoch']}) | {r['minutes']:.1f} | "
+            f"{r['dev_acc@1']:.2f} | {r['test_acc@1']:.2f} | {r['test_acc@5']:.2f} |"
+        )
     if args.json:
         args.json.write_text(json.dumps({"dataset": counts, "rows": rows}, indent=2) + "\n")
     return 0

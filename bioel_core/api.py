@@ -23,11 +23,19 @@ class Annotator:
         self.annotator = annotator
 
     @classmethod
-    def from_folders(cls, indexes: Mapping[str, str | Path], model: str | Path | Mapping[str, str | Path] | None = None, *,
-                     stop_lists: Mapping[str, str | Path] | None = None, nil_thresholds: Mapping[str, float] | None = None,
-                     mentions: str = "detect", detector: str | None = None, reranker: str | Path | None = None,
-                     generative: str | Path | None = None,
-                     device: str = "cpu") -> Annotator:
+    def from_folders(
+        cls,
+        indexes: Mapping[str, str | Path],
+        model: str | Path | Mapping[str, str | Path] | None = None,
+        *,
+        stop_lists: Mapping[str, str | Path] | None = None,
+        nil_thresholds: Mapping[str, float] | None = None,
+        mentions: str = "detect",
+        detector: str | None = None,
+        reranker: str | Path | None = None,
+        generative: str | Path | None = None,
+        device: str = "cpu",
+    ) -> Annotator:
         """`indexes`: entity type -> `bioel build-index` folder (type '' takes mentions of any type); `model`: the
         model folder the indexes were built with (default: the shipped disease model), or entity type -> the
         model folder its index was built with (type '' for the others); `stop_lists`: entity type
@@ -42,8 +50,10 @@ class Annotator:
             """An entity type -> value argument as pairs; a bare folder or number is named here (it was an
             AttributeError on `.items`), as is a value that does not convert."""
             if mapping is not None and not isinstance(mapping, Mapping):
-                raise TypeError(f"{name}: a mapping of entity type -> value ({{'Disease': ...}}), got "
-                                f"{type(mapping).__name__} {mapping!r:.60}")
+                raise TypeError(
+                    f"{name}: a mapping of entity type -> value ({{'Disease': ...}}), got "
+                    f"{type(mapping).__name__} {mapping!r:.60}"
+                )
             out = []
             for t, v in (mapping or {}).items():
                 try:
@@ -53,28 +63,39 @@ class Annotator:
             return tuple(out)
 
         models = dict(pairs("model", model)) if isinstance(model, Mapping) else {"": str(model)} if model else {}
-        given = {"index": pairs("indexes", indexes), "model": tuple((t, m) for t, m in models.items() if t),
-                 "stop_list": pairs("stop_lists", stop_lists), "nil_threshold": pairs("nil_thresholds", nil_thresholds, float)}
+        given = {
+            "index": pairs("indexes", indexes),
+            "model": tuple((t, m) for t, m in models.items() if t),
+            "stop_list": pairs("stop_lists", stop_lists),
+            "nil_threshold": pairs("nil_thresholds", nil_thresholds, float),
+        }
         types: dict[str, dict] = {}
         for setting, values in given.items():
             for entity_type, value in values:
                 types.setdefault(entity_type, {})[setting] = value
         link = LinkSettings(model=models.get(""), detector=detector, types={t: LinkTarget(**v) for t, v in types.items()})
-        rerank = RerankSettings(reranker=str(reranker) if reranker else None,
-                                generative=str(generative) if generative else None)
+        rerank = RerankSettings(reranker=str(reranker) if reranker else None, generative=str(generative) if generative else None)
         return cls.from_settings(link, rerank, mentions=mentions, device=device)
 
     @classmethod
-    def from_settings(cls, link: LinkSettings, rerank: RerankSettings | None = None, *, mentions: str = "detect",
-                      device: str = "cpu") -> Annotator:
+    def from_settings(
+        cls, link: LinkSettings, rerank: RerankSettings | None = None, *, mentions: str = "detect", device: str = "cpu"
+    ) -> Annotator:
         """The linker `link` declares (the contract `bioel link` makes of its flags, and a bundle of its [link] table):
         per entity type its index, model, stop list and NIL threshold, and the detector; `rerank`: a reranker or a
         generative model choosing among each mention's candidates; `mentions` and `device` as in `from_folders`."""
         return cls._opened(link.annotator_spec, rerank, mentions, device)
 
     @classmethod
-    def from_bundle(cls, bundle: str | Path, *, overrides: LinkSettings | None = None,
-                    rerank: RerankSettings | None = None, mentions: str = "detect", device: str = "cpu") -> Annotator:
+    def from_bundle(
+        cls,
+        bundle: str | Path,
+        *,
+        overrides: LinkSettings | None = None,
+        rerank: RerankSettings | None = None,
+        mentions: str = "detect",
+        device: str = "cpu",
+    ) -> Annotator:
         """The linker of a `bioel build` bundle folder (wherever it lies now): its indexes, models, stop lists, NIL
         thresholds and detector, as `bioel link` links with the bundle, each setting `overrides` gives replacing the
         bundle's; `rerank`, `mentions` and `device` as in `from_settings`."""
@@ -91,8 +112,13 @@ class Annotator:
             raise SettingsError("mentions", f"{mentions!r} is not one of {', '.join(MENTION_MODES)}")
         rerank = rerank or RerankSettings()
         # in process: "auto" is this machine's, and cuda without one is refused here
-        spec = make_spec(detect=mentions == "detect", device=resolve_device(device), reranker=rerank.reranker,
-                         rerank_depth=rerank.rerank_depth, generative=rerank.generative)
+        spec = make_spec(
+            detect=mentions == "detect",
+            device=resolve_device(device),
+            reranker=rerank.reranker,
+            rerank_depth=rerank.rerank_depth,
+            generative=rerank.generative,
+        )
         # each model folder opened once: checked to be the one every index was built with before the names,
         # indexes, reranker or generative model are loaded, then linked with
         models = spec.open_models()

@@ -40,6 +40,7 @@ SETTINGS_TABLE = "settings"  # the generation's folder: bundle.json, calibration
 @dataclass(frozen=True)
 class StageRecord:
     """What a finished stage was run with and made: compared with the current ones to tell whether it must run."""
+
     settings: dict
     inputs: dict  # input name -> version (a sha256, a digest, an output's content version)
     output: str = ""  # its output folder, relative to the bundle ("" for a stage that writes none)
@@ -82,8 +83,9 @@ def output_version(folder: Path, pipeline: str) -> str:
     return manifest_sha256(folder)
 
 
-def staleness(bundle: Path, name: str, settings: dict, inputs: dict, pipeline: str | None = None,
-              made_from: tuple[str, Path] | None = None) -> str | None:
+def staleness(
+    bundle: Path, name: str, settings: dict, inputs: dict, pipeline: str | None = None, made_from: tuple[str, Path] | None = None
+) -> str | None:
     """Why stage `name` must run, or None when it is up to date: its record's settings and inputs equal `settings` and
     `inputs`, and (for a stage with an output folder, written by `pipeline`) that folder is the version it recorded.
     `made_from`: (manifest key, folder): the output's manifest must name that folder as its input's path (an output
@@ -156,6 +158,7 @@ def relative(path: str | None, bundle: Path) -> str | None:
 @dataclass(frozen=True)
 class BuiltBundle:
     """A bundle folder `bioel build` published, read for linking."""
+
     folder: Path
     manifest: dict
 
@@ -177,8 +180,10 @@ class BuiltBundle:
 
     def located(self) -> dict[str, dict[str, str]]:
         """Per entity type, where the embeddings and names folders its index was built from lie now."""
-        return {t: {k: str(self.folder / v) for k, v in folders.items() if k in (EMBEDDINGS, KB)}
-                for t, folders in self.manifest["link"]["folders"].items()}
+        return {
+            t: {k: str(self.folder / v) for k, v in folders.items() if k in (EMBEDDINGS, KB)}
+            for t, folders in self.manifest["link"]["folders"].items()
+        }
 
     def annotator_spec(self, overrides: LinkSettings | None = None, thresholds: bool = True, **kwargs):
         """The AnnotatorSpec of the bundle's linker, single settings replaced by those given in `overrides` (a type
@@ -191,8 +196,11 @@ class BuiltBundle:
             link = overridden(link, overrides)
         own = {t for t, target in link.types.items() if target.index == str(self.folder / INDEX / t)}
         located = {t: folders for t, folders in self.located().items() if t in own}
-        return link.annotator_spec(embeddings=tuple((t, f[EMBEDDINGS]) for t, f in located.items()),
-                                   names=tuple((t, f[KB]) for t, f in located.items()), **kwargs)
+        return link.annotator_spec(
+            embeddings=tuple((t, f[EMBEDDINGS]) for t, f in located.items()),
+            names=tuple((t, f[KB]) for t, f in located.items()),
+            **kwargs,
+        )
 
 
 def overridden(base: LinkSettings, flags: LinkSettings) -> LinkSettings:
@@ -201,5 +209,9 @@ def overridden(base: LinkSettings, flags: LinkSettings) -> LinkSettings:
     for t, target in flags.types.items():
         given = {k: v for k, v in to_mapping(target).items() if v is not None}
         types[t] = dataclasses.replace(types.get(t, LinkTarget()), **given)
-    return LinkSettings(model=flags.model or base.model, detector=flags.detector or base.detector,
-                        copy_formats=flags.copy_formats or base.copy_formats, types=types)
+    return LinkSettings(
+        model=flags.model or base.model,
+        detector=flags.detector or base.detector,
+        copy_formats=flags.copy_formats or base.copy_formats,
+        types=types,
+    )

@@ -33,6 +33,7 @@ class ModelMismatchError(ValueError):
 @dataclass(frozen=True)
 class EncodeFailure:
     """What a text that could not be encoded gets instead of its vector, with why (a dead letter's reason)."""
+
     reason: str
 
 
@@ -59,7 +60,7 @@ def vectors_of(column: pa.ChunkedArray | pa.Array, dim: int) -> np.ndarray:
     start = 0
     for chunk in chunks:
         # flatten() honours slice offsets, unlike .values
-        out[start:start + len(chunk)] = chunk.flatten().to_numpy(zero_copy_only=False).reshape(len(chunk), dim)
+        out[start : start + len(chunk)] = chunk.flatten().to_numpy(zero_copy_only=False).reshape(len(chunk), dim)
         start += len(chunk)
     return out
 
@@ -69,10 +70,12 @@ def read_embeddings(emb_dir: str | Path) -> Embeddings:
     dim = read_embeddings_details(emb_dir).model.dim
     table = read_table(emb_dir, "embeddings")
     if table.num_rows and table.schema.field("vector").type.list_size != dim:
-        raise ValueError(f"{emb_dir}: vectors have {table.schema.field('vector').type.list_size} dimensions, "
-                         f"the manifest says {dim}")
-    return Embeddings(table.column("name_id").to_numpy(), table.column("concept_id").to_pylist(),
-                      vectors_of(table.column("vector"), dim))
+        raise ValueError(
+            f"{emb_dir}: vectors have {table.schema.field('vector').type.list_size} dimensions, the manifest says {dim}"
+        )
+    return Embeddings(
+        table.column("name_id").to_numpy(), table.column("concept_id").to_pylist(), vectors_of(table.column("vector"), dim)
+    )
 
 
 def check_model_matches(emb_dir: str | Path, encoder) -> None:
@@ -84,24 +87,42 @@ def check_model_matches(emb_dir: str | Path, encoder) -> None:
         raise ModelMismatchError(
             f"{emb_dir}: the embeddings were made with the model at {model.path} (fingerprint "
             f"{model.fingerprint[:12]}, {model.config}); this model has fingerprint {found[:12]} "
-            f"({encoder.config()}). Re-run `bioel embed` with this model, or use that one.")
+            f"({encoder.config()}). Re-run `bioel embed` with this model, or use that one."
+        )
 
 
 def check_names_unchanged(emb_dir: str | Path, fs: FileSystem = LOCAL, at: str | Path | None = None) -> Path | str:
     """The names folder the embeddings were made from (`at`: where it lies now, if moved), checked to be the same
     table version."""
-    return check_unchanged_source(emb_dir, read_embeddings_details(emb_dir, fs=fs).names, read_manifest, "names table",
-                                  "these embeddings were made", "embed", fs, at)
+    return check_unchanged_source(
+        emb_dir,
+        read_embeddings_details(emb_dir, fs=fs).names,
+        read_manifest,
+        "names table",
+        "these embeddings were made",
+        "embed",
+        fs,
+        at,
+    )
 
 
-def check_embeddings_unchanged(index_dir: str | Path, index_manifest: dict, fs: FileSystem = LOCAL,
-                               at: str | Path | None = None) -> Path | str:
+def check_embeddings_unchanged(
+    index_dir: str | Path, index_manifest: dict, fs: FileSystem = LOCAL, at: str | Path | None = None
+) -> Path | str:
     """The embeddings folder a `bioel build-index` output was built from, checked to be the same table version: an
     index left from an earlier embeddings generation (a new KB release ingested and embedded into the same folders,
     or a refresh killed between its two outputs) has names and concepts the current tables no longer hold, and
     lacks theirs."""
-    return check_unchanged_source(index_dir, IndexDetails.from_dict(index_manifest).embeddings, read_embeddings_manifest,
-                                  "embeddings", "this index was built", "build-index", fs, at)
+    return check_unchanged_source(
+        index_dir,
+        IndexDetails.from_dict(index_manifest).embeddings,
+        read_embeddings_manifest,
+        "embeddings",
+        "this index was built",
+        "build-index",
+        fs,
+        at,
+    )
 
 
 def encode_checked(encoder, texts: list[str], batch_size: int | None = None) -> list:

@@ -16,18 +16,30 @@ from bioel_core.lazy import lazy_exports
 FAIL_ON = ("critical", "warning", "none")
 
 # imported on first use: the CLI imports the input-vs-output check from here without pyarrow
-__getattr__ = lazy_exports(__name__, {
-    **dict.fromkeys(["EmptyOutputError", "QualityGateError", "UnpublishedError", "UnreconciledError"], "bioel_core.outputs.errors"),
-    **dict.fromkeys(["json_object", "read_json_object"], "bioel_core.outputs.reading"),
-    **dict.fromkeys(["check_model_output", "check_not_an_input", "check_not_empty", "check_output_folder", "refuse_empty"],
-                    "bioel_core.outputs.rules"),
-})
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(
+            ["EmptyOutputError", "QualityGateError", "UnpublishedError", "UnreconciledError"], "bioel_core.outputs.errors"
+        ),
+        **dict.fromkeys(["json_object", "read_json_object"], "bioel_core.outputs.reading"),
+        **dict.fromkeys(
+            ["check_model_output", "check_not_an_input", "check_not_empty", "check_output_folder", "refuse_empty"],
+            "bioel_core.outputs.rules",
+        ),
+    },
+)
 
 # the libraries whose versions decide an output's bytes (vectors, scores, index, Parquet), by the distribution
 # names they are installed under (faiss as a CPU or a GPU build)
 OUTPUT_LIBRARIES = {
-    "torch": ("torch",), "numpy": ("numpy",), "faiss": ("faiss-cpu", "faiss-gpu", "faiss"), "pyarrow": ("pyarrow",),
-    "transformers": ("transformers",), "tokenizers": ("tokenizers",), "safetensors": ("safetensors",),
+    "torch": ("torch",),
+    "numpy": ("numpy",),
+    "faiss": ("faiss-cpu", "faiss-gpu", "faiss"),
+    "pyarrow": ("pyarrow",),
+    "transformers": ("transformers",),
+    "tokenizers": ("tokenizers",),
+    "safetensors": ("safetensors",),
     "scikit-learn": ("scikit-learn",),
 }
 
@@ -55,10 +67,14 @@ class WorkerLibrariesError(RuntimeError):
 def check_same_libraries(launcher: dict[str, str | None]) -> None:
     """Raises WorkerLibrariesError naming each library whose version here differs from the launcher's."""
     here = library_versions()
-    differ = [f"{lib} {here.get(lib)} here, {version} on the launcher" for lib, version in sorted(launcher.items())
-              if here.get(lib) != version]
+    differ = [
+        f"{lib} {here.get(lib)} here, {version} on the launcher"
+        for lib, version in sorted(launcher.items())
+        if here.get(lib) != version
+    ]
     if differ:
         raise WorkerLibrariesError(
             "this worker's libraries are not the launcher's (" + "; ".join(differ) + "): its outputs would differ from "
             "the same job's elsewhere. Install the launcher's pins on the workers (--requirements_file "
-            "requirements.lock.txt beside --setup_file) or run both on the Dockerfile's image (--sdk_container_image)")
+            "requirements.lock.txt beside --setup_file) or run both on the Dockerfile's image (--sdk_container_image)"
+        )

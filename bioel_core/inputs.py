@@ -29,7 +29,7 @@ def path_below(path: str, folder: str) -> str:
     path, folder = path.replace("\\", "/"), folder.replace("\\", "/").rstrip("/")
     if folder in ("", ".") and not path.startswith("/") and "://" not in path:
         return path.removeprefix("./")
-    return path[len(folder) + 1:] if path.startswith(folder + "/") else path.rpartition("/")[2]
+    return path[len(folder) + 1 :] if path.startswith(folder + "/") else path.rpartition("/")[2]
 
 
 def is_input_name(name: str) -> bool:

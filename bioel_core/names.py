@@ -31,8 +31,13 @@ class NameSet:
         return len(self.names)
 
     @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[str, tuple[str, ...]]], normalizer: Normalizer | None = None,
-                   source: str = "", normalized: bool = False) -> NameSet:
+    def from_pairs(
+        cls,
+        pairs: Iterable[tuple[str, tuple[str, ...]]],
+        normalizer: Normalizer | None = None,
+        source: str = "",
+        normalized: bool = False,
+    ) -> NameSet:
         normalizer = normalizer or Normalizer()
         seen: set[tuple[str, tuple[str, ...]]] = set()
         names, ids = [], []
@@ -49,8 +54,9 @@ class NameSet:
         """A dictionary with no name to link against (no line, or every name empty once normalized) is refused."""
         names = cls.from_pairs(((e.name, e.concept_ids) for e in iter_dictionary(path)), normalizer, str(path))
         if not names:
-            raise ValueError(f"{path}: no name to link against (no 'ID||name' line whose name is left non-empty by "
-                             f"normalization)")
+            raise ValueError(
+                f"{path}: no name to link against (no 'ID||name' line whose name is left non-empty by normalization)"
+            )
         return names
 
     @classmethod
@@ -72,8 +78,12 @@ class NameSet:
 
     # ---- the copy a saved linker keeps (Parquet, no pickle) ----
     def save(self, path: str | Path) -> None:
-        table = pa.table({"name": pa.array(self.names, pa.string()),
-                          "concept_ids": pa.array([list(c) for c in self.concept_ids], pa.list_(pa.string()))})
+        table = pa.table(
+            {
+                "name": pa.array(self.names, pa.string()),
+                "concept_ids": pa.array([list(c) for c in self.concept_ids], pa.list_(pa.string())),
+            }
+        )
         pq.write_table(table, path)
 
     @classmethod

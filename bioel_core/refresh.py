@@ -54,8 +54,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bioel_core.embeddings import (TEXT_COLUMN, EncodeFailure, check_model_matches, encode_checked, is_version_of,
-                                   manifest_sha256, read_embeddings_manifest, vectors_of)
+from bioel_core.embeddings import (
+    TEXT_COLUMN,
+    EncodeFailure,
+    check_model_matches,
+    encode_checked,
+    is_version_of,
+    manifest_sha256,
+    read_embeddings_manifest,
+    vectors_of,
+)
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.progress import bar as progress_bar
 from bioel_core.index import IndexSpec, build_shard, read_index_manifest, shard_of
@@ -63,8 +71,7 @@ from bioel_core.index.build import faiss_threads
 from bioel_core.index.layout import FOLDERS, shard_files
 from bioel_core.index.sharded import file_sha256
 from bioel_core.models import open_model
-from bioel_core.outputs import (LocalFileSystem, Manifest, OutputFolder, embeddings_table, name_chunks, shard_name,
-                                write_parquet)
+from bioel_core.outputs import LocalFileSystem, Manifest, OutputFolder, embeddings_table, name_chunks, shard_name, write_parquet
 from bioel_core.outputs.details import EmbedDetails, EmbeddingsSource, IndexDetails, NamesSource
 from bioel_core.settings.fields import SettingsError
 from bioel_core.tables import KB_PIPELINE, data_root, read_output_manifest, read_table, stable_shard, table_files
@@ -85,6 +92,7 @@ def _labels(labels: Mapping[str, str] | None) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------------- the diff
+
 
 @dataclass
 class NamesDiff:
@@ -113,14 +121,17 @@ def diff_names(old: pa.Table, new: pa.Table, labels: Mapping[str, str] | None = 
     """Two names tables compared by name_id and content; `labels` as `refresh`'s."""
     label = _labels(labels)
     old, new = _by_name_id(old, label["old"]), _by_name_id(new, label["new"])
-    _, common_old, common_new = np.intersect1d(old.column("name_id").to_numpy(), new.column("name_id").to_numpy(),
-                                               assume_unique=True, return_indices=True)
+    _, common_old, common_new = np.intersect1d(
+        old.column("name_id").to_numpy(), new.column("name_id").to_numpy(), assume_unique=True, return_indices=True
+    )
     changed = np.zeros(len(common_old), dtype=bool)
     for column in NAME_COLUMNS:
-        changed |= pc.not_equal(old.column(column).take(common_old),
-                                new.column(column).take(common_new)).to_numpy(zero_copy_only=False)
-    return NamesDiff(old, new, _others(new.num_rows, common_new), _others(old.num_rows, common_old),
-                     common_old, common_new, changed)
+        changed |= pc.not_equal(old.column(column).take(common_old), new.column(column).take(common_new)).to_numpy(
+            zero_copy_only=False
+        )
+    return NamesDiff(
+        old, new, _others(new.num_rows, common_new), _others(old.num_rows, common_old), common_old, common_new, changed
+    )
 
 
 def _others(n: int, taken: np.ndarray) -> np.ndarray:
@@ -149,9 +160,15 @@ def diff_report(diff: NamesDiff, old_concepts: pa.Table, new_concepts: pa.Table,
         return rows.slice(0, limit).to_pylist() if limit is not None else rows.to_pylist()
 
     shown_changes = pc.sort_indices(changed_new, [("concept_id", "ascending"), ("name_norm", "ascending")])[:examples]
-    changes = [{"name_id": a["name_id"], "concept_id": b["concept_id"], "name_norm": b["name_norm"],
-                "changes": {c: [a[c], b[c]] for c in NAME_COLUMNS if a[c] != b[c]}}
-               for a, b in zip(changed_old.take(shown_changes).to_pylist(), changed_new.take(shown_changes).to_pylist())]
+    changes = [
+        {
+            "name_id": a["name_id"],
+            "concept_id": b["concept_id"],
+            "name_norm": b["name_norm"],
+            "changes": {c: [a[c], b[c]] for c in NAME_COLUMNS if a[c] != b[c]},
+        }
+        for a, b in zip(changed_old.take(shown_changes).to_pylist(), changed_new.take(shown_changes).to_pylist())
+    ]
 
     kept = old_pref.keys() & new_pref.keys()
     touched = set()
@@ -159,15 +176,18 @@ def diff_report(diff: NamesDiff, old_concepts: pa.Table, new_concepts: pa.Table,
         touched.update(pc.unique(table.column("concept_id")).to_pylist())
     names_changed = sorted(touched & kept)
     shown = pa.array(names_changed[:examples], pa.string())
-    per_concept = {c: {"concept_id": c, "preferred_name": new_pref[c], "names_added": [], "names_removed": [],
-                       "names_changed": []} for c in names_changed[:examples]}
+    per_concept = {
+        c: {"concept_id": c, "preferred_name": new_pref[c], "names_added": [], "names_removed": [], "names_changed": []}
+        for c in names_changed[:examples]
+    }
     for key, table in (("names_added", added), ("names_removed", removed)):
         for row in ordered(table.filter(pc.is_in(table.column("concept_id"), value_set=shown)), None):
             per_concept[row["concept_id"]][key].append(row["name"])
     mask = pc.is_in(changed_new.column("concept_id"), value_set=shown)
     for a, b in zip(changed_old.filter(mask).to_pylist(), changed_new.filter(mask).to_pylist()):
         per_concept[b["concept_id"]]["names_changed"].append(
-            {"name_norm": b["name_norm"], **{c: [a[c], b[c]] for c in NAME_COLUMNS if a[c] != b[c]}})
+            {"name_norm": b["name_norm"], **{c: [a[c], b[c]] for c in NAME_COLUMNS if a[c] != b[c]}}
+        )
 
     renamed = sorted(c for c in kept if old_pref[c] != new_pref[c])
     return {
@@ -176,15 +196,16 @@ def diff_report(diff: NamesDiff, old_concepts: pa.Table, new_concepts: pa.Table,
             "removed": {"count": len(removed), "examples": [_name_example(r) for r in ordered(removed, examples)]},
             "changed": {"count": len(changed_old), "examples": changes},
             "note": "name_id hashes (kb, concept_id, name_norm): a renamed name or one moved to another concept is "
-                    "one removed and one added name; 'changed' are rows of the same name_id whose other columns differ",
+            "one removed and one added name; 'changed' are rows of the same name_id whose other columns differ",
         },
         "concepts": {
-            "added": _section([{"concept_id": c, "preferred_name": new_pref[c]} for c in sorted(new_pref.keys() - kept)],
-                              examples),
-            "removed": _section([{"concept_id": c, "preferred_name": old_pref[c]} for c in sorted(old_pref.keys() - kept)],
-                                examples),
-            "renamed": _section([{"concept_id": c, "preferred_name": [old_pref[c], new_pref[c]]} for c in renamed],
-                                examples),
+            "added": _section(
+                [{"concept_id": c, "preferred_name": new_pref[c]} for c in sorted(new_pref.keys() - kept)], examples
+            ),
+            "removed": _section(
+                [{"concept_id": c, "preferred_name": old_pref[c]} for c in sorted(old_pref.keys() - kept)], examples
+            ),
+            "renamed": _section([{"concept_id": c, "preferred_name": [old_pref[c], new_pref[c]]} for c in renamed], examples),
             "names_changed": {"count": len(names_changed), "examples": list(per_concept.values())},
         },
     }
@@ -203,12 +224,15 @@ def format_summary(report: dict) -> str:
     ]
     lines += [f"  concept added: {e['concept_id']} {e['preferred_name']}" for e in c["added"]["examples"][:3]]
     lines += [f"  concept removed: {e['concept_id']} {e['preferred_name']}" for e in c["removed"]["examples"][:3]]
-    lines += [f"  concept renamed: {e['concept_id']} {e['preferred_name'][0]!r} -> {e['preferred_name'][1]!r}"
-              for e in c["renamed"]["examples"][:3]]
+    lines += [
+        f"  concept renamed: {e['concept_id']} {e['preferred_name'][0]!r} -> {e['preferred_name'][1]!r}"
+        for e in c["renamed"]["examples"][:3]
+    ]
     return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------ the inputs
+
 
 @dataclass
 class Inputs:
@@ -237,8 +261,13 @@ def check_shard_file(path: Path, sha256: str, copy_to: Path | None = None) -> No
         raise ValueError(f"{path}: sha256 does not match the index manifest (corrupted or replaced); run `bioel build-index`")
 
 
-def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str | Path, index: str | Path,
-                 labels: Mapping[str, str] | None = None) -> Inputs:
+def check_inputs(
+    old_names: str | Path,
+    new_names: str | Path,
+    embeddings: str | Path,
+    index: str | Path,
+    labels: Mapping[str, str] | None = None,
+) -> Inputs:
     """Every refusal of the inputs that needs no model, before any work: unfinished or foreign folders, embeddings
     not made from the old names, an index not built from the embeddings, missing files (the outputs:
     guards.check_output_folder); `labels` as `refresh`'s."""
@@ -247,35 +276,44 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
     old_manifest = read_output_manifest(old, KB_PIPELINE, label["old"])
     new_manifest = read_output_manifest(new, KB_PIPELINE, label["new"])
     if old_manifest.get("kb") != new_manifest.get("kb"):
-        raise ValueError(f"{label['old']} is KB {old_manifest.get('kb')!r} and {label['new']} is KB "
-                         f"{new_manifest.get('kb')!r}: a refresh compares two versions of one KB")
+        raise ValueError(
+            f"{label['old']} is KB {old_manifest.get('kb')!r} and {label['new']} is KB "
+            f"{new_manifest.get('kb')!r}: a refresh compares two versions of one KB"
+        )
     emb_manifest = read_embeddings_manifest(emb, label["embeddings"])
     embedded = EmbedDetails.from_dict(emb_manifest)
     if not is_version_of(embedded.names.manifest_sha256, old):
-        raise ValueError(f"{label['old']} {old} is not the names folder the embeddings at {emb} were made from "
-                         f"({embedded.names.path}, by its manifest's sha256); pass that folder as {label['old']}")
+        raise ValueError(
+            f"{label['old']} {old} is not the names folder the embeddings at {emb} were made from "
+            f"({embedded.names.path}, by its manifest's sha256); pass that folder as {label['old']}"
+        )
     listed = sorted(Path(f).name for f in emb_manifest["outputs"]["embeddings"]["files"])
     found = [f.name for f in table_files(emb, "embeddings")]
     layout = {shard_name(s, embedded.num_shards) for s in range(embedded.num_shards)}
     if listed != found or not layout.issuperset(found):
-        raise ValueError(f"{label['embeddings']} {emb}: embeddings files {found} are not the {listed} its manifest "
-                         f"lists")
+        raise ValueError(f"{label['embeddings']} {emb}: embeddings files {found} are not the {listed} its manifest lists")
     index_manifest = read_index_manifest(idx)
     indexed = IndexDetails.from_dict(index_manifest)
     if not is_version_of(indexed.embeddings.manifest_sha256, emb):
-        raise ValueError(f"{label['index']} {idx} was not built from {label['embeddings']} {emb} (it names "
-                         f"{indexed.embeddings.path}, by its manifest's sha256)")
+        raise ValueError(
+            f"{label['index']} {idx} was not built from {label['embeddings']} {emb} (it names "
+            f"{indexed.embeddings.path}, by its manifest's sha256)"
+        )
     requested = indexed.index.requested
     try:
         spec = IndexSpec(**requested)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{label['index']} {idx}: its parameters {requested} are not an IndexSpec of this bioel ({err}); "
-                         "run `bioel build-index`") from None
+        raise ValueError(
+            f"{label['index']} {idx}: its parameters {requested} are not an IndexSpec of this bioel ({err}); "
+            "run `bioel build-index`"
+        ) from None
     idx_root = data_root(idx, index_manifest)
     missing = [f for r in indexed.shards for f in shard_files(r).values() if not (idx_root / f).is_file()]
     if missing or sorted(r["shard"] for r in indexed.shards) != list(range(indexed.num_shards)):
-        raise FileNotFoundError(f"{label['index']} {idx}: incomplete: shard file(s) missing: {', '.join(missing) or 'none'}, "
-                                f"manifest lists shards {sorted(r['shard'] for r in indexed.shards)}")
+        raise FileNotFoundError(
+            f"{label['index']} {idx}: incomplete: shard file(s) missing: {', '.join(missing) or 'none'}, "
+            f"manifest lists shards {sorted(r['shard'] for r in indexed.shards)}"
+        )
     # before any work: a damaged shard found while the index is staged would come after the new embeddings were
     # published, leaving them with no index
     for record in indexed.shards:
@@ -285,6 +323,7 @@ def check_inputs(old_names: str | Path, new_names: str | Path, embeddings: str |
 
 
 # ---------------------------------------------------------------------------------------------- the refresh
+
 
 @dataclass
 class Encoded:
@@ -309,8 +348,12 @@ def encode_names(encoder, names: pa.Table, batch_size: int) -> Encoded:
                     vectors.append(result)
             bar.update(len(rows))
     kept = np.array(kept, dtype=np.int64)
-    return Encoded(ids[kept], [concepts[i] for i in kept],
-                   np.stack(vectors).astype(np.float32) if vectors else np.empty((0, encoder.dim), np.float32), dead)
+    return Encoded(
+        ids[kept],
+        [concepts[i] for i in kept],
+        np.stack(vectors).astype(np.float32) if vectors else np.empty((0, encoder.dim), np.float32),
+        dead,
+    )
 
 
 def carried_vectors(diff: NamesDiff, old_emb_ids: np.ndarray) -> tuple[np.ndarray, int]:
@@ -318,8 +361,9 @@ def carried_vectors(diff: NamesDiff, old_emb_ids: np.ndarray) -> tuple[np.ndarra
     embedded it), and how many names kept their text but have no old vector (old dead letters, retried)."""
     same = np.ones(len(diff.common_old), dtype=bool)
     for column in VECTOR_KEY:
-        same &= pc.equal(diff.old.column(column).take(diff.common_old),
-                         diff.new.column(column).take(diff.common_new)).to_numpy(zero_copy_only=False)
+        same &= pc.equal(diff.old.column(column).take(diff.common_old), diff.new.column(column).take(diff.common_new)).to_numpy(
+            zero_copy_only=False
+        )
     candidates = diff.new.column("name_id").to_numpy()[diff.common_new[same]]
     embedded = np.isin(candidates, old_emb_ids)
     return candidates[embedded], int((~embedded).sum())
@@ -332,10 +376,21 @@ class RefreshResult:
     report: dict
 
 
-def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, embeddings: str | Path, index: str | Path,
-            output_embeddings: str | Path, output_index: str | Path, *, device: str = "cpu",
-            batch_size: int | None = None, examples: int = 10, gates: tuple = (None, None),
-            labels: Mapping[str, str] | None = None) -> RefreshResult:
+def refresh(
+    old_names: str | Path,
+    new_names: str | Path,
+    model: str | Path,
+    embeddings: str | Path,
+    index: str | Path,
+    output_embeddings: str | Path,
+    output_index: str | Path,
+    *,
+    device: str = "cpu",
+    batch_size: int | None = None,
+    examples: int = 10,
+    gates: tuple = (None, None),
+    labels: Mapping[str, str] | None = None,
+) -> RefreshResult:
     """Refreshes `embeddings` and `index` (made from `old_names`) to `new_names` into two new folders; returns
     their manifests and the diff report. `batch_size` None: the one the embeddings were made with. `gates`: the
     quality.QualityGate each output must pass to be published (None: unchecked); embeddings that fail leave the
@@ -347,12 +402,20 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
         raise SettingsError("batch_size", f"must be at least 1, got {batch_size}")
     label = _labels(labels)
     inputs = check_inputs(old_names, new_names, embeddings, index, label)
-    sources = [(label[name], path) for name, path in (("old", inputs.old_names), ("new", inputs.new_names),
-                                                      ("embeddings", inputs.embeddings), ("index", inputs.index),
-                                                      ("model", model))]
+    sources = [
+        (label[name], path)
+        for name, path in (
+            ("old", inputs.old_names),
+            ("new", inputs.new_names),
+            ("embeddings", inputs.embeddings),
+            ("index", inputs.index),
+            ("model", model),
+        )
+    ]
     # neither output may hold the other: publishing one would replace the other's tables
-    check_output_folder(str(output_embeddings), "embed", sources + [(label["output_index"], output_index)],
-                        label["output_embeddings"])
+    check_output_folder(
+        str(output_embeddings), "embed", sources + [(label["output_index"], output_index)], label["output_embeddings"]
+    )
     check_output_folder(str(output_index), "build-index", sources, label["output_index"])
     embedded = inputs.embedded
     encoder = open_model(model, embedded.model.pooling, device).eval()
@@ -360,15 +423,22 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
     batch_size = batch_size or embedded.batch_size
 
     diff = diff_names(read_table(inputs.old_names, "names"), read_table(inputs.new_names, "names"), label)
-    report = diff_report(diff, read_table(inputs.old_names, "concepts", ["concept_id", "preferred_name"]),
-                         read_table(inputs.new_names, "concepts", ["concept_id", "preferred_name"]), examples)
+    report = diff_report(
+        diff,
+        read_table(inputs.old_names, "concepts", ["concept_id", "preferred_name"]),
+        read_table(inputs.new_names, "concepts", ["concept_id", "preferred_name"]),
+        examples,
+    )
 
     old_emb_ids = read_table(inputs.embeddings, "embeddings", ["name_id"]).column("name_id").to_numpy()
     carried, retried = carried_vectors(diff, old_emb_ids)
     to_encode = diff.new.filter(pa.array(~np.isin(diff.new.column("name_id").to_numpy(), carried)))
     if to_encode.num_rows > diff.new.num_rows // 2:
-        log.warning("%d of %d names need encoding: `bioel embed` + `bioel build-index` would spread this over workers",
-                    to_encode.num_rows, diff.new.num_rows)
+        log.warning(
+            "%d of %d names need encoding: `bioel embed` + `bioel build-index` would spread this over workers",
+            to_encode.num_rows,
+            diff.new.num_rows,
+        )
     log.info("encoding %d names (batch size %d)", to_encode.num_rows, batch_size)
     encoded = encode_names(encoder, to_encode, batch_size)
 
@@ -383,15 +453,28 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
     out_emb = OutputFolder(fs, str(Path(output_embeddings).resolve()), ("embeddings", "dead_letter"))
     out_idx = OutputFolder(fs, str(Path(output_index).resolve()), FOLDERS)
     report["refresh"] = {
-        "carried": int(len(carried)), "encoded": to_encode.num_rows, "embedded": int(len(encoded.name_ids)),
-        "dead_lettered": len(encoded.dead_letters), "retried_dead_letters": retried,
-        "embeddings_shards": emb_shards, "embeddings_shards_rewritten": emb_touched,
-        "index_shards": index_shards, "index_shards_rebuilt": index_touched,
+        "carried": int(len(carried)),
+        "encoded": to_encode.num_rows,
+        "embedded": int(len(encoded.name_ids)),
+        "dead_lettered": len(encoded.dead_letters),
+        "retried_dead_letters": retried,
+        "embeddings_shards": emb_shards,
+        "embeddings_shards_rewritten": emb_touched,
+        "index_shards": index_shards,
+        "index_shards_rebuilt": index_touched,
     }
-    report["old"] = {"names": str(inputs.old_names), "names_manifest_sha256": manifest_sha256(inputs.old_names),
-                     "embeddings": str(inputs.embeddings), "index": str(inputs.index)}
-    report["new"] = {"names": str(inputs.new_names), "names_manifest_sha256": manifest_sha256(inputs.new_names),
-                     "embeddings": out_emb.output_dir, "index": out_idx.output_dir}
+    report["old"] = {
+        "names": str(inputs.old_names),
+        "names_manifest_sha256": manifest_sha256(inputs.old_names),
+        "embeddings": str(inputs.embeddings),
+        "index": str(inputs.index),
+    }
+    report["new"] = {
+        "names": str(inputs.new_names),
+        "names_manifest_sha256": manifest_sha256(inputs.new_names),
+        "embeddings": out_emb.output_dir,
+        "index": out_idx.output_dir,
+    }
 
     def build_embeddings() -> Manifest:
         _stage_embeddings(inputs, Path(out_emb.root), carried, encoded, emb_touched)
@@ -404,8 +487,14 @@ def refresh(old_names: str | Path, new_names: str | Path, model: str | Path, emb
 
     def build_index() -> Manifest:
         records, vectors_read = _stage_index(inputs, Path(out_idx.root), data_root(out_emb.output_dir), index_touched)
-        return _index_manifest(inputs, Path(out_emb.output_dir), records, vectors_read, report,
-                               {table: out_idx.table_outputs(table, rows=False) for table in out_idx.tables})
+        return _index_manifest(
+            inputs,
+            Path(out_emb.output_dir),
+            records,
+            vectors_read,
+            report,
+            {table: out_idx.table_outputs(table, rows=False) for table in out_idx.tables},
+        )
 
     index_out_manifest = out_idx.publish(build_index, gates[1]).to_dict()
     return RefreshResult(emb_out_manifest, index_out_manifest, report)
@@ -427,10 +516,16 @@ def _stage_embeddings(inputs: Inputs, staging: Path, carried: np.ndarray, encode
         old = old.filter(pc.is_in(old.column("name_id"), value_set=pa.array(carried, pa.int64())))
         mine = np.nonzero(new_shard == shard)[0]
         if old.num_rows + len(mine):  # `bioel embed` writes no file for a shard no name hashes to
-            write_parquet(fs, str(target), embeddings_table(
-                np.concatenate([old.column("name_id").to_numpy(), encoded.name_ids[mine]]),
-                old.column("concept_id").to_pylist() + [encoded.concept_ids[i] for i in mine],
-                np.concatenate([vectors_of(old.column("vector"), dim), encoded.vectors[mine]]), dim))
+            write_parquet(
+                fs,
+                str(target),
+                embeddings_table(
+                    np.concatenate([old.column("name_id").to_numpy(), encoded.name_ids[mine]]),
+                    old.column("concept_id").to_pylist() + [encoded.concept_ids[i] for i in mine],
+                    np.concatenate([vectors_of(old.column("vector"), dim), encoded.vectors[mine]]),
+                    dim,
+                ),
+            )
     if encoded.dead_letters:
         dead = sorted(encoded.dead_letters, key=lambda d: d["location"])
         write_parquet(fs, str(staging / "dead_letter" / shard_name(0, 1)), pa.Table.from_pylist(dead, schema=DEAD_LETTER_SCHEMA))
@@ -465,8 +560,15 @@ def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touche
     with faiss_threads(indexed.index.faiss_threads):
         for shard in touched:
             table = pa.concat_tables(rows.pop(shard) or [embeddings_schema(dim).empty_table()])
-            built = build_shard(shard, num_shards, table.column("name_id").to_numpy(), table.column("concept_id"),
-                                vectors_of(table.column("vector"), dim), inputs.spec, dim)
+            built = build_shard(
+                shard,
+                num_shards,
+                table.column("name_id").to_numpy(),
+                table.column("concept_id"),
+                vectors_of(table.column("vector"), dim),
+                inputs.spec,
+                dim,
+            )
             for relative, data in built.files.items():
                 (staging / relative).write_bytes(data)
             records.append(built.record)
@@ -475,38 +577,65 @@ def _stage_index(inputs: Inputs, staging: Path, embeddings_staging: Path, touche
 
 def _refresh_section(inputs: Inputs, report: dict) -> dict:
     r, n = report["refresh"], report["names"]
-    return {"report": REPORT_FILE,
-            "old_names": {"path": str(inputs.old_names), "manifest_sha256": report["old"]["names_manifest_sha256"]},
-            "new_names": {"path": str(inputs.new_names), "manifest_sha256": report["new"]["names_manifest_sha256"]},
-            "counts": {"names_added": n["added"]["count"], "names_removed": n["removed"]["count"],
-                       "names_changed": n["changed"]["count"], "carried": r["carried"], "encoded": r["encoded"],
-                       "dead_lettered": r["dead_lettered"]}}
+    return {
+        "report": REPORT_FILE,
+        "old_names": {"path": str(inputs.old_names), "manifest_sha256": report["old"]["names_manifest_sha256"]},
+        "new_names": {"path": str(inputs.new_names), "manifest_sha256": report["new"]["names_manifest_sha256"]},
+        "counts": {
+            "names_added": n["added"]["count"],
+            "names_removed": n["removed"]["count"],
+            "names_changed": n["changed"]["count"],
+            "carried": r["carried"],
+            "encoded": r["encoded"],
+            "dead_lettered": r["dead_lettered"],
+        },
+    }
 
 
-def _embeddings_manifest(inputs: Inputs, model: Path, device: str, batch_size: int, outputs: dict,
-                         report: dict) -> Manifest:
+def _embeddings_manifest(inputs: Inputs, model: Path, device: str, batch_size: int, outputs: dict, report: dict) -> Manifest:
     old, refreshed = inputs.embedded, report["refresh"]
     details = EmbedDetails(
-        kb=old.kb, model=replace(old.model, path=str(model.resolve())),  # the same fingerprint, checked
-        names=NamesSource.of(inputs.new_names, inputs.new_names_manifest), device=device, batch_size=batch_size,
+        kb=old.kb,
+        model=replace(old.model, path=str(model.resolve())),  # the same fingerprint, checked
+        names=NamesSource.of(inputs.new_names, inputs.new_names_manifest),
+        device=device,
+        batch_size=batch_size,
         num_shards=old.num_shards,
-        refresh={**_refresh_section(inputs, report),
-                 "old_embeddings": {"path": str(inputs.embeddings), "manifest_sha256": manifest_sha256(inputs.embeddings)},
-                 "shards_rewritten": refreshed["embeddings_shards_rewritten"]})
-    counts = {"names_read": refreshed["carried"] + refreshed["encoded"], "embedded": refreshed["carried"] + refreshed["embedded"],
-              "dead_lettered": refreshed["dead_lettered"]}
+        refresh={
+            **_refresh_section(inputs, report),
+            "old_embeddings": {"path": str(inputs.embeddings), "manifest_sha256": manifest_sha256(inputs.embeddings)},
+            "shards_rewritten": refreshed["embeddings_shards_rewritten"],
+        },
+    )
+    counts = {
+        "names_read": refreshed["carried"] + refreshed["encoded"],
+        "embedded": refreshed["carried"] + refreshed["embedded"],
+        "dead_lettered": refreshed["dead_lettered"],
+    }
     return details.manifest(counts, outputs, RUNNER)
 
 
-def _index_manifest(inputs: Inputs, emb_dir: Path, records: list[dict], vectors_read: int, report: dict,
-                    outputs: dict) -> Manifest:
+def _index_manifest(
+    inputs: Inputs, emb_dir: Path, records: list[dict], vectors_read: int, report: dict, outputs: dict
+) -> Manifest:
     old, emb = inputs.indexed, read_embeddings_manifest(emb_dir)
-    embeddings = EmbeddingsSource(path=str(emb_dir), manifest_sha256=manifest_sha256(emb_dir),
-                                  rows=emb["outputs"]["embeddings"]["rows"], files=emb["outputs"]["embeddings"]["files"])
+    embeddings = EmbeddingsSource(
+        path=str(emb_dir),
+        manifest_sha256=manifest_sha256(emb_dir),
+        rows=emb["outputs"]["embeddings"]["rows"],
+        files=emb["outputs"]["embeddings"]["files"],
+    )
     details = IndexDetails.of(
-        embedded=EmbedDetails.from_dict(emb), embeddings=embeddings, index=old.index, num_shards=old.num_shards,
+        embedded=EmbedDetails.from_dict(emb),
+        embeddings=embeddings,
+        index=old.index,
+        num_shards=old.num_shards,
         shards=records,
-        refresh={**_refresh_section(inputs, report),
-                 "old_index": {"path": str(inputs.index), "manifest_sha256": manifest_sha256(inputs.index)},
-                 "shards_rebuilt": report["refresh"]["index_shards_rebuilt"], "faiss_version": faiss.__version__})
+        refresh={
+            **_refresh_section(inputs, report),
+            "old_index": {"path": str(inputs.index), "manifest_sha256": manifest_sha256(inputs.index)},
+            "shards_rebuilt": report["refresh"]["index_shards_rebuilt"],
+            "faiss_version": faiss.__version__,
+        },
+    )
     return details.manifest(vectors_read, outputs, RUNNER)

@@ -68,16 +68,18 @@ def read_table(output_dir: str | Path, table: str, columns: list[str] | None = N
     return pa.concat_tables(parts)
 
 
-def iter_batches(output_dir: str | Path, table: str, columns: list[str] | None = None,
-                 batch_rows: int = 65_536, fs: FileSystem = LOCAL) -> Iterator[pa.RecordBatch]:
+def iter_batches(
+    output_dir: str | Path, table: str, columns: list[str] | None = None, batch_rows: int = 65_536, fs: FileSystem = LOCAL
+) -> Iterator[pa.RecordBatch]:
     """The rows of `table` as `read_table` reads them, in record batches of at most `batch_rows`: one pass over a
     table too large to hold at once (the vectors of 10M names are 12 GB)."""
     for f in table_files(output_dir, table, fs):
         yield from file_batches(f, table, columns, batch_rows, fs)
 
 
-def file_batches(path: str | Path, table: str, columns: list[str] | None = None, batch_rows: int = 65_536,
-                 fs: FileSystem = LOCAL) -> Iterator[pa.RecordBatch]:
+def file_batches(
+    path: str | Path, table: str, columns: list[str] | None = None, batch_rows: int = 65_536, fs: FileSystem = LOCAL
+) -> Iterator[pa.RecordBatch]:
     """One shard file of `table`, schema-checked, in record batches of at most `batch_rows`."""
     with _checked(path, table, fs) as pf:
         yield from pf.iter_batches(batch_size=batch_rows, columns=columns)

@@ -141,8 +141,7 @@ class XmlRecords:
     are (a child of another kind is a Fault). `headers`: kinds of children that are yielded as records too but may
     also stand inside a record (BioC's <infon>), so that one never ends a record that is not closed."""
 
-    def __init__(self, roots: Mapping[str, Sequence[str]], max_record_bytes: int = MAX_RECORD_BYTES,
-                 headers: Sequence[str] = ()):
+    def __init__(self, roots: Mapping[str, Sequence[str]], max_record_bytes: int = MAX_RECORD_BYTES, headers: Sequence[str] = ()):
         self.roots, self.max_record_bytes, self.headers = dict(roots), max_record_bytes, tuple(headers)
         self.data = bytearray()  # unread bytes; data[0] is at `offset` of the file, on `line`, at `column`
         self.offset, self.line, self.column = 0, 1, 0
@@ -253,8 +252,18 @@ class XmlRecords:
             self._consume(len(self.data))
         size = self.offset - offset
         lines = self.line - line + (1 if self.column else 0) if size else 0
-        return Fault(unread_rest_reason(why, line, size, lines), scope, line, head[:RAW_BYTES], record=record, tag=tag,
-                     after=record - 1 if record else self.ordinal, unread=True, offset=offset, column=column)
+        return Fault(
+            unread_rest_reason(why, line, size, lines),
+            scope,
+            line,
+            head[:RAW_BYTES],
+            record=record,
+            tag=tag,
+            after=record - 1 if record else self.ordinal,
+            unread=True,
+            offset=offset,
+            column=column,
+        )
 
     # ---- the file ------------------------------------------------------------------------------------------
 
@@ -274,11 +283,23 @@ class XmlRecords:
             if piece is not None and piece.start:
                 stream.seek(piece.start)
                 self.data, self.eof = bytearray(), False
-                self.offset, self.line, self.column, self.ordinal = piece.start, piece.first_line, piece.first_column, piece.first_record
+                self.offset, self.line, self.column, self.ordinal = (
+                    piece.start,
+                    piece.first_line,
+                    piece.first_column,
+                    piece.first_record,
+                )
             yield from self._records(piece.end if piece is not None else None)
         except _StreamBroken as err:
-            yield Fault(unread_rest_reason(f"truncated or corrupt gzip stream: {err}", self.line), "between", self.line, b"",
-                        after=self.ordinal, unread=True, offset=self.offset)
+            yield Fault(
+                unread_rest_reason(f"truncated or corrupt gzip stream: {err}", self.line),
+                "between",
+                self.line,
+                b"",
+                after=self.ordinal,
+                unread=True,
+                offset=self.offset,
+            )
 
     def _prolog(self) -> Fault | None:
         """Skips what precedes the root element and reads its start tag (self.root, self.empty); a Fault when there
@@ -298,8 +319,14 @@ class XmlRecords:
                 m = _ENCODING.search(self.data, 0, max(self.data.find(b"?>"), 0))
                 declared = m.group(1).decode().lower() if m is not None else "utf-8"
                 if declared not in UTF8_NAMES and not ascii_compatible(declared):
-                    return self._rest(f"the file declares encoding {declared!r}, which does not write markup as ASCII "
-                                      "does; records are cut as bytes", "file", offset, line, head)
+                    return self._rest(
+                        f"the file declares encoding {declared!r}, which does not write markup as ASCII "
+                        "does; records are cut as bytes",
+                        "file",
+                        offset,
+                        line,
+                        head,
+                    )
                 self.encoding = declared
             first = False
             opening = next((o for o in (b"<!--", b"<?") if self.data.startswith(o)), None)
@@ -362,8 +389,21 @@ class XmlRecords:
         # every scan starts with its literal "<", which lets `re` skip to each "<" at memchr speed
         skip, start = rb"(?P<skip>!--|!\[CDATA\[|\?)", rb"(?:" + names + rb")[\s>/]"
         # a record ends at its end tag, or (not closed) where the next record starts or the root ends
-        self._record_scan = {kind: re.compile(rb"<(?:" + skip + rb"|(?P<end>/" + re.escape(kind.encode()) + _END_SPACE + rb">)|(?P<next>"
-                                              + start + rb"|" + root_end + rb"))") for kind in (*kinds, *self.headers)}
+        self._record_scan = {
+            kind: re.compile(
+                rb"<(?:"
+                + skip
+                + rb"|(?P<end>/"
+                + re.escape(kind.encode())
+                + _END_SPACE
+                + rb">)|(?P<next>"
+                + start
+                + rb"|"
+                + root_end
+                + rb"))"
+            )
+            for kind in (*kinds, *self.headers)
+        }
         self._junk_scan = re.compile(rb"<(?:" + skip + rb"|(?P<next>" + self._kind_start.pattern[1:] + rb"|" + root_end + rb"))")
         self._kinds = " or ".join(f"<{k}>" for k in kinds)
         # the longest token the scans look for: one cut by a chunk's end starts in the buffer's last this many bytes
@@ -402,7 +442,7 @@ class XmlRecords:
         self.ordinal += 1
         offset, line, column, self._head = self.offset, self.line, self.column, None
         end = self._start_tag_end()
-        if end is not None and self.data[end - 2:end] == b"/>":  # <Record .../>
+        if end is not None and self.data[end - 2 : end] == b"/>":  # <Record .../>
             yield Record(kind, self.ordinal, line, column, offset, self._consume(end), self.encoding)
             return True
         how, at, inside = self._scan(self._record_scan[kind], end or len(kind) + 1)
@@ -427,11 +467,28 @@ class XmlRecords:
                     parse_record(Record(kind, self.ordinal, line, column, offset, data, self.encoding))
                 except RecordError as err:
                     error = err
-            yield Fault(f"malformed XML: <{kind}> on line {line} is not closed before {before} on line {self.line}",
-                        "record", line, head, record=self.ordinal, tag=kind, offset=offset, column=column, error=error)
+            yield Fault(
+                f"malformed XML: <{kind}> on line {line} is not closed before {before} on line {self.line}",
+                "record",
+                line,
+                head,
+                record=self.ordinal,
+                tag=kind,
+                offset=offset,
+                column=column,
+                error=error,
+            )
         elif self._head is not None or size > self.max_record_bytes:
-            yield Fault(f"record longer than {self.max_record_bytes:,} bytes ({size:,} bytes on {_lines(line, self.line)}): not parsed",
-                        "record", line, head, record=self.ordinal, tag=kind, offset=offset, column=column)
+            yield Fault(
+                f"record longer than {self.max_record_bytes:,} bytes ({size:,} bytes on {_lines(line, self.line)}): not parsed",
+                "record",
+                line,
+                head,
+                record=self.ordinal,
+                tag=kind,
+                offset=offset,
+                column=column,
+            )
         else:
             yield Record(kind, self.ordinal, line, column, offset, data, self.encoding)
         return True
@@ -441,16 +498,25 @@ class XmlRecords:
         file ends first."""
         offset, line, column, self._head = self.offset, self.line, self.column, None
         how, at, inside = self._scan(self._junk_scan, 0)  # neither a record nor the root's end starts here
-        head = self._head if self._head is not None else bytes(self.data[:min(RAW_BYTES, len(self.data) if at < 0 else at)])
+        head = self._head if self._head is not None else bytes(self.data[: min(RAW_BYTES, len(self.data) if at < 0 else at)])
         if how == "eof":
             why = f"the file ends inside {inside}" if inside else f"the file ends before </{self.root}>"
-            yield self._rest(f"{why} (truncated?), after text or markup that is no {self._kinds} record", "between", offset, line, head)
+            yield self._rest(
+                f"{why} (truncated?), after text or markup that is no {self._kinds} record", "between", offset, line, head
+            )
             return False
         size = self.offset + at - offset
         end_line = self.line + self.data.count(b"\n", 0, max(at - 1, 0))  # of its last byte
         self._consume(at)
-        yield Fault(f"not a {self._kinds} record: {size:,} bytes of text or markup between records on {_lines(line, end_line)}",
-                    "between", line, head, after=self.ordinal, offset=offset, column=column)
+        yield Fault(
+            f"not a {self._kinds} record: {size:,} bytes of text or markup between records on {_lines(line, end_line)}",
+            "between",
+            line,
+            head,
+            after=self.ordinal,
+            offset=offset,
+            column=column,
+        )
         return True
 
     def _after_root(self) -> Iterator[Fault]:
@@ -471,8 +537,9 @@ class XmlRecords:
                 return
 
 
-def read_records(item: Input, roots: Mapping[str, Sequence[str]], opener: Opener | None = None,
-                 headers: Sequence[str] = ()) -> Iterator[Record | Fault]:
+def read_records(
+    item: Input, roots: Mapping[str, Sequence[str]], opener: Opener | None = None, headers: Sequence[str] = ()
+) -> Iterator[Record | Fault]:
     """The records and faults of a whole file (gzip sniffed from its bytes) or of a FileRange from `split_records`.
     Opening a gzip that fails its check raises what kb.io.open_binary raises (the caller's policy decides)."""
     path = input_path(item)
@@ -504,6 +571,11 @@ def split_records(path: str, roots: Mapping[str, Sequence[str]], opener: Opener 
                 cuts.append((piece.offset, piece.line, piece.column, ordinal - 1))
                 next_cut = piece.offset + target
     starts = [(0, 1, 0, 0), *cuts]
-    return [path] if len(starts) == 1 else [
-        FileRange(path, offset, starts[i + 1][0] if i + 1 < len(starts) else None, line, ordinal, column)
-        for i, (offset, line, column, ordinal) in enumerate(starts)]
+    return (
+        [path]
+        if len(starts) == 1
+        else [
+            FileRange(path, offset, starts[i + 1][0] if i + 1 < len(starts) else None, line, ordinal, column)
+            for i, (offset, line, column, ordinal) in enumerate(starts)
+        ]
+    )

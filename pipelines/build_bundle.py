@@ -43,8 +43,14 @@ class Build:
     """One `bioel build` of `settings` into `output`. `beam_args`: the Beam flags each stage's pipeline runs with;
     `fail_on`: the stages' quality gate (None: unchecked); `source`: the bundle file (recorded)."""
 
-    def __init__(self, settings: BundleSettings, output: str, beam_args: list[str], fail_on: str | None = "critical",
-                 source: str | None = None):
+    def __init__(
+        self,
+        settings: BundleSettings,
+        output: str,
+        beam_args: list[str],
+        fail_on: str | None = "critical",
+        source: str | None = None,
+    ):
         if "://" in str(output):
             raise ValueError(f"--output {output}: a bundle is built in a local folder (copy it anywhere once built)")
         self.settings, self.bundle = settings, Path(output).resolve()
@@ -93,8 +99,11 @@ class Build:
             published = read_output_manifest(self.bundle, layout.PIPELINE)
         except (OSError, ValueError, RuntimeError):
             return None
-        if not self._assets(run=False) or not all(self._type_stages(t, run=False) for t in self.settings.types) \
-                or not self._calibrate(run=False):
+        if (
+            not self._assets(run=False)
+            or not all(self._type_stages(t, run=False) for t in self.settings.types)
+            or not self._calibrate(run=False)
+        ):
             return None
         expected = self._manifest(runner=published.get("runner", ""), outputs=published.get("outputs", {}))
         return published if content_sha256(published) == content_sha256(expected.to_dict()) else None
@@ -109,15 +118,29 @@ class Build:
         self._calibrate(run=True)
         write_json(folder.fs, folder.fs.join(folder.table_dir(SETTINGS_TABLE), "bundle.json"), to_mapping(self.settings))
         calibration = layout.read_record(self.bundle, CALIBRATE) if self._calibrated_types() else None
-        write_json(folder.fs, folder.fs.join(folder.table_dir(SETTINGS_TABLE), "calibration.json"),
-                   calibration.result if calibration else {})
+        write_json(
+            folder.fs,
+            folder.fs.join(folder.table_dir(SETTINGS_TABLE), "calibration.json"),
+            calibration.result if calibration else {},
+        )
         from pipelines.options import pipeline_options, runner_name
 
-        return self._manifest(runner=runner_name(pipeline_options(self.beam_args)),
-                              outputs={SETTINGS_TABLE: folder.table_outputs(SETTINGS_TABLE, rows=False)})
+        return self._manifest(
+            runner=runner_name(pipeline_options(self.beam_args)),
+            outputs={SETTINGS_TABLE: folder.table_outputs(SETTINGS_TABLE, rows=False)},
+        )
 
-    def _stage(self, name: str, settings: dict, inputs: dict, run: bool, work, pipeline: str | None = None,
-               output: Path | None = None, made_from: tuple[str, Path] | None = None) -> bool:
+    def _stage(
+        self,
+        name: str,
+        settings: dict,
+        inputs: dict,
+        run: bool,
+        work,
+        pipeline: str | None = None,
+        output: Path | None = None,
+        made_from: tuple[str, Path] | None = None,
+    ) -> bool:
         """Stage `name` up to date: True when it was (or, run, now is). `work()` runs it and returns its result;
         `pipeline`, `output`, `made_from`: its output folder (bioel_core.bundle.staleness)."""
         reason = layout.staleness(self.bundle, name, settings, inputs, pipeline, made_from)
@@ -135,8 +158,10 @@ class Build:
         result = work() or {}
         for gate in self._gates:  # a stage whose output failed its quality checks stopped the build (exit 4)
             q = gate.summary
-            say(f"{name}: quality {'PASSED' if q['passed'] else 'FAILED'} ({q['critical_failures']} critical failures, "
-                f"{q['warnings']} warnings); report: {q['html']}")
+            say(
+                f"{name}: quality {'PASSED' if q['passed'] else 'FAILED'} ({q['critical_failures']} critical failures, "
+                f"{q['warnings']} warnings); report: {q['html']}"
+            )
         version = layout.output_version(output, pipeline) if pipeline else ""
         relative = output.relative_to(self.bundle).as_posix() if output else ""
         layout.write_record(self.bundle, name, StageRecord(settings, inputs, relative, version, result))
@@ -178,8 +203,10 @@ class Build:
         source of the same name gets NAME-2, in the sources' order)."""
         s = self.settings
         out: dict[str, Path] = {}
-        for kind, sources in ((MODELS, sorted(set(self.model_sources().values()))),
-                              (STOPLISTS, sorted({ts.link.stop_list for ts in s.types.values() if ts.link.stop_list}))):
+        for kind, sources in (
+            (MODELS, sorted(set(self.model_sources().values()))),
+            (STOPLISTS, sorted({ts.link.stop_list for ts in s.types.values() if ts.link.stop_list})),
+        ):
             taken: set[str] = set()
             for source in sources:
                 name, n = Path(source).name, 1
@@ -218,18 +245,40 @@ class Build:
         ts, version = self.settings.types[t], bioel_version()
         kb, emb, idx = (stage_folder(self.bundle, kind, t) for kind in (KB, EMBEDDINGS, INDEX))
         ingest = {**to_mapping(ts.ingest), "dumps": None, "normalizer": normalizer_dict(ts.ingest), "bioel": version}
-        if not self._stage(f"{t}.ingest", ingest, {"dumps": sorted(self._digest(p) for p in ts.ingest.dumps)}, run,
-                           lambda: self._ingest(t, kb), "ingest-kb", kb):
+        if not self._stage(
+            f"{t}.ingest",
+            ingest,
+            {"dumps": sorted(self._digest(p) for p in ts.ingest.dumps)},
+            run,
+            lambda: self._ingest(t, kb),
+            "ingest-kb",
+            kb,
+        ):
             return False
         source, model = self._model_of(t)
         embed = {**to_mapping(ts.embed), "model": None, "bioel": version}
-        if not self._stage(f"{t}.embed", embed, {"names": layout.output_version(kb, "ingest-kb"),
-                                                 "model": self._model_digest(source)}, run,
-                           lambda: self._embed(t, kb, emb, model), "embed", emb, ("names", kb)):
+        if not self._stage(
+            f"{t}.embed",
+            embed,
+            {"names": layout.output_version(kb, "ingest-kb"), "model": self._model_digest(source)},
+            run,
+            lambda: self._embed(t, kb, emb, model),
+            "embed",
+            emb,
+            ("names", kb),
+        ):
             return False
         index = {**to_mapping(ts.index), "bioel": version}
-        return self._stage(f"{t}.index", index, {"embeddings": layout.output_version(emb, "embed")}, run,
-                           lambda: self._index(t, emb, idx), "build-index", idx, ("embeddings", emb))
+        return self._stage(
+            f"{t}.index",
+            index,
+            {"embeddings": layout.output_version(emb, "embed")},
+            run,
+            lambda: self._index(t, emb, idx),
+            "build-index",
+            idx,
+            ("embeddings", emb),
+        )
 
     def _gate(self):
         from bioel_core.quality import QualityGate
@@ -249,23 +298,47 @@ class Build:
         from pipelines import ingest_kb
 
         s = self.settings.types[t].ingest
-        ingest_kb.run(s.format, list(s.dumps), str(kb), self._options(), reader_options=s.reader.reader_kwargs(s.format),
-                      normalizer=Normalizer(s.normalizer_config()), shared_names=s.shared_names, num_shards=s.num_shards,
-                      gate=self._gate())
+        ingest_kb.run(
+            s.format,
+            list(s.dumps),
+            str(kb),
+            self._options(),
+            reader_options=s.reader.reader_kwargs(s.format),
+            normalizer=Normalizer(s.normalizer_config()),
+            shared_names=s.shared_names,
+            num_shards=s.num_shards,
+            gate=self._gate(),
+        )
 
     def _embed(self, t: str, kb: Path, emb: Path, model: Path) -> None:
         from pipelines import embed_names
 
         s = self.settings.types[t].embed
-        embed_names.run(str(model), str(kb), str(emb), self._options(), pooling=s.pooling, device=s.device,
-                        batch_size=s.batch_size, num_shards=s.num_shards, gate=self._gate())
+        embed_names.run(
+            str(model),
+            str(kb),
+            str(emb),
+            self._options(),
+            pooling=s.pooling,
+            device=s.device,
+            batch_size=s.batch_size,
+            num_shards=s.num_shards,
+            gate=self._gate(),
+        )
 
     def _index(self, t: str, emb: Path, idx: Path) -> None:
         from pipelines import build_index
 
         s = self.settings.types[t].index
-        build_index.run(str(emb), str(idx), self._options(), num_shards=s.num_shards, spec=s.spec(),
-                        faiss_threads=s.faiss_threads, gate=self._gate())
+        build_index.run(
+            str(emb),
+            str(idx),
+            self._options(),
+            num_shards=s.num_shards,
+            spec=s.spec(),
+            faiss_threads=s.faiss_threads,
+            gate=self._gate(),
+        )
 
     # ------------------------------------------------------------------------------------------------ calibration
     def _calibrated_types(self) -> list[str]:
@@ -298,8 +371,10 @@ class Build:
         spec = self.link_settings(absolute=True, thresholds=False).annotator_spec(detect=True, device=cal.device)
         found = calibrate_on_gold(spec, cal.gold, cal.gold_format)
         for t, threshold in sorted(found.items()):
-            say(f"{CALIBRATE}: {t} NIL threshold {threshold.threshold!r} (dev strict F1 {100 * threshold.f1:.2f}, "
-                f"{100 * threshold.f1_without_threshold:.2f} without)")
+            say(
+                f"{CALIBRATE}: {t} NIL threshold {threshold.threshold!r} (dev strict F1 {100 * threshold.f1:.2f}, "
+                f"{100 * threshold.f1_without_threshold:.2f} without)"
+            )
         return {"gold_format": cal.gold_format, "thresholds": {t: v.to_dict() for t, v in found.items()}}
 
     def thresholds(self) -> dict[str, tuple[float | None, str]]:
@@ -330,10 +405,12 @@ class Build:
         types = {}
         for t, ts in self.settings.types.items():
             model = where(self._model_of(t)[1])
-            types[t] = LinkTarget(index=where(stage_folder(self.bundle, INDEX, t)),
-                                  model=model if model != linker_model else None,
-                                  stop_list=where(copies[ts.link.stop_list]) if ts.link.stop_list else None,
-                                  nil_threshold=nil.get(t, (None,))[0])
+            types[t] = LinkTarget(
+                index=where(stage_folder(self.bundle, INDEX, t)),
+                model=model if model != linker_model else None,
+                stop_list=where(copies[ts.link.stop_list]) if ts.link.stop_list else None,
+                nil_threshold=nil.get(t, (None,))[0],
+            )
         link = self.settings.link
         return LinkSettings(model=linker_model, detector=link.detector, copy_formats=list(link.copy_formats), types=types)
 
@@ -343,25 +420,37 @@ class Build:
 
         s = self.settings
         names = [a.relative_to(self.bundle).as_posix() for a in self._copies().values()]
-        stages = [f"{t}.{stage}" for t in s.types for stage in ("ingest", "embed", "index")] + \
-            ([CALIBRATE] if self._calibrated_types() else [])
+        stages = [f"{t}.{stage}" for t in s.types for stage in ("ingest", "embed", "index")] + (
+            [CALIBRATE] if self._calibrated_types() else []
+        )
         records = {name: layout.read_record(self.bundle, name) for name in stages}
-        current = {name: r is not None and (not r.output or _version_or_none(self.bundle / r.output) == r.version)
-                   for name, r in records.items()}
+        current = {
+            name: r is not None and (not r.output or _version_or_none(self.bundle / r.output) == r.version)
+            for name, r in records.items()
+        }
         inputs = [{"path": p, "sha256": self._digest(p), "setting": k} for k, p in self._inputs()]
-        link = {"settings": to_mapping(self.link_settings(absolute=False)),
-                "folders": {t: {kind: stage_folder(Path(), kind, t).as_posix() for kind in (KB, EMBEDDINGS, INDEX)}
-                            for t in s.types},
-                "nil": {t: {"threshold": v, "source": src} for t, (v, src) in self.thresholds().items()}}
-        bundle = {"name": s.name, "description": s.description, "assets": names,
-                  "settings_sha256": hashlib.sha256(json.dumps(to_mapping(s), sort_keys=True).encode()).hexdigest()}
+        link = {
+            "settings": to_mapping(self.link_settings(absolute=False)),
+            "folders": {t: {kind: stage_folder(Path(), kind, t).as_posix() for kind in (KB, EMBEDDINGS, INDEX)} for t in s.types},
+            "nil": {t: {"threshold": v, "source": src} for t, (v, src) in self.thresholds().items()},
+        }
+        bundle = {
+            "name": s.name,
+            "description": s.description,
+            "assets": names,
+            "settings_sha256": hashlib.sha256(json.dumps(to_mapping(s), sort_keys=True).encode()).hexdigest(),
+        }
         if self.source:
             bundle["file"] = {"path": str(Path(self.source).resolve()), "sha256": self._digest(self.source)}
-        return Manifest(pipeline=layout.PIPELINE, inputs=inputs, runner=runner, outputs=outputs,
-                        counts={"entity_types": len(s.types), "stages": len(stages)},
-                        reconciliation={"stages": all(current.values())},
-                        details={"bundle": bundle, "link": link,
-                                 "stages": {n: r.to_dict() if r else None for n, r in records.items()}})
+        return Manifest(
+            pipeline=layout.PIPELINE,
+            inputs=inputs,
+            runner=runner,
+            outputs=outputs,
+            counts={"entity_types": len(s.types), "stages": len(stages)},
+            reconciliation={"stages": all(current.values())},
+            details={"bundle": bundle, "link": link, "stages": {n: r.to_dict() if r else None for n, r in records.items()}},
+        )
 
 
 def _version_or_none(folder: Path) -> str | None:

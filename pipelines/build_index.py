@@ -94,8 +94,15 @@ class BuildShardFn(beam.DoFn):
         if not tables:  # a shard no name hashed to: an empty index keeps the folder's shard count whole
             tables = [embeddings_schema(self.dimension).empty_table()]
         table = pa.concat_tables(tables)
-        built = build_shard(shard, self.num_shards, table.column("name_id").to_numpy(), table.column("concept_id"),
-                            vectors_of(table.column("vector"), self.dimension), self.spec, self.dimension)
+        built = build_shard(
+            shard,
+            self.num_shards,
+            table.column("name_id").to_numpy(),
+            table.column("concept_id"),
+            vectors_of(table.column("vector"), self.dimension),
+            self.spec,
+            self.dimension,
+        )
         for relative, data in built.files.items():
             path = FileSystems.join(self.staging, relative)
             filesystem_for(path).write(path, data)
@@ -104,18 +111,30 @@ class BuildShardFn(beam.DoFn):
         yield "shards", [built.record]
 
 
-def build_pipeline(p: beam.Pipeline, files: list[str], staged: OutputFolder, *, num_shards: int, spec: IndexSpec,
-                   dimension: int, threads: int | None) -> None:
-    read = (p
-            | "EmbeddingFiles" >> beam.Create(list(enumerate(files)))
-            | "Spread" >> beam.Reshuffle()
-            | "SpillByShard" >> beam.ParDo(SpillByShardFn(num_shards, FileSystems.join(staged.root, SPILL))).with_outputs(
-                "stats", main="spilled"))
+def build_pipeline(
+    p: beam.Pipeline,
+    files: list[str],
+    staged: OutputFolder,
+    *,
+    num_shards: int,
+    spec: IndexSpec,
+    dimension: int,
+    threads: int | None,
+) -> None:
+    read = (
+        p
+        | "EmbeddingFiles" >> beam.Create(list(enumerate(files)))
+        | "Spread" >> beam.Reshuffle()
+        | "SpillByShard"
+        >> beam.ParDo(SpillByShardFn(num_shards, FileSystems.join(staged.root, SPILL))).with_outputs("stats", main="spilled")
+    )
     every_shard = p | "EveryShard" >> beam.Create([(s, "") for s in range(num_shards)])
-    records = ((read.spilled, every_shard)
-               | "WithEveryShard" >> beam.Flatten()
-               | "GroupByShard" >> beam.GroupByKey()
-               | "BuildShard" >> beam.ParDo(BuildShardFn(staged.root, num_shards, spec, dimension, threads)))
+    records = (
+        (read.spilled, every_shard)
+        | "WithEveryShard" >> beam.Flatten()
+        | "GroupByShard" >> beam.GroupByKey()
+        | "BuildShard" >> beam.ParDo(BuildShardFn(staged.root, num_shards, spec, dimension, threads))
+    )
     _ = (read.stats, records) | "WriteStats" >> WriteStats(staged.root)
 
 
@@ -142,20 +161,52 @@ def check_embeddings_folder(emb_dir: Path) -> dict:
     return {"details": details, "files": [str(f) for f in files], "dimension": dimension, "rows": rows}
 
 
-def build_manifest(stats: dict, source: dict, *, staged: OutputFolder, emb_dir: Path, num_shards: int, spec: IndexSpec,
-                   threads: int | None, options: PipelineOptions) -> Manifest:
-    index = IndexParams(kind=spec.kind, dimension=source["dimension"], faiss_version=faiss.__version__,
-                        faiss_threads=threads, requested=spec.to_dict(), shard_assignment=SHARD_ASSIGNMENT)
-    embeddings = EmbeddingsSource(path=str(emb_dir), manifest_sha256=manifest_sha256(emb_dir), rows=source["rows"],
-                                  files=[f"embeddings/{Path(f).name}" for f in source["files"]])
-    details = IndexDetails.of(embedded=source["details"], embeddings=embeddings, index=index, num_shards=num_shards,
-                              shards=stats.get("shards", []))
-    return details.manifest(stats.get("vectors_read", 0), {table: staged.table_outputs(table, rows=False) for table in FOLDERS},
-                            runner_name(options), options.get_all_options(drop_default=True))
+def build_manifest(
+    stats: dict,
+    source: dict,
+    *,
+    staged: OutputFolder,
+    emb_dir: Path,
+    num_shards: int,
+    spec: IndexSpec,
+    threads: int | None,
+    options: PipelineOptions,
+) -> Manifest:
+    index = IndexParams(
+        kind=spec.kind,
+        dimension=source["dimension"],
+        faiss_version=faiss.__version__,
+        faiss_threads=threads,
+        requested=spec.to_dict(),
+        shard_assignment=SHARD_ASSIGNMENT,
+    )
+    embeddings = EmbeddingsSource(
+        path=str(emb_dir),
+        manifest_sha256=manifest_sha256(emb_dir),
+        rows=source["rows"],
+        files=[f"embeddings/{Path(f).name}" for f in source["files"]],
+    )
+    details = IndexDetails.of(
+        embedded=source["details"], embeddings=embeddings, index=index, num_shards=num_shards, shards=stats.get("shards", [])
+    )
+    return details.manifest(
+        stats.get("vectors_read", 0),
+        {table: staged.table_outputs(table, rows=False) for table in FOLDERS},
+        runner_name(options),
+        options.get_all_options(drop_default=True),
+    )
 
 
-def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_shards: int, spec: IndexSpec,
-        faiss_threads: int | None = None, gate=None) -> dict:
+def run(
+    embeddings_dir: str,
+    output_dir: str,
+    options: PipelineOptions,
+    *,
+    num_shards: int,
+    spec: IndexSpec,
+    faiss_threads: int | None = None,
+    gate=None,
+) -> dict:
     """Builds the index and publishes it if it passes `gate` (a quality.QualityGate; None: unchecked); returns the
     manifest. `faiss_threads` None: FAISS's default in
     process, the cores shared out among local worker processes otherwise."""
@@ -169,18 +220,40 @@ def run(embeddings_dir: str, output_dir: str, options: PipelineOptions, *, num_s
     threads = faiss_threads or worker_threads(options)
     staged = OutputFolder(filesystem_for(output_dir), output_dir, FOLDERS)
     stage = logs.Stage("build-index")
-    stage.info("indexing %s vectors of %s: %s, %s shard(s), into %s", f"{source['rows']:,}", emb_dir, spec.kind,
-               f"{num_shards:,}", output_dir)
+    stage.info(
+        "indexing %s vectors of %s: %s, %s shard(s), into %s",
+        f"{source['rows']:,}",
+        emb_dir,
+        spec.kind,
+        f"{num_shards:,}",
+        output_dir,
+    )
 
     def build() -> Manifest:
         with pipeline_progress(options, "build-index", "shards", num_shards), new_pipeline(options) as p:
-            build_pipeline(p, source["files"], staged, num_shards=num_shards, spec=spec, dimension=source["dimension"],
-                           threads=threads)
+            build_pipeline(
+                p, source["files"], staged, num_shards=num_shards, spec=spec, dimension=source["dimension"], threads=threads
+            )
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # emptied by the builders; the folders stay
-        return refuse_empty(build_manifest(read_stats(staged.root), source, staged=staged, emb_dir=emb_dir, num_shards=num_shards, spec=spec,
-                              threads=threads, options=options), staged)
+        return refuse_empty(
+            build_manifest(
+                read_stats(staged.root),
+                source,
+                staged=staged,
+                emb_dir=emb_dir,
+                num_shards=num_shards,
+                spec=spec,
+                threads=threads,
+                options=options,
+            ),
+            staged,
+        )
 
     manifest = staged.publish(build, gate).to_dict()
-    stage.done("indexed %s vectors in %s shard(s); published %s", f"{manifest['counts']['indexed']:,}", f"{num_shards:,}",
-               manifest["generation"])
+    stage.done(
+        "indexed %s vectors in %s shard(s); published %s",
+        f"{manifest['counts']['indexed']:,}",
+        f"{num_shards:,}",
+        manifest["generation"],
+    )
     return manifest

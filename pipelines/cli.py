@@ -39,15 +39,24 @@ def cmd_ingest_kb(args, beam_args: list[str]) -> int:
     ingest = args.contracts.settings(args, IngestSettings)
     output = args.contracts.settings(args, StageRun).output
     gate = args.contracts.settings(args, QualitySettings).gate()
-    manifest = ingest_kb.run(ingest.format, ingest.dumps, output, pipeline_options(beam_args),
-                             reader_options=ingest.reader.reader_kwargs(ingest.format),
-                             normalizer=Normalizer(ingest.normalizer_config()), shared_names=ingest.shared_names,
-                             num_shards=ingest.num_shards, gate=gate)
+    manifest = ingest_kb.run(
+        ingest.format,
+        ingest.dumps,
+        output,
+        pipeline_options(beam_args),
+        reader_options=ingest.reader.reader_kwargs(ingest.format),
+        normalizer=Normalizer(ingest.normalizer_config()),
+        shared_names=ingest.shared_names,
+        num_shards=ingest.num_shards,
+        gate=gate,
+    )
     counts, outputs = manifest["counts"], manifest["outputs"]
     progress.count(names=outputs["names"]["rows"], concepts=outputs["concepts"]["rows"], records=counts["records_read"])
-    print(f"ingested {ingest.format}: {outputs['concepts']['rows']:,} concepts, "
-          f"{outputs['names']['rows']:,} names, {outputs['dead_letter']['rows']:,} dead letters "
-          f"from {counts['records_read']:,} input records -> {output}")
+    print(
+        f"ingested {ingest.format}: {outputs['concepts']['rows']:,} concepts, "
+        f"{outputs['names']['rows']:,} names, {outputs['dead_letter']['rows']:,} dead letters "
+        f"from {counts['records_read']:,} input records -> {output}"
+    )
     return finish(gate)
 
 
@@ -84,14 +93,16 @@ class _OneLineHelp(argparse.HelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineErrors(prog="bioel", description=__doc__.splitlines()[0],  formatter_class=_OneLineHelp)
+    parser = _OneLineErrors(prog="bioel", description=__doc__.splitlines()[0], formatter_class=_OneLineHelp)
     parser.add_argument("-v", "--verbose", action="store_true", help="log bioel's progress messages (INFO); anywhere on the line")
     parser.add_argument("--version", action="version", version=f"%(prog)s {bioel_core.__version__}")
     sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    ingest = sub.add_parser("ingest-kb", help="KB dump -> Parquet concepts/names tables + manifest + quality report",
-                            description="Unknown flags go to Beam (e.g. --runner, --direct_num_workers=2 "
-                                        "--direct_running_mode=multi_processing).")
+    ingest = sub.add_parser(
+        "ingest-kb",
+        help="KB dump -> Parquet concepts/names tables + manifest + quality report",
+        description="Unknown flags go to Beam (e.g. --runner, --direct_num_workers=2 --direct_running_mode=multi_processing).",
+    )
     add_contracts(ingest, FLAGS["ingest-kb"])
     ingest.set_defaults(func=cmd_ingest_kb)
 
@@ -135,9 +146,12 @@ def misspelt_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | Non
     verb = next((a for a in argv if a in verbs), None)
     if verb is None:
         return None
-    known = _flags_of(verbs[verb], argv[argv.index(verb) + 1:])
-    unknown = [name for name in (a.split("=", 1)[0] for a in argv[argv.index(verb) + 1:] if a.startswith("--"))
-               if not any(k.startswith(name) for k in known)]
+    known = _flags_of(verbs[verb], argv[argv.index(verb) + 1 :])
+    unknown = [
+        name
+        for name in (a.split("=", 1)[0] for a in argv[argv.index(verb) + 1 :] if a.startswith("--"))
+        if not any(k.startswith(name) for k in known)
+    ]
     if unknown and verb in BEAM_VERBS:
         from pipelines.options import beam_parser
 
@@ -146,8 +160,11 @@ def misspelt_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | Non
     if not unknown:
         return None
     near = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
-    elsewhere = "neither a flag of this verb nor a Beam pipeline option" if verb in BEAM_VERBS else \
-        f"not a flag of this verb; see bioel {verb} --help"
+    elsewhere = (
+        "neither a flag of this verb nor a Beam pipeline option"
+        if verb in BEAM_VERBS
+        else f"not a flag of this verb; see bioel {verb} --help"
+    )
     return f"unknown flag {unknown[0]}" + (f"; did you mean {near[0]}?" if near else f" ({elsewhere})")
 
 

@@ -7,18 +7,27 @@ from pipelines.cli_verbs import FLAGS
 
 
 def add_subcommands(subparsers) -> None:
-    bd = subparsers.add_parser("build", help="bundle file -> a linker bundle folder: ingest, embed, index, calibrate, "
-                                             "each stage run only when its inputs changed",
-                               description="Brings every stage a bundle file declares (bundles/*.toml; docs/bundles.md) "
-                                           "up to date in BUNDLE_DIR, in order ingest -> embed -> index -> calibrate, "
-                                           "running a stage only when its settings or its inputs' versions changed. "
-                                           "`bioel link --bundle BUNDLE_DIR` links with the result. Unknown flags go to "
-                                           "Beam (e.g. --direct_num_workers=2 --direct_running_mode=multi_processing).")
+    bd = subparsers.add_parser(
+        "build",
+        help="bundle file -> a linker bundle folder: ingest, embed, index, calibrate, "
+        "each stage run only when its inputs changed",
+        description="Brings every stage a bundle file declares (bundles/*.toml; docs/bundles.md) "
+        "up to date in BUNDLE_DIR, in order ingest -> embed -> index -> calibrate, "
+        "running a stage only when its settings or its inputs' versions changed. "
+        "`bioel link --bundle BUNDLE_DIR` links with the result. Unknown flags go to "
+        "Beam (e.g. --direct_num_workers=2 --direct_running_mode=multi_processing).",
+    )
     bd.add_argument("bundle_file", metavar="BUNDLE_FILE", help="the bundle file (TOML); its paths are relative to it")
     add_contracts(bd, FLAGS["build"])
-    bd.add_argument("--set", dest="assignments", action="append", default=[], metavar="NAME=VALUE",
-                    help="override one setting of the file, e.g. --set types.Disease.index.kind=flat (paths given here "
-                         "are relative to the working folder); repeatable")
+    bd.add_argument(
+        "--set",
+        dest="assignments",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override one setting of the file, e.g. --set types.Disease.index.kind=flat (paths given here "
+        "are relative to the working folder); repeatable",
+    )
     bd.set_defaults(func=cmd_build)
 
 

@@ -44,9 +44,13 @@ def add_corpus_format(parser, flag: str, of: str) -> None:
     """`flag`: the corpus format of the annotated corpora `of` names, spelled as link's --input-format (README, "CLI
     vocabulary"); every format is a choice, so that one without annotations is refused naming its file
     (bioel_core.corpora.read_annotated) rather than as an invalid choice."""
-    parser.add_argument(flag, choices=FORMATS, default="pubtator",
-                        help=f"the corpus format of {of}, named as link's --input-format (default pubtator); one that "
-                             f"carries annotations: {', '.join(FORMATS_WITH_MENTIONS)}")
+    parser.add_argument(
+        flag,
+        choices=FORMATS,
+        default="pubtator",
+        help=f"the corpus format of {of}, named as link's --input-format (default pubtator); one that "
+        f"carries annotations: {', '.join(FORMATS_WITH_MENTIONS)}",
+    )
 
 
 def check_json(path: str | None, inputs: list[tuple[str, str | None]]) -> None:

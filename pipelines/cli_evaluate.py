@@ -18,11 +18,15 @@ from pipelines.cli_common import check_json
 from pipelines.cli_flags import add_contracts
 from pipelines.cli_verbs import FLAGS
 
+
 def add_subcommands(subparsers) -> None:
-    ev = subparsers.add_parser("evaluate", help="accuracy of a linker on a BioSyn-format dataset (BioSyn protocol)",
-                               description="Scores every query of DATASET/processed_SPLIT: acc@1..k, MAP and "
-                                           "GenBioEL's subpopulations (train mentions from processed_train for dev, "
-                                           "processed_traindev for test).")
+    ev = subparsers.add_parser(
+        "evaluate",
+        help="accuracy of a linker on a BioSyn-format dataset (BioSyn protocol)",
+        description="Scores every query of DATASET/processed_SPLIT: acc@1..k, MAP and "
+        "GenBioEL's subpopulations (train mentions from processed_train for dev, "
+        "processed_traindev for test).",
+    )
     add_contracts(ev, FLAGS["evaluate"])
     ev.add_argument("--json", help="write the scores as JSON here")
     ev.set_defaults(func=cmd_evaluate)
@@ -45,14 +49,17 @@ def _linker(run: EvaluateSettings):
         return load_linker(run.linker_dir), run.linker_dir
     source = run.names or run.dictionary or str(Path(run.dataset) / f"{run.split}_dictionary.txt")
     names = NameSet.from_names_table(source) if run.names else NameSet.from_biosyn(source)
-    options = {"model": run.model, "pooling": run.pooling, "device": run.device} if run.linker in ("dense", "hybrid", "rerank") else {}
+    options = (
+        {"model": run.model, "pooling": run.pooling, "device": run.device} if run.linker in ("dense", "hybrid", "rerank") else {}
+    )
     if run.linker in ("hybrid", "rerank") and run.sparse_weight is not None:
         options["sparse_weight"] = run.sparse_weight
     if run.linker == "generative":
         options = {"model": run.model, "device": run.device, "beams": run.beams}
     if run.linker == "rerank":
-        options.update(model=run.retriever or run.model, retriever=run.retriever_linker, reranker=run.reranker,
-                       depth=run.rerank_depth)
+        options.update(
+            model=run.retriever or run.model, retriever=run.retriever_linker, reranker=run.reranker, depth=run.rerank_depth
+        )
     return build_linker(run.linker, names, **options), source
 
 
@@ -63,8 +70,13 @@ def cmd_evaluate(args) -> int:
 
     run = args.contracts.settings(args, EvaluateSettings)
     flags = args.contracts.options()
-    check_json(args.json, [(flags[name], getattr(run, name)) for name in
-                           ("dataset", "dictionary", "names", "linker_dir", "model", "retriever", "reranker", "typos")])
+    check_json(
+        args.json,
+        [
+            (flags[name], getattr(run, name))
+            for name in ("dataset", "dictionary", "names", "linker_dir", "model", "retriever", "reranker", "typos")
+        ],
+    )
     dataset = Path(run.dataset)
     queries, without_concept = scored_queries(dataset, run.split)
     linker, source = _linker(run)
@@ -72,9 +84,18 @@ def cmd_evaluate(args) -> int:
     scores, results = evaluate(linker, queries, run.k, preprocessor)
     progress.count(queries=scores["n"])
     train_dir = dataset / TRAIN_FOLDER[run.split]
-    report = {"dataset": dataset.name, "dataset_dir": str(dataset), "split": run.split, "linker": linker.kind,
-              "linker_options": linker.options(), "dictionary": source, "protocol": "biosyn", "k": run.k,
-              "queries_without_concept": without_concept, **scores}
+    report = {
+        "dataset": dataset.name,
+        "dataset_dir": str(dataset),
+        "split": run.split,
+        "linker": linker.kind,
+        "linker_options": linker.options(),
+        "dictionary": source,
+        "protocol": "biosyn",
+        "k": run.k,
+        "queries_without_concept": without_concept,
+        **scores,
+    }
     if train_dir.is_dir():
         train = read_query_folder(train_dir)
         report["subpopulations"] = subpopulation_scores(results, train, set(linker.names.names), linker.normalize, run.k)
@@ -105,8 +126,11 @@ def scored_queries(dataset: Path, split: str) -> tuple[list, int]:
     queries = read_query_folder(folder)
     scored = [q for q in queries if q.concept_ids]
     if not scored:
-        raise ValueError(f"{folder}: no query to score: {len(queries):,} queries, all without a concept id (-1 or CUI-less)"
-                         if queries else f"{folder}: no query to score: its *.concept files are empty")
+        raise ValueError(
+            f"{folder}: no query to score: {len(queries):,} queries, all without a concept id (-1 or CUI-less)"
+            if queries
+            else f"{folder}: no query to score: its *.concept files are empty"
+        )
     return scored, len(queries) - len(scored)
 
 
@@ -125,14 +149,18 @@ def cmd_probe(args) -> int:
     model = str(model_folder(run.model))
     print(format_probe(rows, f"probing {model} on {dataset.name} {run.split} (n = {len(queries):,})"))
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": model, "dataset": dataset.name, "split": run.split, "rows": rows}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"model": model, "dataset": dataset.name, "split": run.split, "rows": rows}, indent=2)
+        )
     return 0
 
 
 def format_report(report: dict) -> str:
     k = report["k"]
-    lines = [f"{report['dataset']} {report['split']}: linker {report['linker']}, n = {report['n']:,}, "
-             f"{report['seconds']:.1f} s", ""]
+    lines = [
+        f"{report['dataset']} {report['split']}: linker {report['linker']}, n = {report['n']:,}, {report['seconds']:.1f} s",
+        "",
+    ]
     cols = ["acc@1"] + ([f"acc@{k}"] if k > 1 else []) + ["map"]
     lines.append(f"{'subset':<20}{'n':>7}" + "".join(f"{c:>9}" for c in cols))
     rows = report["subpopulations"] or {"overall": report}
@@ -161,32 +189,46 @@ def cmd_evaluate_e2e(args) -> int:
         raise ValueError(f"--pred {run.pred}: no annotation with a concept id{of_types} to score ({gold_contents(pred)})")
     docs = scores["documents"]
     if docs["gold"] == docs["gold_not_in_pred"]:  # every gold annotation would count as missed: F1 0 that means nothing
-        raise ValueError(f"--pred {run.pred}: none of its {docs['pred']:,} documents is in --gold {run.gold} "
-                         f"({docs['gold']:,} documents): not predictions for this gold")
+        raise ValueError(
+            f"--pred {run.pred}: none of its {docs['pred']:,} documents is in --gold {run.gold} "
+            f"({docs['gold']:,} documents): not predictions for this gold"
+        )
     progress.count(documents=len(pred), predictions=scores["strict"]["n_pred"])
     concepts = concept_scores(gold, pred, run.types)
     missing = unlinkable_in(gold, folders) if folders else None
-    report = {"gold": run.gold, "pred": run.pred, "types": run.types or "all", **scores, "concepts": concepts,
-              **({"unlinkable": missing} if missing is not None else {})}
+    report = {
+        "gold": run.gold,
+        "pred": run.pred,
+        "types": run.types or "all",
+        **scores,
+        "concepts": concepts,
+        **({"unlinkable": missing} if missing is not None else {}),
+    }
     print(f"{'mode':<9}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")
     for mode in ("strict", "partial"):
         s = scores[mode]
         print(f"{mode:<9}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}")
     print(f"left out (no concept id): gold {scores['gold_without_concept']}, pred {scores['pred_without_concept']}")
     if scores["gold_composite_parts"] or scores["pred_composite_parts"]:
-        print(f"left out (parts of a composite mention, BioC IndividualMention): gold {scores['gold_composite_parts']}, "
-              f"pred {scores['pred_composite_parts']}")
-    print(f"documents: gold {docs['gold']:,}, pred {docs['pred']:,}; gold not in pred {docs['gold_not_in_pred']:,} "
-          f"({docs['gold_not_in_pred_annotations']:,} gold annotations counted as missed), "
-          f"pred not in gold {docs['pred_not_in_gold']:,}")
+        print(
+            f"left out (parts of a composite mention, BioC IndividualMention): gold {scores['gold_composite_parts']}, "
+            f"pred {scores['pred_composite_parts']}"
+        )
+    print(
+        f"documents: gold {docs['gold']:,}, pred {docs['pred']:,}; gold not in pred {docs['gold_not_in_pred']:,} "
+        f"({docs['gold_not_in_pred_annotations']:,} gold annotations counted as missed), "
+        f"pred not in gold {docs['pred_not_in_gold']:,}"
+    )
     print("\ndocument-level concepts (BioCreative V CDR: the set of (type, id) per document)")
     width = max(map(len, concepts)) + 2
     print(f"{'type':<{width}}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")
     for etype, s in concepts.items():
         print(f"{etype:<{width}}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}")
     for etype, c in (missing or {}).items():
-        print(f"gold {etype} ids the KB lacks: annotations {c['unlinkable']:,} of {c['with_id']:,} ({c['unlinkable_share']:.1f}%), "
-              f"document concepts {c['concepts_unlinkable']:,} of {c['concepts']:,} ({c['concepts_unlinkable_share']:.1f}%)")
+        print(
+            f"gold {etype} ids the KB lacks: annotations {c['unlinkable']:,} of {c['with_id']:,} ({c['unlinkable_share']:.1f}%), "
+            f"document concepts {c['concepts_unlinkable']:,} of {c['concepts']:,} ({c['concepts_unlinkable_share']:.1f}%)"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

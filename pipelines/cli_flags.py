@@ -27,6 +27,7 @@ TYPED_METAVAR = "[TYPE=]{}"
 class Flag:
     """One flag: the field it sets (dotted path; `*` stands for the entity type of a typed flag), its option string
     and argparse dest."""
+
     path: str
     option: str
     dest: str
@@ -38,6 +39,7 @@ class Flag:
 @dataclass
 class FlagSet:
     """The flags one contract gave a parser, and the way back from parsed arguments (and from errors) to it."""
+
     cls: type
     flags: list[Flag] = field(default_factory=list)
 
@@ -85,7 +87,7 @@ class FlagSet:
             return flags[path], None
         parts = path.split(".")
         for i in range(1, len(parts) - 1):  # types.Disease.index -> types.*.index
-            pattern = ".".join(parts[:i] + ["*"] + parts[i + 1:])
+            pattern = ".".join(parts[:i] + ["*"] + parts[i + 1 :])
             if pattern in flags:
                 return flags[pattern], parts[i]
         return None
@@ -111,6 +113,7 @@ class FlagSet:
 class Contract:
     """One contract a verb makes flags of, and how (the arguments of `add_flags`): the verb's table in
     pipelines/cli_verbs.py. `skip` lists the fields the verb deliberately does not expose."""
+
     cls: type
     rename: Mapping[str, str] = field(default_factory=dict)
     skip: tuple[str, ...] = ()
@@ -118,14 +121,14 @@ class Contract:
     optional: tuple[str, ...] = ()
 
     def add_to(self, parser) -> FlagSet:
-        return add_flags(parser, self.cls, rename=self.rename, skip=self.skip, required=self.required,
-                         optional=self.optional)
+        return add_flags(parser, self.cls, rename=self.rename, skip=self.skip, required=self.required, optional=self.optional)
 
 
 @dataclass
 class VerbFlags:
     """The flag sets of one verb's contracts: each contract made from the parsed arguments, and any contract's error
     worded with the flag that sets the field at fault."""
+
     flagsets: list[FlagSet]
 
     def of(self, cls: type) -> FlagSet:
@@ -137,8 +140,7 @@ class VerbFlags:
     def options(self) -> dict[str, str]:
         """Each setting's flag by the setting's name (a type's setting by its own: `index` -> `--index`): the CLI's
         words for the settings a bioel_core refusal names (its `labels`)."""
-        return {path.rpartition(".")[2]: flag.option for flagset in self.flagsets
-                for path, flag in flagset.by_path().items()}
+        return {path.rpartition(".")[2]: flag.option for flagset in self.flagsets for path, flag in flagset.by_path().items()}
 
     def describe(self, err: SettingsError) -> str:
         """The first of the verb's contracts with a flag for the field names it; an error of no flag's field is
@@ -164,8 +166,16 @@ def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_flags(parser, cls: type, *, rename: Mapping[str, str] | None = None, skip: Collection[str] = (),
-              required: Collection[str] = (), optional: Collection[str] = (), prefix: str = "") -> FlagSet:
+def add_flags(
+    parser,
+    cls: type,
+    *,
+    rename: Mapping[str, str] | None = None,
+    skip: Collection[str] = (),
+    required: Collection[str] = (),
+    optional: Collection[str] = (),
+    prefix: str = "",
+) -> FlagSet:
     """Add one flag per field of the contract `cls` to `parser` and return them as a FlagSet. `rename`: dotted field
     -> option string, where the verb's vocabulary differs from the field's name (`kind` -> `--index-kind`); `skip`:
     dotted fields (or tables) the verb does not expose; `required`/`optional`: fields whose flag must / need not be
@@ -241,6 +251,7 @@ def _number(kind: type):
             return kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {'a whole number' if kind is int else 'a number'}") from None
+
     convert.__name__ = kind.__name__
     return convert
 
@@ -259,8 +270,11 @@ def _typed_items(flag: Flag, values: list[str], untyped: str | None) -> list[tup
         if not value.strip():
             raise FlagError(f"{flag.option} {text!r}: expected TYPE=VALUE, VALUE not empty")
         if entity_type in out:
-            raise FlagError(f"{flag.option}: entity type {entity_type} given twice" if entity_type
-                            else f"{flag.option}: given twice without a type")
+            raise FlagError(
+                f"{flag.option}: entity type {entity_type} given twice"
+                if entity_type
+                else f"{flag.option}: given twice without a type"
+            )
         if kind is bool:
             raise TypeError(f"{flag.path}: typed flags of true/false settings are not supported")
         try:

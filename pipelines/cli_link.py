@@ -41,8 +41,13 @@ def linker_spec(args, detect: bool, calibrating: bool = False):
     flags = args.contracts
     rerank = flags.settings(args, RerankSettings)
     device = _run_device(args)
-    spec_args = {"detect": detect, "device": device, "reranker": rerank.reranker, "rerank_depth": rerank.rerank_depth,
-                 "generative": rerank.generative}
+    spec_args = {
+        "detect": detect,
+        "device": device,
+        "reranker": rerank.reranker,
+        "rerank_depth": rerank.rerank_depth,
+        "generative": rerank.generative,
+    }
     if not args.bundle:
         return flags.settings(args, LinkSettings, untyped="").annotator_spec(**spec_args)
     from bioel_core.bundle import BuiltBundle
@@ -56,8 +61,10 @@ def linker_spec(args, detect: bool, calibrating: bool = False):
         if entity_type not in bundle.entity_types and target.index is None:
             given = next(k for k, v in to_mapping(target).items() if v is not None)
             flag = flags.of(LinkSettings).flag_for(f"types.{entity_type}.{given}")[0].option
-            raise FlagError(f"{flag} {entity_type}=...: the bundle has no entity type {entity_type} (its types: "
-                            f"{', '.join(bundle.entity_types)}); a type of your own needs its --index too")
+            raise FlagError(
+                f"{flag} {entity_type}=...: the bundle has no entity type {entity_type} (its types: "
+                f"{', '.join(bundle.entity_types)}); a type of your own needs its --index too"
+            )
     return bundle.annotator_spec(overrides, thresholds=not calibrating, **spec_args)
 
 
@@ -69,19 +76,25 @@ def _run_device(args) -> str:
 
 
 def add_subcommands(subparsers) -> None:
-    ln = subparsers.add_parser("link", help="link a corpus: documents in, annotations (Parquet + PubTator/BioC) out",
-                               description="Beam pipeline; unknown flags go to Beam (--runner, --direct_num_workers, ...). "
-                                           "With --incremental, documents already annotated with the same content, model "
-                                           "and KB versions are kept, not linked again. A type's setting is TYPE=VALUE "
-                                           "(--index Disease=idx/medic Chemical=idx/mesh); without --bundle, a value "
-                                           "without TYPE= is for mentions of any type.")
+    ln = subparsers.add_parser(
+        "link",
+        help="link a corpus: documents in, annotations (Parquet + PubTator/BioC) out",
+        description="Beam pipeline; unknown flags go to Beam (--runner, --direct_num_workers, ...). "
+        "With --incremental, documents already annotated with the same content, model "
+        "and KB versions are kept, not linked again. A type's setting is TYPE=VALUE "
+        "(--index Disease=idx/medic Chemical=idx/mesh); without --bundle, a value "
+        "without TYPE= is for mentions of any type.",
+    )
     _add_bundle_flag(ln)
     add_contracts(ln, FLAGS["link"])
     ln.set_defaults(func=cmd_link)
 
-    cal = subparsers.add_parser("calibrate-nil", help="NIL thresholds that maximize span+concept F1 on a gold corpus",
-                                description="Detects and links the gold corpus's documents, then picks per entity type the "
-                                            "score below which mentions are better left NIL. Use a dev corpus, not test.")
+    cal = subparsers.add_parser(
+        "calibrate-nil",
+        help="NIL thresholds that maximize span+concept F1 on a gold corpus",
+        description="Detects and links the gold corpus's documents, then picks per entity type the "
+        "score below which mentions are better left NIL. Use a dev corpus, not test.",
+    )
     _add_bundle_flag(cal)
     add_contracts(cal, FLAGS["calibrate-nil"])
     cal.add_argument("--json", help="write the thresholds and their P/R/F1 here")
@@ -89,9 +102,12 @@ def add_subcommands(subparsers) -> None:
 
 
 def _add_bundle_flag(parser) -> None:
-    parser.add_argument("--bundle", metavar="BUNDLE_DIR",
-                        help="a `bioel build` bundle folder: its indexes, models, stop lists, NIL thresholds, detector "
-                             "and copy format; the linker's flags replace single settings of it")
+    parser.add_argument(
+        "--bundle",
+        metavar="BUNDLE_DIR",
+        help="a `bioel build` bundle folder: its indexes, models, stop lists, NIL thresholds, detector "
+        "and copy format; the linker's flags replace single settings of it",
+    )
 
 
 def cmd_link(args, beam_args: list[str]) -> int:
@@ -104,20 +120,36 @@ def cmd_link(args, beam_args: list[str]) -> int:
     spec = linker_spec(args, run.mentions == "detect")
     copies = args.contracts.settings(args, LinkSettings, untyped="").copy_formats or _bundle_copy_formats(args, run.output)
     gate = args.contracts.settings(args, QualitySettings).gate()
-    manifest = link_corpus.run(run.input, run.input_format, run.output, spec, pipeline_options(beam_args),
-                               output_formats=copies, per_line=run.text_per_line, incremental=run.incremental,
-                               num_shards=run.num_shards, batch_size=run.batch_size, id_prefix=run.id_prefix,
-                               single_file=run.single_file, gate=gate, labels=args.contracts.options())
+    manifest = link_corpus.run(
+        run.input,
+        run.input_format,
+        run.output,
+        spec,
+        pipeline_options(beam_args),
+        output_formats=copies,
+        per_line=run.text_per_line,
+        incremental=run.incremental,
+        num_shards=run.num_shards,
+        batch_size=run.batch_size,
+        id_prefix=run.id_prefix,
+        single_file=run.single_file,
+        gate=gate,
+        labels=args.contracts.options(),
+    )
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
     progress.count(documents=docs["linked"], mentions=mentions["linked"])  # NIL mentions are among the linked ones
     if manifest.get(link_corpus.NOTHING_CHANGED):
-        print(f"nothing changed: the inputs, linker and settings are those of the state published {manifest['created_utc']}; "
-              f"it stands, nothing published -> {run.output}")
+        print(
+            f"nothing changed: the inputs, linker and settings are those of the state published {manifest['created_utc']}; "
+            f"it stands, nothing published -> {run.output}"
+        )
         return 0
-    print(f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
-          f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "
-          f"kept (bad re-delivery) {docs['kept_previous']:,}, "
-          f"dead-lettered {docs['dead_lettered'] + manifest['counts']['records']['dead_lettered']:,} -> {run.output}")
+    print(
+        f"linked {docs['linked']:,} documents ({mentions['linked']:,} mentions, {mentions['nil']:,} NIL); "
+        f"unchanged {docs['unchanged']:,}, deleted {docs['deleted']:,}, carried {docs['carried']:,}, "
+        f"kept (bad re-delivery) {docs['kept_previous']:,}, "
+        f"dead-lettered {docs['dead_lettered'] + manifest['counts']['records']['dead_lettered']:,} -> {run.output}"
+    )
     for warning in link_warnings(manifest):
         print(f"bioel link: warning: {warning}", file=sys.stderr)
     return finish(gate)
@@ -131,13 +163,14 @@ def link_warnings(manifest: dict) -> list[str]:
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
     warnings = []
     if docs["linked"] and not mentions["linked"]:
-        warnings.append(f"not one mention in the {docs['linked']:,} documents linked; they are published without "
-                        "annotations")
+        warnings.append(f"not one mention in the {docs['linked']:,} documents linked; they are published without annotations")
     no_index = mentions.get("no_index") or {}
     if no_index:
         reasons = "; ".join(f"{no_index_reason(t)}: {n:,}" for t, n in sorted(no_index.items()))
-        warnings.append(f"{sum(no_index.values()):,} given mentions kept NIL, unlinked ({reasons}); give an --index "
-                        "TYPE=DIR for a type to link its mentions")
+        warnings.append(
+            f"{sum(no_index.values()):,} given mentions kept NIL, unlinked ({reasons}); give an --index "
+            "TYPE=DIR for a type to link its mentions"
+        )
     return warnings
 
 
@@ -169,9 +202,13 @@ def cmd_calibrate_nil(args) -> int:
     progress.count(mentions=sum(t.predictions for t in result.values()))
     print(f"{'type':<12}{'threshold':>10}{'P':>8}{'R':>8}{'F1':>8}{'F1 no cut':>11}{'kept':>8}{'pred':>8}{'gold':>8}")
     for entity_type, t in sorted(result.items()):
-        print(f"{entity_type or '(any)':<12}{t.threshold:>10.4f}{100 * t.precision:>8.2f}{100 * t.recall:>8.2f}{100 * t.f1:>8.2f}"
-              f"{100 * t.f1_without_threshold:>11.2f}{t.kept:>8}{t.predictions:>8}{t.gold:>8}")
+        print(
+            f"{entity_type or '(any)':<12}{t.threshold:>10.4f}{100 * t.precision:>8.2f}{100 * t.recall:>8.2f}{100 * t.f1:>8.2f}"
+            f"{100 * t.f1_without_threshold:>11.2f}{t.kept:>8}{t.predictions:>8}{t.gold:>8}"
+        )
     print(f"use: bioel link ... --nil-threshold {nil_threshold_flags(result)}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"gold": gold, "thresholds": {k: v.to_dict() for k, v in result.items()}}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"gold": gold, "thresholds": {k: v.to_dict() for k, v in result.items()}}, indent=2)
+        )
     return 0

@@ -16,13 +16,12 @@ from pipelines.cli_flags import FlagError, FlagSet, add_flags
 
 KIND_HELP = {
     "transformer": "a transformer name encoder: KB self-alignment (SapBERT), then optional fine-tuning on a dataset's "
-                   "training mentions",
+    "training mentions",
     "rescnn": "a ResCNN name encoder (small, fast on CPU): the same recipe as transformer",
     "collective": "the document model that detects and links every mention of a document in one pass "
-                  "(`bioel link --detector collective|both`)",
+    "(`bioel link --detector collective|both`)",
     "cross-encoder": "a reranker of a retriever's candidates (`bioel evaluate --linker rerank`, `bioel link --reranker`)",
-    "generative": "a seq2seq linker that writes KB names (GenBioEL; `bioel evaluate --linker generative`, or as a "
-                  "--reranker)",
+    "generative": "a seq2seq linker that writes KB names (GenBioEL; `bioel evaluate --linker generative`, or as a --reranker)",
 }
 
 
@@ -30,35 +29,55 @@ class _RemovedEncoderFlag(argparse.Action):
     """`bioel train --encoder KIND` (bioel 0.2): refused with the form that replaced it."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(f"--encoder was removed in bioel 0.3: the kind is a subcommand, `bioel train {values} ...` "
-                     f"(`bioel train {values} --help` lists its flags)")
+        parser.error(
+            f"--encoder was removed in bioel 0.3: the kind is a subcommand, `bioel train {values} ...` "
+            f"(`bioel train {values} --help` lists its flags)"
+        )
 
 
 def add_subcommands(subparsers) -> None:
-    tr = subparsers.add_parser("train", help="train a model: a name encoder (transformer, rescnn), the collective "
-                                             "document model, a cross-encoder reranker or a generative linker",
-                               description="Trains one kind of model into a model folder with its card; `bioel train "
-                                           "KIND --help` lists the kind's settings. Re-running the same command after "
-                                           "a stop resumes from the last checkpoint.")
+    tr = subparsers.add_parser(
+        "train",
+        help="train a model: a name encoder (transformer, rescnn), the collective "
+        "document model, a cross-encoder reranker or a generative linker",
+        description="Trains one kind of model into a model folder with its card; `bioel train "
+        "KIND --help` lists the kind's settings. Re-running the same command after "
+        "a stop resumes from the last checkpoint.",
+    )
     tr.add_argument("--encoder", metavar="KIND", action=_RemovedEncoderFlag, help=argparse.SUPPRESS)
     kinds = tr.add_subparsers(dest="kind", metavar="KIND", required=True)
     for kind, contract in TRAIN_KINDS.items():
-        parser = kinds.add_parser(kind, help=KIND_HELP[kind], description=f"Trains {KIND_HELP[kind]}. Re-running the "
-                                  f"same command after a stop resumes from the last checkpoint.")
+        parser = kinds.add_parser(
+            kind,
+            help=KIND_HELP[kind],
+            description=f"Trains {KIND_HELP[kind]}. Re-running the same command after a stop resumes from the last checkpoint.",
+        )
         flags = add_flags(parser, contract)
         parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         parser.set_defaults(func=cmd_train, train_flags=flags)
 
-    en = subparsers.add_parser("ensemble", help="combine trained models into one (name encoders: weighted mean of their "
-                                                "cosines; rerankers: weighted sum of their scores)",
-                               description="Writes a model folder that references its members (never copies them) with "
-                                           "their fingerprints. Of name encoders, every verb that takes --model takes it; of "
-                                           "rerankers (cross-encoder, generative), every --reranker. Choose the weights on dev "
-                                           "(rerankers: python benchmarks/rerank_fusion.py).")
-    en.add_argument("--member", nargs="+", action="append", required=True, metavar="PATH WEIGHT [POOLING]",
-                    help="a model folder (or HF checkpoint, then with its pooling: cls or mean) and its weight; repeat per member")
-    en.add_argument("--retriever-weight", type=float,
-                    help="rerankers only, required: the share of the retriever's score added to the members' weighted sum")
+    en = subparsers.add_parser(
+        "ensemble",
+        help="combine trained models into one (name encoders: weighted mean of their "
+        "cosines; rerankers: weighted sum of their scores)",
+        description="Writes a model folder that references its members (never copies them) with "
+        "their fingerprints. Of name encoders, every verb that takes --model takes it; of "
+        "rerankers (cross-encoder, generative), every --reranker. Choose the weights on dev "
+        "(rerankers: python benchmarks/rerank_fusion.py).",
+    )
+    en.add_argument(
+        "--member",
+        nargs="+",
+        action="append",
+        required=True,
+        metavar="PATH WEIGHT [POOLING]",
+        help="a model folder (or HF checkpoint, then with its pooling: cls or mean) and its weight; repeat per member",
+    )
+    en.add_argument(
+        "--retriever-weight",
+        type=float,
+        help="rerankers only, required: the share of the retriever's score added to the members' weighted sum",
+    )
     en.add_argument("--output", required=True, help="ensemble folder to write")
     en.set_defaults(func=cmd_ensemble)
 
@@ -78,8 +97,10 @@ def cmd_train(args) -> int:
     where = f"{settings.output} in {card['training_seconds'] / 60:.1f} min"
     if "collective" in card:
         progress.count(epochs=len(card["collective"]["epochs"]))
-        print(f"trained collective -> {where}; dev strict F1 {100 * card['collective']['dev']['f1']:.2f}; "
-              f"card: {settings.output}/MODEL_CARD.md")
+        print(
+            f"trained collective -> {where}; dev strict F1 {100 * card['collective']['dev']['f1']:.2f}; "
+            f"card: {settings.output}/MODEL_CARD.md"
+        )
     else:
         progress.count(steps=sum(stage["steps"] for stage in card["stages"].values()))
         print(f"trained {settings.kind} -> {where}; card: {settings.output}/MODEL_CARD.md")
@@ -116,15 +137,22 @@ def _reranker_ensemble(args, specs: list, rerankers: list[str]) -> int:
 
     if len(rerankers) != len(specs):
         others = [path for path, _, _ in specs if path not in rerankers]
-        raise ValueError(f"--member: {rerankers[0]} is a reranker and {others[0]} is not: an ensemble is of name "
-                         f"encoders or of rerankers, not both")
+        raise ValueError(
+            f"--member: {rerankers[0]} is a reranker and {others[0]} is not: an ensemble is of name "
+            f"encoders or of rerankers, not both"
+        )
     if any(pooling for _, _, pooling in specs):
         raise ValueError("--member: a reranker folder has no pooling to choose")
     if args.retriever_weight is None:
-        raise ValueError("an ensemble of rerankers needs --retriever-weight (chosen on dev with the member weights: "
-                         "python benchmarks/rerank_fusion.py)")
-    make_reranker_ensemble([(path, weight) for path, weight, _ in specs], args.retriever_weight, args.output,
-                           command=["bioel", *sys.argv[1:]])
-    print(f"ensemble of {len(specs)} rerankers -> {args.output} (retriever weight {args.retriever_weight:g}); "
-          f"card: {args.output}/MODEL_CARD.md")
+        raise ValueError(
+            "an ensemble of rerankers needs --retriever-weight (chosen on dev with the member weights: "
+            "python benchmarks/rerank_fusion.py)"
+        )
+    make_reranker_ensemble(
+        [(path, weight) for path, weight, _ in specs], args.retriever_weight, args.output, command=["bioel", *sys.argv[1:]]
+    )
+    print(
+        f"ensemble of {len(specs)} rerankers -> {args.output} (retriever weight {args.retriever_weight:g}); "
+        f"card: {args.output}/MODEL_CARD.md"
+    )
     return 0

@@ -28,11 +28,13 @@ class WriteStats(beam.PTransform):
 
     def expand(self, counters):
         path = f"{self.folder.rstrip('/')}/{STATS_FILE}"
-        return (counters
-                | "AllCounters" >> beam.Flatten()
-                | "SumCounters" >> beam.CombinePerKey(merge_stats)
-                | "CountersToDict" >> beam.combiners.ToDict()
-                | "WriteStatsFile" >> beam.Map(lambda d: write_json(filesystem_for(path), path, d)))
+        return (
+            counters
+            | "AllCounters" >> beam.Flatten()
+            | "SumCounters" >> beam.CombinePerKey(merge_stats)
+            | "CountersToDict" >> beam.combiners.ToDict()
+            | "WriteStatsFile" >> beam.Map(lambda d: write_json(filesystem_for(path), path, d))
+        )
 
 
 def read_stats(folder: str) -> dict:

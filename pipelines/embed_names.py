@@ -27,8 +27,16 @@ from bioel_core.embeddings import PIPELINE, TEXT_COLUMN
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.models import model_folder, open_model, resolve_device
 from bioel_core.outputs.details import EmbedDetails, ModelRecord, NamesSource
-from bioel_core.outputs import (Manifest, OutputFolder, absolute, check_num_shards, embeddings_table, name_chunks, shard_name,
-                                write_parquet)
+from bioel_core.outputs import (
+    Manifest,
+    OutputFolder,
+    absolute,
+    check_num_shards,
+    embeddings_table,
+    name_chunks,
+    shard_name,
+    write_parquet,
+)
 from bioel_core.tables import KB_PIPELINE, read_output_manifest, stable_shard, table_files
 from pipelines import logs
 from pipelines.counting import WriteStats, count_as, read_stats
@@ -80,8 +88,10 @@ class RouteChunkFn(beam.DoFn):
         kept = []
         for i, inference in enumerate(result.inference):
             if isinstance(inference, EncodeFailure):
-                yield beam.pvalue.TaggedOutput("dead", {"source": "encoder", "location": f"name_id {ids[i]}",
-                                                        "raw": result.example[i], "reason": inference.reason})
+                yield beam.pvalue.TaggedOutput(
+                    "dead",
+                    {"source": "encoder", "location": f"name_id {ids[i]}", "raw": result.example[i], "reason": inference.reason},
+                )
             else:
                 kept.append(i)
         yield beam.pvalue.TaggedOutput("stats", ("embedded", len(kept)))
@@ -112,19 +122,33 @@ class WriteEmbeddingShardFn(beam.DoFn):
         yield path
 
 
-def build_pipeline(p: beam.Pipeline, name_files: list[str], staged: OutputFolder, handler: EncoderModelHandler, *,
-                   dim: int, batch_size: int, num_shards: int) -> None:
-    read = (p
-            | "NameFiles" >> beam.Create(name_files)
-            | "ReadNameChunks" >> beam.ParDo(ReadNameChunksFn(batch_size)).with_outputs("stats", main="chunks"))
-    results = (read.chunks
-               # a fusion break: the chunks of one names shard spread over every worker
-               | "SpreadChunks" >> beam.Reshuffle()
-               | "Encode" >> RunInference(KeyedModelHandler(handler))
-               | "Route" >> beam.ParDo(RouteChunkFn(num_shards)).with_outputs("dead", "stats", main="vectors"))
-    _ = (results.vectors
-         | "GroupShards" >> beam.GroupByKey()
-         | "WriteEmbeddings" >> beam.ParDo(WriteEmbeddingShardFn(staged.table_dir("embeddings"), dim, num_shards)))
+def build_pipeline(
+    p: beam.Pipeline,
+    name_files: list[str],
+    staged: OutputFolder,
+    handler: EncoderModelHandler,
+    *,
+    dim: int,
+    batch_size: int,
+    num_shards: int,
+) -> None:
+    read = (
+        p
+        | "NameFiles" >> beam.Create(name_files)
+        | "ReadNameChunks" >> beam.ParDo(ReadNameChunksFn(batch_size)).with_outputs("stats", main="chunks")
+    )
+    results = (
+        read.chunks
+        # a fusion break: the chunks of one names shard spread over every worker
+        | "SpreadChunks" >> beam.Reshuffle()
+        | "Encode" >> RunInference(KeyedModelHandler(handler))
+        | "Route" >> beam.ParDo(RouteChunkFn(num_shards)).with_outputs("dead", "stats", main="vectors")
+    )
+    _ = (
+        results.vectors
+        | "GroupShards" >> beam.GroupByKey()
+        | "WriteEmbeddings" >> beam.ParDo(WriteEmbeddingShardFn(staged.table_dir("embeddings"), dim, num_shards))
+    )
     _ = results.dead | "WriteDeadLetters" >> WriteDeadLetters(staged.table_dir("dead_letter"))
     counters = (read.stats, results.stats, results.dead | "CountDeadLettered" >> count_as("dead_lettered"))
     _ = counters | "WriteStats" >> WriteStats(staged.root)
@@ -139,12 +163,32 @@ def check_names_folder(names_dir: Path) -> tuple[dict, list[str]]:
     return manifest, [str(f) for f in files]
 
 
-def build_manifest(stats: dict, *, staged: OutputFolder, model: ModelRecord, names_dir: Path, names_manifest: dict,
-                   options: PipelineOptions, device: str, batch_size: int, num_shards: int) -> Manifest:
-    details = EmbedDetails(kb=names_manifest.get("kb"), model=model, names=NamesSource.of(names_dir, names_manifest),
-                           device=device, batch_size=batch_size, num_shards=num_shards)
-    return details.manifest(stats, {table: staged.table_outputs(table) for table in TABLES}, runner_name(options),
-                            options.get_all_options(drop_default=True))
+def build_manifest(
+    stats: dict,
+    *,
+    staged: OutputFolder,
+    model: ModelRecord,
+    names_dir: Path,
+    names_manifest: dict,
+    options: PipelineOptions,
+    device: str,
+    batch_size: int,
+    num_shards: int,
+) -> Manifest:
+    details = EmbedDetails(
+        kb=names_manifest.get("kb"),
+        model=model,
+        names=NamesSource.of(names_dir, names_manifest),
+        device=device,
+        batch_size=batch_size,
+        num_shards=num_shards,
+    )
+    return details.manifest(
+        stats,
+        {table: staged.table_outputs(table) for table in TABLES},
+        runner_name(options),
+        options.get_all_options(drop_default=True),
+    )
 
 
 def open_checked_model(model_dir: str | None, pooling: str | None, device: str) -> ModelRecord:
@@ -153,12 +197,23 @@ def open_checked_model(model_dir: str | None, pooling: str | None, device: str) 
     resolve_device(device)
     folder = model_folder(model_dir)
     encoder = open_model(model_dir, pooling, "cpu")
-    return ModelRecord(path=str(folder), fingerprint=encoder.fingerprint(), config=encoder.config(), dim=encoder.dim,
-                       pooling=pooling)
+    return ModelRecord(
+        path=str(folder), fingerprint=encoder.fingerprint(), config=encoder.config(), dim=encoder.dim, pooling=pooling
+    )
 
 
-def run(model_dir: str | None, names_dir: str, output_dir: str, options: PipelineOptions, *, pooling: str | None = None,
-        device: str = "cpu", batch_size: int = 256, num_shards: int = 4, gate=None) -> dict:
+def run(
+    model_dir: str | None,
+    names_dir: str,
+    output_dir: str,
+    options: PipelineOptions,
+    *,
+    pooling: str | None = None,
+    device: str = "cpu",
+    batch_size: int = 256,
+    num_shards: int = 4,
+    gate=None,
+) -> dict:
     """Runs the embed pipeline and publishes its output if it passes `gate` (a quality.QualityGate; None: unchecked);
     returns the manifest. `model_dir` None = the shipped default."""
     check_num_shards(num_shards)
@@ -170,22 +225,48 @@ def run(model_dir: str | None, names_dir: str, output_dir: str, options: Pipelin
     check_output_folder(output_dir, PIPELINE, [("--input", str(names)), ("--model", model.path)])
     # the default model goes by no path: each worker opens its own installed copy (a --setup_file or image worker has
     # nothing at the launcher's checkout path); the fingerprint still pins it to the model checked here
-    handler = EncoderModelHandler(model.path if model_dir else None, pooling=pooling, device=device, batch_size=batch_size,
-                                  fingerprint=model.fingerprint, torch_threads=worker_threads(options))
+    handler = EncoderModelHandler(
+        model.path if model_dir else None,
+        pooling=pooling,
+        device=device,
+        batch_size=batch_size,
+        fingerprint=model.fingerprint,
+        torch_threads=worker_threads(options),
+    )
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
     stage = logs.Stage("embed")
-    stage.info("embedding %s names of %s with %s on %s into %s", f"{names_manifest['outputs']['names']['rows']:,}", names,
-               model.path, device, output_dir)
+    stage.info(
+        "embedding %s names of %s with %s on %s into %s",
+        f"{names_manifest['outputs']['names']['rows']:,}",
+        names,
+        model.path,
+        device,
+        output_dir,
+    )
 
     def build() -> Manifest:
-        with pipeline_progress(options, "embed", "names", names_manifest["outputs"]["names"]["rows"]), \
-                new_pipeline(options) as p:
+        with pipeline_progress(options, "embed", "names", names_manifest["outputs"]["names"]["rows"]), new_pipeline(options) as p:
             build_pipeline(p, name_files, staged, handler, dim=model.dim, batch_size=batch_size, num_shards=num_shards)
-        return refuse_empty(build_manifest(read_stats(staged.root), staged=staged, model=model, names_dir=names,
-                              names_manifest=names_manifest, options=options, device=device,
-                              batch_size=batch_size, num_shards=num_shards), staged)
+        return refuse_empty(
+            build_manifest(
+                read_stats(staged.root),
+                staged=staged,
+                model=model,
+                names_dir=names,
+                names_manifest=names_manifest,
+                options=options,
+                device=device,
+                batch_size=batch_size,
+                num_shards=num_shards,
+            ),
+            staged,
+        )
 
     manifest = staged.publish(build, gate).to_dict()
-    stage.done("embedded %s names, %s dead-lettered; published %s", f"{manifest['counts']['embedded']:,}",
-               f"{manifest['counts']['dead_lettered']:,}", manifest["generation"])
+    stage.done(
+        "embedded %s names, %s dead-lettered; published %s",
+        f"{manifest['counts']['embedded']:,}",
+        f"{manifest['counts']['dead_lettered']:,}",
+        manifest["generation"],
+    )
     return manifest

@@ -13,6 +13,6 @@ class CheckWorkerLibraries(beam.PTransform):
     cluster job could otherwise write other vectors and scores than the same job run here, and nothing would say."""
 
     def expand(self, pipeline):
-        return (pipeline
-                | "LauncherLibraries" >> beam.Create([library_versions()])
-                | "SameOnWorker" >> beam.Map(check_same_libraries))
+        return (
+            pipeline | "LauncherLibraries" >> beam.Create([library_versions()]) | "SameOnWorker" >> beam.Map(check_same_libraries)
+        )

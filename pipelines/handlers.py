@@ -33,8 +33,16 @@ class EncoderModelHandler(ModelHandler[Sequence[str], PredictionResult, Encoder]
     pickling round trip through the shared-model proxy process.
     """
 
-    def __init__(self, model_dir: str | None, *, pooling: str | None = None, device: str = "cpu", batch_size: int = 256,
-                 fingerprint: str | None = None, torch_threads: int | None = None):
+    def __init__(
+        self,
+        model_dir: str | None,
+        *,
+        pooling: str | None = None,
+        device: str = "cpu",
+        batch_size: int = 256,
+        fingerprint: str | None = None,
+        torch_threads: int | None = None,
+    ):
         """`model_dir` None: the shipped default model, as installed where the worker runs.
         `fingerprint`: the model the driver checked; a worker that finds another model at the path refuses.
         `torch_threads`: intra-op threads per process, so several local worker processes do not oversubscribe."""
@@ -49,8 +57,10 @@ class EncoderModelHandler(ModelHandler[Sequence[str], PredictionResult, Encoder]
             torch.set_num_threads(self.torch_threads)
         encoder = open_model(self.model_dir, self.pooling, self.device).eval()
         if self.fingerprint is not None and encoder.fingerprint() != self.fingerprint:
-            raise ModelChangedError(f"the model at {self.model_dir or 'the default model path'} changed after the job started "
-                                    f"(fingerprint {encoder.fingerprint()[:12]} != {self.fingerprint[:12]})")
+            raise ModelChangedError(
+                f"the model at {self.model_dir or 'the default model path'} changed after the job started "
+                f"(fingerprint {encoder.fingerprint()[:12]} != {self.fingerprint[:12]})"
+            )
         return encoder
 
     def run_inference(self, batch: Sequence[Sequence[str]], model: Encoder, inference_args=None) -> list[PredictionResult]:

@@ -33,16 +33,33 @@ from bioel_core.kb.io import CORRUPT_INPUT_POLICY
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
 from bioel_core.outputs import Manifest, OutputFolder, absolute, check_num_shards, shard_name
 from bioel_core.outputs.details import IngestDetails
-from bioel_core.outputs.runs import (MAX_FAN_IN, SPILL, MergeCounts, combine_runs, merge_runs, read_run, rows_table,
-                                     run_name, write_rows)
+from bioel_core.outputs.runs import (
+    MAX_FAN_IN,
+    SPILL,
+    MergeCounts,
+    combine_runs,
+    merge_runs,
+    read_run,
+    rows_table,
+    run_name,
+    write_rows,
+)
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.settings import SHARED_NAME_POLICIES
 from bioel_core.tables import stable_shard
 from pipelines import logs
 from pipelines.counting import WriteStats, read_stats
 from pipelines.options import new_pipeline, pipeline_progress, runner_name
-from pipelines.outputs import (WriteDeadLetters, create_stream, delete_files, expand_inputs, filesystem_for, open_stream,
-                               sha256_of, spill_run)
+from pipelines.outputs import (
+    WriteDeadLetters,
+    create_stream,
+    delete_files,
+    expand_inputs,
+    filesystem_for,
+    open_stream,
+    sha256_of,
+    spill_run,
+)
 from schemas import CONCEPTS_SCHEMA, NAMES_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -105,8 +122,9 @@ class NormalizeNamesFn(beam.DoFn):
                 rows.append((name_id(kb, concept_id, norm), concept_id, kb, name, norm, name_type))
                 continue
             why = "of control characters only" if not name else "empty after normalization"
-            yield beam.pvalue.TaggedOutput("dead", {
-                "source": "normalizer", "location": f"concept {concept_id}", "raw": raw, "reason": f"name is {why}"})
+            yield beam.pvalue.TaggedOutput(
+                "dead", {"source": "normalizer", "location": f"concept {concept_id}", "raw": raw, "reason": f"name is {why}"}
+            )
             yield beam.pvalue.TaggedOutput("stats", ("names.dead_lettered", 1))
         yield beam.pvalue.TaggedOutput("stats", ("names.emitted", read.num_rows))
         if rows:
@@ -122,8 +140,21 @@ def read_names_table(records: list[NameRecord]) -> pa.Table:
 
 def concepts_table(records: list[ConceptRecord]) -> pa.Table:
     """ConceptRecords as concepts rows, each already in its written form (a concept met once is written as is)."""
-    return rows_table([(r.concept_id, r.vocabulary, r.kb, clean_text(r.preferred_name), sorted(set(r.semantic_types)),
-                        r.definition, sorted(set(r.alt_ids) - {r.concept_id})) for r in records], CONCEPTS_SCHEMA)
+    return rows_table(
+        [
+            (
+                r.concept_id,
+                r.vocabulary,
+                r.kb,
+                clean_text(r.preferred_name),
+                sorted(set(r.semantic_types)),
+                r.definition,
+                sorted(set(r.alt_ids) - {r.concept_id}),
+            )
+            for r in records
+        ],
+        CONCEPTS_SCHEMA,
+    )
 
 
 NameRow = namedtuple("NameRow", NAMES_SCHEMA.names)
@@ -142,11 +173,16 @@ def merge_concepts(rows: list[tuple]) -> tuple:
     lines) merge deterministically: union of types and alt ids, first definition in sort order."""
     if len(rows) == 1:
         return rows[0]
-    rows = sorted(map(ConceptRow._make, rows), key=lambda r: (r.preferred_name, r.definition or "", r.semantic_types, r.alt_ids, r.vocabulary))
+    rows = sorted(
+        map(ConceptRow._make, rows),
+        key=lambda r: (r.preferred_name, r.definition or "", r.semantic_types, r.alt_ids, r.vocabulary),
+    )
     first = rows[0]
-    return first._replace(semantic_types=sorted({t for r in rows for t in r.semantic_types}),
-                          definition=next((r.definition for r in rows if r.definition), None),
-                          alt_ids=sorted({a for r in rows for a in r.alt_ids} - {first.concept_id}))
+    return first._replace(
+        semantic_types=sorted({t for r in rows for t in r.semantic_types}),
+        definition=next((r.definition for r in rows if r.definition), None),
+        alt_ids=sorted({a for r in rows for a in r.alt_ids} - {first.concept_id}),
+    )
 
 
 class SpillRunsFn(beam.DoFn):
@@ -159,7 +195,10 @@ class SpillRunsFn(beam.DoFn):
     def process(self, table: pa.Table):
         shards = np.array([stable_shard(str(k), self.num_shards) for k in table.column(self.key).to_pylist()])
         for shard in np.unique(shards).tolist():
-            yield shard, spill_run(FileSystems.join(self.spill, f"{shard:05d}"), table.filter(pa.array(shards == shard)), self.key)
+            yield (
+                shard,
+                spill_run(FileSystems.join(self.spill, f"{shard:05d}"), table.filter(pa.array(shards == shard)), self.key),
+            )
 
 
 class MergeShardFn(beam.DoFn):
@@ -175,7 +214,7 @@ class MergeShardFn(beam.DoFn):
         shard, spilled = element
         spilled = sorted(p for p in spilled if p)
         while len(spilled) > MAX_FAN_IN:
-            combined = [self._combine(spilled[i:i + MAX_FAN_IN]) for i in range(0, len(spilled), MAX_FAN_IN)]
+            combined = [self._combine(spilled[i : i + MAX_FAN_IN]) for i in range(0, len(spilled), MAX_FAN_IN)]
             delete_files(spilled)  # after the pass: a run spilled twice (two identical inputs) may sit in two groups
             spilled = combined
         counts = MergeCounts()
@@ -219,10 +258,12 @@ class MergeByShard(beam.PTransform):
 
     def expand(self, runs):
         every_shard = runs.pipeline | "EveryShard" >> beam.Create([(s, "") for s in range(self.merge.num_shards)])
-        return ((runs, every_shard)
-                | "WithEveryShard" >> beam.Flatten()
-                | "GroupByShard" >> beam.GroupByKey()
-                | "MergeShard" >> beam.ParDo(self.merge).with_outputs("stats", main="rows"))
+        return (
+            (runs, every_shard)
+            | "WithEveryShard" >> beam.Flatten()
+            | "GroupByShard" >> beam.GroupByKey()
+            | "MergeShard" >> beam.ParDo(self.merge).with_outputs("stats", main="rows")
+        )
 
 
 def tag_with_concept_size(element):
@@ -243,44 +284,87 @@ def keep_in_smallest_concept(element):
         yield beam.pvalue.TaggedOutput("stats", ("names.dropped_shared", len(sized_rows) - 1))
 
 
-def build_pipeline(p: beam.Pipeline, kb_format: str, input_groups: list[list[str]], staged: OutputFolder, *,
-                   reader_options: dict, normalizer: Normalizer, shared_names: str, num_shards: int) -> None:
+def build_pipeline(
+    p: beam.Pipeline,
+    kb_format: str,
+    input_groups: list[list[str]],
+    staged: OutputFolder,
+    *,
+    reader_options: dict,
+    normalizer: Normalizer,
+    shared_names: str,
+    num_shards: int,
+) -> None:
     spill = FileSystems.join(staged.root, SPILL)
-    read = (p
-            | "InputGroups" >> beam.Create(input_groups)
-            | "Spread" >> beam.Reshuffle()
-            | "ReadKB" >> beam.ParDo(ReadKBFn(kb_format, reader_options)).with_outputs("concepts", "dead", "stats", main="names"))
+    read = (
+        p
+        | "InputGroups" >> beam.Create(input_groups)
+        | "Spread" >> beam.Reshuffle()
+        | "ReadKB" >> beam.ParDo(ReadKBFn(kb_format, reader_options)).with_outputs("concepts", "dead", "stats", main="names")
+    )
 
-    concepts = (read.concepts
-                | "SpillConcepts" >> beam.ParDo(SpillRunsFn(FileSystems.join(spill, "concepts"), num_shards, "concept_id"))
-                | "WriteConcepts" >> MergeByShard(MergeShardFn(staged.table_dir("concepts"), CONCEPTS_SCHEMA, num_shards,
-                                                               merge_concepts, "concepts.written", "concepts.merged_duplicates")))
+    concepts = (
+        read.concepts
+        | "SpillConcepts" >> beam.ParDo(SpillRunsFn(FileSystems.join(spill, "concepts"), num_shards, "concept_id"))
+        | "WriteConcepts"
+        >> MergeByShard(
+            MergeShardFn(
+                staged.table_dir("concepts"),
+                CONCEPTS_SCHEMA,
+                num_shards,
+                merge_concepts,
+                "concepts.written",
+                "concepts.merged_duplicates",
+            )
+        )
+    )
 
-    normalized = read.names | "Normalize" >> beam.ParDo(NormalizeNamesFn(normalizer.config)).with_outputs("dead", "stats", main="tables")
-    name_runs = normalized.tables | "SpillNames" >> beam.ParDo(SpillRunsFn(FileSystems.join(spill, "names"), num_shards, "name_id"))
+    normalized = read.names | "Normalize" >> beam.ParDo(NormalizeNamesFn(normalizer.config)).with_outputs(
+        "dead", "stats", main="tables"
+    )
+    name_runs = normalized.tables | "SpillNames" >> beam.ParDo(
+        SpillRunsFn(FileSystems.join(spill, "names"), num_shards, "name_id")
+    )
     policy_stats = []
     if shared_names == "genbioel":
-        deduped = name_runs | "DedupByNameId" >> MergeByShard(MergeShardFn(None, NAMES_SCHEMA, num_shards, keep_best_name, None,
-                                                                            "names.duplicates_within_concept"))
-        policy = (deduped.rows
-                  | "KeyByConcept" >> beam.Map(lambda r: (r["concept_id"], r))
-                  | "GroupByConcept" >> beam.GroupByKey()
-                  | "TagConceptSize" >> beam.FlatMap(tag_with_concept_size)
-                  | "GroupByNameNorm" >> beam.GroupByKey()
-                  | "SharedNamePolicy" >> beam.FlatMap(keep_in_smallest_concept).with_outputs("stats", main="rows"))
-        name_runs = (policy.rows
-                     | "BatchKeptNames" >> beam.BatchElements(min_batch_size=READ_BATCH, max_batch_size=READ_BATCH)
-                     | "KeptNamesTable" >> beam.Map(lambda rows: pa.Table.from_pylist(rows, schema=NAMES_SCHEMA))
-                     | "SpillKeptNames" >> beam.ParDo(SpillRunsFn(FileSystems.join(spill, "kept_names"), num_shards, "name_id")))
+        deduped = name_runs | "DedupByNameId" >> MergeByShard(
+            MergeShardFn(None, NAMES_SCHEMA, num_shards, keep_best_name, None, "names.duplicates_within_concept")
+        )
+        policy = (
+            deduped.rows
+            | "KeyByConcept" >> beam.Map(lambda r: (r["concept_id"], r))
+            | "GroupByConcept" >> beam.GroupByKey()
+            | "TagConceptSize" >> beam.FlatMap(tag_with_concept_size)
+            | "GroupByNameNorm" >> beam.GroupByKey()
+            | "SharedNamePolicy" >> beam.FlatMap(keep_in_smallest_concept).with_outputs("stats", main="rows")
+        )
+        name_runs = (
+            policy.rows
+            | "BatchKeptNames" >> beam.BatchElements(min_batch_size=READ_BATCH, max_batch_size=READ_BATCH)
+            | "KeptNamesTable" >> beam.Map(lambda rows: pa.Table.from_pylist(rows, schema=NAMES_SCHEMA))
+            | "SpillKeptNames" >> beam.ParDo(SpillRunsFn(FileSystems.join(spill, "kept_names"), num_shards, "name_id"))
+        )
         policy_stats = [deduped.stats, policy.stats]
-    names = name_runs | "WriteNames" >> MergeByShard(MergeShardFn(staged.table_dir("names"), NAMES_SCHEMA, num_shards, keep_best_name,
-                                                                   "names.written", "names.duplicates_within_concept"))
+    names = name_runs | "WriteNames" >> MergeByShard(
+        MergeShardFn(
+            staged.table_dir("names"),
+            NAMES_SCHEMA,
+            num_shards,
+            keep_best_name,
+            "names.written",
+            "names.duplicates_within_concept",
+        )
+    )
 
     dead = (read.dead, normalized.dead) | "AllDeadLetters" >> beam.Flatten()
     _ = dead | "WriteDeadLetters" >> WriteDeadLetters(staged.table_dir("dead_letter"))
 
     counters = (
-        read.stats, normalized.stats, concepts.stats, names.stats, *policy_stats,
+        read.stats,
+        normalized.stats,
+        concepts.stats,
+        names.stats,
+        *policy_stats,
         read.concepts | "CountConceptsEmitted" >> beam.Map(lambda table: ("concepts.emitted", table.num_rows)),
     )
     _ = counters | "WriteStats" >> WriteStats(staged.root)
@@ -290,7 +374,9 @@ def read_stats_by_file(read_stats: list[dict]) -> dict[str, dict]:
     """The read stats of each input file, summed over the ranges it was read in."""
     by_file: dict[str, dict] = {}
     for s in read_stats:
-        total = by_file.setdefault(s["source"], {"records_read": 0, "records_accepted": 0, "dead_lettered": 0, "skipped_by_filter": {}})
+        total = by_file.setdefault(
+            s["source"], {"records_read": 0, "records_accepted": 0, "dead_lettered": 0, "skipped_by_filter": {}}
+        )
         for key in ("records_read", "records_accepted", "dead_lettered"):
             total[key] += s[key]
         for reason, n in s["skipped_by_filter"].items():
@@ -302,8 +388,19 @@ def read_stats_by_file(read_stats: list[dict]) -> dict[str, dict]:
     return by_file
 
 
-def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inputs: list[str], staged: OutputFolder,
-                   options: PipelineOptions, normalizer: Normalizer, shared_names: str, reader_options: dict) -> Manifest:
+def build_manifest(
+    stats: dict,
+    *,
+    kb_format: str,
+    kb: str,
+    id_pattern: str,
+    inputs: list[str],
+    staged: OutputFolder,
+    options: PipelineOptions,
+    normalizer: Normalizer,
+    shared_names: str,
+    reader_options: dict,
+) -> Manifest:
     read_stats = sorted(stats.get("read_stats", []), key=lambda s: s["source"])
     by_file = read_stats_by_file(read_stats)
     files_in = []
@@ -312,18 +409,38 @@ def build_manifest(stats: dict, *, kb_format: str, kb: str, id_pattern: str, inp
         files_in.append({"path": path, "sha256": sha, "bytes": size, **by_file.get(path, {})})
     records = {k: sum(s[k] for s in read_stats) for k in ("records_read", "records_accepted", "dead_lettered")}
     records["filtered"] = sum(sum(s["skipped_by_filter"].values()) for s in read_stats)
-    details = IngestDetails(kb=kb, format=kb_format, id_pattern=id_pattern, reader_options=reader_options,
-                            normalizer=normalizer.to_dict(), shared_name_policy=shared_names,
-                            corrupt_input_policy=CORRUPT_INPUT_POLICY)
+    details = IngestDetails(
+        kb=kb,
+        format=kb_format,
+        id_pattern=id_pattern,
+        reader_options=reader_options,
+        normalizer=normalizer.to_dict(),
+        shared_name_policy=shared_names,
+        corrupt_input_policy=CORRUPT_INPUT_POLICY,
+    )
     return details.manifest(
-        files_in, records, concepts={k.split(".", 1)[1]: v for k, v in stats.items() if k.startswith("concepts.")},
+        files_in,
+        records,
+        concepts={k.split(".", 1)[1]: v for k, v in stats.items() if k.startswith("concepts.")},
         names={k.split(".", 1)[1]: v for k, v in stats.items() if k.startswith("names.")},
-        outputs={table: staged.table_outputs(table) for table in TABLES}, runner=runner_name(options),
-        options=options.get_all_options(drop_default=True))
+        outputs={table: staged.table_outputs(table) for table in TABLES},
+        runner=runner_name(options),
+        options=options.get_all_options(drop_default=True),
+    )
 
 
-def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOptions, *, reader_options: dict | None = None,
-        normalizer: Normalizer | None = None, shared_names: str = "keep-all", num_shards: int = 4, gate=None) -> dict:
+def run(
+    kb_format: str,
+    inputs: list[str],
+    output_dir: str,
+    options: PipelineOptions,
+    *,
+    reader_options: dict | None = None,
+    normalizer: Normalizer | None = None,
+    shared_names: str = "keep-all",
+    num_shards: int = 4,
+    gate=None,
+) -> dict:
     """Runs the ingest pipeline on `inputs` (files, folders, globs: pipelines.outputs.expand_inputs) and publishes
     its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest."""
     reader_options = reader_options or {}
@@ -341,16 +458,41 @@ def run(kb_format: str, inputs: list[str], output_dir: str, options: PipelineOpt
 
     def build() -> Manifest:
         with pipeline_progress(options, "ingest-kb", "names"), new_pipeline(options) as p:
-            build_pipeline(p, kb_format, reader.input_groups(inputs, opener=open_stream), staged, reader_options=reader_options, normalizer=normalizer,
-                           shared_names=shared_names, num_shards=num_shards)
+            build_pipeline(
+                p,
+                kb_format,
+                reader.input_groups(inputs, opener=open_stream),
+                staged,
+                reader_options=reader_options,
+                normalizer=normalizer,
+                shared_names=shared_names,
+                num_shards=num_shards,
+            )
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # emptied by the writers; the folders stay
-        return refuse_empty(build_manifest(read_stats(staged.root), kb_format=kb_format, kb=reader.kb,
-                              id_pattern=reader.id_pattern.pattern, inputs=inputs, staged=staged, options=options,
-                              normalizer=normalizer, shared_names=shared_names, reader_options=reader_options), staged)
+        return refuse_empty(
+            build_manifest(
+                read_stats(staged.root),
+                kb_format=kb_format,
+                kb=reader.kb,
+                id_pattern=reader.id_pattern.pattern,
+                inputs=inputs,
+                staged=staged,
+                options=options,
+                normalizer=normalizer,
+                shared_names=shared_names,
+                reader_options=reader_options,
+            ),
+            staged,
+        )
 
     manifest = staged.publish(build, gate).to_dict()
     outputs = manifest["outputs"]
-    stage.done("ingested %s records: %s concepts, %s names, %s dead-lettered; published %s",
-               f"{manifest['counts']['records_read']:,}", f"{outputs['concepts']['rows']:,}", f"{outputs['names']['rows']:,}",
-               f"{outputs['dead_letter']['rows']:,}", manifest["generation"])
+    stage.done(
+        "ingested %s records: %s concepts, %s names, %s dead-lettered; published %s",
+        f"{manifest['counts']['records_read']:,}",
+        f"{outputs['concepts']['rows']:,}",
+        f"{outputs['names']['rows']:,}",
+        f"{outputs['dead_letter']['rows']:,}",
+        manifest["generation"],
+    )
     return manifest

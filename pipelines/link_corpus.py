@@ -35,7 +35,15 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import bioel_core
 from bioel_core import progress
-from bioel_core.corpora import FORMATS, FORMATS_WITH_MENTIONS, DeletedDocument, Document, corpus_inputs, pubtator_files, read_documents
+from bioel_core.corpora import (
+    FORMATS,
+    FORMATS_WITH_MENTIONS,
+    DeletedDocument,
+    Document,
+    corpus_inputs,
+    pubtator_files,
+    read_documents,
+)
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY, input_path
 from bioel_core.corpora.interchange import ID_PREFIXES, merge_interchange, unwritable, write_interchange
@@ -43,8 +51,19 @@ from bioel_core.corpora.records import Mention, Passage
 from bioel_core.corpora.text import check_document_ids
 from bioel_core.kb.vocab import qualify
 from bioel_core.linking.annotate import AnnotatorSpec, DocumentError, check_document, content_sha256
-from bioel_core.outputs import (QUALITY, Manifest, OutputError, OutputFolder, absolute, check_num_shards, parquet_rows, read_json,
-                                read_pointer, shard_name, write_parquet)
+from bioel_core.outputs import (
+    QUALITY,
+    Manifest,
+    OutputError,
+    OutputFolder,
+    absolute,
+    check_num_shards,
+    parquet_rows,
+    read_json,
+    read_pointer,
+    shard_name,
+    write_parquet,
+)
 from bioel_core.outputs.layout import REPORT_SUMMARY
 from bioel_core.outputs.runs import SPILL
 from bioel_core.records import DeadLetter
@@ -52,8 +71,16 @@ from bioel_core.tables import stable_shard
 from pipelines import logs
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import (WriteDeadLetters, delete_files, filesystem_for, input_records, listed_inputs, open_stream,
-                               read_spilled, spill_run)
+from pipelines.outputs import (
+    WriteDeadLetters,
+    delete_files,
+    filesystem_for,
+    input_records,
+    listed_inputs,
+    open_stream,
+    read_spilled,
+    spill_run,
+)
 from schemas import ANNOTATIONS_SCHEMA, DOCUMENTS_SCHEMA, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -77,8 +104,14 @@ class ReadCorpusFn(beam.DoFn):
 
     def process(self, element):
         index, path, folder = element
-        items = read_documents([path], self.fmt, per_line=self.per_line, opener=open_stream, format_flag="--input-format",
-                               folders={input_path(path): folder})
+        items = read_documents(
+            [path],
+            self.fmt,
+            per_line=self.per_line,
+            opener=open_stream,
+            format_flag="--input-format",
+            folders={input_path(path): folder},
+        )
         unread = False
         for n, item in enumerate(items):
             if isinstance(item, Document):
@@ -94,8 +127,9 @@ class ReadCorpusFn(beam.DoFn):
 
 def _dead(document: Document, reason: str) -> dict:
     """A document refused at linking, named as a reader's dead letter names a record: its input file, its id."""
-    return asdict(DeadLetter(source=document.source, location=f"document {document.doc_id}", raw=document.text[:2000],
-                             reason=reason))
+    return asdict(
+        DeadLetter(source=document.source, location=f"document {document.doc_id}", raw=document.text[:2000], reason=reason)
+    )
 
 
 class ResolveFn(beam.DoFn):
@@ -140,9 +174,18 @@ class ResolveFn(beam.DoFn):
             current = [(position, d) for position, d in current if position > last_deletion]
         if deleted and not current:
             yield beam.pvalue.TaggedOutput("stats", ("documents.deleted", 1))
-            yield beam.pvalue.TaggedOutput("documents", {"doc_id": doc_id, "content_sha256": "", "status": "deleted", "mentions": 0,
-                                                         "passages": [], "model_version": self.versions[0],
-                                                         "kb_version": self.versions[1]})
+            yield beam.pvalue.TaggedOutput(
+                "documents",
+                {
+                    "doc_id": doc_id,
+                    "content_sha256": "",
+                    "status": "deleted",
+                    "mentions": 0,
+                    "passages": [],
+                    "model_version": self.versions[0],
+                    "kb_version": self.versions[1],
+                },
+            )
             return
         if not current:  # not in this run's inputs, or only invalid copies: the previous state stands
             for row in previous:
@@ -154,8 +197,12 @@ class ResolveFn(beam.DoFn):
         _, document = max(current, key=lambda pd: (_version(pd[1]), pd[0]))
         sha = content_sha256(document, self.with_mentions, self.settings)
         prev = previous[0] if previous else None
-        if prev and prev["status"] == "annotated" and prev["content_sha256"] == sha and \
-                (prev["model_version"], prev["kb_version"]) == self.versions:
+        if (
+            prev
+            and prev["status"] == "annotated"
+            and prev["content_sha256"] == sha
+            and (prev["model_version"], prev["kb_version"]) == self.versions
+        ):
             yield beam.pvalue.TaggedOutput("stats", ("documents.unchanged", 1))
             yield beam.pvalue.TaggedOutput("documents", prev)
             for row in previous_rows:
@@ -174,8 +221,9 @@ class DetectAndLinkFn(beam.DoFn):
     retried bundle rewrites the same file). The annotator (encoder, FAISS shards, dictionaries) loads once per
     worker process in setup. `threads`: torch and FAISS threads in this worker (options.worker_threads)."""
 
-    def __init__(self, spec: AnnotatorSpec, num_shards: int, spill: str, copy_formats: tuple[str, ...] = (),
-                 threads: int | None = None):
+    def __init__(
+        self, spec: AnnotatorSpec, num_shards: int, spill: str, copy_formats: tuple[str, ...] = (), threads: int | None = None
+    ):
         self.spec, self.num_shards, self.spill = spec, num_shards, spill
         self.copy_formats, self.threads = copy_formats, threads
 
@@ -198,8 +246,9 @@ class DetectAndLinkFn(beam.DoFn):
                 continue
             # refused before linking, so the document is one dead letter and the counts still reconcile; the
             # interchange copies hold the text and the annotation rows, not the input's own mentions
-            reason = next(filter(None, (unwritable(Document(document.doc_id, document.passages), fmt)
-                                        for fmt in self.copy_formats)), None)
+            reason = next(
+                filter(None, (unwritable(Document(document.doc_id, document.passages), fmt) for fmt in self.copy_formats)), None
+            )
             if reason:
                 yield beam.pvalue.TaggedOutput("dead", _dead(document, reason))
                 continue
@@ -212,10 +261,17 @@ class DetectAndLinkFn(beam.DoFn):
         documents, annotations = {}, {}
         for (sha, document), rows in zip(good, annotated):
             shard = stable_shard(document.doc_id, self.num_shards)
-            documents.setdefault(shard, []).append({
-                "doc_id": document.doc_id, "content_sha256": sha, "status": "annotated", "mentions": len(rows),
-                "passages": [{"kind": p.kind, "offset": p.offset, "text": p.text} for p in document.passages],
-                "model_version": self.annotator.model_version, "kb_version": self.annotator.kb_version})
+            documents.setdefault(shard, []).append(
+                {
+                    "doc_id": document.doc_id,
+                    "content_sha256": sha,
+                    "status": "annotated",
+                    "mentions": len(rows),
+                    "passages": [{"kind": p.kind, "offset": p.offset, "text": p.text} for p in document.passages],
+                    "model_version": self.annotator.model_version,
+                    "kb_version": self.annotator.kb_version,
+                }
+            )
             annotations.setdefault(shard, []).extend(rows)
         mentions = sum(len(rows) for rows in annotated)
         yield beam.pvalue.TaggedOutput("stats", ("documents.linked", len(good)))
@@ -225,7 +281,9 @@ class DetectAndLinkFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput("stats", (NO_INDEX + entity_type, n))
         yield beam.pvalue.TaggedOutput("stats", ("annotations.written", mentions))
         for shard in sorted(documents):
-            yield beam.pvalue.TaggedOutput("documents", (shard, self._spilled("documents", shard, documents[shard], DOCUMENTS_SCHEMA)))
+            yield beam.pvalue.TaggedOutput(
+                "documents", (shard, self._spilled("documents", shard, documents[shard], DOCUMENTS_SCHEMA))
+            )
         for shard in sorted(annotations):
             yield shard, self._spilled("annotations", shard, annotations[shard], ANNOTATIONS_SCHEMA)
 
@@ -248,11 +306,21 @@ def as_linked_documents(documents: list[dict], annotations: list[dict], id_prefi
         raise ValueError(f"--id-prefix must be one of {ID_PREFIXES}, got {id_prefix!r}")
     by_doc: dict[str, list[Mention]] = {}
     for r in annotations:
-        by_doc.setdefault(r["doc_id"], []).append(Mention(
-            text=r["mention"], doc_id=r["doc_id"], start=r["start"], end=r["end"], entity_type=r["entity_type"],
-            concept_ids=() if r["nil"] else (interchange_id(r, id_prefix),)))
-    return [Document(d["doc_id"], [Passage(p["kind"], p["offset"], p["text"]) for p in d["passages"]], by_doc.get(d["doc_id"], []))
-            for d in documents if d["status"] == "annotated"]
+        by_doc.setdefault(r["doc_id"], []).append(
+            Mention(
+                text=r["mention"],
+                doc_id=r["doc_id"],
+                start=r["start"],
+                end=r["end"],
+                entity_type=r["entity_type"],
+                concept_ids=() if r["nil"] else (interchange_id(r, id_prefix),),
+            )
+        )
+    return [
+        Document(d["doc_id"], [Passage(p["kind"], p["offset"], p["text"]) for p in d["passages"]], by_doc.get(d["doc_id"], []))
+        for d in documents
+        if d["status"] == "annotated"
+    ]
 
 
 def sorted_table(parts, schema: pa.Schema, keys: tuple[str, ...]) -> pa.Table:
@@ -329,83 +397,139 @@ def copy_formats_of(asked, pointer: dict | None) -> tuple[str, ...]:
     return tuple(fmt for fmt in INTERCHANGE_SUFFIX if fmt in set(asked) | kept)
 
 
-def build_pipeline(p: beam.Pipeline, inputs: dict[str, str], fmt: str, staged: OutputFolder, spec: AnnotatorSpec, *,
-                   per_line: bool, previous: dict[str, list[str]], copy_formats: tuple[str, ...], num_shards: int,
-                   batch_size: int, versions: tuple[str, str], id_prefix: str = "none", settings: str = "",
-                   threads: int | None = None) -> None:
+def build_pipeline(
+    p: beam.Pipeline,
+    inputs: dict[str, str],
+    fmt: str,
+    staged: OutputFolder,
+    spec: AnnotatorSpec,
+    *,
+    per_line: bool,
+    previous: dict[str, list[str]],
+    copy_formats: tuple[str, ...],
+    num_shards: int,
+    batch_size: int,
+    versions: tuple[str, str],
+    id_prefix: str = "none",
+    settings: str = "",
+    threads: int | None = None,
+) -> None:
     """`inputs`: each input file with the folder it was listed from (pipelines.outputs.listed_inputs)."""
     pieces = corpus_inputs(list(inputs), fmt, per_line=per_line, opener=open_stream)
-    read = (p
-            | "Inputs" >> beam.Create([(n, piece, inputs[input_path(piece)]) for n, piece in enumerate(pieces)])
-            | "Spread" >> beam.Reshuffle()
-            | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", "unread", main="documents"))
+    read = (
+        p
+        | "Inputs" >> beam.Create([(n, piece, inputs[input_path(piece)]) for n, piece in enumerate(pieces)])
+        | "Spread" >> beam.Reshuffle()
+        | "ReadCorpus" >> beam.ParDo(ReadCorpusFn(fmt, per_line)).with_outputs("deleted", "dead", "unread", main="documents")
+    )
 
     def previous_rows(table: str):
-        return (p
-                | f"Previous{table.title()}Files" >> beam.Create(previous[table])
-                | f"ReadPrevious{table.title()}" >> beam.ParDo(ReadPreviousFn()))
+        return (
+            p
+            | f"Previous{table.title()}Files" >> beam.Create(previous[table])
+            | f"ReadPrevious{table.title()}" >> beam.ParDo(ReadPreviousFn())
+        )
 
-    resolved = ({"document": read.documents | "KeyDocuments" >> beam.Map(lambda pd: (pd[1].doc_id, pd)),
-                 "deleted": read.deleted | "KeyDeletions" >> beam.Map(lambda pd: (pd[1].doc_id, pd)),
-                 "previous": previous_rows("documents"),
-                 "previous_annotations": previous_rows("annotations")}
-                | "GroupByDocId" >> beam.CoGroupByKey()
-                | "Resolve" >> beam.ParDo(ResolveFn(not spec.detect, versions, settings, spec.max_chars)).with_outputs(
-                    "documents", "annotations", "dead", "stats", main="to_link"))
+    resolved = (
+        {
+            "document": read.documents | "KeyDocuments" >> beam.Map(lambda pd: (pd[1].doc_id, pd)),
+            "deleted": read.deleted | "KeyDeletions" >> beam.Map(lambda pd: (pd[1].doc_id, pd)),
+            "previous": previous_rows("documents"),
+            "previous_annotations": previous_rows("annotations"),
+        }
+        | "GroupByDocId" >> beam.CoGroupByKey()
+        | "Resolve"
+        >> beam.ParDo(ResolveFn(not spec.detect, versions, settings, spec.max_chars)).with_outputs(
+            "documents", "annotations", "dead", "stats", main="to_link"
+        )
+    )
 
-    linked = (resolved.to_link
-              # fixed-size batches: the annotator searches each index once a batch, so small adaptive batches cost
-              | "Batch" >> beam.BatchElements(min_batch_size=batch_size, max_batch_size=batch_size)
-              | "DetectAndLink" >> beam.ParDo(DetectAndLinkFn(spec, num_shards, FileSystems.join(staged.root, SPILL), copy_formats,
-                                                             threads)).with_outputs("documents", "dead", "stats", main="annotations"))
+    linked = (
+        resolved.to_link
+        # fixed-size batches: the annotator searches each index once a batch, so small adaptive batches cost
+        | "Batch" >> beam.BatchElements(min_batch_size=batch_size, max_batch_size=batch_size)
+        | "DetectAndLink"
+        >> beam.ParDo(
+            DetectAndLinkFn(spec, num_shards, FileSystems.join(staged.root, SPILL), copy_formats, threads)
+        ).with_outputs("documents", "dead", "stats", main="annotations")
+    )
 
     def by_shard(label, rows):  # the rows Resolve keeps or carries, one at a time, as the linked ones come: (shard, [row])
         return rows | label >> beam.Map(lambda r: (stable_shard(r["doc_id"], num_shards), [r]))
 
-    annotations = ((by_shard("ShardKeptAnnotations", resolved.annotations), linked.annotations)
-                   | "AllAnnotations" >> beam.Flatten())
+    annotations = (
+        by_shard("ShardKeptAnnotations", resolved.annotations),
+        linked.annotations,
+    ) | "AllAnnotations" >> beam.Flatten()
     documents = (by_shard("ShardKeptDocuments", resolved.documents), linked.documents) | "AllDocuments" >> beam.Flatten()
-    shards = ({"annotations": annotations, "documents": documents,
-               # every shard gets a group, and so its files, even without rows: a missing file is then an error
-               "seed": p | "ShardSeeds" >> beam.Create([(s, None) for s in range(num_shards)])}
-              | "GroupShards" >> beam.CoGroupByKey())
+    shards = {
+        "annotations": annotations,
+        "documents": documents,
+        # every shard gets a group, and so its files, even without rows: a missing file is then an error
+        "seed": p | "ShardSeeds" >> beam.Create([(s, None) for s in range(num_shards)]),
+    } | "GroupShards" >> beam.CoGroupByKey()
     _ = shards | "WriteShard" >> beam.ParDo(WriteLinkedShardFn(staged.root, num_shards, copy_formats, id_prefix))
 
     dead = (read.dead, resolved.dead, linked.dead) | "AllDeadLetters" >> beam.Flatten()
     _ = dead | "WriteDeadLetters" >> WriteDeadLetters(staged.table_dir("dead_letter"))
 
-    counters = (resolved.stats, linked.stats,
-                read.documents | "CountDocumentsRead" >> count_as("records.documents"),
-                read.deleted | "CountDeletionsRead" >> count_as("records.deletions"),
-                read.dead | "CountReadDeadLetters" >> count_as("records.dead_lettered"),
-                linked.dead | "CountLinkDeadLetters" >> count_as("documents.dead_lettered"),
-                resolved.annotations | "CountAnnotationsKept" >> count_as("annotations.written"),
-                read.unread | "ListUnreadFiles" >> beam.Map(lambda unread: (UNREAD_FILES, [list(unread)])))
+    counters = (
+        resolved.stats,
+        linked.stats,
+        read.documents | "CountDocumentsRead" >> count_as("records.documents"),
+        read.deleted | "CountDeletionsRead" >> count_as("records.deletions"),
+        read.dead | "CountReadDeadLetters" >> count_as("records.dead_lettered"),
+        linked.dead | "CountLinkDeadLetters" >> count_as("documents.dead_lettered"),
+        resolved.annotations | "CountAnnotationsKept" >> count_as("annotations.written"),
+        read.unread | "ListUnreadFiles" >> beam.Map(lambda unread: (UNREAD_FILES, [list(unread)])),
+    )
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 
 
 NO_INDEX = "mentions.no_index."  # the counter of a type's given mentions left NIL for want of an --index: + the type
 
 
-def build_manifest(stats: dict, *, inputs: list[dict], fmt: str, copy_formats: tuple[str, ...], staged: OutputFolder,
-                   spec: AnnotatorSpec, versions: tuple[str, str], incremental: bool, previous_documents: int,
-                   options: PipelineOptions, id_prefix: str = "none", single_file: bool = False, run_key: str = "") -> Manifest:
+def build_manifest(
+    stats: dict,
+    *,
+    inputs: list[dict],
+    fmt: str,
+    copy_formats: tuple[str, ...],
+    staged: OutputFolder,
+    spec: AnnotatorSpec,
+    versions: tuple[str, str],
+    incremental: bool,
+    previous_documents: int,
+    options: PipelineOptions,
+    id_prefix: str = "none",
+    single_file: bool = False,
+    run_key: str = "",
+) -> Manifest:
     """`inputs`: the input files' records (pipelines.outputs.input_records); `run_key`: the run's `run_key`."""
     get = lambda k: stats.get(k, 0)  # noqa: E731
-    records = {"documents": get("records.documents"), "deletions": get("records.deletions"), "dead_lettered": get("records.dead_lettered")}
-    docs = {k: get(f"documents.{k}") for k in ("linked", "unchanged", "deleted", "dead_lettered", "superseded", "carried",
-                                                "kept_previous")}
+    records = {
+        "documents": get("records.documents"),
+        "deletions": get("records.deletions"),
+        "dead_lettered": get("records.dead_lettered"),
+    }
+    docs = {
+        k: get(f"documents.{k}")
+        for k in ("linked", "unchanged", "deleted", "dead_lettered", "superseded", "carried", "kept_previous")
+    }
     outputs = {table: staged.table_outputs(table) for table in TABLES}
     for copy_format in copy_formats:
-        outputs[copy_format] = {**staged.table_outputs(copy_format, rows=False),
-                                "documents": outputs["documents"]["rows"] - docs["deleted"]}
+        outputs[copy_format] = {
+            **staged.table_outputs(copy_format, rows=False),
+            "documents": outputs["documents"]["rows"] - docs["deleted"],
+        }
     received = records["documents"] + records["deletions"]
     reconciliation = {
         # every record read is linked, unchanged, a deletion, superseded by another record of its id, or dead-lettered
-        "documents": received == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["superseded"] + docs["dead_lettered"],
+        "documents": received
+        == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["superseded"] + docs["dead_lettered"],
         # kept_previous: an earlier document whose every copy this run was dead-lettered keeps its state
-        "documents_table": outputs["documents"]["rows"] == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["carried"]
-                           + docs["kept_previous"],
+        "documents_table": outputs["documents"]["rows"]
+        == docs["linked"] + docs["unchanged"] + docs["deleted"] + docs["carried"] + docs["kept_previous"],
         "annotations": outputs["annotations"]["rows"] == get("annotations.written"),
         "dead_letter": outputs["dead_letter"]["rows"] == records["dead_lettered"] + docs["dead_lettered"],
     }
@@ -413,18 +537,36 @@ def build_manifest(stats: dict, *, inputs: list[dict], fmt: str, copy_formats: t
     for path, _, why in sorted(stats.get(UNREAD_FILES, [])):
         unread.setdefault(path, why)
     return Manifest(
-        pipeline="link", reconciliation=reconciliation, outputs=outputs,
-        inputs=[{**record, **({"unread": unread[record["path"]]} if record["path"] in unread else {})}
-                for record in inputs],
-        counts={"records": records, "documents": docs,
-                "mentions": {"linked": get("mentions.linked"), "nil": get("mentions.nil"),
-                             "no_index": {k[len(NO_INDEX):]: n for k, n in sorted(stats.items()) if k.startswith(NO_INDEX)}},
-                "files": {"given": len(inputs), "unread": len(unread)}},
-        runner=runner_name(options), options=options.get_all_options(drop_default=True),
-        details={"corrupt_input_policy": CORRUPT_INPUT_POLICY, "input_format": fmt, "copy_formats": list(copy_formats),
-                 "single_file": single_file, "id_prefix": id_prefix, "incremental": incremental, "run_key": run_key,
-                 "previous_documents": previous_documents, "annotator": spec.describe(), "model_version": versions[0],
-                 "kb_version": versions[1]})
+        pipeline="link",
+        reconciliation=reconciliation,
+        outputs=outputs,
+        inputs=[{**record, **({"unread": unread[record["path"]]} if record["path"] in unread else {})} for record in inputs],
+        counts={
+            "records": records,
+            "documents": docs,
+            "mentions": {
+                "linked": get("mentions.linked"),
+                "nil": get("mentions.nil"),
+                "no_index": {k[len(NO_INDEX) :]: n for k, n in sorted(stats.items()) if k.startswith(NO_INDEX)},
+            },
+            "files": {"given": len(inputs), "unread": len(unread)},
+        },
+        runner=runner_name(options),
+        options=options.get_all_options(drop_default=True),
+        details={
+            "corrupt_input_policy": CORRUPT_INPUT_POLICY,
+            "input_format": fmt,
+            "copy_formats": list(copy_formats),
+            "single_file": single_file,
+            "id_prefix": id_prefix,
+            "incremental": incremental,
+            "run_key": run_key,
+            "previous_documents": previous_documents,
+            "annotator": spec.describe(),
+            "model_version": versions[0],
+            "kb_version": versions[1],
+        },
+    )
 
 
 SINGLE_FILE_STEM = "linked"  # OUTPUT/gen-.../pubtator/linked.pubtator with --single-file
@@ -435,22 +577,32 @@ def merge_into_single_file(staged: OutputFolder, output_format: str) -> None:
     is sorted and the merge is by id, so the bytes do not depend on the shard or worker count)."""
     parts = staged.files(output_format)
     merged = merge_interchange(parts, output_format, opener=staged.fs.open)
-    staged.fs.write(staged.fs.join(staged.table_dir(output_format), SINGLE_FILE_STEM + INTERCHANGE_SUFFIX[output_format]),
-                    merged.encode())
+    staged.fs.write(
+        staged.fs.join(staged.table_dir(output_format), SINGLE_FILE_STEM + INTERCHANGE_SUFFIX[output_format]), merged.encode()
+    )
     for part in parts:
         staged.fs.delete(part)
 
 
-def run_key(inputs: list[dict], fmt: str, spec: AnnotatorSpec, *, per_line: bool, num_shards: int, id_prefix: str,
-            single_file: bool) -> str:
+def run_key(
+    inputs: list[dict], fmt: str, spec: AnnotatorSpec, *, per_line: bool, num_shards: int, id_prefix: str, single_file: bool
+) -> str:
     """sha256 of everything a link run's tables depend on besides the state it continues, read without opening a
     model: the input files (path, sha256, in their order), how they are read, the linker
     (`AnnotatorSpec.linker_sha256`), the output's layout and the package that writes it. An --incremental run with
     the key of the state it continues finds every document unchanged and every deletion applied: it would publish
     that state's tables again (`nothing_changed`)."""
-    payload = {"inputs": inputs, "input_format": fmt, "per_line": per_line, "linker": spec.linker_sha256(),
-               "num_shards": num_shards, "id_prefix": id_prefix, "single_file": single_file,
-               "package_version": bioel_core.__version__, "schema_version": SCHEMA_VERSION}
+    payload = {
+        "inputs": inputs,
+        "input_format": fmt,
+        "per_line": per_line,
+        "linker": spec.linker_sha256(),
+        "num_shards": num_shards,
+        "id_prefix": id_prefix,
+        "single_file": single_file,
+        "package_version": bioel_core.__version__,
+        "schema_version": SCHEMA_VERSION,
+    }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -461,8 +613,13 @@ def nothing_changed(pointer: dict | None, key: str, copy_formats: tuple[str, ...
     """Whether an --incremental run would publish the tables of the state `pointer` names again: the same run key,
     the same copies, every input file read to its end, and the state's own quality report there when the run is
     checked (`report`: the generation the folder's report was written for, `report_generation`; "" when unchecked)."""
-    return (pointer is not None and pointer.get("run_key") == key and copy_formats_of((), pointer) == copy_formats
-            and not pointer["counts"]["files"]["unread"] and report in ("", pointer["generation"]))
+    return (
+        pointer is not None
+        and pointer.get("run_key") == key
+        and copy_formats_of((), pointer) == copy_formats
+        and not pointer["counts"]["files"]["unread"]
+        and report in ("", pointer["generation"])
+    )
 
 
 def report_generation(output_dir: str) -> str | None:
@@ -482,10 +639,23 @@ def unchanged_result(pointer: dict) -> dict:
     return {**pointer, "counts": {**pointer["counts"], "documents": docs, "mentions": mentions}, NOTHING_CHANGED: True}
 
 
-def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, options: PipelineOptions, *,
-        output_formats: Sequence[str] = (), per_line: bool = False, incremental: bool = False, num_shards: int = 4,
-        batch_size: int = 64, id_prefix: str = "none", single_file: bool = False, gate=None,
-        labels: Mapping[str, str] | None = None) -> dict:
+def run(
+    inputs: list[str],
+    fmt: str,
+    output_dir: str,
+    spec: AnnotatorSpec,
+    options: PipelineOptions,
+    *,
+    output_formats: Sequence[str] = (),
+    per_line: bool = False,
+    incremental: bool = False,
+    num_shards: int = 4,
+    batch_size: int = 64,
+    id_prefix: str = "none",
+    single_file: bool = False,
+    gate=None,
+    labels: Mapping[str, str] | None = None,
+) -> dict:
     """Runs the linking pipeline on `inputs` (files, folders, globs: pipelines.outputs.listed_inputs) and publishes
     its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest. `output_formats`:
     the interchange copies written beside the Parquet tables (with --incremental, also every copy the state has:
@@ -501,20 +671,24 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     if per_line and fmt != "text":
         raise ValueError(f"--text-per-line applies to --input-format text, not {fmt}")
     if not spec.detect and fmt not in FORMATS_WITH_MENTIONS:
-        raise ValueError(f"--mentions given links the corpus's own mentions, and --input-format {fmt} carries none "
-                         f"(formats with mentions: {', '.join(FORMATS_WITH_MENTIONS)})")
+        raise ValueError(
+            f"--mentions given links the corpus's own mentions, and --input-format {fmt} carries none "
+            f"(formats with mentions: {', '.join(FORMATS_WITH_MENTIONS)})"
+        )
     copy_formats_of(output_formats, None)  # an unknown format refused before any work
     check_num_shards(num_shards)
     stage = logs.Stage("link")
     inputs, output_dir = [absolute(p) for p in inputs], absolute(output_dir)  # as the workers must see them
+
     # refusals name the inputs and output in the caller's words (`labels`: the CLI's flags), default the settings'
     def label(name: str) -> str:
         return (labels or {}).get(name, name)
 
     check_output_folder(output_dir, "link", [(label("input"), p) for p in inputs] + spec.inputs(labels), label("output"))
     # a finished `bioel link` output given as PubTator input is read for its PubTator copy
-    listed = listed_inputs(inputs, output_folder=(lambda folder: pubtator_files(folder, label("input")))
-                           if fmt == "pubtator" else None)
+    listed = listed_inputs(
+        inputs, output_folder=(lambda folder: pubtator_files(folder, label("input"))) if fmt == "pubtator" else None
+    )
     if fmt == "text" and not per_line:
         check_document_ids(listed, label("input"))
     inputs = list(listed)
@@ -523,17 +697,27 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
     if single_file and not copy_formats:
         raise ValueError("--single-file needs an interchange --output-format (pubtator, bioc-json, bioc-xml)")
     records = input_records(inputs)
-    stage.info("reading %s input file(s), %s bytes of %s, into %s (%s; copies: %s)", f"{len(records):,}",
-               f"{sum(r['bytes'] for r in records):,}", fmt, output_dir,
-               "incremental" if pointer else "a new state", ", ".join(copy_formats) or "none")
+    stage.info(
+        "reading %s input file(s), %s bytes of %s, into %s (%s; copies: %s)",
+        f"{len(records):,}",
+        f"{sum(r['bytes'] for r in records):,}",
+        fmt,
+        output_dir,
+        "incremental" if pointer else "a new state",
+        ", ".join(copy_formats) or "none",
+    )
     key = run_key(records, fmt, spec, per_line=per_line, num_shards=num_shards, id_prefix=id_prefix, single_file=single_file)
     fs = filesystem_for(output_dir)
     if nothing_changed(pointer, key, copy_formats, "" if gate is None else report_generation(output_dir)):
         # what a killed run left goes, as any run's publish removes it; the state in force must be the one checked
         if OutputFolder(fs, output_dir, TABLES + copy_formats).tidy() != pointer:
             raise OutputError(f"--output {output_dir}: another run published there while this one started; run again")
-        stage.done("nothing changed: the inputs, linker and settings are those of the state published %s (%s); it "
-                   "stands, nothing published", pointer["created_utc"], pointer["generation"])
+        stage.done(
+            "nothing changed: the inputs, linker and settings are those of the state published %s (%s); it "
+            "stands, nothing published",
+            pointer["created_utc"],
+            pointer["generation"],
+        )
         return unchanged_result(pointer)
     versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
     settings = spec.settings_sha256()
@@ -543,25 +727,62 @@ def run(inputs: list[str], fmt: str, output_dir: str, spec: AnnotatorSpec, optio
 
     def build() -> Manifest:
         with pipeline_progress(options, "link", "documents"), new_pipeline(options) as p:
-            build_pipeline(p, listed, fmt, staged, spec, per_line=per_line, previous=previous, copy_formats=copy_formats,
-                           num_shards=num_shards, batch_size=batch_size, versions=versions, id_prefix=id_prefix,
-                           settings=settings, threads=worker_threads(options))
+            build_pipeline(
+                p,
+                listed,
+                fmt,
+                staged,
+                spec,
+                per_line=per_line,
+                previous=previous,
+                copy_formats=copy_formats,
+                num_shards=num_shards,
+                batch_size=batch_size,
+                versions=versions,
+                id_prefix=id_prefix,
+                settings=settings,
+                threads=worker_threads(options),
+            )
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # the linked rows' spill files, all read by the writers
         if single_file:
             for copy_format in copy_formats:
                 merge_into_single_file(staged, copy_format)
-        manifest = refuse_empty(build_manifest(read_stats(staged.root), inputs=records, fmt=fmt, copy_formats=copy_formats,
-                                               staged=staged, spec=spec, versions=versions, incremental=incremental,
-                                               previous_documents=parquet_rows(staged.fs, previous["documents"]),
-                                               options=options, id_prefix=id_prefix, single_file=single_file,
-                                               run_key=key), staged)
-        stage.info("pipeline done: %s document rows, %s annotation rows; %s", f"{manifest.outputs['documents']['rows']:,}",
-                   f"{manifest.outputs['annotations']['rows']:,}", "checking quality" if gate else "publishing")
+        manifest = refuse_empty(
+            build_manifest(
+                read_stats(staged.root),
+                inputs=records,
+                fmt=fmt,
+                copy_formats=copy_formats,
+                staged=staged,
+                spec=spec,
+                versions=versions,
+                incremental=incremental,
+                previous_documents=parquet_rows(staged.fs, previous["documents"]),
+                options=options,
+                id_prefix=id_prefix,
+                single_file=single_file,
+                run_key=key,
+            ),
+            staged,
+        )
+        stage.info(
+            "pipeline done: %s document rows, %s annotation rows; %s",
+            f"{manifest.outputs['documents']['rows']:,}",
+            f"{manifest.outputs['annotations']['rows']:,}",
+            "checking quality" if gate else "publishing",
+        )
         return manifest
 
     manifest = staged.publish(build, gate).to_dict()
     docs, mentions = manifest["counts"]["documents"], manifest["counts"]["mentions"]
-    stage.done("linked %s documents, %s mentions (%s NIL); unchanged %s, deleted %s, carried %s; published %s",
-               f"{docs['linked']:,}", f"{mentions['linked']:,}", f"{mentions['nil']:,}", f"{docs['unchanged']:,}",
-               f"{docs['deleted']:,}", f"{docs['carried']:,}", manifest["generation"])
+    stage.done(
+        "linked %s documents, %s mentions (%s NIL); unchanged %s, deleted %s, carried %s; published %s",
+        f"{docs['linked']:,}",
+        f"{mentions['linked']:,}",
+        f"{mentions['nil']:,}",
+        f"{docs['unchanged']:,}",
+        f"{docs['deleted']:,}",
+        f"{docs['carried']:,}",
+        manifest["generation"],
+    )
     return manifest

@@ -49,9 +49,13 @@ def pipeline_options(beam_args: list[str]) -> PipelineOptions:
 class WorkerOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--threads_per_worker", type=int, default=None,
-                            help="torch and FAISS threads in each worker process (default: local worker processes "
-                                 "share the cores evenly; elsewhere the libraries' own default)")
+        parser.add_argument(
+            "--threads_per_worker",
+            type=int,
+            default=None,
+            help="torch and FAISS threads in each worker process (default: local worker processes "
+            "share the cores evenly; elsewhere the libraries' own default)",
+        )
 
 
 def worker_threads(options: PipelineOptions) -> int | None:
@@ -122,8 +126,10 @@ def pipeline_progress(options: PipelineOptions, verb: str, unit: str, total: int
     else a start line, the workers being out of reach (the verb's summary line is the end line)."""
     local = in_process(options)
     if not local:
-        print(f"{verb}: started on {runner_name(options)}; its workers run in other processes or machines, so no "
-              f"progress bar here", file=sys.stderr)
+        print(
+            f"{verb}: started on {runner_name(options)}; its workers run in other processes or machines, so no progress bar here",
+            file=sys.stderr,
+        )
     with progress.shared_bar(unit, total, desc=verb, show=local):
         yield
 

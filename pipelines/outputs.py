@@ -38,7 +38,7 @@ class BeamFileSystem:
     def children(self, folder: str) -> list[str]:
         prefix = folder.rstrip("/") + "/"
         found = FileSystems.match([FileSystems.join(folder, "**")])[0].metadata_list
-        return sorted({m.path[len(prefix):].split("/", 1)[0] for m in found if m.path.startswith(prefix)})
+        return sorted({m.path[len(prefix) :].split("/", 1)[0] for m in found if m.path.startswith(prefix)})
 
     def open(self, path: str):
         return open_stream(path)
@@ -215,7 +215,9 @@ class WriteDeadLetters(beam.PTransform):
         self.folder = folder
 
     def expand(self, dead):
-        return (dead
-                | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
-                | "GroupDeadLetters" >> beam.GroupByKey()
-                | "WriteShard" >> beam.ParDo(WriteShardFn(self.folder, DEAD_LETTER_SCHEMA, 1, dead_letter_order)))
+        return (
+            dead
+            | "DeadLetterRows" >> beam.Map(lambda d: (0, d))
+            | "GroupDeadLetters" >> beam.GroupByKey()
+            | "WriteShard" >> beam.ParDo(WriteShardFn(self.folder, DEAD_LETTER_SCHEMA, 1, dead_letter_order))
+        )

@@ -18,5 +18,16 @@ from schemas.tables import (
     embeddings_schema,
 )
 
-__all__ = ["ANNOTATIONS_SCHEMA", "CONCEPTS_SCHEMA", "DEAD_LETTER_SCHEMA", "DOCUMENTS_SCHEMA", "EMBEDDINGS_SCHEMA", "NAMES_SCHEMA", "SCHEMA_VERSION", "TABLE_SCHEMAS",
-           "SchemaVersionError", "check_schema", "embeddings_schema"]
+__all__ = [
+    "ANNOTATIONS_SCHEMA",
+    "CONCEPTS_SCHEMA",
+    "DEAD_LETTER_SCHEMA",
+    "DOCUMENTS_SCHEMA",
+    "EMBEDDINGS_SCHEMA",
+    "NAMES_SCHEMA",
+    "SCHEMA_VERSION",
+    "TABLE_SCHEMAS",
+    "SchemaVersionError",
+    "check_schema",
+    "embeddings_schema",
+]

@@ -93,7 +93,7 @@ def report_figures(page: str) -> dict[str, str]:
     import html
     import re
 
-    table = page[page.index('<div id="figures">'):page.index("</div>", page.index('<div id="figures">'))]
+    table = page[page.index('<div id="figures">') : page.index("</div>", page.index('<div id="figures">'))]
     return {html.unescape(k): html.unescape(v) for k, v in re.findall(r"<tr><td[^>]*>(.*?)</td><td[^>]*>(.*?)</td></tr>", table)}
 
 
@@ -178,6 +178,7 @@ def read_only(monkeypatch, folder) -> None:
             if not isinstance(path, int) and inside(path) and writes(*args, **kwargs):
                 raise refused(path)
             return real(path, *args, **kwargs)
+
         return call
 
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND

@@ -80,4 +80,4 @@ class ObjectStore(FileSystem):
 def objects_under(folder: str) -> dict[str, bytes]:
     """The objects under `folder`, by their key relative to it."""
     prefix = folder.rstrip("/") + "/"
-    return {key[len(prefix):]: data for key, data in sorted(ObjectStore.objects.items()) if key.startswith(prefix)}
+    return {key[len(prefix) :]: data for key, data in sorted(ObjectStore.objects.items()) if key.startswith(prefix)}

@@ -17,35 +17,44 @@ def pairs(text):
     return [(a.short, a.long) for a in find_abbreviations(text)]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Expression of heat shock protein (HSP) rises.", [("HSP", "heat shock protein")]),
-    ("members of the Gcn5-related N-acetyltransferase (GNAT) superfamily", [("GNAT", "Gcn5-related N-acetyltransferase")]),
-    # short form first, long form in the parenthesis (more than two words inside)
-    ("levels of HSP (heat shock protein) rise", [("HSP", "heat shock protein")]),
-    # abbreviations with digits
-    ("inhibitors of cyclooxygenase-2 (COX-2) and interleukin 6 (IL6)", [("COX-2", "cyclooxygenase-2"), ("IL6", "interleukin 6")]),
-    ("beta 2 microglobulin (B2M) was measured", [("B2M", "beta 2 microglobulin")]),
-    # the long form stops at the shortest suffix that accounts for every letter
-    ("a new study of Wilson disease (WD).", [("WD", "Wilson disease")]),
-    # the first item of "(A, B)" or "(A; B)"
-    ("tumor necrosis factor (TNF, also cachectin) levels", [("TNF", "tumor necrosis factor")]),
-    # a long form never reaches back over a sentence end
-    ("It was done. Copper toxicosis (CT) is rare.", [("CT", "Copper toxicosis")]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Expression of heat shock protein (HSP) rises.", [("HSP", "heat shock protein")]),
+        ("members of the Gcn5-related N-acetyltransferase (GNAT) superfamily", [("GNAT", "Gcn5-related N-acetyltransferase")]),
+        # short form first, long form in the parenthesis (more than two words inside)
+        ("levels of HSP (heat shock protein) rise", [("HSP", "heat shock protein")]),
+        # abbreviations with digits
+        (
+            "inhibitors of cyclooxygenase-2 (COX-2) and interleukin 6 (IL6)",
+            [("COX-2", "cyclooxygenase-2"), ("IL6", "interleukin 6")],
+        ),
+        ("beta 2 microglobulin (B2M) was measured", [("B2M", "beta 2 microglobulin")]),
+        # the long form stops at the shortest suffix that accounts for every letter
+        ("a new study of Wilson disease (WD).", [("WD", "Wilson disease")]),
+        # the first item of "(A, B)" or "(A; B)"
+        ("tumor necrosis factor (TNF, also cachectin) levels", [("TNF", "tumor necrosis factor")]),
+        # a long form never reaches back over a sentence end
+        ("It was done. Copper toxicosis (CT) is rare.", [("CT", "Copper toxicosis")]),
+    ],
+)
 def test_definitions_found(text, expected):
     assert pairs(text) == expected
 
 
-@pytest.mark.parametrize("text", [
-    "(HSP) heat shock protein is high",  # nothing before the parenthesis
-    "the heat shock(HSP) response",  # no space before the parenthesis
-    "in this study (ABC) we",  # letters that the preceding words cannot account for
-    "a significant change (p < 0.05) was seen",  # not an abbreviation; no capital in the preceding word
-    "heat shock protein (H)",  # one-character short form
-    "treated with drugs (see Table 2)",  # a reference, not a definition
-    "an unbalanced ( parenthesis (HSP",
-    "shown in patients (n = 12)",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(HSP) heat shock protein is high",  # nothing before the parenthesis
+        "the heat shock(HSP) response",  # no space before the parenthesis
+        "in this study (ABC) we",  # letters that the preceding words cannot account for
+        "a significant change (p < 0.05) was seen",  # not an abbreviation; no capital in the preceding word
+        "heat shock protein (H)",  # one-character short form
+        "treated with drugs (see Table 2)",  # a reference, not a definition
+        "an unbalanced ( parenthesis (HSP",
+        "shown in patients (n = 12)",
+    ],
+)
 def test_negative_cases(text):
     assert pairs(text) == []
 
@@ -53,9 +62,12 @@ def test_negative_cases(text):
 def test_nested_parentheses_take_the_outer_short_form_and_continue_after_it():
     text = "the interleukin-1 receptor antagonist (IL-1Ra (human)) and tumor necrosis factor (TNF) rose"
     found = find_abbreviations(text)
-    assert [(a.short, a.long) for a in found] == [("IL-1Ra", "interleukin-1 receptor antagonist"), ("TNF", "tumor necrosis factor")]
+    assert [(a.short, a.long) for a in found] == [
+        ("IL-1Ra", "interleukin-1 receptor antagonist"),
+        ("TNF", "tumor necrosis factor"),
+    ]
     for a in found:  # offsets point at the very strings
-        assert text[a.short_start:a.short_end] == a.short and text[a.long_start:a.long_end] == a.long
+        assert text[a.short_start : a.short_end] == a.short and text[a.long_start : a.long_end] == a.long
 
 
 def test_best_long_form_requires_a_word_start_for_the_first_letter():
@@ -120,23 +132,27 @@ def test_preprocessing_reproduces_biosyn_bc5cdr_test_queries():
 
 # ---- what abstracts put in parentheses besides definitions (Schwartz & Hearst's rules and the guards) ----
 
-@pytest.mark.parametrize("text", [
-    # statistics are no short forms, and a long form never reaches back over one
-    "Co-morbid major depressive disorder (OR=7.18, 95 CI=2.612-19.708), bipolar disorder (OR=13.807, 95 CI=5.194-36.706), "
-    "antisocial personality disorder (OR=12.619, 95 CI=6.702-23.759) and heavy use",
-    "disorder (OR=12.6, 95% CI 2.6-19.7) rose",
-    "received placebo (n=100), 1 mg/h (low-dose) nimodipine (n=101), or 2 mg/h",
-    "the effect of heparin (p<0.05) was",
-    "the risk of major disease (95% CI 2.6-19.7)",
-    "the hazard of renal failure (HR 1.2) and",
-    "in 12 patients with renal failure (10%)",
-    # numbers, counts and doses
-    "were given to dogs (10 dogs) or SNP",
-    "agents that showed associations included erythromycins (2 defects), penicillins (1 defect), cephalosporins (1 defect), "
-    "and quinolones (1 defect).",
-    # Latin connectives
-    "If agitation becomes marked, high-potency neuroleptics (i.e., haloperidol) help",
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # statistics are no short forms, and a long form never reaches back over one
+        "Co-morbid major depressive disorder (OR=7.18, 95 CI=2.612-19.708), bipolar disorder (OR=13.807, 95 CI=5.194-36.706), "
+        "antisocial personality disorder (OR=12.619, 95 CI=6.702-23.759) and heavy use",
+        "disorder (OR=12.6, 95% CI 2.6-19.7) rose",
+        "received placebo (n=100), 1 mg/h (low-dose) nimodipine (n=101), or 2 mg/h",
+        "the effect of heparin (p<0.05) was",
+        "the risk of major disease (95% CI 2.6-19.7)",
+        "the hazard of renal failure (HR 1.2) and",
+        "in 12 patients with renal failure (10%)",
+        # numbers, counts and doses
+        "were given to dogs (10 dogs) or SNP",
+        "agents that showed associations included erythromycins (2 defects), penicillins (1 defect), cephalosporins (1 defect), "
+        "and quinolones (1 defect).",
+        # Latin connectives
+        "If agitation becomes marked, high-potency neuroleptics (i.e., haloperidol) help",
+    ],
+)
 def test_statistics_numbers_and_connectives_define_nothing(text):
     assert pairs(text) == []
 
@@ -148,8 +164,13 @@ def test_a_long_form_stops_at_a_clause_end_a_parenthesis_or_a_statistic():
     assert pairs("Renal results: acute failure (RAF) was seen") == []
     assert pairs("heart failure; and the renal failure (HRF)") == []
     # "(ropivacaine)" is a parenthesis the long form of "prilocaine" would have to cross
-    assert pairs("Anesthesia was performed by injecting 20 to 40 mL of a mixture of long-acting (ropivacaine) and "
-                 "short-acting (prilocaine) anesthetic.") == []
+    assert (
+        pairs(
+            "Anesthesia was performed by injecting 20 to 40 mL of a mixture of long-acting (ropivacaine) and "
+            "short-acting (prilocaine) anesthetic."
+        )
+        == []
+    )
 
 
 def test_a_long_form_holds_no_number_the_short_form_does_not_write():

@@ -115,15 +115,46 @@ def commands(world: dict, verb: str, out: Path, quality: bool = False) -> tuple[
     root, model = world["root"], world["model"]
     gate = [] if quality else ["--no-quality"]
     previous, new = {
-        "ingest-kb": tuple(["ingest-kb", "--input-format", "medic-biosyn", "--input", str(root / f"medic-{v}.txt"),
-                            "--output", str(out), "--num-shards", "1"] for v in ("old", "new")),
-        "embed": tuple(["embed", "--model", model, "--input", str(root / kb), "--output", str(out), "--num-shards", "1"]
-                       for kb in ("ingest-kb-previous", "ingest-kb-new")),
-        "build-index": tuple(["build-index", "--input", str(root / emb), "--output", str(out), "--num-shards", "1",
-                              "--index-kind", "flat"] for emb in ("embed-previous", "embed-new")),
-        "link": tuple(["link", "--model", model, "--index", f"Disease={root / 'build-index-new'}", "--input-format",
-                       "pubtator", "--input", str(root / f"docs-{v}.pubtator"), "--output", str(out), "--num-shards", "1"]
-                      for v in ("old", "new")),
+        "ingest-kb": tuple(
+            [
+                "ingest-kb",
+                "--input-format",
+                "medic-biosyn",
+                "--input",
+                str(root / f"medic-{v}.txt"),
+                "--output",
+                str(out),
+                "--num-shards",
+                "1",
+            ]
+            for v in ("old", "new")
+        ),
+        "embed": tuple(
+            ["embed", "--model", model, "--input", str(root / kb), "--output", str(out), "--num-shards", "1"]
+            for kb in ("ingest-kb-previous", "ingest-kb-new")
+        ),
+        "build-index": tuple(
+            ["build-index", "--input", str(root / emb), "--output", str(out), "--num-shards", "1", "--index-kind", "flat"]
+            for emb in ("embed-previous", "embed-new")
+        ),
+        "link": tuple(
+            [
+                "link",
+                "--model",
+                model,
+                "--index",
+                f"Disease={root / 'build-index-new'}",
+                "--input-format",
+                "pubtator",
+                "--input",
+                str(root / f"docs-{v}.pubtator"),
+                "--output",
+                str(out),
+                "--num-shards",
+                "1",
+            ]
+            for v in ("old", "new")
+        ),
     }[verb]
     return previous + gate, new + gate
 
@@ -169,7 +200,7 @@ def plant(fault: str, out: Path, monkeypatch) -> None:
     elif fault == STALE_LOCK:
         lock.write_text(json.dumps({"run": "r0", "pid": _dead_pid(), "host": socket.gethostname(), "started_utc": "then"}))
     elif fault in (EMPTY_OLD, EMPTY_NEW, GARBLED):
-        lock.write_bytes(b"{\"run\": \"r0\", \"pi" if fault == GARBLED else b"")  # a run killed while writing it
+        lock.write_bytes(b'{"run": "r0", "pi' if fault == GARBLED else b"")  # a run killed while writing it
         _aged(lock, LOCK_WRITE_GRACE_S + 1 if fault != EMPTY_NEW else 0)
     elif fault == LIVE_LOCK:
         lock.write_text(json.dumps({"run": "r1", "pid": os.getpid(), "host": socket.gethostname(), "started_utc": "now"}))

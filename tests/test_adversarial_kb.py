@@ -44,6 +44,7 @@ class Case:
 
 # ---- line-oriented readers ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class LineFormat:
     """A reader's fixture files, and the valid line of its `target` file that each bad line is made from (inserted
@@ -76,7 +77,9 @@ class LineFormat:
             return paths
 
         target = Path(self.files[0]).name
-        return Case(self.reader, target, bad, build, self.kept, ((target, f"line {self.line + 1}", reason),), options=self.options)
+        return Case(
+            self.reader, target, bad, build, self.kept, ((target, f"line {self.line + 1}", reason),), options=self.options
+        )
 
     def cases(self) -> list[Case]:
         def in_name(damaged: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
@@ -85,12 +88,18 @@ class LineFormat:
         overlong = MAX_LINE_BYTES + 1
         return [
             self.case("invalid UTF-8", in_name(lambda n: n[:2] + b"\xff" + n[2:]), "invalid UTF-8: invalid start byte"),
-            self.case("lone surrogate (UTF-8 bytes of U+D800)", in_name(lambda n: n[:2] + b"\xed\xa0\x80" + n[2:]),
-                      "invalid UTF-8: invalid continuation byte"),
+            self.case(
+                "lone surrogate (UTF-8 bytes of U+D800)",
+                in_name(lambda n: n[:2] + b"\xed\xa0\x80" + n[2:]),
+                "invalid UTF-8: invalid continuation byte",
+            ),
             self.case("truncated line", self.truncate, self.truncated),
             self.case("one field too many", in_name(lambda n: n + self.separator + b"extra"), self.wrong_count),
-            self.case(f"overlong field ({overlong:,} bytes)", in_name(lambda n: n + b"A" * overlong),
-                      f"line longer than {MAX_LINE_BYTES:,} bytes"),
+            self.case(
+                f"overlong field ({overlong:,} bytes)",
+                in_name(lambda n: n + b"A" * overlong),
+                f"line longer than {MAX_LINE_BYTES:,} bytes",
+            ),
         ]
 
     def truncate(self, line: bytes) -> bytes:
@@ -101,30 +110,90 @@ class LineFormat:
 
 
 LINE_FORMATS = [
-    LineFormat("medic-biosyn", ("biosyn/medic_raw.txt",), 3, b"Ataxia Telangiectasia", 4, b"||",
-               "expected 'ID[|ALT]||preferred name", "expected one '||'"),
-    LineFormat("biosyn-dict", ("biosyn/composite_dictionary.txt",), 3, b"recurrent meningitis", 4, b"||",
-               "expected 'ID[|ALT][+ID...]||name'", "expected one '||'"),
-    LineFormat("ctd-diseases", ("ctd/CTD_diseases.tsv",), 10, b"10p Deletion Syndrome (Partial)", 4, b"\t",
-               "expected 9 tab-separated columns, found 1", "expected 9 tab-separated columns, found 10"),
-    LineFormat("ctd-chemicals", ("ctd/CTD_chemicals_13col.csv",), 10, b"Aspirin", 3, b",",
-               "expected 13 comma-separated columns, found 1", "expected 13 comma-separated columns, found 14"),
-    LineFormat("mesh-tsv", ("mesh_tsv/thesaurus.tsv", "mesh_tsv/trees.tsv"), 3, b"A-23187", 2, b"\t",
-               "expected 9 tab-separated columns, found 5", "expected 9 tab-separated columns, found 10"),
-    LineFormat("umls", ("umls/MRCONSO.RRF", "umls/MRSTY.RRF", "umls/MRDEF.RRF"), 6, b"Diabetes Mellitus", 3, b"|",
-               "expected 18 fields each ending in '|' (MRCONSO), found 14", "expected 18 fields each ending in '|' (MRCONSO), found 19"),
-    LineFormat("snomed", ("snomed/sct2_Description_Snapshot-en_INT_20240101.txt", "snomed/sct2_Concept_Snapshot_INT_20240101.txt"),
-               4, b"Heart attack", 4, b"\t", "expected 9 tab-separated columns, found 8", "expected 9 tab-separated columns, found 10"),
+    LineFormat(
+        "medic-biosyn",
+        ("biosyn/medic_raw.txt",),
+        3,
+        b"Ataxia Telangiectasia",
+        4,
+        b"||",
+        "expected 'ID[|ALT]||preferred name",
+        "expected one '||'",
+    ),
+    LineFormat(
+        "biosyn-dict",
+        ("biosyn/composite_dictionary.txt",),
+        3,
+        b"recurrent meningitis",
+        4,
+        b"||",
+        "expected 'ID[|ALT][+ID...]||name'",
+        "expected one '||'",
+    ),
+    LineFormat(
+        "ctd-diseases",
+        ("ctd/CTD_diseases.tsv",),
+        10,
+        b"10p Deletion Syndrome (Partial)",
+        4,
+        b"\t",
+        "expected 9 tab-separated columns, found 1",
+        "expected 9 tab-separated columns, found 10",
+    ),
+    LineFormat(
+        "ctd-chemicals",
+        ("ctd/CTD_chemicals_13col.csv",),
+        10,
+        b"Aspirin",
+        3,
+        b",",
+        "expected 13 comma-separated columns, found 1",
+        "expected 13 comma-separated columns, found 14",
+    ),
+    LineFormat(
+        "mesh-tsv",
+        ("mesh_tsv/thesaurus.tsv", "mesh_tsv/trees.tsv"),
+        3,
+        b"A-23187",
+        2,
+        b"\t",
+        "expected 9 tab-separated columns, found 5",
+        "expected 9 tab-separated columns, found 10",
+    ),
+    LineFormat(
+        "umls",
+        ("umls/MRCONSO.RRF", "umls/MRSTY.RRF", "umls/MRDEF.RRF"),
+        6,
+        b"Diabetes Mellitus",
+        3,
+        b"|",
+        "expected 18 fields each ending in '|' (MRCONSO), found 14",
+        "expected 18 fields each ending in '|' (MRCONSO), found 19",
+    ),
+    LineFormat(
+        "snomed",
+        ("snomed/sct2_Description_Snapshot-en_INT_20240101.txt", "snomed/sct2_Concept_Snapshot_INT_20240101.txt"),
+        4,
+        b"Heart attack",
+        4,
+        b"\t",
+        "expected 9 tab-separated columns, found 8",
+        "expected 9 tab-separated columns, found 10",
+    ),
 ]
 
 LINE_CASES = [case for fmt in LINE_FORMATS for case in fmt.cases()] + [
     # html.unescape reads a reference to no character as U+FFFD, silently
-    LINE_FORMATS[0].case("character reference to a lone surrogate (&#xd800;)",
-                         lambda line: line.replace(b"Ataxia", b"Ata&#xd800;xia", 1), "name 'Ata&#xd800;xia Telangiectasia' has a character reference"),
+    LINE_FORMATS[0].case(
+        "character reference to a lone surrogate (&#xd800;)",
+        lambda line: line.replace(b"Ataxia", b"Ata&#xd800;xia", 1),
+        "name 'Ata&#xd800;xia Telangiectasia' has a character reference",
+    ),
 ]
 
 
 # ---- MeSH XML ---------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class XmlFormat:
@@ -140,7 +209,7 @@ class XmlFormat:
         data = (FIXTURES / self.fixture).read_bytes()
         starts = [m.start() for m in re.finditer(rb"<" + self.record.encode() + rb" ", data)]
         end = data.rindex(b"</" + self.record.encode() + b">") + len(self.record) + 4
-        return data[:starts[0]], [data[a:b] for a, b in zip(starts, [*starts[1:], end])], data[end:]
+        return data[: starts[0]], [data[a:b] for a, b in zip(starts, [*starts[1:], end])], data[end:]
 
     def bad_record(self) -> bytes:
         first = self.parts()[1][0]
@@ -150,31 +219,44 @@ class XmlFormat:
         """The fixture with `record` inserted as record 2 (`between` before it), under `prolog` if given."""
         head, records, tail = self.parts()
         if prolog is not None:
-            head = prolog + head[head.index(b"<" + self.record.encode().replace(b"Record", b"RecordSet")):]
+            head = prolog + head[head.index(b"<" + self.record.encode().replace(b"Record", b"RecordSet")) :]
         path = folder / Path(self.fixture).name
         path.write_bytes(head + records[0] + between + (record or b"") + b"".join(records[1:]) + tail)
         return [path]
 
-    def case(self, bad: str, build: Callable[[Path], list[Path]], kept: int, *dead: tuple[str, str], exit_code: int | None = None) -> Case:
+    def case(
+        self, bad: str, build: Callable[[Path], list[Path]], kept: int, *dead: tuple[str, str], exit_code: int | None = None
+    ) -> Case:
         name = Path(self.fixture).name
         return Case("mesh-xml", name, bad, build, kept, tuple((name, where, reason) for where, reason in dead), exit_code)
 
-    def damaged(self, bad: str, damage: Callable[[bytes], bytes], reason: str, prolog: bytes | None = None, exit_code: int | None = None) -> Case:
+    def damaged(
+        self, bad: str, damage: Callable[[bytes], bytes], reason: str, prolog: bytes | None = None, exit_code: int | None = None
+    ) -> Case:
         where = f"record 2 ({self.ui} {self.new_ui.decode()})"
         kept = len(self.parts()[1])
-        return self.case(bad, lambda folder: self.file(folder, damage(self.bad_record()), prolog), kept, (where, reason), exit_code=exit_code)
+        return self.case(
+            bad, lambda folder: self.file(folder, damage(self.bad_record()), prolog), kept, (where, reason), exit_code=exit_code
+        )
 
 
 def xxe_prolog(secret: Path) -> bytes:
     """A DOCTYPE declaring an external entity (and a literal holding "]>", which must not end the DOCTYPE)."""
-    return (b'<?xml version="1.0"?>\n<!DOCTYPE set [\n  <!ENTITY xxe SYSTEM "file://' + str(secret).encode()
-            + b'">\n  <!ENTITY quoted "]>">\n]>\n')
+    return (
+        b'<?xml version="1.0"?>\n<!DOCTYPE set [\n  <!ENTITY xxe SYSTEM "file://'
+        + str(secret).encode()
+        + b'">\n  <!ENTITY quoted "]>">\n]>\n'
+    )
 
 
 # "billion laughs": &lol9; expands to 10^9 "lol"s
-BOMB = (b'<?xml version="1.0"?>\n<!DOCTYPE set [\n  <!ENTITY lol "lol">\n'
-        + b"".join(b'  <!ENTITY lol%d "%s">\n' % (i, b"&lol%s;" % (b"" if i == 1 else str(i - 1).encode()) * 10) for i in range(1, 10))
-        + b"]>\n")
+BOMB = (
+    b'<?xml version="1.0"?>\n<!DOCTYPE set [\n  <!ENTITY lol "lol">\n'
+    + b"".join(
+        b'  <!ENTITY lol%d "%s">\n' % (i, b"&lol%s;" % (b"" if i == 1 else str(i - 1).encode()) * 10) for i in range(1, 10)
+    )
+    + b"]>\n"
+)
 SECRET = b"bioel-xxe-canary-5b1f"
 
 
@@ -184,8 +266,12 @@ def xxe_case(fmt: XmlFormat) -> Case:
         secret.write_bytes(SECRET)
         return fmt.file(folder, fmt.bad_record().replace(b"<String>", b"<String>&xxe;", 1), xxe_prolog(secret))
 
-    return fmt.case("external entity (XXE) in a record", build, len(fmt.parts()[1]),
-                    (f"record 2 ({fmt.ui} {fmt.new_ui.decode()})", "malformed XML: undefined entity"))
+    return fmt.case(
+        "external entity (XXE) in a record",
+        build,
+        len(fmt.parts()[1]),
+        (f"record 2 ({fmt.ui} {fmt.new_ui.decode()})", "malformed XML: undefined entity"),
+    )
 
 
 DESC = XmlFormat("mesh_xml/desc2024.xml", "DescriptorRecord", "DescriptorUI", b"D099999")
@@ -200,47 +286,88 @@ def xml_cases(fmt: XmlFormat) -> list[Case]:
     last_ui = re.search(rb"<" + fmt.ui.encode() + rb">(\w+)<", fmt.parts()[1][-1]).group(1).decode()
 
     def truncated(folder: Path) -> list[Path]:
-        path, = fmt.file(folder, fmt.bad_record())
+        (path,) = fmt.file(folder, fmt.bad_record())
         data = path.read_bytes()
-        path.write_bytes(data[:data.index(b"<ConceptList>", data.rindex(b"<" + fmt.record.encode() + b" "))])
+        path.write_bytes(data[: data.index(b"<ConceptList>", data.rindex(b"<" + fmt.record.encode() + b" "))])
         return [path]
 
     def appended(folder: Path) -> list[Path]:
-        path, = fmt.file(folder)
+        (path,) = fmt.file(folder)
         path.write_bytes(path.read_bytes() + b"<" + name.encode() + b">\n" + fmt.bad_record() + b"</" + name.encode() + b">\n")
         return [path]
 
     return [
         fmt.damaged("mismatched tag", lambda r: r.replace(b"</String>", b"</Strin>", 1), "malformed XML: mismatched tag: line "),
-        fmt.damaged("invalid UTF-8", lambda r: r.replace(b"<String>", b"<String>\xff", 1), "malformed XML: not well-formed (invalid token): line "),
-        fmt.damaged("lone surrogate (UTF-8 bytes of U+D800)", lambda r: r.replace(b"<String>", b"<String>\xed\xa0\x80", 1),
-                    "malformed XML: not well-formed (invalid token): line "),
-        fmt.damaged("lone surrogate (&#xD800;)", lambda r: r.replace(b"<String>", b"<String>&#xD800;", 1),
-                    "malformed XML: reference to invalid character number: line "),
+        fmt.damaged(
+            "invalid UTF-8",
+            lambda r: r.replace(b"<String>", b"<String>\xff", 1),
+            "malformed XML: not well-formed (invalid token): line ",
+        ),
+        fmt.damaged(
+            "lone surrogate (UTF-8 bytes of U+D800)",
+            lambda r: r.replace(b"<String>", b"<String>\xed\xa0\x80", 1),
+            "malformed XML: not well-formed (invalid token): line ",
+        ),
+        fmt.damaged(
+            "lone surrogate (&#xD800;)",
+            lambda r: r.replace(b"<String>", b"<String>&#xD800;", 1),
+            "malformed XML: reference to invalid character number: line ",
+        ),
         xxe_case(fmt),
-        fmt.damaged("entity expansion bomb", lambda r: r.replace(b"<String>", b"<String>&lol9;", 1), "malformed XML: undefined entity: line ",
-                    prolog=BOMB),
-        fmt.damaged("record not closed", lambda r: r.replace(end_tag, b""),
-                    f"malformed XML: <{fmt.record}> on line "),
-        fmt.case("record without its UI", lambda folder: fmt.file(folder, re.sub(
-            rb"<" + fmt.ui.encode() + rb">\w+</" + fmt.ui.encode() + rb">", b"", fmt.bad_record(), count=1)), n,
-            ("record 2", "concept id '' does not match the mesh id pattern")),
-        fmt.case("text and a stray element between records", lambda folder: fmt.file(folder, between=b"<<junk & </Foo> text\n"), n,
-                 ("after record 1", f"not a <{fmt.record}> record: 21 bytes of text or markup between records on line ")),
-        fmt.case("end tag and start tag inside a CDATA section (valid)", lambda folder: fmt.file(
-            folder, fmt.bad_record().replace(b"<String>", b"<String><![CDATA[" + end_tag + start_tag + b"]]>", 1)), n + 1),
-        fmt.case("end tag inside a comment (valid)", lambda folder: fmt.file(
-            folder, fmt.bad_record().replace(b"<ConceptList>", b"<!-- " + end_tag + b" --><ConceptList>", 1)), n + 1),
+        fmt.damaged(
+            "entity expansion bomb",
+            lambda r: r.replace(b"<String>", b"<String>&lol9;", 1),
+            "malformed XML: undefined entity: line ",
+            prolog=BOMB,
+        ),
+        fmt.damaged("record not closed", lambda r: r.replace(end_tag, b""), f"malformed XML: <{fmt.record}> on line "),
+        fmt.case(
+            "record without its UI",
+            lambda folder: fmt.file(
+                folder, re.sub(rb"<" + fmt.ui.encode() + rb">\w+</" + fmt.ui.encode() + rb">", b"", fmt.bad_record(), count=1)
+            ),
+            n,
+            ("record 2", "concept id '' does not match the mesh id pattern"),
+        ),
+        fmt.case(
+            "text and a stray element between records",
+            lambda folder: fmt.file(folder, between=b"<<junk & </Foo> text\n"),
+            n,
+            ("after record 1", f"not a <{fmt.record}> record: 21 bytes of text or markup between records on line "),
+        ),
+        fmt.case(
+            "end tag and start tag inside a CDATA section (valid)",
+            lambda folder: fmt.file(
+                folder, fmt.bad_record().replace(b"<String>", b"<String><![CDATA[" + end_tag + start_tag + b"]]>", 1)
+            ),
+            n + 1,
+        ),
+        fmt.case(
+            "end tag inside a comment (valid)",
+            lambda folder: fmt.file(
+                folder, fmt.bad_record().replace(b"<ConceptList>", b"<!-- " + end_tag + b" --><ConceptList>", 1)
+            ),
+            n + 1,
+        ),
         # the copy of record 1 is valid here: records 1 to n are kept, record n + 1 (the fixture's last) is cut
-        fmt.case("file cut inside its last record", truncated, n, (f"record {n + 1} ({fmt.ui} {last_ui})", "unread rest of file: ")),
+        fmt.case(
+            "file cut inside its last record", truncated, n, (f"record {n + 1} ({fmt.ui} {last_ui})", "unread rest of file: ")
+        ),
         fmt.case("a second document after the root element", appended, n, (f"after record {n}", "unread rest of file: ")),
     ]
 
 
-XML_CASES = xml_cases(DESC) + xml_cases(SUPP) + [
-    DESC.damaged(f"overlong field ({MAX_RECORD_BYTES + 1:,} bytes)",
-                 lambda r: r.replace(b"<String>", b"<String>" + b"A" * (MAX_RECORD_BYTES + 1), 1), f"record longer than {MAX_RECORD_BYTES:,} bytes"),
-]
+XML_CASES = (
+    xml_cases(DESC)
+    + xml_cases(SUPP)
+    + [
+        DESC.damaged(
+            f"overlong field ({MAX_RECORD_BYTES + 1:,} bytes)",
+            lambda r: r.replace(b"<String>", b"<String>" + b"A" * (MAX_RECORD_BYTES + 1), 1),
+            f"record longer than {MAX_RECORD_BYTES:,} bytes",
+        ),
+    ]
+)
 
 CASES = LINE_CASES + XML_CASES
 
@@ -248,8 +375,12 @@ CASES = LINE_CASES + XML_CASES
 def read(case: Case, folder: Path) -> tuple[list[ConceptRecord], list[DeadLetter], list[ReadStats], list]:
     paths = case.build(folder)
     items = list(get_reader(case.reader, **case.options).read([str(p) for p in paths]))
-    return ([i for i in items if isinstance(i, ConceptRecord)], [i for i in items if isinstance(i, DeadLetter)],
-            [i for i in items if isinstance(i, ReadStats)], items)
+    return (
+        [i for i in items if isinstance(i, ConceptRecord)],
+        [i for i in items if isinstance(i, DeadLetter)],
+        [i for i in items if isinstance(i, ReadStats)],
+        items,
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -258,7 +389,9 @@ def test_a_bad_record_is_its_dead_letters_and_every_valid_record_is_kept(case, t
     assert len(concepts) == case.kept, [c.concept_id for c in concepts]
     assert len(dead) == len(case.dead), [(d.location, d.reason[:120]) for d in dead]
     for letter, (name, location, reason) in zip(dead, case.dead):
-        assert (Path(letter.source).name, letter.location) == (name, location) and letter.reason.startswith(reason), letter.reason[:300]
+        assert (Path(letter.source).name, letter.location) == (name, location) and letter.reason.startswith(reason), (
+            letter.reason[:300]
+        )
         assert len(letter.raw) <= 2000
     assert all(s.reconciles() for s in stats)
     assert sum(s.dead_lettered for s in stats) == len(dead)
@@ -267,25 +400,34 @@ def test_a_bad_record_is_its_dead_letters_and_every_valid_record_is_kept(case, t
 
 def test_the_unread_rest_of_a_file_says_how_much_was_not_read(tmp_path):
     case = next(c for c in XML_CASES if c.bad == "file cut inside its last record")
-    path, = case.build(tmp_path)
+    (path,) = case.build(tmp_path)
     _, dead, _, _ = read(case, tmp_path)
     data = path.read_bytes()
-    rest = data[data.rindex(b"<DescriptorRecord "):]
-    line, lines = data[:-len(rest)].count(b"\n") + 1, rest.count(b"\n") + 1
-    assert dead[0].reason.startswith(f"unread rest of file: {len(rest):,} bytes on {lines} lines from line {line} "
-                                     "(the file ends inside the record (truncated?): no element found: line ")
+    rest = data[data.rindex(b"<DescriptorRecord ") :]
+    line, lines = data[: -len(rest)].count(b"\n") + 1, rest.count(b"\n") + 1
+    assert dead[0].reason.startswith(
+        f"unread rest of file: {len(rest):,} bytes on {lines} lines from line {line} "
+        "(the file ends inside the record (truncated?): no element found: line "
+    )
 
 
 # ---- bioel ingest-kb --------------------------------------------------------------------------------------------
 
+
 def cli_case(fmt: XmlFormat, bad: str, exit_code: int) -> Case:
-    return dataclasses.replace(next(c for c in XML_CASES if c.file == Path(fmt.fixture).name and c.bad == bad), exit_code=exit_code)
+    return dataclasses.replace(
+        next(c for c in XML_CASES if c.file == Path(fmt.fixture).name and c.bad == bad), exit_code=exit_code
+    )
 
 
 # a bad record among valid ones is a warning (exit 0, published); a file's unread rest fails the checks (exit 4)
-CLI_CASES = [cli_case(DESC, "mismatched tag", 0), cli_case(DESC, "external entity (XXE) in a record", 0),
-             cli_case(SUPP, "mismatched tag", 0), cli_case(DESC, "file cut inside its last record", 4),
-             cli_case(SUPP, "a second document after the root element", 4)]
+CLI_CASES = [
+    cli_case(DESC, "mismatched tag", 0),
+    cli_case(DESC, "external entity (XXE) in a record", 0),
+    cli_case(SUPP, "mismatched tag", 0),
+    cli_case(DESC, "file cut inside its last record", 4),
+    cli_case(SUPP, "a second document after the root element", 4),
+]
 
 
 @pytest.mark.parametrize("case", CLI_CASES, ids=[c.id for c in CLI_CASES])

@@ -24,6 +24,7 @@ DEEP = 100_000  # nesting that raised RecursionError
 
 # ---- valid records, one builder per reader --------------------------------------------------------------------
 
+
 def _title(doc_id: str) -> str:
     return f"Aspirin and heart attack, record {doc_id}."
 
@@ -34,17 +35,39 @@ def _jsonl(doc_id: str, title: str | None = None) -> str:
 
 def _bioc_json(doc_id: str, **passage) -> str:
     """A document over several lines (as the BioC writers indent it); `passage` replaces keys of its passage."""
-    return json.dumps({"id": doc_id, "infons": {}, "passages": [
-        {"infons": {"type": "title"}, "offset": 0, "text": _title(doc_id), "annotations": [
-            {"id": "T1", "infons": {"type": "Chemical", "identifier": "D001241"}, "text": "Aspirin",
-             "locations": [{"offset": 0, "length": 7}]}], **passage}], "relations": []}, indent=1)
+    return json.dumps(
+        {
+            "id": doc_id,
+            "infons": {},
+            "passages": [
+                {
+                    "infons": {"type": "title"},
+                    "offset": 0,
+                    "text": _title(doc_id),
+                    "annotations": [
+                        {
+                            "id": "T1",
+                            "infons": {"type": "Chemical", "identifier": "D001241"},
+                            "text": "Aspirin",
+                            "locations": [{"offset": 0, "length": 7}],
+                        }
+                    ],
+                    **passage,
+                }
+            ],
+            "relations": [],
+        },
+        indent=1,
+    )
 
 
 def _bioc_xml(doc_id: str, text: str | None = None, offset: str = "0") -> str:
-    return (f'<document><id>{doc_id}</id><passage><infon key="type">title</infon><offset>{offset}</offset>'
-            f'<text>{text or _title(doc_id)}</text><annotation id="T1"><infon key="type">Chemical</infon>'
-            f'<infon key="MESH">D001241</infon><location offset="{offset}" length="7"/><text>Aspirin</text></annotation>'
-            f'</passage></document>')
+    return (
+        f'<document><id>{doc_id}</id><passage><infon key="type">title</infon><offset>{offset}</offset>'
+        f'<text>{text or _title(doc_id)}</text><annotation id="T1"><infon key="type">Chemical</infon>'
+        f'<infon key="MESH">D001241</infon><location offset="{offset}" length="7"/><text>Aspirin</text></annotation>'
+        f"</passage></document>"
+    )
 
 
 def _pubtator(doc_id: str, title: str | None = None, extra: str = "") -> str:
@@ -53,17 +76,25 @@ def _pubtator(doc_id: str, title: str | None = None, extra: str = "") -> str:
 
 
 def _pubmed(doc_id: str, title: str | None = None) -> str:
-    return (f'<PubmedArticle><MedlineCitation Status="MEDLINE" Owner="NLM"><PMID Version="1">{doc_id}</PMID><Article>'
-            f'<ArticleTitle>{title or _title(doc_id)}</ArticleTitle><Abstract><AbstractText>An abstract.</AbstractText>'
-            f'</Abstract></Article></MedlineCitation></PubmedArticle>')
+    return (
+        f'<PubmedArticle><MedlineCitation Status="MEDLINE" Owner="NLM"><PMID Version="1">{doc_id}</PMID><Article>'
+        f"<ArticleTitle>{title or _title(doc_id)}</ArticleTitle><Abstract><AbstractText>An abstract.</AbstractText>"
+        f"</Abstract></Article></MedlineCitation></PubmedArticle>"
+    )
 
 
 def _text(doc_id: str, text: str | None = None) -> str:
     return f"{doc_id}\t{text or _title(doc_id)}"
 
 
-RECORD = {"jsonl": _jsonl, "bioc-json": _bioc_json, "bioc-xml": _bioc_xml, "pubtator": _pubtator,
-          "pubmed-xml": _pubmed, "text": _text}
+RECORD = {
+    "jsonl": _jsonl,
+    "bioc-json": _bioc_json,
+    "bioc-xml": _bioc_xml,
+    "pubtator": _pubtator,
+    "pubmed-xml": _pubmed,
+    "text": _text,
+}
 
 # ---- files: the records as each format joins them -----------------------------------------------------------
 
@@ -78,9 +109,12 @@ def _file(reader: str, records: list[bytes], doctype: bytes = b"") -> bytes:
     if reader == "bioc-json":  # a collection over several lines, as the BioC writers indent it
         return b'{"source": "test", "date": "", "key": "", "infons": {},\n "documents": [\n' + b",\n".join(records) + b"\n]}\n"
     root = b"collection" if reader == "bioc-xml" else b"PubmedArticleSet"
-    doctype = doctype or (b"<!DOCTYPE collection SYSTEM 'BioC.dtd'>\n" if reader == "bioc-xml" else
-                          b'<!DOCTYPE PubmedArticleSet PUBLIC "-//NLM//DTD PubMedArticle, 1st January 2025//EN" '
-                          b'"https://dtd.nlm.nih.gov/ncbi/pubmed/out/pubmed_250101.dtd">\n')
+    doctype = doctype or (
+        b"<!DOCTYPE collection SYSTEM 'BioC.dtd'>\n"
+        if reader == "bioc-xml"
+        else b'<!DOCTYPE PubmedArticleSet PUBLIC "-//NLM//DTD PubMedArticle, 1st January 2025//EN" '
+        b'"https://dtd.nlm.nih.gov/ncbi/pubmed/out/pubmed_250101.dtd">\n'
+    )
     head = b"<source>test</source><date/><key/>\n" if reader == "bioc-xml" else b""
     return XML_DECLARATION + doctype + b"<" + root + b">\n" + head + b"\n".join(records) + b"\n</" + root + b">\n"
 
@@ -111,8 +145,11 @@ class Case:
 
 OTHERS = tuple(i for i in IDS if i != BAD)
 XXE = b'<!DOCTYPE root [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>\n'
-BOMB = (b'<!DOCTYPE root [<!ENTITY a "aaaaaaaaaa">' + b"".join(
-    f'<!ENTITY {c} "{("&" + p + ";") * 10}">'.encode() for p, c in zip("abcdefgh", "bcdefghi")) + b"]>\n")
+BOMB = (
+    b'<!DOCTYPE root [<!ENTITY a "aaaaaaaaaa">'
+    + b"".join(f'<!ENTITY {c} "{("&" + p + ";") * 10}">'.encode() for p, c in zip("abcdefgh", "bcdefghi"))
+    + b"]>\n"
+)
 BIOC_JSON_LINE = f"line {4 + _bioc_json('1').count(chr(10))}"  # where record 2 starts: after 2 lines and record 1
 
 
@@ -130,22 +167,38 @@ CASES: list[Case] = [
     _case("malformed markup", "jsonl", _jsonl(BAD)[:-5], names="line 2"),
     _case("malformed markup", "pubtator", _pubtator(BAD, extra=f"{BAD}\tnot an annotation\n"), names="line "),
     # bytes that are not UTF-8 (Latin-1 é)
-    *[_case("invalid UTF-8", reader, RECORD[reader](BAD).encode().replace(b"heart", b"h\xe9art"), names=names,
-            per_line=reader == "text")
-      for reader, names in (("bioc-xml", "document 2 (id 2), line 6"), ("pubmed-xml", "article 2 (PMID 2)"),
-                            ("bioc-json", "line "), ("jsonl", "line 2"), ("pubtator", "line "), ("text", "line 2"))],
+    *[
+        _case(
+            "invalid UTF-8",
+            reader,
+            RECORD[reader](BAD).encode().replace(b"heart", b"h\xe9art"),
+            names=names,
+            per_line=reader == "text",
+        )
+        for reader, names in (
+            ("bioc-xml", "document 2 (id 2), line 6"),
+            ("pubmed-xml", "article 2 (PMID 2)"),
+            ("bioc-json", "line "),
+            ("jsonl", "line 2"),
+            ("pubtator", "line "),
+            ("text", "line 2"),
+        )
+    ],
     # a lone surrogate: a JSON escape, an XML character reference, or its UTF-8-style bytes (ED A0 80)
     _case("lone surrogate", "jsonl", _jsonl(BAD, "half a pair \ud800 here"), names="document 2"),  # written `\\ud800`
     _case("lone surrogate", "bioc-json", _bioc_json(BAD, text="half a pair \ud800 here"), names="document 2"),
     _case("lone surrogate", "bioc-xml", _bioc_xml(BAD).replace("attack", "att&#xD800;ack"), names="document 2 (id 2)"),
     _case("lone surrogate", "pubmed-xml", _pubmed(BAD, "half a pair &#xD800; here"), names="article 2 (PMID 2)"),
     _case("lone surrogate", "pubtator", _pubtator(BAD).encode().replace(b"heart", b"he\xed\xa0\x80art"), names="line "),
-    _case("lone surrogate", "text", _text(BAD).encode().replace(b"heart", b"he\xed\xa0\x80art"), names="line 2",
-          per_line=True),
+    _case("lone surrogate", "text", _text(BAD).encode().replace(b"heart", b"he\xed\xa0\x80art"), names="line 2", per_line=True),
     # nesting 100,000 deep: JSON refused at its depth limit; XML parsed without recursion (valid, so kept)
     _case("deep nesting", "jsonl", _jsonl(BAD)[:-1] + ', "x": ' + "[" * DEEP + "]" * DEEP + "}", names="line 2"),
-    _case("deep nesting", "bioc-json", _bioc_json(BAD).replace('"infons": {}', '"infons": {"x": ' + "[" * DEEP + "]" * DEEP + "}", 1),
-          names=BIOC_JSON_LINE),
+    _case(
+        "deep nesting",
+        "bioc-json",
+        _bioc_json(BAD).replace('"infons": {}', '"infons": {"x": ' + "[" * DEEP + "]" * DEEP + "}", 1),
+        names=BIOC_JSON_LINE,
+    ),
     _case("deep nesting", "bioc-xml", _bioc_xml(BAD).replace("<passage>", "<x>" * DEEP + "</x>" * DEEP + "<passage>"), dead=0),
     _case("deep nesting", "pubmed-xml", _pubmed(BAD, "<i>" * DEEP + "Deep" + "</i>" * DEEP), dead=0),
     # an offset beyond any text: checked before a text is laid out or sliced
@@ -159,8 +212,10 @@ CASES: list[Case] = [
     _case("wrong type", "bioc-json", _bioc_json(BAD, infons=["title"]), names="document 2"),
     _case("wrong type", "jsonl", json.dumps({"pmid": BAD, "title": 5}), names="line 2"),
     # an id that is neither a string nor an integer
-    *[_case("bad id", "jsonl", f'{{"pmid": {bad}, "title": "{_title(BAD)}"}}', names="line 2")
-      for bad in ('{"a": 1}', "[1, 2]", "true", "NaN")],
+    *[
+        _case("bad id", "jsonl", f'{{"pmid": {bad}, "title": "{_title(BAD)}"}}', names="line 2")
+        for bad in ('{"a": 1}', "[1, 2]", "true", "NaN")
+    ],
     _case("bad id", "bioc-json", _bioc_json(BAD).replace(f'"id": "{BAD}"', '"id": {"a": 1}', 1), names="document ?"),
     # entities a DTD declares are never expanded nor fetched: the record using one is a dead letter
     _case("external entity", "bioc-xml", _bioc_xml(BAD, "&xxe;"), doctype=XXE, names="document 2 (id 2)"),
@@ -168,22 +223,32 @@ CASES: list[Case] = [
     _case("entity bomb", "bioc-xml", _bioc_xml(BAD, "&i;"), doctype=BOMB, names="document 2 (id 2)"),
     _case("entity bomb", "pubmed-xml", _pubmed(BAD, "&i;"), doctype=BOMB, names="article 2 (PMID 2)"),
     # valid: an end tag inside a CDATA section or a comment is text, not the record's end
-    _case("CDATA/comment holding the end tag", "bioc-xml",
-          _bioc_xml(BAD).replace("</text>", "<![CDATA[ </document> ]]></text><!-- </document> -->", 1), dead=0),
-    _case("CDATA/comment holding the end tag", "pubmed-xml",
-          _pubmed(BAD, "Heart <![CDATA[</PubmedArticle>]]> attack<!-- </PubmedArticle> -->"), dead=0),
+    _case(
+        "CDATA/comment holding the end tag",
+        "bioc-xml",
+        _bioc_xml(BAD).replace("</text>", "<![CDATA[ </document> ]]></text><!-- </document> -->", 1),
+        dead=0,
+    ),
+    _case(
+        "CDATA/comment holding the end tag",
+        "pubmed-xml",
+        _pubmed(BAD, "Heart <![CDATA[</PubmedArticle>]]> attack<!-- </PubmedArticle> -->"),
+        dead=0,
+    ),
     # a PubTator document whose blank line is missing: its id and offsets tell it from the next one
     _case("missing blank line", "pubtator", _pubtator(BAD).rstrip("\n"), dead=0),
     # the stream ends inside record 2: the rest of the file (record 2 on) is one dead letter saying how much
-    *[_case("truncated stream", reader, RECORD[reader](BAD)[:60] + "\x00CUT", kept=("1",), names=names)
-      for reader, names in (("bioc-xml", "document 2 (id 2)"), ("bioc-json", BIOC_JSON_LINE), ("pubmed-xml", "article 2"))],
+    *[
+        _case("truncated stream", reader, RECORD[reader](BAD)[:60] + "\x00CUT", kept=("1",), names=names)
+        for reader, names in (("bioc-xml", "document 2 (id 2)"), ("bioc-json", BIOC_JSON_LINE), ("pubmed-xml", "article 2"))
+    ],
 ]
 
 
 def _cut(case: Case) -> bytes:
     """A truncated case's file: everything up to its cut mark."""
     data = case.data()
-    return data[:data.index(b"\x00CUT")] if b"\x00CUT" in data else data
+    return data[: data.index(b"\x00CUT")] if b"\x00CUT" in data else data
 
 
 def outcome(case: Case, folder: Path) -> tuple[list[str], list[DeadLetter]]:

@@ -73,13 +73,15 @@ def test_protocol_on_hand_computed_queries():
         Mention("wilsons disease", concept_ids=("277900",)),
         Mention("memory impairment", concept_ids=("D008569",)),
     ]
-    linker = TableLinker({
-        "delirium": [cand("D003693"), cand("X")],
-        "breast cancer": [cand("D001943")],
-        "ovarian cancer": [cand("X"), cand("Y"), cand("D010051")],
-        "wilsons disease": [cand("D006527", "277900")],  # multi-id name
-        "memory impairment": [cand("X"), cand("D008569"), cand("D008569")],
-    })
+    linker = TableLinker(
+        {
+            "delirium": [cand("D003693"), cand("X")],
+            "breast cancer": [cand("D001943")],
+            "ovarian cancer": [cand("X"), cand("Y"), cand("D010051")],
+            "wilsons disease": [cand("D006527", "277900")],  # multi-id name
+            "memory impairment": [cand("X"), cand("D008569"), cand("D008569")],
+        }
+    )
     results = run_protocol(linker, queries, k=5)
     assert [r.sub_mentions for r in results][2] == ("breast cancer", "ovarian cancer")
     assert [r.rank for r in results] == [1, 1, 3, 1, 2]
@@ -138,9 +140,13 @@ def test_evaluate_verb_prints_a_table_and_writes_json(tmp_path, capsys):
     assert "not_direct_match" in printed and "62.50" in printed
 
 
-@pytest.mark.parametrize("lines, reason", [("1||0|3||Disease||foo||-1\n1||4|7||Disease||bar||CUI-less\n",
-                                              "2 queries, all without a concept id (-1 or CUI-less)"),
-                                             ("", "its *.concept files are empty")])
+@pytest.mark.parametrize(
+    "lines, reason",
+    [
+        ("1||0|3||Disease||foo||-1\n1||4|7||Disease||bar||CUI-less\n", "2 queries, all without a concept id (-1 or CUI-less)"),
+        ("", "its *.concept files are empty"),
+    ],
+)
 def test_evaluate_and_probe_refuse_a_split_with_no_query_to_score(tmp_path, capsys, lines, reason):
     """A split whose every query is NIL (or whose files are empty) scored n = 0, acc 0.00, exit 0."""
     (tmp_path / "processed_test").mkdir()
@@ -162,8 +168,10 @@ def test_evaluate_refuses_a_dictionary_with_no_name(tmp_path, linker, dictionary
     (tmp_path / "test_dictionary.txt").write_text(dictionary)
     with pytest.raises(ValueError) as err:
         _run_cli(["evaluate", "--dataset", str(tmp_path), "--split", "test", "--linker", linker])
-    assert str(err.value) == (f"{tmp_path / 'test_dictionary.txt'}: no name to link against (no 'ID||name' line whose "
-                              f"name is left non-empty by normalization)")
+    assert str(err.value) == (
+        f"{tmp_path / 'test_dictionary.txt'}: no name to link against (no 'ID||name' line whose "
+        f"name is left non-empty by normalization)"
+    )
 
 
 def test_evaluate_verb_choices_come_from_the_registry():

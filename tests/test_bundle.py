@@ -28,8 +28,16 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def build_args(bundle_dir, *assignments) -> list[str]:
-    return ["build", str(DEMO), "--output", str(bundle_dir), "--no-quality", "--set", f"calibrate.gold={GOLD}",
-            *[a for assignment in assignments for a in ("--set", assignment)]]
+    return [
+        "build",
+        str(DEMO),
+        "--output",
+        str(bundle_dir),
+        "--no-quality",
+        "--set",
+        f"calibrate.gold={GOLD}",
+        *[a for assignment in assignments for a in ("--set", assignment)],
+    ]
 
 
 def stage_lines(err: str) -> dict[str, str]:
@@ -54,8 +62,25 @@ def built(tmp_path_factory):
 @pytest.fixture(scope="module")
 def linked(built, tmp_path_factory):
     out = tmp_path_factory.mktemp("links") / "links"
-    assert cli.main(["link", "--bundle", str(built), "--input", str(ABSTRACTS), "--input-format", "jsonl",
-                     "--output", str(out), "--no-quality", "--num-shards", "2"]) == 0
+    assert (
+        cli.main(
+            [
+                "link",
+                "--bundle",
+                str(built),
+                "--input",
+                str(ABSTRACTS),
+                "--input-format",
+                "jsonl",
+                "--output",
+                str(out),
+                "--no-quality",
+                "--num-shards",
+                "2",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -63,13 +88,28 @@ def test_a_built_bundle_is_one_folder_with_relative_paths_and_calibrated_thresho
     manifest = json.loads((built / "manifest.json").read_text())
     assert manifest["pipeline"] == "build" and manifest["reconciliation"] == {"stages": True}
     link = manifest["link"]
-    assert link["settings"] == {"model": "models/disease-default", "detector": "dictionary", "copy_formats": ["pubtator"],
-                                "types": {"Disease": {"index": "index/Disease", "stop_list": "stoplists/disease-medic.json",
-                                                      "nil_threshold": link["nil"]["Disease"]["threshold"]}}}
+    assert link["settings"] == {
+        "model": "models/disease-default",
+        "detector": "dictionary",
+        "copy_formats": ["pubtator"],
+        "types": {
+            "Disease": {
+                "index": "index/Disease",
+                "stop_list": "stoplists/disease-medic.json",
+                "nil_threshold": link["nil"]["Disease"]["threshold"],
+            }
+        },
+    }
     assert link["nil"]["Disease"]["source"] == "calibrated"
     assert sorted(manifest["stages"]) == sorted(STAGES)
-    for name in ("kb/Disease", "embeddings/Disease", "index/Disease", "models/disease-default/model.safetensors",
-                 "stoplists/disease-medic.json", f"{manifest['generation']}/settings/bundle.json"):
+    for name in (
+        "kb/Disease",
+        "embeddings/Disease",
+        "index/Disease",
+        "models/disease-default/model.safetensors",
+        "stoplists/disease-medic.json",
+        f"{manifest['generation']}/settings/bundle.json",
+    ):
         assert (built / name).exists(), name
     calibration = json.loads((built / manifest["generation"] / "settings" / "calibration.json").read_text())
     assert calibration["thresholds"]["Disease"]["threshold"] == link["nil"]["Disease"]["threshold"]
@@ -90,8 +130,25 @@ def test_a_relocated_bundle_links_byte_identically(built, linked, tmp_path):
     built.rename(hidden)
     try:
         out = tmp_path / "links"
-        assert cli.main(["link", "--bundle", str(moved), "--input", str(ABSTRACTS), "--input-format", "jsonl",
-                         "--output", str(out), "--no-quality", "--num-shards", "2"]) == 0
+        assert (
+            cli.main(
+                [
+                    "link",
+                    "--bundle",
+                    str(moved),
+                    "--input",
+                    str(ABSTRACTS),
+                    "--input-format",
+                    "jsonl",
+                    "--output",
+                    str(out),
+                    "--no-quality",
+                    "--num-shards",
+                    "2",
+                ]
+            )
+            == 0
+        )
     finally:
         hidden.rename(built)
     assert table_bytes(out) == table_bytes(linked)
@@ -107,8 +164,9 @@ def test_from_bundle_annotates_as_link_does(built, linked, tmp_path):
     documents = read_jsonl(ABSTRACTS)[:3]
     by_api = [row for rows in Annotator.from_bundle(moved).annotate(documents) for row in rows]
     ids = {d.doc_id for d in documents}
-    by_cli = sorted((r for r in read_table(linked, "annotations").to_pylist() if r["doc_id"] in ids),
-                    key=lambda r: (r["doc_id"], r["start"]))
+    by_cli = sorted(
+        (r for r in read_table(linked, "annotations").to_pylist() if r["doc_id"] in ids), key=lambda r: (r["doc_id"], r["start"])
+    )
     assert by_api and sorted(by_api, key=lambda r: (r["doc_id"], r["start"])) == by_cli
 
 
@@ -151,26 +209,35 @@ def test_a_changed_stage_runs_with_its_downstream_only(built, tmp_path, capsys):
 def test_staleness_names_why_a_stage_runs(built, tmp_path):
     record = layout.read_record(built, "Disease.index")
     assert layout.staleness(built, "Disease.index", record.settings, record.inputs, "build-index") is None
-    assert layout.staleness(built, "Disease.index", {**record.settings, "kind": "hnsw"}, record.inputs,
-                            "build-index") == "settings changed (kind)"
-    assert layout.staleness(built, "Disease.index", record.settings, {"embeddings": "0" * 64},
-                            "build-index") == "inputs changed (embeddings)"
+    assert (
+        layout.staleness(built, "Disease.index", {**record.settings, "kind": "hnsw"}, record.inputs, "build-index")
+        == "settings changed (kind)"
+    )
+    assert (
+        layout.staleness(built, "Disease.index", record.settings, {"embeddings": "0" * 64}, "build-index")
+        == "inputs changed (embeddings)"
+    )
     assert layout.staleness(tmp_path, "Disease.index", {}, {}) == "not built yet"
     # its output replaced by another run (another version) or gone
     fake = tmp_path / "fake"
     (fake / "index").mkdir(parents=True)
     (fake / "index" / "Disease").symlink_to(built / "index" / "Disease")
     layout.write_record(fake, "Disease.index", StageRecord(record.settings, record.inputs, record.output, "0" * 64))
-    assert layout.staleness(fake, "Disease.index", record.settings, record.inputs, "build-index") == \
-        "its output changed since it was built"
+    assert (
+        layout.staleness(fake, "Disease.index", record.settings, record.inputs, "build-index")
+        == "its output changed since it was built"
+    )
     layout.write_record(fake, "Disease.index", StageRecord(record.settings, record.inputs, "index/Chemical", record.version))
-    assert layout.staleness(fake, "Disease.index", record.settings, record.inputs, "build-index") == \
-        "its output is missing or unreadable"
+    assert (
+        layout.staleness(fake, "Disease.index", record.settings, record.inputs, "build-index")
+        == "its output is missing or unreadable"
+    )
     # a bundle copied elsewhere: its index names the embeddings where they were built
     moved = tmp_path / "moved"
     shutil.copytree(built, moved)
-    assert layout.staleness(moved, "Disease.index", record.settings, record.inputs, "build-index",
-                            ("embeddings", moved / "embeddings" / "Disease")).startswith("built in another folder")
+    assert layout.staleness(
+        moved, "Disease.index", record.settings, record.inputs, "build-index", ("embeddings", moved / "embeddings" / "Disease")
+    ).startswith("built in another folder")
 
 
 def test_link_flags_replace_single_settings_of_the_bundle(built, capsys):
@@ -179,8 +246,9 @@ def test_link_flags_replace_single_settings_of_the_bundle(built, capsys):
     def spec(*flags):
         from pipelines.cli_link import linker_spec
 
-        args, _ = parser.parse_known_args(["link", "--bundle", str(built), "--input", "x", "--input-format", "jsonl",
-                                           "--output", "o", *flags])
+        args, _ = parser.parse_known_args(
+            ["link", "--bundle", str(built), "--input", "x", "--input-format", "jsonl", "--output", "o", *flags]
+        )
         return linker_spec(args, detect=True)
 
     plain = spec()
@@ -193,33 +261,70 @@ def test_link_flags_replace_single_settings_of_the_bundle(built, capsys):
     # another index for the type: its own sources, not the bundle's
     overridden = spec("--index", f"Disease={built / 'index' / 'Disease'}x")
     assert overridden.embeddings == () and overridden.names == ()
-    assert cli.main(["link", "--bundle", str(built), "--input", str(ABSTRACTS), "--input-format", "jsonl",
-                     "--output", "o", "--nil-threshold", "0.5"]) == 2
-    assert capsys.readouterr().err.strip() == ("bioel link: error: --nil-threshold 0.5: name the entity type "
-                                               "(--nil-threshold TYPE=VALUE); with --bundle, the bundle's types: Disease")
-    with pytest.raises(ValueError, match=r"^--stop-list Chemical=\.\.\.: the bundle has no entity type Chemical \(its "
-                                         r"types: Disease\); a type of your own needs its --index too$"):
+    assert (
+        cli.main(
+            [
+                "link",
+                "--bundle",
+                str(built),
+                "--input",
+                str(ABSTRACTS),
+                "--input-format",
+                "jsonl",
+                "--output",
+                "o",
+                "--nil-threshold",
+                "0.5",
+            ]
+        )
+        == 2
+    )
+    assert capsys.readouterr().err.strip() == (
+        "bioel link: error: --nil-threshold 0.5: name the entity type "
+        "(--nil-threshold TYPE=VALUE); with --bundle, the bundle's types: Disease"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"^--stop-list Chemical=\.\.\.: the bundle has no entity type Chemical \(its "
+        r"types: Disease\); a type of your own needs its --index too$",
+    ):
         spec("--stop-list", f"Chemical={stop_list}")
 
 
 def test_link_refuses_an_output_inside_the_bundle_and_a_folder_that_is_no_bundle(built, capsys):
-    assert cli.main(["link", "--bundle", str(built), "--input", str(ABSTRACTS), "--input-format", "jsonl",
-                     "--output", str(built / "links")]) == 2
+    assert (
+        cli.main(
+            [
+                "link",
+                "--bundle",
+                str(built),
+                "--input",
+                str(ABSTRACTS),
+                "--input-format",
+                "jsonl",
+                "--output",
+                str(built / "links"),
+            ]
+        )
+        == 2
+    )
     assert f"is inside the --bundle folder {built}" in capsys.readouterr().err
     index = built / "index" / "Disease"
-    assert cli.main(["link", "--bundle", str(index), "--input", str(ABSTRACTS), "--input-format", "jsonl",
-                     "--output", "o"]) == 2
-    assert capsys.readouterr().err.strip() == (f"bioel link: error: --bundle {index}: written by pipeline 'build-index', "
-                                               "not by `bioel build`")
+    assert cli.main(["link", "--bundle", str(index), "--input", str(ABSTRACTS), "--input-format", "jsonl", "--output", "o"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"bioel link: error: --bundle {index}: written by pipeline 'build-index', not by `bioel build`"
+    )
 
 
 def test_build_refuses_bad_settings_naming_file_and_field(tmp_path, capsys):
     assert cli.main(build_args(tmp_path / "b", "types.Disease.index.kind=ivf")) == 2
     assert capsys.readouterr().err.strip() == (
-        f"bioel build: error: types.Disease.index.kind: 'ivf' is not one of flat, ivf-flat, ivf-pq, hnsw (in {DEMO})")
+        f"bioel build: error: types.Disease.index.kind: 'ivf' is not one of flat, ivf-flat, ivf-pq, hnsw (in {DEMO})"
+    )
     assert cli.main(build_args(tmp_path / "b", "types.Disease.ingest.dumps=absent.txt")) == 2
     assert capsys.readouterr().err.strip() == (
-        f"bioel build: error: types.Disease.ingest.dumps[0]: no such file: {Path.cwd() / 'absent.txt'}")
+        f"bioel build: error: types.Disease.ingest.dumps[0]: no such file: {Path.cwd() / 'absent.txt'}"
+    )
     assert not (tmp_path / "b").exists()
 
 
@@ -232,8 +337,10 @@ def test_the_docs_bundle_example_runs_and_links(built, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(docs_example("Link with a bundle: `Annotator.from_bundle`"), "docs/python-api.md", "exec"),
-             {"__name__": "docs"})
+        exec(
+            compile(docs_example("Link with a bundle: `Annotator.from_bundle`"), "docs/python-api.md", "exec"),
+            {"__name__": "docs"},
+        )
     lines = printed.getvalue().splitlines()
     assert lines[0] == "['Disease']"
     assert lines[1] == "'subacute delirium' -> D003693 (subacute delirium, 1.000)"

@@ -21,8 +21,9 @@ def parser_for(cls, **kwargs):
 
 def test_one_flag_per_field_defaults_left_to_the_contract():
     parser, flags = parser_for(IndexSettings, rename={"kind": "--index-kind"})
-    assert [f.option for f in flags.flags] == ["--index-kind" if f.name == "kind" else "--" + f.name.replace("_", "-")
-                                               for f in fields_of(IndexSettings)]
+    assert [f.option for f in flags.flags] == [
+        "--index-kind" if f.name == "kind" else "--" + f.name.replace("_", "-") for f in fields_of(IndexSettings)
+    ]
     settings = flags.settings(parser.parse_args(["--index-kind", "hnsw", "--nlist", "64"]))
     assert settings == IndexSettings(kind="hnsw", nlist=64)  # every other value is the contract's default
     assert "(default 32)" in parser.format_help()  # hnsw_m's default, read from the contract
@@ -44,8 +45,9 @@ def test_nested_contract_fields_are_flags_and_required_ones_are_required():
     assert {"--input-format", "--input", "--umls-languages", "--mesh-tree-prefix", "--keep-case"} <= options
     with pytest.raises(SystemExit):  # argparse exits on a missing required flag whatever exit_on_error says
         parser.parse_args(["--input", "x.tsv"])  # --input-format is required: the contract has no default for it
-    settings = flags.settings(parser.parse_args(["--input-format", "mesh-tsv", "--input", "a.tsv", "b.tsv",
-                                                 "--mesh-tree-prefix", "D", "--keep-case"]))
+    settings = flags.settings(
+        parser.parse_args(["--input-format", "mesh-tsv", "--input", "a.tsv", "b.tsv", "--mesh-tree-prefix", "D", "--keep-case"])
+    )
     assert settings.dumps == ["a.tsv", "b.tsv"] and settings.reader.mesh_tree_prefix == ["D"] and settings.keep_case
     with pytest.raises(FlagError, match=r"^--umls-languages: format mesh-tsv does not read this option"):
         flags.settings(parser.parse_args(["--input-format", "mesh-tsv", "--input", "a", "--umls-languages", "FRE"]))
@@ -97,8 +99,13 @@ def test_each_verbs_flags_are_its_contracts_fields(verb):
     for action in parser._actions:  # the verb's flag is the generated one: type, choices, nargs, required, help
         twin = next((a for a in expected._actions if a.option_strings == action.option_strings), None)
         if twin is not None:
-            assert (action.choices, action.nargs, action.required, action.help, action.default) == \
-                (twin.choices, twin.nargs, twin.required, twin.help, twin.default), (verb, action.option_strings)
+            assert (action.choices, action.nargs, action.required, action.help, action.default) == (
+                twin.choices,
+                twin.nargs,
+                twin.required,
+                twin.help,
+                twin.default,
+            ), (verb, action.option_strings)
 
 
 def _field_paths(cls, prefix: str = "") -> list[str]:
@@ -133,8 +140,7 @@ def test_a_contract_error_raised_past_the_cli_is_worded_with_its_flag():
     contracts = cli.build_parser()
     link = verb_parsers(contracts)["link"].get_default("contracts")
     assert link.describe(SettingsError("types.Chemical.index", "required")) == "--index Chemical=...: required"
-    assert link.describe(SettingsError("batch_size", "must be at least 1, got 0")) == \
-        "--batch-size: must be at least 1, got 0"
+    assert link.describe(SettingsError("batch_size", "must be at least 1, got 0")) == "--batch-size: must be at least 1, got 0"
     assert link.describe(SettingsError("rerank_depth", "too deep")) == "--rerank-depth: too deep"
     assert link.describe(SettingsError("somewhere.else", "no flag")) == "somewhere.else: no flag"
 
@@ -146,8 +152,7 @@ def test_the_cli_reference_is_current():
 
     from conftest import REPO
 
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "cli_flags.py"), "--check"], capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "cli_flags.py"), "--check"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
@@ -197,6 +202,8 @@ def test_the_reference_walks_nested_subcommands():
     kind = train.add_subparsers().add_parser("rescnn", help="a ResCNN name encoder")
     kind.add_argument("--epochs", type=int, default=3, help="epochs")
     found = doc.subcommands(parser)
-    assert [(name, help_text) for name, help_text, _ in found] == [("train", "train a model"),
-                                                                  ("train rescnn", "a ResCNN name encoder")]
+    assert [(name, help_text) for name, help_text, _ in found] == [
+        ("train", "train a model"),
+        ("train rescnn", "a ResCNN name encoder"),
+    ]
     assert [a.option_strings for a in doc.visible_flags(found[1][2])] == [["--epochs"]]

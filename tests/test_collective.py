@@ -18,9 +18,19 @@ from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import CollectiveEncoder, TransformerEncoder, open_model
 from bioel_core.models.collective import owner_window, windows, word_spans
-from bioel_core.training.collective import (CollectiveTrainConfig, NameSpace, bio_loss, bio_targets, dev_scores,
-                                            document_loss, gold_piece_spans, link_loss, predict, span_loss,
-                                            warm_start_heads)
+from bioel_core.training.collective import (
+    CollectiveTrainConfig,
+    NameSpace,
+    bio_loss,
+    bio_targets,
+    dev_scores,
+    document_loss,
+    gold_piece_spans,
+    link_loss,
+    predict,
+    span_loss,
+    warm_start_heads,
+)
 from conftest import FIXTURES, SAMPLE_DATA, table_bytes
 from pipelines import build_index, embed_names, ingest_kb, link_corpus
 from pipelines.options import pipeline_options
@@ -28,8 +38,10 @@ from test_models import make_tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-TEXT = ("Familial breast and ovarian cancer syndrome (Sjögren-β ✓) of the colon. Heart attack, myocardial "
-        "infarction; type 2 diabetes: x linked disease of the colon.")
+TEXT = (
+    "Familial breast and ovarian cancer syndrome (Sjögren-β ✓) of the colon. Heart attack, myocardial "
+    "infarction; type 2 diabetes: x linked disease of the colon."
+)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +83,7 @@ def test_spans_start_and_end_on_word_boundaries_and_slice_the_text_across_window
     assert all(0 <= p.start < p.end <= len(long_text) for p in encoded.pieces)
     start = long_text.index("Sjögren")
     covered = model.covering_span(encoded, start, start + len("Sjögren"))
-    assert long_text[encoded.pieces[covered[0]].start:encoded.pieces[covered[1]].end] == "Sjögren"
+    assert long_text[encoded.pieces[covered[0]].start : encoded.pieces[covered[1]].end] == "Sjögren"
     assert word_spans([], 10).shape == (0, 2)
 
 
@@ -120,8 +132,9 @@ def test_a_smaller_model_starts_from_a_trained_ones_first_layers_and_heads(bases
         for p in teacher.heads().values():
             p.add_(0.25)
     folder = teacher.save(tmp_path / "teacher")
-    student = CollectiveEncoder(folder / "document", open_model(str(folder / "names")), teacher.entity_types,
-                                window=24, overlap=8, document_layers=1)
+    student = CollectiveEncoder(
+        folder / "document", open_model(str(folder / "names")), teacher.entity_types, window=24, overlap=8, document_layers=1
+    )
     warm_start_heads(student, teacher)
     assert len(student.document.encoder.layer) == 1 and student.document.config.num_hidden_layers == 1
     for name, tensor in student.heads().items():
@@ -144,8 +157,12 @@ def tiny_corpus() -> list[Document]:
     for k in range(6):
         text = "heart attack of the colon and type 2 diabetes" if k % 2 else "breast cancer and myocardial infarction"
         mentions = []
-        for name, concept in (("heart attack", "D1"), ("type 2 diabetes", "D2"), ("breast cancer", "D3"),
-                              ("myocardial infarction", "D1")):
+        for name, concept in (
+            ("heart attack", "D1"),
+            ("type 2 diabetes", "D2"),
+            ("breast cancer", "D3"),
+            ("myocardial infarction", "D1"),
+        ):
             if name in text:
                 start = text.index(name)
                 mentions.append(Mention(name, str(k), start, start + len(name), "Disease", (concept,)))
@@ -189,9 +206,12 @@ def test_gold_piece_spans_give_a_span_stated_twice_the_union_of_its_ids(bases):
     model = tiny(bases)
     text = "heart attack of the colon"
     at = (0, len("heart attack"))
-    doc = Document("1", [Passage("title", 0, text)],
-                   [Mention("heart attack", "1", *at, "Disease", ids) for ids in (("D1",), ("MESH:D2",), ())]
-                   + [Mention("colon", "1", 20, 25, "Disease", ())])
+    doc = Document(
+        "1",
+        [Passage("title", 0, text)],
+        [Mention("heart attack", "1", *at, "Disease", ids) for ids in (("D1",), ("MESH:D2",), ())]
+        + [Mention("colon", "1", 20, 25, "Disease", ())],
+    )
     encoded = model.encode_document(text)
     gold, unaligned = gold_piece_spans(encoded, doc, model.entity_types)
     span = model.covering_span(encoded, *at)
@@ -212,12 +232,17 @@ def test_dev_scores_count_what_evaluate_e2e_counts(bases):
     (a1, b1, t1, c1, _), (a2, b2, t2, c2, _) = found[:2]
     a3 = plain.text.index("colon")
     other_type = {"Disease": "Chemical", "Chemical": "Disease"}
-    gold = Document(plain.doc_id, plain.passages, [
-        Mention(plain.text[a1:b1], plain.doc_id, a1, b1, t1, (c1,)),  # the link's id, then another for the same span
-        Mention(plain.text[a1:b1], plain.doc_id, a1, b1, t1, ("D9",)),
-        Mention(plain.text[a2:b2], plain.doc_id, a2, b2, other_type[t2], (c2,)),  # the link's id, the other type
-        Mention("colon", plain.doc_id, a3, a3 + 5, "Disease", ()),  # no concept (`-1`)
-        Mention("colon", plain.doc_id, a3, a3 + 5, "Gene", ("D1",))])  # not a type of the model
+    gold = Document(
+        plain.doc_id,
+        plain.passages,
+        [
+            Mention(plain.text[a1:b1], plain.doc_id, a1, b1, t1, (c1,)),  # the link's id, then another for the same span
+            Mention(plain.text[a1:b1], plain.doc_id, a1, b1, t1, ("D9",)),
+            Mention(plain.text[a2:b2], plain.doc_id, a2, b2, other_type[t2], (c2,)),  # the link's id, the other type
+            Mention("colon", plain.doc_id, a3, a3 + 5, "Disease", ()),  # no concept (`-1`)
+            Mention("colon", plain.doc_id, a3, a3 + 5, "Gene", ("D1",)),
+        ],
+    )  # not a type of the model
     dev = dev_scores(model, [TypedCorpus("gold", tuple(model.entity_types), [gold])], spaces, every_span)
     links = [Mention(plain.text[a:b], plain.doc_id, a, b, t, (c,)) for a, b, t, c, _ in found]
     e2e = e2e_scores([gold], links, model.entity_types)
@@ -254,22 +279,30 @@ def test_link_with_the_model_detector_reconciles_and_two_workers_write_the_same_
     one = link_corpus.run([str(corpus)], "pubtator", str(tmp_path / "one"), spec, pipeline_options([]))
     assert all(one["reconciliation"].values()) and one["counts"]["documents"]["linked"] == len(docs)
     assert one["counts"]["mentions"]["linked"] > len(docs)
-    two = link_corpus.run([str(corpus)], "pubtator", str(tmp_path / "two"), spec, pipeline_options(
-        ["--runner", "DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]), batch_size=3)
+    two = link_corpus.run(
+        [str(corpus)],
+        "pubtator",
+        str(tmp_path / "two"),
+        spec,
+        pipeline_options(["--runner", "DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]),
+        batch_size=3,
+    )
     assert all(two["reconciliation"].values())
     assert table_bytes(tmp_path / "one") == table_bytes(tmp_path / "two")
     from bioel_core.tables import read_table
 
     texts = {d.doc_id: d.text for d in docs}
     rows = read_table(tmp_path / "one", "annotations").to_pylist()
-    assert all(texts[r["doc_id"]][r["start"]:r["end"]] == r["mention"] for r in rows)
+    assert all(texts[r["doc_id"]][r["start"] : r["end"]] == r["mention"] for r in rows)
 
 
 def test_both_detectors_keep_the_longest_span_and_link_each_as_its_own_detector_does(collective_chain):
     model, index, _, docs = collective_chain
     stop = (("Disease", str(SAMPLE_DATA.parent / "models" / "stoplists" / "disease-medic.json")),)
-    runs = {d: AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=stop, detector=d).open().annotate(docs)
-            for d in ("dictionary", "model", "both")}
+    runs = {
+        d: AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=stop, detector=d).open().annotate(docs)
+        for d in ("dictionary", "model", "both")
+    }
     from_dictionary = 0
     for dictionary, by_model, both in zip(runs["dictionary"], runs["model"], runs["both"]):
         expected = []  # longest first, then the earlier start; of the same span, the dictionary's
@@ -277,8 +310,9 @@ def test_both_detectors_keep_the_longest_span_and_link_each_as_its_own_detector_
             if all(row["end"] <= k["start"] or k["end"] <= row["start"] for k in expected):
                 expected.append(row)
         expected.sort(key=lambda r: (r["start"], r["end"]))
-        assert [(r["start"], r["end"], r["concept_id"], r["score"]) for r in both] == \
-               [(r["start"], r["end"], r["concept_id"], r["score"]) for r in expected]
+        assert [(r["start"], r["end"], r["concept_id"], r["score"]) for r in both] == [
+            (r["start"], r["end"], r["concept_id"], r["score"]) for r in expected
+        ]
         from_dictionary += sum(r in dictionary for r in expected)
     assert 0 < from_dictionary < sum(len(b) for b in runs["both"])  # both detectors contribute
 
@@ -298,9 +332,33 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
     teacher, index, corpus, _ = collective_chain
     kb = str(Path(index).parent / "kb")
     out = tmp_path / "small"
-    assert cli.main(["train", "collective", "--train-corpus", str(corpus), "--dev-corpus", str(corpus),
-                     "--names", f"Disease={kb}", f"Chemical={kb}", "--init", teacher, "--document-layers", "1",
-                     "--epochs", "1", "--save-dtype", "float32", "--output", str(out), "--no-progress"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "collective",
+                "--train-corpus",
+                str(corpus),
+                "--dev-corpus",
+                str(corpus),
+                "--names",
+                f"Disease={kb}",
+                f"Chemical={kb}",
+                "--init",
+                teacher,
+                "--document-layers",
+                "1",
+                "--epochs",
+                "1",
+                "--save-dtype",
+                "float32",
+                "--output",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     model = CollectiveEncoder.load(out)
     assert model.document.config.num_hidden_layers == 1
     assert model.names.fingerprint() == CollectiveEncoder.load(teacher).names.fingerprint()  # the teacher's name space
@@ -310,8 +368,10 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
     from bioel_core.models.cards import record_scores
 
     record_scores(out, {"dataset": "bc5cdr-disease", "split": "test", "n": 10, "acc@1": 90.0, "acc@5": 95.0, "linker": "dense"})
-    assert ("## Scores (BioSyn protocol, its frozen name encoder alone: mentions linked by their text, without the document "
-            "pass)\n\n| dataset | split | mode | n | acc@1 | acc@5 |") in (out / "MODEL_CARD.md").read_text()
+    assert (
+        "## Scores (BioSyn protocol, its frozen name encoder alone: mentions linked by their text, without the document "
+        "pass)\n\n| dataset | split | mode | n | acc@1 | acc@5 |"
+    ) in (out / "MODEL_CARD.md").read_text()
 
 
 def test_bioel_train_collective_reads_its_corpora_in_corpus_format(collective_chain, tmp_path):
@@ -326,10 +386,35 @@ def test_bioel_train_collective_reads_its_corpora_in_corpus_format(collective_ch
     cards = {}
     for fmt, path in (("pubtator", corpus), ("bioc-json", bioc)):
         out = tmp_path / fmt
-        assert cli.main(["train", "collective", "--train-corpus", str(path), "--dev-corpus", str(path),
-                         "--corpus-format", fmt, "--names", f"Disease={kb}", f"Chemical={kb}", "--init", teacher,
-                         "--document-layers", "1", "--epochs", "1", "--save-dtype", "float32", "--output", str(out),
-                         "--no-progress"]) == 0
+        assert (
+            cli.main(
+                [
+                    "train",
+                    "collective",
+                    "--train-corpus",
+                    str(path),
+                    "--dev-corpus",
+                    str(path),
+                    "--corpus-format",
+                    fmt,
+                    "--names",
+                    f"Disease={kb}",
+                    f"Chemical={kb}",
+                    "--init",
+                    teacher,
+                    "--document-layers",
+                    "1",
+                    "--epochs",
+                    "1",
+                    "--save-dtype",
+                    "float32",
+                    "--output",
+                    str(out),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
         cards[fmt] = json.loads((out / "card.json").read_text())
     assert (cards["pubtator"]["data"]["corpus_format"], cards["bioc-json"]["data"]["corpus_format"]) == ("pubtator", "bioc-json")
     assert cards["bioc-json"]["fingerprint"] == cards["pubtator"]["fingerprint"]
@@ -380,8 +465,11 @@ def test_the_model_detector_needs_a_collective_model(collective_chain, tmp_path)
         names_only.versions()
     # the collective model given as a type's name model: the refusal says which model the detector is
     typed = AnnotatorSpec(model=None, indexes=(("Disease", index),), type_models=(("Disease", folder),), detector="model")
-    with pytest.raises(ValueError, match=r"name encoder \(a type's own model is its name model; the span detector is the "
-                                         r"linker's model\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"name encoder \(a type's own model is its name model; the span detector is the "
+        r"linker's model\)$",
+    ):
         typed.versions()
 
 
@@ -401,19 +489,27 @@ def test_a_corpus_flag_declares_the_types_its_corpus_annotates():
         CorpusSpec.parse("Disease=", "--train-corpus")
     with pytest.raises(ValueError, match="^--dev-corpus Disease,Disease=x: an entity type is named twice$"):
         CorpusSpec.parse("Disease,Disease=x", "--dev-corpus")
-    with pytest.raises(ValueError, match=r"^--train-corpus Gene=.*ncbi_disease_excerpt.pubtator: Gene is not an entity type "
-                                         r"of the model \(its types: Chemical, Disease\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--train-corpus Gene=.*ncbi_disease_excerpt.pubtator: Gene is not an entity type "
+        r"of the model \(its types: Chemical, Disease\)$",
+    ):
         CorpusSpec.parse(f"Gene={NCBI_EXCERPT}").read("pubtator", MODEL_TYPES, "--train-corpus")
 
 
 def test_one_named_type_types_the_corpus_subtypes_and_leaves_the_models_other_types_out():
     plain = CorpusSpec(str(NCBI_EXCERPT)).read("pubtator", MODEL_TYPES)
     assert plain.types == MODEL_TYPES and {m.entity_type for m in plain.documents[0].mentions} == {
-        "Modifier", "CompositeMention", "SpecificDisease", "DiseaseClass"}
+        "Modifier",
+        "CompositeMention",
+        "SpecificDisease",
+        "DiseaseClass",
+    }
     ncbi = CorpusSpec.parse(f"Disease={NCBI_EXCERPT}").read("pubtator", MODEL_TYPES)
     assert ncbi.types == ("Disease",) and ncbi.left_out == {}
     assert [(m.text, m.entity_type, m.concept_ids) for m in ncbi.documents[0].mentions] == [
-        (m.text, "Disease", m.concept_ids) for m in plain.documents[0].mentions]
+        (m.text, "Disease", m.concept_ids) for m in plain.documents[0].mentions
+    ]
     # BC5CDR declared as annotating chemicals only: its diseases are outside that, left out and counted
     cdr = read_pubtator(BC5CDR_EXCERPT)
     chemicals = CorpusSpec.parse(f"Chemical={BC5CDR_EXCERPT}").read("pubtator", MODEL_TYPES)
@@ -459,8 +555,10 @@ def test_a_disease_only_document_teaches_the_chemical_span_scores_nothing(bases)
     for annotated in (None, ("Disease",)):
         model.zero_grad()
         document_loss(model, document, spaces, config, random.Random(0), annotated)[0].backward()
-        grads[annotated] = {name: getattr(model, name).weight.grad[chemical].abs().sum().item()
-                            for name in ("span_start", "span_end", "span_inside")}
+        grads[annotated] = {
+            name: getattr(model, name).weight.grad[chemical].abs().sum().item()
+            for name in ("span_start", "span_end", "span_inside")
+        }
     assert all(v > 0 for v in grads[None].values())
     assert all(v == 0 for v in grads[("Disease",)].values())
 
@@ -474,8 +572,10 @@ def test_dev_scores_count_each_corpus_on_its_own_types_and_pool_the_counts(bases
     docs = tiny_corpus()
     both = TypedCorpus("cdr", MODEL_TYPES, [docs[0]])
     disease = TypedCorpus("ncbi", ("Disease",), [docs[1]])
-    links = {d.doc_id: [Mention(d.text[a:b], d.doc_id, a, b, t, (c,)) for a, b, t, c, _ in predict(model, d, spaces, every_span)]
-             for d in docs[:2]}
+    links = {
+        d.doc_id: [Mention(d.text[a:b], d.doc_id, a, b, t, (c,)) for a, b, t, c, _ in predict(model, d, spaces, every_span)]
+        for d in docs[:2]
+    }
     assert any(m.entity_type == "Chemical" for m in links[docs[1].doc_id])  # predictions the disease corpus does not score
     pooled = dev_scores(model, [both, disease], spaces, every_span)
     alone = {c.source: dev_scores(model, [c], spaces, every_span) for c in (both, disease)}
@@ -495,15 +595,37 @@ def test_bioel_train_collective_takes_corpora_of_some_types_and_records_them_in_
     teacher, index, corpus, _ = collective_chain
     kb = str(Path(index).parent / "kb")
     out = tmp_path / "typed"
-    argv = ["train", "collective", "--train-corpus", str(corpus), f"Disease={NCBI_EXCERPT}",
-            "--dev-corpus", str(corpus), f"Disease={NCBI_EXCERPT}", "--names", f"Disease={kb}", f"Chemical={kb}",
-            "--init", teacher, "--document-layers", "1", "--epochs", "1", "--save-dtype", "float32",
-            "--output", str(out), "--no-progress"]
+    argv = [
+        "train",
+        "collective",
+        "--train-corpus",
+        str(corpus),
+        f"Disease={NCBI_EXCERPT}",
+        "--dev-corpus",
+        str(corpus),
+        f"Disease={NCBI_EXCERPT}",
+        "--names",
+        f"Disease={kb}",
+        f"Chemical={kb}",
+        "--init",
+        teacher,
+        "--document-layers",
+        "1",
+        "--epochs",
+        "1",
+        "--save-dtype",
+        "float32",
+        "--output",
+        str(out),
+        "--no-progress",
+    ]
     without_beam_faiss_gx(f"from pipelines import cli\nassert cli.main({argv!r}) == 0", tmp_path)
     card = json.loads((out / "card.json").read_text())
     train = card["data"]["corpora"]["train"]
     assert [(c["path"], c["types"], c["documents"]) for c in train] == [
-        (str(corpus), ["Chemical", "Disease"], 8), (str(NCBI_EXCERPT), ["Disease"], 1)]
+        (str(corpus), ["Chemical", "Disease"], 8),
+        (str(NCBI_EXCERPT), ["Disease"], 1),
+    ]
     assert train[1]["mentions"] == {"Disease": 5} and card["data"]["train_documents"] == 9
     assert set(card["collective"]["dev"]["by_corpus"]) == {str(corpus), str(NCBI_EXCERPT)}
     assert f"| train | `{NCBI_EXCERPT}` | Disease | 1 | Disease 5 | - |" in (out / "MODEL_CARD.md").read_text()
@@ -539,8 +661,9 @@ def test_gpu_workers_links_as_bioel_link_does_and_runs_without_beam_faiss_or_gx(
     figures, rows = link_rate(annotator, documents, "cpu", batch_size=3)
     expected = [r for doc in through_index for r in doc]
     link = ("concept_id", "vocabulary", "alt_ids", "matched_name", "score")
-    assert [{k: v for k, v in r.items() if k not in link} for r in rows] == \
-        [{k: v for k, v in r.items() if k not in link} for r in expected] and len(rows) > len(documents)
+    assert [{k: v for k, v in r.items() if k not in link} for r in rows] == [
+        {k: v for k, v in r.items() if k not in link} for r in expected
+    ] and len(rows) > len(documents)
     assert max(abs(a["score"] - b["score"]) for a, b in zip(rows, expected)) < 1e-6
     assert sum(a["concept_id"] != b["concept_id"] for a, b in zip(rows, expected)) < len(rows) / 4
     # bioel embed's vectors as the script makes them: the index's before renormalization
@@ -550,12 +673,15 @@ def test_gpu_workers_links_as_bioel_link_does_and_runs_without_beam_faiss_or_gx(
     assert figures["documents"] == 4 and figures["annotations"] == len(rows) and figures["dead_letters"] == []
 
     out = tmp_path / "gpu_workers.json"
-    without_beam_faiss_gx(f"""
+    without_beam_faiss_gx(
+        f"""
 import runpy, sys
 sys.argv = ['gpu_workers.py', '--model', {model!r}, '--kb', 'Disease={kb}', '--input', {str(abstracts)!r},
             '--devices', 'cpu', 'cpu', '--limit', '4', '--embed-limit', '100', '--json', {str(out)!r}]
-runpy.run_path({str(Path(__file__).resolve().parent.parent / 'benchmarks' / 'gpu_workers.py')!r}, run_name='__main__')
-""", tmp_path)
+runpy.run_path({str(Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_workers.py")!r}, run_name='__main__')
+""",
+        tmp_path,
+    )
     report = json.loads(out.read_text())
     assert report["documents"] == 4 and report["link"]["cpu"]["annotations"] == len(rows)
     embed = report["embed"]["cpu/Disease"]
@@ -569,13 +695,27 @@ def test_gpu_workers_compares_annotations_row_by_row():
     from benchmarks.gpu_workers import compare_annotations
 
     def row(start, concept, score, nil=False):
-        return {"doc_id": "1", "start": start, "end": start + 4, "entity_type": "Disease", "mention": "abcd",
-                "concept_id": concept, "score": score, "nil": nil}
+        return {
+            "doc_id": "1",
+            "start": start,
+            "end": start + 4,
+            "entity_type": "Disease",
+            "mention": "abcd",
+            "concept_id": concept,
+            "score": score,
+            "nil": nil,
+        }
 
     cpu = [row(0, "D1", 0.9), row(10, "D2", 0.8), row(20, "D3", 0.7), row(30, "D4", 0.6)]
     cuda = [row(0, "D1", 0.9), row(10, "D2", 0.8 + 3e-7), row(20, "D9", 0.71), row(40, "D5", 0.5)]
     c = compare_annotations(cpu, cuda)
-    assert (c["rows"], c["identical"], c["same_span_and_concept"], c["other_concept"], c["only_first"], c["only_second"]) == \
-        ([4, 4], 1, 2, 1, 1, 1)
+    assert (c["rows"], c["identical"], c["same_span_and_concept"], c["other_concept"], c["only_first"], c["only_second"]) == (
+        [4, 4],
+        1,
+        2,
+        1,
+        1,
+        1,
+    )
     assert c["max_score_difference"] == pytest.approx(3e-7)
     assert c["examples_other_concept"][0]["second"]["concept_id"] == "D9" and c["examples_only_first"][0]["start"] == 30

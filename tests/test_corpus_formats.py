@@ -11,8 +11,18 @@ import bioc
 import pytest
 from bioc import biocjson, biocxml
 
-from bioel_core.corpora import (Document, Mention, Passage, read_bioc_json, read_bioc_xml, read_documents,
-                                read_pubtator, read_text, write_bioc_json, write_bioc_xml)
+from bioel_core.corpora import (
+    Document,
+    Mention,
+    Passage,
+    read_bioc_json,
+    read_bioc_xml,
+    read_documents,
+    read_pubtator,
+    read_text,
+    write_bioc_json,
+    write_bioc_xml,
+)
 from bioel_core.corpora.interchange import WRITERS, unwritable, write_interchange
 from bioel_core.corpora.pubtator import format_pubtator
 from bioel_core.corpora.records import UnwritableDocument
@@ -21,8 +31,11 @@ from conftest import FIXTURES
 
 CORPORA = FIXTURES / "corpora"
 READERS = {"pubtator": read_pubtator, "bioc-xml": read_bioc_xml, "bioc-json": read_bioc_json}
-ROUND_TRIP = {"pubtator": CORPORA / "roundtrip.pubtator", "bioc-xml": CORPORA / "roundtrip.bioc.xml",
-              "bioc-json": CORPORA / "roundtrip.bioc.json"}
+ROUND_TRIP = {
+    "pubtator": CORPORA / "roundtrip.pubtator",
+    "bioc-xml": CORPORA / "roundtrip.bioc.xml",
+    "bioc-json": CORPORA / "roundtrip.bioc.json",
+}
 
 
 def _only_documents(items):
@@ -32,6 +45,7 @@ def _only_documents(items):
 
 
 # ---- round trips: read -> write -> read gives identical Document records ----
+
 
 @pytest.mark.parametrize("fmt", sorted(ROUND_TRIP))
 def test_round_trip_is_identical(tmp_path, fmt):
@@ -59,10 +73,11 @@ def test_round_trip_fixture_exercises_every_case():
     assert all(r.nodes for r in first.relations)
     for doc in bioc_docs + read_pubtator(ROUND_TRIP["pubtator"]):
         for m in doc.mentions:
-            assert doc.text[m.start:m.end] == m.text  # code-point offsets, emoji and CJK included
+            assert doc.text[m.start : m.end] == m.text  # code-point offsets, emoji and CJK included
 
 
 # ---- 1: every writer takes a path or a text stream; write_interchange + read back ----
+
 
 @pytest.mark.parametrize("fmt", sorted(WRITERS))
 def test_every_writer_takes_a_path_or_a_text_stream(tmp_path, fmt):
@@ -76,19 +91,30 @@ def test_every_writer_takes_a_path_or_a_text_stream(tmp_path, fmt):
 @pytest.mark.parametrize("fmt", sorted(WRITERS))
 def test_write_interchange_reads_back_in_each_output_format(tmp_path, fmt):
     """What `bioel link --output-format FMT` writes (linked mentions: no ann ids, one concept id or NIL)."""
-    docs = [Document("9000001", [Passage("title", 0, "Sjögren syndrome."), Passage("abstract", 18, "β-catenin 🧬 loss.")],
-                     [Mention("Sjögren syndrome", "9000001", 0, 16, "Disease", ("MESH:D012859",)),
-                      Mention("🧬", "9000001", 28, 29, "Disease", ())]),
-            Document("note-1", [Passage("text", 0, "There is no PPI.")], [Mention("PPI", "note-1", 12, 15, "Chemical", ("D064098",))])]
+    docs = [
+        Document(
+            "9000001",
+            [Passage("title", 0, "Sjögren syndrome."), Passage("abstract", 18, "β-catenin 🧬 loss.")],
+            [
+                Mention("Sjögren syndrome", "9000001", 0, 16, "Disease", ("MESH:D012859",)),
+                Mention("🧬", "9000001", 28, 29, "Disease", ()),
+            ],
+        ),
+        Document(
+            "note-1", [Passage("text", 0, "There is no PPI.")], [Mention("PPI", "note-1", 12, 15, "Chemical", ("D064098",))]
+        ),
+    ]
     path = tmp_path / "linked"
     path.write_text(write_interchange(docs, fmt), encoding="utf-8")
     back = _only_documents(read_documents([path], fmt))
     assert [(d.doc_id, d.text) for d in back] == [(d.doc_id, d.text) for d in docs]
-    assert [[(m.start, m.end, m.text, m.entity_type, m.concept_ids) for m in d.mentions] for d in back] == \
-           [[(m.start, m.end, m.text, m.entity_type, m.concept_ids) for m in d.mentions] for d in docs]
+    assert [[(m.start, m.end, m.text, m.entity_type, m.concept_ids) for m in d.mentions] for d in back] == [
+        [(m.start, m.end, m.text, m.entity_type, m.concept_ids) for m in d.mentions] for d in docs
+    ]
 
 
 # ---- 2: no title passage ----
+
 
 def test_pubtator_writer_keeps_first_char_without_title(tmp_path):
     (doc,) = read_text(str(CORPORA / "plain" / "p1.txt"))
@@ -105,13 +131,15 @@ def test_pubtator_writer_keeps_first_char_without_title(tmp_path):
 
 
 def test_pubtator_writer_keeps_offsets_when_no_space_follows_the_title(tmp_path):
-    doc = Document("1", [Passage("title", 0, "Title."), Passage("abstract", 6, "Glued abstract.")],
-                   [Mention("Glued", "1", 6, 11, "X")])
+    doc = Document(
+        "1", [Passage("title", 0, "Title."), Passage("abstract", 6, "Glued abstract.")], [Mention("Glued", "1", 6, 11, "X")]
+    )
     (back,) = read_pubtator(_write(tmp_path, "g.pubtator", format_pubtator(doc)))
     assert back.text.rstrip() == doc.text and back.mentions[0].text == "Glued"
 
 
 # ---- 3: line breaks and tabs inside a document ----
+
 
 def test_plain_text_drops_trailing_whitespace_but_moves_no_offset():
     (doc,) = read_text(str(CORPORA / "plain" / "p3.txt"))
@@ -123,9 +151,11 @@ def test_plain_text_drops_trailing_whitespace_but_moves_no_offset():
 def test_pubtator_writer_turns_line_breaks_and_tabs_into_spaces_keeping_offsets(tmp_path):
     (doc,) = read_text(str(CORPORA / "plain" / "p2.txt"))
     start = doc.text.index("delirium resolved")
-    doc.mentions += [Mention("delirium", doc.doc_id, 15, 23, "Disease", ("D003693",)),
-                     Mention("delirium", doc.doc_id, start, start + 8, "Disease", ("D003693",)),
-                     Mention(".\nSecond", doc.doc_id, 23, 31, "Span")]  # a mention across the line break
+    doc.mentions += [
+        Mention("delirium", doc.doc_id, 15, 23, "Disease", ("D003693",)),
+        Mention("delirium", doc.doc_id, start, start + 8, "Disease", ("D003693",)),
+        Mention(".\nSecond", doc.doc_id, 23, 31, "Span"),
+    ]  # a mention across the line break
     (back,) = read_pubtator(_write(tmp_path, "p2.pubtator", format_pubtator(doc)))
     assert back.text.rstrip() == "Famotidine and delirium. Second paragraph: delirium resolved."
     assert [(m.start, m.end) for m in back.mentions] == [(m.start, m.end) for m in doc.mentions]
@@ -140,6 +170,7 @@ def test_three_text_files_with_trailing_newlines_all_write_as_pubtator(tmp_path)
 
 
 # ---- 8: BioC sentences, document annotations, producers' JSON layouts ----
+
 
 def test_bioc_sentence_passages_are_read_with_their_offsets_and_annotations():
     for fmt in ("bioc-xml", "bioc-json"):
@@ -187,6 +218,7 @@ def test_bioc_json_lines_keep_text_with_unicode_line_separators(tmp_path):
 
 # ---- 9: id fields verbatim; relation nodes and infons ----
 
+
 def test_pubtator_id_column_is_written_verbatim_tmvar_and_composites(tmp_path):
     docs = read_pubtator(ROUND_TRIP["pubtator"])
     by_text = {m.text: m for m in docs[0].mentions}
@@ -196,6 +228,7 @@ def test_pubtator_id_column_is_written_verbatim_tmvar_and_composites(tmp_path):
     assert "\tc|SUB|G|Ex2+860|C\n" in text and "\tD001943+D010051\n" in text and "\tD001943|D010051\n" in text
     # a mention whose ids were changed after reading is written from its ids, not the stale field
     import dataclasses
+
     relinked = dataclasses.replace(by_text["Ex2+860G>C"], concept_ids=("rs121913529",))
     doc = dataclasses.replace(docs[0], mentions=[relinked])
     assert "\trs121913529\n" in format_pubtator(doc)
@@ -206,8 +239,11 @@ def test_bioc_relations_keep_nodes_and_infons(tmp_path, fmt):
     docs = READERS[fmt](ROUND_TRIP[fmt])
     WRITERS[fmt](docs, tmp_path / "out")
     rels = {r.rel_id: r for r in READERS[fmt](tmp_path / "out")[0].relations}
-    assert (rels["R1"].args, rels["R1"].roles, dict(rels["R1"].infons)) == (("T3", "T2"), ("Gene", "Disease"),
-                                                                              {"type": "Association", "score": "0.91"})
+    assert (rels["R1"].args, rels["R1"].roles, dict(rels["R1"].infons)) == (
+        ("T3", "T2"),
+        ("Gene", "Disease"),
+        {"type": "Association", "score": "0.91"},
+    )
     assert (rels["R2"].kind, dict(rels["R2"].infons)["novel"]) == ("CID", "No")
 
 
@@ -224,10 +260,15 @@ def test_written_bioc_is_read_by_the_bioc_package(tmp_path, fmt):
     r1 = next(r for r in doc.relations if r.id == "R1")
     assert [(n.refid, n.role) for n in r1.nodes] == [("T3", "Gene"), ("T2", "Disease")] and r1.infons["score"] == "0.91"
     assert doc.passages[0].infons == {"type": "title", "section_type": "TITLE"}
-    assert next(a for a in sentences[0].annotations if a.id == "T3").infons == {"type": "Gene", "identifier": "1499", "database": "ncbi_gene"}
+    assert next(a for a in sentences[0].annotations if a.id == "T3").infons == {
+        "type": "Gene",
+        "identifier": "1499",
+        "database": "ncbi_gene",
+    }
 
 
 # ---- 11: what PubTator (or XML) cannot hold is refused, never mis-written ----
+
 
 @pytest.mark.parametrize("doc_id", ["123|4", "12\t3", "12\n3", " "])
 def test_pubtator_writer_refuses_ids_with_bar_tab_or_newline(doc_id):
@@ -273,8 +314,14 @@ def test_a_large_line_format_file_read_in_ranges_gives_the_whole_files_items(tmp
     from bioel_core.corpora import corpus_inputs
     from bioel_core.kb import io as kb_io
 
-    docs = [Document(f"{i}", [Passage("title", 0, f"Title {i:02d} of gout."), Passage("abstract", 19, f"Abstract {i:02d}: gout again.")],
-                     [Mention("gout", f"{i}", 32, 36, "Disease", ("D006073",))] if i % 2 else []) for i in range(60)]
+    docs = [
+        Document(
+            f"{i}",
+            [Passage("title", 0, f"Title {i:02d} of gout."), Passage("abstract", 19, f"Abstract {i:02d}: gout again.")],
+            [Mention("gout", f"{i}", 32, 36, "Disease", ("D006073",))] if i % 2 else [],
+        )
+        for i in range(60)
+    ]
     path = tmp_path / f"corpus.{fmt}"
     if fmt == "jsonl":
         lines = [json.dumps({"pmid": d.doc_id, "title": d.passages[0].text, "abstract": d.passages[1].text}) for d in docs]
@@ -283,7 +330,9 @@ def test_a_large_line_format_file_read_in_ranges_gives_the_whole_files_items(tmp
     elif fmt == "pubtator":
         path.write_text("".join(format_pubtator(d) + "\n" for d in docs).replace("30|t|", "30|x|", 1))
     else:
-        path.write_bytes(b"".join(f"{d.doc_id}\t{d.text}\n".encode() if i != 9 else b"\xff\xfe bad\n" for i, d in enumerate(docs)))
+        path.write_bytes(
+            b"".join(f"{d.doc_id}\t{d.text}\n".encode() if i != 9 else b"\xff\xfe bad\n" for i, d in enumerate(docs))
+        )
     whole = list(read_documents([str(path)], fmt, per_line=per_line))
     assert corpus_inputs([str(path)], fmt, per_line=per_line) == [str(path)]
     monkeypatch.setattr(kb_io, "SPLIT_BYTES", 500)

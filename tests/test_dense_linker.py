@@ -4,9 +4,15 @@ import torch
 
 from bioel_core.linking import NameSet, build_linker, load_linker
 
-PAIRS = [("breast cancer", ("D001943",)), ("breast carcinoma", ("D001943",)), ("ovarian cancer", ("D010051",)),
-         ("ataxia telangiectasia", ("D001260", "208900")), ("louis bar syndrome", ("D001260", "208900")),
-         ("colon cancer", ("D003110",)), ("colon cancer", ("D015179",))]
+PAIRS = [
+    ("breast cancer", ("D001943",)),
+    ("breast carcinoma", ("D001943",)),
+    ("ovarian cancer", ("D010051",)),
+    ("ataxia telangiectasia", ("D001260", "208900")),
+    ("louis bar syndrome", ("D001260", "208900")),
+    ("colon cancer", ("D003110",)),
+    ("colon cancer", ("D015179",)),
+]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +48,10 @@ def test_dense_top_k_equals_a_brute_force_reference(model_dir, names):
 def test_exact_match_first_with_every_id_of_the_name(model_dir, names):
     linker = build_linker("dense", names, model=str(model_dir))
     cands = linker.link(["Colon-Cancer"], k=3)[0]
-    assert [(c.name, c.concept_ids, c.score) for c in cands[:2]] == [("colon cancer", ("D003110",), 1.0), ("colon cancer", ("D015179",), 1.0)]
+    assert [(c.name, c.concept_ids, c.score) for c in cands[:2]] == [
+        ("colon cancer", ("D003110",), 1.0),
+        ("colon cancer", ("D015179",), 1.0),
+    ]
     assert cands[2].name != "colon cancer"
 
 

@@ -30,16 +30,20 @@ def doc(title: str, abstract: str = "", doc_id: str = "1") -> Document:
 
 def found(det: DictionaryDetector, document: Document) -> list[str]:
     mentions = det.detect(document)
-    assert all(document.text[m.start:m.end] == m.text for m in mentions)  # offsets slice the original text
+    assert all(document.text[m.start : m.end] == m.text for m in mentions)  # offsets slice the original text
     return [m.text for m in mentions]
 
 
 # ---- matching rules ----
 
+
 def test_longest_match_wins_over_nested_names():
     det = detector("cancer", "breast cancer", "renal failure", "acute renal failure")
     assert found(det, doc("Hereditary breast cancer, cancer and acute renal failure.")) == [
-        "breast cancer", "cancer", "acute renal failure"]
+        "breast cancer",
+        "cancer",
+        "acute renal failure",
+    ]
 
 
 def test_names_match_whole_tokens_only():
@@ -51,8 +55,12 @@ def test_names_match_whole_tokens_only():
 def test_case_punctuation_and_unicode_follow_the_normalizer():
     det = detector("Non-Hodgkin Lymphoma", "Type 2 Diabetes")
     text = "NON-HODGKIN lymphoma, type-2 diabetes, non hodgkin  lymphoma and type\uff0d2\u00a0diabetes."
-    assert found(det, doc(text)) == ["NON-HODGKIN lymphoma", "type-2 diabetes", "non hodgkin  lymphoma",
-                                     "type\uff0d2\u00a0diabetes"]  # full-width hyphen, no-break space
+    assert found(det, doc(text)) == [
+        "NON-HODGKIN lymphoma",
+        "type-2 diabetes",
+        "non hodgkin  lymphoma",
+        "type\uff0d2\u00a0diabetes",
+    ]  # full-width hyphen, no-break space
 
 
 def test_offsets_are_document_offsets_across_passages():
@@ -85,8 +93,12 @@ def test_typographic_punctuation_splits_words_as_ascii_punctuation_does():
     # alone, so with ASCII punctuation only neither was ever detected
     det = detector("Parkinson Disease", "Type 2 Diabetes", "Crohn's disease")
     text = "Parkinson\u2019s disease, type\u20102 diabetes, type\u20132 diabetes and \u201cCrohn\u2019s disease\u201d."
-    assert found(det, doc(text)) == ["Parkinson\u2019s disease", "type\u20102 diabetes", "type\u20132 diabetes",
-                                     "Crohn\u2019s disease"]
+    assert found(det, doc(text)) == [
+        "Parkinson\u2019s disease",
+        "type\u20102 diabetes",
+        "type\u20132 diabetes",
+        "Crohn\u2019s disease",
+    ]
 
 
 def test_length_number_and_acronym_filters():
@@ -113,6 +125,7 @@ def test_other_punctuation_policies(tmp_path):
 
 
 # ---- stop lists ----
+
 
 def test_stopped_name_gives_no_mention_and_blocks_shorter_ones():
     det = detector("tumor", "tumor necrosis factor", stop_list=[NORM("tumor necrosis factor")])
@@ -169,17 +182,23 @@ def test_stop_list_under_another_normalizer_is_refused(tmp_path):
 
 # ---- abbreviations ----
 
-ABBREVIATED = doc("Parkinson's disease (PD) and levodopa-induced dyskinesias (LID).",
-                  "PD patients with LID; PDs and PD-1 are other words.")
+ABBREVIATED = doc(
+    "Parkinson's disease (PD) and levodopa-induced dyskinesias (LID).", "PD patients with LID; PDs and PD-1 are other words."
+)
 
 
 def test_short_form_of_a_detected_long_form_becomes_a_mention():
     det = detector("Parkinson Disease", "Dyskinesias")
     mentions = det.detect(ABBREVIATED)
     assert [(m.text, m.link_text) for m in mentions] == [
-        ("Parkinson's disease", ""), ("PD", "Parkinson's disease"), ("dyskinesias", ""),
-        ("LID", "levodopa-induced dyskinesias"), ("PD", "Parkinson's disease"), ("LID", "levodopa-induced dyskinesias")]
-    assert all(ABBREVIATED.text[m.start:m.end] == m.text for m in mentions)
+        ("Parkinson's disease", ""),
+        ("PD", "Parkinson's disease"),
+        ("dyskinesias", ""),
+        ("LID", "levodopa-induced dyskinesias"),
+        ("PD", "Parkinson's disease"),
+        ("LID", "levodopa-induced dyskinesias"),
+    ]
+    assert all(ABBREVIATED.text[m.start : m.end] == m.text for m in mentions)
     off = detector("Parkinson Disease", "Dyskinesias", abbreviations=False)
     assert found(off, ABBREVIATED) == ["Parkinson's disease", "dyskinesias"]
 
@@ -188,7 +207,11 @@ def test_short_form_overrides_the_stop_list_and_yields_to_a_longer_mention():
     det = detector("Parkinson Disease", "PD", "PD dementia", stop_list=[NORM("PD")])
     document = doc("Parkinson's disease (PD).", "PD dementia and PD.")
     assert [(m.text, m.link_text) for m in det.detect(document)] == [
-        ("Parkinson's disease", ""), ("PD", "Parkinson's disease"), ("PD dementia", ""), ("PD", "Parkinson's disease")]
+        ("Parkinson's disease", ""),
+        ("PD", "Parkinson's disease"),
+        ("PD dementia", ""),
+        ("PD", "Parkinson's disease"),
+    ]
 
 
 def test_short_form_defined_as_something_else_is_not_a_mention():
@@ -202,48 +225,94 @@ def test_a_long_form_that_is_no_plausible_mention_defines_no_mention():
     # neither is a name headed by the mention it ends with, so the short forms are not expanded: a short form that
     # is a name itself stays the dictionary's match, one that is not stays no mention
     det = detector("tranexamic acid", "paclitaxel", "Taxol")
-    document = doc("Injection of thrombin and tranexamic acid (AMCA) in the rat.",
-                   "AMCA was given with the maximum tolerated dose of paclitaxel (Taxol). Taxol again.")
+    document = doc(
+        "Injection of thrombin and tranexamic acid (AMCA) in the rat.",
+        "AMCA was given with the maximum tolerated dose of paclitaxel (Taxol). Taxol again.",
+    )
     assert [(m.text, m.link_text) for m in det.detect(document)] == [
-        ("tranexamic acid", ""), ("paclitaxel", ""), ("Taxol", ""), ("Taxol", "")]
+        ("tranexamic acid", ""),
+        ("paclitaxel", ""),
+        ("Taxol", ""),
+        ("Taxol", ""),
+    ]
     # modifiers of the head are fine, capitals ("A") are no function word, and a comma is no clause in a name
     det = detector("botulinum toxin", "dihydroxytryptamine", "tris salt")
-    document = doc("Type A botulinum toxin (TABT) and 5,7-dihydroxytryptamine (5,7-DHT).",
-                   "TABT and 5,7-DHT; cholesteryl hemisuccinate, tris salt (CS).")
+    document = doc(
+        "Type A botulinum toxin (TABT) and 5,7-dihydroxytryptamine (5,7-DHT).",
+        "TABT and 5,7-DHT; cholesteryl hemisuccinate, tris salt (CS).",
+    )
     assert [(m.text, m.link_text) for m in det.detect(document) if m.link_text] == [
-        ("TABT", "Type A botulinum toxin"), ("5,7-DHT", "5,7-dihydroxytryptamine"), ("TABT", "Type A botulinum toxin"),
-        ("5,7-DHT", "5,7-dihydroxytryptamine"), ("CS", "cholesteryl hemisuccinate, tris salt")]
+        ("TABT", "Type A botulinum toxin"),
+        ("5,7-DHT", "5,7-dihydroxytryptamine"),
+        ("TABT", "Type A botulinum toxin"),
+        ("5,7-DHT", "5,7-dihydroxytryptamine"),
+        ("CS", "cholesteryl hemisuccinate, tris salt"),
+    ]
 
 
 def test_statistics_in_parentheses_make_no_mention_and_mentions_are_the_text_as_written():
     # make demo's PMID 23433219: "OR=12.619" was a Disease mention linked by "OR=7.18, 95 CI=...disorder"
     title = "The risk and associated factors of methamphetamine psychosis."
-    abstract = ("Co-morbid major depressive disorder (OR=7.18, 95 CI=2.612-19.708), bipolar disorder (OR=13.807, "
-                "95 CI=5.194-36.706), antisocial personality disorder (OR=12.619, 95 CI=6.702-23.759) and heavy "
-                "methamphetamine uses (n=101) were associated with psychosis (p<0.05).")
+    abstract = (
+        "Co-morbid major depressive disorder (OR=7.18, 95 CI=2.612-19.708), bipolar disorder (OR=13.807, "
+        "95 CI=5.194-36.706), antisocial personality disorder (OR=12.619, 95 CI=6.702-23.759) and heavy "
+        "methamphetamine uses (n=101) were associated with psychosis (p<0.05)."
+    )
     det = detector("major depressive disorder", "bipolar disorder", "antisocial personality disorder", "psychosis")
     mentions = det.detect(doc(title, abstract))
-    assert [m.text for m in mentions] == ["psychosis", "major depressive disorder", "bipolar disorder",
-                                          "antisocial personality disorder", "psychosis"]
+    assert [m.text for m in mentions] == [
+        "psychosis",
+        "major depressive disorder",
+        "bipolar disorder",
+        "antisocial personality disorder",
+        "psychosis",
+    ]
     assert not any(m.link_text for m in mentions)
 
 
 # ---- from an ingest-kb names table ----
 
+
 def _write_names_table(folder: Path) -> None:
-    rows = [("D000740", "Anemia", "C15.378.071"), ("D054198", "ALL", "C04.557.337.428.511"),
-            ("D000420", "Albumins", "D12.776.034"), ("D000420", "ALB", "D12.776.034")]
+    rows = [
+        ("D000740", "Anemia", "C15.378.071"),
+        ("D054198", "ALL", "C04.557.337.428.511"),
+        ("D000420", "Albumins", "D12.776.034"),
+        ("D000420", "ALB", "D12.776.034"),
+    ]
     (folder / "concepts").mkdir(parents=True)
     (folder / "names").mkdir()
     ids = list(dict.fromkeys(c for c, _, _ in rows))
     trees = {c: t for c, _, t in rows}
-    pq.write_table(pa.table({"concept_id": ids, "vocabulary": ["MESH"] * 3, "kb": ["mesh"] * 3, "preferred_name": ["Anemia", "ALL", "Albumins"],
-                             "semantic_types": [[trees[c]] for c in ids], "definition": [None] * 3, "alt_ids": [[]] * 3},
-                            schema=TABLE_SCHEMAS["concepts"]), folder / "concepts" / "part-00000-of-00001.parquet")
-    pq.write_table(pa.table({"name_id": [name_id("mesh", c, NORM(n)) for c, n, _ in rows], "concept_id": [c for c, _, _ in rows],
-                             "kb": ["mesh"] * 4, "name": [n for _, n, _ in rows], "name_norm": [NORM(n) for _, n, _ in rows],
-                             "name_type": ["preferred"] * 4}, schema=TABLE_SCHEMAS["names"]),
-                   folder / "names" / "part-00000-of-00001.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "concept_id": ids,
+                "vocabulary": ["MESH"] * 3,
+                "kb": ["mesh"] * 3,
+                "preferred_name": ["Anemia", "ALL", "Albumins"],
+                "semantic_types": [[trees[c]] for c in ids],
+                "definition": [None] * 3,
+                "alt_ids": [[]] * 3,
+            },
+            schema=TABLE_SCHEMAS["concepts"],
+        ),
+        folder / "concepts" / "part-00000-of-00001.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "name_id": [name_id("mesh", c, NORM(n)) for c, n, _ in rows],
+                "concept_id": [c for c, _, _ in rows],
+                "kb": ["mesh"] * 4,
+                "name": [n for _, n, _ in rows],
+                "name_norm": [NORM(n) for _, n, _ in rows],
+                "name_type": ["preferred"] * 4,
+            },
+            schema=TABLE_SCHEMAS["names"],
+        ),
+        folder / "names" / "part-00000-of-00001.parquet",
+    )
     (folder / "manifest.json").write_text(json.dumps({"complete": True, "normalizer": NORM.to_dict()}))
 
 
@@ -258,6 +327,7 @@ def test_from_names_table_with_acronyms_and_semantic_types(tmp_path):
 
 
 # ---- the shared data: recall and precision on a BC5CDR test slice with MEDIC ----
+
 
 def test_bc5cdr_test_slice_recall_with_medic_and_the_shipped_stop_list():
     medic = shared_file("medic/medic_06Jul2012.txt")

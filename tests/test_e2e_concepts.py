@@ -71,10 +71,21 @@ def test_a_composite_prediction_names_each_of_its_ids_as_the_kit_reads_it():
 
 def _kb(folder: Path, ids: list[str], alt_ids: list[list[str]]) -> Path:
     (folder / "concepts").mkdir(parents=True)
-    pq.write_table(pa.table({"concept_id": ids, "vocabulary": ["MESH"] * len(ids), "kb": ["mesh"] * len(ids),
-                             "preferred_name": ids, "semantic_types": [[]] * len(ids), "definition": [None] * len(ids),
-                             "alt_ids": alt_ids}, schema=TABLE_SCHEMAS["concepts"]),
-                   folder / "concepts" / "part-00000-of-00001.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "concept_id": ids,
+                "vocabulary": ["MESH"] * len(ids),
+                "kb": ["mesh"] * len(ids),
+                "preferred_name": ids,
+                "semantic_types": [[]] * len(ids),
+                "definition": [None] * len(ids),
+                "alt_ids": alt_ids,
+            },
+            schema=TABLE_SCHEMAS["concepts"],
+        ),
+        folder / "concepts" / "part-00000-of-00001.parquet",
+    )
     (folder / "manifest.json").write_text(json.dumps({"complete": True}))
     return folder
 
@@ -83,8 +94,14 @@ def test_unlinkable_gold_counts_annotations_and_document_concepts():
     gold = read_pubtator(GOLD)
     out = unlinkable(gold, {"Disease": {"D007674", "D012131"}, "Chemical": {"D002945"}})
     # Disease annotations with an id: nephrotoxicity (in), the composite (D012131 in), tremor x2 (not in)
-    assert out["Disease"] | {} == {"with_id": 4, "unlinkable": 2, "concepts": 4, "concepts_unlinkable": 2,
-                                   "unlinkable_share": 50.0, "concepts_unlinkable_share": 50.0}
+    assert out["Disease"] | {} == {
+        "with_id": 4,
+        "unlinkable": 2,
+        "concepts": 4,
+        "concepts_unlinkable": 2,
+        "unlinkable_share": 50.0,
+        "concepts_unlinkable_share": 50.0,
+    }
     assert (out["Chemical"]["with_id"], out["Chemical"]["unlinkable"]) == (4, 2)  # lithium twice
     assert (out["Chemical"]["concepts"], out["Chemical"]["concepts_unlinkable"]) == (2, 1)
 

@@ -55,46 +55,89 @@ def test_bioc_json_with_identifier_infons_and_a_link_output_folder_score_as_the_
     write_bioc_json(read_annotated(BIOC, "bioc-xml"), out / "gen-1" / "bioc-json" / "linked.json", id_key="identifier")
     text = (out / "gen-1" / "bioc-json" / "linked.json").read_text()
     assert '"identifier": "D006470|D003556"' in text and '"MESH"' not in text
-    (out / "manifest.json").write_text(json.dumps({"pipeline": "link", "complete": True, "generation": "gen-1",
-                                                   "output_format": "bioc-json",
-                                                   "outputs": {"bioc-json": {"files": ["bioc-json/linked.json"]}}}))
+    (out / "manifest.json").write_text(
+        json.dumps(
+            {
+                "pipeline": "link",
+                "complete": True,
+                "generation": "gen-1",
+                "output_format": "bioc-json",
+                "outputs": {"bioc-json": {"files": ["bioc-json/linked.json"]}},
+            }
+        )
+    )
     s = e2e(tmp_path, "--gold", PUBTATOR, "--pred", out, "--pred-format", "bioc-json")
     assert s["strict"]["f1"] == 100.0 and s["strict"]["n_pred"] == s["strict"]["n_gold"] == 62
     assert refusal(capsys, "--gold", PUBTATOR, "--pred", out) == (
         f"--pred {out}: this `bioel link` output has no PubTator copy (its copies: bioc-json); "
-        "re-run link with the copy format pubtator")
+        "re-run link with the copy format pubtator"
+    )
 
 
 def _bioc_json(text: str, annotations: list[tuple[list[tuple[int, int]], str, dict]]) -> str:
-    return json.dumps({"documents": [{"id": "1", "passages": [{"infons": {"type": "title"}, "offset": 0, "text": text,
-        "annotations": [{"id": str(n), "infons": {"type": "Disease", **infons}, "text": ann_text,
-                         "locations": [{"offset": o, "length": length} for o, length in locs]}
-                        for n, (locs, ann_text, infons) in enumerate(annotations)]}]}]})
+    return json.dumps(
+        {
+            "documents": [
+                {
+                    "id": "1",
+                    "passages": [
+                        {
+                            "infons": {"type": "title"},
+                            "offset": 0,
+                            "text": text,
+                            "annotations": [
+                                {
+                                    "id": str(n),
+                                    "infons": {"type": "Disease", **infons},
+                                    "text": ann_text,
+                                    "locations": [{"offset": o, "length": length} for o, length in locs],
+                                }
+                                for n, (locs, ann_text, infons) in enumerate(annotations)
+                            ],
+                        }
+                    ],
+                }
+            ]
+        }
+    )
 
 
 def test_the_same_content_scores_the_same_in_pubtator_and_bioc(tmp_path):
     """A two-location annotation (scored as the span from its first start to its last end, as it is written to
     PubTator), a composite's `|` ids (any one of them right), an annotation with no id and one with -1 (left out)."""
     text = "Breast and ovarian cancer, heart attack and renal or hepatic failure after cisplatin."
-    at = {w: (text.index(w), text.index(w) + len(w)) for w in
-          ("Breast and ovarian cancer", "ovarian cancer", "heart attack", "renal or hepatic failure", "cisplatin")}
+    at = {
+        w: (text.index(w), text.index(w) + len(w))
+        for w in ("Breast and ovarian cancer", "ovarian cancer", "heart attack", "renal or hepatic failure", "cisplatin")
+    }
     (b0, b1), (o0, o1), (h0, h1), (r0, r1), (c0, c1) = at.values()
     pubtator, bioc = tmp_path / "gold.pubtator", tmp_path / "gold.json"
-    pubtator.write_text(f"1|t|{text}\n1|a|\n"
-                        f"1\t{b0}\t{b1}\tBreast and ovarian cancer\tDisease\tD001943\n"
-                        f"1\t{o0}\t{o1}\tovarian cancer\tDisease\tD010051\n"
-                        f"1\t{h0}\t{h1}\theart attack\tDisease\n"
-                        f"1\t{r0}\t{r1}\trenal or hepatic failure\tDisease\tD051437|D006501\trenal failure|hepatic failure\n"
-                        f"1\t{c0}\t{c1}\tcisplatin\tDisease\t-1\n\n")
-    bioc.write_text(_bioc_json(text, [([(b0, 6), (o1 - 6, 6)], "Breast cancer", {"identifier": "D001943"}),
-                                      ([(o0, o1 - o0)], "ovarian cancer", {"identifier": "D010051"}),
-                                      ([(h0, h1 - h0)], "heart attack", {}),
-                                      ([(r0, r1 - r0)], "renal or hepatic failure", {"identifier": "D051437|D006501"}),
-                                      ([(c0, c1 - c0)], "cisplatin", {"identifier": "-1"})]))
+    pubtator.write_text(
+        f"1|t|{text}\n1|a|\n"
+        f"1\t{b0}\t{b1}\tBreast and ovarian cancer\tDisease\tD001943\n"
+        f"1\t{o0}\t{o1}\tovarian cancer\tDisease\tD010051\n"
+        f"1\t{h0}\t{h1}\theart attack\tDisease\n"
+        f"1\t{r0}\t{r1}\trenal or hepatic failure\tDisease\tD051437|D006501\trenal failure|hepatic failure\n"
+        f"1\t{c0}\t{c1}\tcisplatin\tDisease\t-1\n\n"
+    )
+    bioc.write_text(
+        _bioc_json(
+            text,
+            [
+                ([(b0, 6), (o1 - 6, 6)], "Breast cancer", {"identifier": "D001943"}),
+                ([(o0, o1 - o0)], "ovarian cancer", {"identifier": "D010051"}),
+                ([(h0, h1 - h0)], "heart attack", {}),
+                ([(r0, r1 - r0)], "renal or hepatic failure", {"identifier": "D051437|D006501"}),
+                ([(c0, c1 - c0)], "cisplatin", {"identifier": "-1"}),
+            ],
+        )
+    )
     pred = tmp_path / "pred.pubtator"
-    pred.write_text(f"1|t|{text}\n1|a|\n1\t{b0}\t{b1}\tBreast and ovarian cancer\tDisease\tD001943\n"
-                    f"1\t{o0}\t{o1}\tovarian cancer\tDisease\tMESH:D010051\n1\t{h0}\t{h1}\theart attack\tDisease\tD009203\n"
-                    f"1\t{r0}\t{r1}\trenal or hepatic failure\tDisease\tD006501\n1\t{c0}\t{c1}\tcisplatin\tDisease\tD002945\n\n")
+    pred.write_text(
+        f"1|t|{text}\n1|a|\n1\t{b0}\t{b1}\tBreast and ovarian cancer\tDisease\tD001943\n"
+        f"1\t{o0}\t{o1}\tovarian cancer\tDisease\tMESH:D010051\n1\t{h0}\t{h1}\theart attack\tDisease\tD009203\n"
+        f"1\t{r0}\t{r1}\trenal or hepatic failure\tDisease\tD006501\n1\t{c0}\t{c1}\tcisplatin\tDisease\tD002945\n\n"
+    )
     from_pubtator = e2e(tmp_path, "--gold", pubtator, "--pred", pred)
     from_bioc = e2e(tmp_path, "--gold", bioc, "--gold-format", "bioc-json", "--pred", pred)
     assert {k: v for k, v in from_bioc.items() if k != "gold"} == {k: v for k, v in from_pubtator.items() if k != "gold"}
@@ -103,9 +146,14 @@ def test_the_same_content_scores_the_same_in_pubtator_and_bioc(tmp_path):
     assert from_bioc["gold_without_concept"] == 2
 
 
-@pytest.mark.parametrize("fmt, content", [("text", "Heart attack after cisplatin.\n"),
-                                          ("jsonl", '{"pmid": "1", "title": "Heart attack.", "abstract": ""}\n'),
-                                          ("pubmed-xml", (FIXTURES / "pubmed" / "pubmed25n0001_sample.xml").read_text())])
+@pytest.mark.parametrize(
+    "fmt, content",
+    [
+        ("text", "Heart attack after cisplatin.\n"),
+        ("jsonl", '{"pmid": "1", "title": "Heart attack.", "abstract": ""}\n'),
+        ("pubmed-xml", (FIXTURES / "pubmed" / "pubmed25n0001_sample.xml").read_text()),
+    ],
+)
 def test_a_format_that_carries_no_annotations_is_refused_naming_the_file(tmp_path, capsys, fmt, content):
     """Such a --gold read as text would score nothing: it is refused before scoring, not given P/R/F1 0.00."""
     path = tmp_path / f"corpus.{fmt}"
@@ -119,16 +167,19 @@ def test_a_bad_bioc_record_is_a_one_line_error_naming_file_record_and_reason(tmp
     outside = tmp_path / "outside.xml"
     outside.write_text(BIOC.read_text().replace('<location offset="26" length="10" />', '<location offset="26" length="9999" />'))
     assert refusal(capsys, "--gold", outside, "--gold-format", "bioc-xml", "--pred", PUBTATOR) == (
-        f"{outside}: document 1 (id 23949582), line 7, annotation 0: span 26-10025 is outside the document (length 1224)")
+        f"{outside}: document 1 (id 23949582), line 7, annotation 0: span 26-10025 is outside the document (length 1224)"
+    )
     broken = tmp_path / "broken.xml"
     broken.write_text(BIOC.read_text().replace("</passage>", "", 1))
     assert refusal(capsys, "--gold", broken, "--gold-format", "bioc-xml", "--pred", PUBTATOR) == (
-        f"{broken}: document 1 (id 23949582), line 158, column 4: malformed XML: mismatched tag")
+        f"{broken}: document 1 (id 23949582), line 158, column 4: malformed XML: mismatched tag"
+    )
     not_json = tmp_path / "gold.json"
     not_json.write_text("{not json\n")
     assert refusal(capsys, "--gold", not_json, "--gold-format", "bioc-json", "--pred", PUBTATOR) == (
         f"{not_json}: line 1: neither JSON nor JSON lines: Expecting property name enclosed in double quotes; "
-        "10 bytes (1 line) from line 1 on not read")
+        "10 bytes (1 line) from line 1 on not read"
+    )
 
 
 NAMES = {"pubtator": "PubTator", "bioc-xml": "BioC XML", "bioc-json": "BioC JSON"}
@@ -145,34 +196,55 @@ def test_a_misnamed_format_ends_its_error_with_the_flag_that_names_the_right_one
     path.write_bytes(gzip.compress(b"\xef\xbb\xbf" + files[actual].read_bytes()))
     for side, other in (("gold", "pred"), ("pred", "gold")):
         err = refusal(capsys, f"--{side}", path, f"--{side}-format", given, f"--{other}", PUBTATOR)
-        assert err.startswith(f"{path}: line 1") and err.endswith(f" (this looks like {NAMES[actual]}: pass --{side}-format {actual})")
+        assert err.startswith(f"{path}: line 1") and err.endswith(
+            f" (this looks like {NAMES[actual]}: pass --{side}-format {actual})"
+        )
 
 
 def test_the_hint_names_each_verbs_own_format_flag_and_only_for_another_format(tmp_path, capsys):
     from pipelines import cli
 
-    for argv, flag in ((["calibrate-nil", "--index", f"Disease={tmp_path / 'index'}", "--gold", BIOC], "--gold-format"),
-                       (["train", "collective", "--train-corpus", BIOC, "--dev-corpus", BIOC, "--names",
-                         f"Disease={tmp_path / 'kb'}", "--output", tmp_path / "model"], "--corpus-format")):
+    for argv, flag in (
+        (["calibrate-nil", "--index", f"Disease={tmp_path / 'index'}", "--gold", BIOC], "--gold-format"),
+        (
+            [
+                "train",
+                "collective",
+                "--train-corpus",
+                BIOC,
+                "--dev-corpus",
+                BIOC,
+                "--names",
+                f"Disease={tmp_path / 'kb'}",
+                "--output",
+                tmp_path / "model",
+            ],
+            "--corpus-format",
+        ),
+    ):
         assert cli.main(list(map(str, argv))) == 2
         assert capsys.readouterr().err.endswith(f" (this looks like BioC XML: pass {flag} bioc-xml)\n")
     # a bad first record in a file of the format named is that format's error alone
     bad = tmp_path / "bad.pubtator"
     bad.write_text("1\t0\t4\tSome\tDisease\tD1\n")
     assert refusal(capsys, "--gold", bad, "--pred", PUBTATOR) == (
-        f"{bad}: line 1: annotation or relation line before any title/abstract line")
+        f"{bad}: line 1: annotation or relation line before any title/abstract line"
+    )
 
 
 @pytest.mark.parametrize("given", ["pubtator", "bioc-json"])
-@pytest.mark.parametrize("gold, name", [(FIXTURES / "corpora" / "sample.jsonl", "JSONL"),
-                                        (FIXTURES / "pubmed" / "pubmed25n0001_sample.xml", "PubMed XML")])
+@pytest.mark.parametrize(
+    "gold, name",
+    [(FIXTURES / "corpora" / "sample.jsonl", "JSONL"), (FIXTURES / "pubmed" / "pubmed25n0001_sample.xml", "PubMed XML")],
+)
 def test_a_gold_of_a_format_without_annotations_is_named_and_not_offered(capsys, given, gold, name):
     """Any file starting with `{` was hinted as BioC JSON: a JSONL gold read as PubTator was told to pass
     bioc-json (which fails again), and read as BioC JSON was not hinted at all. Then named, it was offered
     (`pass --gold-format jsonl`), which the next run refused as a format without annotations: now one step says what
     the file is and what the flag takes."""
     assert refusal(capsys, "--gold", gold, "--gold-format", given, "--pred", PUBTATOR).endswith(
-        f" (this looks like {name}, which --gold-format does not take: it takes pubtator, bioc-xml or bioc-json)")
+        f" (this looks like {name}, which --gold-format does not take: it takes pubtator, bioc-xml or bioc-json)"
+    )
 
 
 def test_an_undecodable_pubtator_line_is_refused_as_invalid_utf8(tmp_path, capsys):
@@ -181,7 +253,8 @@ def test_an_undecodable_pubtator_line_is_refused_as_invalid_utf8(tmp_path, capsy
     latin1 = tmp_path / "gold.pubtator"
     latin1.write_bytes(PUBTATOR.read_bytes().replace(b"cystitis", b"cystitis\xe9", 1))
     assert refusal(capsys, "--gold", latin1, "--pred", PUBTATOR) == (
-        f"{latin1}: line 2: invalid UTF-8: invalid continuation byte at byte 188")
+        f"{latin1}: line 2: invalid UTF-8: invalid continuation byte at byte 188"
+    )
     dead = next(iter(read_documents([str(latin1)], "pubtator")))
     assert (dead.location, dead.reason) == ("line 2", "document dropped: invalid UTF-8: invalid continuation byte at byte 188")
 
@@ -199,7 +272,7 @@ def test_bc5cdr_test_set_written_as_bioc_xml_scores_100_against_its_pubtator(tmp
 
 
 def _first_block(text: str) -> str:
-    return text[:text.index("\n\n") + 2]
+    return text[: text.index("\n\n") + 2]
 
 
 _FIRST = _first_block(PUBTATOR.read_text())
@@ -207,19 +280,41 @@ _FIRST_LESS_ONE = "".join(line + "\n" for line in _FIRST.splitlines() if "\tnitr
 
 # verb | bad input | documents kept | dead letters | outcome: a gold or pred holding one document id twice
 E2E_DUPLICATE_CASES = [
-    ("evaluate-e2e --gold: one id in two blocks of a file, other annotations", "gold", {"gold.pubtator": _FIRST_LESS_ONE + PUBTATOR.read_text()},
-     "gold.pubtator", "refused"),
-    ("evaluate-e2e --gold: one id in two files of a folder, other annotations", "gold",
-     {"a.pubtator": PUBTATOR.read_text(), "b.pubtator": _FIRST_LESS_ONE}, "b.pubtator", "refused"),
-    ("evaluate-e2e --pred: one id in two blocks of a file, other annotations", "pred", {"pred.pubtator": PUBTATOR.read_text() + _FIRST_LESS_ONE},
-     "pred.pubtator", "refused"),
-    ("evaluate-e2e --gold: one block given twice, the same", "gold", {"gold.pubtator": _FIRST + PUBTATOR.read_text()}, None, "scored as once"),
+    (
+        "evaluate-e2e --gold: one id in two blocks of a file, other annotations",
+        "gold",
+        {"gold.pubtator": _FIRST_LESS_ONE + PUBTATOR.read_text()},
+        "gold.pubtator",
+        "refused",
+    ),
+    (
+        "evaluate-e2e --gold: one id in two files of a folder, other annotations",
+        "gold",
+        {"a.pubtator": PUBTATOR.read_text(), "b.pubtator": _FIRST_LESS_ONE},
+        "b.pubtator",
+        "refused",
+    ),
+    (
+        "evaluate-e2e --pred: one id in two blocks of a file, other annotations",
+        "pred",
+        {"pred.pubtator": PUBTATOR.read_text() + _FIRST_LESS_ONE},
+        "pred.pubtator",
+        "refused",
+    ),
+    (
+        "evaluate-e2e --gold: one block given twice, the same",
+        "gold",
+        {"gold.pubtator": _FIRST + PUBTATOR.read_text()},
+        None,
+        "scored as once",
+    ),
 ]
 
 
 @pytest.mark.parametrize("case, side, files, named, outcome", E2E_DUPLICATE_CASES, ids=[c[0] for c in E2E_DUPLICATE_CASES])
-def test_a_document_id_given_twice_with_other_annotations_is_refused_naming_file_and_id(tmp_path, capsys, case, side, files,
-                                                                                        named, outcome):
+def test_a_document_id_given_twice_with_other_annotations_is_refused_naming_file_and_id(
+    tmp_path, capsys, case, side, files, named, outcome
+):
     """A gold with one document id in two blocks was scored with both blocks' annotations merged, unsaid (`bioel link`
     keeps the later one): which is the gold is unclear, so it is a one-line refusal naming the file and the id. The
     same document repeated as it is (the NCBI disease training set gives PMID 8528200 twice) scores as given once."""
@@ -233,7 +328,10 @@ def test_a_document_id_given_twice_with_other_annotations_is_refused_naming_file
         first = str(folder / "a.pubtator") if len(files) > 1 else str(folder / named)
         assert refusal(capsys, f"--{side}", given, f"--{other}", PUBTATOR) == (
             f"{folder / named}: document 23949582: given again with other text or annotations (first in {first}): which "
-            "one is meant is unclear; give each document once")
+            "one is meant is unclear; give each document once"
+        )
     else:
         assert e2e(tmp_path, f"--{side}", given, f"--{other}", PUBTATOR) == {
-            **e2e(tmp_path, f"--{side}", PUBTATOR, f"--{other}", PUBTATOR), side: str(given)}
+            **e2e(tmp_path, f"--{side}", PUBTATOR, f"--{other}", PUBTATOR),
+            side: str(given),
+        }

@@ -115,12 +115,21 @@ def test_evaluate_e2e_reports_documents_absent_from_either_side_and_refuses_pred
     write_pubtator(docs[1:] + [replace(docs[0], doc_id="other", mentions=[])], pred)
     assert _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(pred), "--json", str(out)]) == 0
     lost = len({(a.start, a.end) for a in docs[0].mentions if a.concept_ids})
-    assert json.loads(out.read_text())["documents"] == {"gold": len(docs), "pred": len(docs), "gold_not_in_pred": 1,
-                                                         "pred_not_in_gold": 1, "gold_not_in_pred_annotations": lost}
-    assert (f"documents: gold {len(docs)}, pred {len(docs)}; gold not in pred 1 ({lost} gold annotations counted as "
-            "missed), pred not in gold 1") in capsys.readouterr().out
+    assert json.loads(out.read_text())["documents"] == {
+        "gold": len(docs),
+        "pred": len(docs),
+        "gold_not_in_pred": 1,
+        "pred_not_in_gold": 1,
+        "gold_not_in_pred_annotations": lost,
+    }
+    assert (
+        f"documents: gold {len(docs)}, pred {len(docs)}; gold not in pred 1 ({lost} gold annotations counted as "
+        "missed), pred not in gold 1"
+    ) in capsys.readouterr().out
     write_pubtator([replace(docs[0], doc_id="other")], pred)
-    with pytest.raises(ValueError, match=f"^--pred {pred}: none of its 1 documents is in --gold {gold} \\({len(docs)} documents\\)"):
+    with pytest.raises(
+        ValueError, match=f"^--pred {pred}: none of its 1 documents is in --gold {gold} \\({len(docs)} documents\\)"
+    ):
         _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(pred)])
 
 
@@ -137,12 +146,22 @@ def test_a_json_that_is_an_input_or_inside_an_input_folder_is_refused_before_sco
     assert pred.read_bytes() == (FIXTURES / "sample.pubtator").read_bytes() and sorted(gold.iterdir()) == [gold / "a.pubtator"]
 
 
-@pytest.mark.parametrize("annotation, types, reason", [
-    ("1\t0\t5\tHeart\tDisease\tD001", ["Chemical"], " of type Chemical to score (1 documents, 0 annotations without a "
-                                                       "concept id; types in the file: Disease)"),
-    ("1\t0\t5\tHeart\tDisease\t-1", None, " to score (1 documents, 1 annotations without a concept id; types in the "
-                                            "file: Disease)"),
-    (None, None, " to score (1 documents, 0 annotations without a concept id; types in the file: none)")])
+@pytest.mark.parametrize(
+    "annotation, types, reason",
+    [
+        (
+            "1\t0\t5\tHeart\tDisease\tD001",
+            ["Chemical"],
+            " of type Chemical to score (1 documents, 0 annotations without a concept id; types in the file: Disease)",
+        ),
+        (
+            "1\t0\t5\tHeart\tDisease\t-1",
+            None,
+            " to score (1 documents, 1 annotations without a concept id; types in the file: Disease)",
+        ),
+        (None, None, " to score (1 documents, 0 annotations without a concept id; types in the file: none)"),
+    ],
+)
 def test_evaluate_e2e_refuses_a_gold_with_nothing_to_score(tmp_path, annotation, types, reason):
     """--types naming no type of the gold, an all-NIL gold or a gold without annotations printed P/R/F1 0.00 with
     0 gold, exit 0."""
@@ -168,12 +187,40 @@ def test_vocabulary_prefixes_and_alt_ids_do_not_make_a_right_answer_wrong():
 
     gold = [m("A", 0, 5, "D003920"), m("A", 10, 20, "D001260"), m("A", 30, 35, "MESH:D009369")]
     rows = [  # annotation rows: PubTator3-style prefixes, and an alt id that is the gold one
-        {"doc_id": "A", "start": 0, "end": 5, "mention": "x", "entity_type": "Disease", "concept_id": "D003920",
-         "vocabulary": "MESH", "alt_ids": [], "nil": False},
-        {"doc_id": "A", "start": 10, "end": 20, "mention": "x", "entity_type": "Disease", "concept_id": "208900",
-         "vocabulary": "OMIM", "alt_ids": ["MESH:D001260"], "nil": False},
-        {"doc_id": "A", "start": 30, "end": 35, "mention": "x", "entity_type": "Disease", "concept_id": None,
-         "vocabulary": None, "alt_ids": [], "nil": True}]
+        {
+            "doc_id": "A",
+            "start": 0,
+            "end": 5,
+            "mention": "x",
+            "entity_type": "Disease",
+            "concept_id": "D003920",
+            "vocabulary": "MESH",
+            "alt_ids": [],
+            "nil": False,
+        },
+        {
+            "doc_id": "A",
+            "start": 10,
+            "end": 20,
+            "mention": "x",
+            "entity_type": "Disease",
+            "concept_id": "208900",
+            "vocabulary": "OMIM",
+            "alt_ids": ["MESH:D001260"],
+            "nil": False,
+        },
+        {
+            "doc_id": "A",
+            "start": 30,
+            "end": 35,
+            "mention": "x",
+            "entity_type": "Disease",
+            "concept_id": None,
+            "vocabulary": None,
+            "alt_ids": [],
+            "nil": True,
+        },
+    ]
     s = e2e_scores(gold, annotation_mentions(rows))
     assert (s["strict"]["correct_pred"], s["strict"]["n_pred"], s["pred_without_concept"]) == (2, 2, 1)
     prefixed = [m("A", 0, 5, "MESH:D003920"), m("A", 10, 20, "OMIM:208900"), m("A", 30, 35, "mesh:D009369")]
@@ -184,15 +231,21 @@ def test_a_prediction_on_another_text_than_the_gold_is_refused_naming_document_a
     """Predictions made on another version of a gold document (one more character in the title) have offsets into
     that text: evaluate-e2e scored them against the gold's spans anyway, strict 0.00 and partial 80.00, exit 0."""
     gold, pred = tmp_path / "gold.pubtator", tmp_path / "pred.pubtator"
-    gold.write_text("1|t|Heart attack and asthma.\n1|a|Cancer.\n1\t0\t12\tHeart attack\tDisease\tD009203\n"
-                    "1\t17\t23\tasthma\tDisease\tD001249\n\n2|t|Asthma.\n2|a|\n2\t0\t6\tAsthma\tDisease\tD001249\n\n")
-    pred.write_text("1|t|A Heart attack and asthma.\n1|a|Cancer.\n1\t2\t14\tHeart attack\tDisease\tD009203\n\n"
-                    "2|t|Asthma.\n2|a|\n2\t0\t6\tAsthma\tDisease\tD001249\n\n")
+    gold.write_text(
+        "1|t|Heart attack and asthma.\n1|a|Cancer.\n1\t0\t12\tHeart attack\tDisease\tD009203\n"
+        "1\t17\t23\tasthma\tDisease\tD001249\n\n2|t|Asthma.\n2|a|\n2\t0\t6\tAsthma\tDisease\tD001249\n\n"
+    )
+    pred.write_text(
+        "1|t|A Heart attack and asthma.\n1|a|Cancer.\n1\t2\t14\tHeart attack\tDisease\tD009203\n\n"
+        "2|t|Asthma.\n2|a|\n2\t0\t6\tAsthma\tDisease\tD001249\n\n"
+    )
     with pytest.raises(ValueError) as err:
         _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(pred)])
-    assert str(err.value) == (f"--pred {pred}: 1 of its 2 documents in --gold {gold} has another text than the gold's "
-                              "(document 1 at offset 0: gold 'Heart attack and ast', pred 'A Heart attack and a'): its "
-                              "spans do not point into the gold text; predict on the gold documents' own text")
+    assert str(err.value) == (
+        f"--pred {pred}: 1 of its 2 documents in --gold {gold} has another text than the gold's "
+        "(document 1 at offset 0: gold 'Heart attack and ast', pred 'A Heart attack and a'): its "
+        "spans do not point into the gold text; predict on the gold documents' own text"
+    )
     with pytest.raises(ValueError, match="^the predictions: 1 of its 2 documents in the gold has another text than the gold's"):
         e2e_scores(read_pubtator(gold), read_pubtator(pred))
 
@@ -216,8 +269,10 @@ def test_evaluate_e2e_refuses_types_that_leave_no_prediction_of_a_pred_that_has_
     pred.write_text(text + "1\t0\t12\tHeart attack\tEntity\tD009203\n1\t17\t23\tasthma\tEntity\t-1\n\n")
     with pytest.raises(ValueError) as err:
         _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(pred), "--types", "Disease"])
-    assert str(err.value) == (f"--pred {pred}: no annotation with a concept id of type Disease to score (1 documents, "
-                              "1 annotations without a concept id; types in the file: Entity)")
+    assert str(err.value) == (
+        f"--pred {pred}: no annotation with a concept id of type Disease to score (1 documents, "
+        "1 annotations without a concept id; types in the file: Entity)"
+    )
     nothing = tmp_path / "nothing.pubtator"  # a linker that found nothing scores 0: that is its score
     nothing.write_text(text + "1\t17\t23\tasthma\tEntity\t-1\n\n")
     assert _run_cli(["evaluate-e2e", "--gold", str(gold), "--pred", str(nothing), "--types", "Disease"]) == 0

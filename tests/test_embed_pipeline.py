@@ -100,9 +100,7 @@ def test_handler_retries_a_failed_batch_one_text_at_a_time(model_dir, monkeypatc
     [result] = handler.run_inference([["heart attack", POISON, "cancer"]], model)
     vectors = result.inference
     assert isinstance(vectors[1], EncodeFailure) and "cannot encode this one" in vectors[1].reason
-    np.testing.assert_allclose(np.stack([vectors[0], vectors[2]]),
-                               model.encode(["heart attack", "cancer"]), atol=1e-5)
-
+    np.testing.assert_allclose(np.stack([vectors[0], vectors[2]]), model.encode(["heart attack", "cancer"]), atol=1e-5)
 
 
 def test_workers_open_their_own_copy_of_the_default_model(model_dir, names_dir, tmp_path, monkeypatch):
@@ -126,6 +124,7 @@ def test_workers_open_their_own_copy_of_the_default_model(model_dir, names_dir, 
     manifest = embed_names.run(None, str(names_dir), str(tmp_path / "emb"), pipeline_options([]), num_shards=1)
     assert manifest["outputs"]["embeddings"]["rows"] == len(names_of(names_dir)["name_id"])
 
+
 def test_read_encode_route_steps_on_a_test_pipeline(model_dir, names_dir, monkeypatch):
     poison_encode(monkeypatch)
     names = names_of(names_dir)
@@ -134,24 +133,41 @@ def test_read_encode_route_steps_on_a_test_pipeline(model_dir, names_dir, monkey
     with BeamTestPipeline(runner="FnApiRunner") as p:
         monkeypatch.setattr(layout, "BATCHES_PER_CHUNK", 2)  # chunks of 2 batches of 1 name
         chunks = p | beam.Create(files) | beam.ParDo(embed_names.ReadNameChunksFn(1)).with_outputs("stats", main="chunks")
-        routed = (chunks.chunks
-                  | RunInference(KeyedModelHandler(EncoderModelHandler(model_dir, batch_size=1)))
-                  | beam.ParDo(embed_names.RouteChunkFn(2)).with_outputs("dead", "stats", main="vectors"))
-        assert_that(chunks.chunks | beam.Map(lambda b: len(b[1])) | beam.CombineGlobally(max), equal_to([2]),
-                    label="chunk size")
-        assert_that(chunks.stats | beam.Map(lambda kv: kv[1]) | beam.CombineGlobally(sum),
-                    equal_to([len(names["name_id"])]), label="names read")
+        routed = (
+            chunks.chunks
+            | RunInference(KeyedModelHandler(EncoderModelHandler(model_dir, batch_size=1)))
+            | beam.ParDo(embed_names.RouteChunkFn(2)).with_outputs("dead", "stats", main="vectors")
+        )
+        assert_that(chunks.chunks | beam.Map(lambda b: len(b[1])) | beam.CombineGlobally(max), equal_to([2]), label="chunk size")
+        assert_that(
+            chunks.stats | beam.Map(lambda kv: kv[1]) | beam.CombineGlobally(sum),
+            equal_to([len(names["name_id"])]),
+            label="names read",
+        )
         # every name but the poisoned one, once, in the shard its name_id hashes to, with a 32-float vector
-        assert_that(routed.vectors | beam.FlatMap(lambda kv: [
-                        (kv[0], int(i), c, len(kv[1][2]) // len(kv[1][1])) for i, c in
-                        zip(np.frombuffer(kv[1][0], dtype=np.int64), kv[1][1])]),
-                    equal_to([(stable_shard(str(i), 2), i, c, 32 * 4)
-                              for i, c in zip(names["name_id"], names["concept_id"]) if i != poison_id]),
-                    label="vectors")
-        assert_that(routed.stats | "EmbeddedCounts" >> beam.Map(lambda kv: kv[1]) | "Embedded" >> beam.CombineGlobally(sum),
-                    equal_to([len(names["name_id"]) - 1]), label="embedded")
-        assert_that(routed.dead | beam.Map(lambda d: (d["location"], d["raw"])),
-                    equal_to([(f"name_id {poison_id}", POISON)]), label="dead letters")
+        assert_that(
+            routed.vectors
+            | beam.FlatMap(
+                lambda kv: [
+                    (kv[0], int(i), c, len(kv[1][2]) // len(kv[1][1]))
+                    for i, c in zip(np.frombuffer(kv[1][0], dtype=np.int64), kv[1][1])
+                ]
+            ),
+            equal_to(
+                [(stable_shard(str(i), 2), i, c, 32 * 4) for i, c in zip(names["name_id"], names["concept_id"]) if i != poison_id]
+            ),
+            label="vectors",
+        )
+        assert_that(
+            routed.stats | "EmbeddedCounts" >> beam.Map(lambda kv: kv[1]) | "Embedded" >> beam.CombineGlobally(sum),
+            equal_to([len(names["name_id"]) - 1]),
+            label="embedded",
+        )
+        assert_that(
+            routed.dead | beam.Map(lambda d: (d["location"], d["raw"])),
+            equal_to([(f"name_id {poison_id}", POISON)]),
+            label="dead letters",
+        )
 
 
 def test_run_writes_reconciled_vectors_equal_to_encoder_encode(embedded, model_dir, names_dir):
@@ -162,8 +178,13 @@ def test_run_writes_reconciled_vectors_equal_to_encoder_encode(embedded, model_d
     assert manifest["counts"] == {"names_read": n, "embedded": n, "dead_lettered": 0}
     assert manifest["outputs"]["embeddings"]["rows"] == n and manifest["outputs"]["dead_letter"]["rows"] == 0
     encoder = load_encoder(model_dir)
-    assert manifest["model"] == {"path": model_dir, "fingerprint": encoder.fingerprint(), "config": encoder.config(),
-                                 "dim": 32, "pooling": None}
+    assert manifest["model"] == {
+        "path": model_dir,
+        "fingerprint": encoder.fingerprint(),
+        "config": encoder.config(),
+        "dim": 32,
+        "pooling": None,
+    }
     assert manifest["names"]["path"] == str(names_dir) and manifest["names"]["column"] == "name_norm"
     assert manifest["names"]["normalizer_version"] == read_manifest(names_dir)["normalizer"]["version"]
     assert len(manifest["names"]["manifest_sha256"]) == 64 and manifest["kb"] == "medic"
@@ -193,10 +214,14 @@ def test_rerun_gives_identical_files(embedded, model_dir, names_dir, tmp_path):
 def test_two_worker_processes_give_the_same_vectors(embedded, model_dir, names_dir, tmp_path):
     out, _ = embedded
     multi = tmp_path / "multi"
-    manifest = embed_names.run(model_dir, str(names_dir), str(multi),
-                               pipeline_options(["--runner=DirectRunner", "--direct_num_workers=2",
-                                                 "--direct_running_mode=multi_processing"]),
-                               batch_size=3, num_shards=2)
+    manifest = embed_names.run(
+        model_dir,
+        str(names_dir),
+        str(multi),
+        pipeline_options(["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]),
+        batch_size=3,
+        num_shards=2,
+    )
     assert all(manifest["reconciliation"].values()) and manifest["options"]["direct_num_workers"] == 2
     single, two = by_name_id(out), by_name_id(multi)
     assert single.keys() == two.keys()
@@ -208,14 +233,17 @@ def _retag(path, version: bytes):
     pq.write_table(table.replace_schema_metadata({VERSION_KEY: version, TABLE_KEY: b"names"}), path)
 
 
-@pytest.mark.parametrize("breakage, error, message", [
-    ("schema", SchemaVersionError, "schema version 0.9"),
-    ("manifest", IncompleteOutputError, "not a finished bioel output"),
-    ("no-model", FileNotFoundError, "model folder not found"),
-    ("not-a-model", FileNotFoundError, "no \\*.safetensors weights"),
-    ("default-model", FileNotFoundError, "not shipped in this checkout"),
-    ("output-is-names", ValueError, r"is \(or holds\) the --input"),
-])
+@pytest.mark.parametrize(
+    "breakage, error, message",
+    [
+        ("schema", SchemaVersionError, "schema version 0.9"),
+        ("manifest", IncompleteOutputError, "not a finished bioel output"),
+        ("no-model", FileNotFoundError, "model folder not found"),
+        ("not-a-model", FileNotFoundError, "no \\*.safetensors weights"),
+        ("default-model", FileNotFoundError, "not shipped in this checkout"),
+        ("output-is-names", ValueError, r"is \(or holds\) the --input"),
+    ],
+)
 def test_bad_inputs_are_refused_before_any_work(names_dir, model_dir, tmp_path, monkeypatch, breakage, error, message):
     names, model, out = tmp_path / "kb", model_dir, tmp_path / "emb"
     shutil.copytree(names_dir, names)
@@ -277,15 +305,16 @@ def test_quality_flags_tampered_vectors_and_another_model_is_refused(embedded, t
     vectors = vectors_of(table.column("vector"), 32)
     vectors[0] *= 2.0
     vectors[1, 3] = np.nan
-    tampered = table.set_column(2, table.schema.field("vector"),
-                                pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 32))
+    tampered = table.set_column(2, table.schema.field("vector"), pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 32))
     pq.write_table(tampered.slice(0, table.num_rows - 1), shard)  # and one name lost its vector
     summary = report(out)
     failed = {(c["column"], c["expectation"]): c for c in summary["checks"] if not c["success"]}
     assert not summary["passed"] and summary["pipeline"] == "embed"
-    assert set(failed) == {("norm", "expect_column_values_to_be_between"),
-                           ("nonfinite_name_id", "expect_column_values_to_be_null"),
-                           (None, "expect_table_row_count_to_equal")}
+    assert set(failed) == {
+        ("norm", "expect_column_values_to_be_between"),
+        ("nonfinite_name_id", "expect_column_values_to_be_null"),
+        (None, "expect_table_row_count_to_equal"),
+    }
     assert failed[("norm", "expect_column_values_to_be_between")]["observed"][0] == pytest.approx(2.0)
     assert failed[("nonfinite_name_id", "expect_column_values_to_be_null")]["unexpected_count"] == 1
     # the doubled vector stands alone in the last bin of the norm plot; the NaN one has no bin
@@ -313,8 +342,9 @@ def test_the_quality_checks_read_the_vectors_a_batch_at_a_time(embedded, tmp_pat
     table = pq.read_table(shard)
     vectors = vectors_of(table.column("vector"), 32)
     vectors[-1] *= 3.0  # in the last batch read
-    pq.write_table(table.set_column(2, table.schema.field("vector"),
-                                    pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 32)), shard)
+    pq.write_table(
+        table.set_column(2, table.schema.field("vector"), pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 32)), shard
+    )
     whole = report(out, tmp_path / "whole")
 
     read_table, iter_batches, batches = embedding_tables.read_table, embedding_tables.iter_batches, []
@@ -341,8 +371,28 @@ def test_cli_embed_with_a_plain_checkpoint_then_report(names_dir, model_dir, tmp
     base = make_tiny_bert(tmp_path / "bert")
     out = tmp_path / "emb"
     capsys.readouterr()  # what saving the checkpoint printed
-    assert cli.main(["embed", "--model", str(base), "--pooling", "cls", "--input", str(names_dir), "--output", str(out),
-                     "--batch-size", "4", "--num-shards", "1", "--runner", "DirectRunner"]) == 0
+    assert (
+        cli.main(
+            [
+                "embed",
+                "--model",
+                str(base),
+                "--pooling",
+                "cls",
+                "--input",
+                str(names_dir),
+                "--output",
+                str(out),
+                "--batch-size",
+                "4",
+                "--num-shards",
+                "1",
+                "--runner",
+                "DirectRunner",
+            ]
+        )
+        == 0
+    )
     printed, err = capsys.readouterr()
     assert "dim 32" in printed and "quality PASSED" in printed
     assert err.startswith("embed: ") and err.endswith(" names/s)\n")
@@ -380,8 +430,11 @@ def test_quality_reports_an_empty_embeddings_table_as_critical(embedded, tmp_pat
     shutil.copytree(embedded[0], out)
     empty_table(out, "embeddings")
     summary = report(out)
-    assert [(c["table"], c["severity"]) for c in summary["checks"]
-            if c["expectation"] == "expect_table_row_count_to_be_between" and not c["success"]] == [("embeddings", "critical")]
+    assert [
+        (c["table"], c["severity"])
+        for c in summary["checks"]
+        if c["expectation"] == "expect_table_row_count_to_be_between" and not c["success"]
+    ] == [("embeddings", "critical")]
     assert not summary["passed"]
 
 

@@ -96,16 +96,43 @@ def test_dense_linker_over_an_ensemble_links_like_its_reference(members):
 
 def test_cli_writes_the_folder_and_its_card(members, capsys):
     out = members / "ens"
-    code = cli.main(["ensemble", "--member", str(members / "rescnn"), "3", "--member", str(members / "bert"), "1", "mean",
-                     "--output", str(out)])
+    code = cli.main(
+        [
+            "ensemble",
+            "--member",
+            str(members / "rescnn"),
+            "3",
+            "--member",
+            str(members / "bert"),
+            "1",
+            "mean",
+            "--output",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     card = json.loads((out / "card.json").read_text())
     assert [(m["encoder_type"], m["weight"]) for m in card["members"]] == [("rescnn", 3.0), ("transformer", 1.0)]
     assert card["fingerprint"] == load_encoder(out).fingerprint()
     card_md = (out / "MODEL_CARD.md").read_text()
     assert "| `../rescnn` | rescnn | 3 |" in card_md and "| `../bert`, mean pooling | transformer | 1 |" in card_md
-    assert cli.main(["ensemble", "--member", str(members / "rescnn"), "x", "--member", str(members / "bert"), "1", "mean",
-                     "--output", str(out)]) == 2
+    assert (
+        cli.main(
+            [
+                "ensemble",
+                "--member",
+                str(members / "rescnn"),
+                "x",
+                "--member",
+                str(members / "bert"),
+                "1",
+                "mean",
+                "--output",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "weight 'x' is not a number" in capsys.readouterr().err
 
 

@@ -64,7 +64,8 @@ def test_the_in_memory_dense_linker_and_the_collective_training_need_no_faiss(tm
     """The in-memory dense linker and the collective model's training searched FAISS flat indexes: a machine without
     FAISS (a GPU worker image) could neither link through the annotator nor train. Both now search exactly without
     it; the linker gives the brute-force candidates."""
-    out = without_beam_faiss_gx("""
+    out = without_beam_faiss_gx(
+        """
 import numpy as np, torch
 import bioel_core.training.collective, pipelines.cli_train
 from bioel_core.linking import NameSet
@@ -80,5 +81,7 @@ found = linker.link([query], k=3)[0]
 scores = linker.encoder.encode([linker.normalize(query)]) @ linker.embeddings.T
 best = [linker.exact.row_names[r] for r in np.argsort(-scores[0], kind='stable')[:3]]
 print([c.name for c in found] == best, len(found))
-""", tmp_path)
+""",
+        tmp_path,
+    )
     assert out.split() == ["True", "3"]

@@ -15,14 +15,30 @@ from bioel_core.linking.rerank import ConceptNames, RerankLinker, open_reranker
 from bioel_core.linking.tfidf import TfidfLinker
 from bioel_core.models import GenerativeModel, load_encoder, open_encoder
 from bioel_core.names import NameSet
-from bioel_core.training.generative import (TEMPLATES, GenerativeExample, choose_targets, fill_template, generative_loss,
-                                            pretraining_examples)
+from bioel_core.training.generative import (
+    TEMPLATES,
+    GenerativeExample,
+    choose_targets,
+    fill_template,
+    generative_loss,
+    pretraining_examples,
+)
 from test_models import VOCAB, make_tiny_bert
 
 GENERATIVE_VOCAB = VOCAB + ["[unused0]", "[unused1]", "is", "carcinoma", "##s", "gout", "arthritis", "tumor", "heart"]
-KB = [("breast cancer", ("D1",)), ("breast carcinoma", ("D1",)), ("ovarian cancer", ("D2",)), ("colon cancer", ("D3",)),
-      ("cancer", ("D5",)), ("cancer", ("D6",)), ("heart attack", ("D4",)), ("myocardial infarction", ("D4",)),
-      ("gout", ("D7",)), ("gout arthritis", ("D8",)), ("type 2 diabetes", ("D9",))]
+KB = [
+    ("breast cancer", ("D1",)),
+    ("breast carcinoma", ("D1",)),
+    ("ovarian cancer", ("D2",)),
+    ("colon cancer", ("D3",)),
+    ("cancer", ("D5",)),
+    ("cancer", ("D6",)),
+    ("heart attack", ("D4",)),
+    ("myocardial infarction", ("D4",)),
+    ("gout", ("D7",)),
+    ("gout arthritis", ("D8",)),
+    ("type 2 diabetes", ("D9",)),
+]
 MENTIONS = ["breast carcinomas", "ovary cancer", "colon tumor", "heart", "gout", "diabetes type 2", "infarction of the heart"]
 
 
@@ -83,12 +99,18 @@ def test_the_target_is_the_gold_concepts_name_most_similar_to_the_mention():
 def test_pretraining_examples_fill_the_papers_templates():
     example = fill_template("{c} are the definitions of {a} .", "gout", "a form of arthritis")
     assert (example.left, example.mention, example.right) == ("a form of arthritis are the definitions of", "gout", ".")
-    by_concept = {"D1": ["gout", "gouty arthritis", "podagra", "urate arthropathy"], "D2": ["asthma", "bronchial asthma"],
-                  "D3": ["cancer"], "D4": ["anemia", "anaemia"]}
+    by_concept = {
+        "D1": ["gout", "gouty arthritis", "podagra", "urate arthropathy"],
+        "D2": ["asthma", "bronchial asthma"],
+        "D3": ["cancer"],
+        "D4": ["anemia", "anaemia"],
+    }
     examples = {e.mention: e for e in pretraining_examples(by_concept, {"D4": "a lack of red blood cells"}, seed=0)}
     assert examples == {e.mention: e for e in pretraining_examples(by_concept, {"D4": "a lack of red blood cells"}, seed=0)}
     assert len(examples) == 4
-    phrases = {kind: [t.replace("{c}", "").replace("{a}", "").replace(" .", "").strip() for t in ts] for kind, ts in TEMPLATES.items()}
+    phrases = {
+        kind: [t.replace("{c}", "").replace("{a}", "").replace(" .", "").strip() for t in ts] for kind, ts in TEMPLATES.items()
+    }
     kind_of = {"D1": "synonyms", "D2": "few_names", "D3": "few_names", "D4": "definition"}
     for e in examples.values():
         concept = next(c for c, ns in by_concept.items() if e.mention in ns)
@@ -123,8 +145,9 @@ def test_the_loss_leaves_the_prompt_out(model):
     no_prompt.prompt = False
     # without the prompt the decoder sees other tokens before the name: another loss over the same scored tokens
     assert prompt_loss != pytest.approx(generative_loss(no_prompt, [example]).item())
-    _, targets, _ = model._scored_logits(model, model.encoder_ids([example.mention]), model.prompt_ids([example.mention]),
-                                         model.name_ids([example.target]))
+    _, targets, _ = model._scored_logits(
+        model, model.encoder_ids([example.mention]), model.prompt_ids([example.mention]), model.name_ids([example.target])
+    )
     name = model.name_ids([example.target])[0]
     assert targets.tolist() == [*name, model.sep_id]  # the name and the end token, not the prompt
 
@@ -201,8 +224,9 @@ def test_the_generative_linker_gives_exact_names_first_and_saves_its_tree(model,
 
     again = load_linker(folder)
     assert isinstance(again, GenerativeLinker) and again.tree == linker.tree
-    assert [[(c.concept_ids, c.name) for c in r] for r in again.link(MENTIONS, k=3)] == \
-        [[(c.concept_ids, c.name) for c in r] for r in linker.link(MENTIONS, k=3)]
+    assert [[(c.concept_ids, c.name) for c in r] for r in again.link(MENTIONS, k=3)] == [
+        [(c.concept_ids, c.name) for c in r] for r in linker.link(MENTIONS, k=3)
+    ]
     torch.manual_seed(9)
     other = GenerativeModel(make_tiny_bert(tmp_path / "b2", GENERATIVE_VOCAB), decoder_layers=1, max_length=20)
     other.save(tmp_path / "m")
@@ -255,24 +279,97 @@ def test_bioel_train_generative_then_evaluate(tmp_path, tiny_bert, capsys):
     retriever = ResCNNEncoder(tiny_bert, width=24, filters=8, num_blocks=1).save(tmp_path / "retriever")
     out = tmp_path / "gen"
     capsys.readouterr()
-    assert cli.main(["train", "generative", "--names", str(kb), "--train-dataset", str(dataset),
-                     "--retriever", str(retriever), "--init", str(tiny_bert), "--pretrain-epochs", "2",
-                     "--finetune-epochs", "3", "--patience", "2", "--batch-size", "4", "--rerank-depth", "3",
-                     "--output", str(out), "--device", "cpu", "--no-progress"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "generative",
+                "--names",
+                str(kb),
+                "--train-dataset",
+                str(dataset),
+                "--retriever",
+                str(retriever),
+                "--init",
+                str(tiny_bert),
+                "--pretrain-epochs",
+                "2",
+                "--finetune-epochs",
+                "3",
+                "--patience",
+                "2",
+                "--batch-size",
+                "4",
+                "--rerank-depth",
+                "3",
+                "--output",
+                str(out),
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "generative: 5 training mentions" in capsys.readouterr().err
     card = json.loads((out / "card.json").read_text())
     assert card["encoder"]["encoder_type"] == "generative" and set(card["stages"]) == {"pretrain", "finetune"}
     assert card["data"]["pretrain_examples"] == 5 and card["stages"]["pretrain"]["steps"] == 4  # 2 epochs of 2 steps
     assert card["stages"]["finetune"]["best_dev"]["score"] == max(h["score"] for h in card["stages"]["finetune"]["dev"])
     assert not (out / "_train").exists() and load_encoder(out).retriever_weight == card["data"]["retriever_weight"]
-    assert cli.main(["evaluate", "--linker", "generative", "--model", str(out), "--dataset", str(dataset), "--split", "dev",
-                     "--names", str(kb), "--beams", "3", "--k", "3", "--json", str(tmp_path / "g.json"), "--record-in-card"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--linker",
+                "generative",
+                "--model",
+                str(out),
+                "--dataset",
+                str(dataset),
+                "--split",
+                "dev",
+                "--names",
+                str(kb),
+                "--beams",
+                "3",
+                "--k",
+                "3",
+                "--json",
+                str(tmp_path / "g.json"),
+                "--record-in-card",
+            ]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "g.json").read_text())
     assert report["linker"] == "generative" and report["n"] == 2
     assert report["acc@1"] == card["stages"]["finetune"]["best_dev"]["score"]  # the linker that chose the epoch
-    assert cli.main(["evaluate", "--linker", "rerank", "--retriever", str(retriever), "--reranker", str(out), "--dataset",
-                     str(dataset), "--split", "dev", "--names", str(kb), "--rerank-depth", "3", "--k", "3",
-                     "--record-in-card"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--linker",
+                "rerank",
+                "--retriever",
+                str(retriever),
+                "--reranker",
+                str(out),
+                "--dataset",
+                str(dataset),
+                "--split",
+                "dev",
+                "--names",
+                str(kb),
+                "--rerank-depth",
+                "3",
+                "--k",
+                "3",
+                "--record-in-card",
+            ]
+        )
+        == 0
+    )
     scores = json.loads((out / "card.json").read_text())["scores"]
     assert set(scores) == {"adr/dev", "adr/dev/rerank"}
     assert "| adr | dev | reranker |" in (out / "MODEL_CARD.md").read_text()

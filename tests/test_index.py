@@ -40,18 +40,50 @@ def write_names(out, name_ids, concept_ids, name_norms, alt_ids=None):
         (out / table).mkdir(parents=True)
     concepts = sorted(set(concept_ids))
     alt_ids = alt_ids or {}
-    pq.write_table(pa.table({
-        "concept_id": concepts, "vocabulary": ["MESH"] * len(concepts), "kb": ["medic"] * len(concepts), "preferred_name": concepts,
-        "semantic_types": [[]] * len(concepts), "definition": [None] * len(concepts),
-        "alt_ids": [alt_ids.get(c, []) for c in concepts]}, schema=CONCEPTS_SCHEMA), out / "concepts/part-00000-of-00001.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "concept_id": concepts,
+                "vocabulary": ["MESH"] * len(concepts),
+                "kb": ["medic"] * len(concepts),
+                "preferred_name": concepts,
+                "semantic_types": [[]] * len(concepts),
+                "definition": [None] * len(concepts),
+                "alt_ids": [alt_ids.get(c, []) for c in concepts],
+            },
+            schema=CONCEPTS_SCHEMA,
+        ),
+        out / "concepts/part-00000-of-00001.parquet",
+    )
     n = len(name_ids)
-    pq.write_table(pa.table({"name_id": list(name_ids), "concept_id": list(concept_ids), "kb": ["medic"] * n,
-                             "name": list(name_norms), "name_norm": list(name_norms), "name_type": ["synonym"] * n},
-                            schema=NAMES_SCHEMA), out / "names/part-00000-of-00001.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "name_id": list(name_ids),
+                "concept_id": list(concept_ids),
+                "kb": ["medic"] * n,
+                "name": list(name_norms),
+                "name_norm": list(name_norms),
+                "name_type": ["synonym"] * n,
+            },
+            schema=NAMES_SCHEMA,
+        ),
+        out / "names/part-00000-of-00001.parquet",
+    )
     pq.write_table(DEAD_LETTER_SCHEMA.empty_table(), out / "dead_letter/part-00000-of-00001.parquet")
-    (out / "manifest.json").write_text(json.dumps({
-        "schema_version": SCHEMA_VERSION, "pipeline": "ingest-kb", "complete": True, "kb": "medic", "id_pattern": r"D\d{6}",
-        "normalizer": Normalizer().to_dict(), "outputs": {"names": {"rows": n}}}))
+    (out / "manifest.json").write_text(
+        json.dumps(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "pipeline": "ingest-kb",
+                "complete": True,
+                "kb": "medic",
+                "id_pattern": r"D\d{6}",
+                "normalizer": Normalizer().to_dict(),
+                "outputs": {"names": {"rows": n}},
+            }
+        )
+    )
     return out
 
 
@@ -63,15 +95,30 @@ def write_embeddings(out, names_dir, name_ids, concept_ids, vectors, *, files=2,
     step = -(-len(name_ids) // files)
     for f in range(files):
         part = slice(f * step, (f + 1) * step)
-        pq.write_table(pa.Table.from_arrays([
-            pa.array(np.asarray(name_ids[part]), pa.int64()), pa.array(list(concept_ids[part]), pa.string()),
-            pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(vectors[part]).ravel(), pa.float32()), d),
-        ], schema=embeddings_schema(d)), out / f"embeddings/part-{f:05d}-of-{files:05d}.parquet")
+        pq.write_table(
+            pa.Table.from_arrays(
+                [
+                    pa.array(np.asarray(name_ids[part]), pa.int64()),
+                    pa.array(list(concept_ids[part]), pa.string()),
+                    pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(vectors[part]).ravel(), pa.float32()), d),
+                ],
+                schema=embeddings_schema(d),
+            ),
+            out / f"embeddings/part-{f:05d}-of-{files:05d}.parquet",
+        )
     pq.write_table(DEAD_LETTER_SCHEMA.empty_table(), out / "dead_letter/part-00000-of-00001.parquet")
-    (out / "manifest.json").write_text(json.dumps({
-        "schema_version": SCHEMA_VERSION, "pipeline": "embed", "complete": True, "kb": "medic",
-        "model": {"path": model_path, "fingerprint": fingerprint, "config": {}, "dim": d, "pooling": None},
-        "names": {"path": str(names_dir), "manifest_sha256": manifest_sha256(names_dir), "rows": len(name_ids)}}))
+    (out / "manifest.json").write_text(
+        json.dumps(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "pipeline": "embed",
+                "complete": True,
+                "kb": "medic",
+                "model": {"path": model_path, "fingerprint": fingerprint, "config": {}, "dim": d, "pooling": None},
+                "names": {"path": str(names_dir), "manifest_sha256": manifest_sha256(names_dir), "rows": len(name_ids)},
+            }
+        )
+    )
     return out
 
 
@@ -101,7 +148,9 @@ def clustered(n, d, seed, clusters=40, spread=0.6):
 
 
 def build(emb, out, kind="flat", shards=3, extra=(), **spec):
-    return build_index.run(str(emb), str(out), pipeline_options(list(extra)), num_shards=shards, spec=IndexSpec(kind=kind, **spec))
+    return build_index.run(
+        str(emb), str(out), pipeline_options(list(extra)), num_shards=shards, spec=IndexSpec(kind=kind, **spec)
+    )
 
 
 def shard_files(folder):
@@ -224,8 +273,14 @@ def test_every_re_ranking_store_kind_is_split_and_searched_as_faiss_builds_it(tm
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_bytes(data)
     record = built.record
-    shard = Shard(0, faiss.read_index(str(tmp_path / record["index_file"]), faiss.IO_FLAG_MMAP_IFC), name_ids, None,
-                  record["params"], tmp_path / record["refine_file"] if refine != "none" else None)
+    shard = Shard(
+        0,
+        faiss.read_index(str(tmp_path / record["index_file"]), faiss.IO_FLAG_MMAP_IFC),
+        name_ids,
+        None,
+        record["params"],
+        tmp_path / record["refine_file"] if refine != "none" else None,
+    )
     reference, _ = bioel_index.build_index(vectors, spec, (0,))
     queries = clustered(50, 32, seed=6)
     D, I = shard.search(queries, 10)
@@ -367,8 +422,13 @@ def test_refusals_before_any_work(tmp_path):
 
     def refused(match, folder=emb, **kw):
         with pytest.raises((ValueError, IncompleteOutputError), match=match):
-            build_index.run(str(folder), str(out), pipeline_options([]), num_shards=kw.get("shards", 2),
-                            spec=IndexSpec(kind=kw.get("kind", "flat"), pq_m=kw.get("pq_m")))
+            build_index.run(
+                str(folder),
+                str(out),
+                pipeline_options([]),
+                num_shards=kw.get("shards", 2),
+                spec=IndexSpec(kind=kw.get("kind", "flat"), pq_m=kw.get("pq_m")),
+            )
         assert not out.exists()
 
     refused("at least 1", shards=0)
@@ -381,9 +441,17 @@ def test_refusals_before_any_work(tmp_path):
     refused("incomplete")
     (emb / "manifest.json").write_text(json.dumps(manifest))
     wide = embeddings_schema(8)
-    pq.write_table(pa.Table.from_arrays([pa.array([1], pa.int64()), pa.array(["D000001"]),
-                                         pa.FixedSizeListArray.from_arrays(pa.array(np.ones(8, np.float32)), 8)], schema=wide),
-                   emb / "embeddings/part-00009-of-00010.parquet")
+    pq.write_table(
+        pa.Table.from_arrays(
+            [
+                pa.array([1], pa.int64()),
+                pa.array(["D000001"]),
+                pa.FixedSizeListArray.from_arrays(pa.array(np.ones(8, np.float32)), 8),
+            ],
+            schema=wide,
+        ),
+        emb / "embeddings/part-00009-of-00010.parquet",
+    )
     refused("mixed dimension")
     for f in (emb / "embeddings").glob("*.parquet"):
         pq.write_table(embeddings_schema(16).empty_table(), f)
@@ -424,8 +492,26 @@ def test_quality_counts_vectors_against_the_embeddings_table(ties, tmp_path):
 
 def test_cli_build_index(ties, tmp_path, capsys):
     emb = str(ties[0] / "emb")
-    assert cli.main(["build-index", "--input", emb, "--output", str(tmp_path / "i"), "--num-shards", "2",
-                     "--index-kind", "hnsw", "--ef-search", "50", "--faiss-threads", "1"]) == 0
+    assert (
+        cli.main(
+            [
+                "build-index",
+                "--input",
+                emb,
+                "--output",
+                str(tmp_path / "i"),
+                "--num-shards",
+                "2",
+                "--index-kind",
+                "hnsw",
+                "--ef-search",
+                "50",
+                "--faiss-threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert "indexed 600 vectors (hnsw, dim 16) in 2 shards" in out and "quality PASSED" in out
     assert err.startswith("build-index: 600 vectors, 2 shards in ") and err.endswith(" vectors/s)\n")
@@ -437,9 +523,16 @@ def test_cli_build_index(ties, tmp_path, capsys):
 
 # ---- the dense linker over an index folder --------------------------------------------------------------
 
-PAIRS = [("D001943", "breast cancer"), ("D001943", "breast carcinoma"), ("D010051", "ovarian cancer"),
-         ("D001260", "ataxia telangiectasia"), ("D001260", "louis bar syndrome"), ("D003110", "colon cancer"),
-         ("D015179", "colon cancer"), ("D015179", "colorectal neoplasm")]
+PAIRS = [
+    ("D001943", "breast cancer"),
+    ("D001943", "breast carcinoma"),
+    ("D010051", "ovarian cancer"),
+    ("D001260", "ataxia telangiectasia"),
+    ("D001260", "louis bar syndrome"),
+    ("D003110", "colon cancer"),
+    ("D015179", "colon cancer"),
+    ("D015179", "colorectal neoplasm"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -459,11 +552,19 @@ def test_dense_linker_over_a_flat_index_answers_as_the_in_memory_one(encoder, tm
 
     model_dir = encoder.save(tmp_path / "model")
     ids = [name_id("medic", c, n) for c, n in PAIRS]
-    names_dir = write_names(tmp_path / "names", ids, [c for c, _ in PAIRS], [n for _, n in PAIRS],
-                            alt_ids={"D001260": ["208900"]})
+    names_dir = write_names(
+        tmp_path / "names", ids, [c for c, _ in PAIRS], [n for _, n in PAIRS], alt_ids={"D001260": ["208900"]}
+    )
     vectors = encoder.encode([n for _, n in PAIRS])
-    emb = write_embeddings(tmp_path / "emb", names_dir, ids, [c for c, _ in PAIRS], vectors,
-                           fingerprint=encoder.fingerprint(), model_path=str(model_dir))
+    emb = write_embeddings(
+        tmp_path / "emb",
+        names_dir,
+        ids,
+        [c for c, _ in PAIRS],
+        vectors,
+        fingerprint=encoder.fingerprint(),
+        model_path=str(model_dir),
+    )
     build(emb, tmp_path / "idx", shards=3)
 
     names = NameSet.from_names_table(names_dir)

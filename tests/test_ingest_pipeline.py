@@ -30,16 +30,33 @@ def rows(out, table):
 def test_read_normalize_spill_and_merge_steps_on_test_pipeline(tmp_path):
     spill = tmp_path / "spill"
     with BeamTestPipeline(runner="FnApiRunner") as p:
-        read = (p
-                | beam.Create([[DICTIONARY], [DICTIONARY]])  # every name twice: one of each pair merged away
-                | beam.ParDo(ingest_kb.ReadKBFn("biosyn-dict", {"id_pattern": MEDIC_ID.pattern})).with_outputs("concepts", "dead", "stats", main="names"))
-        normalized = read.names | beam.ParDo(ingest_kb.NormalizeNamesFn(Normalizer().config)).with_outputs("dead", "stats", main="tables")
-        deduped = (normalized.tables
-                   | beam.ParDo(ingest_kb.SpillRunsFn(str(spill), 2, "name_id"))
-                   | ingest_kb.MergeByShard(ingest_kb.MergeShardFn(None, NAMES_SCHEMA, 2, ingest_kb.keep_best_name, None, "duplicates")))
-        assert_that(deduped.rows | beam.Map(lambda r: (r["concept_id"], r["name_norm"], r["name_type"])), equal_to([
-            ("D001260", "ataxia telangiectasia", "preferred"), ("D001260", "louis bar syndrome", "synonym"),
-            ("D015458", "t cell leukemia", "preferred"), ("D015458", "leukemia t cell", "synonym")]), label="names")
+        read = (
+            p
+            | beam.Create([[DICTIONARY], [DICTIONARY]])  # every name twice: one of each pair merged away
+            | beam.ParDo(ingest_kb.ReadKBFn("biosyn-dict", {"id_pattern": MEDIC_ID.pattern})).with_outputs(
+                "concepts", "dead", "stats", main="names"
+            )
+        )
+        normalized = read.names | beam.ParDo(ingest_kb.NormalizeNamesFn(Normalizer().config)).with_outputs(
+            "dead", "stats", main="tables"
+        )
+        deduped = (
+            normalized.tables
+            | beam.ParDo(ingest_kb.SpillRunsFn(str(spill), 2, "name_id"))
+            | ingest_kb.MergeByShard(ingest_kb.MergeShardFn(None, NAMES_SCHEMA, 2, ingest_kb.keep_best_name, None, "duplicates"))
+        )
+        assert_that(
+            deduped.rows | beam.Map(lambda r: (r["concept_id"], r["name_norm"], r["name_type"])),
+            equal_to(
+                [
+                    ("D001260", "ataxia telangiectasia", "preferred"),
+                    ("D001260", "louis bar syndrome", "synonym"),
+                    ("D015458", "t cell leukemia", "preferred"),
+                    ("D015458", "leukemia t cell", "synonym"),
+                ]
+            ),
+            label="names",
+        )
         assert_that(deduped.stats | beam.CombinePerKey(sum), equal_to([("duplicates", 4)]), label="duplicates")
         assert_that(read.dead | beam.Map(lambda d: d["location"]), equal_to(["line 5", "line 6"] * 2), label="dead")
     assert not [f for f in spill.rglob("*") if f.is_file()]  # every run merged and removed
@@ -125,7 +142,9 @@ def test_failed_run_leaves_no_complete_looking_output(tmp_path, monkeypatch):
 
 
 def test_cli_errors_are_one_line_and_nonzero(tmp_path, capsys):
-    code = cli.main(["ingest-kb", "--input-format", "medic-biosyn", "--input", str(tmp_path / "nope.txt"), "--output", str(tmp_path / "o")])
+    code = cli.main(
+        ["ingest-kb", "--input-format", "medic-biosyn", "--input", str(tmp_path / "nope.txt"), "--output", str(tmp_path / "o")]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "nope.txt: no such file or folder" in err
     blocker = tmp_path / "file"
@@ -187,14 +206,48 @@ def test_cli_ingest_with_quality_report_on_relative_paths(tmp_path, monkeypatch,
 def test_cli_ingests_a_dictionary_of_any_scheme_with_its_vocabulary(tmp_path, capsys):
     # --kb biosyn-dict took MEDIC-shaped ids only; a SNOMED CT dictionary was dead-lettered line by line
     out = tmp_path / "kb"
-    assert cli.main(["ingest-kb", "--input-format", "biosyn-dict", "--kb-name", "snomed-dict", "--vocabulary", "SNOMEDCT",
-                     "--id-pattern", r"(?:SNOMEDCT:)?\d{6,18}", "--input", str(FIXTURES / "biosyn/snomed_dictionary.txt"),
-                     "--output", str(out), "--num-shards", "1"]) == 0
+    assert (
+        cli.main(
+            [
+                "ingest-kb",
+                "--input-format",
+                "biosyn-dict",
+                "--kb-name",
+                "snomed-dict",
+                "--vocabulary",
+                "SNOMEDCT",
+                "--id-pattern",
+                r"(?:SNOMEDCT:)?\d{6,18}",
+                "--input",
+                str(FIXTURES / "biosyn/snomed_dictionary.txt"),
+                "--output",
+                str(out),
+                "--num-shards",
+                "1",
+            ]
+        )
+        == 0
+    )
     concepts = {r["concept_id"]: r for r in rows(out, "concepts")}
     assert {c: (r["vocabulary"], r["alt_ids"]) for c, r in concepts.items()} == {
-        "22298006": ("SNOMEDCT", []), "195967001": ("SNOMEDCT", ["SNOMEDCT:304527002"]), "38341003": ("SNOMEDCT", [])}
+        "22298006": ("SNOMEDCT", []),
+        "195967001": ("SNOMEDCT", ["SNOMEDCT:304527002"]),
+        "38341003": ("SNOMEDCT", []),
+    }
     assert read_table(out, "dead_letter").num_rows == 0
-    code = cli.main(["ingest-kb", "--input-format", "biosyn-dict", "--id-pattern", "(", "--input", DICTIONARY, "--output", str(tmp_path / "x")])
+    code = cli.main(
+        [
+            "ingest-kb",
+            "--input-format",
+            "biosyn-dict",
+            "--id-pattern",
+            "(",
+            "--input",
+            DICTIONARY,
+            "--output",
+            str(tmp_path / "x"),
+        ]
+    )
     assert code == 2 and "error: --id-pattern: '(' is not a regular expression" in capsys.readouterr().err
 
 
@@ -208,7 +261,9 @@ def test_control_characters_are_cleaned_and_an_empty_name_dead_lettered(tmp_path
     names = rows(out, "names")
     assert [(r["name"], r["name_norm"]) for r in names] == [("Acne Vulgaris", "acne vulgaris")]  # one name_id: kept once
     dead = read_table(out, "dead_letter").to_pylist()
-    assert [(d["location"], d["reason"], d["raw"]) for d in dead] == [("concept D000152", "name is of control characters only", "\x00\x01")]
+    assert [(d["location"], d["reason"], d["raw"]) for d in dead] == [
+        ("concept D000152", "name is of control characters only", "\x00\x01")
+    ]
 
 
 def test_an_ingest_with_names_of_control_characters_only_is_published(tmp_path, capsys):
@@ -224,11 +279,15 @@ def test_an_ingest_with_names_of_control_characters_only_is_published(tmp_path, 
     assert (manifest["counts"]["records_read"], manifest["counts"]["dead_lettered"]) == (6, 1)
     concepts = {r["concept_id"]: r["preferred_name"] for r in rows(out, "concepts")}
     assert concepts["D000001"] == "Usable Synonym" and "D000002" not in concepts and len(concepts) == 5
-    assert [(r["name"], r["name_type"]) for r in rows(out, "names") if r["concept_id"] == "D000001"] == [("Usable Synonym", "synonym")]
+    assert [(r["name"], r["name_type"]) for r in rows(out, "names") if r["concept_id"] == "D000001"] == [
+        ("Usable Synonym", "synonym")
+    ]
     # the line with no usable name, dead-lettered by the reader; the junk first name of D000001, by the normalizer
     dead = sorted((d["source"], d["location"], d["reason"]) for d in read_table(out, "dead_letter").to_pylist())
-    assert dead == [(str(path), "line 2", "no name with a printable character: every name is control characters only"),
-                    ("normalizer", "concept D000001", "name is of control characters only")]
+    assert dead == [
+        (str(path), "line 2", "no name with a printable character: every name is control characters only"),
+        ("normalizer", "concept D000001", "name is of control characters only"),
+    ]
     assert json.loads((out / "quality" / "summary.json").read_text())["critical_failures"] == 0
     assert_published(out)
 
@@ -241,7 +300,9 @@ def _cli(capsys, *argv) -> tuple[int, str]:
 
 def test_an_ingest_whose_counts_do_not_reconcile_exits_3_and_the_previous_kb_stands(tmp_path, capsys, monkeypatch):
     out = tmp_path / "kb"
-    assert _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--no-quality")[0] == 0
+    assert (
+        _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--no-quality")[0] == 0
+    )
     before = (out / "manifest.json").read_bytes()
     build = ingest_kb.build_manifest
 
@@ -259,23 +320,50 @@ def test_an_ingest_whose_counts_do_not_reconcile_exits_3_and_the_previous_kb_sta
 
 def test_misspelled_flags_are_refused_before_any_work_and_beam_flags_pass(tmp_path, capsys):
     out = tmp_path / "kb"
-    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--nmu-shards", "2")
+    code, err = _cli(
+        capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--nmu-shards", "2"
+    )
     assert code == 2 and len(err.splitlines()) == 1 and "--nmu-shards" in err and "did you mean --num-shards?" in err
-    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--direct_num_worker=2")
+    code, err = _cli(
+        capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--direct_num_worker=2"
+    )
     assert code == 2 and "did you mean --direct_num_workers?" in err
     assert not out.exists()
     # Beam's own options (any registered PipelineOptions class's) still reach Beam
-    code, _ = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", out, "--num-shards", "3",
-                   "--no-quality", "--runner", "DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory",
-                   "--temp_location", tmp_path, "--experiments", "x", "--project", "p")
+    code, _ = _cli(
+        capsys,
+        "ingest-kb",
+        "--input-format",
+        "medic-biosyn",
+        "--input",
+        MEDIC_RAW,
+        "--output",
+        out,
+        "--num-shards",
+        "3",
+        "--no-quality",
+        "--runner",
+        "DirectRunner",
+        "--direct_num_workers=1",
+        "--direct_running_mode=in_memory",
+        "--temp_location",
+        tmp_path,
+        "--experiments",
+        "x",
+        "--project",
+        "p",
+    )
     assert code == 0 and len(read_manifest(out)["outputs"]["names"]["files"]) == 3
 
 
-@pytest.mark.parametrize("flag, said", [
-    (["--direct_num_workers=two"], "argument --direct_num_workers: invalid int value: 'two'"),
-    (["--runner", "PortableRunner", "--environment_type"], "argument --environment_type: expected one argument"),
-    (["--runner", "FlinkRunner", "--flink_version", "0.1"], "argument --flink_version: invalid choice: '0.1'"),
-])
+@pytest.mark.parametrize(
+    "flag, said",
+    [
+        (["--direct_num_workers=two"], "argument --direct_num_workers: invalid int value: 'two'"),
+        (["--runner", "PortableRunner", "--environment_type"], "argument --environment_type: expected one argument"),
+        (["--runner", "FlinkRunner", "--flink_version", "0.1"], "argument --flink_version: invalid choice: '0.1'"),
+    ],
+)
 def test_a_bad_value_of_a_beam_flag_is_one_line_before_any_work(tmp_path, capsys, flag, said):
     # Beam's parser printed its usage, some 120 lines of every runner's flags, above the error
     out = tmp_path / "kb"
@@ -285,13 +373,26 @@ def test_a_bad_value_of_a_beam_flag_is_one_line_before_any_work(tmp_path, capsys
 
 
 def test_zero_shards_and_a_folder_without_inputs_are_one_line_errors(tmp_path, capsys):
-    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output", tmp_path / "o", "--num-shards", "0")
+    code, err = _cli(
+        capsys,
+        "ingest-kb",
+        "--input-format",
+        "medic-biosyn",
+        "--input",
+        MEDIC_RAW,
+        "--output",
+        tmp_path / "o",
+        "--num-shards",
+        "0",
+    )
     assert code == 2 and err == "bioel ingest-kb: error: --num-shards: must be at least 1, got 0"
     with pytest.raises(ValueError, match="^num_shards must be a whole number of at least 1"):
         ingest_kb.run("medic-biosyn", [MEDIC_RAW], str(tmp_path / "o"), local(), num_shards=0)
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / ".DS_Store").write_text("x")
-    code, err = _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", tmp_path / "empty", "--output", tmp_path / "o")
+    code, err = _cli(
+        capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", tmp_path / "empty", "--output", tmp_path / "o"
+    )
     assert code == 2 and len(err.splitlines()) == 1 and "empty: the folder holds no input file" in err
     assert not (tmp_path / "o").exists()
 
@@ -331,11 +432,14 @@ def test_a_gzip_failing_its_checksum_contributes_only_a_dead_letter(tmp_path):
     assert CORRUPT_INPUT_POLICY == "dead-letter-file"
 
 
-@pytest.mark.parametrize("content", [b"", bytes(range(256)) * 4, b"no pipes here\nnor here\n"],
-                         ids=["empty", "random-bytes", "every-line-dead"])
+@pytest.mark.parametrize(
+    "content", [b"", bytes(range(256)) * 4, b"no pipes here\nnor here\n"], ids=["empty", "random-bytes", "every-line-dead"]
+)
 def test_inputs_that_yield_no_rows_exit_3_and_keep_the_previous_output(tmp_path, capsys, content):
     out = tmp_path / "kb"
-    assert _cli(capsys, "ingest-kb", "--input-format", "biosyn-dict", "--input", DICTIONARY, "--output", out, "--no-quality")[0] == 0
+    assert (
+        _cli(capsys, "ingest-kb", "--input-format", "biosyn-dict", "--input", DICTIONARY, "--output", out, "--no-quality")[0] == 0
+    )
     before = (out / "manifest.json").read_bytes()
     bad = tmp_path / "bad.txt"
     bad.write_bytes(content)
@@ -354,8 +458,11 @@ def test_quality_reports_empty_kb_tables_from_a_non_empty_input_as_critical(tmp_
     empty_table(tmp_path / "kb", "concepts")
     empty_table(tmp_path / "kb", "names")
     summary = report(tmp_path / "kb")
-    empty = {c["table"] for c in summary["checks"] if c["expectation"] == "expect_table_row_count_to_be_between"
-             and not c["success"] and c["severity"] == "critical"}
+    empty = {
+        c["table"]
+        for c in summary["checks"]
+        if c["expectation"] == "expect_table_row_count_to_be_between" and not c["success"] and c["severity"] == "critical"
+    }
     assert empty == {"concepts", "names"} and not summary["passed"]
     assert cli.main(["report", "--input", str(tmp_path / "kb")]) == 4
 
@@ -368,8 +475,13 @@ def test_a_large_mrconso_read_in_ranges_gives_the_same_files_on_one_and_two_work
     whole = ingest_kb.run("umls", paths, str(tmp_path / "whole"), local(), num_shards=3)
     monkeypatch.setattr(kb_io, "SPLIT_BYTES", 2000)
     ranged = ingest_kb.run("umls", paths, str(tmp_path / "ranged"), local(), num_shards=3)
-    ingest_kb.run("umls", paths, str(tmp_path / "multi"), local("--direct_num_workers=2", "--direct_running_mode=multi_processing"),
-                          num_shards=3)
+    ingest_kb.run(
+        "umls",
+        paths,
+        str(tmp_path / "multi"),
+        local("--direct_num_workers=2", "--direct_running_mode=multi_processing"),
+        num_shards=3,
+    )
     assert all(ranged["reconciliation"].values()) and ranged["counts"] == whole["counts"]
     assert [f["skipped_by_filter"] for f in ranged["inputs"]] == [f["skipped_by_filter"] for f in whole["inputs"]]
     for table in ("concepts", "names", "dead_letter"):
@@ -389,16 +501,19 @@ def test_a_large_mesh_xml_read_in_record_ranges_gives_the_whole_files_tables(tmp
     ranged = ingest_kb.run("mesh-xml", [path], str(tmp_path / "ranged"), local(), num_shards=2)
     assert all(ranged["reconciliation"].values()) and ranged["counts"] == whole["counts"]
     for table in ("concepts", "names", "dead_letter"):
-        assert ([f.read_bytes() for f in sorted((data_root(tmp_path / "ranged") / table).iterdir())]
-                == [f.read_bytes() for f in sorted((data_root(tmp_path / "whole") / table).iterdir())]), table
+        assert [f.read_bytes() for f in sorted((data_root(tmp_path / "ranged") / table).iterdir())] == [
+            f.read_bytes() for f in sorted((data_root(tmp_path / "whole") / table).iterdir())
+        ], table
 
 
 def test_no_rows_names_why_the_records_were_filtered(tmp_path, capsys):
     # every MRCONSO row was left out by a filter (French rows, English selected by default): the refusal said only
     # "all dead-lettered or filtered", with no dead letter to name, so nothing told the user which option to change
     conso = tmp_path / "MRCONSO.RRF"
-    conso.write_text("C0000039|FRE|P|L1|PF|S1|Y|A1||M1|D015060|MSHFRE|MH|D015060|Colfosceril|3|N||\n"
-                     "C0000039|FRE|S|L2|PF|S2|Y|A2||M1|D015060|MSHFRE|EN|D015060|Dipalmitoyllecithine|3|N||\n")
+    conso.write_text(
+        "C0000039|FRE|P|L1|PF|S1|Y|A1||M1|D015060|MSHFRE|MH|D015060|Colfosceril|3|N||\n"
+        "C0000039|FRE|S|L2|PF|S2|Y|A2||M1|D015060|MSHFRE|EN|D015060|Dipalmitoyllecithine|3|N||\n"
+    )
     code, err = _cli(capsys, "ingest-kb", "--input-format", "umls", "--input", conso, "--output", tmp_path / "kb", "--no-quality")
     assert code == 3 and len(err.splitlines()) == 1, err
     assert "no rows: 2 input records read" in err and "filtered: LAT not selected (2)" in err, err
@@ -424,7 +539,9 @@ def test_an_ingest_that_fails_its_quality_checks_publishes_nothing(tmp_path, cap
     assert_published(out)
 
     # asked not to fail, the same input is published; a published run clears the last rejected report
-    assert _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", bad, "--output", out, "--fail-on", "none")[0] == 0
+    assert (
+        _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", bad, "--output", out, "--fail-on", "none")[0] == 0
+    )
     assert read_table(out, "names").num_rows == 1 and not (out / "rejected").exists()
     assert json.loads((out / "quality" / "summary.json").read_text())["generation"] == read_manifest(out)["generation"]
 
@@ -438,8 +555,18 @@ def test_a_job_whose_workers_run_other_libraries_than_the_launcher_publishes_not
 
     here = library_versions()
     monkeypatch.setattr(guards, "library_versions", lambda: {**here, "torch": "2.99.0"})
-    command = ["ingest-kb", "--input-format", "biosyn-dict", "--input", DICTIONARY, "--output", str(tmp_path / "kb"),
-               "--num-shards", "1", "--no-quality"]
+    command = [
+        "ingest-kb",
+        "--input-format",
+        "biosyn-dict",
+        "--input",
+        DICTIONARY,
+        "--output",
+        str(tmp_path / "kb"),
+        "--num-shards",
+        "1",
+        "--no-quality",
+    ]
     assert cli.main(command) == 2
     err = capsys.readouterr().err
     assert f"torch {here['torch']} here, 2.99.0 on the launcher" in err and "requirements.lock.txt" in err

@@ -65,8 +65,9 @@ def test_globs_and_paths_that_name_nothing_are_one_line_errors_naming_them(tmp_p
 
 def test_a_remote_folder_is_a_prefix_and_is_read_through_beam(tmp_path):
     local = baseline_folder(tmp_path / "baseline")
-    ObjectStore.objects = {f"objstore://bucket/baseline/{p.relative_to(local).as_posix()}": p.read_bytes()
-                           for p in local.rglob("*") if p.is_file()}
+    ObjectStore.objects = {
+        f"objstore://bucket/baseline/{p.relative_to(local).as_posix()}": p.read_bytes() for p in local.rglob("*") if p.is_file()
+    }
     ObjectStore.objects["objstore://bucket/baseline-2024/pubmed24n0001.xml.gz"] = b"not under baseline/"
     expected = ["objstore://bucket/baseline/pubmed25n0001.xml.gz", "objstore://bucket/baseline/pubmed25n0002.xml.gz"]
     assert expand_inputs(["objstore://bucket/baseline"]) == expected
@@ -80,9 +81,12 @@ def test_a_remote_folder_is_a_prefix_and_is_read_through_beam(tmp_path):
     # a pipeline reads the expanded remote files through Beam and records them
     ObjectStore.objects["objstore://bucket/medic/CTD_diseases.txt"] = MEDIC_RAW.read_bytes()
     ObjectStore.objects["objstore://bucket/medic/CTD_diseases.txt.md5"] = b"0" * 32
-    manifest = ingest_kb.run("medic-biosyn", ["objstore://bucket/medic"], str(tmp_path / "kb"), pipeline_options([]), num_shards=1)
-    assert [(i["path"], i["bytes"]) for i in manifest["inputs"]] == [("objstore://bucket/medic/CTD_diseases.txt",
-                                                                       len(MEDIC_RAW.read_bytes()))]
+    manifest = ingest_kb.run(
+        "medic-biosyn", ["objstore://bucket/medic"], str(tmp_path / "kb"), pipeline_options([]), num_shards=1
+    )
+    assert [(i["path"], i["bytes"]) for i in manifest["inputs"]] == [
+        ("objstore://bucket/medic/CTD_diseases.txt", len(MEDIC_RAW.read_bytes()))
+    ]
     assert manifest["outputs"]["names"]["rows"] > 0
 
 
@@ -95,12 +99,17 @@ def test_each_file_is_listed_with_its_folder_and_a_text_document_is_named_below_
     local = baseline_folder(tmp_path / "baseline")
     (local / "new").mkdir()
     (local / "new" / "pubmed25n0001.xml.gz").write_bytes(b"a file of the same name in another subfolder")
-    ObjectStore.objects = {f"objstore://bucket/baseline/{p.relative_to(local).as_posix()}": p.read_bytes()
-                           for p in local.rglob("*") if p.is_file()}
+    ObjectStore.objects = {
+        f"objstore://bucket/baseline/{p.relative_to(local).as_posix()}": p.read_bytes() for p in local.rglob("*") if p.is_file()
+    }
     for root in (str(local), "objstore://bucket/baseline"):
         listed = listed_inputs([f"{root}/**.xml.gz", f"{root}/pubmed25n0002.xml.gz"])
         assert {document_stem(path, folder) for path, folder in listed.items()} == {
-            "pubmed25n0001", "pubmed25n0002", "old/pubmed24n0001", "new/pubmed25n0001"}
+            "pubmed25n0001",
+            "pubmed25n0002",
+            "old/pubmed24n0001",
+            "new/pubmed25n0001",
+        }
         assert listed[f"{root}/pubmed25n0002.xml.gz"] == root  # named again: its first listing's folder
         (alone,) = listed_inputs([f"{root}/old/pubmed24n0001.xml.gz"]).items()
         assert document_stem(*alone) == "pubmed24n0001"
@@ -110,8 +119,8 @@ def test_ingest_kb_reads_a_folder_and_records_the_expanded_files(tmp_path):
     folder = tmp_path / "medic"
     folder.mkdir()
     lines = MEDIC_RAW.read_text().splitlines(keepends=True)
-    (folder / "b.txt").write_text("".join(lines[len(lines) // 2:]))
-    (folder / "a.txt").write_text("".join(lines[:len(lines) // 2]))
+    (folder / "b.txt").write_text("".join(lines[len(lines) // 2 :]))
+    (folder / "a.txt").write_text("".join(lines[: len(lines) // 2]))
     (folder / "a.txt.md5").write_text("0" * 32)
     manifest = ingest_kb.run("medic-biosyn", [str(folder)], str(tmp_path / "kb"), pipeline_options([]), num_shards=1)
     assert [i["path"] for i in manifest["inputs"]] == [str(folder / "a.txt"), str(folder / "b.txt")]
@@ -137,8 +146,13 @@ def test_pubtator_sources_file_parts_folder_and_link_output(tmp_path):
     (out / "gen-1" / "pubtator").mkdir(parents=True)
     write_pubtator(_docs(2), out / "gen-1" / "pubtator" / "linked.pubtator")
     (out / "gen-0-stale").mkdir()
-    manifest = {"pipeline": "link", "complete": True, "generation": "gen-1", "output_format": "pubtator",
-                "outputs": {"pubtator": {"files": ["pubtator/linked.pubtator"]}}}
+    manifest = {
+        "pipeline": "link",
+        "complete": True,
+        "generation": "gen-1",
+        "output_format": "pubtator",
+        "outputs": {"pubtator": {"files": ["pubtator/linked.pubtator"]}},
+    }
     (out / "manifest.json").write_text(json.dumps(manifest))
     assert pubtator_files(out) == [str(out / "gen-1" / "pubtator" / "linked.pubtator")]
     assert [d.doc_id for d in read_pubtator(out)] == ["0", "1"]
@@ -151,8 +165,17 @@ def test_pubtator_sources_file_parts_folder_and_link_output(tmp_path):
 def test_pubtator_sources_refuse_outputs_without_pubtator(tmp_path, capsys):
     out = tmp_path / "links"
     out.mkdir()
-    (out / "manifest.json").write_text(json.dumps({"pipeline": "link", "complete": True, "generation": "g",
-                                                   "output_format": "bioc-xml", "outputs": {"bioc-xml": {"files": []}}}))
+    (out / "manifest.json").write_text(
+        json.dumps(
+            {
+                "pipeline": "link",
+                "complete": True,
+                "generation": "g",
+                "output_format": "bioc-xml",
+                "outputs": {"bioc-xml": {"files": []}},
+            }
+        )
+    )
     with pytest.raises(ValueError, match="--pred .*links: this `bioel link` output has no PubTator copy .*bioc-xml"):
         read_pubtator(out, "--pred")
     (out / "manifest.json").write_text(json.dumps({"pipeline": "embed", "complete": True}))

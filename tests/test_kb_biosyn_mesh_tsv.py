@@ -17,9 +17,14 @@ def split(items):
 def test_medic_biosyn_reader_exact_records():
     concepts, names, dead, stats = split(get_reader("medic-biosyn").read([str(FIXTURES / "biosyn/medic_raw.txt")]))
     assert [c.concept_id for c in concepts] == ["C565588", "C567755", "D001260", "C"]
-    assert concepts[1] == ConceptRecord("C567755", "medic", "Tooth Agenesis, Selective, 6", alt_ids=("OMIM:613097",), vocabulary="MESH")
+    assert concepts[1] == ConceptRecord(
+        "C567755", "medic", "Tooth Agenesis, Selective, 6", alt_ids=("OMIM:613097",), vocabulary="MESH"
+    )
     assert [(n.concept_id, n.name, n.name_type) for n in names if n.concept_id == "D001260"] == [
-        ("D001260", "Ataxia Telangiectasia", "preferred"), ("D001260", "Louis-Bar Syndrome", "synonym"), ("D001260", "AT", "synonym")]
+        ("D001260", "Ataxia Telangiectasia", "preferred"),
+        ("D001260", "Louis-Bar Syndrome", "synonym"),
+        ("D001260", "AT", "synonym"),
+    ]
     assert dead == []
     assert stats[0].records_read == 4 and stats[0].reconciles()
 
@@ -28,7 +33,10 @@ def test_biosyn_dictionary_reader_ids_whitespace_and_bad_lines():
     path = str(FIXTURES / "biosyn/dictionary.txt")
     # --id-pattern enforces a scheme: the MEDIC one here
     concepts, names, dead, stats = split(get_reader("biosyn-dict", id_pattern=MEDIC_ID.pattern).read([path]))
-    assert [(c.concept_id, c.alt_ids, c.vocabulary) for c in concepts] == [("D001260", ("OMIM:208900",), "MESH"), ("D015458", (), "MESH")]
+    assert [(c.concept_id, c.alt_ids, c.vocabulary) for c in concepts] == [
+        ("D001260", ("OMIM:208900",), "MESH"),
+        ("D015458", (), "MESH"),
+    ]
     assert [n.name for n in names] == ["ataxia telangiectasia", "louis bar syndrome", "t cell leukemia", "leukemia t cell"]
     assert [(d.location, d.source) for d in dead] == [("line 5", path), ("line 6", path)]
     assert "does not match" in dead[0].reason and "||name" in dead[1].reason
@@ -48,13 +56,15 @@ def test_medic_concept_id_is_the_mesh_id_whatever_the_order(tmp_path):
         ("613162", "OMIM", ()),  # OMIM only: an OMIM concept, and it says so
         ("D019082", "MESH", ("OMIM:270400",)),
         ("D001260", "MESH", ("OMIM:208900",)),
-        ("C536126", "MESH", ("OMIM:236670",))]
+        ("C536126", "MESH", ("OMIM:236670",)),
+    ]
     assert {n.concept_id for n in names if n.name.startswith("Sjogren")} == {"D019082"}
     # a BioSyn dictionary of MEDIC ids gets the same rule
     dictionary = FIXTURES / "biosyn/dictionary.txt"
     flipped = tmp_path / "flipped.txt"
-    flipped.write_text("".join(line.replace("D001260|208900", "208900|D001260") + "\n"
-                               for line in dictionary.read_text().splitlines()[:2]))
+    flipped.write_text(
+        "".join(line.replace("D001260|208900", "208900|D001260") + "\n" for line in dictionary.read_text().splitlines()[:2])
+    )
     concepts, _, _, _ = split(BioSynDictionaryReader().read([str(flipped)]))
     assert [(c.concept_id, c.alt_ids) for c in concepts] == [("D001260", ("OMIM:208900",))]
 
@@ -62,12 +72,15 @@ def test_medic_concept_id_is_the_mesh_id_whatever_the_order(tmp_path):
 def test_dictionary_of_another_scheme_with_its_declared_vocabulary():
     # a SNOMED CT dictionary was dead-lettered line by line (ids had to be MEDIC-shaped)
     path = str(FIXTURES / "biosyn/snomed_dictionary.txt")
-    concepts, names, dead, stats = split(get_reader("biosyn-dict", kb="snomed-dict", vocabulary="snomedct",
-                                                    id_pattern=r"(?:SNOMEDCT:)?\d{6,18}").read([path]))
+    concepts, names, dead, stats = split(
+        get_reader("biosyn-dict", kb="snomed-dict", vocabulary="snomedct", id_pattern=r"(?:SNOMEDCT:)?\d{6,18}").read([path])
+    )
     assert dead == [] and stats[0].records_accepted == 4
     assert [(c.concept_id, c.vocabulary, c.alt_ids, c.kb) for c in concepts] == [
-        ("22298006", "SNOMEDCT", (), "snomed-dict"), ("195967001", "SNOMEDCT", ("SNOMEDCT:304527002",), "snomed-dict"),
-        ("38341003", "SNOMEDCT", (), "snomed-dict")]  # a written SNOMEDCT: prefix is the declared vocabulary's
+        ("22298006", "SNOMEDCT", (), "snomed-dict"),
+        ("195967001", "SNOMEDCT", ("SNOMEDCT:304527002",), "snomed-dict"),
+        ("38341003", "SNOMEDCT", (), "snomed-dict"),
+    ]  # a written SNOMEDCT: prefix is the declared vocabulary's
     assert [(n.concept_id, n.name_type) for n in names][:2] == [("22298006", "preferred"), ("22298006", "synonym")]
     # a pattern still dead-letters what it does not match, naming the line
     _, _, dead, _ = split(get_reader("biosyn-dict", id_pattern=r"C\d{7}").read([path]))
@@ -80,7 +93,9 @@ def test_composite_lines_name_each_of_their_concepts():
     concepts, names, dead, stats = split(get_reader("biosyn-dict").read([path]))
     assert dead == [] and (stats[0].records_read, stats[0].records_accepted) == (4, 4)
     assert [(n.concept_id, n.name, n.name_type) for n in names if "recurrent meningitis" in n.name] == [
-        ("D008581", "recurrent meningitis", "synonym"), ("D012008", "recurrent meningitis", "synonym")]
+        ("D008581", "recurrent meningitis", "synonym"),
+        ("D012008", "recurrent meningitis", "synonym"),
+    ]
     assert [(c.concept_id, c.alt_ids) for c in concepts][2:] == [("D001943", ("OMIM:114480",)), ("D010051", ())]
 
 
@@ -117,7 +132,10 @@ def test_mesh_tsv_reader_with_trees():
         ConceptRecord("D001260", "mesh", "Ataxia Telangiectasia", semantic_types=("C10.574.500.100",), vocabulary="MESH"),
     ]
     assert [(n.name, n.name_type) for n in names if n.concept_id == "D001260"] == [
-        ("Ataxia Telangiectasia", "preferred"), ("Louis-Bar Syndrome", "entry_term"), ("AT", "abbreviation")]
+        ("Ataxia Telangiectasia", "preferred"),
+        ("Louis-Bar Syndrome", "entry_term"),
+        ("AT", "abbreviation"),
+    ]
     assert dead == [] and all(s.reconciles() for s in stats)
 
 
@@ -156,13 +174,19 @@ def test_a_umls_cui_is_not_taken_for_a_mesh_id(tmp_path):
     # is C followed by 7 (C0011849). A dictionary of CUIs (no --vocabulary) had every CUI labelled MESH, its alt
     # CUIs written `MESH:C...`, so `--id-prefix vocabulary` wrote MESH:C0011849 for a UMLS concept
     path = tmp_path / "cuis.txt"
-    path.write_text("C0011849|C0011860||diabetes mellitus\nUMLS:C0004096||asthma\nD000086382||COVID-19\n"
-                    "C000657245||COVID-19 drug treatment\nC000002||bevonium\n")
+    path.write_text(
+        "C0011849|C0011860||diabetes mellitus\nUMLS:C0004096||asthma\nD000086382||COVID-19\n"
+        "C000657245||COVID-19 drug treatment\nC000002||bevonium\n"
+    )
     concepts, _, dead, _ = split(BioSynDictionaryReader().read([str(path)]))
     assert dead == []
     assert [(c.concept_id, c.vocabulary, c.alt_ids) for c in concepts] == [
-        ("C0011849", "LOCAL", ("LOCAL:C0011860",)), ("C0004096", "UMLS", ()), ("D000086382", "MESH", ()),
-        ("C000657245", "MESH", ()), ("C000002", "MESH", ())]
+        ("C0011849", "LOCAL", ("LOCAL:C0011860",)),
+        ("C0004096", "UMLS", ()),
+        ("D000086382", "MESH", ()),
+        ("C000657245", "MESH", ()),
+        ("C000002", "MESH", ()),
+    ]
     # readers that admit MeSH ids only dead-letter the CUI instead of taking it for MeSH
     medic = tmp_path / "medic.txt"
     medic.write_text("C0011849||diabetes mellitus\nD003920||Diabetes Mellitus\n")
@@ -177,19 +201,32 @@ def test_ids_of_other_vocabularies_keep_their_prefix_and_never_collide(tmp_path)
     from bioel_core.kb.vocab import plain_id, qualify
 
     path = tmp_path / "ontologies.txt"
-    path.write_text("HP:0000118||Phenotypic abnormality\nMP:0000118||abnormal cell morphology\n"
-                    "DOID:0060135|HP:0000119||abdominal cancer\nOMIM:123||short omim\nUMLS:C0004096||asthma\n")
+    path.write_text(
+        "HP:0000118||Phenotypic abnormality\nMP:0000118||abnormal cell morphology\n"
+        "DOID:0060135|HP:0000119||abdominal cancer\nOMIM:123||short omim\nUMLS:C0004096||asthma\n"
+    )
     concepts, names, dead, _ = split(BioSynDictionaryReader().read([str(path)]))
     assert dead == []
     assert [(c.concept_id, c.vocabulary, c.alt_ids) for c in concepts] == [
-        ("HP:0000118", "HP", ()), ("MP:0000118", "MP", ()), ("DOID:0060135", "DOID", ("HP:0000119",)),
-        ("123", "OMIM", ()), ("C0004096", "UMLS", ())]
-    assert [(n.concept_id, n.name) for n in names][:2] == [("HP:0000118", "Phenotypic abnormality"),
-                                                           ("MP:0000118", "abnormal cell morphology")]
+        ("HP:0000118", "HP", ()),
+        ("MP:0000118", "MP", ()),
+        ("DOID:0060135", "DOID", ("HP:0000119",)),
+        ("123", "OMIM", ()),
+        ("C0004096", "UMLS", ()),
+    ]
+    assert [(n.concept_id, n.name) for n in names][:2] == [
+        ("HP:0000118", "Phenotypic abnormality"),
+        ("MP:0000118", "abnormal cell morphology"),
+    ]
     assert all(plain_id(c.concept_id) == c.concept_id for c in concepts[:3])
     # the qualified form (--id-prefix vocabulary, alt ids) writes such an id once, as it is
     assert [qualify(c.vocabulary, c.concept_id) for c in concepts] == [
-        "HP:0000118", "MP:0000118", "DOID:0060135", "OMIM:123", "UMLS:C0004096"]
+        "HP:0000118",
+        "MP:0000118",
+        "DOID:0060135",
+        "OMIM:123",
+        "UMLS:C0004096",
+    ]
 
 
 def test_a_nil_id_is_not_a_concept(tmp_path):
@@ -201,7 +238,8 @@ def test_a_nil_id_is_not_a_concept(tmp_path):
     assert [c.concept_id for c in concepts] == ["D003920", "C0011849"]
     assert [(d.location, d.reason) for d in dead] == [
         ("line 2", "id '-1' labels a mention with no concept (NIL); a dictionary line names a concept"),
-        ("line 3", "id 'CUI-less' labels a mention with no concept (NIL); a dictionary line names a concept")]
+        ("line 3", "id 'CUI-less' labels a mention with no concept (NIL); a dictionary line names a concept"),
+    ]
 
 
 NO_NAME = "no name with a printable character: {} control characters only"
@@ -216,10 +254,14 @@ def test_a_medic_concept_is_named_by_its_first_usable_name(tmp_path):
     assert [(c.concept_id, c.preferred_name) for c in concepts] == [("D000001", "Usable Synonym"), ("D000003", "Fine")]
     # names are as read: the junk one is the normalizer's to dead-letter, the synonym stays a synonym
     assert [(n.concept_id, n.name, n.name_type) for n in names] == [
-        ("D000001", "\x01\x02", "preferred"), ("D000001", "Usable Synonym", "synonym"), ("D000001", "Other", "synonym"),
-        ("D000003", "Fine", "preferred")]
+        ("D000001", "\x01\x02", "preferred"),
+        ("D000001", "Usable Synonym", "synonym"),
+        ("D000001", "Other", "synonym"),
+        ("D000003", "Fine", "preferred"),
+    ]
     assert [(d.source, d.location, d.reason, d.raw) for d in dead] == [
-        (str(path), "line 2", NO_NAME.format("every name is"), "D000002||\x01|\x02\x03")]
+        (str(path), "line 2", NO_NAME.format("every name is"), "D000002||\x01|\x02\x03")
+    ]
     assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (3, 2, 1) and stats[0].reconciles()
 
 
@@ -229,9 +271,14 @@ def test_a_dictionary_line_without_a_usable_name_is_dead_and_the_next_line_creat
     concepts, names, dead, stats = split(BioSynDictionaryReader().read([str(path)]))
     assert [(c.concept_id, c.preferred_name) for c in concepts] == [("D000001", "usable name"), ("D000003", "fine")]
     assert [(n.concept_id, n.name, n.name_type) for n in names] == [
-        ("D000001", "usable name", "preferred"), ("D000001", "other name", "synonym"), ("D000003", "fine", "preferred")]
-    assert [(d.location, d.reason) for d in dead] == [("line 1", NO_NAME.format("the name is")),
-                                                      ("line 4", NO_NAME.format("the name is"))]
+        ("D000001", "usable name", "preferred"),
+        ("D000001", "other name", "synonym"),
+        ("D000003", "fine", "preferred"),
+    ]
+    assert [(d.location, d.reason) for d in dead] == [
+        ("line 1", NO_NAME.format("the name is")),
+        ("line 4", NO_NAME.format("the name is")),
+    ]
     assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (5, 3, 2) and stats[0].reconciles()
 
 
@@ -239,14 +286,21 @@ def test_a_mesh_tsv_descriptor_is_named_by_its_first_usable_name(tmp_path):
     text = (FIXTURES / "mesh_tsv/thesaurus.tsv").read_text()
     first = len(text.splitlines()) + 1
     path = tmp_path / "thesaurus.tsv"
-    path.write_text(text + "D000002\t\x01\x02\tM1\tT1\t\x01\x02\tY\tN\tNON\tY\n"  # the name and its own term unusable
-                           "D000002\t\x01\x02\tM1\tT2\tUsable Term\tN\tN\tNON\tN\n"
-                           "D000003\t\x01\tM2\tT3\t\x02\x03\tY\tN\tNON\tY\n")  # no usable name at all
+    path.write_text(
+        text + "D000002\t\x01\x02\tM1\tT1\t\x01\x02\tY\tN\tNON\tY\n"  # the name and its own term unusable
+        "D000002\t\x01\x02\tM1\tT2\tUsable Term\tN\tN\tNON\tN\n"
+        "D000003\t\x01\tM2\tT3\t\x02\x03\tY\tN\tNON\tY\n"
+    )  # no usable name at all
     concepts, names, dead, stats = split(get_reader("mesh-tsv").read([str(path)]))
     assert [(c.concept_id, c.preferred_name) for c in concepts] == [
-        ("D000001", "Calcimycin"), ("D001260", "Ataxia Telangiectasia"), ("D000002", "Usable Term")]
+        ("D000001", "Calcimycin"),
+        ("D001260", "Ataxia Telangiectasia"),
+        ("D000002", "Usable Term"),
+    ]
     assert [(n.name, n.name_type) for n in names if n.concept_id == "D000002"] == [("Usable Term", "entry_term")]
     assert "D000003" not in {n.concept_id for n in names}
-    assert [(d.location, d.reason) for d in dead] == [(f"line {first}", NO_NAME.format("TermName is")),
-                                                      (f"line {first + 2}", NO_NAME.format("TermName is"))]
+    assert [(d.location, d.reason) for d in dead] == [
+        (f"line {first}", NO_NAME.format("TermName is")),
+        (f"line {first + 2}", NO_NAME.format("TermName is")),
+    ]
     assert stats[0].dead_lettered == 2 and stats[0].reconciles()

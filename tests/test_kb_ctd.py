@@ -14,16 +14,38 @@ CHEMICALS_TSV = FIXTURES / "CTD_chemicals.tsv"
 HEADER_LINES = 9
 
 DISEASE_CONCEPTS = [
-    ConceptRecord("C538288", "ctd-diseases", "10p Deletion Syndrome (Partial)",
-                  ("C10.597.606.643/C538288", "C16.131.077.327/C538288", "C16.320.180.190/C538288"), None, (), "MESH"),
-    ConceptRecord("D000008", "ctd-diseases", "Abdominal Neoplasms", ("C04.588.033",),
-                  "Tumors or cancer of the ABDOMEN.", ("DO:DOID:0060135",), "MESH"),
-    ConceptRecord("D000014", "ctd-diseases", "Abnormalities, Drug-Induced", ("C16.131.042",),
-                  "Congenital abnormalities caused by medicinal substances or drugs of abuse given to or taken by the "
-                  "mother, or to which she is inadvertently exposed during pregnancy.", ("DO:DOID:0060211",), "MESH"),
+    ConceptRecord(
+        "C538288",
+        "ctd-diseases",
+        "10p Deletion Syndrome (Partial)",
+        ("C10.597.606.643/C538288", "C16.131.077.327/C538288", "C16.320.180.190/C538288"),
+        None,
+        (),
+        "MESH",
+    ),
+    ConceptRecord(
+        "D000008",
+        "ctd-diseases",
+        "Abdominal Neoplasms",
+        ("C04.588.033",),
+        "Tumors or cancer of the ABDOMEN.",
+        ("DO:DOID:0060135",),
+        "MESH",
+    ),
+    ConceptRecord(
+        "D000014",
+        "ctd-diseases",
+        "Abnormalities, Drug-Induced",
+        ("C16.131.042",),
+        "Congenital abnormalities caused by medicinal substances or drugs of abuse given to or taken by the "
+        "mother, or to which she is inadvertently exposed during pregnancy.",
+        ("DO:DOID:0060211",),
+        "MESH",
+    ),
     # an OMIM-primary CTD disease: the id's vocabulary is OMIM, its MeSH alternative an alt id
-    ConceptRecord("305400", "ctd-diseases", "Aarskog syndrome", ("C16.131.621.046",), None,
-                  ("DO:DOID:0050654", "MESH:C535331"), "OMIM"),
+    ConceptRecord(
+        "305400", "ctd-diseases", "Aarskog syndrome", ("C16.131.621.046",), None, ("DO:DOID:0050654", "MESH:C535331"), "OMIM"
+    ),
 ]
 DISEASE_NAMES = [
     ("C538288", "10p Deletion Syndrome (Partial)", "preferred"),
@@ -44,9 +66,12 @@ DISEASE_NAMES = [
 
 def split(items):
     items = list(items)
-    return ([i for i in items if isinstance(i, ConceptRecord)],
-            [(n.concept_id, n.name, n.name_type) for n in items if isinstance(n, NameRecord)],
-            [i for i in items if isinstance(i, DeadLetter)], [i for i in items if isinstance(i, ReadStats)])
+    return (
+        [i for i in items if isinstance(i, ConceptRecord)],
+        [(n.concept_id, n.name, n.name_type) for n in items if isinstance(n, NameRecord)],
+        [i for i in items if isinstance(i, DeadLetter)],
+        [i for i in items if isinstance(i, ReadStats)],
+    )
 
 
 def lines(path):
@@ -66,16 +91,25 @@ def test_diseases(path):
 def test_chemicals():
     concepts, names, dead, stats = split(CtdChemicalsReader().read([str(CHEMICALS_TSV)]))
     assert concepts[1] == ConceptRecord(
-        "D001241", "ctd-chemicals", "Aspirin", ("D02.241.223.100.050.500.050.100", "D02.241.511.390.050.100"),
+        "D001241",
+        "ctd-chemicals",
+        "Aspirin",
+        ("D02.241.223.100.050.500.050.100", "D02.241.511.390.050.100"),
         "The prototypical analgesic used in the treatment of mild to moderate pain. It has anti-inflammatory and "
         "antipyretic properties and acts as an inhibitor of cyclooxygenase which results in the inhibition of the "
-        "biosynthesis of prostaglandins.", (), "MESH")
+        "biosynthesis of prostaglandins.",
+        (),
+        "MESH",
+    )
     assert [c.concept_id for c in concepts] == ["C112297", "D001241", "D000001"]
     assert concepts[0].preferred_name == "10,10-bis(4-pyridinylmethyl)-9(10H)-anthracenone" and concepts[0].definition is None
     assert [n for n in names if n[0] == "D000001"] == [
-        ("D000001", "Calcimycin", "preferred"), ("D000001", "A 23187", "synonym"),
-        ("D000001", "A-23187", "synonym"), ("D000001", "A23187", "synonym"),
-        ("D000001", "Antibiotic A23187", "synonym")]
+        ("D000001", "Calcimycin", "preferred"),
+        ("D000001", "A 23187", "synonym"),
+        ("D000001", "A-23187", "synonym"),
+        ("D000001", "A23187", "synonym"),
+        ("D000001", "Antibiotic A23187", "synonym"),
+    ]
     assert len(names) == 3 + 6 + 5
     assert dead == [] and stats[0].records_accepted == 3 and stats[0].reconciles()
 
@@ -157,8 +191,10 @@ def test_bad_tsv_lines(tmp_path):
 
 def test_bad_csv_lines(tmp_path):
     header, rows = lines(DISEASES_CSV)[:HEADER_LINES], lines(DISEASES_CSV)[HEADER_LINES:]
-    bad = [b'"Acne Vulgaris,MESH:D000152,,,,C17.800.030,C17.800,,Skin disease\n',  # unclosed quote
-           b"Acne Vulgaris,MESH:D000152,,,,C17.800.030,C17.800,Skin disease\n"]  # 8 columns
+    bad = [
+        b'"Acne Vulgaris,MESH:D000152,,,,C17.800.030,C17.800,,Skin disease\n',  # unclosed quote
+        b"Acne Vulgaris,MESH:D000152,,,,C17.800.030,C17.800,Skin disease\n",
+    ]  # 8 columns
     path = tmp_path / "CTD_diseases.csv"
     path.write_bytes(b"".join(header + rows[:1] + bad + rows[1:]))
     concepts, _, dead, stats = split(CtdDiseasesReader().read([str(path)]))
@@ -221,8 +257,13 @@ def test_current_13_column_chemicals_read_by_header_names(tmp_path):
         assert aspirin.preferred_name == "Aspirin" and aspirin.definition.startswith("The prototypical analgesic")
         assert aspirin.semantic_types == ("D02.241.223.100.050.500.050.100", "D02.241.511.390.050.100")
         assert [n[1:] for n in names if n[0] == "D001241"] == [
-            ("Aspirin", "preferred"), ("Acetylsalicylic Acid", "synonym"), ("Acylpyrin", "synonym"), ("Easprin", "synonym"),
-            ("2-(acetyloxy)benzoic acid", "synonym"), ("ASA", "synonym")]
+            ("Aspirin", "preferred"),
+            ("Acetylsalicylic Acid", "synonym"),
+            ("Acylpyrin", "synonym"),
+            ("Easprin", "synonym"),
+            ("2-(acetyloxy)benzoic acid", "synonym"),
+            ("ASA", "synonym"),
+        ]
         assert [n[1] for n in names if n[0] == "C112297"] == ["10,10-bis(4-pyridinylmethyl)-9(10H)-anthracenone", "XE991"]
         assert concepts[2].definition is None
         assert (stats[0].records_read, stats[0].records_accepted) == (3, 3) and stats[0].reconciles()
@@ -269,11 +310,21 @@ def test_a_concept_is_named_by_its_first_usable_name(tmp_path):
     path = tmp_path / "CTD_diseases.tsv"
     path.write_bytes(b"".join(lines(DISEASES_TSV) + junk))
     concepts, names, dead, stats = split(CtdDiseasesReader().read([str(path)]))
-    assert concepts[:4] == DISEASE_CONCEPTS and [(c.concept_id, c.preferred_name) for c in concepts[4:]] == [("D000152", "Acne Vulgaris")]
+    assert concepts[:4] == DISEASE_CONCEPTS and [(c.concept_id, c.preferred_name) for c in concepts[4:]] == [
+        ("D000152", "Acne Vulgaris")
+    ]
     # names are as read: the junk ones are the normalizer's to dead-letter, the synonyms stay synonyms
-    assert names[len(DISEASE_NAMES):] == [("D000152", "\x01\x02", "preferred"), ("D000152", "\x03", "synonym"),
-                                          ("D000152", "Acne Vulgaris", "synonym"), ("D000152", "Acne", "synonym")]
+    assert names[len(DISEASE_NAMES) :] == [
+        ("D000152", "\x01\x02", "preferred"),
+        ("D000152", "\x03", "synonym"),
+        ("D000152", "Acne Vulgaris", "synonym"),
+        ("D000152", "Acne", "synonym"),
+    ]
     assert [(d.location, d.reason, d.raw) for d in dead] == [
-        (f"line {HEADER_LINES + 6}",
-         "no name with a printable character: DiseaseName and every synonym are control characters only", junk[1].decode().rstrip("\n"))]
+        (
+            f"line {HEADER_LINES + 6}",
+            "no name with a printable character: DiseaseName and every synonym are control characters only",
+            junk[1].decode().rstrip("\n"),
+        )
+    ]
     assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (6, 5, 1) and stats[0].reconciles()

@@ -21,16 +21,20 @@ CASES = {
     "mesh-tsv": ["mesh_tsv/thesaurus.tsv", "mesh_tsv/trees.tsv"],
     "mesh-xml": ["mesh_xml/desc2024.xml"],
     "umls": ["umls/MRCONSO.RRF", "umls/MRSTY.RRF", "umls/MRDEF.RRF"],
-    "snomed": ["snomed/sct2_Concept_Snapshot_INT_20240101.txt", "snomed/sct2_Description_Snapshot-en_INT_20240101.txt",
-               "snomed/der2_cRefset_LanguageSnapshot-en_INT_20240101.txt"],
+    "snomed": [
+        "snomed/sct2_Concept_Snapshot_INT_20240101.txt",
+        "snomed/sct2_Description_Snapshot-en_INT_20240101.txt",
+        "snomed/der2_cRefset_LanguageSnapshot-en_INT_20240101.txt",
+    ],
 }
 
 
 def read_all(kind, folder, files):
     items = list(get_reader(kind).read([str(folder / f.rsplit("/", 1)[-1]) for f in files]))
     # sources differ by folder only
-    return [dataclasses.replace(i, source=i.source.rsplit("/", 1)[-1]) if isinstance(i, DeadLetter | ReadStats) else i
-            for i in items]
+    return [
+        dataclasses.replace(i, source=i.source.rsplit("/", 1)[-1]) if isinstance(i, DeadLetter | ReadStats) else i for i in items
+    ]
 
 
 @pytest.mark.parametrize("kind", sorted(CASES))

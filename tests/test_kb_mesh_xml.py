@@ -8,17 +8,28 @@ from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 FIXTURE = Path(__file__).parent / "fixtures" / "mesh_xml" / "desc2024.xml"
 
 CALCIMYCIN = ConceptRecord(
-    "D000001", "mesh", "Calcimycin", ("D03.633.100.221.173",),
+    "D000001",
+    "mesh",
+    "Calcimycin",
+    ("D03.633.100.221.173",),
     "An ionophorous, polyether antibiotic from Streptomyces chartreusensis. It binds and transports CALCIUM and other "
     "divalent cations across membranes and uncouples oxidative phosphorylation while inhibiting ATPase of rat liver "
-    "mitochondria.", vocabulary="MESH")
+    "mitochondria.",
+    vocabulary="MESH",
+)
 AIDS = ConceptRecord(
-    "D000163", "mesh", "Acquired Immunodeficiency Syndrome",
+    "D000163",
+    "mesh",
+    "Acquired Immunodeficiency Syndrome",
     ("C01.221.812.281.401", "C01.925.782.815.616.400.080", "C20.673.480.080"),
     "An acquired defect of cellular immunity associated with infection by the human immunodeficiency virus (HIV), a "
     "CD4-positive T-lymphocyte count under 200 cells/microliter or less than 14% of total lymphocytes, and increased "
-    "susceptibility to opportunistic infections and malignant neoplasms.", vocabulary="MESH")
-MI = ConceptRecord("D009203", "mesh", "Myocardial Infarction", ("C14.280.647.500", "C14.907.585.500", "C23.550.513.355.750"), vocabulary="MESH")
+    "susceptibility to opportunistic infections and malignant neoplasms.",
+    vocabulary="MESH",
+)
+MI = ConceptRecord(
+    "D009203", "mesh", "Myocardial Infarction", ("C14.280.647.500", "C14.907.585.500", "C23.550.513.355.750"), vocabulary="MESH"
+)
 NAMES = [
     ("D000001", "Calcimycin", "preferred"),
     ("D000001", "A-23187", "entry_term"),
@@ -36,9 +47,12 @@ NAMES = [
 
 def split(items):
     items = list(items)
-    return ([i for i in items if isinstance(i, ConceptRecord)],
-            [(n.concept_id, n.name, n.name_type) for n in items if isinstance(n, NameRecord)],
-            [i for i in items if isinstance(i, DeadLetter)], [i for i in items if isinstance(i, ReadStats)])
+    return (
+        [i for i in items if isinstance(i, ConceptRecord)],
+        [(n.concept_id, n.name, n.name_type) for n in items if isinstance(n, NameRecord)],
+        [i for i in items if isinstance(i, DeadLetter)],
+        [i for i in items if isinstance(i, ReadStats)],
+    )
 
 
 def read(*paths):
@@ -128,8 +142,11 @@ def test_a_record_is_named_by_its_first_usable_name(tmp_path):
     # names are as read: the junk one is the normalizer's to dead-letter, Heart Attack stays an entry term
     assert names == NAMES[4:9] + [("D009203", "\x7f\x80", "preferred"), ("D009203", "Heart Attack", "entry_term")]
     assert [(d.location, d.reason) for d in dead] == [
-        ("record 1 (DescriptorUI D000001)",
-         "no name with a printable character: DescriptorName/String and every term are control characters only")]
+        (
+            "record 1 (DescriptorUI D000001)",
+            "no name with a printable character: DescriptorName/String and every term are control characters only",
+        )
+    ]
     assert "<DescriptorUI>D000001</DescriptorUI>" in dead[0].raw
     assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (3, 2, 1)
 
@@ -150,7 +167,12 @@ def test_junk_between_records_is_one_dead_letter_and_the_records_after_it_are_re
     assert concepts == [CALCIMYCIN, AIDS, MI]  # the whole file stopped at the junk
     line = line_of(path, b"<<junk")
     assert [(d.location, d.reason, d.raw) for d in dead] == [
-        ("after record 1", f"not a <DescriptorRecord> record: 7 bytes of text or markup between records on line {line}", "<<junk\n")]
+        (
+            "after record 1",
+            f"not a <DescriptorRecord> record: 7 bytes of text or markup between records on line {line}",
+            "<<junk\n",
+        )
+    ]
     assert stats[0].records_read == 4 and stats[0].reconciles()
 
 
@@ -165,8 +187,10 @@ def test_file_level_faults(tmp_path):
     assert [(Path(d.source).name, d.location) for d in dead[:2]] == [("empty.xml", "file"), ("qual2024.xml", "file")]
     assert dead[0].reason == "empty file"
     # a file of another kind is not read: its records are unknown, so it fails the run's dead-letter check
-    assert dead[1].reason == ("unread rest of file: 82 bytes on 2 lines from line 1 (root element is <QualifierRecordSet>, "
-                              "not <DescriptorRecordSet> or <SupplementalRecordSet>)")
+    assert dead[1].reason == (
+        "unread rest of file: 82 bytes on 2 lines from line 1 (root element is <QualifierRecordSet>, "
+        "not <DescriptorRecordSet> or <SupplementalRecordSet>)"
+    )
     assert dead[2].source == str(truncated) and dead[2].location == "file"
     assert "truncated or corrupt gzip stream" in dead[2].reason
     assert concepts[0] == CALCIMYCIN and concepts[-3:] == [CALCIMYCIN, AIDS, MI]
@@ -178,8 +202,10 @@ def _large(tmp_path, copies: int, damage_copy: int | None = None):
     """The fixture's three records `copies` times over (one copy's 'Heart Attack' string left unclosed)."""
     lines = FIXTURE.read_bytes().splitlines(keepends=True)
     records = b"".join(lines[3:-1])
-    body = [records.replace(b"<String>Heart Attack</String>", b"<String>Heart Attack") if i == damage_copy else records
-            for i in range(copies)]
+    body = [
+        records.replace(b"<String>Heart Attack</String>", b"<String>Heart Attack") if i == damage_copy else records
+        for i in range(copies)
+    ]
     path = tmp_path / "desc2024.xml"
     path.write_bytes(b"".join(lines[:3]) + b"".join(body) + lines[-1])
     return path
@@ -204,8 +230,8 @@ def test_a_large_file_is_read_in_record_ranges_with_the_whole_files_items(tmp_pa
     assert len(groups) >= 5 and all(len(g) == 1 for g in groups)
     data = path.read_bytes()
     for (before,), (after,) in zip(groups, groups[1:]):
-        assert before.end == after.start and data[after.start:].startswith(b"<DescriptorRecord ")
-        assert after.first_record == data[:after.start].count(b"<DescriptorRecord ")
+        assert before.end == after.start and data[after.start :].startswith(b"<DescriptorRecord ")
+        assert after.first_record == data[: after.start].count(b"<DescriptorRecord ")
     assert _read_groups(groups) == whole and whole[3] == [45, 45, 0]
 
 
@@ -217,38 +243,63 @@ def test_malformed_xml_in_a_range_is_the_whole_files_dead_letter(tmp_path, monke
     monkeypatch.setattr(kb_io, "SPLIT_BYTES", 3000)
     ranged = _read_groups(MeshXmlReader().input_groups([str(path)]))
     line = line_of(path, b"<String>Heart Attack\n") + 1  # the </Term> after the damaged copy's unclosed <String>
-    assert [(d.location, d.reason) for d in whole[2]] == [("record 24 (DescriptorUI D009203)",
-                                                           f"malformed XML: mismatched tag: line {line}, column 7")]
+    assert [(d.location, d.reason) for d in whole[2]] == [
+        ("record 24 (DescriptorUI D009203)", f"malformed XML: mismatched tag: line {line}, column 7")
+    ]
     # the whole file stopped at the fault, so that only its ranges after the fault were read
     assert ranged == whole and len(whole[0]) == 44 and whole[3] == [45, 44, 1]
 
 
 SUPP = FIXTURE.parent / "supp2024.xml"
 BEVONIUM = ConceptRecord("C000002", "mesh", "bevonium", (), "structure given in first source", vocabulary="MESH")
-HLTS = ConceptRecord("C538248", "mesh", "Hypotrichosis-lymphedema-telangiectasia syndrome", (),
-                     "A rare syndrome of sparse hair, lymphedema and telangiectasia.", vocabulary="MESH")
+HLTS = ConceptRecord(
+    "C538248",
+    "mesh",
+    "Hypotrichosis-lymphedema-telangiectasia syndrome",
+    (),
+    "A rare syndrome of sparse hair, lymphedema and telangiectasia.",
+    vocabulary="MESH",
+)
 
 
 def test_supplementary_concept_records():
     # suppYYYY.xml was refused whole as "root element is <SupplementalRecordSet>"
     concepts, names, dead, stats = read(SUPP)
     assert concepts == [BEVONIUM, HLTS] and dead == []
-    assert names == [("C000002", "bevonium", "preferred"), ("C000002", "bevonium sulfate (1:1)", "entry_term"),
-                     ("C538248", "Hypotrichosis-lymphedema-telangiectasia syndrome", "preferred"), ("C538248", "HLTS", "abbreviation")]
+    assert names == [
+        ("C000002", "bevonium", "preferred"),
+        ("C000002", "bevonium sulfate (1:1)", "entry_term"),
+        ("C538248", "Hypotrichosis-lymphedema-telangiectasia syndrome", "preferred"),
+        ("C538248", "HLTS", "abbreviation"),
+    ]
     assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (2, 2, 0)
 
 
 def test_a_bad_supplementary_record_is_one_dead_letter(tmp_path):
     data = SUPP.read_bytes()
-    first = data[data.index(b"<SupplementalRecord "):data.index(b"</SupplementalRecord>") + len(b"</SupplementalRecord>\n")]
-    bad = first.replace(b"<String>bevonium</String>\n  </SupplementalRecordName>", b"<String>bevonium</SupplementalRecordName>", 1)
+    first = data[data.index(b"<SupplementalRecord ") : data.index(b"</SupplementalRecord>") + len(b"</SupplementalRecord>\n")]
+    bad = first.replace(
+        b"<String>bevonium</String>\n  </SupplementalRecordName>", b"<String>bevonium</SupplementalRecordName>", 1
+    )
     path = tmp_path / "supp2024.xml"
     # a descriptor's UI in a supplementary record, a malformed one, and a descriptor record where none belongs
-    path.write_bytes(data.replace(first, first.replace(b"C000002", b"D000002", 1) + bad + FIXTURE.read_bytes().split(b"\n", 3)[3].rsplit(b"</Desc", 1)[0] + first, 1))
+    path.write_bytes(
+        data.replace(
+            first,
+            first.replace(b"C000002", b"D000002", 1)
+            + bad
+            + FIXTURE.read_bytes().split(b"\n", 3)[3].rsplit(b"</Desc", 1)[0]
+            + first,
+            1,
+        )
+    )
     concepts, _, dead, stats = read(path)
     assert concepts == [BEVONIUM, HLTS]
-    assert [d.location for d in dead] == ["record 1 (SupplementalRecordUI D000002)", "record 2 (SupplementalRecordUI C000002)",
-                                          "after record 2"]
+    assert [d.location for d in dead] == [
+        "record 1 (SupplementalRecordUI D000002)",
+        "record 2 (SupplementalRecordUI C000002)",
+        "after record 2",
+    ]
     assert "concept id 'D000002' does not match the mesh id pattern C\\d{6,9}" == dead[0].reason
     assert dead[1].reason.startswith("malformed XML: mismatched tag: line ")
     assert dead[2].reason.startswith("not a <SupplementalRecord> record: ")

@@ -17,9 +17,12 @@ DISORDER = ("disorder",)
 
 def split(items):
     items = list(items)
-    return ([i for i in items if isinstance(i, ConceptRecord)],
-            [(n.concept_id, n.name, n.name_type) for n in items if isinstance(n, NameRecord)],
-            [i for i in items if isinstance(i, DeadLetter)], {s.source: s for s in items if isinstance(s, ReadStats)})
+    return (
+        [i for i in items if isinstance(i, ConceptRecord)],
+        [(n.concept_id, n.name, n.name_type) for n in items if isinstance(n, NameRecord)],
+        [i for i in items if isinstance(i, DeadLetter)],
+        {s.source: s for s in items if isinstance(s, ReadStats)},
+    )
 
 
 def read(paths, **options):
@@ -50,20 +53,32 @@ def test_with_us_language_refset():
         ("195967001", "Asthma", "fsn"),
     ]
     concept_stats, language_stats, description_stats = stats[str(CONCEPTS)], stats[str(LANGUAGE)], stats[str(DESCRIPTIONS)]
-    assert (concept_stats.records_read, concept_stats.records_accepted, concept_stats.skipped_by_filter) == (5, 4, {"inactive": 1})
+    assert (concept_stats.records_read, concept_stats.records_accepted, concept_stats.skipped_by_filter) == (
+        5,
+        4,
+        {"inactive": 1},
+    )
     assert language_stats.records_accepted == 12
     assert language_stats.skipped_by_filter == {"language refset not selected": 4, "inactive": 1}
     assert description_stats.records_read == 17 and description_stats.records_accepted == 12
-    assert description_stats.skipped_by_filter == {"inactive": 1, "not in language refset": 2,
-                                                   "other description type": 1, "concept not active": 1}
+    assert description_stats.skipped_by_filter == {
+        "inactive": 1,
+        "not in language refset": 2,
+        "other description type": 1,
+        "concept not active": 1,
+    }
     assert all(s.reconciles() for s in stats.values())
 
 
 def test_gb_refset_gives_its_own_preferred_name():
     concepts, names, _, stats = read([CONCEPTS, LANGUAGE, DESCRIPTIONS], language_refset_ids=[GB])
     assert concepts == [ConceptRecord("50960005", "snomed", "Haemorrhage", ("morphologic abnormality",), vocabulary="SNOMEDCT")]
-    assert names == [("50960005", "Hemorrhage", "synonym"), ("50960005", "Haemorrhage", "preferred"),
-                     ("50960005", "Bleeding", "synonym"), ("50960005", "Hemorrhage", "fsn")]
+    assert names == [
+        ("50960005", "Hemorrhage", "synonym"),
+        ("50960005", "Haemorrhage", "preferred"),
+        ("50960005", "Bleeding", "synonym"),
+        ("50960005", "Hemorrhage", "fsn"),
+    ]
     assert stats[str(DESCRIPTIONS)].skipped_by_filter["not in language refset"] == 10
 
 
@@ -90,7 +105,8 @@ def test_without_refset_the_fsn_names_the_concept():
         ("22298006", "Myocardial infarction", DISORDER),
         ("38341003", "Hypertensive disorder, systemic arterial", DISORDER),
         ("50960005", "Hemorrhage", ("morphologic abnormality",)),
-        ("195967001", "Asthma", DISORDER)]
+        ("195967001", "Asthma", DISORDER),
+    ]
     assert ("195967001", "Asthma NOS", "synonym") in names and ("50960005", "Haemorrhage", "synonym") in names
     assert {t for _, _, t in names} == {"fsn", "synonym"} and len(names) == 14
     assert stats[str(DESCRIPTIONS)].skipped_by_filter == {"inactive": 1, "other description type": 1, "concept not active": 1}
@@ -98,9 +114,11 @@ def test_without_refset_the_fsn_names_the_concept():
 
 def test_fsn_with_inner_parentheses_keeps_them_in_the_name(tmp_path):
     desc = tmp_path / DESCRIPTIONS.name
-    desc.write_text(DESCRIPTIONS.read_text().splitlines()[0] + "\n"
-                    "751689013\t20170731\t1\t900000000000207008\t22298006\ten\t900000000000003001\t"
-                    "Infarction (acute) of myocardium (disorder)\t900000000000448009\n")
+    desc.write_text(
+        DESCRIPTIONS.read_text().splitlines()[0] + "\n"
+        "751689013\t20170731\t1\t900000000000207008\t22298006\ten\t900000000000003001\t"
+        "Infarction (acute) of myocardium (disorder)\t900000000000448009\n"
+    )
     concepts, names, _, _ = read([CONCEPTS, desc])
     assert concepts == [ConceptRecord("22298006", "snomed", "Infarction (acute) of myocardium", DISORDER, vocabulary="SNOMEDCT")]
     assert names == [("22298006", "Infarction (acute) of myocardium", "fsn")]
@@ -117,24 +135,40 @@ def test_registry_groups_and_options():
 
 def test_bad_rows_are_dead_lettered(tmp_path):
     concepts_file = tmp_path / CONCEPTS.name
-    concepts_file.write_text(CONCEPTS.read_text() + "12345\t20020131\t1\t900000000000207008\t900000000000074008\n"
-                             "73211009\t20020131\t2\t900000000000207008\t900000000000074008\n")
+    concepts_file.write_text(
+        CONCEPTS.read_text() + "12345\t20020131\t1\t900000000000207008\t900000000000074008\n"
+        "73211009\t20020131\t2\t900000000000207008\t900000000000074008\n"
+    )
     desc_lines = DESCRIPTIONS.read_bytes().splitlines(keepends=True)
     desc = tmp_path / DESCRIPTIONS.name
-    desc.write_bytes(b"".join(desc_lines[:2] + [
-        b"37443015\t20170731\t1\t900000000000207008\t22298006\ten\t900000000000013009\tHeart attack\n",  # 8 columns
-        b"37441018\t20170731\t1\t900000000000207008\t22298006\ten\t900000000000013009\tC\xe6rdiac infarction\t900000000000448009\n",
-        b"99999999\t20170731\t1\t900000000000207008\tMI\ten\t900000000000013009\tMI\t900000000000448009\n",
-        b"99999998\t20170731\t1\t900000000000207008\t22298006\ten\t900000000000013009\t \t900000000000448009\n",
-    ] + desc_lines[2:]))
+    desc.write_bytes(
+        b"".join(
+            desc_lines[:2]
+            + [
+                b"37443015\t20170731\t1\t900000000000207008\t22298006\ten\t900000000000013009\tHeart attack\n",  # 8 columns
+                b"37441018\t20170731\t1\t900000000000207008\t22298006\ten\t900000000000013009\tC\xe6rdiac infarction\t900000000000448009\n",
+                b"99999999\t20170731\t1\t900000000000207008\tMI\ten\t900000000000013009\tMI\t900000000000448009\n",
+                b"99999998\t20170731\t1\t900000000000207008\t22298006\ten\t900000000000013009\t \t900000000000448009\n",
+            ]
+            + desc_lines[2:]
+        )
+    )
     language = tmp_path / LANGUAGE.name
-    language.write_text(LANGUAGE.read_text() + "ffff0000-0000-5000-8000-000000000000\t20170731\t1\t900000000000207008\t"
-                        f"{US}\t37441018\t900000000000550004\n")
+    language.write_text(
+        LANGUAGE.read_text() + "ffff0000-0000-5000-8000-000000000000\t20170731\t1\t900000000000207008\t"
+        f"{US}\t37441018\t900000000000550004\n"
+    )
     concepts, names, dead, stats = read([concepts_file, language, desc], language_refset_ids=[US])
     places = [(Path(d.source).name, d.location) for d in dead]
-    assert places == [(CONCEPTS.name, "line 7"), (CONCEPTS.name, "line 8"), (LANGUAGE.name, "line 19"),
-                      (DESCRIPTIONS.name, "line 3"), (DESCRIPTIONS.name, "line 4"), (DESCRIPTIONS.name, "line 5"),
-                      (DESCRIPTIONS.name, "line 6")]
+    assert places == [
+        (CONCEPTS.name, "line 7"),
+        (CONCEPTS.name, "line 8"),
+        (LANGUAGE.name, "line 19"),
+        (DESCRIPTIONS.name, "line 3"),
+        (DESCRIPTIONS.name, "line 4"),
+        (DESCRIPTIONS.name, "line 5"),
+        (DESCRIPTIONS.name, "line 6"),
+    ]
     reasons = [d.reason for d in dead]
     assert "id '12345' does not match the snomed id pattern" in reasons[0]
     assert reasons[1] == "active is '2', not 0 or 1"
@@ -160,7 +194,10 @@ def test_file_level_faults(tmp_path):
     bad_header.write_text(LANGUAGE.read_text().replace("referencedComponentId", "componentId", 1))
     concepts, names, dead, stats = read([other, empty, bad_header, gz])
     assert [(Path(d.source).name, d.location) for d in dead[:3]] == [
-        (other.name, "file"), (empty.name, "file"), (bad_header.name, "line 1")]
+        (other.name, "file"),
+        (empty.name, "file"),
+        (bad_header.name, "line 1"),
+    ]
     assert "not an RF2 Snapshot" in dead[0].reason
     assert dead[1].reason == "empty file"
     assert dead[2].reason.startswith("header is not the RF2 header")
@@ -184,23 +221,36 @@ def test_a_concept_is_named_by_its_first_usable_description(tmp_path):
     # critical quality failure that refused the whole ingest. A description whose name is control characters only is
     # dead-lettered, so the concept is named by the next of its ranking, and a concept with none is not written: its
     # concept row is dead-lettered
-    junk = {"Myocardial infarction": "\x01\x02", "Myocardial infarction (disorder)": "\x03 (disorder)",  # 22298006
-            "Asthma": "\x04", "Asthma NOS": "\x05\x06", "Asthma (disorder)": "\x07 (disorder)"}  # 195967001: no usable name
+    junk = {
+        "Myocardial infarction": "\x01\x02",
+        "Myocardial infarction (disorder)": "\x03 (disorder)",  # 22298006
+        "Asthma": "\x04",
+        "Asthma NOS": "\x05\x06",
+        "Asthma (disorder)": "\x07 (disorder)",
+    }  # 195967001: no usable name
     desc = tmp_path / DESCRIPTIONS.name
     rows = [line.split("\t") for line in DESCRIPTIONS.read_text().splitlines()]
     desc.write_text("".join("\t".join(r[:7] + [junk.get(r[7], r[7])] + r[8:]) + "\n" for r in rows))
     for options, skipped in (({"language_refset_ids": [US]}, 5), ({}, 3)):
         concepts, names, dead, stats = read([CONCEPTS, LANGUAGE, desc] if options else [CONCEPTS, desc], **options)
         assert [(c.concept_id, c.preferred_name) for c in concepts] == [
-            ("22298006", "Heart attack"), ("38341003", "Hypertensive disorder, systemic arterial"), ("50960005", "Hemorrhage")]
+            ("22298006", "Heart attack"),
+            ("38341003", "Hypertensive disorder, systemic arterial"),
+            ("50960005", "Hemorrhage"),
+        ]
         assert [n[1] for n in names if n[0] == "22298006"] == ["Heart attack", "Cardiac infarction"]
         assert "195967001" not in {n[0] for n in names}
         fsn, term = "term less its semantic tag is", "term is"
         nos = [] if options else [("line 17", term)]  # Asthma NOS is in no US refset: filtered before its name is read
         assert [(d.location, d.reason) for d in dead] == [
             (line, f"no name with a printable character: {what} control characters only")
-            for line, what in [("line 2", fsn), ("line 3", term), ("line 16", term), *nos, ("line 18", fsn)]] + [
-            ("line 6", f"active concept 195967001 has no name: {2 + len(nos)} of its FSN and synonym descriptions were dead-lettered")]
+            for line, what in [("line 2", fsn), ("line 3", term), ("line 16", term), *nos, ("line 18", fsn)]
+        ] + [
+            (
+                "line 6",
+                f"active concept 195967001 has no name: {2 + len(nos)} of its FSN and synonym descriptions were dead-lettered",
+            )
+        ]
         assert dead[-1].source == str(CONCEPTS) and stats[str(CONCEPTS)].dead_lettered == 1 and stats[str(CONCEPTS)].reconciles()
         assert sum(stats[str(desc)].skipped_by_filter.values()) == skipped and stats[str(desc)].reconciles()
 
@@ -215,7 +265,8 @@ def test_an_active_concept_without_a_name_is_accounted_for(tmp_path):
     # filtered, as the option asked
     assert [c.concept_id for c in concepts] == ["50960005"]
     assert [(d.source, d.location, d.reason) for d in dead] == [
-        (str(concepts_file), "line 7", "active concept 404684003 has no name: no active FSN or synonym description")]
+        (str(concepts_file), "line 7", "active concept 404684003 has no name: no active FSN or synonym description")
+    ]
     assert dead[0].raw == "404684003\t20020131\t1\t900000000000207008\t900000000000074008"
     concept_stats = stats[str(concepts_file)]
     assert (concept_stats.records_read, concept_stats.records_accepted, concept_stats.dead_lettered) == (6, 1, 1)

@@ -12,17 +12,22 @@ FIXTURES = Path(__file__).parent / "fixtures" / "umls"
 FILES = ["MRCONSO.RRF", "MRSTY.RRF", "MRDEF.RRF"]
 DISEASE = "T047:Disease or Syndrome"
 
-ASTHMA_DEF = ("A form of bronchial disorder with three distinct components: airway hyper-responsiveness "
-              "(RESPIRATORY HYPERSENSITIVITY), airway INFLAMMATION, and intermittent AIRWAY OBSTRUCTION.")
+ASTHMA_DEF = (
+    "A form of bronchial disorder with three distinct components: airway hyper-responsiveness "
+    "(RESPIRATORY HYPERSENSITIVITY), airway INFLAMMATION, and intermittent AIRWAY OBSTRUCTION."
+)
 DM_DEF = "A heterogeneous group of disorders characterized by HYPERGLYCEMIA and GLUCOSE INTOLERANCE."
-MI_DEF = ("NECROSIS of the MYOCARDIUM caused by an obstruction of the blood supply to the heart "
-          "(CORONARY CIRCULATION).")
+MI_DEF = "NECROSIS of the MYOCARDIUM caused by an obstruction of the blood supply to the heart (CORONARY CIRCULATION)."
 
 
 def split(items):
     items = list(items)
-    return ([i for i in items if isinstance(i, ConceptRecord)], [i for i in items if isinstance(i, NameRecord)],
-            [i for i in items if isinstance(i, DeadLetter)], {s.source: s for s in items if isinstance(s, ReadStats)})
+    return (
+        [i for i in items if isinstance(i, ConceptRecord)],
+        [i for i in items if isinstance(i, NameRecord)],
+        [i for i in items if isinstance(i, DeadLetter)],
+        {s.source: s for s in items if isinstance(s, ReadStats)},
+    )
 
 
 def read(paths, **options):
@@ -33,7 +38,7 @@ def copy_fixtures(tmp_path, gz=False):
     paths = []
     for name in FILES:
         target = tmp_path / (name + (".gz" if gz else ""))
-        with open(FIXTURES / name, "rb") as src, (gzip.open(target, "wb") if gz else open(target, "wb")) as dst:
+        with open(FIXTURES / name, "rb") as src, gzip.open(target, "wb") if gz else open(target, "wb") as dst:
             shutil.copyfileobj(src, dst)
         paths.append(target)
     return paths
@@ -55,14 +60,22 @@ def test_concepts_names_types_and_definitions():
     assert concepts == [
         ConceptRecord("C0004096", "umls", "Asthma", (DISEASE,), ASTHMA_DEF, vocabulary="UMLS"),
         ConceptRecord("C0011849", "umls", "Diabetes Mellitus", (DISEASE,), DM_DEF, vocabulary="UMLS"),
-        ConceptRecord("C0027051", "umls", "Myocardial Infarction", (DISEASE, "T046:Pathologic Function"), MI_DEF, vocabulary="UMLS"),
+        ConceptRecord(
+            "C0027051", "umls", "Myocardial Infarction", (DISEASE, "T046:Pathologic Function"), MI_DEF, vocabulary="UMLS"
+        ),
     ]
     assert names_of(names, "C0004096") == [("Asthma", "preferred"), ("Asthma, Bronchial", "synonym")]
     # the preferred atom (TS=P, STT=PF, ISPREF=Y) is the second row here, not the first
-    assert names_of(names, "C0011849") == [("DM", "abbreviation"), ("Diabetes Mellitus", "preferred"),
-                                           ("diabetes mellitus", "synonym")]
-    assert names_of(names, "C0027051") == [("Myocardial Infarction", "preferred"), ("Heart Attack", "synonym"),
-                                           ("MI", "abbreviation")]
+    assert names_of(names, "C0011849") == [
+        ("DM", "abbreviation"),
+        ("Diabetes Mellitus", "preferred"),
+        ("diabetes mellitus", "synonym"),
+    ]
+    assert names_of(names, "C0027051") == [
+        ("Myocardial Infarction", "preferred"),
+        ("Heart Attack", "synonym"),
+        ("MI", "abbreviation"),
+    ]
     assert all(n.kb == "umls" for n in names)
 
 
@@ -93,19 +106,31 @@ def test_keep_suppressed_and_all_languages():
 def test_sab_tty_and_preferred_only_filters():
     paths = [FIXTURES / f for f in FILES]
     _, names, _, stats = read(paths, sabs=["MSH"])
-    assert {n.name for n in names} == {"Asthma", "Asthma, Bronchial", "Diabetes Mellitus", "Myocardial Infarction", "Heart Attack"}
+    assert {n.name for n in names} == {
+        "Asthma",
+        "Asthma, Bronchial",
+        "Diabetes Mellitus",
+        "Myocardial Infarction",
+        "Heart Attack",
+    }
     assert stats[str(paths[0])].skipped_by_filter == {"LAT not selected": 2, "suppressed": 3, "SAB not selected": 3}
 
     _, names, _, stats = read(paths, ttys=["AB", "MH"])
     assert [(n.name, n.name_type) for n in names] == [
-        ("Asthma", "preferred"), ("DM", "abbreviation"), ("Diabetes Mellitus", "preferred"),
-        ("Myocardial Infarction", "preferred"), ("MI", "abbreviation")]
+        ("Asthma", "preferred"),
+        ("DM", "abbreviation"),
+        ("Diabetes Mellitus", "preferred"),
+        ("Myocardial Infarction", "preferred"),
+        ("MI", "abbreviation"),
+    ]
     assert stats[str(paths[0])].skipped_by_filter["TTY not selected"] == 3
 
     concepts, names, _, stats = read(paths, preferred_only=True)
     assert [(n.concept_id, n.name, n.name_type) for n in names] == [
-        ("C0004096", "Asthma", "preferred"), ("C0011849", "Diabetes Mellitus", "preferred"),
-        ("C0027051", "Myocardial Infarction", "preferred")]
+        ("C0004096", "Asthma", "preferred"),
+        ("C0011849", "Diabetes Mellitus", "preferred"),
+        ("C0027051", "Myocardial Infarction", "preferred"),
+    ]
     assert stats[str(paths[0])].skipped_by_filter["not preferred"] == 5
     assert all(s.reconciles() for s in stats.values())
 
@@ -147,14 +172,24 @@ def test_bad_rows_are_dead_lettered(tmp_path):
     out_of_order = b"C0001175|ENG|P|L0001175|PF|S0010340|Y|A0019182||M0000245|D000163|MSH|MH|D000163|AIDS|0|N||\n"
     conso = write(tmp_path / "MRCONSO.RRF", b"".join(bad + conso_lines[:4] + [out_of_order] + conso_lines[4:]))
     sty_lines = (FIXTURES / "MRSTY.RRF").read_text().splitlines(keepends=True)
-    sty = write(tmp_path / "MRSTY.RRF", "".join(sty_lines[:2] + ["C0004096|T047|B2.2.1.2.1|Disease or Syndrome|AT17683839|256|\n"] + sty_lines[2:]))
+    sty = write(
+        tmp_path / "MRSTY.RRF",
+        "".join(sty_lines[:2] + ["C0004096|T047|B2.2.1.2.1|Disease or Syndrome|AT17683839|256|\n"] + sty_lines[2:]),
+    )
     mrdef = write(tmp_path / "MRDEF.RRF", "")
     concepts, names, dead, stats = read([conso, sty, mrdef])
 
     reasons = {(d.source, d.location): d.reason for d in dead}  # the join interleaves files, so no fixed order
-    assert len(dead) == 6 and sorted(reasons) == sorted([
-        (str(conso), "line 1"), (str(conso), "line 2"), (str(conso), "line 3"), (str(conso), "line 8"),
-        (str(sty), "line 3"), (str(mrdef), "file")])
+    assert len(dead) == 6 and sorted(reasons) == sorted(
+        [
+            (str(conso), "line 1"),
+            (str(conso), "line 2"),
+            (str(conso), "line 3"),
+            (str(conso), "line 8"),
+            (str(sty), "line 3"),
+            (str(mrdef), "file"),
+        ]
+    )
     assert "expected 18 fields" in reasons[str(conso), "line 1"] and "found 17" in reasons[str(conso), "line 1"]
     assert "'X0001175' does not match the umls id pattern" in reasons[str(conso), "line 2"]
     assert reasons[str(conso), "line 3"].startswith("invalid UTF-8")
@@ -246,12 +281,12 @@ def test_a_large_mrconso_is_read_in_cui_ranges_with_the_whole_file_result(tmp_pa
         assert [p.start for p in parts][0] == 0 and parts[-1].end is None
         assert all(a.end == b.start for a, b in zip(parts, parts[1:]))  # the ranges tile the file
         for part in parts:  # each starts on a line, and knows its line number
-            assert part.start == 0 or data[part.start - 1:part.start] == b"\n"
-            assert part.first_line == data[:part.start].count(b"\n") + 1
+            assert part.start == 0 or data[part.start - 1 : part.start] == b"\n"
+            assert part.first_line == data[: part.start].count(b"\n") + 1
     conso = (tmp_path / "MRCONSO.RRF").read_bytes()
     for part in [g[0] for g in groups][1:]:  # a CUI is never cut
-        before = conso[:part.start].splitlines()[-1].split(b"|")[0]
-        assert conso[part.start:].split(b"|")[0] != before
+        before = conso[: part.start].splitlines()[-1].split(b"|")[0]
+        assert conso[part.start :].split(b"|")[0] != before
     pieces = [split(reader.read(group)) for group in groups]
     concepts, names, dead = ([x for p in pieces for x in p[i]] for i in range(3))
     assert (concepts, names, dead) == whole[:3]
@@ -280,11 +315,13 @@ def test_a_gzipped_mrconso_or_mrsty_makes_one_group(tmp_path, monkeypatch):
 def test_the_preferred_name_is_the_english_one_when_several_languages_are_read(tmp_path):
     # every language has its own TS=P, STT=PF, ISPREF=Y row; UMLS's concept name is the English one. With French
     # read too and its row first in the file, the French string was the concept's name
-    conso = write(tmp_path / "MRCONSO.RRF",
-                  "C0004096|FRE|P|L0|PF|S0|Y|A0||M1|D001249|MSHFRE|MH|D001249|Asthme|3|N||\n"
-                  "C0004096|ENG|P|L1|PF|S1|Y|A1||M1|D001249|MSH|MH|D001249|Asthma|0|N||\n"
-                  "C0004096|ENG|S|L2|PF|S2|Y|A2||M1|D001249|MSH|EN|D001249|Asthma, Bronchial|0|N||\n"
-                  "C0011849|FRE|P|L3|PF|S3|Y|A3||M2|D003920|MSHFRE|MH|D003920|Diabète|3|N||\n")
+    conso = write(
+        tmp_path / "MRCONSO.RRF",
+        "C0004096|FRE|P|L0|PF|S0|Y|A0||M1|D001249|MSHFRE|MH|D001249|Asthme|3|N||\n"
+        "C0004096|ENG|P|L1|PF|S1|Y|A1||M1|D001249|MSH|MH|D001249|Asthma|0|N||\n"
+        "C0004096|ENG|S|L2|PF|S2|Y|A2||M1|D001249|MSH|EN|D001249|Asthma, Bronchial|0|N||\n"
+        "C0011849|FRE|P|L3|PF|S3|Y|A3||M2|D003920|MSHFRE|MH|D003920|Diabète|3|N||\n",
+    )
     concepts, names, dead, _ = read([conso], languages=("ENG", "FRE"))
     assert dead == []
     assert [(c.concept_id, c.preferred_name) for c in concepts] == [("C0004096", "Asthma"), ("C0011849", "Diabète")]
@@ -294,22 +331,35 @@ def test_the_preferred_name_is_the_english_one_when_several_languages_are_read(t
 def test_a_concept_is_named_by_its_first_usable_str(tmp_path):
     # a preferred row whose STR is control characters only was the concept's preferred_name, written empty: a
     # critical quality failure that refused the whole ingest. A concept with no usable STR has its rows dead-lettered
-    junk = {("C0004096", "Asthma"): "\x01\x02",  # the preferred row: the next selected row names the concept
-            ("C0027051", "Myocardial Infarction"): "\x03", ("C0027051", "Heart Attack"): "\x04\x05", ("C0027051", "MI"): "\x06"}
+    junk = {
+        ("C0004096", "Asthma"): "\x01\x02",  # the preferred row: the next selected row names the concept
+        ("C0027051", "Myocardial Infarction"): "\x03",
+        ("C0027051", "Heart Attack"): "\x04\x05",
+        ("C0027051", "MI"): "\x06",
+    }
     rows = [line.split("|") for line in (FIXTURES / "MRCONSO.RRF").read_text().splitlines()]
-    conso = write(tmp_path / "MRCONSO.RRF", "".join(
-        "|".join(r[:14] + [junk.get((r[0], r[14]), r[14])] + r[15:]) + "\n" for r in rows))
+    conso = write(
+        tmp_path / "MRCONSO.RRF", "".join("|".join(r[:14] + [junk.get((r[0], r[14]), r[14])] + r[15:]) + "\n" for r in rows)
+    )
     paths = [conso, FIXTURES / "MRSTY.RRF", FIXTURES / "MRDEF.RRF"]
     concepts, names, dead, stats = read(paths)
-    assert [(c.concept_id, c.preferred_name) for c in concepts] == [("C0004096", "Asthma, Bronchial"), ("C0011849", "Diabetes Mellitus")]
+    assert [(c.concept_id, c.preferred_name) for c in concepts] == [
+        ("C0004096", "Asthma, Bronchial"),
+        ("C0011849", "Diabetes Mellitus"),
+    ]
     assert concepts[0].definition == ASTHMA_DEF and concepts[0].semantic_types == (DISEASE,)
     # names are as read: the junk one is the normalizer's to dead-letter, the synonym stays a synonym
     assert names_of(names, "C0004096") == [("\x01\x02", "preferred"), ("Asthma, Bronchial", "synonym")]
     assert names_of(names, "C0027051") == []
     lines = conso.read_text().splitlines()
     assert [(d.location, d.reason, d.raw) for d in dead] == [
-        (f"line {n}", "no name with a printable character: every selected STR of C0027051 is control characters only",
-         lines[n - 1]) for n in (9, 10, 11)]  # the two suppressed rows are filtered, not dead
+        (
+            f"line {n}",
+            "no name with a printable character: every selected STR of C0027051 is control characters only",
+            lines[n - 1],
+        )
+        for n in (9, 10, 11)
+    ]  # the two suppressed rows are filtered, not dead
     conso_stats, sty, mrdef = (stats[str(p)] for p in paths)
     assert (conso_stats.records_read, conso_stats.records_accepted, conso_stats.dead_lettered) == (13, 5, 3)
     assert sty.skipped_by_filter == {"concept not selected": 3, "CUI not in MRCONSO": 1} and sty.records_accepted == 2

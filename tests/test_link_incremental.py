@@ -66,8 +66,9 @@ def test_an_incremental_run_keeps_every_copy_of_the_state_and_covers_the_whole_c
         assert sorted(d.doc_id for d in copy_of(out, fmt)) == sorted(d.doc_id for d in docs)
         assert linked(copy_of(out, fmt)) == table_rows(out)
     # a run naming no copy keeps them too
-    assert run(chain, [folder / "a.pubtator", folder / "b.pubtator"], out, incremental=True,
-               single_file=True)["copy_formats"] == list(COPIES)
+    assert run(chain, [folder / "a.pubtator", folder / "b.pubtator"], out, incremental=True, single_file=True)[
+        "copy_formats"
+    ] == list(COPIES)
     assert [Path(f).name for f in read_manifest(out)["outputs"]["pubtator"]["files"]] == ["linked.pubtator"]
     # a run without --incremental makes a new state: the copies asked, only
     assert run(chain, [folder / "a.pubtator"], out, output_formats=["bioc-xml"])["copy_formats"] == ["bioc-xml"]
@@ -144,26 +145,33 @@ def test_each_pipeline_verb_logs_its_start_counts_and_end(chain, corpus, tmp_pat
         embed_names.run(model, str(tmp_path / "kb"), str(tmp_path / "emb"), pipeline_options([]), num_shards=1)
         from bioel_core.index import IndexSpec
 
-        build_index.run(str(tmp_path / "emb"), str(tmp_path / "index"), pipeline_options([]), num_shards=1, spec=IndexSpec("flat"))
+        build_index.run(
+            str(tmp_path / "emb"), str(tmp_path / "index"), pipeline_options([]), num_shards=1, spec=IndexSpec("flat")
+        )
     by_verb = {}
     for r in caplog.records:
         if r.name in ("pipelines.ingest-kb", "pipelines.embed", "pipelines.build-index"):
             by_verb.setdefault(r.name, []).append(r.getMessage())
     assert re.fullmatch(r"reading 1 medic-biosyn file\(s\) into .*", by_verb["pipelines.ingest-kb"][0])
-    assert re.fullmatch(r"ingested [\d,]+ records: [\d,]+ concepts, [\d,]+ names, 0 dead-lettered; published gen-.* in "
-                        r"\d+\.\d s", by_verb["pipelines.ingest-kb"][-1])
+    assert re.fullmatch(
+        r"ingested [\d,]+ records: [\d,]+ concepts, [\d,]+ names, 0 dead-lettered; published gen-.* in "
+        r"\d+\.\d s",
+        by_verb["pipelines.ingest-kb"][-1],
+    )
     assert re.fullmatch(r"embedding [\d,]+ names of .* with .* on cpu into .*", by_verb["pipelines.embed"][0])
     assert re.fullmatch(r"embedded [\d,]+ names, 0 dead-lettered; published gen-.* in \d+\.\d s", by_verb["pipelines.embed"][-1])
     assert re.fullmatch(r"indexing [\d,]+ vectors of .*: flat, 1 shard\(s\), into .*", by_verb["pipelines.build-index"][0])
-    assert re.fullmatch(r"indexed [\d,]+ vectors in 1 shard\(s\); published gen-.* in \d+\.\d s",
-                        by_verb["pipelines.build-index"][-1])
+    assert re.fullmatch(
+        r"indexed [\d,]+ vectors in 1 shard\(s\); published gen-.* in \d+\.\d s", by_verb["pipelines.build-index"][-1]
+    )
 
 
 def bioel(*argv, env: dict | None = None) -> subprocess.CompletedProcess:
     """`bioel ARGV` in a fresh interpreter, stderr a pipe as in a scheduled job; `env`: more environment variables."""
     env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *map(str, argv)], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *map(str, argv)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600
+    )
 
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO pipelines\.link: "
@@ -172,26 +180,48 @@ STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO pipelines\.link: "
 def test_verbose_link_prints_timestamped_start_counts_and_end_lines_and_a_plain_run_does_not(chain, corpus, tmp_path):
     model, index = chain
     folder, _ = corpus
-    argv = ["link", "--model", model, "--index", f"Disease={index}", "--input-format", "pubtator", "--no-quality",
-            "--input", folder / "a.pubtator", "--output", tmp_path / "out", "--incremental", "--output-format", *COPIES]
+    argv = [
+        "link",
+        "--model",
+        model,
+        "--index",
+        f"Disease={index}",
+        "--input-format",
+        "pubtator",
+        "--no-quality",
+        "--input",
+        folder / "a.pubtator",
+        "--output",
+        tmp_path / "out",
+        "--incremental",
+        "--output-format",
+        *COPIES,
+    ]
     plain = bioel(*argv)
     assert plain.returncode == 0, plain.stderr
     assert "INFO" not in plain.stderr
     verbose = bioel(*argv[:-3], "-v")  # the same run again: nothing changed, and the copies are the state's
     assert verbose.returncode == 0, verbose.stderr
     lines = [line for line in verbose.stderr.splitlines() if re.match(STAMP, line)]
-    assert re.fullmatch(STAMP + r"reading 1 input file\(s\), [\d,]+ bytes of pubtator, into .*out \(incremental; copies: "
-                        r"pubtator, bioc-xml\)", lines[0]), verbose.stderr
+    assert re.fullmatch(
+        STAMP + r"reading 1 input file\(s\), [\d,]+ bytes of pubtator, into .*out \(incremental; copies: "
+        r"pubtator, bioc-xml\)",
+        lines[0],
+    ), verbose.stderr
     assert re.fullmatch(STAMP + r"nothing changed: .* stands, nothing published in \d+\.\d s", lines[-1]), verbose.stderr
     assert verbose.stdout.startswith("nothing changed: ")
     linking = bioel(*argv[:-3], "-v", "--input", folder / "b.pubtator")  # new documents: linked
     assert linking.returncode == 0, linking.stderr
     lines = [line for line in linking.stderr.splitlines() if re.match(STAMP, line)]
     assert any(re.fullmatch(STAMP + r"linker opened and checked; linking on \w+ into 4 shard\(s\)", line) for line in lines)
-    assert any(re.fullmatch(STAMP + r"pipeline done: 40 document rows, [\d,]+ annotation rows; publishing", line)
-               for line in lines), linking.stderr
-    assert re.fullmatch(STAMP + r"linked 20 documents, [\d,]+ mentions \(0 NIL\); unchanged 0, deleted 0, carried 20; "
-                        r"published gen-\S+ in \d+\.\d s", lines[-1]), linking.stderr
+    assert any(
+        re.fullmatch(STAMP + r"pipeline done: 40 document rows, [\d,]+ annotation rows; publishing", line) for line in lines
+    ), linking.stderr
+    assert re.fullmatch(
+        STAMP + r"linked 20 documents, [\d,]+ mentions \(0 NIL\); unchanged 0, deleted 0, carried 20; "
+        r"published gen-\S+ in \d+\.\d s",
+        lines[-1],
+    ), linking.stderr
 
 
 def test_a_checked_run_is_no_no_op_until_the_state_has_its_own_quality_report(chain, corpus, tmp_path):
@@ -213,8 +243,22 @@ def test_a_no_op_run_removes_what_a_run_killed_after_moving_the_pointer_left(cha
     folder, _ = corpus
     out = tmp_path / "state"
     run(chain, [folder / "a.pubtator"], out, incremental=True)
-    argv = ["link", "--model", model, "--index", f"Disease={index}", "--input-format", "pubtator", "--no-quality",
-            "--input", folder / "a.pubtator", folder / "b.pubtator", "--output", out, "--incremental"]
+    argv = [
+        "link",
+        "--model",
+        model,
+        "--index",
+        f"Disease={index}",
+        "--input-format",
+        "pubtator",
+        "--no-quality",
+        "--input",
+        folder / "a.pubtator",
+        folder / "b.pubtator",
+        "--output",
+        out,
+        "--incremental",
+    ]
     killed = bioel(*argv, env={"BIOEL_FAULT_AT": "pointer_moved"})
     assert killed.returncode == -9, killed.stderr
     published = read_manifest(out)["generation"]

@@ -62,7 +62,9 @@ def spec(chain, detect=True, **kw) -> AnnotatorSpec:
 
 
 def run(chain, inputs, out, *, beam_args=(), detect=True, **kw):
-    return link_corpus.run([str(p) for p in inputs], "pubtator", str(out), spec(chain, detect), pipeline_options(list(beam_args)), **kw)
+    return link_corpus.run(
+        [str(p) for p in inputs], "pubtator", str(out), spec(chain, detect), pipeline_options(list(beam_args)), **kw
+    )
 
 
 def table(out, name):
@@ -77,12 +79,13 @@ def test_linking_a_corpus_reconciles_and_every_span_slices_its_text(chain, corpu
     texts = {d.doc_id: d.text for d in docs}
     rows = table(tmp_path / "out", "annotations")
     assert len(rows) == manifest["counts"]["mentions"]["linked"] > 40
-    assert all(texts[r["doc_id"]][r["start"]:r["end"]] == r["mention"] for r in rows)
+    assert all(texts[r["doc_id"]][r["start"] : r["end"]] == r["mention"] for r in rows)
     assert all(r["concept_id"] and not r["nil"] for r in rows)  # no threshold: nothing is NIL
     # the interchange copy holds the same annotations
     written = [d for f in sorted((data_root(tmp_path / "out") / "pubtator").iterdir()) for d in read_pubtator(f)]
-    assert sorted((d.doc_id, m.start, m.end, m.concept_ids[0]) for d in written for m in d.mentions) == \
-        sorted((r["doc_id"], r["start"], r["end"], r["concept_id"]) for r in rows)
+    assert sorted((d.doc_id, m.start, m.end, m.concept_ids[0]) for d in written for m in d.mentions) == sorted(
+        (r["doc_id"], r["start"], r["end"], r["concept_id"]) for r in rows
+    )
 
 
 def test_rerun_is_byte_identical_and_two_workers_agree(chain, corpus, tmp_path):
@@ -92,13 +95,21 @@ def test_rerun_is_byte_identical_and_two_workers_agree(chain, corpus, tmp_path):
     first = table_bytes(tmp_path / "one")
     run(chain, inputs, tmp_path / "one")
     assert table_bytes(tmp_path / "one") == first
-    run(chain, inputs, tmp_path / "two", beam_args=["--runner", "DirectRunner", "--direct_num_workers=2",
-                                                    "--direct_running_mode=multi_processing"])
+    run(
+        chain,
+        inputs,
+        tmp_path / "two",
+        beam_args=["--runner", "DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"],
+    )
     assert table(tmp_path / "two", "annotations") == table(tmp_path / "one", "annotations")
     assert table(tmp_path / "two", "documents") == table(tmp_path / "one", "documents")
     # linked rows reached the writers through spill files, all removed: a generation holds its tables only
     for out in ("one", "two"):
-        assert sorted(p.name for p in data_root(tmp_path / out).iterdir() if p.is_dir()) == ["annotations", "dead_letter", "documents"]
+        assert sorted(p.name for p in data_root(tmp_path / out).iterdir() if p.is_dir()) == [
+            "annotations",
+            "dead_letter",
+            "documents",
+        ]
 
 
 def test_incremental_links_only_new_or_changed_documents_and_honours_deletions(chain, corpus, tmp_path):
@@ -111,14 +122,17 @@ def test_incremental_links_only_new_or_changed_documents_and_honours_deletions(c
     with open(update, "w") as fh:
         write_pubtator(docs[20:] + [changed], fh)
     deletion = tmp_path / "delete.xml"
-    deletion.write_text(f'<PubmedArticleSet><DeleteCitation><PMID Version="1">{docs[5].doc_id}</PMID></DeleteCitation></PubmedArticleSet>')
+    deletion.write_text(
+        f'<PubmedArticleSet><DeleteCitation><PMID Version="1">{docs[5].doc_id}</PMID></DeleteCitation></PubmedArticleSet>'
+    )
     manifest = run(chain, [update], tmp_path / "state", incremental=True)
     counts = manifest["counts"]["documents"]
     assert (counts["linked"], counts["unchanged"], counts["carried"]) == (21, 0, 19)
     assert all(manifest["reconciliation"].values())
     # deletions come from PubMed update files
-    manifest = link_corpus.run([str(deletion)], "pubmed-xml", str(tmp_path / "state"), spec(chain), pipeline_options([]),
-                               incremental=True)
+    manifest = link_corpus.run(
+        [str(deletion)], "pubmed-xml", str(tmp_path / "state"), spec(chain), pipeline_options([]), incremental=True
+    )
     assert manifest["counts"]["documents"]["deleted"] == 1 and manifest["counts"]["documents"]["linked"] == 0
     state = {r["doc_id"]: r for r in table(tmp_path / "state", "documents")}
     assert state[docs[5].doc_id]["status"] == "deleted"
@@ -145,8 +159,14 @@ def test_rerunning_an_unchanged_kb_embed_and_index_keeps_every_link(chain, corpu
         build_index.run(emb, index, pipeline_options([]), num_shards=1, spec=IndexSpec("flat"))
 
     def link() -> tuple[int, int]:
-        counts = link_corpus.run([str(folder / "a.pubtator")], "pubtator", out, AnnotatorSpec(model=model, indexes=(("Disease", index),)),
-                                 pipeline_options([]), incremental=True)["counts"]["documents"]
+        counts = link_corpus.run(
+            [str(folder / "a.pubtator")],
+            "pubtator",
+            out,
+            AnnotatorSpec(model=model, indexes=(("Disease", index),)),
+            pipeline_options([]),
+            incremental=True,
+        )["counts"]["documents"]
         return counts["linked"], counts["unchanged"]
 
     rebuild()
@@ -166,14 +186,21 @@ def test_the_same_kb_and_model_in_other_folders_link_to_the_same_bytes(chain, co
     elsewhere.mkdir()
     shutil.copy(MEDIC_SAMPLE, elsewhere / "medic.txt")
     outputs = []
-    for root, kb_file, model_dir in ((tmp_path / "here", MEDIC_SAMPLE, model),
-                                     (elsewhere, os.path.relpath(elsewhere / "medic.txt"), shutil.copytree(model, elsewhere / "model"))):
+    for root, kb_file, model_dir in (
+        (tmp_path / "here", MEDIC_SAMPLE, model),
+        (elsewhere, os.path.relpath(elsewhere / "medic.txt"), shutil.copytree(model, elsewhere / "model")),
+    ):
         kb, emb, index, out = (str(root / name) for name in ("kb", "emb", "index", "links"))
         ingest_kb.run("medic-biosyn", [kb_file], kb, pipeline_options([]), num_shards=1)
         embed_names.run(str(model_dir), kb, emb, pipeline_options([]), num_shards=1)
         build_index.run(emb, index, pipeline_options([]), num_shards=1, spec=IndexSpec("flat"))
-        link_corpus.run([str(folder / "a.pubtator")], "pubtator", out, AnnotatorSpec(model=str(model_dir), indexes=(("Disease", index),)),
-                        pipeline_options([]))
+        link_corpus.run(
+            [str(folder / "a.pubtator")],
+            "pubtator",
+            out,
+            AnnotatorSpec(model=str(model_dir), indexes=(("Disease", index),)),
+            pipeline_options([]),
+        )
         outputs.append(table_bytes(Path(out)))
     assert outputs[0] == outputs[1]
 
@@ -186,8 +213,13 @@ def test_an_index_built_with_other_threads_links_to_the_same_bytes(chain, corpus
     emb = read_manifest(index)["embeddings"]["path"]
     build_index.run(emb, str(tmp_path / "index"), pipeline_options([]), num_shards=2, spec=IndexSpec("flat"), faiss_threads=1)
     for out, built in (("one", index), ("other", str(tmp_path / "index"))):
-        link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / out),
-                        AnnotatorSpec(model=model, indexes=(("Disease", built),)), pipeline_options([]))
+        link_corpus.run(
+            [str(folder / "a.pubtator")],
+            "pubtator",
+            str(tmp_path / out),
+            AnnotatorSpec(model=model, indexes=(("Disease", built),)),
+            pipeline_options([]),
+        )
     assert table_bytes(tmp_path / "one") == table_bytes(tmp_path / "other")
 
 
@@ -219,7 +251,8 @@ def test_bad_documents_are_dead_lettered_and_the_run_completes(chain, tmp_path):
         "2|t|Gout.\n2|a|\n2\t0\t90\tGout\tDisease\tD006073\n\n"  # offsets past the text
         "3|t|Gout.\n3|a|\n3\t1\t5\tGout\tDisease\tD006073\n\n"  # the slice differs from the mention
         "4|t|\n4|a|\n\n"  # empty document
-        "5|t|Gout.\n5|a|\n5\tnot an annotation\n")  # a malformed line: the reader dead-letters the document
+        "5|t|Gout.\n5|a|\n5\tnot an annotation\n"
+    )  # a malformed line: the reader dead-letters the document
     manifest = link_corpus.run([str(bad)], "pubtator", str(tmp_path / "out"), spec(chain, detect=False), pipeline_options([]))
     assert all(manifest["reconciliation"].values()), manifest
     assert manifest["counts"]["documents"]["linked"] == 1
@@ -238,11 +271,20 @@ def test_a_document_refused_at_linking_is_dead_lettered_naming_its_file_and_id(c
     dead letter does, and the document by id."""
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
     good.write_text(json.dumps({"pmid": "11", "title": "Gout in a child.", "abstract": ""}) + "\n")
-    bad.write_text("\n".join(json.dumps(r) for r in ({"pmid": "12", "title": "Gout.", "abstract": "No more."},
-                                                        {"pmid": "13", "title": " ", "abstract": "\t "},
-                                                        {"pmid": "14|15", "title": "Gout.", "abstract": ""})) + "\n")
-    manifest = link_corpus.run([str(good), str(bad)], "jsonl", str(tmp_path / "out"), spec(chain), pipeline_options([]),
-                               output_formats=["pubtator"])
+    bad.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in (
+                {"pmid": "12", "title": "Gout.", "abstract": "No more."},
+                {"pmid": "13", "title": " ", "abstract": "\t "},
+                {"pmid": "14|15", "title": "Gout.", "abstract": ""},
+            )
+        )
+        + "\n"
+    )
+    manifest = link_corpus.run(
+        [str(good), str(bad)], "jsonl", str(tmp_path / "out"), spec(chain), pipeline_options([]), output_formats=["pubtator"]
+    )
     assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
     assert manifest["counts"]["documents"]["linked"] == 2 and manifest["counts"]["documents"]["dead_lettered"] == 2
     dead = table(tmp_path / "out", "dead_letter")
@@ -254,9 +296,16 @@ def test_errors_before_any_work(chain, corpus, tmp_path):
     folder, _ = corpus
     model, index = chain
     other = TransformerEncoder(make_tiny_bert(tmp_path / "other-bert"), pooling="cls").save(tmp_path / "other")
-    with pytest.raises(ValueError, match="^types.Disease.model: the model .* is not the one the index .* was built with .*pass that model$"):
-        link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"),
-                        AnnotatorSpec(model=str(other), indexes=(("Disease", index),)), pipeline_options([]))
+    with pytest.raises(
+        ValueError, match="^types.Disease.model: the model .* is not the one the index .* was built with .*pass that model$"
+    ):
+        link_corpus.run(
+            [str(folder / "a.pubtator")],
+            "pubtator",
+            str(tmp_path / "out"),
+            AnnotatorSpec(model=str(other), indexes=(("Disease", index),)),
+            pipeline_options([]),
+        )
     with pytest.raises(FileNotFoundError, match="missing.pubtator: no such file or folder"):
         run(chain, [tmp_path / "missing.pubtator"], tmp_path / "out")
     with pytest.raises(ValueError, match=r"^types.Chemical.index: required: its nil_threshold is given"):
@@ -269,14 +318,20 @@ def test_errors_before_any_work(chain, corpus, tmp_path):
     # --mentions given on a format with no mentions linked nothing and said nothing (documents linked, 0 mentions)
     (tmp_path / "docs.jsonl").write_text('{"pmid": "1", "title": "Gout.", "abstract": ""}\n')
     with pytest.raises(ValueError, match="--input-format jsonl carries none"):
-        link_corpus.run([str(tmp_path / "docs.jsonl")], "jsonl", str(tmp_path / "out"), spec(chain, detect=False),
-                        pipeline_options([]))
+        link_corpus.run(
+            [str(tmp_path / "docs.jsonl")], "jsonl", str(tmp_path / "out"), spec(chain, detect=False), pipeline_options([])
+        )
     unfinished = tmp_path / "index-copy"
     shutil.copytree(index, unfinished)
     (unfinished / "manifest.json").unlink()
     with pytest.raises(IncompleteOutputError):
-        link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"),
-                        AnnotatorSpec(model=model, indexes=(("Disease", str(unfinished)),)), pipeline_options([]))
+        link_corpus.run(
+            [str(folder / "a.pubtator")],
+            "pubtator",
+            str(tmp_path / "out"),
+            AnnotatorSpec(model=model, indexes=(("Disease", str(unfinished)),)),
+            pipeline_options([]),
+        )
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
@@ -293,8 +348,13 @@ def test_an_index_built_from_an_earlier_embeddings_generation_is_refused(chain, 
     ingest_kb.run("medic-biosyn", [str(dictionary)], str(kb), pipeline_options([]), num_shards=1)
     embed_names.run(model, str(kb), str(emb), pipeline_options([]), num_shards=1)
     with pytest.raises(ValueError, match=f"^{index}: the embeddings at {emb} changed since this index was built"):
-        link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"),
-                        AnnotatorSpec(model=model, indexes=(("Disease", str(index)),)), pipeline_options([]))
+        link_corpus.run(
+            [str(folder / "a.pubtator")],
+            "pubtator",
+            str(tmp_path / "out"),
+            AnnotatorSpec(model=model, indexes=(("Disease", str(index)),)),
+            pipeline_options([]),
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -319,8 +379,29 @@ def test_the_summary_line_counts_a_nil_mention_once(chain, corpus, tmp_path, cap
     folder, _ = corpus
     model, index = chain
     out = tmp_path / "out"
-    assert cli.main(["link", "--model", model, "--index", index, "--mentions", "given", "--nil-threshold", "0.999", "--input",
-                     str(folder / "a.pubtator"), "--input-format", "pubtator", "--output", str(out), "--no-quality"]) == 0
+    assert (
+        cli.main(
+            [
+                "link",
+                "--model",
+                model,
+                "--index",
+                index,
+                "--mentions",
+                "given",
+                "--nil-threshold",
+                "0.999",
+                "--input",
+                str(folder / "a.pubtator"),
+                "--input-format",
+                "pubtator",
+                "--output",
+                str(out),
+                "--no-quality",
+            ]
+        )
+        == 0
+    )
     rows = table(out, "annotations")
     assert any(r["nil"] for r in rows)
     assert capsys.readouterr().err.startswith(f"link: 20 documents, {len(rows):,} mentions in ")
@@ -340,8 +421,15 @@ def test_link_writes_every_interchange_format_from_plain_text_and_reads_it_back(
     manifest = link_corpus.run(plain, "text", str(out), spec(chain), options, output_formats=[output_format])
     assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
     assert manifest["counts"]["documents"]["linked"] == 3
-    per_line = link_corpus.run([str(tmp_path / "ids.txt")], "text", str(tmp_path / "out2"), spec(chain), options,
-                               output_formats=[output_format], per_line=True)
+    per_line = link_corpus.run(
+        [str(tmp_path / "ids.txt")],
+        "text",
+        str(tmp_path / "out2"),
+        spec(chain),
+        options,
+        output_formats=[output_format],
+        per_line=True,
+    )
     assert all(per_line["reconciliation"].values()), per_line["reconciliation"]
     dead = table(tmp_path / "out2", "dead_letter")
     if output_format == "pubtator":
@@ -355,8 +443,9 @@ def test_link_writes_every_interchange_format_from_plain_text_and_reads_it_back(
     assert all(isinstance(d, Document) for d in written)
     texts = {d.doc_id: d.text for d in written}
     assert set(texts) == {"p1", "p2", "p3"} and texts["p1"].startswith("There is no PPI")
-    assert sorted((d.doc_id, m.start, m.end, m.text) for d in written for m in d.mentions) == \
-        sorted((r["doc_id"], r["start"], r["end"], r["mention"]) for r in rows)
+    assert sorted((d.doc_id, m.start, m.end, m.text) for d in written for m in d.mentions) == sorted(
+        (r["doc_id"], r["start"], r["end"], r["mention"]) for r in rows
+    )
 
 
 # verb | input | documents linked (their ids) | outcome: text documents are named by their path below the folder or glob
@@ -375,15 +464,22 @@ def test_text_documents_of_one_name_in_two_folders_are_two_documents_or_refused(
     """`txt/a/1.txt` and `txt/b/1.txt` were both document `1`: one silently superseded the other. A text document is
     now named by its path below the folder or glob root it was listed from, so a file given alone or directly in a
     folder keeps its name; two files that would still be one document are refused before any work."""
-    for path, text in (("a/1.txt", "Gout in a child."), ("b/1.txt", "Delirium after famotidine."), ("2.txt", "Gout."),
-                       ("c/3.txt", "Gout."), ("c/3.md", "Gout again.")):
+    for path, text in (
+        ("a/1.txt", "Gout in a child."),
+        ("b/1.txt", "Delirium after famotidine."),
+        ("2.txt", "Gout."),
+        ("c/3.txt", "Gout."),
+        ("c/3.md", "Gout again."),
+    ):
         (tmp_path / "txt" / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "txt" / path).write_text(text + "\n")
     inputs = [str(tmp_path / g) for g in given]
     out = tmp_path / "out"
     if isinstance(expected, str):
-        with pytest.raises(ValueError, match="^input: " + re.escape(f"{tmp_path}/" + expected.format(tmp=tmp_path))
-                           + r" would both be text document '\w'"):
+        with pytest.raises(
+            ValueError,
+            match="^input: " + re.escape(f"{tmp_path}/" + expected.format(tmp=tmp_path)) + r" would both be text document '\w'",
+        ):
             link_corpus.run(inputs, "text", str(out), spec(chain), pipeline_options([]))
         assert not out.exists()
         return
@@ -398,22 +494,50 @@ def test_annotations_carry_vocabulary_and_alt_ids_and_pubtator_can_write_prefixe
     run(chain, [folder / "a.pubtator"], tmp_path / "out", output_formats=["pubtator"], id_prefix="vocabulary")
     kb = {r["concept_id"]: r for r in read_table(Path(chain[1]).parent / "kb", "concepts").to_pylist()}
     rows = table(tmp_path / "out", "annotations")
-    assert rows and all((r["vocabulary"], r["alt_ids"]) == (kb[r["concept_id"]]["vocabulary"], kb[r["concept_id"]]["alt_ids"])
-                        for r in rows)
+    assert rows and all(
+        (r["vocabulary"], r["alt_ids"]) == (kb[r["concept_id"]]["vocabulary"], kb[r["concept_id"]]["alt_ids"]) for r in rows
+    )
     assert {r["vocabulary"] for r in rows} <= {"MESH", "OMIM"}
     written = [d for f in sorted((data_root(tmp_path / "out") / "pubtator").iterdir()) for d in read_pubtator(f)]
-    assert sorted((d.doc_id, m.start, m.concept_ids[0]) for d in written for m in d.mentions) == \
-        sorted((r["doc_id"], r["start"], f"{r['vocabulary']}:{r['concept_id']}") for r in rows)
+    assert sorted((d.doc_id, m.start, m.concept_ids[0]) for d in written for m in d.mentions) == sorted(
+        (r["doc_id"], r["start"], f"{r['vocabulary']}:{r['concept_id']}") for r in rows
+    )
 
 
 def test_as_linked_documents_id_prefix():
     documents = [{"doc_id": "1", "status": "annotated", "passages": [{"kind": "title", "offset": 0, "text": "Gout and AT."}]}]
-    rows = [{"doc_id": "1", "start": 0, "end": 4, "mention": "Gout", "entity_type": "Disease", "concept_id": "D006073",
-             "vocabulary": "MESH", "nil": False},
-            {"doc_id": "1", "start": 9, "end": 11, "mention": "AT", "entity_type": "Disease", "concept_id": "208900",
-             "vocabulary": "OMIM", "nil": False},
-            {"doc_id": "1", "start": 0, "end": 4, "mention": "Gout", "entity_type": "Chemical", "concept_id": None,
-             "vocabulary": None, "nil": True}]
+    rows = [
+        {
+            "doc_id": "1",
+            "start": 0,
+            "end": 4,
+            "mention": "Gout",
+            "entity_type": "Disease",
+            "concept_id": "D006073",
+            "vocabulary": "MESH",
+            "nil": False,
+        },
+        {
+            "doc_id": "1",
+            "start": 9,
+            "end": 11,
+            "mention": "AT",
+            "entity_type": "Disease",
+            "concept_id": "208900",
+            "vocabulary": "OMIM",
+            "nil": False,
+        },
+        {
+            "doc_id": "1",
+            "start": 0,
+            "end": 4,
+            "mention": "Gout",
+            "entity_type": "Chemical",
+            "concept_id": None,
+            "vocabulary": None,
+            "nil": True,
+        },
+    ]
     ids = lambda prefix: [m.concept_ids for m in link_corpus.as_linked_documents(documents, rows, prefix)[0].mentions]  # noqa: E731
     assert ids("none") == [("D006073",), ("208900",), ()]
     assert ids("vocabulary") == [("MESH:D006073",), ("OMIM:208900",), ()]
@@ -426,8 +550,9 @@ def link_cli(chain, capsys, *argv) -> tuple[int, str]:
     from pipelines import cli
 
     model, index = chain
-    code = cli.main(["link", "--model", model, "--index", f"Disease={index}", "--input-format", "pubtator", "--no-quality",
-                     *map(str, argv)])
+    code = cli.main(
+        ["link", "--model", model, "--index", f"Disease={index}", "--input-format", "pubtator", "--no-quality", *map(str, argv)]
+    )
     return code, capsys.readouterr().err.strip()
 
 
@@ -446,8 +571,11 @@ def test_another_verbs_folder_is_never_an_output(chain, corpus, tmp_path, capsys
     folder, _ = corpus
     model, index = chain
     root = Path(index).parent
-    for target, says in ((index, "is (or holds) the --index"), (root / "kb", "holds a `bioel ingest-kb` output"),
-                         (root / "emb", "holds a `bioel embed` output")):
+    for target, says in (
+        (index, "is (or holds) the --index"),
+        (root / "kb", "holds a `bioel ingest-kb` output"),
+        (root / "emb", "holds a `bioel embed` output"),
+    ):
         before = (Path(target) / "manifest.json").read_bytes()
         code, err = link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", target)
         assert code == 2 and len(err.splitlines()) == 1 and says in err, err
@@ -466,22 +594,39 @@ def test_an_output_inside_one_of_the_runs_input_folders_is_refused_naming_both(c
     folder, _ = corpus
     model, index = chain
     root = Path(index).parent
-    for inputs, out, says in (([folder], folder / "links", f"inside the --input folder {folder} "),
-                              ([f"{folder}/*"], folder / "sub/links", f"inside the --input folder {folder} "),
-                              ([f"{folder}/**/*.pubtator"], folder / "links", f"inside the --input folder {folder} "),
-                              ([folder / "a.pubtator"], Path(index) / "links", f"inside the --index folder {index} ")):
+    for inputs, out, says in (
+        ([folder], folder / "links", f"inside the --input folder {folder} "),
+        ([f"{folder}/*"], folder / "sub/links", f"inside the --input folder {folder} "),
+        ([f"{folder}/**/*.pubtator"], folder / "links", f"inside the --input folder {folder} "),
+        ([folder / "a.pubtator"], Path(index) / "links", f"inside the --index folder {index} "),
+    ):
         code, err = link_cli(chain, capsys, "--input", *inputs, "--output", out)
         assert code == 2 and err == f"bioel link: error: --output {out} is {says}of this job; write to a folder of its own"
         assert not out.exists()
-    for argv, out, says in ((["embed", "--model", model, "--input", root / "kb"], root / "kb/emb", f"--input folder {root / 'kb'}"),
-                            (["build-index", "--num-shards", "1", "--input", root / "emb"], root / "emb/index", f"--input folder {root / 'emb'}"),
-                            (["ingest-kb", "--input-format", "medic-biosyn", "--input", f"{folder}/*"], folder / "kb",
-                             f"--input folder {folder}")):
+    for argv, out, says in (
+        (["embed", "--model", model, "--input", root / "kb"], root / "kb/emb", f"--input folder {root / 'kb'}"),
+        (["build-index", "--num-shards", "1", "--input", root / "emb"], root / "emb/index", f"--input folder {root / 'emb'}"),
+        (["ingest-kb", "--input-format", "medic-biosyn", "--input", f"{folder}/*"], folder / "kb", f"--input folder {folder}"),
+    ):
         assert cli.main([str(a) for a in argv] + ["--output", str(out)]) == 2
         assert f"--output {out} is inside the {says} of this job" in capsys.readouterr().err
         assert not out.exists()
-    assert cli.main(["calibrate-nil", "--model", model, "--index", index, "--gold", str(folder / "a.pubtator"),
-                     "--json", f"{index}/nil.json"]) == 2
+    assert (
+        cli.main(
+            [
+                "calibrate-nil",
+                "--model",
+                model,
+                "--index",
+                index,
+                "--gold",
+                str(folder / "a.pubtator"),
+                "--json",
+                f"{index}/nil.json",
+            ]
+        )
+        == 2
+    )
     assert f"--json {index}/nil.json is inside the --index folder {index} of this job" in capsys.readouterr().err
     assert link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", tmp_path / "beside")[0] == 0
     # a glob that cannot match the output (`*.pubtator` never reads `links/`) may have it in its folder
@@ -523,19 +668,35 @@ def test_a_bad_bioc_xml_document_costs_itself_alone_and_the_run_reconciles(chain
     parts[4] = parts[4].replace(b"</text>", b"</txt>", 1)
     path.write_bytes(b"<document>".join(parts))
     out = tmp_path / "out"
-    code = cli.main(["link", "--model", model, "--index", f"Disease={index}", "--input-format", "bioc-xml",
-                     "--input", str(path), "--output", str(out)])
+    code = cli.main(
+        [
+            "link",
+            "--model",
+            model,
+            "--index",
+            f"Disease={index}",
+            "--input-format",
+            "bioc-xml",
+            "--input",
+            str(path),
+            "--output",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     manifest = read_manifest(out)
     assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
     assert manifest["counts"]["records"] == {"documents": 6, "dead_lettered": 2, "deletions": 0}
     assert manifest["counts"]["documents"]["linked"] == 6
     assert sorted((d["source"], d["location"].split(", ")[0]) for d in table(out, "dead_letter")) == [
-        (str(path), f"document 2 (id {docs[1].doc_id})"), (str(path), f"document 4 (id {docs[3].doc_id})")]
+        (str(path), f"document 2 (id {docs[1].doc_id})"),
+        (str(path), f"document 4 (id {docs[3].doc_id})"),
+    ]
 
 
-def test_a_misnamed_input_format_ends_each_dead_letter_and_the_no_rows_error_with_the_flag_to_pass(chain, corpus, tmp_path,
-                                                                                                    capsys):
+def test_a_misnamed_input_format_ends_each_dead_letter_and_the_no_rows_error_with_the_flag_to_pass(
+    chain, corpus, tmp_path, capsys
+):
     """`--input-format pubtator` given a BioC XML file dead-lettered it with "line 3: annotation or relation line
     before any title/abstract line" and failed with "no rows" and that reason: nothing said the format was wrong."""
     folder, _ = corpus
@@ -557,23 +718,45 @@ _CORPORA = ROOT / "tests" / "fixtures" / "corpora"
 # verb | input (a folder's files) | documents linked | dead letters | files unread | exit code: a file not of
 # --input-format, or not read to its end, counts as a whole file (the run fails, --fail-on none publishes what was read);
 # a bad record does not
-_MIXED = {"a.xml": _PUBMED.read_bytes(), "b.jsonl": (_CORPORA / "sample.jsonl").read_bytes(),
-          "c.pubtator": (_CORPORA / "sample.pubtator").read_bytes()}
+_MIXED = {
+    "a.xml": _PUBMED.read_bytes(),
+    "b.jsonl": (_CORPORA / "sample.jsonl").read_bytes(),
+    "c.pubtator": (_CORPORA / "sample.pubtator").read_bytes(),
+}
 UNREAD_FILE_CASES = [
     ("a folder mixing PubMed XML, JSONL and PubTator read as pubmed-xml", _MIXED, [], 4, 2, ["b.jsonl", "c.pubtator"], 4),
     ("the same folder with --fail-on none", _MIXED, ["--fail-on", "none"], 4, 2, ["b.jsonl", "c.pubtator"], 0),
-    ("a truncated gzip beside a good file",
-     {"a.xml": _PUBMED.read_bytes(), "b.xml.gz": gzip.compress(_PUBMED.read_bytes().replace(b">10000", b">20000"), mtime=0)[:-200]},
-     [], 4, 1, ["b.xml.gz"], 4),
+    (
+        "a truncated gzip beside a good file",
+        {
+            "a.xml": _PUBMED.read_bytes(),
+            "b.xml.gz": gzip.compress(_PUBMED.read_bytes().replace(b">10000", b">20000"), mtime=0)[:-200],
+        },
+        [],
+        4,
+        1,
+        ["b.xml.gz"],
+        4,
+    ),
     ("a file cut inside its last article", {"a.xml": _PUBMED.read_bytes()[:-400]}, [], 3, 1, ["a.xml"], 4),
-    ("an article without a PMID among valid ones", {"a.xml": _PUBMED.read_bytes().replace(b'<PMID Version="2">1000002</PMID>', b"")},
-     [], 3, 1, [], 0),
+    (
+        "an article without a PMID among valid ones",
+        {"a.xml": _PUBMED.read_bytes().replace(b'<PMID Version="2">1000002</PMID>', b"")},
+        [],
+        3,
+        1,
+        [],
+        0,
+    ),
 ]
 
 
-@pytest.mark.parametrize("case, files, flags, linked, dead, unread, code", UNREAD_FILE_CASES, ids=[c[0] for c in UNREAD_FILE_CASES])
-def test_a_file_not_read_to_its_end_fails_the_run_unless_told_otherwise(chain, tmp_path, capsys, case, files, flags, linked, dead,
-                                                                        unread, code):
+@pytest.mark.parametrize(
+    "case, files, flags, linked, dead, unread, code", UNREAD_FILE_CASES, ids=[c[0] for c in UNREAD_FILE_CASES]
+)
+def test_a_file_not_read_to_its_end_fails_the_run_unless_told_otherwise(
+    chain, tmp_path, capsys, case, files, flags, linked, dead, unread, code
+):
     """A folder mixing PubMed XML, JSONL and PubTator read as pubmed-xml linked the XML file's documents with a warning
     and exit 0: each other file was one dead letter among the records read, though none of its records was. Such a
     file (and one whose reader could not read past a fault) is now listed in the manifest's inputs as unread, and a
@@ -587,8 +770,22 @@ def test_a_file_not_read_to_its_end_fails_the_run_unless_told_otherwise(chain, t
     for name, data in files.items():
         (folder / name).write_bytes(data)
     out = tmp_path / "out"
-    got = cli.main(["link", "--input", str(folder), "--input-format", "pubmed-xml", "--model", model, "--index",
-                    f"Disease={index}", "--output", str(out), *flags])
+    got = cli.main(
+        [
+            "link",
+            "--input",
+            str(folder),
+            "--input-format",
+            "pubmed-xml",
+            "--model",
+            model,
+            "--index",
+            f"Disease={index}",
+            "--output",
+            str(out),
+            *flags,
+        ]
+    )
     err = capsys.readouterr().err
     assert got == code and "Traceback" not in err, err
     unread = [str(folder / name) for name in unread]
@@ -598,8 +795,9 @@ def test_a_file_not_read_to_its_end_fails_the_run_unless_told_otherwise(chain, t
         (failed,) = [c for c in summary["checks"] if not c["success"] and c["severity"] == "critical"]
         assert (failed["table"], failed["unexpected_count"]) == ("inputs", len(unread))
         observed = failed["observed"]  # "FILE: where: why", cut to the report's width
-        assert len(observed) == len(unread) and all(u.startswith(f"{path}: ") or f"{path}: ".startswith(u.removesuffix("..."))
-                                                    for u, path in zip(observed, unread))
+        assert len(observed) == len(unread) and all(
+            u.startswith(f"{path}: ") or f"{path}: ".startswith(u.removesuffix("...")) for u, path in zip(observed, unread)
+        )
         return
     manifest = read_manifest(out)
     assert manifest["counts"]["documents"]["linked"] == linked and len(table(out, "dead_letter")) == dead
@@ -616,8 +814,10 @@ def test_quality_reports_an_empty_annotations_table_of_linked_documents_as_a_war
     empty_table(tmp_path / "out", "annotations")  # documents whose annotations went missing: their counts say so
     summary = report(tmp_path / "out")
     failed = {(c["table"], c["column"], c["expectation"]): c["severity"] for c in summary["checks"] if not c["success"]}
-    assert failed == {("annotations", None, "expect_table_row_count_to_be_between"): "warning",
-                      ("documents", "mentions_mismatch_doc_id", "expect_column_values_to_be_null"): "critical"}
+    assert failed == {
+        ("annotations", None, "expect_table_row_count_to_be_between"): "warning",
+        ("documents", "mentions_mismatch_doc_id", "expect_column_values_to_be_null"): "critical",
+    }
     assert not summary["passed"]
 
 
@@ -645,13 +845,26 @@ def test_a_corpus_with_no_mention_is_published_with_a_warning_and_a_refusal_neve
     model, index = chain
     update, out = tmp_path / "pubmed25n1400.xml", tmp_path / "daily"
     update.write_text(NO_MENTION_PUBMED)
-    argv = ["link", "--model", model, "--index", f"Disease={index}", "--input", str(update), "--input-format", "pubmed-xml",
-            "--output", str(out)]
+    argv = [
+        "link",
+        "--model",
+        model,
+        "--index",
+        f"Disease={index}",
+        "--input",
+        str(update),
+        "--input-format",
+        "pubmed-xml",
+        "--output",
+        str(out),
+    ]
     assert cli.main(argv + ["--fail-on", "warning"]) == 4  # told to fail on warnings: refused, its report in rejected/
     assert sorted(p.name for p in out.iterdir()) == ["rejected"]
     capsys.readouterr()
     assert cli.main(argv + ["--fail-on", "none"]) == 0
-    assert sorted(p.name for p in out.iterdir() if p.name != "quality") == sorted(["manifest.json", read_manifest(out)["generation"]])
+    assert sorted(p.name for p in out.iterdir() if p.name != "quality") == sorted(
+        ["manifest.json", read_manifest(out)["generation"]]
+    )
     assert cli.main(argv) == 0  # the default, --fail-on critical
     stdout, stderr = capsys.readouterr()
     manifest = assert_published(out)
@@ -675,17 +888,37 @@ def test_given_mentions_of_a_type_without_an_index_are_kept_nil_counted_and_in_t
     folder, docs = corpus
     model, index = chain
     out = tmp_path / "out"
-    assert cli.main(["link", "--model", model, "--index", f"Disease={index}", "--mentions", "given", "--input",
-                     str(folder / "b.pubtator"), "--input-format", "pubtator", "--output", str(out),
-                     "--output-format", "pubtator"]) == 0  # BC5CDR abstracts: Disease and Chemical mentions
+    assert (
+        cli.main(
+            [
+                "link",
+                "--model",
+                model,
+                "--index",
+                f"Disease={index}",
+                "--mentions",
+                "given",
+                "--input",
+                str(folder / "b.pubtator"),
+                "--input-format",
+                "pubtator",
+                "--output",
+                str(out),
+                "--output-format",
+                "pubtator",
+            ]
+        )
+        == 0
+    )  # BC5CDR abstracts: Disease and Chemical mentions
     stdout, stderr = capsys.readouterr()
     given = [m for d in docs[20:] for m in d.mentions]
     unindexed = Counter(m.entity_type for m in given if m.entity_type != "Disease")
     manifest = read_manifest(out)
     assert manifest["counts"]["mentions"]["no_index"] == dict(sorted(unindexed.items())) and unindexed["Chemical"] > 0
     rows = table(out, "annotations")
-    assert sorted((r["doc_id"], r["start"], r["end"], r["entity_type"]) for r in rows) == \
-        sorted((m.doc_id, m.start, m.end, m.entity_type) for m in given)  # every given mention is there
+    assert sorted((r["doc_id"], r["start"], r["end"], r["entity_type"]) for r in rows) == sorted(
+        (m.doc_id, m.start, m.end, m.entity_type) for m in given
+    )  # every given mention is there
     assert all(r["nil"] and r["concept_id"] is None and r["kb_version"] == "" for r in rows if r["entity_type"] != "Disease")
     written = [m for f in sorted((data_root(out) / "pubtator").iterdir()) for d in read_pubtator(f) for m in d.mentions]
     assert Counter(m.entity_type for m in written if not m.concept_ids) >= unindexed
@@ -698,9 +931,9 @@ def test_given_mentions_of_a_type_without_an_index_are_kept_nil_counted_and_in_t
 def _article_versions(tmp_path, long_text: str):
     """The committed PubMed sample's first article twice: version 1 as is, version 2 with `long_text` as abstract."""
     xml = (ROOT / "tests" / "fixtures" / "pubmed" / "pubmed25n0001_sample.xml").read_text()
-    article = xml[xml.index("<PubmedArticle>"):xml.index("</PubmedArticle>") + len("</PubmedArticle>")]
+    article = xml[xml.index("<PubmedArticle>") : xml.index("</PubmedArticle>") + len("</PubmedArticle>")]
     v2 = article.replace('<PMID Version="1">1000001</PMID>', '<PMID Version="2">1000001</PMID>', 1)
-    v2 = v2[:v2.index("<AbstractText>") + 14] + long_text + v2[v2.index("</AbstractText>"):]
+    v2 = v2[: v2.index("<AbstractText>") + 14] + long_text + v2[v2.index("</AbstractText>") :]
     path = tmp_path / "versions.xml"
     path.write_text(f"<PubmedArticleSet>{article}{v2}</PubmedArticleSet>")
     return path
@@ -723,9 +956,9 @@ def _retitled_articles(**titles) -> tuple[str, dict[str, str]]:
     """(the committed PubMed sample's prolog up to <PubmedArticleSet>, its first article (PMID 1000001, version 1)
     under each of `titles`)."""
     xml = (ROOT / "tests" / "fixtures" / "pubmed" / "pubmed25n0001_sample.xml").read_text()
-    head = xml[:xml.index("<PubmedArticle>")]
-    article = xml[xml.index("<PubmedArticle>"):xml.index("</PubmedArticle>") + len("</PubmedArticle>")]
-    title = article[article.index("<ArticleTitle>"):article.index("</ArticleTitle>")]
+    head = xml[: xml.index("<PubmedArticle>")]
+    article = xml[xml.index("<PubmedArticle>") : xml.index("</PubmedArticle>") + len("</PubmedArticle>")]
+    title = article[article.index("<ArticleTitle>") : article.index("</ArticleTitle>")]
     return head, {name: article.replace(title, f"<ArticleTitle>{t}") for name, t in titles.items()}
 
 
@@ -742,8 +975,10 @@ def test_a_pmid_in_several_input_files_keeps_the_record_of_the_file_given_last(c
         paths[name] = tmp_path / f"{name}.xml"
         paths[name].write_text(f"{head}{article}\n</PubmedArticleSet>\n")
     paths["deletion"] = tmp_path / "deletion.xml"
-    paths["deletion"].write_text('<?xml version="1.0" encoding="utf-8"?>\n<PubmedArticleSet>\n<DeleteCitation>\n'
-                                 '<PMID Version="1">1000001</PMID>\n</DeleteCitation>\n</PubmedArticleSet>\n')
+    paths["deletion"].write_text(
+        '<?xml version="1.0" encoding="utf-8"?>\n<PubmedArticleSet>\n<DeleteCitation>\n'
+        '<PMID Version="1">1000001</PMID>\n</DeleteCitation>\n</PubmedArticleSet>\n'
+    )
     for first, last in (("baseline", "update"), ("update", "baseline")):  # one file holding both, in either order
         paths[f"{first}-{last}"] = tmp_path / f"{first}-{last}.xml"
         paths[f"{first}-{last}"].write_text(f"{head}{articles[first]}\n{articles[last]}\n</PubmedArticleSet>\n")
@@ -752,8 +987,9 @@ def test_a_pmid_in_several_input_files_keeps_the_record_of_the_file_given_last(c
 
     def kept(*names, beam_args=()) -> str:
         out = tmp_path / f"out{next(runs)}"
-        manifest = link_corpus.run([str(paths[n]) for n in names], "pubmed-xml", str(out), spec(chain),
-                                   pipeline_options(list(beam_args)))
+        manifest = link_corpus.run(
+            [str(paths[n]) for n in names], "pubmed-xml", str(out), spec(chain), pipeline_options(list(beam_args))
+        )
         assert all(manifest["reconciliation"].values()), manifest["reconciliation"]
         assert manifest["counts"]["documents"]["superseded"] == 1 and table(out, "dead_letter") == []
         (row,) = table(out, "documents")
@@ -796,9 +1032,14 @@ def test_changed_annotation_settings_relink_every_document(chain, corpus, tmp_pa
     again = run(chain, [folder / "a.pubtator"], out, incremental=True)
     assert again["counts"]["documents"]["unchanged"] == 20  # same settings: nothing to do
     for changed in ({"nil_thresholds": (("Disease", 0.999),)}, {"detect": False}):
-        manifest = link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(out),
-                                   AnnotatorSpec(model=model, indexes=(("Disease", index),), **changed), pipeline_options([]),
-                                   incremental=True)
+        manifest = link_corpus.run(
+            [str(folder / "a.pubtator")],
+            "pubtator",
+            str(out),
+            AnnotatorSpec(model=model, indexes=(("Disease", index),), **changed),
+            pipeline_options([]),
+            incremental=True,
+        )
         docs = manifest["counts"]["documents"]
         assert (docs["linked"], docs["unchanged"]) == (20, 0), changed
     stop, shipped = tmp_path / "stop.json", json.loads((ROOT / "models" / "stoplists" / "disease-medic.json").read_text())
@@ -820,8 +1061,13 @@ def test_a_stop_list_learned_under_another_normalizer_is_refused_before_any_work
     stop = tmp_path / "stop.json"
     StopList({"gout": (5, 0)}, normalizer=Normalizer(NormalizerConfig(punctuation="remove")).to_dict()).save(stop)
     with pytest.raises(ValueError, match=rf"^types.Disease.stop_list: {stop}: the stop list was learned under normalizer norm-"):
-        link_corpus.run([str(GOLD_SAMPLE)], "pubtator", str(tmp_path / "out"), spec(chain, stop_lists=(("Disease", str(stop)),)),
-                        pipeline_options([]))
+        link_corpus.run(
+            [str(GOLD_SAMPLE)],
+            "pubtator",
+            str(tmp_path / "out"),
+            spec(chain, stop_lists=(("Disease", str(stop)),)),
+            pipeline_options([]),
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -839,8 +1085,22 @@ def test_link_reads_a_glob_or_a_folder_of_gzipped_pubmed_xml(chain, tmp_path, ca
     outputs = []
     for name, given in (("glob", f"{folder}/*.xml.gz"), ("folder", str(folder))):
         out = tmp_path / name
-        code = cli.main(["link", "--input", given, "--input-format", "pubmed-xml", "--model", model,
-                         "--index", f"Disease={index}", "--output", str(out), "--no-quality"])
+        code = cli.main(
+            [
+                "link",
+                "--input",
+                given,
+                "--input-format",
+                "pubmed-xml",
+                "--model",
+                model,
+                "--index",
+                f"Disease={index}",
+                "--output",
+                str(out),
+                "--no-quality",
+            ]
+        )
         assert code == 0, capsys.readouterr().err
         manifest = read_manifest(out)
         assert [i["path"] for i in manifest["inputs"]] == files
@@ -873,13 +1133,16 @@ def test_single_file_is_one_ordered_file_whatever_the_shards_and_workers(chain, 
     # evaluate-e2e scores the single file, the parts folder and the link output folders alike
     scores = []
     for pred in (merged, parts_folder, tmp_path / "parts", tmp_path / "one"):
-        assert cli.main(["evaluate-e2e", "--gold", str(GOLD_SAMPLE), "--pred", str(pred), "--json", str(tmp_path / "s.json")]) == 0
+        assert (
+            cli.main(["evaluate-e2e", "--gold", str(GOLD_SAMPLE), "--pred", str(pred), "--json", str(tmp_path / "s.json")]) == 0
+        )
         scores.append({k: v for k, v in json.loads((tmp_path / "s.json").read_text()).items() if k != "pred"})
     capsys.readouterr()
     assert scores[0]["strict"]["n_pred"] > 0 and all(s == scores[0] for s in scores)
     # a link output is a PubTator --input too (its gold-free copy: the annotations as mentions)
-    again = link_corpus.run([str(tmp_path / "one")], "pubtator", str(tmp_path / "relinked"), spec(chain, detect=False),
-                            pipeline_options([]))
+    again = link_corpus.run(
+        [str(tmp_path / "one")], "pubtator", str(tmp_path / "relinked"), spec(chain, detect=False), pipeline_options([])
+    )
     assert [i["path"] for i in again["inputs"]] == [str(merged)]
     assert again["counts"]["documents"]["linked"] == len(docs)
 
@@ -924,18 +1187,43 @@ def test_an_index_given_without_a_type_labels_detected_mentions_entity(chain, co
     folder, _ = corpus
     model, index = chain
     out = tmp_path / "out"
-    assert cli.main(["link", "--model", model, "--index", index, "--input", str(folder / "a.pubtator"), "--input-format",
-                     "pubtator", "--output", str(out), "--output-format", "pubtator", "--no-quality"]) == 0
+    assert (
+        cli.main(
+            [
+                "link",
+                "--model",
+                model,
+                "--index",
+                index,
+                "--input",
+                str(folder / "a.pubtator"),
+                "--input-format",
+                "pubtator",
+                "--output",
+                str(out),
+                "--output-format",
+                "pubtator",
+                "--no-quality",
+            ]
+        )
+        == 0
+    )
     rows = table(out, "annotations")
     assert rows and {r["entity_type"] for r in rows} == {UNTYPED} == {"Entity"}
     written = [m for f in sorted((data_root(out) / "pubtator").iterdir()) for d in read_pubtator(f) for m in d.mentions]
     assert len(written) == len(rows) and {m.entity_type for m in written} == {"Entity"}
     # given mentions keep their own type under an untyped index
-    given = link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "given"),
-                            AnnotatorSpec(model=model, indexes=(("", index),), detect=False), pipeline_options([]))
+    given = link_corpus.run(
+        [str(folder / "a.pubtator")],
+        "pubtator",
+        str(tmp_path / "given"),
+        AnnotatorSpec(model=model, indexes=(("", index),), detect=False),
+        pipeline_options([]),
+    )
     assert given["counts"]["mentions"]["linked"] > 0
-    assert {r["entity_type"] for r in table(tmp_path / "given", "annotations")} == \
-        {m.entity_type for d in read_pubtator(folder / "a.pubtator") for m in d.mentions}
+    assert {r["entity_type"] for r in table(tmp_path / "given", "annotations")} == {
+        m.entity_type for d in read_pubtator(folder / "a.pubtator") for m in d.mentions
+    }
     capsys.readouterr()
     assert cli.main(["calibrate-nil", "--model", model, "--index", index, "--gold", str(folder / "a.pubtator")]) == 0
     out, err = capsys.readouterr()
@@ -952,19 +1240,29 @@ def test_calibrate_nil_refuses_a_gold_with_no_annotation_of_an_index_type(chain,
     folder, docs = corpus
     model, index = chain
     nil = tmp_path / "nil.pubtator"
-    write_pubtator([Document(d.doc_id, d.passages, [replace(m, concept_ids=(), id_field="-1") for m in d.mentions])
-                    for d in docs[:2]], nil)
+    write_pubtator(
+        [Document(d.doc_id, d.passages, [replace(m, concept_ids=(), id_field="-1") for m in d.mentions]) for d in docs[:2]], nil
+    )
     disease = tmp_path / "disease.pubtator"
-    write_pubtator([Document(d.doc_id, d.passages, [replace(m, entity_type="Disease") for m in d.mentions])
-                    for d in docs[:2]], disease)
+    write_pubtator(
+        [Document(d.doc_id, d.passages, [replace(m, entity_type="Disease") for m in d.mentions]) for d in docs[:2]], disease
+    )
     mentions = [m for d in docs[:2] for m in d.mentions]
     types = ", ".join(sorted({m.entity_type for m in mentions}))
     for gold, index_flag, reason in [
-            (nil, index, f"to calibrate against (2 documents, {len(mentions)} annotations without a concept id; "
-                         f"types in the file: {types})"),
-            (disease, f"Chemical={index}", f"of entity type Chemical to calibrate against (2 documents, "
-                                           f"{sum(not m.concept_ids for m in mentions)} annotations without a concept id; "
-                                           f"types in the file: Disease)")]:
+        (
+            nil,
+            index,
+            f"to calibrate against (2 documents, {len(mentions)} annotations without a concept id; types in the file: {types})",
+        ),
+        (
+            disease,
+            f"Chemical={index}",
+            f"of entity type Chemical to calibrate against (2 documents, "
+            f"{sum(not m.concept_ids for m in mentions)} annotations without a concept id; "
+            f"types in the file: Disease)",
+        ),
+    ]:
         capsys.readouterr()
         assert cli.main(["calibrate-nil", "--model", model, "--index", index_flag, "--gold", str(gold)]) == 2
         assert capsys.readouterr().err == f"bioel calibrate-nil: error: --gold {gold}: no annotation with a concept id {reason}\n"
@@ -978,8 +1276,15 @@ def test_calibrate_nil_refuses_when_no_linked_mention_is_right(chain, corpus, tm
     folder, docs = corpus
     model, index = chain
     gold = tmp_path / "other-ids.pubtator"
-    write_pubtator([Document(d.doc_id, d.passages, [replace(m, entity_type="Disease", concept_ids=("X1",), id_field="X1") for m in d.mentions])
-                    for d in docs[:2]], gold)
+    write_pubtator(
+        [
+            Document(
+                d.doc_id, d.passages, [replace(m, entity_type="Disease", concept_ids=("X1",), id_field="X1") for m in d.mentions]
+            )
+            for d in docs[:2]
+        ],
+        gold,
+    )
     capsys.readouterr()
     assert cli.main(["calibrate-nil", "--model", model, "--index", f"Disease={index}", "--gold", str(gold)]) == 2
     err = capsys.readouterr().err
@@ -997,8 +1302,24 @@ def test_calibrate_nil_reads_bc5cdr_bioc_release_as_its_pubtator_release(chain, 
     corpora = ROOT / "tests" / "fixtures" / "corpora"
     out = {}
     for fmt, gold in (("pubtator", "bc5cdr_test_excerpt.pubtator"), ("bioc-xml", "bc5cdr_test_excerpt.bioc.xml")):
-        assert cli.main(["calibrate-nil", "--model", model, "--index", f"Disease={index}", "--gold", str(corpora / gold),
-                         "--gold-format", fmt, "--json", str(tmp_path / f"{fmt}.json")]) == 0
+        assert (
+            cli.main(
+                [
+                    "calibrate-nil",
+                    "--model",
+                    model,
+                    "--index",
+                    f"Disease={index}",
+                    "--gold",
+                    str(corpora / gold),
+                    "--gold-format",
+                    fmt,
+                    "--json",
+                    str(tmp_path / f"{fmt}.json"),
+                ]
+            )
+            == 0
+        )
         out[fmt] = json.loads((tmp_path / f"{fmt}.json").read_text())["thresholds"]
     assert out["bioc-xml"] == out["pubtator"] and out["pubtator"]["Disease"]["gold"] > 0
 
@@ -1017,8 +1338,22 @@ def test_calibrate_nil_counts_the_gold_as_evaluate_e2e_does(chain, corpus, tmp_p
     gold = tmp_path / "duplicates.pubtator"
     write_pubtator(documents, gold)
     spans = {(d.doc_id, m.start, m.end) for d in documents for m in d.mentions if m.concept_ids}
-    assert cli.main(["calibrate-nil", "--model", model, "--index", f"Disease={index}", "--gold", str(gold),
-                     "--json", str(tmp_path / "nil.json")]) == 0
+    assert (
+        cli.main(
+            [
+                "calibrate-nil",
+                "--model",
+                model,
+                "--index",
+                f"Disease={index}",
+                "--gold",
+                str(gold),
+                "--json",
+                str(tmp_path / "nil.json"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "nil.json").read_text())["thresholds"]["Disease"]["gold"] == len(spans)
     assert cli.main(["evaluate-e2e", "--gold", str(gold), "--pred", str(gold), "--json", str(tmp_path / "e2e.json")]) == 0
     scores = json.loads((tmp_path / "e2e.json").read_text())["strict"]
@@ -1043,11 +1378,24 @@ def test_a_reranker_links_every_mention_among_the_index_top_concepts_whatever_th
     assert isinstance(linker, RerankLinker) and isinstance(linker.reranker, CrossEncoderReranker)
     top = linker.candidates([linker.normalize(r["link_text"]) for r in rows])
     assert all(r["concept_id"] in {c.concept_ids[0] for c in pool} for r, pool in zip(rows, top))
-    link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "again"), reranked, pipeline_options([]),
-                    batch_size=3)
+    link_corpus.run(
+        [str(folder / "a.pubtator")], "pubtator", str(tmp_path / "again"), reranked, pipeline_options([]), batch_size=3
+    )
     assert table(tmp_path / "again", "annotations") == rows
-    code, _ = link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", tmp_path / "cli", "--reranker", reranker,
-                       "--rerank-depth", "4", "--batch-size", "5")
+    code, _ = link_cli(
+        chain,
+        capsys,
+        "--input",
+        folder / "a.pubtator",
+        "--output",
+        tmp_path / "cli",
+        "--reranker",
+        reranker,
+        "--rerank-depth",
+        "4",
+        "--batch-size",
+        "5",
+    )
     assert code == 0 and table(tmp_path / "cli", "annotations") == rows
     code, err = link_cli(chain, capsys, "--input", folder / "a.pubtator", "--output", tmp_path / "x", "--reranker", model)
     assert code == 2 and "a transformer model; a reranker is a cross-encoder" in err
@@ -1091,8 +1439,9 @@ def test_an_ensemble_of_rerankers_links_among_the_index_top_concepts_whatever_th
     assert isinstance(linker.reranker, RerankerEnsemble) and all(m.reproducible for m in linker.reranker.members)
     top = linker.candidates([linker.normalize(r["link_text"]) for r in rows])
     assert rows and all(r["concept_id"] in {c.concept_ids[0] for c in pool} for r, pool in zip(rows, top))
-    link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "again"), reranked, pipeline_options([]),
-                    batch_size=3)
+    link_corpus.run(
+        [str(folder / "a.pubtator")], "pubtator", str(tmp_path / "again"), reranked, pipeline_options([]), batch_size=3
+    )
     assert table(tmp_path / "again", "annotations") == rows
 
 
@@ -1114,17 +1463,34 @@ def test_each_entity_type_links_with_its_own_model(chain, corpus, tmp_path, caps
     both = given("both", model=model, type_models=(("Chemical", other),), indexes=(("Disease", index), ("Chemical", other_index)))
     assert {r["entity_type"] for r in both if not r["nil"]} == {"Disease", "Chemical"}  # NCBI's types kept NIL, no index
     keep = ["doc_id", "start", "end", "concept_id", "score", "matched_name"]
-    for entity_type, alone in (("Disease", given("d", model=model, indexes=(("Disease", index),))),
-                               ("Chemical", given("c", model=other, indexes=(("Chemical", other_index),)))):
-        assert [{k: r[k] for k in keep} for r in both if r["entity_type"] == entity_type] == \
-            [{k: r[k] for k in keep} for r in alone if r["entity_type"] == entity_type]
+    for entity_type, alone in (
+        ("Disease", given("d", model=model, indexes=(("Disease", index),))),
+        ("Chemical", given("c", model=other, indexes=(("Chemical", other_index),))),
+    ):
+        assert [{k: r[k] for k in keep} for r in both if r["entity_type"] == entity_type] == [
+            {k: r[k] for k in keep} for r in alone if r["entity_type"] == entity_type
+        ]
         assert {r["model_version"] for r in alone} != {r["model_version"] for r in both}  # both models make the version
     with pytest.raises(ValueError, match="^types.Chemical.model: .*pass that model$"):
         AnnotatorSpec(model=model, indexes=(("Disease", index), ("Chemical", other_index))).versions()
     with pytest.raises(ValueError, match=r"^types.Gene.index: required: its model is given; entity types \['Gene'\] have no"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), type_models=(("Gene", other),))
-    code, _ = link_cli(chain, capsys, "--input", *inputs, "--output", tmp_path / "cli", "--mentions", "given",
-                       "--model", model, f"Chemical={other}", "--index", f"Disease={index}", f"Chemical={other_index}")
+    code, _ = link_cli(
+        chain,
+        capsys,
+        "--input",
+        *inputs,
+        "--output",
+        tmp_path / "cli",
+        "--mentions",
+        "given",
+        "--model",
+        model,
+        f"Chemical={other}",
+        "--index",
+        f"Disease={index}",
+        f"Chemical={other_index}",
+    )
     assert code == 0 and table(tmp_path / "cli", "annotations") == both
 
 
@@ -1136,7 +1502,9 @@ def test_a_generative_model_links_reproducibly_as_reranker_and_alone(chain, corp
     folder, _ = corpus
     model, index = chain
     torch.manual_seed(0)
-    generative = str(GenerativeModel(make_tiny_bert(tmp_path / "gen-bert", GENERATIVE_VOCAB), max_length=24).save(tmp_path / "gen"))
+    generative = str(
+        GenerativeModel(make_tiny_bert(tmp_path / "gen-bert", GENERATIVE_VOCAB), max_length=24).save(tmp_path / "gen")
+    )
     reranked = AnnotatorSpec(model=model, indexes=(("Disease", index),), reranker=generative, rerank_depth=3)
     link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "out"), reranked, pipeline_options([]))
     rows = table(tmp_path / "out", "annotations")
@@ -1144,8 +1512,9 @@ def test_a_generative_model_links_reproducibly_as_reranker_and_alone(chain, corp
     assert isinstance(linker.reranker, GenerativeReranker) and linker.reranker.reproducible
     top = linker.candidates([linker.normalize(r["link_text"]) for r in rows])
     assert rows and all(r["concept_id"] in {c.concept_ids[0] for c in pool} for r, pool in zip(rows, top))
-    link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "again"), reranked, pipeline_options([]),
-                    batch_size=3)
+    link_corpus.run(
+        [str(folder / "a.pubtator")], "pubtator", str(tmp_path / "again"), reranked, pipeline_options([]), batch_size=3
+    )
     assert table(tmp_path / "again", "annotations") == rows
     with pytest.raises(ValueError, match="has no \\[unused0\\] and \\[unused1\\] tokens"):
         GenerativeModel(make_tiny_bert(tmp_path / "plain-bert"))
@@ -1157,14 +1526,16 @@ def test_a_generative_model_links_reproducibly_as_reranker_and_alone(chain, corp
     names = spec_gen.open().targets[""].linker.names
     assert written and all(r["matched_name"] in names.names for r in written if not r["nil"])
     assert all(0.0 < r["score"] <= 1.0 for r in written) and any(r["score"] < 1.0 for r in written)  # probabilities
-    link_corpus.run([str(folder / "a.pubtator")], "pubtator", str(tmp_path / "gen-again"), spec_gen, pipeline_options([]),
-                    batch_size=2)
+    link_corpus.run(
+        [str(folder / "a.pubtator")], "pubtator", str(tmp_path / "gen-again"), spec_gen, pipeline_options([]), batch_size=2
+    )
     assert table(tmp_path / "gen-again", "annotations") == written
     with pytest.raises(ValueError, match="choose one"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), generative=generative, reranker=generative)
     with pytest.raises(ValueError, match=r"^types..nil_threshold: -0.5: with a generative model, scores are probabilities"):
-        AnnotatorSpec(model=model, indexes=(("", index),), generative=generative, detect=False,
-                      nil_thresholds=(("", -0.5),))  # a log-probability, the scale these scores had before
+        AnnotatorSpec(
+            model=model, indexes=(("", index),), generative=generative, detect=False, nil_thresholds=(("", -0.5),)
+        )  # a log-probability, the scale these scores had before
     with pytest.raises(ValueError, match="a transformer model; generative linking needs a generative model"):
         AnnotatorSpec(model=model, indexes=(("Disease", index),), generative=model)
 
@@ -1187,7 +1558,7 @@ def test_a_large_pubmed_xml_file_read_in_article_ranges_links_to_the_same_bytes(
 
     sample = (FIXTURES / "pubmed" / "pubmed_damaged_sample.xml").read_bytes()  # a malformed and an unclosed article
     head, body = sample.split(b"<PubmedArticleSet>")
-    records = body[:body.rindex(b"</PubmedArticleSet>")]
+    records = body[: body.rindex(b"</PubmedArticleSet>")]
     path = tmp_path / "large.xml"
     path.write_bytes(head + b"<PubmedArticleSet>" + records * 10 + b"</PubmedArticleSet>\n")
 
@@ -1220,8 +1591,9 @@ def test_a_shard_without_documents_writes_no_empty_pubtator_part(chain, corpus, 
     files = sorted((data_root(tmp_path / "parts") / "pubtator").iterdir())
     assert parts["outputs"]["pubtator"]["files"] == [f"pubtator/{f.name}" for f in files]
     assert 1 <= len(files) <= 2 and all(f.stat().st_size for f in files)
-    again = link_corpus.run([str(tmp_path / "parts")], "pubtator", str(tmp_path / "relinked"), spec(chain, detect=False),
-                            pipeline_options([]))
+    again = link_corpus.run(
+        [str(tmp_path / "parts")], "pubtator", str(tmp_path / "relinked"), spec(chain, detect=False), pipeline_options([])
+    )
     assert again["counts"]["records"]["dead_lettered"] == 0 and again["counts"]["documents"]["linked"] == 2
     bad = tmp_path / "bad.pubtator"
     bad.write_text("1|t|Gout.\n1\t0\t9\tnot there\tDisease\tD1\n\n")
@@ -1233,8 +1605,9 @@ def test_the_spec_names_its_folders_absolutely_for_workers_started_elsewhere(cha
     # a relative --index/--model reached the workers as given: one started in another folder read it against its own
     model, index = (Path(p) for p in chain)
     monkeypatch.chdir(index.parent)
-    relative = AnnotatorSpec(model=os.path.relpath(model), indexes=(("Disease", index.name),),
-                             stop_lists=(("Disease", os.path.relpath(STOP_LIST)),))
+    relative = AnnotatorSpec(
+        model=os.path.relpath(model), indexes=(("Disease", index.name),), stop_lists=(("Disease", os.path.relpath(STOP_LIST)),)
+    )
     assert relative.model == str(model) and relative.indexes == (("Disease", str(index)),)
     assert relative.stop_lists == (("Disease", str(STOP_LIST)),)
     monkeypatch.chdir(tmp_path)  # where a worker may start

@@ -13,7 +13,16 @@ import pytest
 
 from bioel_core.corpora import Candidate, Mention, read_query_folder
 from bioel_core.evaluation import evaluate
-from bioel_core.linking import LINKERS, Linker, NameSet, available_linkers, build_linker, linker_class, load_linker, register_linker
+from bioel_core.linking import (
+    LINKERS,
+    Linker,
+    NameSet,
+    available_linkers,
+    build_linker,
+    linker_class,
+    load_linker,
+    register_linker,
+)
 from bioel_core.normalize import Normalizer, name_id
 from schemas import TABLE_SCHEMAS
 
@@ -133,12 +142,29 @@ def _write_names_table(folder: Path) -> None:
     rows = [("D006527", "Wilson Disease"), ("D006527", "Hepatolenticular Degeneration"), ("D003693", "Delirium")]
     (folder / "concepts").mkdir(parents=True)
     (folder / "names").mkdir()
-    concepts = pa.table({"concept_id": ["D006527", "D003693"], "vocabulary": ["MESH"] * 2, "kb": ["medic"] * 2, "preferred_name": ["Wilson Disease", "Delirium"],
-                         "semantic_types": [[], []], "definition": [None, None], "alt_ids": [["OMIM:277900"], []]},
-                        schema=TABLE_SCHEMAS["concepts"])
-    names = pa.table({"name_id": [name_id("medic", c, norm(n)) for c, n in rows], "concept_id": [c for c, _ in rows],
-                      "kb": ["medic"] * 3, "name": [n for _, n in rows], "name_norm": [norm(n) for _, n in rows],
-                      "name_type": ["preferred", "synonym", "preferred"]}, schema=TABLE_SCHEMAS["names"])
+    concepts = pa.table(
+        {
+            "concept_id": ["D006527", "D003693"],
+            "vocabulary": ["MESH"] * 2,
+            "kb": ["medic"] * 2,
+            "preferred_name": ["Wilson Disease", "Delirium"],
+            "semantic_types": [[], []],
+            "definition": [None, None],
+            "alt_ids": [["OMIM:277900"], []],
+        },
+        schema=TABLE_SCHEMAS["concepts"],
+    )
+    names = pa.table(
+        {
+            "name_id": [name_id("medic", c, norm(n)) for c, n in rows],
+            "concept_id": [c for c, _ in rows],
+            "kb": ["medic"] * 3,
+            "name": [n for _, n in rows],
+            "name_norm": [norm(n) for _, n in rows],
+            "name_type": ["preferred", "synonym", "preferred"],
+        },
+        schema=TABLE_SCHEMAS["names"],
+    )
     pq.write_table(concepts, folder / "concepts" / "part-00000-of-00001.parquet")
     pq.write_table(names, folder / "names" / "part-00000-of-00001.parquet")
     (folder / "manifest.json").write_text(json.dumps({"complete": True, "normalizer": norm.to_dict()}))

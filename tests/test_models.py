@@ -13,17 +13,37 @@ from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 from transformers import AutoModel, BertConfig, BertModel, DistilBertConfig, ElectraConfig, PreTrainedTokenizerFast
 
-from bioel_core.models import (ENCODERS, CollectiveEncoder, CrossEncoder, EmbeddingMismatchError, EnsembleEncoder, GenerativeModel, ResCNNEncoder,
-                               TransformerEncoder, UnsafeCheckpointError, default_base_checkpoint, load_encoder, open_model, resolve_device)
+from bioel_core.models import (
+    ENCODERS,
+    CollectiveEncoder,
+    CrossEncoder,
+    EmbeddingMismatchError,
+    EnsembleEncoder,
+    GenerativeModel,
+    ResCNNEncoder,
+    TransformerEncoder,
+    UnsafeCheckpointError,
+    default_base_checkpoint,
+    load_encoder,
+    open_model,
+    resolve_device,
+)
 from bioel_core.models.cards import fingerprint_entry
 from bioel_core.models.checkpoints import resolve_reference
 from bioel_core.models.rescnn import FROZEN_FILE
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + (
     "heart attack myocardial infarction breast ovarian cancer colon dis ##ease ##s of the a type 2 diabetes "
-    "syndrome familial x linked").split()
-TEXTS = ["heart attack", "myocardial infarction", "familial breast and ovarian cancer syndrome",
-         "type 2 diabetes", "cancer", "x linked disease of the colon"]
+    "syndrome familial x linked"
+).split()
+TEXTS = [
+    "heart attack",
+    "myocardial infarction",
+    "familial breast and ovarian cancer syndrome",
+    "type 2 diabetes",
+    "cancer",
+    "x linked disease of the colon",
+]
 
 
 def make_tiny_bert(folder, vocab=VOCAB):
@@ -32,12 +52,25 @@ def make_tiny_bert(folder, vocab=VOCAB):
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                            sep_token="[SEP]", mask_token="[MASK]").save_pretrained(folder)
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    ).save_pretrained(folder)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     BertModel(config).save_pretrained(folder)
     return folder
 
@@ -57,7 +90,9 @@ def without_pooler(checkpoint, folder):
     """A copy of `checkpoint` whose weights lack the pooler, as a checkpoint saved from a masked-LM model does."""
     copy = shutil.copytree(checkpoint, folder)
     weights = load_file(checkpoint / "model.safetensors")
-    save_file({k: v for k, v in weights.items() if not k.startswith("pooler.")}, copy / "model.safetensors", metadata={"format": "pt"})
+    save_file(
+        {k: v for k, v in weights.items() if not k.startswith("pooler.")}, copy / "model.safetensors", metadata={"format": "pt"}
+    )
     return copy
 
 
@@ -266,8 +301,14 @@ def test_pickle_only_checkpoint_is_refused(tiny_bert, tmp_path):
 
 
 def test_registry_and_unknown_type(tmp_path):
-    assert ENCODERS == {"transformer": TransformerEncoder, "rescnn": ResCNNEncoder, "ensemble": EnsembleEncoder,
-                        "collective": CollectiveEncoder, "cross-encoder": CrossEncoder, "generative": GenerativeModel}
+    assert ENCODERS == {
+        "transformer": TransformerEncoder,
+        "rescnn": ResCNNEncoder,
+        "ensemble": EnsembleEncoder,
+        "collective": CollectiveEncoder,
+        "cross-encoder": CrossEncoder,
+        "generative": GenerativeModel,
+    }
     (tmp_path / "bioel_encoder.json").write_text(json.dumps({"encoder_type": "word2vec"}))
     with pytest.raises(ValueError, match="unknown encoder_type"):
         load_encoder(tmp_path)
@@ -301,8 +342,12 @@ def test_a_folder_without_tokenizer_files_is_refused_not_read_with_an_empty_voca
     saved = tiny_rescnn(tiny_bert).save(tmp_path / "rescnn")
     (saved / "tokenizer.json").unlink()
     message = "{}: no tokenizer vocabulary (tokenizer.json, vocab.txt, vocab.json or a SentencePiece *.model)"
-    for load, folder in ((TransformerEncoder, bare), (load_encoder, bare), (load_encoder, saved),
-                         (lambda f: ResCNNEncoder(f), bare)):
+    for load, folder in (
+        (TransformerEncoder, bare),
+        (load_encoder, bare),
+        (load_encoder, saved),
+        (lambda f: ResCNNEncoder(f), bare),
+    ):
         with pytest.raises(FileNotFoundError) as err:
             load(folder)
         assert str(err.value) == message.format(folder)
@@ -319,8 +364,10 @@ def test_a_truncated_safetensors_file_is_refused_naming_it(tiny_bert, tmp_path):
     header = 8 + int.from_bytes(weights.read_bytes()[:8], "little")
     with pytest.raises(ValueError) as err:
         load_encoder(saved)
-    assert str(err.value) == (f"{weights}: a damaged or truncated safetensors file (its header describes "
-                              f"{size - header:,} bytes of tensors, {size - header - 100:,} follow); refusing to load it")
+    assert str(err.value) == (
+        f"{weights}: a damaged or truncated safetensors file (its header describes "
+        f"{size - header:,} bytes of tensors, {size - header - 100:,} follow); refusing to load it"
+    )
     assert evaluate_dense(tmp_path, saved) == 2
 
 
@@ -341,8 +388,9 @@ def test_an_hf_folder_without_config_or_with_a_model_type_transformers_lacks_is_
         assert str(err.value) == f"{bare}: no config.json (neither a Hugging Face checkpoint nor a bioel model folder)"
         with pytest.raises(ValueError) as err:
             load(alien)
-        assert str(err.value) == (f"{alien}: config.json has model_type 'fancynet', which transformers "
-                                  f"{transformers.__version__} does not know")
+        assert str(err.value) == (
+            f"{alien}: config.json has model_type 'fancynet', which transformers {transformers.__version__} does not know"
+        )
 
 
 def test_a_model_config_that_is_not_json_is_refused_naming_it(tmp_path):
@@ -351,33 +399,58 @@ def test_a_model_config_that_is_not_json_is_refused_naming_it(tmp_path):
     for load in (load_encoder, open_model):
         with pytest.raises(ValueError) as err:
             load(tmp_path)
-        assert str(err.value) == (f"{tmp_path / 'bioel_encoder.json'}: not a readable bioel model config (Expecting "
-                                  f"property name enclosed in double quotes: line 1 column 2 (char 1))")
+        assert str(err.value) == (
+            f"{tmp_path / 'bioel_encoder.json'}: not a readable bioel model config (Expecting "
+            f"property name enclosed in double quotes: line 1 column 2 (char 1))"
+        )
     (tmp_path / "bioel_encoder.json").write_text("[]")
     with pytest.raises(ValueError) as err:
         load_encoder(tmp_path)
     assert str(err.value) == f"{tmp_path / 'bioel_encoder.json'}: not a readable bioel model config (a JSON list, not an object)"
 
 
-CLS_FLAGS = {"word_embedding_dimension": 32, "pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False,
-             "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False}
+CLS_FLAGS = {
+    "word_embedding_dimension": 32,
+    "pooling_mode_cls_token": True,
+    "pooling_mode_mean_tokens": False,
+    "pooling_mode_max_tokens": False,
+    "pooling_mode_mean_sqrt_len_tokens": False,
+}
 
 
-def make_sentence_transformers(folder, bert, *, transformer="0_Transformer", pooling=CLS_FLAGS, after=(("2_Normalize", "Normalize"),),
-                               types=None, sentence_bert=None, st_config=None):
+def make_sentence_transformers(
+    folder,
+    bert,
+    *,
+    transformer="0_Transformer",
+    pooling=CLS_FLAGS,
+    after=(("2_Normalize", "Normalize"),),
+    types=None,
+    sentence_bert=None,
+    st_config=None,
+):
     """A folder laid out as sentence-transformers saves one: modules.json listing a Transformer (the HF checkpoint, at
     `transformer`: "" is the folder itself), a Pooling module (1_Pooling/config.json) and the modules `after` it,
     each typed `sentence_transformers.models.KIND` unless `types` gives another class path."""
     shutil.copytree(bert, folder / transformer, dirs_exist_ok=True)
     modules = [(transformer, "Transformer"), ("1_Pooling", "Pooling"), *after]
-    (folder / "modules.json").write_text(json.dumps([
-        {"idx": i, "name": str(i), "path": path, "type": (types or {}).get(kind, f"sentence_transformers.models.{kind}")}
-        for i, (path, kind) in enumerate(modules)]))
+    (folder / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": i, "name": str(i), "path": path, "type": (types or {}).get(kind, f"sentence_transformers.models.{kind}")}
+                for i, (path, kind) in enumerate(modules)
+            ]
+        )
+    )
     for path, _ in modules[1:]:
         (folder / path).mkdir(exist_ok=True)
     (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
-    (folder / transformer / "sentence_bert_config.json").write_text(json.dumps(sentence_bert or {"max_seq_length": 128, "do_lower_case": False}))
-    (folder / "config_sentence_transformers.json").write_text(json.dumps(st_config or {"__version__": {"sentence_transformers": "2.2.2"}}))
+    (folder / transformer / "sentence_bert_config.json").write_text(
+        json.dumps(sentence_bert or {"max_seq_length": 128, "do_lower_case": False})
+    )
+    (folder / "config_sentence_transformers.json").write_text(
+        json.dumps(st_config or {"__version__": {"sentence_transformers": "2.2.2"}})
+    )
     return folder
 
 
@@ -386,20 +459,34 @@ def test_a_sentence_transformers_folder_is_read_through_its_modules_json(tiny_be
     from bioel_core.training.recipe import new_encoder
 
     sapbert_like = make_sentence_transformers(tmp_path / "cls-st", tiny_bert)
-    for encoder in (open_model(sapbert_like), load_encoder(sapbert_like), new_encoder("transformer", str(sapbert_like), None, "cpu")):
+    for encoder in (
+        open_model(sapbert_like),
+        load_encoder(sapbert_like),
+        new_encoder("transformer", str(sapbert_like), None, "cpu"),
+    ):
         assert encoder.pooling == "cls"
         np.testing.assert_array_equal(encoder.encode(TEXTS), TransformerEncoder(tiny_bert, pooling="cls").encode(TEXTS))
     assert open_model(sapbert_like, pooling="mean").pooling == "mean"  # an explicit --pooling still wins
     # sentence-transformers 6 types modules by their new class paths, and writes one pooling_mode
-    minilm_like = make_sentence_transformers(tmp_path / "mean-st", tiny_bert, transformer="", types={
-        "Transformer": "sentence_transformers.base.modules.transformer.Transformer",
-        "Pooling": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
-        "Normalize": "sentence_transformers.base.modules.normalize.Normalize"}, pooling={"embedding_dimension": 32, "pooling_mode": "mean"})
+    minilm_like = make_sentence_transformers(
+        tmp_path / "mean-st",
+        tiny_bert,
+        transformer="",
+        types={
+            "Transformer": "sentence_transformers.base.modules.transformer.Transformer",
+            "Pooling": "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+            "Normalize": "sentence_transformers.base.modules.normalize.Normalize",
+        },
+        pooling={"embedding_dimension": 32, "pooling_mode": "mean"},
+    )
     encoder = open_model(minilm_like)
     assert encoder.pooling == "mean"
     np.testing.assert_array_equal(encoder.encode(TEXTS), TransformerEncoder(tiny_bert, pooling="mean").encode(TEXTS))
     # the ResCNN reads its frozen embeddings and tokenizer from the Transformer module too
-    assert tiny_rescnn(sapbert_like).frozen_embeddings["sha256"] == tiny_rescnn(sapbert_like / "0_Transformer").frozen_embeddings["sha256"]
+    assert (
+        tiny_rescnn(sapbert_like).frozen_embeddings["sha256"]
+        == tiny_rescnn(sapbert_like / "0_Transformer").frozen_embeddings["sha256"]
+    )
     assert evaluate_dense(tmp_path, sapbert_like) == 0
 
 
@@ -411,7 +498,9 @@ def test_what_a_sentence_transformers_transformer_module_declares_is_applied(tin
     folder = make_sentence_transformers(tmp_path / "st", cased, sentence_bert={"max_seq_length": 4, "do_lower_case": True})
     encoder = open_model(folder)
     assert encoder.max_length == 4
-    assert encoder.token_ids(["HEART Attack of the colon"]) == TransformerEncoder(tiny_bert, max_length=4).token_ids(["heart attack of the colon"])
+    assert encoder.token_ids(["HEART Attack of the colon"]) == TransformerEncoder(tiny_bert, max_length=4).token_ids(
+        ["heart attack of the colon"]
+    )
     # saved as a bioel folder, the lowercasing travels in its tokenizer
     saved = load_encoder(encoder.save(tmp_path / "saved"))
     assert saved.token_ids(["HEART Attack"]) == encoder.token_ids(["heart attack"]) and saved.max_length == 4
@@ -419,18 +508,28 @@ def test_what_a_sentence_transformers_transformer_module_declares_is_applied(tin
 
 def test_sentence_transformers_modules_bioel_would_not_reproduce_are_refused_in_one_line(tiny_bert, tmp_path):
     cases = {
-        "dense": ({"after": (("2_Dense", "Dense"), ("3_Normalize", "Normalize"))},
-                  "{}: its sentence-transformers module Dense (2_Dense, modules.json) is not supported; bioel reads a "
-                  "Transformer, then cls or mean Pooling, then optionally Normalize"),
-        "max": ({"pooling": {**CLS_FLAGS, "pooling_mode_cls_token": False, "pooling_mode_max_tokens": True}},
-                "{}: its sentence-transformers Pooling (1_Pooling/config.json) is max pooling; bioel pools with cls or mean"),
-        "cls+mean": ({"pooling": {"embedding_dimension": 32, "pooling_mode": ["cls", "mean"]}},
-                     "{}: its sentence-transformers Pooling (1_Pooling/config.json) is cls + mean pooling; bioel pools with cls or mean"),
-        "prompt": ({"st_config": {"prompts": {"query": "query: "}, "default_prompt_name": "query"}},
-                   "{}: declares a default prompt ('query', config_sentence_transformers.json) put before every text; "
-                   "bioel encodes texts as they are"),
-        "dot": ({"after": (), "st_config": {"similarity_fn_name": "dot"}},
-                "{}: declares dot similarity (config_sentence_transformers.json); bioel ranks by the cosine"),
+        "dense": (
+            {"after": (("2_Dense", "Dense"), ("3_Normalize", "Normalize"))},
+            "{}: its sentence-transformers module Dense (2_Dense, modules.json) is not supported; bioel reads a "
+            "Transformer, then cls or mean Pooling, then optionally Normalize",
+        ),
+        "max": (
+            {"pooling": {**CLS_FLAGS, "pooling_mode_cls_token": False, "pooling_mode_max_tokens": True}},
+            "{}: its sentence-transformers Pooling (1_Pooling/config.json) is max pooling; bioel pools with cls or mean",
+        ),
+        "cls+mean": (
+            {"pooling": {"embedding_dimension": 32, "pooling_mode": ["cls", "mean"]}},
+            "{}: its sentence-transformers Pooling (1_Pooling/config.json) is cls + mean pooling; bioel pools with cls or mean",
+        ),
+        "prompt": (
+            {"st_config": {"prompts": {"query": "query: "}, "default_prompt_name": "query"}},
+            "{}: declares a default prompt ('query', config_sentence_transformers.json) put before every text; "
+            "bioel encodes texts as they are",
+        ),
+        "dot": (
+            {"after": (), "st_config": {"similarity_fn_name": "dot"}},
+            "{}: declares dot similarity (config_sentence_transformers.json); bioel ranks by the cosine",
+        ),
     }
     for name, (layout, message) in cases.items():
         folder = make_sentence_transformers(tmp_path / name, tiny_bert, **layout)
@@ -438,12 +537,20 @@ def test_sentence_transformers_modules_bioel_would_not_reproduce_are_refused_in_
             open_model(folder)
         assert str(err.value) == message.format(folder)
     # dot products of unit vectors are cosines: with a Normalize module, dot similarity is what bioel computes
-    assert open_model(make_sentence_transformers(tmp_path / "dot-normalized", tiny_bert, st_config={"similarity_fn_name": "dot"})).pooling == "cls"
+    assert (
+        open_model(
+            make_sentence_transformers(tmp_path / "dot-normalized", tiny_bert, st_config={"similarity_fn_name": "dot"})
+        ).pooling
+        == "cls"
+    )
     no_pooling = make_sentence_transformers(tmp_path / "no-pooling", tiny_bert)
     (no_pooling / "modules.json").write_text(json.dumps(json.loads((no_pooling / "modules.json").read_text())[:1]))
     with pytest.raises(ValueError) as err:
         open_model(no_pooling)
-    assert str(err.value) == f"{no_pooling}: a sentence-transformers folder with no Pooling module (modules.json), so no sentence vectors"
+    assert (
+        str(err.value)
+        == f"{no_pooling}: a sentence-transformers folder with no Pooling module (modules.json), so no sentence vectors"
+    )
     assert evaluate_dense(tmp_path, tmp_path / "dense") == 2
 
 
@@ -471,9 +578,12 @@ def test_a_model_whose_tokenizer_changed_is_another_model(tiny_bert, tmp_path):
     # entries swapped loaded against its card, and `bioel link` accepted the index built by the original, its
     # queries embedded through other token ids than the indexed names
     marked = make_tiny_bert(tmp_path / "marked", VOCAB + ["[unused0]", "[unused1]", "is"])  # the generative model's markers
-    makers = {"transformer": lambda: TransformerEncoder(tiny_bert), "rescnn": lambda: tiny_rescnn(tiny_bert),
-              "cross-encoder": lambda: CrossEncoder(tiny_bert),
-              "generative": lambda: GenerativeModel(marked, max_length=24, max_name_length=8)}
+    makers = {
+        "transformer": lambda: TransformerEncoder(tiny_bert),
+        "rescnn": lambda: tiny_rescnn(tiny_bert),
+        "cross-encoder": lambda: CrossEncoder(tiny_bert),
+        "generative": lambda: GenerativeModel(marked, max_length=24, max_name_length=8),
+    }
     for kind, make in makers.items():
         model = make()
         folder = model.save(tmp_path / kind)
@@ -492,7 +602,9 @@ def test_a_card_written_before_fingerprints_covered_the_tokenizer_is_not_checked
     # nothing but training again
     folder = TransformerEncoder(tiny_bert).save(tmp_path / "old")
     (folder / "card.json").write_text(json.dumps({"fingerprint": "0" * 64, "bioel_version": "0.1.0", "scores": {}}))
-    with pytest.warns(UserWarning, match=r"written by bioel 0\.1\.0, whose fingerprints left out the tokenizer: the folder is not checked"):
+    with pytest.warns(
+        UserWarning, match=r"written by bioel 0\.1\.0, whose fingerprints left out the tokenizer: the folder is not checked"
+    ):
         load_encoder(folder)
 
 
@@ -526,7 +638,8 @@ def test_a_model_folder_whose_weights_are_not_the_ones_its_card_records_is_refus
             load_encoder(folder)
         message = str(err.value)
         assert message.startswith(f"{folder}: the model is not the one its card records (fingerprint ") and message.endswith(
-            f"card.json {recorded[:12]}): its files changed since the card was written; restore them or train again")
+            f"card.json {recorded[:12]}): its files changed since the card was written; restore them or train again"
+        )
     assert evaluate_dense(tmp_path, folders["transformer"]) == 2
 
 
@@ -536,17 +649,23 @@ def test_a_checkpoint_that_lacks_weights_or_holds_them_in_other_shapes_is_refuse
     # at the above report!'
     lacking, reshaped = shutil.copytree(tiny_bert, tmp_path / "lacking"), shutil.copytree(tiny_bert, tmp_path / "reshaped")
     weights = load_file(tiny_bert / "model.safetensors")
-    save_file({k: v for k, v in weights.items() if ".layer.1." not in k}, lacking / "model.safetensors", metadata={"format": "pt"})
+    save_file(
+        {k: v for k, v in weights.items() if ".layer.1." not in k}, lacking / "model.safetensors", metadata={"format": "pt"}
+    )
     config = json.loads((reshaped / "config.json").read_text())
     (reshaped / "config.json").write_text(json.dumps({**config, "intermediate_size": 48}))
-    for folder, count, first in ((lacking, 16, "encoder.layer.1.attention.output.LayerNorm.bias"),
-                                 (reshaped, 6, "encoder.layer.0.intermediate.dense.bias")):
+    for folder, count, first in (
+        (lacking, 16, "encoder.layer.1.attention.output.LayerNorm.bias"),
+        (reshaped, 6, "encoder.layer.0.intermediate.dense.bias"),
+    ):
         for load in (TransformerEncoder, CrossEncoder, lambda f: GenerativeModel(f, max_length=24, max_name_length=8)):
             with pytest.raises(ValueError) as err:
                 load(folder)
-            assert str(err.value) == (f"{folder}: its safetensors files lack {count} of the bert model's weights or hold "
-                                      f"them in other shapes than config.json describes (first: {first}); refusing to "
-                                      f"start them at random")
+            assert str(err.value) == (
+                f"{folder}: its safetensors files lack {count} of the bert model's weights or hold "
+                f"them in other shapes than config.json describes (first: {first}); refusing to "
+                f"start them at random"
+            )
     # a checkpoint saved without the pooler (from a masked-LM model) is whole for every model here
     pooler_less = without_pooler(tiny_bert, tmp_path / "pooler-less")
     np.testing.assert_array_equal(TransformerEncoder(pooler_less).encode(TEXTS), TransformerEncoder(tiny_bert).encode(TEXTS))
@@ -574,7 +693,10 @@ def test_a_tokenizer_with_more_tokens_than_the_model_embeds_is_refused(tiny_bert
     for load in (TransformerEncoder, CrossEncoder, ResCNNEncoder):
         with pytest.raises(ValueError) as err:
             load(folder)
-        assert str(err.value) == f"{folder}: its tokenizer has 126 tokens, the model embeddings for 26 only (a tokenizer from another checkpoint?)"
+        assert (
+            str(err.value)
+            == f"{folder}: its tokenizer has 126 tokens, the model embeddings for 26 only (a tokenizer from another checkpoint?)"
+        )
     assert evaluate_dense(tmp_path, folder, dictionary="D1||heart attack\nD2||word50 cancer\n", query="word99") == 2
 
 
@@ -590,17 +712,32 @@ def test_a_model_with_fewer_positions_than_the_tokens_it_would_be_given_is_refus
     weights = load_file(short / "model.safetensors")
     weights["embeddings.position_embeddings.weight"] = weights["embeddings.position_embeddings.weight"][:8].clone()
     save_file(weights, short / "model.safetensors", metadata={"format": "pt"})
-    for load, length in ((TransformerEncoder, 25), (CrossEncoder, 64), (lambda f: GenerativeModel(f, max_length=24, max_name_length=8), 24)):
+    for load, length in (
+        (TransformerEncoder, 25),
+        (CrossEncoder, 64),
+        (lambda f: GenerativeModel(f, max_length=24, max_name_length=8), 24),
+    ):
         with pytest.raises(ValueError) as err:
             load(short)
-        assert str(err.value) == (f"{short}: its model reads at most 8 tokens (max_position_embeddings in config.json), "
-                                  f"fewer than the {length} it would be given")
+        assert str(err.value) == (
+            f"{short}: its model reads at most 8 tokens (max_position_embeddings in config.json), "
+            f"fewer than the {length} it would be given"
+        )
     # RoBERTa numbers positions from padding_idx + 1: 26 position embeddings hold 25 tokens when [PAD] is 0
     for positions, fits in ((25, False), (26, True)):
         folder = tmp_path / f"roberta-{positions}"
         shutil.copytree(tiny_bert, folder, ignore=shutil.ignore_patterns("config.json", "model.safetensors"))
-        RobertaModel(RobertaConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                                   max_position_embeddings=positions, pad_token_id=0)).save_pretrained(folder)
+        RobertaModel(
+            RobertaConfig(
+                vocab_size=len(VOCAB),
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                max_position_embeddings=positions,
+                pad_token_id=0,
+            )
+        ).save_pretrained(folder)
         if fits:
             assert TransformerEncoder(folder).encode([" ".join(["cancer"] * 40)]).shape == (1, 32)
             # the collective model's windows fit the same count (they took 26 and failed on a long document)
@@ -618,8 +755,10 @@ def test_a_checkpoint_that_is_not_an_encoder_reading_in_both_directions_is_refus
     from transformers import GPT2Config, GPT2Model, T5Config, T5Model
 
     small = {"vocab_size": len(VOCAB), "n_positions": 64, "n_embd": 32, "n_layer": 2, "n_head": 2}
-    models = {"gpt2": GPT2Model(GPT2Config(**small)),
-              "t5": T5Model(T5Config(vocab_size=len(VOCAB), d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2))}
+    models = {
+        "gpt2": GPT2Model(GPT2Config(**small)),
+        "t5": T5Model(T5Config(vocab_size=len(VOCAB), d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2)),
+    }
     for model_type, model in models.items():
         folder = tmp_path / model_type
         shutil.copytree(tiny_bert, folder, ignore=shutil.ignore_patterns("config.json", "model.safetensors"))
@@ -627,11 +766,24 @@ def test_a_checkpoint_that_is_not_an_encoder_reading_in_both_directions_is_refus
         for load in (TransformerEncoder, CrossEncoder):
             with pytest.raises(ValueError) as err:
                 load(folder)
-            assert str(err.value) == (f"{folder}: config.json has model_type {model_type!r}, not an encoder that reads in both "
-                                      f"directions (a model type with a masked-language-model head, as BERT, RoBERTa or ELECTRA)")
-    for name, config in (("distilbert", DistilBertConfig(vocab_size=len(VOCAB), dim=32, n_layers=2, n_heads=2, hidden_dim=64)),
-                         ("electra", ElectraConfig(vocab_size=len(VOCAB), embedding_size=16, hidden_size=32, num_hidden_layers=2,
-                                                   num_attention_heads=2, intermediate_size=64))):
+            assert str(err.value) == (
+                f"{folder}: config.json has model_type {model_type!r}, not an encoder that reads in both "
+                f"directions (a model type with a masked-language-model head, as BERT, RoBERTa or ELECTRA)"
+            )
+    for name, config in (
+        ("distilbert", DistilBertConfig(vocab_size=len(VOCAB), dim=32, n_layers=2, n_heads=2, hidden_dim=64)),
+        (
+            "electra",
+            ElectraConfig(
+                vocab_size=len(VOCAB),
+                embedding_size=16,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+            ),
+        ),
+    ):
         folder = tmp_path / name
         shutil.copytree(tiny_bert, folder, ignore=shutil.ignore_patterns("config.json", "model.safetensors"))
         AutoModel.from_config(config).save_pretrained(folder)

@@ -30,8 +30,13 @@ def test_unicode_punctuation_is_punctuation():
 
 def test_a_config_recorded_before_unicode_punctuation_reads_as_it_was_written():
     # the manifests, saved linkers and stop lists written before the field: ASCII punctuation, the same version
-    recorded = {"version": "norm-17c9f93edb2f", "unicode_form": "NFKC", "lowercase": True, "punctuation": "split",
-                "keep_chars": ""}
+    recorded = {
+        "version": "norm-17c9f93edb2f",
+        "unicode_form": "NFKC",
+        "lowercase": True,
+        "punctuation": "split",
+        "keep_chars": "",
+    }
     old = Normalizer(NormalizerConfig.from_dict(recorded))
     assert old.version == "norm-17c9f93edb2f" and old("Parkinson\u2019s disease") == "parkinson\u2019s disease"
     assert Normalizer().version != old.version

@@ -12,16 +12,31 @@ from pathlib import Path
 
 import pytest
 
-from bioel_core.outputs import (LOCK, MANIFEST, ConcurrentRunError, LocalFileSystem, Manifest, OutputError, OutputFolder,
-                                read_pointer)
+from bioel_core.outputs import (
+    LOCK,
+    MANIFEST,
+    ConcurrentRunError,
+    LocalFileSystem,
+    Manifest,
+    OutputError,
+    OutputFolder,
+    read_pointer,
+)
 from bioel_core.outputs.lock import LOCK_WRITE_GRACE_S
 from bioel_core.tables import data_root, read_manifest
 from conftest import full_disk
 
 
 def manifest(**counts) -> Manifest:
-    return Manifest(pipeline="ingest-kb", inputs=[], counts=counts, reconciliation={"rows": True}, outputs={},
-                    runner="test", details={"kb": "medic"})
+    return Manifest(
+        pipeline="ingest-kb",
+        inputs=[],
+        counts=counts,
+        reconciliation={"rows": True},
+        outputs={},
+        runner="test",
+        details={"kb": "medic"},
+    )
 
 
 def publish(out, text: str, fail: bool = False) -> OutputFolder:
@@ -148,15 +163,20 @@ def test_a_lock_whose_write_failed_on_a_full_disk_is_not_left_behind(tmp_path, m
     assert read_manifest(out)["generation"] == second.generation and not (out / LOCK).exists()
 
 
-@pytest.mark.parametrize("content", [b"", b'{"run": "r0", "pid"', b"\xff\xfe not json", b'{"run": "r0"}'],
-                         ids=["empty", "cut short", "not JSON", "no pid"])
+@pytest.mark.parametrize(
+    "content",
+    [b"", b'{"run": "r0", "pid"', b"\xff\xfe not json", b'{"run": "r0"}'],
+    ids=["empty", "cut short", "not JSON", "no pid"],
+)
 def test_a_lock_that_names_no_run_is_named_with_its_age_and_taken_over_once_old(tmp_path, content):
     out = tmp_path / "out"
     publish(out, "one")
     (out / LOCK).write_bytes(content)  # left by a run killed while writing it, or by an older bioel's failed write
     _aged(out / LOCK, 5)
     before = sorted(p.name for p in out.iterdir())
-    with pytest.raises(ConcurrentRunError, match=f"holds a lock that names no run \\({out / LOCK}: .*, written 5 s ago\\)") as refused:
+    with pytest.raises(
+        ConcurrentRunError, match=f"holds a lock that names no run \\({out / LOCK}: .*, written 5 s ago\\)"
+    ) as refused:
         publish(out, "two")  # a run may be writing it this instant
     assert ("empty" if not content else f"{len(content)} bytes that name no run") in str(refused.value)
     assert sorted(p.name for p in out.iterdir()) == before and (out / LOCK).read_bytes() == content
@@ -178,8 +198,10 @@ def test_a_lock_that_cannot_be_read_is_named_with_its_age_and_kept(tmp_path, mon
         return real_open(self, path)
 
     monkeypatch.setattr(LocalFileSystem, "open", denied)
-    with pytest.raises(ConcurrentRunError, match=f"^{out}: its lock {out / LOCK} cannot be read \\(.*Permission denied.*\\), "
-                                                 "written 120 s ago: a run may hold it"):
+    with pytest.raises(
+        ConcurrentRunError,
+        match=f"^{out}: its lock {out / LOCK} cannot be read \\(.*Permission denied.*\\), written 120 s ago: a run may hold it",
+    ):
         publish(out, "two")
     assert (out / LOCK).exists()
 
@@ -189,7 +211,9 @@ def test_of_two_runs_taking_over_one_abandoned_lock_one_wins(tmp_path, monkeypat
     out = tmp_path / "out"
     publish(out, "one")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    content = json.dumps({"run": "r0", "pid": int(dead.stdout), "host": socket.gethostname()}) if abandoned == "dead process" else ""
+    content = (
+        json.dumps({"run": "r0", "pid": int(dead.stdout), "host": socket.gethostname()}) if abandoned == "dead process" else ""
+    )
     (out / LOCK).write_text(content)
     _aged(out / LOCK, LOCK_WRITE_GRACE_S)
     first, second = (OutputFolder(LocalFileSystem(), str(out), ("names",)) for _ in range(2))
@@ -323,16 +347,30 @@ def test_stage_details_read_an_older_manifest_that_lacks_newer_keys():
     an index manifest before its metric was recorded, still read: the missing keys are None (or their default)."""
     from bioel_core.outputs.details import EmbedDetails, IndexDetails
 
-    older_embed = {"pipeline": "embed", "kb": "medic", "device": "cpu", "batch_size": 8, "num_shards": 2,
-                   "model": {"path": "/m", "fingerprint": "f" * 64, "config": {}, "dim": 4},
-                   "names": {"path": "/names", "manifest_sha256": "a" * 64, "column": "name_norm", "rows": 3}}
+    older_embed = {
+        "pipeline": "embed",
+        "kb": "medic",
+        "device": "cpu",
+        "batch_size": 8,
+        "num_shards": 2,
+        "model": {"path": "/m", "fingerprint": "f" * 64, "config": {}, "dim": 4},
+        "names": {"path": "/names", "manifest_sha256": "a" * 64, "column": "name_norm", "rows": 3},
+    }
     embedded = EmbedDetails.from_dict(older_embed)
     assert embedded.model.dim == 4 and embedded.model.pooling is None and embedded.names.normalizer_version is None
     assert embedded.refresh is None and "refresh" not in embedded.to_dict()
-    older_index = {"pipeline": "build-index", "kb": "medic", "num_shards": 1, "vectors": 3, "shards": [],
-                   "index": {"kind": "flat", "dimension": 4, "requested": {"kind": "flat"}},
-                   "embeddings": {"path": "/emb", "manifest_sha256": "b" * 64, "rows": 3},
-                   "model": older_embed["model"], "model_fingerprint": "f" * 64, "names": older_embed["names"]}
+    older_index = {
+        "pipeline": "build-index",
+        "kb": "medic",
+        "num_shards": 1,
+        "vectors": 3,
+        "shards": [],
+        "index": {"kind": "flat", "dimension": 4, "requested": {"kind": "flat"}},
+        "embeddings": {"path": "/emb", "manifest_sha256": "b" * 64, "rows": 3},
+        "model": older_embed["model"],
+        "model_fingerprint": "f" * 64,
+        "names": older_embed["names"],
+    }
     indexed = IndexDetails.from_dict(older_index)
     assert (indexed.index.metric, indexed.index.normalized, indexed.index.faiss_threads) == ("inner_product", True, None)
     assert indexed.embeddings.files is None and indexed.model == embedded.model and indexed.names == embedded.names
@@ -341,11 +379,17 @@ def test_stage_details_read_an_older_manifest_that_lacks_newer_keys():
 def test_importing_the_output_layer_imports_no_guards_and_its_rules_no_pyarrow():
     """outputs/ owns the folder rules: no import circle with bioel_core.guards, and the CLI's input-vs-output check
     (imported at `bioel --help`) loads nothing heavy."""
-    code = ("import sys, bioel_core.outputs, bioel_core.outputs.rules; from bioel_core.guards import check_not_an_input; "
-            "print('bioel_core.guards' in sys.modules and 'guards', 'pyarrow' in sys.modules and 'pyarrow'); "
-            "from bioel_core.outputs import Manifest, OutputFolder; print('bioel_core.guards' in sys.modules and 'guards')")
-    out = subprocess.run([sys.executable, "-c", code.replace("from bioel_core.guards import check_not_an_input; ", "")],
-                         capture_output=True, text=True, check=True).stdout.split()
+    code = (
+        "import sys, bioel_core.outputs, bioel_core.outputs.rules; from bioel_core.guards import check_not_an_input; "
+        "print('bioel_core.guards' in sys.modules and 'guards', 'pyarrow' in sys.modules and 'pyarrow'); "
+        "from bioel_core.outputs import Manifest, OutputFolder; print('bioel_core.guards' in sys.modules and 'guards')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code.replace("from bioel_core.guards import check_not_an_input; ", "")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert out == ["False", "False", "False"]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["guards", "False", "guards"]

@@ -23,8 +23,11 @@ ENTRYPOINT = REPO / "docker" / "entrypoint.sh"
 
 
 # what the installed package sees: not this checkout (PYTHONPATH), nor another default model
-CLEAN_ENV = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BIOEL_DEFAULT_MODEL")},
-             "HF_HUB_OFFLINE": "1", "GX_ANALYTICS_ENABLED": "false"}
+CLEAN_ENV = {
+    **{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BIOEL_DEFAULT_MODEL")},
+    "HF_HUB_OFFLINE": "1",
+    "GX_ANALYTICS_ENABLED": "false",
+}
 
 
 def run(argv, env=CLEAN_ENV, **kw) -> subprocess.CompletedProcess:
@@ -45,7 +48,9 @@ def installed(tmp_path_factory):
         copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy2
         kw = {"ignore": shutil.ignore_patterns("__pycache__", "*.checkpoint")} if (REPO / name).is_dir() else {}
         copy(REPO / name, src / name, **kw)
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", root / "wheel", src])
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", root / "wheel", src]
+    )
     [wheel] = (root / "wheel").glob("*.whl")
     venv = root / "venv"
     run([sys.executable, "-m", "venv", venv])
@@ -61,13 +66,21 @@ def test_the_wheel_carries_the_small_models_and_stop_lists_only(installed):
     wheel, _ = installed
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {n for n in names if n.startswith("bioel_models/")}
-    assert {"bioel_models/disease-default/model.safetensors", "bioel_models/disease-default/bioel_encoder.json",
-            "bioel_models/chemical-default/model.safetensors", "bioel_models/stoplists/disease-medic.json",
-            "bioel_models/stoplists/chemical-mesh.json"} <= shipped
-    assert not [n for n in shipped if any(big in n for big in ("bc5cdr-collective", ".checkpoint", "disease-ensemble", "generative-disease",
-                                                                 "disease-reranker"))]
+    assert {
+        "bioel_models/disease-default/model.safetensors",
+        "bioel_models/disease-default/bioel_encoder.json",
+        "bioel_models/chemical-default/model.safetensors",
+        "bioel_models/stoplists/disease-medic.json",
+        "bioel_models/stoplists/chemical-mesh.json",
+    } <= shipped
+    assert not [
+        n
+        for n in shipped
+        if any(
+            big in n for big in ("bc5cdr-collective", ".checkpoint", "disease-ensemble", "generative-disease", "disease-reranker")
+        )
+    ]
     assert "bioel/__main__.py" in names
-
 
 
 def test_the_image_copies_every_model_folder_the_wheel_ships(installed):
@@ -81,26 +94,52 @@ def test_the_image_copies_every_model_folder_the_wheel_ships(installed):
 
 def test_the_docker_build_context_leaves_out_what_git_ignores():
     # without .dockerignore, `docker build .` sent the 2 GB .venv and .git to the daemon on every build
-    ignored = {line.strip().lstrip("/").removeprefix("**/") for line in (REPO / ".dockerignore").read_text().splitlines()
-               if line.strip() and not line.startswith("#")}
+    ignored = {
+        line.strip().lstrip("/").removeprefix("**/")
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     gitignored = {line.strip().lstrip("/") for line in (REPO / ".gitignore").read_text().splitlines() if line.strip()}
     assert gitignored | {".git"} <= ignored
     copied = re.findall(r"^COPY (.+) \S+$", (REPO / "Dockerfile").read_text(), re.M)
     sources = [src for line in copied for src in line.split()]
     assert sources and not [s for s in sources if any(fnmatch.fnmatch(s, i.rstrip("/")) for i in ignored)]
 
+
 def test_an_installed_bioel_embeds_with_its_default_model_outside_the_checkout(installed, tmp_path):
     _, venv = installed
     python, bioel = venv / "bin" / "python", venv / "bin" / "bioel"
-    where = json.loads(run([python, "-c", "import json, bioel_core; from bioel_core.models import DEFAULT_MODEL, shipped_path; "
-                            "print(json.dumps([bioel_core.__file__, str(DEFAULT_MODEL), str(shipped_path('stoplists/disease-medic.json'))]))"],
-                           cwd=tmp_path).stdout)
+    where = json.loads(
+        run(
+            [
+                python,
+                "-c",
+                "import json, bioel_core; from bioel_core.models import DEFAULT_MODEL, shipped_path; "
+                "print(json.dumps([bioel_core.__file__, str(DEFAULT_MODEL), str(shipped_path('stoplists/disease-medic.json'))]))",
+            ],
+            cwd=tmp_path,
+        ).stdout
+    )
     assert all(p.startswith(str(venv)) for p in where), where
     assert Path(where[2]).is_file()
     names = tmp_path / "names.txt"
     names.write_text("D003693||Delirium|Subacute Delirium\nD006073||Gout|Gouty Arthritis\n")
-    run([bioel, "ingest-kb", "--input-format", "medic-biosyn", "--input", names, "--output", "kb", "--num-shards", "1", "--no-quality"],
-        cwd=tmp_path)
+    run(
+        [
+            bioel,
+            "ingest-kb",
+            "--input-format",
+            "medic-biosyn",
+            "--input",
+            names,
+            "--output",
+            "kb",
+            "--num-shards",
+            "1",
+            "--no-quality",
+        ],
+        cwd=tmp_path,
+    )
     run([bioel, "embed", "--input", "kb", "--output", "emb", "--num-shards", "1", "--no-quality"], cwd=tmp_path)
     manifest = json.loads((tmp_path / "emb" / "manifest.json").read_text())
     assert manifest["outputs"]["embeddings"]["rows"] == 4

@@ -59,24 +59,42 @@ class PortableServices:
         """Starts both services, without waiting for them (beam_args does)."""
         self.job_port, self.pool_port = free_ports(2)
         # the workers run this checkout's code with this venv's python (the pool starts them as `python -c ...`)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-               "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        }
         workdir = self.folder / "workers"  # not the launcher's: a relative path the launcher did not resolve fails there
         workdir.mkdir()
         for name, module, flag, port in (
-                ("job service", "apache_beam.runners.portability.local_job_service_main", "--port", self.job_port),
-                ("worker pool", "apache_beam.runners.worker.worker_pool_main", "--service_port", self.pool_port)):
+            ("job service", "apache_beam.runners.portability.local_job_service_main", "--port", self.job_port),
+            ("worker pool", "apache_beam.runners.worker.worker_pool_main", "--service_port", self.pool_port),
+        ):
             log = self.folder / f"{name.replace(' ', '_')}.log"
             with open(log, "wb") as fh:
-                process = subprocess.Popen([sys.executable, "-m", module, flag, str(port)], cwd=workdir, env=env,
-                                           stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+                process = subprocess.Popen(
+                    [sys.executable, "-m", module, flag, str(port)],
+                    cwd=workdir,
+                    env=env,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             self.processes[name] = (process, log)
 
     def beam_args(self) -> list[str]:
         """The flags that submit a job to these services, once they listen."""
         self.wait_ready()
-        return ["--runner", "PortableRunner", "--job_endpoint", f"localhost:{self.job_port}",
-                "--environment_type", "EXTERNAL", "--environment_config", f"localhost:{self.pool_port}"]
+        return [
+            "--runner",
+            "PortableRunner",
+            "--job_endpoint",
+            f"localhost:{self.job_port}",
+            "--environment_type",
+            "EXTERNAL",
+            "--environment_config",
+            f"localhost:{self.pool_port}",
+        ]
 
     def wait_ready(self) -> None:
         if self.ready:
@@ -103,8 +121,10 @@ class PortableServices:
         return self.processes["worker pool"][1].read_text(errors="replace").count("Starting worker with command")
 
     def logs(self, tail: int = 4000) -> str:
-        return "\n".join(f"--- {name} log (last {tail} chars):\n{log.read_text(errors='replace')[-tail:]}"
-                         for name, (_, log) in self.processes.items())
+        return "\n".join(
+            f"--- {name} log (last {tail} chars):\n{log.read_text(errors='replace')[-tail:]}"
+            for name, (_, log) in self.processes.items()
+        )
 
     def stop(self) -> None:
         for process, _ in self.processes.values():
@@ -153,11 +173,22 @@ def chain(tmp_path_factory, data):
     """(model, KB, index) built in process by the CLI: a tiny model, the sample MEDIC KB and its flat index."""
     root = tmp_path_factory.mktemp("chain")
     model = str(TransformerEncoder(make_tiny_bert(root / "tiny-bert"), pooling="mean").save(root / "model"))
-    bioel("ingest-kb", "--input-format", "medic-biosyn", "--input", data / "medic.txt", "--output", root / "kb",
-          "--num-shards", "2", UNCHECKED)
+    bioel(
+        "ingest-kb",
+        "--input-format",
+        "medic-biosyn",
+        "--input",
+        data / "medic.txt",
+        "--output",
+        root / "kb",
+        "--num-shards",
+        "2",
+        UNCHECKED,
+    )
     bioel("embed", "--model", model, "--input", root / "kb", "--output", root / "emb", "--num-shards", "2", UNCHECKED)
-    bioel("build-index", "--input", root / "emb", "--output", root / "index", "--num-shards", "2", "--index-kind", "flat",
-          UNCHECKED)
+    bioel(
+        "build-index", "--input", root / "emb", "--output", root / "index", "--num-shards", "2", "--index-kind", "flat", UNCHECKED
+    )
     return model, root / "kb", root / "index"
 
 
@@ -191,8 +222,19 @@ def test_ingest_kb_on_the_portable_runner_publishes_the_in_process_bytes(portabl
     _, kb, _ = chain
     workers = portable.workers_started()
     monkeypatch.chdir(data)  # relative --input and --output: the workers run in another working folder
-    bioel("ingest-kb", "--input-format", "medic-biosyn", "--input", "medic.txt",
-          "--output", os.path.relpath(tmp_path / "kb", data), "--num-shards", "2", UNCHECKED, services=portable)
+    bioel(
+        "ingest-kb",
+        "--input-format",
+        "medic-biosyn",
+        "--input",
+        "medic.txt",
+        "--output",
+        os.path.relpath(tmp_path / "kb", data),
+        "--num-shards",
+        "2",
+        UNCHECKED,
+        services=portable,
+    )
     assert_ran_on_portable_runner(tmp_path / "kb", portable, workers)
     tables, manifest = published(tmp_path / "kb")
     assert (manifest["counts"]["records_read"], manifest["counts"]["dead_lettered"]) == (391, 1)
@@ -201,13 +243,26 @@ def test_ingest_kb_on_the_portable_runner_publishes_the_in_process_bytes(portabl
 
 def test_link_on_the_portable_runner_publishes_the_in_process_bytes(portable, data, chain, tmp_path, monkeypatch):
     model, _, index = chain
-    command = ["link", "--model", model, "--input-format", "jsonl", "--index", f"Disease={index}",
-               "--stop-list", STOP_LIST, "--output-format", "pubtator", "--num-shards", "2", UNCHECKED]
+    command = [
+        "link",
+        "--model",
+        model,
+        "--input-format",
+        "jsonl",
+        "--index",
+        f"Disease={index}",
+        "--stop-list",
+        STOP_LIST,
+        "--output-format",
+        "pubtator",
+        "--num-shards",
+        "2",
+        UNCHECKED,
+    ]
     bioel(*command, "--input", data / "abstracts.jsonl", "--output", tmp_path / "in-process")
     workers = portable.workers_started()
     monkeypatch.chdir(data)  # relative --input and --output: the workers run in another working folder
-    bioel(*command, "--input", "abstracts.jsonl", "--output", os.path.relpath(tmp_path / "portable", data),
-          services=portable)
+    bioel(*command, "--input", "abstracts.jsonl", "--output", os.path.relpath(tmp_path / "portable", data), services=portable)
     assert_ran_on_portable_runner(tmp_path / "portable", portable, workers)
     tables, manifest = published(tmp_path / "portable")
     assert manifest["counts"]["documents"]["linked"] == 40 and manifest["counts"]["records"]["dead_lettered"] == 1

@@ -15,7 +15,7 @@ def test_shuffle_ngrams_keeps_words_chunks_and_composite_parts():
     out = shuffle_ngrams("a b c d e f|g h", 2, rng)
     left, right = out.split("|")
     assert sorted(left.split()) == list("abcdef") and sorted(right.split()) == ["g", "h"]
-    pairs = [left.split()[i:i + 2] for i in range(0, 6, 2)]
+    pairs = [left.split()[i : i + 2] for i in range(0, 6, 2)]
     assert sorted(pairs) == [["a", "b"], ["c", "d"], ["e", "f"]]  # bigrams move whole
     assert shuffle_ngrams("x y z", 3, random.Random(1)) == "x y z"
 
@@ -32,8 +32,9 @@ def tiny_bert(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny_bert")
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64)).save_pretrained(folder)
+    BertModel(
+        BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    ).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return models.TransformerEncoder(folder, pooling="cls")
 
@@ -57,6 +58,12 @@ def test_probe_reports_every_condition(tiny_bert):
     names = NameSet.from_biosyn(CORPORA / "test_dictionary.txt")
     queries = [q for q in read_query_folder(CORPORA / "processed_test") if q.concept_ids]
     rows = probe(tiny_bert, names, queries, k=2)
-    assert [r["condition"] for r in rows] == ["original", "shuffle unigrams", "shuffle bigrams", "shuffle trigrams",
-                                              "context size = 3", "context size = 5"]
+    assert [r["condition"] for r in rows] == [
+        "original",
+        "shuffle unigrams",
+        "shuffle bigrams",
+        "shuffle trigrams",
+        "context size = 3",
+        "context size = 5",
+    ]
     assert rows[0]["change_pct"] == 0.0 and all(0 <= r["acc@1"] <= 100 and r["n"] == len(queries) for r in rows)

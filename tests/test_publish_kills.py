@@ -30,10 +30,17 @@ def world(tmp_path_factory):
     (root / "medic-new.txt").write_text("".join(lines))
     model = str(TransformerEncoder(make_tiny_bert(root / "bert"), pooling="mean").save(root / "model"))
     for version in ("old", "new"):
-        ingest_kb.run("medic-biosyn", [str(root / f"medic-{version}.txt")], str(root / f"kb-{version}"), pipeline_options([]), num_shards=2)
+        ingest_kb.run(
+            "medic-biosyn", [str(root / f"medic-{version}.txt")], str(root / f"kb-{version}"), pipeline_options([]), num_shards=2
+        )
         embed_names.run(model, str(root / f"kb-{version}"), str(root / f"emb-{version}"), pipeline_options([]), num_shards=2)
-        build_index.run(str(root / f"emb-{version}"), str(root / f"index-{version}"), pipeline_options([]), num_shards=2,
-                        spec=IndexSpec("flat"))
+        build_index.run(
+            str(root / f"emb-{version}"),
+            str(root / f"index-{version}"),
+            pipeline_options([]),
+            num_shards=2,
+            spec=IndexSpec("flat"),
+        )
     docs = read_pubtator(SAMPLE_DATA / "gold_ncbi_bc5cdr_sample.pubtator")
     with open(root / "docs-old.pubtator", "w") as fh:
         write_pubtator(docs[:20], fh)
@@ -46,15 +53,65 @@ def commands(root: Path, model: str, out: Path) -> dict[str, tuple[list[str], li
     """verb -> (the command that makes the previous state, the command that makes the new one)."""
     # not --incremental: run again on the state it published, an incremental run finds nothing changed and publishes
     # nothing (tests/test_link_incremental.py), where this test needs each run to reach every publish step
-    link = ["link", "--model", model, "--index", f"Disease={root / 'index-new'}", "--input-format", "pubtator",
-            "--output", str(out), "--no-quality", "--input"]
+    link = [
+        "link",
+        "--model",
+        model,
+        "--index",
+        f"Disease={root / 'index-new'}",
+        "--input-format",
+        "pubtator",
+        "--output",
+        str(out),
+        "--no-quality",
+        "--input",
+    ]
     return {
-        "ingest-kb": tuple(["ingest-kb", "--input-format", "medic-biosyn", "--input", str(root / f"medic-{v}.txt"), "--output", str(out),
-                            "--num-shards", "2", "--no-quality"] for v in ("old", "new")),
-        "embed": tuple(["embed", "--model", model, "--input", str(root / f"kb-{v}"), "--output", str(out), "--num-shards", "2",
-                        "--no-quality"] for v in ("old", "new")),
-        "build-index": tuple(["build-index", "--input", str(root / f"emb-{v}"), "--output", str(out), "--num-shards", "2",
-                              "--index-kind", "flat", "--no-quality"] for v in ("old", "new")),
+        "ingest-kb": tuple(
+            [
+                "ingest-kb",
+                "--input-format",
+                "medic-biosyn",
+                "--input",
+                str(root / f"medic-{v}.txt"),
+                "--output",
+                str(out),
+                "--num-shards",
+                "2",
+                "--no-quality",
+            ]
+            for v in ("old", "new")
+        ),
+        "embed": tuple(
+            [
+                "embed",
+                "--model",
+                model,
+                "--input",
+                str(root / f"kb-{v}"),
+                "--output",
+                str(out),
+                "--num-shards",
+                "2",
+                "--no-quality",
+            ]
+            for v in ("old", "new")
+        ),
+        "build-index": tuple(
+            [
+                "build-index",
+                "--input",
+                str(root / f"emb-{v}"),
+                "--output",
+                str(out),
+                "--num-shards",
+                "2",
+                "--index-kind",
+                "flat",
+                "--no-quality",
+            ]
+            for v in ("old", "new")
+        ),
         "link": tuple(link + [str(root / f"docs-{v}.pubtator")] for v in ("old", "new")),
     }
 

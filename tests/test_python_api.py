@@ -51,8 +51,10 @@ def test_the_docs_folders_example_runs_and_links(demo_output, monkeypatch):
     monkeypatch.chdir(demo_output)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(docs_example("Link with folders: `Annotator.from_folders`"), "docs/python-api.md", "exec"),
-             {"__name__": "docs"})
+        exec(
+            compile(docs_example("Link with folders: `Annotator.from_folders`"), "docs/python-api.md", "exec"),
+            {"__name__": "docs"},
+        )
     assert printed.getvalue().splitlines() == ["D003693"]  # delirium
 
 
@@ -68,7 +70,7 @@ def test_link_and_annotate_are_the_linkers_and_the_annotator_rows(demo_output):
     by_string, by_document = annotator.annotate([text]), annotator.annotate([document])
     assert [r["doc_id"] for r in by_string[0]] == ["0"] and [r["doc_id"] for r in by_document[0]] == ["pmid-1"]
     assert [(r["mention"], r["concept_id"]) for r in by_document[0]] == [("Mixed origin delirium", "D003693")]
-    assert text[by_document[0][0]["start"]:by_document[0][0]["end"]] == "Mixed origin delirium"
+    assert text[by_document[0][0]["start"] : by_document[0][0]["end"]] == "Mixed origin delirium"
     # given mentions and NIL thresholds, as `bioel link --mentions given --nil-threshold`
     given = Annotator.from_folders(indexes={"Disease": index}, mentions="given", nil_thresholds={"Disease": 1.01})
     mention = Mention("delirium", "pmid-1", 13, 21, "Disease")
@@ -81,7 +83,6 @@ def test_link_and_annotate_are_the_linkers_and_the_annotator_rows(demo_output):
     if not torch.cuda.is_available():  # was torch's "AssertionError: Torch not compiled with CUDA enabled" at first use
         with pytest.raises(ValueError, match="^device: cuda: no CUDA device is available here$"):
             Annotator.from_folders(indexes={"Disease": index}, device="cuda")
-
 
 
 def test_from_folders_opens_each_model_folder_once(demo_output, monkeypatch):
@@ -107,12 +108,35 @@ def test_annotate_gives_the_rows_bioel_link_writes(demo_output, tmp_path):
     from pipelines import cli
 
     index, stop = str(demo_output / "demo_output" / "index"), str(shipped_path("stoplists/disease-medic.json"))
-    texts = {"a": "Famotidine-associated delirium in gout. Délirium — 肝炎 and subacute delirium.",
-             "b": "The weather was fine.", "c": "😀 Gouty arthritis, then mixed origin delirium; DELIRIUM."}
+    texts = {
+        "a": "Famotidine-associated delirium in gout. Délirium — 肝炎 and subacute delirium.",
+        "b": "The weather was fine.",
+        "c": "😀 Gouty arthritis, then mixed origin delirium; DELIRIUM.",
+    }
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"{i}\t{t}\n" for i, t in texts.items()), encoding="utf-8")
-    assert cli.main(["link", "--input", str(corpus), "--input-format", "text", "--text-per-line", "--index", f"Disease={index}",
-                     "--stop-list", f"Disease={stop}", "--output", str(tmp_path / "links"), "--num-shards", "1", "--no-quality"]) == 0
+    assert (
+        cli.main(
+            [
+                "link",
+                "--input",
+                str(corpus),
+                "--input-format",
+                "text",
+                "--text-per-line",
+                "--index",
+                f"Disease={index}",
+                "--stop-list",
+                f"Disease={stop}",
+                "--output",
+                str(tmp_path / "links"),
+                "--num-shards",
+                "1",
+                "--no-quality",
+            ]
+        )
+        == 0
+    )
     by_cli = sorted(read_table(tmp_path / "links", "annotations").to_pylist(), key=lambda r: (r["doc_id"], r["start"]))
     annotator = Annotator.from_folders(indexes={"Disease": index}, stop_lists={"Disease": stop})
     documents = [Document(i, [Passage("text", 0, t)]) for i, t in texts.items()]
@@ -121,6 +145,7 @@ def test_annotate_gives_the_rows_bioel_link_writes(demo_output, tmp_path):
     # the contract `bioel link` makes of those flags, given to the API as it is
     link = LinkSettings(types={"Disease": LinkTarget(index=index, stop_list=stop)})
     assert [row for rows in Annotator.from_settings(link).annotate(documents) for row in rows] == by_cli
+
 
 def test_one_string_instead_of_a_list_is_refused(demo_output):
     # a str is a sequence of strings: link("delirium") linked each of its 8 characters (8 answers, exit fine) and
@@ -131,7 +156,9 @@ def test_one_string_instead_of_a_list_is_refused(demo_output):
     assert str(err.value) == "texts: a list of strings, got one str (wrap one text in a list: ['delirium'])"
     with pytest.raises(TypeError) as err:
         annotator.annotate("delirium in gout")
-    assert str(err.value) == "documents: a list of documents or strings, got one str (wrap one text in a list: ['delirium in gout'])"
+    assert (
+        str(err.value) == "documents: a list of documents or strings, got one str (wrap one text in a list: ['delirium in gout'])"
+    )
     assert len(annotator.link(["delirium"])) == 1 and annotator.link([]) == [] and annotator.annotate([]) == []
 
 
@@ -139,18 +166,21 @@ def test_what_is_not_a_text_is_named_in_one_line(demo_output):
     # were TypeErrors from deep inside: "expected string or bytes-like object, got 'NoneType'" (the normalizer),
     # "can only concatenate str (not "bytes") to str" (the passages joined), "'NoneType' object is not iterable"
     annotator = Annotator.from_folders(indexes={"Disease": str(demo_output / "demo_output" / "index")})
-    for call, arg, message in [(annotator.link, ["gout", None], "texts: a list of strings, got NoneType at position 1: None"),
-                               (annotator.link, [b"gout"], "texts: a list of strings, got bytes at position 0: b'gout'"),
-                               (annotator.link, None, "texts: a list of strings, got NoneType"),
-                               (annotator.annotate, [7], "documents: a list of documents or strings, got int at position 0: 7"),
-                               (annotator.annotate, [{"text": "gout"}],
-                                "documents: a list of documents or strings, got dict at position 0: {'text': 'gout'}")]:
+    for call, arg, message in [
+        (annotator.link, ["gout", None], "texts: a list of strings, got NoneType at position 1: None"),
+        (annotator.link, [b"gout"], "texts: a list of strings, got bytes at position 0: b'gout'"),
+        (annotator.link, None, "texts: a list of strings, got NoneType"),
+        (annotator.annotate, [7], "documents: a list of documents or strings, got int at position 0: 7"),
+        (
+            annotator.annotate,
+            [{"text": "gout"}],
+            "documents: a list of documents or strings, got dict at position 0: {'text': 'gout'}",
+        ),
+    ]:
         with pytest.raises(TypeError) as err:
             call(arg)
         assert str(err.value) == message
     assert annotator.link(("gout",)) == annotator.link(t for t in ["gout"])  # any iterable of strings
-
-
 
 
 def test_a_text_with_nothing_to_link_gets_no_concept(demo_output):
@@ -163,25 +193,38 @@ def test_a_text_with_nothing_to_link_gets_no_concept(demo_output):
     with pytest.raises(ValueError, match="k must be at least 1"):
         annotator.link([""], k=0)
 
+
 def test_an_argument_that_is_not_a_mapping_of_entity_types_is_named(demo_output):
     # were AttributeError: 'str' object has no attribute 'items', and "could not convert string to float: 'x'"
     index = str(demo_output / "demo_output" / "index")
     for kwargs, error, message in [
-            ({"indexes": index}, TypeError, "indexes: a mapping of entity type -> value ({'Disease': ...}), got str '" + index),
-            ({"indexes": {"Disease": index}, "stop_lists": "stop.json"}, TypeError,
-             "stop_lists: a mapping of entity type -> value ({'Disease': ...}), got str 'stop.json'"),
-            ({"indexes": {"Disease": index}, "nil_thresholds": 0.8}, TypeError,
-             "nil_thresholds: a mapping of entity type -> value ({'Disease': ...}), got float 0.8"),
-            ({"indexes": {"Disease": index}, "nil_thresholds": {"Disease": "high"}}, ValueError,
-             "nil_thresholds: 'Disease' -> 'high' is not a float")]:
+        ({"indexes": index}, TypeError, "indexes: a mapping of entity type -> value ({'Disease': ...}), got str '" + index),
+        (
+            {"indexes": {"Disease": index}, "stop_lists": "stop.json"},
+            TypeError,
+            "stop_lists: a mapping of entity type -> value ({'Disease': ...}), got str 'stop.json'",
+        ),
+        (
+            {"indexes": {"Disease": index}, "nil_thresholds": 0.8},
+            TypeError,
+            "nil_thresholds: a mapping of entity type -> value ({'Disease': ...}), got float 0.8",
+        ),
+        (
+            {"indexes": {"Disease": index}, "nil_thresholds": {"Disease": "high"}},
+            ValueError,
+            "nil_thresholds: 'Disease' -> 'high' is not a float",
+        ),
+    ]:
         with pytest.raises(error) as err:
             Annotator.from_folders(**kwargs)
         assert str(err.value).startswith(message), err.value
 
+
 @pytest.mark.parametrize("module", ["bioel", "pipelines.cli"])
 def test_python_dash_m_runs_the_cli(module, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: bioel ") and "link" in done.stdout and "evaluate-e2e" in done.stdout

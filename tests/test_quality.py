@@ -26,22 +26,50 @@ def write_kb(out, concepts=CONCEPTS, names=NAMES, shards=2, dead_letters=0, reas
     for table in ("concepts", "names", "dead_letter"):
         (out / table).mkdir(parents=True)
     ids, preferred = zip(*concepts)
-    pq.write_table(pa.table({
-        "concept_id": ids, "vocabulary": ["MESH"] * len(ids), "kb": ["medic"] * len(ids), "preferred_name": preferred,
-        "semantic_types": [[]] * len(ids), "definition": [None] * len(ids), "alt_ids": [[]] * len(ids),
-    }, schema=CONCEPTS_SCHEMA), out / "concepts" / "part-00000-of-00001.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "concept_id": ids,
+                "vocabulary": ["MESH"] * len(ids),
+                "kb": ["medic"] * len(ids),
+                "preferred_name": preferred,
+                "semantic_types": [[]] * len(ids),
+                "definition": [None] * len(ids),
+                "alt_ids": [[]] * len(ids),
+            },
+            schema=CONCEPTS_SCHEMA,
+        ),
+        out / "concepts" / "part-00000-of-00001.parquet",
+    )
     columns = dict(zip(["name_id", "concept_id", "name", "name_norm", "name_type"], map(list, zip(*names))))
     table = pa.table({**columns, "kb": ["medic"] * len(names)}).select(NAMES_SCHEMA.names).cast(NAMES_SCHEMA)
     step = -(-len(names) // shards)
     for s in range(shards):
         pq.write_table(table.slice(s * step, step), out / "names" / f"part-{s:05d}-of-{shards:05d}.parquet")
-    pq.write_table(pa.table({"source": ["kb.txt"] * dead_letters, "location": [f"line {i}" for i in range(dead_letters)],
-                             "raw": ["x||y"] * dead_letters, "reason": [reason] * dead_letters},
-                            schema=DEAD_LETTER_SCHEMA), out / "dead_letter" / "part-00000-of-00001.parquet")
-    (out / "manifest.json").write_text(json.dumps(
-        {"schema_version": SCHEMA_VERSION, "complete": True, "kb": "medic", "id_pattern": ID_PATTERN,
-         "counts": {"records_read": len(concepts) + dead_letters},
-         "inputs": [{"path": "kb.txt", **({"unread": unread} if unread else {})}]}))
+    pq.write_table(
+        pa.table(
+            {
+                "source": ["kb.txt"] * dead_letters,
+                "location": [f"line {i}" for i in range(dead_letters)],
+                "raw": ["x||y"] * dead_letters,
+                "reason": [reason] * dead_letters,
+            },
+            schema=DEAD_LETTER_SCHEMA,
+        ),
+        out / "dead_letter" / "part-00000-of-00001.parquet",
+    )
+    (out / "manifest.json").write_text(
+        json.dumps(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "complete": True,
+                "kb": "medic",
+                "id_pattern": ID_PATTERN,
+                "counts": {"records_read": len(concepts) + dead_letters},
+                "inputs": [{"path": "kb.txt", **({"unread": unread} if unread else {})}],
+            }
+        )
+    )
     return out
 
 
@@ -56,14 +84,17 @@ def test_clean_tables_pass_and_write_the_report_and_summary(tmp_path):
     assert failures(summary) == {}
     assert {c["severity"] for c in summary["checks"]} == {"critical", "warning"}
     assert summary["stats"] == {
-        "concepts": 3, "names": 6,
+        "concepts": 3,
+        "names": 6,
         "names_per_concept": {"min": 2, "median": 2, "p95": 2, "max": 2},
         "name_length": {"min": 2, "median": 7, "p95": 10, "max": 13},
         "names_per_concept_histogram": {"edges": [1.5, 2.5], "counts": [3]},
         # lengths 2, 5, 7, 7, 10, 13 in bins of one character
-        "name_length_histogram": {"edges": [1.5 + i for i in range(13)],
-                                  "counts": [1, 0, 0, 1, 0, 2, 0, 0, 1, 0, 0, 1]},
-        "dead_letters": 0, "dead_letter_reasons": [], "dead_letter_kinds": [], "dead_letter_sample": [],
+        "name_length_histogram": {"edges": [1.5 + i for i in range(13)], "counts": [1, 0, 0, 1, 0, 2, 0, 0, 1, 0, 0, 1]},
+        "dead_letters": 0,
+        "dead_letter_reasons": [],
+        "dead_letter_kinds": [],
+        "dead_letter_sample": [],
     }
     quality = tmp_path / "kb" / "quality"
     assert json.loads((quality / "summary.json").read_text()) == summary
@@ -78,27 +109,71 @@ def _replace(rows, i, **changes):
     fields = ["name_id", "concept_id", "name", "name_norm", "name_type"]
     row = dict(zip(fields, rows[i]))
     row.update(changes)
-    return rows[:i] + [tuple(row[f] for f in fields)] + rows[i + 1:]
+    return rows[:i] + [tuple(row[f] for f in fields)] + rows[i + 1 :]
 
 
-@pytest.mark.parametrize("concepts, names, failed, count, observed", [
-    pytest.param(CONCEPTS, _replace(NAMES, 3, name_id=1),
-                 ("names", "name_id", "expect_column_values_to_be_unique"), 2, [1, 1], id="duplicate-name-id"),
-    pytest.param(CONCEPTS, _replace(NAMES, 3, name_norm=""),
-                 ("names", "name_norm", "expect_column_value_lengths_to_be_between"), 1, [""], id="empty-name-norm"),
-    pytest.param(CONCEPTS, _replace(NAMES, 3, name_type="tradename"),
-                 ("names", "name_type", "expect_column_values_to_be_in_set"), 1, ["tradename"], id="bad-name-type"),
-    # the pattern is anchored: a valid id followed by junk does not pass
-    pytest.param(CONCEPTS, _replace(NAMES, 3, concept_id="D000002x"),
-                 ("names", "concept_id", "expect_column_values_to_match_regex"), 1, ["D000002x"], id="id-pattern-names"),
-    pytest.param([*CONCEPTS, ("C12345", "Bad id")], [*NAMES, (7, "C12345", "Bad id", "bad id", "preferred")],
-                 ("concepts", "concept_id", "expect_column_values_to_match_regex"), 1, ["C12345"], id="id-pattern-concepts"),
-    pytest.param(CONCEPTS, [*NAMES, (7, "D000003", "Lost", "lost", "preferred")],
-                 ("names", "orphan_concept_id", "expect_column_values_to_be_null"), 1, ["D000003"], id="missing-concept"),
-    pytest.param([*CONCEPTS, ("D000001", "Again")], NAMES,
-                 ("concepts", "concept_id", "expect_column_values_to_be_unique"), 2, ["D000001", "D000001"],
-                 id="duplicate-concept"),
-])
+@pytest.mark.parametrize(
+    "concepts, names, failed, count, observed",
+    [
+        pytest.param(
+            CONCEPTS,
+            _replace(NAMES, 3, name_id=1),
+            ("names", "name_id", "expect_column_values_to_be_unique"),
+            2,
+            [1, 1],
+            id="duplicate-name-id",
+        ),
+        pytest.param(
+            CONCEPTS,
+            _replace(NAMES, 3, name_norm=""),
+            ("names", "name_norm", "expect_column_value_lengths_to_be_between"),
+            1,
+            [""],
+            id="empty-name-norm",
+        ),
+        pytest.param(
+            CONCEPTS,
+            _replace(NAMES, 3, name_type="tradename"),
+            ("names", "name_type", "expect_column_values_to_be_in_set"),
+            1,
+            ["tradename"],
+            id="bad-name-type",
+        ),
+        # the pattern is anchored: a valid id followed by junk does not pass
+        pytest.param(
+            CONCEPTS,
+            _replace(NAMES, 3, concept_id="D000002x"),
+            ("names", "concept_id", "expect_column_values_to_match_regex"),
+            1,
+            ["D000002x"],
+            id="id-pattern-names",
+        ),
+        pytest.param(
+            [*CONCEPTS, ("C12345", "Bad id")],
+            [*NAMES, (7, "C12345", "Bad id", "bad id", "preferred")],
+            ("concepts", "concept_id", "expect_column_values_to_match_regex"),
+            1,
+            ["C12345"],
+            id="id-pattern-concepts",
+        ),
+        pytest.param(
+            CONCEPTS,
+            [*NAMES, (7, "D000003", "Lost", "lost", "preferred")],
+            ("names", "orphan_concept_id", "expect_column_values_to_be_null"),
+            1,
+            ["D000003"],
+            id="missing-concept",
+        ),
+        pytest.param(
+            [*CONCEPTS, ("D000001", "Again")],
+            NAMES,
+            ("concepts", "concept_id", "expect_column_values_to_be_unique"),
+            2,
+            ["D000001", "D000001"],
+            id="duplicate-concept",
+        ),
+    ],
+)
 def test_each_critical_issue_fails_its_check(tmp_path, concepts, names, failed, count, observed):
     summary = report(write_kb(tmp_path / "kb", concepts, names))
 
@@ -117,7 +192,11 @@ def test_checks_a_batch_of_rows_at_a_time_find_what_one_pass_over_the_tables_fin
     (and two files) included."""
     from bioel_core.quality import frames
 
-    names = [*_replace(NAMES, 3, name_id=1), (7, "D000003", "Lost", "lost", "preferred"), (8, "D000002", "x" * 40, "x", "synonym")]
+    names = [
+        *_replace(NAMES, 3, name_id=1),
+        (7, "D000003", "Lost", "lost", "preferred"),
+        (8, "D000002", "x" * 40, "x", "synonym"),
+    ]
     concepts = [*CONCEPTS, ("D000001", "Again"), ("D000009", "Nameless"), ("C12345", "Bad id")]
     kb = write_kb(tmp_path / "kb", concepts, names, shards=3)
     whole = report(kb, tmp_path / "whole", max_name_length=30, max_names_per_concept=2)
@@ -125,10 +204,14 @@ def test_checks_a_batch_of_rows_at_a_time_find_what_one_pass_over_the_tables_fin
     batched = report(kb, tmp_path / "batched", max_name_length=30, max_names_per_concept=2)
 
     assert set(failures(whole)) == {
-        ("names", "name_id", "expect_column_values_to_be_unique"), ("names", "orphan_concept_id", "expect_column_values_to_be_null"),
+        ("names", "name_id", "expect_column_values_to_be_unique"),
+        ("names", "orphan_concept_id", "expect_column_values_to_be_null"),
         ("names", "name", "expect_column_value_lengths_to_be_between"),
-        ("concepts", "concept_id", "expect_column_values_to_be_unique"), ("concepts", "concept_id", "expect_column_values_to_match_regex"),
-        ("concepts", "unnamed_concept_id", "expect_column_values_to_be_null"), ("concepts", "name_count", "expect_column_max_to_be_between")}
+        ("concepts", "concept_id", "expect_column_values_to_be_unique"),
+        ("concepts", "concept_id", "expect_column_values_to_match_regex"),
+        ("concepts", "unnamed_concept_id", "expect_column_values_to_be_null"),
+        ("concepts", "name_count", "expect_column_max_to_be_between"),
+    }
     assert batched["checks"] == whole["checks"] and batched["stats"] == whole["stats"]
     assert failures(batched)[("names", "name_id", "expect_column_values_to_be_unique")]["observed"] == [1, 1]
     assert failures(batched)[("concepts", "name_count", "expect_column_max_to_be_between")]["observed"] == 3
@@ -238,19 +321,29 @@ def test_every_check_says_what_it_expects_and_what_it_found(tmp_path):
 
     names = [*NAMES, (7, "D000002", "x" * 40, "x" * 40, "synonym")]
     summary = report(write_kb(tmp_path / "kb", CONCEPTS, names), max_name_length=30, max_names_per_concept=2)
-    lengths = {c["severity"]: c for c in summary["checks"]
-               if (c["table"], c["column"], c["expectation"]) == ("names", "name", "expect_column_value_lengths_to_be_between")}
+    lengths = {
+        c["severity"]: c
+        for c in summary["checks"]
+        if (c["table"], c["column"], c["expectation"]) == ("names", "name", "expect_column_value_lengths_to_be_between")
+    }
     assert lengths["critical"]["success"] and lengths["critical"]["expects"] == "every length at least 1"
     assert lengths["critical"]["found"] == "min 2, max 40; 0 of 7 of a length outside the bounds (0%)"
     assert lengths["warning"]["kwargs"] == {"column": "name", "max_value": 30}
-    assert lengths["warning"]["found"] == 'min 2, max 40; 1 of 7 of a length outside the bounds (14.3%); e.g. "' + "x" * 36 + "..."
+    assert (
+        lengths["warning"]["found"] == 'min 2, max 40; 1 of 7 of a length outside the bounds (14.3%); e.g. "' + "x" * 36 + "..."
+    )
     by_key = {(c["table"], c["column"], c["expectation"]): c for c in summary["checks"]}
-    assert [by_key[k][w] for k in [("concepts", "name_count", "expect_column_max_to_be_between")] for w in ("expects", "found")] \
-        == ["the column's maximum at most 2", "maximum: 3"]
-    assert (by_key[("names", None, "expect_table_row_count_to_be_between")]["expects"],
-            by_key[("names", None, "expect_table_row_count_to_be_between")]["found"]) == ("rows at least 1", "rows: 7")
-    assert by_key[("names", "name_type", "expect_column_values_to_be_in_set")]["expects"] == \
-        'every value one of {"preferred", "synonym", "abbreviation", "entry_term", "fsn"}'
+    assert [
+        by_key[k][w] for k in [("concepts", "name_count", "expect_column_max_to_be_between")] for w in ("expects", "found")
+    ] == ["the column's maximum at most 2", "maximum: 3"]
+    assert (
+        by_key[("names", None, "expect_table_row_count_to_be_between")]["expects"],
+        by_key[("names", None, "expect_table_row_count_to_be_between")]["found"],
+    ) == ("rows at least 1", "rows: 7")
+    assert (
+        by_key[("names", "name_type", "expect_column_values_to_be_in_set")]["expects"]
+        == 'every value one of {"preferred", "synonym", "abbreviation", "entry_term", "fsn"}'
+    )
     assert by_key[("concepts", "concept_id", "expect_column_values_to_match_regex")]["found"] == "0 of 3 not matching (0%)"
     assert by_key[("concepts", "concept_id", "expect_column_values_to_be_unique")]["found"] == "0 of 3 repeated (0%)"
 
@@ -265,12 +358,17 @@ def test_a_check_of_another_type_still_says_its_arguments_and_result():
     from bioel_core.quality import wording
 
     kind = "expect_column_mean_to_be_between"
-    assert wording.expects(kind, {"column": "score", "min_value": 0.5, "batch_id": "b", "mostly": 0.9}) == \
-        "min_value 0.5, in at least 90% of rows"
+    assert (
+        wording.expects(kind, {"column": "score", "min_value": 0.5, "batch_id": "b", "mostly": 0.9})
+        == "min_value 0.5, in at least 90% of rows"
+    )
     assert wording.found(kind, {"observed_value": 0.25}) == "observed 0.25"
-    assert wording.found("expect_column_values_to_be_increasing", {"element_count": 3, "unexpected_count": 1,
-                                                                   "partial_unexpected_list": ["b"]}) == \
-        'element count 3; unexpected count 1; partial unexpected list ["b"]'
+    assert (
+        wording.found(
+            "expect_column_values_to_be_increasing", {"element_count": 3, "unexpected_count": 1, "partial_unexpected_list": ["b"]}
+        )
+        == 'element count 3; unexpected count 1; partial unexpected list ["b"]'
+    )
     assert wording.found(kind, {}) == "no result recorded"
     assert wording.found(kind, {}, "KeyError: 'score'") == "error: KeyError: 'score'"
 
@@ -283,22 +381,37 @@ def test_dead_letters_are_grouped_by_the_kind_of_their_reason(tmp_path):
     from conftest import report_page
 
     dump = tmp_path / "medic.txt"
-    dump.write_text("".join([f"X{i}||bad id {i}\n" for i in range(12)] + ["D000001||Calcimycin\n", "D000002||Temefos||Abate\n",
-                                                                            "D000003||Lost||x||y\n"]))
+    dump.write_text(
+        "".join(
+            [f"X{i}||bad id {i}\n" for i in range(12)]
+            + ["D000001||Calcimycin\n", "D000002||Temefos||Abate\n", "D000003||Lost||x||y\n"]
+        )
+    )
     dead = [item for item in get_reader("medic-biosyn").read([str(dump)]) if isinstance(item, DeadLetter)]
     assert len({d.reason for d in dead}) == 14  # each names its id, or how many '||' its line has
     kb = write_kb(tmp_path / "kb", dead_letters=len(dead))
-    pq.write_table(pa.Table.from_pylist([{"source": d.source, "location": d.location, "raw": d.raw, "reason": d.reason}
-                                         for d in dead], schema=DEAD_LETTER_SCHEMA),
-                   kb / "dead_letter" / "part-00000-of-00001.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(
+            [{"source": d.source, "location": d.location, "raw": d.raw, "reason": d.reason} for d in dead],
+            schema=DEAD_LETTER_SCHEMA,
+        ),
+        kb / "dead_letter" / "part-00000-of-00001.parquet",
+    )
     summary = report(kb)
 
     bad_id, no_bars = dead[0], dead[12]
     assert [(k["kind"], k["dead_letters"], k["example"]) for k in summary["stats"]["dead_letter_kinds"]] == [
-        (bad_id.reason.replace("'X0'", "'...'"), 12,
-         {"source": str(dump), "location": "line 1", "reason": bad_id.reason, "raw": "X0||bad id 0"}),
-        ("expected one '||' between the ids and the names, found #", 2,
-         {"source": str(dump), "location": "line 14", "reason": no_bars.reason, "raw": "D000002||Temefos||Abate"})]
+        (
+            bad_id.reason.replace("'X0'", "'...'"),
+            12,
+            {"source": str(dump), "location": "line 1", "reason": bad_id.reason, "raw": "X0||bad id 0"},
+        ),
+        (
+            "expected one '||' between the ids and the names, found #",
+            2,
+            {"source": str(dump), "location": "line 14", "reason": no_bars.reason, "raw": "D000002||Temefos||Abate"},
+        ),
+    ]
     page = report_page(summary)
     assert "Dead letters by reason kind (14 in all)" in page and "Dead letters by reason kind (2 kinds, 14 dead letters)" in page
     assert "(other" not in page
@@ -314,25 +427,66 @@ def test_the_report_names_the_run_its_inputs_and_its_bundle(tmp_path):
     kb = write_kb(bundle / "kb" / "Disease")
     manifest = json.loads((kb / "manifest.json").read_text())
     manifest["inputs"][0]["sha256"] = "ab" * 32
-    (kb / "manifest.json").write_text(json.dumps({**manifest, "pipeline": "ingest-kb", "created_utc": "2026-11-21T23:59:00Z",
-                                                  "package_version": "0.2.0", "runner": "FnApiRunner"}))
-    (bundle / "manifest.json").write_bytes(Manifest(
-        pipeline="build", inputs=[], counts={}, reconciliation={}, outputs={}, runner="FnApiRunner",
-        generation="gen-20261122T000000Z-0123456789ab", created_utc="2026-11-22T00:00:00Z",
-        details={"bundle": {"name": "demo", "description": "the MEDIC sample",
-                            "file": {"path": "/srv/bundles/demo.toml", "sha256": "cd" * 32}}}).to_json())
+    (kb / "manifest.json").write_text(
+        json.dumps(
+            {
+                **manifest,
+                "pipeline": "ingest-kb",
+                "created_utc": "2026-11-21T23:59:00Z",
+                "package_version": "0.2.0",
+                "runner": "FnApiRunner",
+            }
+        )
+    )
+    (bundle / "manifest.json").write_bytes(
+        Manifest(
+            pipeline="build",
+            inputs=[],
+            counts={},
+            reconciliation={},
+            outputs={},
+            runner="FnApiRunner",
+            generation="gen-20261122T000000Z-0123456789ab",
+            created_utc="2026-11-22T00:00:00Z",
+            details={
+                "bundle": {
+                    "name": "demo",
+                    "description": "the MEDIC sample",
+                    "file": {"path": "/srv/bundles/demo.toml", "sha256": "cd" * 32},
+                }
+            },
+        ).to_json()
+    )
     summary = report(kb)
 
-    assert (summary["run_finished_utc"], summary["package_version"], summary["runner"]) == \
-        ("2026-11-21T23:59:00Z", "0.2.0", "FnApiRunner")
+    assert (summary["run_finished_utc"], summary["package_version"], summary["runner"]) == (
+        "2026-11-21T23:59:00Z",
+        "0.2.0",
+        "FnApiRunner",
+    )
     assert summary["inputs"] == [{"role": "input", "path": "kb.txt", "version": "ab" * 32}]
-    assert summary["bundles"] == [{"folder": str(bundle), "name": "demo", "description": "the MEDIC sample",
-                                   "file": "/srv/bundles/demo.toml", "file_sha256": "cd" * 32,
-                                   "published_utc": "2026-11-22T00:00:00Z", "generation": "gen-20261122T000000Z-0123456789ab"}]
+    assert summary["bundles"] == [
+        {
+            "folder": str(bundle),
+            "name": "demo",
+            "description": "the MEDIC sample",
+            "file": "/srv/bundles/demo.toml",
+            "file_sha256": "cd" * 32,
+            "published_utc": "2026-11-22T00:00:00Z",
+            "generation": "gen-20261122T000000Z-0123456789ab",
+        }
+    ]
     assert json.loads((kb / "quality" / "summary.json").read_text())["bundles"] == summary["bundles"]
     page = report_page(summary)
-    run = page[page.index('<table id="run">'):page.index('<div id="verdict"')]
-    for shown in ("bioel ingest-kb", "2026-11-21T23:59:00Z (UTC)", "0.2.0 on FnApiRunner", "<b>demo</b>",
-                  "/srv/bundles/demo.toml", "kb.txt", "ab" * 32):
+    run = page[page.index('<table id="run">') : page.index('<div id="verdict"')]
+    for shown in (
+        "bioel ingest-kb",
+        "2026-11-21T23:59:00Z (UTC)",
+        "0.2.0 on FnApiRunner",
+        "<b>demo</b>",
+        "/srv/bundles/demo.toml",
+        "kb.txt",
+        "ab" * 32,
+    ):
         assert shown in run, shown
     assert "none (not built or linked with a bundle)" in report_page(report(write_kb(tmp_path / "alone")))

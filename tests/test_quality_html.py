@@ -14,11 +14,18 @@ from schemas import DEAD_LETTER_SCHEMA
 from test_quality import CONCEPTS, NAMES, write_kb
 from test_quality_link import good_rows, index_dir, write_link  # noqa: F401 (index_dir: a fixture)
 
-LINK_PLOTS = ["Link scores per entity type", "NIL share per entity type", "Exact-name vs model links per entity type",
-              "Mentions per annotated document", "Most linked concepts"]
-DEAD_LETTERS = [("in.jsonl", "line 3", '{"id": 7', "malformed JSON: Expecting ',' delimiter"),
-                ("in.jsonl", "line 9", "{}", "no document id"),
-                ("in.jsonl", "line 12", "[]", "no document id")]
+LINK_PLOTS = [
+    "Link scores per entity type",
+    "NIL share per entity type",
+    "Exact-name vs model links per entity type",
+    "Mentions per annotated document",
+    "Most linked concepts",
+]
+DEAD_LETTERS = [
+    ("in.jsonl", "line 3", '{"id": 7', "malformed JSON: Expecting ',' delimiter"),
+    ("in.jsonl", "line 9", "{}", "no document id"),
+    ("in.jsonl", "line 12", "[]", "no document id"),
+]
 
 
 def plot_titles(page: str) -> list[str]:
@@ -27,14 +34,15 @@ def plot_titles(page: str) -> list[str]:
 
 
 def check_rows(page: str) -> list[list[str]]:
-    table = page[page.index('<div id="checks">'):]
+    table = page[page.index('<div id="checks">') :]
     return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr class=[^>]*>(.*?)</tr>", table)]
 
 
 def with_dead_letters(out):
-    pq.write_table(pa.Table.from_pylist([dict(zip(DEAD_LETTER_SCHEMA.names, row)) for row in DEAD_LETTERS],
-                                        schema=DEAD_LETTER_SCHEMA),
-                   data_root(out) / "dead_letter" / "part-00000-of-00001.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([dict(zip(DEAD_LETTER_SCHEMA.names, row)) for row in DEAD_LETTERS], schema=DEAD_LETTER_SCHEMA),
+        data_root(out) / "dead_letter" / "part-00000-of-00001.parquet",
+    )
     return out
 
 
@@ -61,13 +69,17 @@ def test_dead_letters_show_by_reason_and_as_a_sample(index_dir, tmp_path):  # no
     assert summary["stats"]["dead_letters"] == 3
     assert summary["stats"]["dead_letter_reasons"] == [  # most frequent first
         {"reason": "no document id", "dead_letters": 2},
-        {"reason": "malformed JSON: Expecting ',' delimiter", "dead_letters": 1}]
+        {"reason": "malformed JSON: Expecting ',' delimiter", "dead_letters": 1},
+    ]
     page = report_page(summary)
     assert plot_titles(page) == [*LINK_PLOTS, "Dead letters by reason kind (3 in all)"]
     assert report_figures(page)["dead letters"] == "3"
-    sample = page[page.index("Sample dead letters (first 3 of 3)"):page.index('<div id="checks">')]
+    sample = page[page.index("Sample dead letters (first 3 of 3)") : page.index('<div id="checks">')]
     assert re.findall(r"<tr><td[^>]*>(.*?)</td><td[^>]*>(.*?)</td>", sample) == [
-        ("in.jsonl", "line 3"), ("in.jsonl", "line 9"), ("in.jsonl", "line 12")]
+        ("in.jsonl", "line 3"),
+        ("in.jsonl", "line 9"),
+        ("in.jsonl", "line 12"),
+    ]
     assert "{&quot;id&quot;: 7" in sample  # the raw input, escaped
 
 
@@ -82,9 +94,12 @@ def test_a_failed_check_shows_failed_first(index_dir, tmp_path):  # noqa: F811
     assert "1 critical failures, 0 warnings" in page
     first, *rest = check_rows(page)
     assert first[:5] == ["FAIL", "critical", "annotations", "unknown_concept_id", "expect_column_values_to_be_null"]
-    assert first[5:] == ['every value null<span class="description">Every concept_id is a concept of the KB of its entity '
-                         'type (listed: ids missing from it).</span>', "1",
-                         "1 of 5 not null (20%); e.g. &quot;D999999&quot;"] and {r[0] for r in rest} == {"PASS"}
+    assert first[5:] == [
+        'every value null<span class="description">Every concept_id is a concept of the KB of its entity '
+        "type (listed: ids missing from it).</span>",
+        "1",
+        "1 of 5 not null (20%); e.g. &quot;D999999&quot;",
+    ] and {r[0] for r in rest} == {"PASS"}
 
 
 def test_a_kb_page_and_its_rerun(tmp_path):

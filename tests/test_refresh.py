@@ -61,8 +61,15 @@ D000013||X Linked Heart Disease|X Linked Cardiac Disease
 ADDED = ["breast cancers", "familial diseases", "ovarian syndromes", "x linked cardiac disease", "x linked heart disease"]
 REMOVED = ["cancer of the ovarian", "diabetes syndrome", "familial disease", "ovarian syndrome", "type 2 diabetes syndrome"]
 EMB_SHARDS, INDEX_SHARDS = 8, 6  # with these names: some shards of each untouched, and one embeddings shard emptied
-QUERIES = ["heart attack", "colon cancer", "x linked disease", "familial breast cancer", "ovarian syndromes",
-           "breast cancers", "type 2 diabetes syndrome"]
+QUERIES = [
+    "heart attack",
+    "colon cancer",
+    "x linked disease",
+    "familial breast cancer",
+    "ovarian syndromes",
+    "breast cancers",
+    "type 2 diabetes syndrome",
+]
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -91,8 +98,16 @@ def recording_encode(monkeypatch, calls):
 
 
 def run_refresh(kb, out, **kwargs):
-    args = {"old_names": kb["old"], "new_names": kb["new"], "model": kb["model"], "embeddings": kb["emb"],
-            "index": kb["idx"], "output_embeddings": out / "emb", "output_index": out / "idx", **kwargs}
+    args = {
+        "old_names": kb["old"],
+        "new_names": kb["new"],
+        "model": kb["model"],
+        "embeddings": kb["emb"],
+        "index": kb["idx"],
+        "output_embeddings": out / "emb",
+        "output_index": out / "idx",
+        **kwargs,
+    }
     return refresh(**args)
 
 
@@ -108,8 +123,16 @@ def kb(tmp_path_factory):
     old, new = ingest(root, "old", OLD_KB), ingest(root, "new", NEW_KB)
     emb, idx = embed_and_index(model, old, root / "emb", root / "idx")
     full_emb, full_idx = embed_and_index(model, new, root / "full-emb", root / "full-idx")
-    return {"root": root, "model": model, "old": old, "new": new, "emb": emb, "idx": idx,
-            "full_emb": full_emb, "full_idx": full_idx}
+    return {
+        "root": root,
+        "model": model,
+        "old": old,
+        "new": new,
+        "emb": emb,
+        "idx": idx,
+        "full_emb": full_emb,
+        "full_idx": full_idx,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -142,11 +165,11 @@ def test_only_new_names_are_encoded_and_only_touched_shards_rewritten(kb, refres
         if shard not in rewritten:
             assert new_emb.get(name) == old_emb.get(name), name
     # a shard whose every name was removed has no file, as `bioel embed` writes none
-    assert any(n in old_emb and n not in new_emb for n in (f"embeddings/part-{s:05d}-of-{EMB_SHARDS:05d}.parquet"
-                                                           for s in rewritten))
+    assert any(
+        n in old_emb and n not in new_emb for n in (f"embeddings/part-{s:05d}-of-{EMB_SHARDS:05d}.parquet" for s in rewritten)
+    )
     counts = result.embeddings_manifest["refresh"]["counts"]
-    assert counts == {"names_added": 5, "names_removed": 5, "names_changed": 3, "carried": 21, "encoded": 5,
-                      "dead_lettered": 0}
+    assert counts == {"names_added": 5, "names_removed": 5, "names_changed": 3, "carried": 21, "encoded": 5, "dead_lettered": 0}
 
 
 def test_outputs_equal_a_full_embed_and_build_index(kb, refreshed):
@@ -183,7 +206,10 @@ def test_refreshed_folders_are_normal_outputs(kb, refreshed):
     assert manifest["refresh"]["new_names"]["manifest_sha256"] == manifest["names"]["manifest_sha256"]
     index = read_manifest(out / "idx")
     assert index["pipeline"] == "build-index" and all(index["reconciliation"].values())
-    assert index["embeddings"]["path"] == str(out / "emb") and index["refresh"]["shards_rebuilt"] == result.report["refresh"]["index_shards_rebuilt"]
+    assert (
+        index["embeddings"]["path"] == str(out / "emb")
+        and index["refresh"]["shards_rebuilt"] == result.report["refresh"]["index_shards_rebuilt"]
+    )
     assert index["vectors"] == read_manifest(kb["full_idx"])["vectors"] == 26
     for folder in (out / "emb", out / "idx"):
         summary = report(folder, output_dir=out / f"quality-{folder.name}")
@@ -196,8 +222,15 @@ def test_refresh_and_the_pipelines_build_the_same_manifest_details(kb, refreshed
     of the new KB, but for the refresh account and the embeddings folder the index names (another folder, another
     version: its manifest has that account). Read typed, written back as the very dicts on disk."""
     out, _, _ = refreshed
-    manifests = {name: read_manifest(folder) for name, folder in
-                 (("emb", out / "emb"), ("idx", out / "idx"), ("full_emb", kb["full_emb"]), ("full_idx", kb["full_idx"]))}
+    manifests = {
+        name: read_manifest(folder)
+        for name, folder in (
+            ("emb", out / "emb"),
+            ("idx", out / "idx"),
+            ("full_emb", kb["full_emb"]),
+            ("full_idx", kb["full_idx"]),
+        )
+    }
     emb, full_emb = EmbedDetails.from_dict(manifests["emb"]), EmbedDetails.from_dict(manifests["full_emb"])
     idx, full_idx = IndexDetails.from_dict(manifests["idx"]), IndexDetails.from_dict(manifests["full_idx"])
     assert emb.refresh["shards_rewritten"] and idx.refresh["shards_rebuilt"] and full_emb.refresh is full_idx.refresh is None
@@ -225,16 +258,21 @@ def test_diff_report_lists_exactly_the_changes(refreshed):
     assert sorted((c["concept_id"], c["name_norm"], c["changes"]) for c in names["changed"]["examples"]) == [
         ("D000004", "colon cancer", {"name_type": ["preferred", "synonym"]}),
         ("D000004", "colon disease", {"name_type": ["synonym", "preferred"]}),
-        ("D000008", "heart disease", {"name": ["Heart Disease", "Heart-Disease"]})]
+        ("D000008", "heart disease", {"name": ["Heart Disease", "Heart-Disease"]}),
+    ]
     assert concepts["added"] == {"count": 1, "examples": [{"concept_id": "D000013", "preferred_name": "X Linked Heart Disease"}]}
     assert concepts["removed"] == {"count": 1, "examples": [{"concept_id": "D000012", "preferred_name": "Diabetes Syndrome"}]}
     assert concepts["renamed"]["examples"] == [
         {"concept_id": "D000004", "preferred_name": ["Colon Cancer", "Colon Disease"]},
         {"concept_id": "D000008", "preferred_name": ["Heart Disease", "Heart-Disease"]},
-        {"concept_id": "D000010", "preferred_name": ["Ovarian Syndrome", "Ovarian Syndromes"]}]
+        {"concept_id": "D000010", "preferred_name": ["Ovarian Syndrome", "Ovarian Syndromes"]},
+    ]
     by_concept = {c["concept_id"]: c for c in concepts["names_changed"]["examples"]}
     assert sorted(by_concept) == ["D000002", "D000003", "D000004", "D000006", "D000008", "D000010"]
-    assert (by_concept["D000006"]["names_added"], by_concept["D000006"]["names_removed"]) == (["Familial Diseases"], ["Familial Disease"])
+    assert (by_concept["D000006"]["names_added"], by_concept["D000006"]["names_removed"]) == (
+        ["Familial Diseases"],
+        ["Familial Disease"],
+    )
     assert by_concept["D000003"]["names_removed"] == ["Cancer of the Ovarian"] and not by_concept["D000003"]["names_added"]
     assert by_concept["D000008"]["names_changed"] == [{"name_norm": "heart disease", "name": ["Heart Disease", "Heart-Disease"]}]
     summary = refresh_module.format_summary(result.report)
@@ -250,7 +288,9 @@ def test_examples_are_capped_and_an_unchanged_kb_diffs_empty(kb):
     capped = refresh_module.diff_report(diff, concepts, concepts, examples=2)
     assert capped["names"]["removed"]["count"] == 3 and len(capped["names"]["removed"]["examples"]) == 2
     same = refresh_module.diff_report(diff_names(old, old), concepts, concepts, examples=2)
-    assert all(s["count"] == 0 for s in (*[same["names"][k] for k in ("added", "removed", "changed")], *same["concepts"].values()))
+    assert all(
+        s["count"] == 0 for s in (*[same["names"][k] for k in ("added", "removed", "changed")], *same["concepts"].values())
+    )
 
 
 def test_a_name_that_fails_is_dead_lettered_and_the_next_refresh_retries_it(kb, tmp_path, monkeypatch):
@@ -271,8 +311,15 @@ def test_a_name_that_fails_is_dead_lettered_and_the_next_refresh_retries_it(kb, 
     calls = []
     recording_encode(monkeypatch, calls)
     # a refresh of the refresh, same names: nothing differs but the dead-lettered name has no vector yet
-    second = refresh(kb["new"], kb["new"], kb["model"], tmp_path / "first/emb", tmp_path / "first/idx",
-                     tmp_path / "second/emb", tmp_path / "second/idx")
+    second = refresh(
+        kb["new"],
+        kb["new"],
+        kb["model"],
+        tmp_path / "first/emb",
+        tmp_path / "first/idx",
+        tmp_path / "second/emb",
+        tmp_path / "second/idx",
+    )
     assert calls == ["breast cancers"] and second.report["refresh"]["retried_dead_letters"] == 1
     assert second.report["names"]["added"]["count"] == second.report["names"]["removed"]["count"] == 0
     assert files(tmp_path / "second/emb", "embeddings/*") == files(kb["full_emb"], "embeddings/*")
@@ -294,27 +341,47 @@ def test_a_refresh_whose_every_name_is_dead_lettered_publishes_nothing(kb, tmp_p
     assert_unpublished(tmp_path / "api" / "emb")
     assert_unpublished(tmp_path / "api" / "idx")
     out = tmp_path / "cli"
-    code = cli.main(["refresh", "--old", str(kb["old"]), "--new", str(renumbered), "--model", kb["model"],
-                     "--embeddings", str(kb["emb"]), "--index", str(kb["idx"]), "--output-embeddings", str(out / "emb"),
-                     "--output-index", str(out / "idx"), "--no-quality"])
+    code = cli.main(
+        [
+            "refresh",
+            "--old",
+            str(kb["old"]),
+            "--new",
+            str(renumbered),
+            "--model",
+            kb["model"],
+            "--embeddings",
+            str(kb["emb"]),
+            "--index",
+            str(kb["idx"]),
+            "--output-embeddings",
+            str(out / "emb"),
+            "--output-index",
+            str(out / "idx"),
+            "--no-quality",
+        ]
+    )
     assert code == 3
     assert_unpublished(out / "emb")
     assert_unpublished(out / "idx")
 
 
-@pytest.mark.parametrize("breakage, error, message", [
-    ("wrong-model", ModelMismatchError, "made with the model at"),
-    ("old-is-not-the-embeddings-names", ValueError, "is not the names folder the embeddings"),
-    ("embeddings-unfinished", IncompleteOutputError, "not a finished bioel output"),
-    ("new-unfinished", IncompleteOutputError, "not a finished bioel output"),
-    ("index-shard-missing", FileNotFoundError, "shard file\\(s\\) missing"),
-    ("index-shard-damaged", ValueError, "shard-00000-of-.*: sha256 does not match the index manifest"),
-    ("index-of-other-embeddings", ValueError, "^index .* was not built from embeddings "),
-    ("embeddings-file-missing", ValueError, "are not the"),
-    ("output-is-input", ValueError, "output_index .* is \\(or holds\\) the index "),
-    ("output-inside-input", ValueError, "output_index .*/sub is inside the old folder "),
-    ("outputs-nested", ValueError, "output_embeddings .*/out-emb is \\(or holds\\) the output_index .*/out-emb/idx "),
-])
+@pytest.mark.parametrize(
+    "breakage, error, message",
+    [
+        ("wrong-model", ModelMismatchError, "made with the model at"),
+        ("old-is-not-the-embeddings-names", ValueError, "is not the names folder the embeddings"),
+        ("embeddings-unfinished", IncompleteOutputError, "not a finished bioel output"),
+        ("new-unfinished", IncompleteOutputError, "not a finished bioel output"),
+        ("index-shard-missing", FileNotFoundError, "shard file\\(s\\) missing"),
+        ("index-shard-damaged", ValueError, "shard-00000-of-.*: sha256 does not match the index manifest"),
+        ("index-of-other-embeddings", ValueError, "^index .* was not built from embeddings "),
+        ("embeddings-file-missing", ValueError, "are not the"),
+        ("output-is-input", ValueError, "output_index .* is \\(or holds\\) the index "),
+        ("output-inside-input", ValueError, "output_index .*/sub is inside the old folder "),
+        ("outputs-nested", ValueError, "output_embeddings .*/out-emb is \\(or holds\\) the output_index .*/out-emb/idx "),
+    ],
+)
 def test_bad_inputs_are_refused_before_any_work(kb, tmp_path, monkeypatch, breakage, error, message):
     args = {k: kb[k] for k in ("old", "new", "model", "emb", "idx")}
     out = {"emb": tmp_path / "out-emb", "idx": tmp_path / "out-idx"}
@@ -386,16 +453,51 @@ def test_a_killed_refresh_leaves_nothing_complete_and_a_rerun_finishes(kb, tmp_p
 
 def test_cli_refresh(kb, tmp_path, capsys):
     out = tmp_path / "cli"
-    code = cli.main(["refresh", "--old", str(kb["old"]), "--new", str(kb["new"]), "--model", kb["model"],
-                     "--embeddings", str(kb["emb"]), "--index", str(kb["idx"]), "--output-embeddings", str(out / "emb"),
-                     "--output-index", str(out / "idx"), "--examples", "2", "--no-quality"])
+    code = cli.main(
+        [
+            "refresh",
+            "--old",
+            str(kb["old"]),
+            "--new",
+            str(kb["new"]),
+            "--model",
+            kb["model"],
+            "--embeddings",
+            str(kb["emb"]),
+            "--index",
+            str(kb["idx"]),
+            "--output-embeddings",
+            str(out / "emb"),
+            "--output-index",
+            str(out / "idx"),
+            "--examples",
+            "2",
+            "--no-quality",
+        ]
+    )
     printed, err = capsys.readouterr()
     assert err.startswith("refresh: 5 names encoded, ") and " index shards rebuilt in " in err
     assert code == 0 and "names: +5 -5 ~3" in printed and "index shards rebuilt" in printed and REPORT_FILE in printed
     assert len(json.loads((data_root(out / "emb") / REPORT_FILE).read_text())["names"]["added"]["examples"]) == 2
-    code = cli.main(["refresh", "--old", str(kb["new"]), "--new", str(kb["new"]), "--model", kb["model"],
-                     "--embeddings", str(kb["emb"]), "--index", str(kb["idx"]), "--output-embeddings", str(out / "e2"),
-                     "--output-index", str(out / "i2")])
+    code = cli.main(
+        [
+            "refresh",
+            "--old",
+            str(kb["new"]),
+            "--new",
+            str(kb["new"]),
+            "--model",
+            kb["model"],
+            "--embeddings",
+            str(kb["emb"]),
+            "--index",
+            str(kb["idx"]),
+            "--output-embeddings",
+            str(out / "e2"),
+            "--output-index",
+            str(out / "i2"),
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "is not the names folder" in err
     # bioel_core names the argument; the CLI's words for it are its flags

@@ -23,8 +23,9 @@ def _cli(capsys, *argv) -> tuple[int, str, str]:
 
 
 def _ingest(capsys, source, output, *flags) -> tuple[int, str, str]:
-    return _cli(capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", source, "--output", output,
-                "--num-shards", "1", *flags)
+    return _cli(
+        capsys, "ingest-kb", "--input-format", "medic-biosyn", "--input", source, "--output", output, "--num-shards", "1", *flags
+    )
 
 
 def _published(folder: str) -> dict[str, bytes]:

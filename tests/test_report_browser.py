@@ -19,8 +19,15 @@ from test_models import make_tiny_bert
 
 CHROMIUM = Path("/usr/bin/chromium")
 # no sync, updates, field trials or other calls home: the only requests left are the page's own
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 BAD_LINE = '{"pmid": "99", "title": "cut short'
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -49,10 +56,25 @@ def link_run(tmp_path_factory):
     with open(abstracts, "a") as fh:
         fh.write(BAD_LINE + "\n")
     out = root / "links"
-    code = cli.main(["link", "--model", model, "--input", str(abstracts), "--input-format", "jsonl",
-                     "--index", f"Disease={root / 'index'}", "--stop-list",
-                     f"Disease={SAMPLE_DATA.parent / 'models/stoplists/disease-medic.json'}",
-                     "--output", str(out), "--output-format", "pubtator"])
+    code = cli.main(
+        [
+            "link",
+            "--model",
+            model,
+            "--input",
+            str(abstracts),
+            "--input-format",
+            "jsonl",
+            "--index",
+            f"Disease={root / 'index'}",
+            "--stop-list",
+            f"Disease={SAMPLE_DATA.parent / 'models/stoplists/disease-medic.json'}",
+            "--output",
+            str(out),
+            "--output-format",
+            "pubtator",
+        ]
+    )
     assert code == 0
     return json.loads((out / "quality" / "summary.json").read_text())
 
@@ -82,8 +104,10 @@ def test_the_link_report_renders_offline_with_its_figures_and_plots(sync_playwri
             # the inline style applies: the GE data docs it replaces rendered blank without their CDN CSS
             assert banner.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(46, 125, 50)"
 
-            shown = {row.locator("td").nth(0).inner_text(): row.locator("td").nth(1).inner_text()
-                     for row in page.locator("#figures tbody tr").all()}
+            shown = {
+                row.locator("td").nth(0).inner_text(): row.locator("td").nth(1).inner_text()
+                for row in page.locator("#figures tbody tr").all()
+            }
             assert shown["mentions"] == f"{stats['mentions']:,}" and shown["documents"] == "40"
             assert shown == report_figures(page_path.read_text())
 

@@ -9,17 +9,37 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bioel_core.linking.rerank import (ConceptCandidate, ConceptNames, CrossEncoderReranker, KeptPools, KeptScores, RerankLinker, concept_text,
-                                       open_reranker, reranked)
+from bioel_core.linking.rerank import (
+    ConceptCandidate,
+    ConceptNames,
+    CrossEncoderReranker,
+    KeptPools,
+    KeptScores,
+    RerankLinker,
+    concept_text,
+    open_reranker,
+    reranked,
+)
 from bioel_core.linking.tfidf import TfidfLinker
 from bioel_core.models import CrossEncoder, load_encoder, open_encoder
 from bioel_core.names import NameSet
 from test_models import make_tiny_bert
 
-KB = [("breast cancer", ("D1",)), ("breast carcinoma", ("D1",)), ("mammary cancer", ("D1",)),
-      ("ovarian cancer", ("D2",)), ("ovary carcinoma", ("D2",)), ("colon cancer", ("D3",)), ("colorectal carcinoma", ("D3",)),
-      ("heart attack", ("D4",)), ("myocardial infarction", ("D4",)), ("cancer", ("D5",)), ("cancer", ("D6",)),
-      ("diabetes", ("D7",)), ("type 2 diabetes", ("D8",))]
+KB = [
+    ("breast cancer", ("D1",)),
+    ("breast carcinoma", ("D1",)),
+    ("mammary cancer", ("D1",)),
+    ("ovarian cancer", ("D2",)),
+    ("ovary carcinoma", ("D2",)),
+    ("colon cancer", ("D3",)),
+    ("colorectal carcinoma", ("D3",)),
+    ("heart attack", ("D4",)),
+    ("myocardial infarction", ("D4",)),
+    ("cancer", ("D5",)),
+    ("cancer", ("D6",)),
+    ("diabetes", ("D7",)),
+    ("type 2 diabetes", ("D8",)),
+]
 QUERIES = ["breast carcinomas", "ovary cancer", "colon carcinoma", "cancer", "heart attack", "diabetes type 2", "infarction"]
 
 
@@ -64,8 +84,12 @@ def test_reranking_never_returns_a_concept_outside_the_retrievers_top_depth(name
 
 
 def test_scores_order_the_candidates_and_exact_matches_stay_first():
-    pool = [ConceptCandidate(("A",), ("a",), 0.9), ConceptCandidate(("B",), ("b",), 0.8, exact=True),
-            ConceptCandidate(("C",), ("c",), 0.7), ConceptCandidate(("E",), ("e",), 0.6, exact=True)]
+    pool = [
+        ConceptCandidate(("A",), ("a",), 0.9),
+        ConceptCandidate(("B",), ("b",), 0.8, exact=True),
+        ConceptCandidate(("C",), ("c",), 0.7),
+        ConceptCandidate(("E",), ("e",), 0.6, exact=True),
+    ]
     order = [c.concept_ids[0] for c, _ in reranked(pool, np.array([5.0, 1.0, 9.0, 2.0]))]
     assert order == ["E", "B", "C", "A"]  # the exact ones first, each group by score
 
@@ -100,8 +124,7 @@ def test_an_exact_match_stays_first_and_every_candidate_carries_the_stages_score
     assert {c.concept_ids for c in answers[0][:2]} == {("D5",), ("D6",)} and answers[0] == answers[2]
     assert answers[1][0].concept_ids == ("D1",)  # 'breast cancer' names one concept: it stays first
     # the scores are the reranker's, exact match included, on one scale with the reranked queries' (one NIL threshold)
-    alone = dict(zip(["cancer", "breast cancer"], cross_encoder.score(
-        [(q, concept_text(p[0])) for q, p in pools.items()])))
+    alone = dict(zip(["cancer", "breast cancer"], cross_encoder.score([(q, concept_text(p[0])) for q, p in pools.items()])))
     assert answers[1][0].score == pytest.approx(float(alone["breast cancer"]), abs=1e-5)
     after = [a.score for a in answers[1][1:]]  # what follows the exact match: in the reranker's order
     assert len(after) >= 2 and after == sorted(after, reverse=True)
@@ -179,7 +202,9 @@ def test_a_cross_encoder_is_not_opened_as_a_name_encoder_nor_a_name_encoder_as_a
 def test_the_listwise_loss_is_the_cross_entropy_of_the_gold_concept(cross_encoder):
     from bioel_core.training.rerank import RerankExample, listwise_loss
 
-    pool = tuple(ConceptCandidate((c,), (n,), 0.0) for c, n in (("D1", "breast cancer"), ("D2", "ovarian cancer"), ("D3", "colon cancer")))
+    pool = tuple(
+        ConceptCandidate((c,), (n,), 0.0) for c, n in (("D1", "breast cancer"), ("D2", "ovarian cancer"), ("D3", "colon cancer"))
+    )
     batch = [RerankExample("breast carcinoma", pool, 0), RerankExample("ovary cancer", pool[:2], 1)]
     cross_encoder.eval()  # no dropout: the loss is a function of the weights
     expected = []
@@ -192,8 +217,14 @@ def test_the_listwise_loss_is_the_cross_entropy_of_the_gold_concept(cross_encode
 def test_examples_hold_the_gold_concept_and_skip_unambiguous_exact_mentions(names):
     from bioel_core.training.rerank import rerank_examples
 
-    mentions = [("breast carcinoma", ["D1"]), ("ovary cancer", ["D2"]), ("ovary cancer", ["D2"]), ("cancer", ["D6"]),
-                ("infarction", ["D4"]), ("mystery", ["D99"])]
+    mentions = [
+        ("breast carcinoma", ["D1"]),
+        ("ovary cancer", ["D2"]),
+        ("ovary cancer", ["D2"]),
+        ("cancer", ["D6"]),
+        ("infarction", ["D4"]),
+        ("mystery", ["D99"]),
+    ]
     examples, counts = rerank_examples(TfidfLinker.build(names), names, mentions, size=2)
     assert counts == {"distinct_mentions": 5, "examples": 3, "exact_unambiguous": 1, "gold_not_in_kb": 1}
     for e in examples:
@@ -222,13 +253,37 @@ def _adr_kb_and_dataset(tmp_path):
     dictionary = tmp_path / "adr_dictionary.txt"
     dictionary.write_text("ADR0001||headache\nADR0002||nausea\nADR0003||insomnia\nADR0004||dizziness\nADR0005||head injury\n")
     kb = tmp_path / "kb"
-    assert cli.main(["ingest-kb", "--input-format", "biosyn-dict", "--kb-name", "adr", "--id-pattern", r"ADR\d{4}",
-                     "--input", str(dictionary), "--output", str(kb), "--num-shards", "1", "--no-quality"]) == 0
+    assert (
+        cli.main(
+            [
+                "ingest-kb",
+                "--input-format",
+                "biosyn-dict",
+                "--kb-name",
+                "adr",
+                "--id-pattern",
+                r"ADR\d{4}",
+                "--input",
+                str(dictionary),
+                "--output",
+                str(kb),
+                "--num-shards",
+                "1",
+                "--no-quality",
+            ]
+        )
+        == 0
+    )
     dataset = tmp_path / "adr"
-    for split, lines in (("train", "p1||0|1||ADR||head hurts||ADR0001\np1||2|3||ADR||felt sick||ADR0002\n"
-                                   "p1||4|5||ADR||cant sleep||ADR0003\np1||6|7||ADR||room spinning||ADR0004\n"
-                                   "p1||8|9||ADR||hit my head||ADR0005\n"),
-                         ("dev", "p2||0|1||ADR||head pain||ADR0001\np2||2|3||ADR||sleepless||ADR0003\n")):
+    for split, lines in (
+        (
+            "train",
+            "p1||0|1||ADR||head hurts||ADR0001\np1||2|3||ADR||felt sick||ADR0002\n"
+            "p1||4|5||ADR||cant sleep||ADR0003\np1||6|7||ADR||room spinning||ADR0004\n"
+            "p1||8|9||ADR||hit my head||ADR0005\n",
+        ),
+        ("dev", "p2||0|1||ADR||head pain||ADR0001\np2||2|3||ADR||sleepless||ADR0003\n"),
+    ):
         (dataset / f"processed_{split}").mkdir(parents=True)
         (dataset / f"processed_{split}" / "p.concept").write_text(lines)
     (dataset / "dev_dictionary.txt").write_text(dictionary.read_text())
@@ -244,19 +299,69 @@ def test_bioel_train_cross_encoder_then_evaluate_rerank(tmp_path, tiny_bert, cap
     retriever = ResCNNEncoder(tiny_bert, width=24, filters=8, num_blocks=1).save(tmp_path / "retriever")
     out = tmp_path / "reranker"
     capsys.readouterr()
-    assert cli.main(["train", "cross-encoder", "--names", str(kb), "--train-dataset", str(dataset),
-                     "--retriever", str(retriever), "--init", str(tiny_bert), "--example-size", "3", "--rerank-depth", "3",
-                     "--finetune-epochs", "4", "--patience", "2", "--output", str(out), "--device", "cpu", "--no-progress"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "cross-encoder",
+                "--names",
+                str(kb),
+                "--train-dataset",
+                str(dataset),
+                "--retriever",
+                str(retriever),
+                "--init",
+                str(tiny_bert),
+                "--example-size",
+                "3",
+                "--rerank-depth",
+                "3",
+                "--finetune-epochs",
+                "4",
+                "--patience",
+                "2",
+                "--output",
+                str(out),
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "cross-encoder: 5 mention examples of 3 concepts" in capsys.readouterr().err  # one name each: no synonyms
     card = json.loads((out / "card.json").read_text())
     stage = card["stages"]["rerank"]
     assert card["encoder"]["encoder_type"] == "cross-encoder" and card["data"]["train_split"] == "train"
     assert 2 <= len(stage["dev"]) <= 4 and stage["best_dev"]["score"] == max(h["score"] for h in stage["dev"])
     assert not (out / "_train").exists() and "dev acc@1 by epoch (epoch: score): 1: " in (out / "MODEL_CARD.md").read_text()
-    assert cli.main(["evaluate", "--linker", "rerank", "--dataset", str(dataset), "--split", "dev", "--names", str(kb),
-                     "--retriever", str(retriever),
-                     "--reranker", str(out), "--rerank-depth", "3", "--k", "3", "--json", str(tmp_path / "s.json"),
-                     "--record-in-card"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--linker",
+                "rerank",
+                "--dataset",
+                str(dataset),
+                "--split",
+                "dev",
+                "--names",
+                str(kb),
+                "--retriever",
+                str(retriever),
+                "--reranker",
+                str(out),
+                "--rerank-depth",
+                "3",
+                "--k",
+                "3",
+                "--json",
+                str(tmp_path / "s.json"),
+                "--record-in-card",
+            ]
+        )
+        == 0
+    )
     report = json.loads((tmp_path / "s.json").read_text())
     assert report["linker"] == "rerank" and report["n"] == 2 and report["linker_options"]["depth"] == 3
     weight = card["data"]["retriever_weight"]
@@ -277,15 +382,35 @@ def test_a_reranker_retrained_on_traindev_keeps_the_retriever_weight_it_is_given
     kb, dataset = _adr_kb_and_dataset(tmp_path)
     (dataset / "processed_traindev").mkdir()
     (dataset / "processed_traindev" / "p.concept").write_text(
-        (dataset / "processed_train" / "p.concept").read_text() + (dataset / "processed_dev" / "p.concept").read_text())
+        (dataset / "processed_train" / "p.concept").read_text() + (dataset / "processed_dev" / "p.concept").read_text()
+    )
     torch.manual_seed(0)
     retriever = ResCNNEncoder(tiny_bert, width=24, filters=8, num_blocks=1).save(tmp_path / "retriever")
-    common = ["--names", str(kb), "--train-dataset", str(dataset), "--retriever", str(retriever), "--init", str(tiny_bert),
-              "--example-size", "3", "--finetune-epochs", "1", "--device", "cpu", "--no-progress"]
+    common = [
+        "--names",
+        str(kb),
+        "--train-dataset",
+        str(dataset),
+        "--retriever",
+        str(retriever),
+        "--init",
+        str(tiny_bert),
+        "--example-size",
+        "3",
+        "--finetune-epochs",
+        "1",
+        "--device",
+        "cpu",
+        "--no-progress",
+    ]
     out = tmp_path / "reranker"
     capsys.readouterr()
-    assert cli.main(["train", "cross-encoder", *common, "--train-split", "traindev", "--retriever-weight", "20",
-                     "--output", str(out)]) == 0
+    assert (
+        cli.main(
+            ["train", "cross-encoder", *common, "--train-split", "traindev", "--retriever-weight", "20", "--output", str(out)]
+        )
+        == 0
+    )
     assert "model selection: the last epoch" in capsys.readouterr().err
     card = json.loads((out / "card.json").read_text())
     assert card["data"]["train_split"] == "traindev" and card["data"]["train_mentions"] == 7
@@ -308,7 +433,9 @@ def test_models_trained_from_scratch_draw_their_random_weights_from_the_seed(tin
         torch.manual_seed(200 + seed)
         return first, make(seed).state_dict()
 
-    for make in (lambda seed: new_cross_encoder(str(tiny_bert), 24, "cpu", seed),
-                 lambda seed: new_encoder("rescnn", str(tiny_bert), None, "cpu", seed)):
+    for make in (
+        lambda seed: new_cross_encoder(str(tiny_bert), 24, "cpu", seed),
+        lambda seed: new_encoder("rescnn", str(tiny_bert), None, "cpu", seed),
+    ):
         (a, b), (c, _) = state(make, 0), state(make, 1)
         assert all(torch.equal(a[k], b[k]) for k in a) and not all(torch.equal(a[k], c[k]) for k in a)

@@ -63,10 +63,14 @@ def test_scores_are_the_weighted_sum_of_the_members_and_rank_the_stage(folders, 
 def test_saved_it_references_its_members_opens_with_identical_scores_and_refuses_a_changed_member(folders, names, tmp_path):
     for member in ("tiny-bert", "ce", "gen"):
         shutil.copytree(folders / member, tmp_path / member)
-    card = make_reranker_ensemble([(tmp_path / "ce", 1.0), (tmp_path / "gen", 1.0)], 20.0, tmp_path / "ens", command=["bioel", "ensemble"])
+    card = make_reranker_ensemble(
+        [(tmp_path / "ce", 1.0), (tmp_path / "gen", 1.0)], 20.0, tmp_path / "ens", command=["bioel", "ensemble"]
+    )
     config = json.loads((tmp_path / "ens" / "bioel_encoder.json").read_text())
     assert [m["source"] for m in config["members"]] == [{"path": "../ce"}, {"path": "../gen"}]
-    assert [m["encoder_type"] for m in config["members"]] == ["cross-encoder", "generative"] and config["retriever_weight"] == 20.0
+    assert [m["encoder_type"] for m in config["members"]] == ["cross-encoder", "generative"] and config[
+        "retriever_weight"
+    ] == 20.0
     opened = open_reranker(tmp_path / "ens")
     made = RerankerEnsemble.from_folders([(tmp_path / "ce", 1.0), (tmp_path / "gen", 1.0)], 20.0)
     assert isinstance(opened, RerankerEnsemble) and opened.fingerprint() == card["fingerprint"] == made.fingerprint()
@@ -88,7 +92,10 @@ def test_saved_it_references_its_members_opens_with_identical_scores_and_refuses
     cross.save(tmp_path / "ce")
     with pytest.raises(MemberChangedError, match="member 0 at .*ce has fingerprint"):
         open_reranker(tmp_path / "ens")
-    assert RerankerEnsemble.from_folders([(tmp_path / "ce", 1.0), (tmp_path / "gen", 1.0)], 20.0).fingerprint() != card["fingerprint"]
+    assert (
+        RerankerEnsemble.from_folders([(tmp_path / "ce", 1.0), (tmp_path / "gen", 1.0)], 20.0).fingerprint()
+        != card["fingerprint"]
+    )
 
 
 def test_bad_ensembles_are_refused(folders):
@@ -103,11 +110,29 @@ def test_bad_ensembles_are_refused(folders):
 
 def test_bioel_ensemble_of_rerankers_writes_the_folder_and_its_card(folders, tmp_path, capsys):
     out = tmp_path / "ens"
-    assert cli.main(["ensemble", "--member", str(folders / "ce"), "2", "--member", str(folders / "gen"), "0.5",
-                     "--retriever-weight", "50", "--output", str(out)]) == 0, capsys.readouterr().err
+    assert (
+        cli.main(
+            [
+                "ensemble",
+                "--member",
+                str(folders / "ce"),
+                "2",
+                "--member",
+                str(folders / "gen"),
+                "0.5",
+                "--retriever-weight",
+                "50",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     card, card_md = json.loads((out / "card.json").read_text()), (out / "MODEL_CARD.md").read_text()
     assert [((out / m["source"]["path"]).resolve(), m["weight"]) for m in card["members"]] == [
-        ((folders / "ce").resolve(), 2.0), ((folders / "gen").resolve(), 0.5)]
+        ((folders / "ce").resolve(), 2.0),
+        ((folders / "gen").resolve(), 0.5),
+    ]
     assert " | cross-encoder | 2 | " in card_md and " | generative | 0.5 | " in card_md
     assert "the weighted sum of the members' scores, plus 50 x the retriever's" in card_md
     assert "--linker rerank --retriever MODEL --reranker THIS_FOLDER" in card_md
@@ -115,13 +140,62 @@ def test_bioel_ensemble_of_rerankers_writes_the_folder_and_its_card(folders, tmp
     with pytest.raises(ValueError, match="is an ensemble of rerankers: it reorders"):
         open_encoder(out)
     capsys.readouterr()
-    assert cli.main(["ensemble", "--member", str(folders / "ce"), "1", "--member", str(folders / "gen"), "1",
-                     "--output", str(tmp_path / "x")]) == 2
+    assert (
+        cli.main(
+            [
+                "ensemble",
+                "--member",
+                str(folders / "ce"),
+                "1",
+                "--member",
+                str(folders / "gen"),
+                "1",
+                "--output",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     assert "an ensemble of rerankers needs --retriever-weight" in capsys.readouterr().err
-    assert cli.main(["ensemble", "--member", str(folders / "ce"), "1", "--member", str(folders / "enc"), "1",
-                     "--retriever-weight", "1", "--output", str(tmp_path / "x")]) == 2
-    assert f"{folders / 'ce'} is a reranker and {folders / 'enc'} is not: an ensemble is of name encoders or of rerankers" \
+    assert (
+        cli.main(
+            [
+                "ensemble",
+                "--member",
+                str(folders / "ce"),
+                "1",
+                "--member",
+                str(folders / "enc"),
+                "1",
+                "--retriever-weight",
+                "1",
+                "--output",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
+    assert (
+        f"{folders / 'ce'} is a reranker and {folders / 'enc'} is not: an ensemble is of name encoders or of rerankers"
         in capsys.readouterr().err
-    assert cli.main(["ensemble", "--member", str(folders / "enc"), "1", "--member", str(folders / "tiny-bert"), "1", "mean",
-                     "--retriever-weight", "1", "--output", str(tmp_path / "x")]) == 2
+    )
+    assert (
+        cli.main(
+            [
+                "ensemble",
+                "--member",
+                str(folders / "enc"),
+                "1",
+                "--member",
+                str(folders / "tiny-bert"),
+                "1",
+                "mean",
+                "--retriever-weight",
+                "1",
+                "--output",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     assert "--retriever-weight: only an ensemble of rerankers" in capsys.readouterr().err

@@ -70,6 +70,7 @@ def test_runs_combined_in_groups_merge_as_the_runs_themselves():
         combined.append(sink.getvalue())
     assert sum(1 for _ in runs.read_run(io.BytesIO(combined[0]))) == sum(len(p) for p in pieces[:3])  # nothing reduced
     direct, grouped = runs.MergeCounts(), runs.MergeCounts()
-    assert list(runs.merge_runs([runs.read_run(io.BytesIO(d)) for d in data], 0, _smallest, direct)) == \
-        list(runs.merge_runs([runs.read_run(io.BytesIO(d)) for d in combined], 0, _smallest, grouped))
+    assert list(runs.merge_runs([runs.read_run(io.BytesIO(d)) for d in data], 0, _smallest, direct)) == list(
+        runs.merge_runs([runs.read_run(io.BytesIO(d)) for d in combined], 0, _smallest, grouped)
+    )
     assert direct == grouped

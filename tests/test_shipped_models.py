@@ -43,11 +43,21 @@ def _domain(folder: Path) -> str:
 
 # synonyms of the KB the models were aligned on (MEDIC; MeSH tree D) and training-style mentions
 SYNONYMS = {
-    "disease": (["breast neoplasms", "malignant tumor of breast", "diabetes mellitus type 2", "noninsulin dependent diabetes",
-                 "alzheimer disease", "senile dementia of the alzheimer type"],
-                ["breast cancer", "type ii diabetes", "alzheimers disease"]),
-    "chemical": (["acetaminophen", "paracetamol", "acetylsalicylic acid", "aspirin", "levodopa", "l dopa"],
-                 ["tylenol", "asa", "l-dopa"]),
+    "disease": (
+        [
+            "breast neoplasms",
+            "malignant tumor of breast",
+            "diabetes mellitus type 2",
+            "noninsulin dependent diabetes",
+            "alzheimer disease",
+            "senile dementia of the alzheimer type",
+        ],
+        ["breast cancer", "type ii diabetes", "alzheimers disease"],
+    ),
+    "chemical": (
+        ["acetaminophen", "paracetamol", "acetylsalicylic acid", "aspirin", "levodopa", "l dopa"],
+        ["tylenol", "asa", "l-dopa"],
+    ),
 }
 
 
@@ -57,11 +67,11 @@ def test_shipped_model_puts_synonyms_nearest(shipped):
     names, queries = SYNONYMS[_domain(folder)]
     concept_of = [0, 0, 1, 1, 2, 2]
     if isinstance(model, CrossEncoder):  # a reranker scores (mention, a concept's names) pairs
-        concepts = [" ; ".join(names[2 * c:2 * c + 2]) for c in range(3)]
+        concepts = [" ; ".join(names[2 * c : 2 * c + 2]) for c in range(3)]
         scores = np.array([model.score([(q, c) for c in concepts]) for q in queries])
         concept_of = [0, 1, 2]
     elif isinstance(model, RerankerEnsemble):  # its members' weighted scores of each concept, read as its names
-        concepts = [ConceptCandidate((f"C{c}",), tuple(names[2 * c:2 * c + 2]), 0.0) for c in range(3)]
+        concepts = [ConceptCandidate((f"C{c}",), tuple(names[2 * c : 2 * c + 2]), 0.0) for c in range(3)]
         scores = np.array(model.rerank_scores(queries, [concepts] * len(queries)))
         concept_of = [0, 1, 2]
     elif isinstance(model, GenerativeModel):  # a generative model writes the names: the likeliest must be the concept's

@@ -11,8 +11,14 @@ import shlex
 import pytest
 
 from bioel_core.settings import SettingsError, fields_of, from_mapping
-from bioel_core.settings.train import (TRAIN_KINDS, CollectiveSettings, CrossEncoderSettings, GenerativeSettings,
-                                       ResCNNSettings, TransformerSettings)
+from bioel_core.settings.train import (
+    TRAIN_KINDS,
+    CollectiveSettings,
+    CrossEncoderSettings,
+    GenerativeSettings,
+    ResCNNSettings,
+    TransformerSettings,
+)
 from conftest import REPO
 
 MAX_FLAGS = 25
@@ -31,37 +37,47 @@ def shown_flags(parser: argparse.ArgumentParser) -> list[str]:
     return [a.option_strings[-1] for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS]
 
 
-@pytest.mark.parametrize("cls, values, field, reason", [
-    (TransformerSettings, {"batch_size": 0}, "batch_size", "must be at least 1, got 0"),
-    (TransformerSettings, {"pooling": "max"}, "pooling", "'max' is not one of cls, mean"),
-    (TransformerSettings, {"names": "Disease=kb"}, "names", "Disease=kb: one KB folder, not TYPE=KB_DIR"),
-    (TransformerSettings, {"device": "gpu"}, "device", "'gpu' is not a device: auto, cpu, cuda or cuda:N"),
-    (ResCNNSettings, {"pooling": "cls"}, "pooling", "'cls' is not one of max, attention"),
-    (ResCNNSettings, {"lr": 0.0}, "lr", "must be above 0, got 0"),
-    (ResCNNSettings, {"warmup": 1.5}, "warmup", "a share of the steps, at most 1, got 1.5"),
-    (ResCNNSettings, {"max_minutes": -1.0}, "max_minutes", "must be above 0, got -1"),
-    (CrossEncoderSettings, {"train_dataset": []}, "train_dataset", "a cross-encoder learns from training mentions"),
-    (CrossEncoderSettings, {"train_dataset": ["d"], "retriever_weight": -1.0}, "retriever_weight", "must be at least 0"),
-    (GenerativeSettings, {"pretrain_epochs": 0}, "pretrain_epochs", "nothing to train"),
-    (GenerativeSettings, {"pretrain_epochs": 0, "train_dataset": ["d"], "finetune_epochs": 0}, "pretrain_epochs",
-     "nothing to train"),
-    (GenerativeSettings, {"target_name": "longest"}, "target_name", "'longest' is not one of tfidf, shortest, random"),
-])
+@pytest.mark.parametrize(
+    "cls, values, field, reason",
+    [
+        (TransformerSettings, {"batch_size": 0}, "batch_size", "must be at least 1, got 0"),
+        (TransformerSettings, {"pooling": "max"}, "pooling", "'max' is not one of cls, mean"),
+        (TransformerSettings, {"names": "Disease=kb"}, "names", "Disease=kb: one KB folder, not TYPE=KB_DIR"),
+        (TransformerSettings, {"device": "gpu"}, "device", "'gpu' is not a device: auto, cpu, cuda or cuda:N"),
+        (ResCNNSettings, {"pooling": "cls"}, "pooling", "'cls' is not one of max, attention"),
+        (ResCNNSettings, {"lr": 0.0}, "lr", "must be above 0, got 0"),
+        (ResCNNSettings, {"warmup": 1.5}, "warmup", "a share of the steps, at most 1, got 1.5"),
+        (ResCNNSettings, {"max_minutes": -1.0}, "max_minutes", "must be above 0, got -1"),
+        (CrossEncoderSettings, {"train_dataset": []}, "train_dataset", "a cross-encoder learns from training mentions"),
+        (CrossEncoderSettings, {"train_dataset": ["d"], "retriever_weight": -1.0}, "retriever_weight", "must be at least 0"),
+        (GenerativeSettings, {"pretrain_epochs": 0}, "pretrain_epochs", "nothing to train"),
+        (
+            GenerativeSettings,
+            {"pretrain_epochs": 0, "train_dataset": ["d"], "finetune_epochs": 0},
+            "pretrain_epochs",
+            "nothing to train",
+        ),
+        (GenerativeSettings, {"target_name": "longest"}, "target_name", "'longest' is not one of tfidf, shortest, random"),
+    ],
+)
 def test_each_name_and_mention_contract_refuses_bad_values_naming_the_field(cls, values, field, reason):
     with pytest.raises(SettingsError) as caught:
         cls(**{"output": "m", "names": "kb", **values})
     assert caught.value.field == field and caught.value.reason.startswith(reason)
 
 
-@pytest.mark.parametrize("values, field, reason", [
-    ({"names": ["kb"]}, "names", "kb: expected TYPE=KB_DIR, one per entity type"),
-    ({"names": ["Disease=a", "Disease=b"]}, "names", "entity type Disease given twice"),
-    ({"names": ["1x=a"]}, "names", "1x=a: an entity type is a letter"),
-    ({"train_corpus": ["Disease="]}, "train_corpus", "Disease=: expected [TYPE[,TYPE...]=]PATH, PATH not empty"),
-    ({"dev_corpus": []}, "dev_corpus", "no corpus given"),
-    ({"mention_pooling": "max"}, "mention_pooling", "'max' is not one of endpoints, mean"),
-    ({"epochs": 0}, "epochs", "must be at least 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "values, field, reason",
+    [
+        ({"names": ["kb"]}, "names", "kb: expected TYPE=KB_DIR, one per entity type"),
+        ({"names": ["Disease=a", "Disease=b"]}, "names", "entity type Disease given twice"),
+        ({"names": ["1x=a"]}, "names", "1x=a: an entity type is a letter"),
+        ({"train_corpus": ["Disease="]}, "train_corpus", "Disease=: expected [TYPE[,TYPE...]=]PATH, PATH not empty"),
+        ({"dev_corpus": []}, "dev_corpus", "no corpus given"),
+        ({"mention_pooling": "max"}, "mention_pooling", "'max' is not one of endpoints, mean"),
+        ({"epochs": 0}, "epochs", "must be at least 1, got 0"),
+    ],
+)
 def test_the_collective_contract_refuses_bad_values_naming_the_field(values, field, reason):
     base = {"output": "m", "names": ["Disease=kb"], "train_corpus": ["t.txt"], "dev_corpus": ["d.txt"]}
     with pytest.raises(SettingsError) as caught:
@@ -72,17 +88,39 @@ def test_the_collective_contract_refuses_bad_values_naming_the_field(values, fie
 
 
 def test_each_kind_holds_its_own_defaults():
-    made = {kind: from_mapping(cls, {"output": "m", "names": ["Disease=kb"] if kind == "collective" else "kb",
-                                     **({"train_corpus": ["t"], "dev_corpus": ["d"]} if kind == "collective" else {}),
-                                     **({"train_dataset": ["d"]} if kind == "cross-encoder" else {})})
-            for kind, cls in TRAIN_KINDS.items()}
-    assert {k: s.lr for k, s in made.items()} == {"transformer": 2e-5, "rescnn": 1e-3, "collective": 5e-5,
-                                                  "cross-encoder": 2e-5, "generative": 1e-4}
+    made = {
+        kind: from_mapping(
+            cls,
+            {
+                "output": "m",
+                "names": ["Disease=kb"] if kind == "collective" else "kb",
+                **({"train_corpus": ["t"], "dev_corpus": ["d"]} if kind == "collective" else {}),
+                **({"train_dataset": ["d"]} if kind == "cross-encoder" else {}),
+            },
+        )
+        for kind, cls in TRAIN_KINDS.items()
+    }
+    assert {k: s.lr for k, s in made.items()} == {
+        "transformer": 2e-5,
+        "rescnn": 1e-3,
+        "collective": 5e-5,
+        "cross-encoder": 2e-5,
+        "generative": 1e-4,
+    }
     assert {k: getattr(s, "batch_size", None) for k, s in made.items()} == {
-        "transformer": 128, "rescnn": 128, "collective": None, "cross-encoder": 8, "generative": 32}
+        "transformer": 128,
+        "rescnn": 128,
+        "collective": None,
+        "cross-encoder": 8,
+        "generative": 32,
+    }
     assert {k: s.save_dtype for k, s in made.items()} == {
-        "transformer": "float32", "rescnn": "float32", "collective": "float16", "cross-encoder": "float32",
-        "generative": "float32"}
+        "transformer": "float32",
+        "rescnn": "float32",
+        "collective": "float16",
+        "cross-encoder": "float32",
+        "generative": "float32",
+    }
     assert made["rescnn"].pooling == "max" and made["transformer"].pooling is None
     assert made["collective"].kb_folders() == {"Disease": "kb"}
 
@@ -104,8 +142,7 @@ def test_each_kind_has_one_flag_per_field_and_at_most_25_flags():
         flags = shown_flags(parser)
         assert len(flags) <= MAX_FLAGS, (kind or "train", len(flags))
         if kind:  # generated from the contract: one flag per field, named after it, and -h
-            assert sorted(flags) == sorted(["--help"] + ["--" + f.name.replace("_", "-")
-                                                         for f in fields_of(TRAIN_KINDS[kind])])
+            assert sorted(flags) == sorted(["--help"] + ["--" + f.name.replace("_", "-") for f in fields_of(TRAIN_KINDS[kind])])
             assert parser.get_default("train_flags").cls is TRAIN_KINDS[kind]
     assert shown_flags(parsers[""]) == ["--help"]  # `bioel train --help` lists the kinds, no flag of theirs
 
@@ -126,18 +163,32 @@ def test_the_0_2_form_is_refused_with_one_line_naming_the_new_one(tmp_path, caps
 
     code = cli.main(["train", "--encoder", "rescnn", "--names", str(tmp_path / "kb"), "--output", str(tmp_path / "m")])
     err = capsys.readouterr().err
-    assert code == 2 and err == ("bioel train: error: --encoder was removed in bioel 0.3: the kind is a subcommand, "
-                                 "`bioel train rescnn ...` (`bioel train rescnn --help` lists its flags)\n")
+    assert code == 2 and err == (
+        "bioel train: error: --encoder was removed in bioel 0.3: the kind is a subcommand, "
+        "`bioel train rescnn ...` (`bioel train rescnn --help` lists its flags)\n"
+    )
     assert not (tmp_path / "m").exists()
 
 
 def test_a_contract_error_is_one_line_naming_the_flag(tmp_path, capsys):
     from pipelines import cli
 
-    argv = ["train", "collective", "--names", str(tmp_path / "kb"), "--train-corpus", "t", "--dev-corpus", "d",
-            "--output", str(tmp_path / "m")]
+    argv = [
+        "train",
+        "collective",
+        "--names",
+        str(tmp_path / "kb"),
+        "--train-corpus",
+        "t",
+        "--dev-corpus",
+        "d",
+        "--output",
+        str(tmp_path / "m"),
+    ]
     assert cli.main(argv) == 2
-    assert capsys.readouterr().err == f"bioel train: error: --names: {tmp_path / 'kb'}: expected TYPE=KB_DIR, one per entity type\n"
+    assert (
+        capsys.readouterr().err == f"bioel train: error: --names: {tmp_path / 'kb'}: expected TYPE=KB_DIR, one per entity type\n"
+    )
     assert cli.main(["train", "generative", "--names", "kb", "--pretrain-epochs", "0", "--output", str(tmp_path / "m")]) == 2
     assert capsys.readouterr().err.startswith("bioel train: error: --pretrain-epochs: nothing to train")
     assert not (tmp_path / "m").exists()
@@ -147,12 +198,17 @@ def test_cards_recorded_in_the_0_2_form_show_a_command_that_parses_today():
     from bioel_core.models.cards import current_command
     from pipelines import cli
 
-    assert current_command("bioel train --names a --encoder cross-encoder --output b") == \
-        "bioel train cross-encoder --names a --output b"
+    assert (
+        current_command("bioel train --names a --encoder cross-encoder --output b")
+        == "bioel train cross-encoder --names a --output b"
+    )
     assert current_command("bioel train rescnn --names a") is None
     assert current_command("bioel ensemble --member m 1 --output e") is None
-    folders = [card.parent for card in sorted(REPO.glob("models/*/card.json"))
-               if json.loads(card.read_text())["command"].startswith("bioel train")]
+    folders = [
+        card.parent
+        for card in sorted(REPO.glob("models/*/card.json"))
+        if json.loads(card.read_text())["command"].startswith("bioel train")
+    ]
     assert len(folders) >= 5
     for folder in folders:
         today = current_command(json.loads((folder / "card.json").read_text())["command"])
@@ -173,10 +229,17 @@ def test_the_fine_tuning_plan_follows_the_datasets_splits(tmp_path):
     assert (plan.split, plan.epochs, plan.dev_chooses, plan.small_data) == ("train", 20, True, True)
     config = stage_config(settings, epochs=plan.epochs, loss="multi-similarity", plan=plan)
     assert (config.min_steps, config.dev_every_steps, config.batch_size, config.learning_rate) == (
-        FINETUNE_MIN_STEPS, DEV_EVERY_STEPS, 8, 1e-3)
+        FINETUNE_MIN_STEPS,
+        DEV_EVERY_STEPS,
+        8,
+        1e-3,
+    )
     given = finetune_plan(ResCNNSettings(output="m", names="kb", train_dataset=[str(with_dev)], finetune_epochs=2))
     assert (given.epochs, given.small_data) == (2, False)
-    assert finetune_plan(ResCNNSettings(output="m", names="kb", train_dataset=[str(with_dev), str(without)])) == \
-        type(plan)("traindev", 3, False, False)
-    assert finetune_plan(ResCNNSettings(output="m", names="kb", train_dataset=[str(with_dev)], train_split="traindev")) \
-        .dev_chooses is False
+    assert finetune_plan(ResCNNSettings(output="m", names="kb", train_dataset=[str(with_dev), str(without)])) == type(plan)(
+        "traindev", 3, False, False
+    )
+    assert (
+        finetune_plan(ResCNNSettings(output="m", names="kb", train_dataset=[str(with_dev)], train_split="traindev")).dev_chooses
+        is False
+    )

@@ -51,16 +51,25 @@ def test_alignment_pairs_are_capped_per_concept_and_seeded():
 
 
 def test_mention_pairs_link_each_mention_to_every_gold_synonym():
-    kb = names_by_concept([{"concept_id": "D1", "name_norm": "breast cancer"}, {"concept_id": "D1", "name_norm": "breast carcinoma"},
-                           {"concept_id": "D2", "name_norm": "ovarian cancer"}])
+    kb = names_by_concept(
+        [
+            {"concept_id": "D1", "name_norm": "breast cancer"},
+            {"concept_id": "D1", "name_norm": "breast carcinoma"},
+            {"concept_id": "D2", "name_norm": "ovarian cancer"},
+        ]
+    )
     pairs = mention_pairs([("breast cancer", ["D1"]), ("tumor", ["D9"])], kb)
     assert pairs == [Pair("breast cancer", "breast carcinoma", "D1")]
 
 
 @pytest.fixture(scope="module")
 def tiny_pairs():
-    concepts = {"D1": ["breast cancer", "breast carcinoma", "mammary cancer"], "D2": ["ovarian cancer", "ovary carcinoma"],
-                "D3": ["colon cancer", "colorectal carcinoma", "bowel cancer"], "D4": ["ataxia telangiectasia", "louis bar syndrome"]}
+    concepts = {
+        "D1": ["breast cancer", "breast carcinoma", "mammary cancer"],
+        "D2": ["ovarian cancer", "ovary carcinoma"],
+        "D3": ["colon cancer", "colorectal carcinoma", "bowel cancer"],
+        "D4": ["ataxia telangiectasia", "louis bar syndrome"],
+    }
     return alignment_pairs(concepts)
 
 
@@ -138,8 +147,15 @@ def test_mined_negatives_skip_gold_and_repeat_concepts_best_first():
     kb = {"D1": ["breast cancer", "mammary cancer"], "D2": ["breast cyst"], "D3": ["breast pain", "mastalgia"], "D4": ["gout"]}
     # angles from the mention "breast tumor" at 0 deg: breast cancer 5, breast cyst 10, breast pain 20,
     # mastalgia 15, mammary cancer 30, gout 90
-    deg = {"breast tumor": 0, "breast cancer": 5, "breast cyst": 10, "mastalgia": 15, "breast pain": 20,
-           "mammary cancer": 30, "gout": 90}
+    deg = {
+        "breast tumor": 0,
+        "breast cancer": 5,
+        "breast cyst": 10,
+        "mastalgia": 15,
+        "breast pain": 20,
+        "mammary cancer": 30,
+        "gout": 90,
+    }
     encoder = TableEncoder({t: [math.cos(math.radians(a)), math.sin(math.radians(a))] for t, a in deg.items()})
     negatives = mine_negatives(encoder, [("breast tumor", ["D1"])], kb, per_mention=2)
     # D1 is gold; D2 at 10 deg, then D3 through its nearest name mastalgia (15 deg), never twice
@@ -167,10 +183,20 @@ def test_hard_negative_training_resumes_on_the_same_mined_batches(tmp_path, monk
     from bioel_core.training import loop
     from bioel_core.training.hard_negatives import HardNegativeBatcher
 
-    kb = {"D1": ["breast cancer", "breast carcinoma", "mammary cancer"], "D2": ["ovarian cancer", "ovary carcinoma"],
-          "D3": ["colon cancer", "colorectal carcinoma", "bowel cancer"], "D4": ["ataxia telangiectasia", "louis bar syndrome"]}
-    mentions = [("cancer of the breast", ["D1"]), ("ovary cancer", ["D2"]), ("colon carcinoma", ["D3"]), ("ataxia", ["D4"]),
-                ("breast tumour", ["D1"]), ("bowel carcinoma", ["D3"])]
+    kb = {
+        "D1": ["breast cancer", "breast carcinoma", "mammary cancer"],
+        "D2": ["ovarian cancer", "ovary carcinoma"],
+        "D3": ["colon cancer", "colorectal carcinoma", "bowel cancer"],
+        "D4": ["ataxia telangiectasia", "louis bar syndrome"],
+    }
+    mentions = [
+        ("cancer of the breast", ["D1"]),
+        ("ovary cancer", ["D2"]),
+        ("colon carcinoma", ["D3"]),
+        ("ataxia", ["D4"]),
+        ("breast tumour", ["D1"]),
+        ("bowel carcinoma", ["D3"]),
+    ]
     config = loop.TrainConfig(epochs=3, batch_size=4, learning_rate=3e-3, checkpoint_every=2, seed=1)
 
     def run(folder, encoder, **kw):
@@ -225,13 +251,33 @@ def _one_name_kb_and_dataset(tmp_path):
     dictionary = tmp_path / "adr_dictionary.txt"
     dictionary.write_text("ADR0001||headache\nADR0002||nausea\nADR0003||insomnia\nADR0004||dizziness\n")
     kb = tmp_path / "kb"
-    assert cli.main(["ingest-kb", "--input-format", "biosyn-dict", "--kb-name", "adr", "--id-pattern", r"ADR\d{4}",
-                     "--input", str(dictionary), "--output", str(kb), "--num-shards", "1", "--no-quality"]) == 0
+    assert (
+        cli.main(
+            [
+                "ingest-kb",
+                "--input-format",
+                "biosyn-dict",
+                "--kb-name",
+                "adr",
+                "--id-pattern",
+                r"ADR\d{4}",
+                "--input",
+                str(dictionary),
+                "--output",
+                str(kb),
+                "--num-shards",
+                "1",
+                "--no-quality",
+            ]
+        )
+        == 0
+    )
     queries = tmp_path / "adr" / "processed_traindev"
     queries.mkdir(parents=True)
     (queries / "post1.concept").write_text("post1||0|11||ADR||head hurts||ADR0001\npost1||20|31||ADR||felt sick||ADR0002\n")
-    (queries / "post2.concept").write_text("post2||0|9||ADR||cant sleep||ADR0003\npost2||12|20||ADR||room spinning||ADR0004\n"
-                                           "post2||30|40||ADR||mystery||ADR9999\n")
+    (queries / "post2.concept").write_text(
+        "post2||0|9||ADR||cant sleep||ADR0003\npost2||12|20||ADR||room spinning||ADR0004\npost2||30|40||ADR||mystery||ADR9999\n"
+    )
     return kb, tmp_path / "adr"
 
 
@@ -243,13 +289,35 @@ def test_a_one_name_per_concept_kb_skips_alignment_and_fine_tunes(tmp_path, caps
     kb, dataset = _one_name_kb_and_dataset(tmp_path)
     capsys.readouterr()
     out = tmp_path / "model"
-    assert cli.main(["train", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
-                     "--finetune-max-steps", "2", "--batch-size", "8", "--device", "cpu", "--no-progress"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "rescnn",
+                "--names",
+                str(kb),
+                "--train-dataset",
+                str(dataset),
+                "--output",
+                str(out),
+                "--finetune-max-steps",
+                "2",
+                "--batch-size",
+                "8",
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "note: self-alignment skipped: no concept of the KB" in err
     # the query whose id is not in the KB is counted in the card and said on stderr (it was in the card only)
-    assert (f"note: fine-tuning: 1 queries of {dataset}/processed_traindev left out: no concept id (-1, CUI-less), no id "
-            f"of the KB {kb}, or a composite whose parts and ids differ in number") in err
+    assert (
+        f"note: fine-tuning: 1 queries of {dataset}/processed_traindev left out: no concept id (-1, CUI-less), no id "
+        f"of the KB {kb}, or a composite whose parts and ids differ in number"
+    ) in err
     card = json.loads((out / "card.json").read_text())
     assert card["data"]["align_skipped"] and set(card["stages"]) == {"finetune"}
     assert card["data"]["train_mentions"] == 4 and card["data"]["train_queries_unusable"] == 1  # ADR9999 is not in the KB
@@ -266,20 +334,35 @@ def test_nothing_to_train_names_the_stage_the_input_and_why(tmp_path, capsys):
     assert str(kb) in err
     (dataset / "processed_traindev" / "post1.concept").unlink()
     (dataset / "processed_traindev" / "post2.concept").write_text("post2||30|40||ADR||mystery||ADR9999\n")
-    code = cli.main(["train", "rescnn", "--names", str(kb), "--train-dataset", str(dataset),
-                     "--output", str(tmp_path / "m"), "--device", "cpu"])
+    code = cli.main(
+        [
+            "train",
+            "rescnn",
+            "--names",
+            str(kb),
+            "--train-dataset",
+            str(dataset),
+            "--output",
+            str(tmp_path / "m"),
+            "--device",
+            "cpu",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and "fine-tuning: no usable training mention in" in err and "processed_traindev" in err
 
 
-@pytest.mark.parametrize("flag, value, reason", [
-    ("--finetune-max-steps", "0", "must be at least 1, got 0"),  # was a TypeError traceback writing the card, exit 1
-    ("--batch-size", "0", "must be at least 1, got 0"),  # trained, exit 0
-    ("--patience", "0", "must be at least 1, got 0"),  # stopped at the first dev score, exit 0
-    ("--finetune-epochs", "-1", "must be at least 0, got -1"),  # 'no fine-tuning data was given (--train-dataset)'
-    ("--align-epochs", "-2", "must be at least 0, got -2"),  # alignment skipped silently, exit 0
-    ("--max-minutes", "-1", "must be above 0, got -1"),  # trained one step, exit 0
-])
+@pytest.mark.parametrize(
+    "flag, value, reason",
+    [
+        ("--finetune-max-steps", "0", "must be at least 1, got 0"),  # was a TypeError traceback writing the card, exit 1
+        ("--batch-size", "0", "must be at least 1, got 0"),  # trained, exit 0
+        ("--patience", "0", "must be at least 1, got 0"),  # stopped at the first dev score, exit 0
+        ("--finetune-epochs", "-1", "must be at least 0, got -1"),  # 'no fine-tuning data was given (--train-dataset)'
+        ("--align-epochs", "-2", "must be at least 0, got -2"),  # alignment skipped silently, exit 0
+        ("--max-minutes", "-1", "must be above 0, got -1"),  # trained one step, exit 0
+    ],
+)
 def test_train_refuses_counts_and_budgets_out_of_range_before_any_work(tmp_path, capsys, flag, value, reason):
     from pipelines import cli
 
@@ -292,8 +375,18 @@ def test_learning_rate_rises_linearly_then_falls_to_zero():
     from bioel_core.training.loop import TrainConfig, learning_rate_at
 
     config = TrainConfig(learning_rate=1.0, warmup=0.2)
-    assert [round(learning_rate_at(s, 10, config), 4) for s in range(10)] == [0.5, 1.0, 1.0, 0.875, 0.75, 0.625, 0.5,
-                                                                             0.375, 0.25, 0.125]
+    assert [round(learning_rate_at(s, 10, config), 4) for s in range(10)] == [
+        0.5,
+        1.0,
+        1.0,
+        0.875,
+        0.75,
+        0.625,
+        0.5,
+        0.375,
+        0.25,
+        0.125,
+    ]
 
 
 def _scripted_dev(encoder, scores):
@@ -318,7 +411,9 @@ def test_the_best_dev_epoch_is_kept_and_patience_stops_training(tmp_path, tiny_p
     stats = train(encoder, tiny_pairs, config, tmp_path, load_encoder=load_encoder, progress=False, dev_score=score)
     # epoch 2 is best; 3, 4 (a tie is no improvement) and 5 are not better: stop after epoch 5, never reaching 99
     assert [h["score"] for h in stats["dev"]] == [50.0, 90.0, 70.0, 90.0, 60.0]
-    assert stats["stopped_by"] == "patience" and stats["best_dev"]["epoch"] == 2 and stats["steps"] == 5  # 8 pairs: one step an epoch
+    assert (
+        stats["stopped_by"] == "patience" and stats["best_dev"]["epoch"] == 2 and stats["steps"] == 5
+    )  # 8 pairs: one step an epoch
     for name, value in encoder.state_dict().items():
         assert torch.equal(value, seen[1][name]), name
     assert not (tmp_path / "best").exists() and not (tmp_path / "checkpoint").exists()
@@ -347,10 +442,32 @@ def test_with_a_dev_split_the_default_recipe_trains_on_train_and_dev_chooses_the
     kb, dataset = _one_name_kb_and_dataset(tmp_path)
     shutil.copytree(dataset / "processed_traindev", dataset / "processed_train")
     (dataset / "processed_dev").mkdir()
-    (dataset / "processed_dev" / "post9.concept").write_text("post9||0|8||ADR||migraine||ADR0001\npost9||9|17||ADR||queasy||ADR0002\n")
+    (dataset / "processed_dev" / "post9.concept").write_text(
+        "post9||0|8||ADR||migraine||ADR0001\npost9||9|17||ADR||queasy||ADR0002\n"
+    )
     out = tmp_path / "model"
-    assert cli.main(["train", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
-                     "--batch-size", "8", "--patience", "2", "--device", "cpu", "--no-progress"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "rescnn",
+                "--names",
+                str(kb),
+                "--train-dataset",
+                str(dataset),
+                "--output",
+                str(out),
+                "--batch-size",
+                "8",
+                "--patience",
+                "2",
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     card = json.loads((out / "card.json").read_text())
     finetune = card["stages"]["finetune"]
     assert card["data"]["train_split"] == "train" and "dev" in card["data"]["model_selection"]
@@ -358,7 +475,9 @@ def test_with_a_dev_split_the_default_recipe_trains_on_train_and_dev_chooses_the
     assert finetune["config"]["epochs"] == 20 and finetune["epochs"] == 1500 and finetune["dev_every_epochs"] == 200
     assert [h["epoch"] for h in finetune["dev"]] == [200 * (i + 1) for i in range(len(finetune["dev"]))]
     assert 3 <= len(finetune["dev"]) <= 8
-    assert finetune["stopped_by"] in ("patience", "steps") and finetune["best_dev"]["score"] == max(h["score"] for h in finetune["dev"])
+    assert finetune["stopped_by"] in ("patience", "steps") and finetune["best_dev"]["score"] == max(
+        h["score"] for h in finetune["dev"]
+    )
     assert "dev acc@1 by epoch (epoch: score): 200: " in (out / "MODEL_CARD.md").read_text()
 
 
@@ -371,15 +490,34 @@ def test_init_with_a_model_folder_of_another_kind_is_refused(tmp_path, capsys, e
     from test_models import make_tiny_bert
 
     kb, dataset = _one_name_kb_and_dataset(tmp_path)
-    other = {"transformer": shipped_path("disease-default"),
-             "rescnn": TransformerEncoder(make_tiny_bert(tmp_path / "bert")).save(tmp_path / "tf")}[encoder]
+    other = {
+        "transformer": shipped_path("disease-default"),
+        "rescnn": TransformerEncoder(make_tiny_bert(tmp_path / "bert")).save(tmp_path / "tf"),
+    }[encoder]
     found = "rescnn" if encoder == "transformer" else "transformer"
     capsys.readouterr()
-    code = cli.main(["train", encoder, "--init", str(other), "--names", str(kb), "--train-dataset", str(dataset),
-                     "--output", str(tmp_path / "m"), "--device", "cpu", "--finetune-max-steps", "1"])
+    code = cli.main(
+        [
+            "train",
+            encoder,
+            "--init",
+            str(other),
+            "--names",
+            str(kb),
+            "--train-dataset",
+            str(dataset),
+            "--output",
+            str(tmp_path / "m"),
+            "--device",
+            "cpu",
+            "--finetune-max-steps",
+            "1",
+        ]
+    )
     assert code == 2 and capsys.readouterr().err.strip().splitlines()[-1] == (
         f"bioel train: error: --init: {other}: a {found} model folder, which the {found} kind trains on "
-        f"(a {encoder} starts from a Hugging Face checkpoint or a {encoder} model folder)")
+        f"(a {encoder} starts from a Hugging Face checkpoint or a {encoder} model folder)"
+    )
     assert not (tmp_path / "m").exists()
 
 
@@ -394,6 +532,28 @@ def test_a_model_trained_again_into_its_folder_gets_a_card_of_its_own(tmp_path, 
     kb, dataset = _one_name_kb_and_dataset(tmp_path)
     out = tmp_path / "model"
     for seed in ("0", "1"):
-        assert cli.main(["train", "rescnn", "--names", str(kb), "--train-dataset", str(dataset), "--output", str(out),
-                         "--finetune-max-steps", "1", "--batch-size", "8", "--seed", seed, "--device", "cpu", "--no-progress"]) == 0
+        assert (
+            cli.main(
+                [
+                    "train",
+                    "rescnn",
+                    "--names",
+                    str(kb),
+                    "--train-dataset",
+                    str(dataset),
+                    "--output",
+                    str(out),
+                    "--finetune-max-steps",
+                    "1",
+                    "--batch-size",
+                    "8",
+                    "--seed",
+                    seed,
+                    "--device",
+                    "cpu",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
         assert json.loads((out / "card.json").read_text())["fingerprint"] == load_encoder(out).fingerprint()

@@ -19,7 +19,7 @@ def cut(path, **options):
 @pytest.mark.parametrize("case", SMALL_CASES, ids=[c.id for c in SMALL_CASES])
 def test_the_cut_does_not_depend_on_where_chunks_end(case, tmp_path, monkeypatch):
     # every token the cutter looks for (end tags, comment and CDATA delimiters, "]>" in a DOCTYPE) split across reads
-    path, = case.build(tmp_path)
+    (path,) = case.build(tmp_path)
     whole = cut(path)
     assert any(isinstance(p, Record) for p in whole)
     for chunk in (1, 2, 3, 5, 8):
@@ -29,10 +29,18 @@ def test_the_cut_does_not_depend_on_where_chunks_end(case, tmp_path, monkeypatch
 
 def test_a_long_record_or_junk_is_never_held_whole(tmp_path):
     limit = 10_000
-    record = b'<DescriptorRecord><DescriptorUI>D000001</DescriptorUI><String>' + b"A" * 200_000 + b"</String></DescriptorRecord>\n"
+    record = (
+        b"<DescriptorRecord><DescriptorUI>D000001</DescriptorUI><String>" + b"A" * 200_000 + b"</String></DescriptorRecord>\n"
+    )
     path = tmp_path / "desc.xml"
-    path.write_bytes(b"<DescriptorRecordSet>\n" + record + b"B" * 200_000 + b"\n" + record.replace(b"A" * 200_000, b"ok")
-                     + b"</DescriptorRecordSet>\n")
+    path.write_bytes(
+        b"<DescriptorRecordSet>\n"
+        + record
+        + b"B" * 200_000
+        + b"\n"
+        + record.replace(b"A" * 200_000, b"ok")
+        + b"</DescriptorRecordSet>\n"
+    )
     held = []
 
     class Watched(XmlRecords):
@@ -46,8 +54,9 @@ def test_a_long_record_or_junk_is_never_held_whole(tmp_path):
     assert [p.reason if isinstance(p, Fault) else p.data for p in pieces] == [
         f"record longer than 10,000 bytes ({len(record) - 1:,} bytes on line 2): not parsed",
         "not a <DescriptorRecord> record: 200,001 bytes of text or markup between records on line 3",
-        record.replace(b"A" * 200_000, b"ok").rstrip()]
-    assert pieces[0].data == record[:xml_records.RAW_BYTES] and pieces[1].data == b"B" * xml_records.RAW_BYTES
+        record.replace(b"A" * 200_000, b"ok").rstrip(),
+    ]
+    assert pieces[0].data == record[: xml_records.RAW_BYTES] and pieces[1].data == b"B" * xml_records.RAW_BYTES
 
 
 def test_a_record_not_closed_before_the_root_ends_costs_itself_alone(tmp_path):
@@ -74,9 +83,11 @@ def test_a_file_in_another_ascii_compatible_encoding_is_read_as_it_declares(tmp_
     from bioel_core.corpora.records import Document
     from bioel_core.records import DeadLetter
 
-    body = ("<collection><source>s</source><date>d</date><key>k</key>"
-            "<document><id>1</id><passage><offset>0</offset><text>Maladie de Ménière</text></passage></document>"
-            "<document><id>2</id><passage><offset>0</offset><text>café</text></passage></document></collection>")
+    body = (
+        "<collection><source>s</source><date>d</date><key>k</key>"
+        "<document><id>1</id><passage><offset>0</offset><text>Maladie de Ménière</text></passage></document>"
+        "<document><id>2</id><passage><offset>0</offset><text>café</text></passage></document></collection>"
+    )
     latin = tmp_path / "latin.xml"
     latin.write_bytes(b'<?xml version="1.0" encoding="ISO-8859-1"?>\n' + body.encode("latin-1"))
     items = list(read_documents([str(latin)], "bioc-xml"))

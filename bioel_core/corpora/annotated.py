@@ -71,8 +71,10 @@ def corpus_files(path: str | Path, fmt: str, flag: str = "") -> list[str]:
         raise ValueError(f"{where}: a `bioel {manifest.get('pipeline')}` output, not a `bioel link` one with {name} annotations")
     if fmt not in manifest.get("outputs", {}):
         copies = [k for k in manifest.get("outputs", {}) if k in FORMATS]
-        raise ValueError(f"{where}: this `bioel link` output has no {name} copy (its copies: {', '.join(copies) or 'none'}); "
-                         f"re-run link with the copy format {fmt}")
+        raise ValueError(
+            f"{where}: this `bioel link` output has no {name} copy (its copies: {', '.join(copies) or 'none'}); "
+            f"re-run link with the copy format {fmt}"
+        )
     root = data_root(folder, manifest)
     return [str(root / f) for f in manifest["outputs"][fmt]["files"]]
 
@@ -82,8 +84,10 @@ def read_annotated(path: str | Path, fmt: str, flag: str = "", format_flag: str 
     annotations, FormatError for the first bad record. `format_flag` names the option that sets `fmt`, for the hint
     on a file of another format."""
     if fmt not in FORMATS_WITH_MENTIONS:
-        raise ValueError(f"{f'{flag} {path}'.strip()}: the {fmt} format carries no annotations "
-                         f"(formats that do: {', '.join(FORMATS_WITH_MENTIONS)})")
+        raise ValueError(
+            f"{f'{flag} {path}'.strip()}: the {fmt} format carries no annotations "
+            f"(formats that do: {', '.join(FORMATS_WITH_MENTIONS)})"
+        )
     documents, first = [], {}
     for file in corpus_files(path, fmt, flag):
         for item in read_documents(file, fmt, format_flag=format_flag, flag_formats=FORMATS_WITH_MENTIONS):
@@ -117,6 +121,7 @@ _TYPE_PREFIX = re.compile(r"[^\s/\\=,]+(,[^\s/\\=,]+)*")
 class CorpusSpec:
     """A corpus flag's value `[TYPE[,TYPE...]=]PATH`: the path and the entity types it annotates (None: all of the
     model's)."""
+
     path: str
     types: tuple[str, ...] | None = None
 
@@ -141,8 +146,10 @@ class CorpusSpec:
         entity_types = tuple(entity_types)
         unknown = [t for t in self.types or () if t not in entity_types]
         if unknown:
-            raise ValueError(f"{f'{flag} {self}'.strip()}: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not "
-                             f"an entity type of the model (its types: {', '.join(entity_types)})")
+            raise ValueError(
+                f"{f'{flag} {self}'.strip()}: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not "
+                f"an entity type of the model (its types: {', '.join(entity_types)})"
+            )
         documents = read_annotated(self.path, fmt, flag, format_flag)
         types = self.types or entity_types
         left_out: Counter = Counter()
@@ -163,6 +170,7 @@ class CorpusSpec:
 @dataclass
 class TypedCorpus:
     """A corpus's documents and the entity types it annotates (its spans of other types are not known)."""
+
     source: str
     types: tuple[str, ...]
     documents: list[Document] = field(default_factory=list)
@@ -171,5 +179,10 @@ class TypedCorpus:
     def summary(self) -> dict:
         """What a model card records of it."""
         mentions = Counter(m.entity_type for d in self.documents for m in d.mentions)
-        return {"path": self.source, "types": list(self.types), "documents": len(self.documents),
-                "mentions": dict(sorted(mentions.items())), **({"left_out": self.left_out} if self.left_out else {})}
+        return {
+            "path": self.source,
+            "types": list(self.types),
+            "documents": len(self.documents),
+            "mentions": dict(sorted(mentions.items())),
+            **({"left_out": self.left_out} if self.left_out else {}),
+        }

@@ -54,6 +54,7 @@ _KIND_KEYS = ("relation", "type")
 
 # ---- dict shape <-> Document -------------------------------------------------------------------------
 
+
 def document_from_dict(d: dict, source: str, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS, record: str = "") -> Document:
     """The Document of a BioC document dict; FormatError naming `record` (default `document ID`) for a document that
     is not BioC: a value of the wrong type, an offset that is no whole number (intake.whole_number), an id that is no
@@ -78,9 +79,12 @@ def document_from_dict(d: dict, source: str, id_keys: tuple[str, ...] = DEFAULT_
         for s in sentences:  # BioC: a passage holds its text or its sentences
             s_offset, s_text = _offset(s, source, where), _text(s, source, where)
             # some producers state both; accepted while they agree, as the sentences are then the same text
-            if whole and whole[s_offset - offset:s_offset - offset + len(s_text)] != s_text:
-                raise FormatError(source, f"{where}, passage at {offset}",
-                                  f"the sentence at {s_offset} differs from the passage text at that offset")
+            if whole and whole[s_offset - offset : s_offset - offset + len(s_text)] != s_text:
+                raise FormatError(
+                    source,
+                    f"{where}, passage at {offset}",
+                    f"the sentence at {s_offset} differs from the passage text at that offset",
+                )
             passages.append(Passage(kind, s_offset, s_text, rest, sentence_of=offset))
             relations.extend(_objects(s, "relations", source, where))
             annotations.extend(_objects(s, "annotations", source, where))
@@ -137,8 +141,10 @@ def _mention(a: dict, doc_id: str, full: str, source: str, where: str, id_keys: 
     ann_where = f"{where}, annotation {a.get('id', '?')}"
     infons = _str_infons(a, source, ann_where)
     try:
-        locs = [(whole_number(loc.get("offset")), whole_number(loc.get("length")))
-                for loc in _objects(a, "locations", source, ann_where)]
+        locs = [
+            (whole_number(loc.get("offset")), whole_number(loc.get("length")))
+            for loc in _objects(a, "locations", source, ann_where)
+        ]
     except ValueError as err:
         raise FormatError(source, ann_where, f"location without a whole offset and length: {err}") from err
     if not locs:
@@ -155,9 +161,19 @@ def _mention(a: dict, doc_id: str, full: str, source: str, where: str, id_keys: 
     rest = tuple((k, v) for k, v in infons.items() if k not in ("type", "parts", id_key))
     # a discontinuous mention's text is its span's, as every mention's; the annotation's own text is what it links by
     link_text = text if len(locs) > 1 and text and text != full[start:end] else ""
-    return Mention(text=full[start:end], doc_id=doc_id, start=start, end=end,
-                   entity_type=infons.get("type", ""), concept_ids=split_ids(id_field), parts=parts,
-                   ann_id=str(a.get("id", "")), link_text=link_text, id_field=id_field, infons=rest)
+    return Mention(
+        text=full[start:end],
+        doc_id=doc_id,
+        start=start,
+        end=end,
+        entity_type=infons.get("type", ""),
+        concept_ids=split_ids(id_field),
+        parts=parts,
+        ann_id=str(a.get("id", "")),
+        link_text=link_text,
+        id_field=id_field,
+        infons=rest,
+    )
 
 
 def _relation(r: dict, source: str, where: str) -> Relation:
@@ -166,8 +182,14 @@ def _relation(r: dict, source: str, where: str) -> Relation:
     kind = next((infons.pop(k) for k in _KIND_KEYS if k in infons), "")
     nodes = _objects(r, "nodes", source, where)
     if nodes:
-        return Relation(kind, tuple(str(n.get("refid", "")) for n in nodes), tuple(str(n.get("role", "")) for n in nodes),
-                        str(r.get("id", "")), kept, nodes=True)
+        return Relation(
+            kind,
+            tuple(str(n.get("refid", "")) for n in nodes),
+            tuple(str(n.get("role", "")) for n in nodes),
+            str(r.get("id", "")),
+            kept,
+            nodes=True,
+        )
     roles = tuple(infons)
     args = tuple(infons.values())
     if all(_ARG_KEY.fullmatch(k) for k in roles):
@@ -189,8 +211,14 @@ def document_to_dict(doc: Document, id_key: str = "identifier") -> dict:
             continue
         last = passages[-1] if passages else None
         if not (last and last["sentences"] and last["offset"] == p.sentence_of and last["_key"] == (p.kind, p.infons)):
-            last = {"infons": {"type": p.kind, **dict(p.infons)}, "offset": p.sentence_of, "annotations": [], "sentences": [],
-                    "relations": [], "_key": (p.kind, p.infons)}
+            last = {
+                "infons": {"type": p.kind, **dict(p.infons)},
+                "offset": p.sentence_of,
+                "annotations": [],
+                "sentences": [],
+                "relations": [],
+                "_key": (p.kind, p.infons),
+            }
             passages.append(last)
         last["sentences"].append({"infons": {}, **unit, "relations": []})
         units.append((p.offset, p.offset + len(p.text), last["sentences"][-1]))
@@ -205,15 +233,25 @@ def document_to_dict(doc: Document, id_key: str = "identifier") -> dict:
         if m.parts:
             infons["parts"] = "|".join(m.parts)
         infons.update(m.infons)
-        ann = {"id": m.ann_id or str(n), "infons": infons, "text": m.text, "locations": [{"offset": m.start, "length": m.end - m.start}]}
+        ann = {
+            "id": m.ann_id or str(n),
+            "infons": infons,
+            "text": m.text,
+            "locations": [{"offset": m.start, "length": m.end - m.start}],
+        }
         owner = next((u for s, e, u in units if s <= m.start and m.end <= e), None)
         (owner["annotations"] if owner is not None else loose).append(ann)
     for p in passages:
         p.pop("_key", None)
     if any(LONE_SURROGATE.search(x) for x in strings([doc.doc_id, passages, loose])):
         raise UnwritableDocument(f"document {doc.doc_id!r} holds a lone surrogate, which has no UTF-8 form")
-    return {"id": doc.doc_id, "infons": {}, "passages": passages, "annotations": loose,
-            "relations": [_relation_dict(r, i) for i, r in enumerate(doc.relations)]}
+    return {
+        "id": doc.doc_id,
+        "infons": {},
+        "passages": passages,
+        "annotations": loose,
+        "relations": [_relation_dict(r, i) for i, r in enumerate(doc.relations)],
+    }
 
 
 def _relation_dict(r: Relation, i: int) -> dict:
@@ -230,6 +268,7 @@ def _relation_dict(r: Relation, i: int) -> dict:
 
 
 # ---- JSON ---------------------------------------------------------------------------------------------
+
 
 def documents_in(value: object) -> list:
     """The documents of one parsed JSON value in any layout the module docstring names."""
@@ -316,8 +355,13 @@ def _cut_documents(text: str, source: str, whole: NotJson) -> Iterator[tuple[str
     spans = _documents_list(lists, keys)
     if spans is None:
         where = f"line {text.count(chr(10), 0, whole.position) + 1}"
-        raise FormatError(source, where, "neither JSON nor JSON lines: " + str(whole).removeprefix("not JSON: ")
-                          + not_read(len(text.encode("utf-8", "surrogatepass")), _line_count(text), 1))
+        raise FormatError(
+            source,
+            where,
+            "neither JSON nor JSON lines: "
+            + str(whole).removeprefix("not JSON: ")
+            + not_read(len(text.encode("utf-8", "surrogatepass")), _line_count(text), 1),
+        )
     line, counted = 1, 0
     for start, end in spans:
         line, counted = line + text.count("\n", counted, start), start
@@ -329,9 +373,12 @@ def _cut_documents(text: str, source: str, whole: NotJson) -> Iterator[tuple[str
     if broken is not None:
         line += text.count("\n", counted, broken)
         rest = text[broken:]
-        raise FormatError(source, f"line {line}", "malformed JSON: its brackets stop matching, so the documents from "
-                          "here on cannot be told apart" + not_read(len(rest.encode("utf-8", "surrogatepass")),
-                                                                      _line_count(rest), line))
+        raise FormatError(
+            source,
+            f"line {line}",
+            "malformed JSON: its brackets stop matching, so the documents from "
+            "here on cannot be told apart" + not_read(len(rest.encode("utf-8", "surrogatepass")), _line_count(rest), line),
+        )
     # with each document a 0, what remains is the collection around them
     parts, marks, previous, shift = [], [], 0, 0  # marks: (offset in the skeleton past a 0, the shift from there on)
     for start, end in spans:
@@ -429,8 +476,11 @@ def _key(token: str) -> str:
 def iter_bioc_json_items(text: str, source: str, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Iterator[Document | DeadLetter]:
     """Documents and dead letters of a BioC JSON text (`iter_bioc_json_text`); FormatError for a fault that ends it."""
     for where, value, raw in iter_bioc_json_text(text, source):
+
         def dead(location: str, reason: str) -> DeadLetter:
-            return DeadLetter(source, location, (raw if raw is not None else json.dumps(value, ensure_ascii=False))[:2000], reason)
+            return DeadLetter(
+                source, location, (raw if raw is not None else json.dumps(value, ensure_ascii=False))[:2000], reason
+            )
 
         if isinstance(value, ValueError):
             yield DeadLetter(source, where, (raw or "")[:2000], str(value))
@@ -466,20 +516,32 @@ def write_bioc_json(docs: Iterable[Document], out: Output, source: str = "bioel"
 
 # ---- XML ----------------------------------------------------------------------------------------------
 
+
 def _infons(el: ET.Element) -> dict:
     return {i.get("key", ""): i.text or "" for i in el.findall("infon")}
 
 
 def _xml_annotations(el: ET.Element) -> list[dict]:
-    return [{"id": a.get("id", ""), "infons": _infons(a), "text": a.findtext("text", ""),
-             "locations": [{"offset": loc.get("offset"), "length": loc.get("length")} for loc in a.findall("location")]}
-            for a in el.findall("annotation")]
+    return [
+        {
+            "id": a.get("id", ""),
+            "infons": _infons(a),
+            "text": a.findtext("text", ""),
+            "locations": [{"offset": loc.get("offset"), "length": loc.get("length")} for loc in a.findall("location")],
+        }
+        for a in el.findall("annotation")
+    ]
 
 
 def _xml_unit(el: ET.Element) -> dict:
     """A passage or sentence element -> its dict (the two share infons, offset, text, annotations, relations)."""
-    unit = {"infons": _infons(el), "offset": el.findtext("offset"), "text": el.findtext("text", ""),
-            "annotations": _xml_annotations(el), "relations": [_xml_relation_dict(r) for r in el.findall("relation")]}
+    unit = {
+        "infons": _infons(el),
+        "offset": el.findtext("offset"),
+        "text": el.findtext("text", ""),
+        "annotations": _xml_annotations(el),
+        "relations": [_xml_relation_dict(r) for r in el.findall("relation")],
+    }
     sentences = el.findall("sentence")
     if sentences:
         unit["sentences"] = [_xml_unit(s) for s in sentences]
@@ -487,13 +549,20 @@ def _xml_unit(el: ET.Element) -> dict:
 
 
 def _xml_document_dict(el: ET.Element) -> dict:
-    return {"id": el.findtext("id", ""), "passages": [_xml_unit(p) for p in el.findall("passage")],
-            "annotations": _xml_annotations(el), "relations": [_xml_relation_dict(r) for r in el.findall("relation")]}
+    return {
+        "id": el.findtext("id", ""),
+        "passages": [_xml_unit(p) for p in el.findall("passage")],
+        "annotations": _xml_annotations(el),
+        "relations": [_xml_relation_dict(r) for r in el.findall("relation")],
+    }
 
 
 def _xml_relation_dict(r: ET.Element) -> dict:
-    return {"id": r.get("id", ""), "infons": _infons(r),
-            "nodes": [{"refid": n.get("refid", ""), "role": n.get("role", "")} for n in r.findall("node")]}
+    return {
+        "id": r.get("id", ""),
+        "infons": _infons(r),
+        "nodes": [{"refid": n.get("refid", ""), "role": n.get("role", "")} for n in r.findall("node")],
+    }
 
 
 _HEADER = ("source", "date", "key", "infon")  # what a collection holds besides its documents (BioC.dtd)
@@ -501,8 +570,9 @@ _COLLECTION = {"collection": ("document",)}
 _XML_ID = re.compile(rb"<id>\s*([^<]*?)\s*</id>")
 
 
-def iter_bioc_xml_items(path: str, opener: Opener | None = None,
-                        id_keys: tuple[str, ...] = DEFAULT_ID_KEYS) -> Iterator[Document | DeadLetter]:
+def iter_bioc_xml_items(
+    path: str, opener: Opener | None = None, id_keys: tuple[str, ...] = DEFAULT_ID_KEYS
+) -> Iterator[Document | DeadLetter]:
     """Documents and dead letters of a BioC XML file (gzip sniffed from its bytes), each <document> cut out of the
     byte stream and parsed on its own (bioel_core.xml_records, UTF-8), so a damaged one is one dead letter naming its
     ordinal, id (when it can be found), line and reason, and the documents after it are read. The collection's
@@ -538,13 +608,18 @@ def _xml_fault(fault: Fault, name: str, source: str) -> DeadLetter:
     """What the cutter could not make a record of; for a document not closed, the parser names where it breaks."""
     raw = fault.data.decode("utf-8", "replace")
     if fault.error is not None:
-        return DeadLetter(source, _place(name, fault.error.line, fault.error.column), raw,
-                          f"malformed XML: {fault.error.message}; {fault.reason.removeprefix('malformed XML: ')}")
+        return DeadLetter(
+            source,
+            _place(name, fault.error.line, fault.error.column),
+            raw,
+            f"malformed XML: {fault.error.message}; {fault.reason.removeprefix('malformed XML: ')}",
+        )
     return DeadLetter(source, _place(name, fault.line), raw, fault.reason, unread=fault.unread)
 
 
 def _xml_record(record: Record, name: str, source: str, id_keys: tuple[str, ...]) -> Document | DeadLetter | None:
     """A record of a collection as a Document, a DeadLetter, or None for a header element."""
+
     def dead(location: str, reason: str) -> DeadLetter:
         return DeadLetter(source, location, record.data[:8000].decode(record.encoding, "replace")[:2000], reason)
 
@@ -552,9 +627,9 @@ def _xml_record(record: Record, name: str, source: str, id_keys: tuple[str, ...]
     try:
         record.data.decode(record.encoding)
     except UnicodeDecodeError as err:
-        line = record.line + record.data[:err.start].count(b"\n")
+        line = record.line + record.data[: err.start].count(b"\n")
         label = "UTF-8" if record.encoding in UTF8_NAMES else record.encoding
-        return dead(_place(name, line), f"invalid {label}: {err.reason} (byte {record.data[err.start:err.start + 1]!r})")
+        return dead(_place(name, line), f"invalid {label}: {err.reason} (byte {record.data[err.start : err.start + 1]!r})")
     try:
         el = parse_record(record)
     except RecordError as err:
@@ -629,8 +704,9 @@ def document_element(doc: Document, id_key: str = "identifier") -> ET.Element:
     d = document_to_dict(doc, id_key)
     bad = next((m for m in map(_NOT_XML.search, strings(d)) if m), None)
     if bad:
-        raise UnwritableDocument(f"document {doc.doc_id!r} cannot be written as BioC XML: it holds {bad.group()!r}, "
-                                 "which XML 1.0 cannot represent")
+        raise UnwritableDocument(
+            f"document {doc.doc_id!r} cannot be written as BioC XML: it holds {bad.group()!r}, which XML 1.0 cannot represent"
+        )
     el = ET.Element("document")
     _sub(el, "id", d["id"])
     _add_infons(el, d["infons"])

@@ -41,7 +41,9 @@ def read_query_file(path: str | Path) -> list[Mention]:
             ids = split_ids(ids_field)  # () for -1: kept, the caller decides (BioSyn drops them before evaluating)
             if not mention.strip() or not ids_field.strip():
                 raise FormatError(source, where, "empty mention or concept id field")
-            out.append(Mention(text=mention, doc_id=pmid.strip(), start=int(start), end=int(end), entity_type=etype, concept_ids=ids))
+            out.append(
+                Mention(text=mention, doc_id=pmid.strip(), start=int(start), end=int(end), entity_type=etype, concept_ids=ids)
+            )
     return out
 
 
@@ -72,8 +74,11 @@ def iter_dictionary(path: str | Path) -> Iterator[DictionaryEntry]:
             if not sep or not ids or not name.strip():
                 raise FormatError(source, f"line {lineno}", "expected 'ID||name' with a non-empty id and name")
             if any(is_nil_id(i) for i in ids):
-                raise FormatError(source, f"line {lineno}", f"id field {ids_field!r} labels a mention with no concept (NIL); "
-                                                            "a dictionary line names a concept")
+                raise FormatError(
+                    source,
+                    f"line {lineno}",
+                    f"id field {ids_field!r} labels a mention with no concept (NIL); a dictionary line names a concept",
+                )
             yield DictionaryEntry(name.strip(), ids)
 
 

@@ -106,8 +106,16 @@ def _document_strings(doc: Document) -> Iterator[tuple[str, str]]:
         for text in (p.kind, p.text, *(s for kv in p.infons for s in kv)):
             yield f"passage {encodable(p.kind)!r}", text
     for m in doc.mentions:
-        for text in (m.text, m.entity_type, *m.concept_ids, *m.parts, m.ann_id, m.link_text, m.id_field or "",
-                     *(s for kv in m.infons for s in kv)):
+        for text in (
+            m.text,
+            m.entity_type,
+            *m.concept_ids,
+            *m.parts,
+            m.ann_id,
+            m.link_text,
+            m.id_field or "",
+            *(s for kv in m.infons for s in kv),
+        ):
             yield f"annotation {encodable(m.ann_id or m.text)!r}", text
     for r in doc.relations:
         for text in (r.kind, *r.args, *r.roles, r.rel_id, *(s for kv in r.infons for s in kv)):
@@ -119,8 +127,10 @@ def unencodable(doc: Document) -> str | None:
     for where, text in _document_strings(doc):
         found = LONE_SURROGATE.search(text)
         if found:
-            return (f"a lone surrogate U+{ord(found.group()):04X} in its {where} (half of a UTF-16 pair, e.g. a JSON "
-                    f"escape), which no UTF-8 output can hold")
+            return (
+                f"a lone surrogate U+{ord(found.group()):04X} in its {where} (half of a UTF-16 pair, e.g. a JSON "
+                f"escape), which no UTF-8 output can hold"
+            )
     return None
 
 
@@ -131,6 +141,8 @@ def encodable(text: str) -> str:
 
 def not_read(size: int, lines: int, line: int) -> str:
     """What a fault that ends a file adds to its reason: how much of the file, from `line` on, was not read."""
+
     def count(n: int, word: str) -> str:
         return f"{n:,} {word}{'' if n == 1 else 's'}"
+
     return f"; {count(size, 'byte')} ({count(lines, 'line')}) from line {line} on not read" if size else ""

@@ -74,7 +74,9 @@ def _message(err: ET.ParseError, text: str = "") -> str:
     if err.code == _UNDEFINED_ENTITY and text:
         row, col = err.position
         entity = _ENTITY.match(text.split("\n")[row - 1], col)
-        message += f" {entity.group() if entity else ''} (records are read without the file's DTD, whose entities are never expanded)"
+        message += (
+            f" {entity.group() if entity else ''} (records are read without the file's DTD, whose entities are never expanded)"
+        )
     return message
 
 
@@ -136,8 +138,11 @@ class _Reader:
         """Index of `pattern` in the buffer at or after `start` (reading on as needed), -1 at the end of the stream
         or, given `reach`, once that many bytes after `start` are buffered without it."""
         while True:
-            at = self.buf.find(pattern, start) if isinstance(pattern, bytes) else \
-                (m.start() if (m := pattern.search(self.buf, start)) else -1)
+            at = (
+                self.buf.find(pattern, start)
+                if isinstance(pattern, bytes)
+                else (m.start() if (m := pattern.search(self.buf, start)) else -1)
+            )
             if at >= 0 or (reach is not None and len(self.buf) - start > reach) or not self.more(stream):
                 return at
 
@@ -217,14 +222,20 @@ class _Reader:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            at = line + raw[:err.start].count(b"\n")
-            yield DeadLetter(self.source, f"{where}, line {at}", raw[:2000].decode("utf-8", "replace"),
-                             f"invalid UTF-8: {err.reason} (byte {raw[err.start:err.start + 1]!r})")
+            at = line + raw[: err.start].count(b"\n")
+            yield DeadLetter(
+                self.source,
+                f"{where}, line {at}",
+                raw[:2000].decode("utf-8", "replace"),
+                f"invalid UTF-8: {err.reason} (byte {raw[err.start : err.start + 1]!r})",
+            )
             return
         try:
             el = ET.fromstring(text)
         except ET.ParseError as err:
-            yield DeadLetter(self.source, f"{where}, {self.position(err, line, raw)}", text[:2000], f"malformed XML: {_message(err, text)}")
+            yield DeadLetter(
+                self.source, f"{where}, {self.position(err, line, raw)}", text[:2000], f"malformed XML: {_message(err, text)}"
+            )
             return
         yield from self.record(el, where, text)
 
@@ -257,21 +268,32 @@ class _Reader:
             while len(self.buf) < _OPENING and self.more(stream):  # enough to tell "<![CDATA[" from "<" + name
                 pass
             if not self.buf:
-                raise FormatError(self.source, f"after article {self.ordinal}, line {self.line}",
-                                  f"malformed XML: the file ends before </{self.root}> (truncated?)")
+                raise FormatError(
+                    self.source,
+                    f"after article {self.ordinal}, line {self.line}",
+                    f"malformed XML: the file ends before </{self.root}> (truncated?)",
+                )
             if self.buf.startswith(b"</"):
                 end = self.need(stream, b">")
                 tag = self.consume(end + 1 if end >= 0 else len(self.buf))
                 if tag[2:-1].strip() == self.root.encode():
                     return
-                yield DeadLetter(self.source, f"after article {self.ordinal}, line {self.line}", tag.decode("utf-8", "replace"),
-                                 f"malformed XML: stray end tag in <{self.root}>")
+                yield DeadLetter(
+                    self.source,
+                    f"after article {self.ordinal}, line {self.line}",
+                    tag.decode("utf-8", "replace"),
+                    f"malformed XML: stray end tag in <{self.root}>",
+                )
             elif (end := self.unparsed_end(stream, 0)) is not None:
                 line = self.line
                 skipped = self.consume(end if end >= 0 else len(self.buf))
                 if skipped.startswith(b"<![CDATA[") and skipped[9:].removesuffix(b"]]>").strip():
-                    yield DeadLetter(self.source, f"after article {self.ordinal}, line {line}", skipped[:2000].decode("utf-8", "replace"),
-                                     f"text outside any record of <{self.root}>")
+                    yield DeadLetter(
+                        self.source,
+                        f"after article {self.ordinal}, line {line}",
+                        skipped[:2000].decode("utf-8", "replace"),
+                        f"text outside any record of <{self.root}>",
+                    )
             elif self.buf.startswith(b"<"):
                 if next_cut and self.offset >= next_cut:
                     self.cuts.append((self.offset, self.line, self.ordinal))
@@ -281,8 +303,12 @@ class _Reader:
                 end = self.need(stream, b"<")
                 line = self.line
                 junk = self.consume(end if end >= 0 else len(self.buf))
-                yield DeadLetter(self.source, f"after article {self.ordinal}, line {line}", junk[:2000].decode("utf-8", "replace"),
-                                 f"text outside any record of <{self.root}>")
+                yield DeadLetter(
+                    self.source,
+                    f"after article {self.ordinal}, line {line}",
+                    junk[:2000].decode("utf-8", "replace"),
+                    f"text outside any record of <{self.root}>",
+                )
 
     def element(self, stream) -> Iterator[PubmedItem]:
         """The record starting the buffer: up to its end tag, or (unclosed) up to the next record's start."""
@@ -295,7 +321,7 @@ class _Reader:
             return
         name = m.group(1)
         start_end = self.need(stream, b">")
-        if start_end >= 0 and self.buf[start_end - 1:start_end] == b"/":  # <Tag .../>
+        if start_end >= 0 and self.buf[start_end - 1 : start_end] == b"/":  # <Tag .../>
             yield from self.parse(self.consume(start_end + 1), line)
             return
         # its end tag; or the same start tag again, or any record kind's: a record it never closed ends there
@@ -306,8 +332,12 @@ class _Reader:
         if at >= 0:
             raw = self.consume(at)
             self.ordinal += 1
-            yield DeadLetter(self.source, f"{self.where(self.ordinal, raw)}, line {line}", raw[:2000].decode("utf-8", "replace"),
-                             f"malformed XML: <{name.decode()}> is not closed before the next record starts")
+            yield DeadLetter(
+                self.source,
+                f"{self.where(self.ordinal, raw)}, line {line}",
+                raw[:2000].decode("utf-8", "replace"),
+                f"malformed XML: <{name.decode()}> is not closed before the next record starts",
+            )
             return
         # the stream ended inside the record: the file is cut
         raw = self.consume(len(self.buf))
@@ -328,7 +358,8 @@ class _Reader:
             starts = b"|".join(re.escape(k) for k in sorted({*(k.encode() for k in self.kinds), name}))
             # "<" factored out: a literal prefix the regex engine scans for quickly
             boundary = self.boundaries[name] = re.compile(
-                rb"<(?:/" + re.escape(name) + rb"\s*>|(?:" + starts + rb")[\s>/]|!\[CDATA\[|!--|\?)")
+                rb"<(?:/" + re.escape(name) + rb"\s*>|(?:" + starts + rb")[\s>/]|!\[CDATA\[|!--|\?)"
+            )
         at = start
         while (at := self.need(stream, boundary, at)) >= 0:
             past = self.unparsed_end(stream, at, reach=UNPARSED_REACH)
@@ -389,9 +420,14 @@ def split_pubmed_xml(path: str, opener: Opener | None = None) -> list[Input]:
         except FormatError:
             return [path]
     starts = [(0, 1, 0), *reader.cuts]
-    return [path] if len(starts) == 1 else [
-        FileRange(path, offset, starts[i + 1][0] if i + 1 < len(starts) else None, line, ordinal)
-        for i, (offset, line, ordinal) in enumerate(starts)]
+    return (
+        [path]
+        if len(starts) == 1
+        else [
+            FileRange(path, offset, starts[i + 1][0] if i + 1 < len(starts) else None, line, ordinal)
+            for i, (offset, line, ordinal) in enumerate(starts)
+        ]
+    )
 
 
 def iter_pubmed_xml(path: Input, opener: Opener | None = None) -> Iterator[PubmedItem]:

@@ -85,7 +85,9 @@ def parse_pubtator(lines: Iterable[str], source: str = "<pubtator>") -> Iterator
         if m:
             pmid, kind, text = m.groups()
             if doc is not None and doc.doc_id != pmid:
-                raise FormatError(source, where, f"document {pmid} starts before document {doc.doc_id} ended (missing blank line)")
+                raise FormatError(
+                    source, where, f"document {pmid} starts before document {doc.doc_id} ended (missing blank line)"
+                )
             doc = doc or _DocBuilder(pmid)
             if kind == "t":
                 if doc.title is not None or doc.mentions:
@@ -108,7 +110,9 @@ def parse_pubtator(lines: Iterable[str], source: str = "<pubtator>") -> Iterator
                 raise FormatError(source, where, f"annotation offsets must be whole numbers, not {fields[1]!r} {fields[2]!r}")
             doc.mentions.append(_annotation(fields, doc, source, where))
         else:
-            raise FormatError(source, where, f"neither an annotation (PMID start end text type [ids]) nor a relation line: {line[:200]!r}")
+            raise FormatError(
+                source, where, f"neither an annotation (PMID start end text type [ids]) nor a relation line: {line[:200]!r}"
+            )
     if doc is not None:
         yield doc.build()
 
@@ -146,7 +150,10 @@ def split_documents(lines: list[str | None]) -> tuple[list[range], str | None]:
     first = f"document {heads[1]} starts before document {heads[0]} ended (missing blank line)"
     for piece, head in zip(pieces[1:], heads[1:]):
         if ids[piece.start][1] != "t":
-            return pieces, f"{first}, and document {head} does not start with its `{head}|t|` title line: where one ends is unclear"
+            return (
+                pieces,
+                f"{first}, and document {head} does not start with its `{head}|t|` title line: where one ends is unclear",
+            )
     if len(set(heads)) < len(heads):
         again = next(h for h in heads if heads.count(h) > 1)
         return pieces, f"{first}, and document {again} starts twice: where one ends is unclear"
@@ -171,12 +178,22 @@ def _annotation(fields: list[str], doc: _DocBuilder, source: str, where: str) ->
     if full[start:end] != text:
         # The NCBI training release pads one annotation text with spaces; the span is the authority then.
         if full[start:end].strip() != text.strip():
-            raise FormatError(source, where, f"annotation text {text!r} differs from the document text {full[start:end]!r} at {start}-{end}")
+            raise FormatError(
+                source, where, f"annotation text {text!r} differs from the document text {full[start:end]!r} at {start}-{end}"
+            )
         text = full[start:end]
     id_field = fields[5] if len(fields) > 5 else ""
     parts = tuple(p for p in fields[6].split("|") if p) if len(fields) > 6 else ()
-    return Mention(text=text, doc_id=doc.doc_id, start=start, end=end, entity_type=etype, concept_ids=split_ids(id_field),
-                   parts=parts, id_field=id_field)
+    return Mention(
+        text=text,
+        doc_id=doc.doc_id,
+        start=start,
+        end=end,
+        entity_type=etype,
+        concept_ids=split_ids(id_field),
+        parts=parts,
+        id_field=id_field,
+    )
 
 
 _LINE_BREAKS = str.maketrans("\n\r\t", "   ")
@@ -197,6 +214,7 @@ def id_field(m: Mention) -> str:
 
 def format_pubtator(doc: Document) -> str:
     """One document as PubTator text, ending with the blank separator line; UnwritableDocument if it cannot be."""
+
     def refuse(reason: str) -> UnwritableDocument:
         return UnwritableDocument(f"document {doc.doc_id!r} cannot be written as PubTator: {reason}")
 
@@ -210,14 +228,14 @@ def format_pubtator(doc: Document) -> str:
         raise refuse(str(err)) from err
     first = min(doc.passages, key=lambda p: p.offset, default=None)
     starts = first is not None and first.kind == "title" and first.offset == 0
-    title = text[:len(first.text)] if starts else text
-    if text[len(title):len(title) + 1] not in ("", " "):  # no separator space after the title: keep offsets
+    title = text[: len(first.text)] if starts else text
+    if text[len(title) : len(title) + 1] not in ("", " "):  # no separator space after the title: keep offsets
         title = text
-    lines = [f"{doc.doc_id}|t|{title}", f"{doc.doc_id}|a|{text[len(title) + 1:]}"]
+    lines = [f"{doc.doc_id}|t|{title}", f"{doc.doc_id}|a|{text[len(title) + 1 :]}"]
     for m in doc.mentions:
         if m.start is None or m.end is None or not 0 <= m.start < m.end <= len(text):
             raise refuse(f"mention {m.text!r} has no span inside the text ({m.start}-{m.end}, length {len(text)})")
-        row = [doc.doc_id, str(m.start), str(m.end), text[m.start:m.end], m.entity_type, id_field(m)]
+        row = [doc.doc_id, str(m.start), str(m.end), text[m.start : m.end], m.entity_type, id_field(m)]
         if m.parts:
             row.append("|".join(m.parts))
         elif not row[-1]:
@@ -227,7 +245,9 @@ def format_pubtator(doc: Document) -> str:
         lines.append("\t".join(row))
     for r in doc.relations:
         if _numeric(r.kind) or not r.args or any(_FIELD_BREAKS.search(f) for f in (r.kind, *r.args)):
-            raise refuse(f"relation {r.kind!r} {r.args!r}: a kind that starts like a number, no arguments, or a tab or line break")
+            raise refuse(
+                f"relation {r.kind!r} {r.args!r}: a kind that starts like a number, no arguments, or a tab or line break"
+            )
         lines.append("\t".join([doc.doc_id, r.kind, *r.args]))
     return "\n".join(lines) + "\n\n"
 

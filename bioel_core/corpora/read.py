@@ -51,7 +51,6 @@ from bioel_core.kb.io import FileRange, Input, Opener, input_path, open_binary, 
 from bioel_core.records import DeadLetter
 
 
-
 CorpusItem = Document | DeletedDocument | DeadLetter
 _LINE = re.compile(r"line (\d+)")
 DOCUMENT_DROPPED = "document dropped: "  # a PubTator dead letter's reason for a document spoilt by one undecodable line
@@ -78,7 +77,7 @@ def _pubtator_block(source: str, block: list[tuple[int, str | DeadLetter]]) -> I
         return
     pieces, unclear = split_documents([line if isinstance(line, str) else None for _, line in block])
     for piece in pieces:
-        lines = block[piece.start:piece.stop]
+        lines = block[piece.start : piece.stop]
         raw = "\n".join(line if isinstance(line, str) else line.raw for _, line in lines)[:2000]
         bad = next((line for _, line in lines if isinstance(line, DeadLetter)), None)
         if unclear:
@@ -153,9 +152,16 @@ def corpus_inputs(paths: Iterable[str], fmt: str, *, per_line: bool = False, ope
     return [piece for path in paths for piece in split_lines(path, opener, same_record)]
 
 
-def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt: str, *, per_line: bool = False,
-                   opener: Opener | None = None, format_flag: str = "", flag_formats: Sequence[str] | None = None,
-                   folders: Mapping[str, str] | None = None) -> Iterator[CorpusItem]:
+def read_documents(
+    paths: str | Path | Input | Iterable[str | Path | Input],
+    fmt: str,
+    *,
+    per_line: bool = False,
+    opener: Opener | None = None,
+    format_flag: str = "",
+    flag_formats: Sequence[str] | None = None,
+    folders: Mapping[str, str] | None = None,
+) -> Iterator[CorpusItem]:
     """Documents, DeletedDocuments and DeadLetters of `paths` (files, or FileRanges from `corpus_inputs`) read as
     `fmt` (one of FORMATS); `per_line` is the text format's one-document-per-line layout (see
     bioel_core.corpora.text). A dead letter of a file whose start plainly is another format ends its reason with
@@ -192,10 +198,10 @@ def read_documents(paths: str | Path | Input | Iterable[str | Path | Input], fmt
                     hint = misnamed_format_hint(input_path(path), fmt, format_flag, opener, flag_formats)
                 # what a dead letter quotes is written out: a lone surrogate in it as its escape (intake.encodable);
                 # a file of another format: none of its records was read
-                item = DeadLetter(*map(encodable, (item.source, item.location, item.raw, item.reason + hint)),
-                                  unread=bool(hint) or item.unread)
+                item = DeadLetter(
+                    *map(encodable, (item.source, item.location, item.raw, item.reason + hint)), unread=bool(hint) or item.unread
+                )
             yield item
-
 
 
 def _dead_lettering_faults(reader: Callable[[Input], Iterator[CorpusItem]], path: Input) -> Iterator[CorpusItem]:

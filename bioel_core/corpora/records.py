@@ -83,8 +83,10 @@ class Document:
         ValueError for passages that overlap or lay the text out beyond MAX_TEXT_CHARS."""
         last = max(self.passages, key=lambda p: p.offset + len(p.text), default=None)
         if last is not None and last.offset + len(last.text) > MAX_TEXT_CHARS:
-            raise ValueError(f"document {self.doc_id}: passage {last.kind!r} at offset {last.offset:,} lays the text out "
-                             f"beyond {MAX_TEXT_CHARS:,} characters")
+            raise ValueError(
+                f"document {self.doc_id}: passage {last.kind!r} at offset {last.offset:,} lays the text out "
+                f"beyond {MAX_TEXT_CHARS:,} characters"
+            )
         out = ""
         for p in sorted(self.passages, key=lambda p: p.offset):
             if p.offset < len(out):

@@ -23,8 +23,14 @@ from bioel_core.corpora.intake import load_json
 from bioel_core.corpora.pubmed_xml import ELEMENT_NAME, ROOTS
 from bioel_core.kb.io import GZIP_MAGIC, UTF8_BOM, Opener, open_raw
 
-FORMAT_NAMES = {"pubmed-xml": "PubMed XML", "pubtator": "PubTator", "bioc-xml": "BioC XML", "bioc-json": "BioC JSON",
-                "jsonl": "JSONL", "text": "text"}
+FORMAT_NAMES = {
+    "pubmed-xml": "PubMed XML",
+    "pubtator": "PubTator",
+    "bioc-xml": "BioC XML",
+    "bioc-json": "BioC JSON",
+    "jsonl": "JSONL",
+    "text": "text",
+}
 HEAD_BYTES = 1 << 16  # holds a JSONL line (an abstract) whole, and a BioC document's first keys
 _PUBTATOR_TITLE = re.compile(rb"[^\s|]+\|[ta]\|")
 _BIOC_PASSAGES = re.compile(rb'"passages"\s*:\s*\[')
@@ -66,8 +72,9 @@ def looks_like(path: str, opener: Opener | None = None) -> str | None:
     return "pubtator" if _PUBTATOR_TITLE.match(head) else None
 
 
-def misnamed_format_hint(path: str, fmt: str, format_flag: str = "", opener: Opener | None = None,
-                         flag_formats: Sequence[str] | None = None) -> str:
+def misnamed_format_hint(
+    path: str, fmt: str, format_flag: str = "", opener: Opener | None = None, flag_formats: Sequence[str] | None = None
+) -> str:
     """' (this looks like BioC XML: pass FORMAT_FLAG bioc-xml)' when a file read as `fmt` plainly is another
     format, else ''; `format_flag` is the option that names the format (none: 'format bioc-xml'). `flag_formats`:
     the formats the option takes, when not every one (evaluate-e2e's gold format takes those that carry

@@ -47,9 +47,11 @@ def check_document_ids(listed: Mapping[str, str], flag: str = "input") -> None:
     for path, folder in listed.items():
         doc_id = document_stem(path, folder)
         if first.setdefault(doc_id, path) != path:
-            raise ValueError(f"{flag}: {first[doc_id]} and {path} would both be text document {doc_id!r} (a document is "
-                             "named by its path below the folder or glob it is listed from, less its extension): list "
-                             "them from a common folder (DIR/**/*.txt) or rename one")
+            raise ValueError(
+                f"{flag}: {first[doc_id]} and {path} would both be text document {doc_id!r} (a document is "
+                "named by its path below the folder or glob it is listed from, less its extension): list "
+                "them from a common folder (DIR/**/*.txt) or rename one"
+            )
 
 
 def decoded_lines(path: Input, opener: Opener | None = None) -> Iterator[tuple[int, str] | DeadLetter]:
@@ -61,12 +63,18 @@ def decoded_lines(path: Input, opener: Opener | None = None) -> Iterator[tuple[i
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                yield DeadLetter(source, f"line {lineno}", raw.decode("utf-8", "replace")[:2000],
-                                 f"invalid UTF-8: {err.reason} at byte {err.start}")
+                yield DeadLetter(
+                    source,
+                    f"line {lineno}",
+                    raw.decode("utf-8", "replace")[:2000],
+                    f"invalid UTF-8: {err.reason} at byte {err.start}",
+                )
                 continue
             yield lineno, text.rstrip("\r\n")
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
-        raise FormatError(source, f"after line {lineno}" if lineno else "file", f"truncated or corrupt gzip stream: {err}") from err
+        raise FormatError(
+            source, f"after line {lineno}" if lineno else "file", f"truncated or corrupt gzip stream: {err}"
+        ) from err
     if lineno == 0 and not isinstance(path, FileRange):
         raise FormatError(source, "file", "empty file")
 
@@ -79,8 +87,9 @@ def _read_all(source: str, opener: Opener | None) -> bytes:
         raise FormatError(source, "file", f"truncated or corrupt gzip stream: {err}") from err
 
 
-def iter_text(path: Input, per_line: bool = False, opener: Opener | None = None,
-              folder: str | None = None) -> Iterator[Document | DeadLetter]:
+def iter_text(
+    path: Input, per_line: bool = False, opener: Opener | None = None, folder: str | None = None
+) -> Iterator[Document | DeadLetter]:
     """A FileRange is read only in the per-line layout. `folder`: the one the file was listed from (its document id
     is its path below it); None: its own."""
     source = str(input_path(path))
@@ -90,9 +99,13 @@ def iter_text(path: Input, per_line: bool = False, opener: Opener | None = None,
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            line = raw[:err.start].count(b"\n") + 1
-            yield DeadLetter(source, f"file (line {line})", raw[:2000].decode("utf-8", "replace"),
-                             f"invalid UTF-8: {err.reason} at byte {err.start}")
+            line = raw[: err.start].count(b"\n") + 1
+            yield DeadLetter(
+                source,
+                f"file (line {line})",
+                raw[:2000].decode("utf-8", "replace"),
+                f"invalid UTF-8: {err.reason} at byte {err.start}",
+            )
             return
         text = text.removeprefix(BOM)
         if not text.strip():

@@ -58,17 +58,22 @@ def score_query(mention: Mention, sub_mentions: Sequence[str], candidates: Seque
     if len(sub_mentions) != len(candidates) or not sub_mentions:
         raise ValueError(f"query {mention.text!r}: {len(candidates)} candidate lists for {len(sub_mentions)} sub-mentions")
     gold = gold_ids(mention)
-    ranks = tuple(next((i for i, c in enumerate(cands, start=1) if is_correct(c.concept_ids, gold)), None) for cands in candidates)
+    ranks = tuple(
+        next((i for i, c in enumerate(cands, start=1) if is_correct(c.concept_ids, gold)), None) for cands in candidates
+    )
     return QueryResult(mention, tuple(sub_mentions), gold, tuple(tuple(c) for c in candidates), ranks)
 
 
-def run_protocol(linker, queries: Sequence[Mention], k: int = 5, preprocessor: QueryPreprocessor | None = None,
-                 batch_size: int = 256) -> list[QueryResult]:
+def run_protocol(
+    linker, queries: Sequence[Mention], k: int = 5, preprocessor: QueryPreprocessor | None = None, batch_size: int = 256
+) -> list[QueryResult]:
     """Link every sub-mention of every query (one batched call) and score each query."""
     subs = []
     for q in queries:
         if not q.concept_ids:
-            raise ValueError(f"query {q.doc_id} {q.start}-{q.end} {q.text!r} has no concept id; BioSyn leaves -1 queries out before scoring")
+            raise ValueError(
+                f"query {q.doc_id} {q.start}-{q.end} {q.text!r} has no concept id; BioSyn leaves -1 queries out before scoring"
+            )
         parts = split_composite(q.text)
         if preprocessor is not None:
             parts = [p for part in parts for p in preprocessor.sub_mentions(part)]
@@ -79,7 +84,7 @@ def run_protocol(linker, queries: Sequence[Mention], k: int = 5, preprocessor: Q
     ranked = linker.link(flat, k=k, batch_size=batch_size)
     results, pos = [], 0
     for q, parts in zip(queries, subs):
-        results.append(score_query(q, parts, ranked[pos:pos + len(parts)]))
+        results.append(score_query(q, parts, ranked[pos : pos + len(parts)]))
         pos += len(parts)
     return results
 
@@ -94,7 +99,9 @@ def summarize(results: Sequence[QueryResult], k: int) -> dict:
     return out
 
 
-def evaluate(linker, queries: Sequence[Mention], k: int = 5, preprocessor: QueryPreprocessor | None = None) -> tuple[dict, list[QueryResult]]:
+def evaluate(
+    linker, queries: Sequence[Mention], k: int = 5, preprocessor: QueryPreprocessor | None = None
+) -> tuple[dict, list[QueryResult]]:
     """Scores (with the linking time in seconds) and the per-query results."""
     t0 = time.perf_counter()
     results = run_protocol(linker, queries, k, preprocessor)

@@ -35,8 +35,15 @@ def _prf(correct: int, n_pred: int, matched: int, n_gold: int) -> dict:
     prec = correct / n_pred if n_pred else 0.0
     rec = matched / n_gold if n_gold else 0.0
     f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
-    return {"precision": 100 * prec, "recall": 100 * rec, "f1": 100 * f1, "n_pred": n_pred, "n_gold": n_gold,
-            "correct_pred": correct, "matched_gold": matched}
+    return {
+        "precision": 100 * prec,
+        "recall": 100 * rec,
+        "f1": 100 * f1,
+        "n_pred": n_pred,
+        "n_gold": n_gold,
+        "correct_pred": correct,
+        "matched_gold": matched,
+    }
 
 
 def _pairs(items: Iterable[Document | Mention], keep) -> dict[str, set[tuple[str, str]]]:
@@ -47,8 +54,9 @@ def _pairs(items: Iterable[Document | Mention], keep) -> dict[str, set[tuple[str
     return pairs
 
 
-def concept_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Mention],
-                   entity_types: Iterable[str] | None = None) -> dict[str, dict]:
+def concept_scores(
+    gold: Iterable[Document | Mention], pred: Iterable[Document | Mention], entity_types: Iterable[str] | None = None
+) -> dict[str, dict]:
     """{entity type: P/R/F1 (percent) and counts, ..., "all": over every type}: document-level concept scores."""
     types = set(entity_types) if entity_types else None
     keep = lambda m: not types or not m.entity_type or m.entity_type in types  # noqa: E731 (as e2e_scores keeps them)

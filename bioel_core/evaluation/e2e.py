@@ -35,9 +35,17 @@ from bioel_core.kb.vocab import plain_id
 
 def annotation_mentions(rows: Iterable[dict]) -> list[Mention]:
     """Annotations-table rows as predicted mentions whose ids are the concept id and its alt ids (NIL: none)."""
-    return [Mention(text=r["mention"], doc_id=r["doc_id"], start=r["start"], end=r["end"], entity_type=r["entity_type"],
-                    concept_ids=() if r["nil"] or r["concept_id"] is None else (r["concept_id"], *(r.get("alt_ids") or ())))
-            for r in rows]
+    return [
+        Mention(
+            text=r["mention"],
+            doc_id=r["doc_id"],
+            start=r["start"],
+            end=r["end"],
+            entity_type=r["entity_type"],
+            concept_ids=() if r["nil"] or r["concept_id"] is None else (r["concept_id"], *(r.get("alt_ids") or ())),
+        )
+        for r in rows
+    ]
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,9 @@ class Scores:
 _Ann = tuple[int, int, frozenset]
 
 
-def scored_mentions(items: Iterable[Document | Mention], keep: Callable[[Mention], bool], counts: dict) -> Iterator[tuple[Mention, frozenset]]:
+def scored_mentions(
+    items: Iterable[Document | Mention], keep: Callable[[Mention], bool], counts: dict
+) -> Iterator[tuple[Mention, frozenset]]:
     """The mentions `keep` takes, with their plain ids, less those counted apart in `counts` (composite parts stated
     apart, mentions with no concept id)."""
     mentions = (m for it in items for m in (it.mentions if isinstance(it, Document) else [it]))
@@ -73,8 +83,9 @@ def scored_mentions(items: Iterable[Document | Mention], keep: Callable[[Mention
         yield m, ids
 
 
-def gold_annotations(items: Iterable[Document | Mention], keep: Callable[[Mention], bool],
-                     counts: dict | None = None) -> dict[tuple[str, int, int], frozenset]:
+def gold_annotations(
+    items: Iterable[Document | Mention], keep: Callable[[Mention], bool], counts: dict | None = None
+) -> dict[tuple[str, int, int], frozenset]:
     """{(document, start, end): ids} of the gold annotations `keep` takes: one per document and span, its ids the
     union of those stated for the span (see the module docstring); `counts` gets what is left out."""
     gold: dict[tuple[str, int, int], frozenset] = defaultdict(frozenset)
@@ -105,8 +116,10 @@ def gold_contents(documents: list[Document]) -> str:
     """What a corpus (gold or predictions) holds, for a refusal that found nothing in it to score or calibrate against."""
     mentions = [m for d in documents for m in d.mentions]
     types = sorted({m.entity_type for m in mentions})
-    return (f"{len(documents):,} documents, {sum(not m.concept_ids for m in mentions):,} annotations without a concept "
-            f"id; types in the file: {', '.join(types) or 'none'}")
+    return (
+        f"{len(documents):,} documents, {sum(not m.concept_ids for m in mentions):,} annotations without a concept "
+        f"id; types in the file: {', '.join(types) or 'none'}"
+    )
 
 
 def document_coverage(gold_docs: set[str], pred_docs: set[str], gold: dict[str, set[_Ann]]) -> dict:
@@ -114,9 +127,13 @@ def document_coverage(gold_docs: set[str], pred_docs: set[str], gold: dict[str, 
     predictions counts as all missed (the standard scoring), so a wrong predictions file, or a run that lost documents,
     reads as a weak linker unless these counts are shown beside the scores."""
     missing = gold_docs - pred_docs
-    return {"gold": len(gold_docs), "pred": len(pred_docs), "gold_not_in_pred": len(missing),
-            "pred_not_in_gold": len(pred_docs - gold_docs),
-            "gold_not_in_pred_annotations": sum(len(gold.get(d, ())) for d in missing)}
+    return {
+        "gold": len(gold_docs),
+        "pred": len(pred_docs),
+        "gold_not_in_pred": len(missing),
+        "pred_not_in_gold": len(pred_docs - gold_docs),
+        "gold_not_in_pred_annotations": sum(len(gold.get(d, ())) for d in missing),
+    }
 
 
 def _comparable_text(doc: Document) -> str:
@@ -124,26 +141,38 @@ def _comparable_text(doc: Document) -> str:
     return one_line(doc.text).rstrip()
 
 
-def text_mismatch(gold: Iterable[Document | Mention], pred: Iterable[Document | Mention],
-                  names: tuple[str, str] = ("the gold", "the predictions")) -> str | None:
+def text_mismatch(
+    gold: Iterable[Document | Mention],
+    pred: Iterable[Document | Mention],
+    names: tuple[str, str] = ("the gold", "the predictions"),
+) -> str | None:
     """Why the predictions cannot be scored against the gold when a document given on both sides as a Document
     has another text on each (a prediction's span would name other characters than the gold's), else None.
     Texts that differ only by line breaks or tabs written as spaces, or by trailing whitespace, are the same."""
     gold_texts = {d.doc_id: _comparable_text(d) for d in gold if isinstance(d, Document)}
-    shared = [(d.doc_id, gold_texts[d.doc_id], _comparable_text(d)) for d in {d.doc_id: d for d in pred if isinstance(d, Document)}.values()
-              if d.doc_id in gold_texts]
+    shared = [
+        (d.doc_id, gold_texts[d.doc_id], _comparable_text(d))
+        for d in {d.doc_id: d for d in pred if isinstance(d, Document)}.values()
+        if d.doc_id in gold_texts
+    ]
     differ = [(doc_id, g, p) for doc_id, g, p in shared if g != p]
     if not differ:
         return None
     doc_id, g, p = differ[0]
     at = next((i for i, (a, b) in enumerate(zip(g, p)) if a != b), min(len(g), len(p)))
-    return (f"{names[1]}: {len(differ):,} of its {len(shared):,} documents in {names[0]} {'has' if len(differ) == 1 else 'have'} "
-            f"another text than the gold's (document {doc_id} at offset {at}: gold {g[at:at + 20]!r}, pred {p[at:at + 20]!r}): "
-            "its spans do not point into the gold text; predict on the gold documents' own text")
+    return (
+        f"{names[1]}: {len(differ):,} of its {len(shared):,} documents in {names[0]} {'has' if len(differ) == 1 else 'have'} "
+        f"another text than the gold's (document {doc_id} at offset {at}: gold {g[at : at + 20]!r}, pred {p[at : at + 20]!r}): "
+        "its spans do not point into the gold text; predict on the gold documents' own text"
+    )
 
 
-def e2e_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Mention], entity_types: Iterable[str] | None = None,
-               names: tuple[str, str] = ("the gold", "the predictions")) -> dict:
+def e2e_scores(
+    gold: Iterable[Document | Mention],
+    pred: Iterable[Document | Mention],
+    entity_types: Iterable[str] | None = None,
+    names: tuple[str, str] = ("the gold", "the predictions"),
+) -> dict:
     """{"strict": {...}, "partial": {...}, "gold_without_concept": n, "pred_without_concept": n,
     "gold_composite_parts": n, "pred_composite_parts": n, "documents": {...} (document_coverage)}; P/R/F1 in
     percent. A side given as mentions has the documents its mentions are in.
@@ -161,7 +190,12 @@ def e2e_scores(gold: Iterable[Document | Mention], pred: Iterable[Document | Men
     p: dict[str, set[_Ann]] = defaultdict(set)
     for m, ids in scored_mentions(pred, keep, pcounts):
         p[m.doc_id].add((m.start, m.end, ids))
-    return {"strict": asdict(score(g, p, strict=True)), "partial": asdict(score(g, p, strict=False)),
-            "gold_without_concept": gcounts["without_concept"], "pred_without_concept": pcounts["without_concept"],
-            "gold_composite_parts": gcounts["composite_parts"], "pred_composite_parts": pcounts["composite_parts"],
-            "documents": document_coverage({d.doc_id for d in gold}, {d.doc_id for d in pred}, g)}
+    return {
+        "strict": asdict(score(g, p, strict=True)),
+        "partial": asdict(score(g, p, strict=False)),
+        "gold_without_concept": gcounts["without_concept"],
+        "pred_without_concept": pcounts["without_concept"],
+        "gold_composite_parts": gcounts["composite_parts"],
+        "pred_composite_parts": pcounts["composite_parts"],
+        "documents": document_coverage({d.doc_id for d in gold}, {d.doc_id for d in pred}, g),
+    }

@@ -30,7 +30,7 @@ def shuffle_ngrams(text: str, n: int, rng: random.Random) -> str:
     out = []
     for part in text.split("|"):
         words = part.split()
-        chunks = [words[i:i + n] for i in range(0, len(words), n)]
+        chunks = [words[i : i + n] for i in range(0, len(words), n)]
         rng.shuffle(chunks)
         out.append(" ".join(w for c in chunks for w in c))
     return "|".join(out)
@@ -65,9 +65,12 @@ def attention_window(encoder: TransformerEncoder, window: int) -> Iterator[None]
             mask = kwargs.get("attention_mask")
             kwargs["attention_mask"] = band if mask is None else mask + band
             return args, kwargs
+
         return hook
 
-    handles = [layer.register_forward_pre_hook(hook_for(i == len(layers) - 1), with_kwargs=True) for i, layer in enumerate(layers)]
+    handles = [
+        layer.register_forward_pre_hook(hook_for(i == len(layers) - 1), with_kwargs=True) for i, layer in enumerate(layers)
+    ]
     try:
         yield
     finally:
@@ -87,10 +90,23 @@ def probe(encoder: Encoder, names: NameSet, queries: Sequence[Mention], k: int =
     rows = [{"condition": "original", **_score(encoder, names, queries, k)}]
     for condition, n in SHUFFLES.items():
         rng = random.Random(seed)
-        shuffled_names = NameSet.from_pairs(((shuffle_ngrams(nm, n, rng), ids) for nm, ids in zip(names.names, names.concept_ids)),
-                                            names.normalizer, names.source, normalized=True)
-        shuffled_queries = [Mention(text=shuffle_ngrams(q.text, n, rng), doc_id=q.doc_id, start=q.start, end=q.end,
-                                    entity_type=q.entity_type, concept_ids=q.concept_ids) for q in queries]
+        shuffled_names = NameSet.from_pairs(
+            ((shuffle_ngrams(nm, n, rng), ids) for nm, ids in zip(names.names, names.concept_ids)),
+            names.normalizer,
+            names.source,
+            normalized=True,
+        )
+        shuffled_queries = [
+            Mention(
+                text=shuffle_ngrams(q.text, n, rng),
+                doc_id=q.doc_id,
+                start=q.start,
+                end=q.end,
+                entity_type=q.entity_type,
+                concept_ids=q.concept_ids,
+            )
+            for q in queries
+        ]
         rows.append({"condition": condition, **_score(encoder, shuffled_names, shuffled_queries, k)})
     if isinstance(encoder, TransformerEncoder):
         for condition, w in WINDOWS.items():

@@ -16,15 +16,28 @@ from bioel_core.corpora.records import Mention
 from bioel_core.evaluation.biosyn_protocol import QueryResult, gold_ids, summarize
 from bioel_core.text.preprocess import split_composite
 
-SUBPOPULATIONS = ("overall", "single_word", "multi_word", "unseen_mentions", "unseen_concepts", "not_direct_match", "top_100_concepts")
+SUBPOPULATIONS = (
+    "overall",
+    "single_word",
+    "multi_word",
+    "unseen_mentions",
+    "unseen_concepts",
+    "not_direct_match",
+    "top_100_concepts",
+)
 
 
 def _mention_key(text: str, normalize: Callable[[str], str]) -> str:
     return "|".join(normalize(p) for p in split_composite(text))
 
 
-def membership(results: Sequence[QueryResult], train: Sequence[Mention], dictionary_names: set[str],
-               normalize: Callable[[str], str], top_n: int = 100) -> dict[str, list[bool]]:
+def membership(
+    results: Sequence[QueryResult],
+    train: Sequence[Mention],
+    dictionary_names: set[str],
+    normalize: Callable[[str], str],
+    top_n: int = 100,
+) -> dict[str, list[bool]]:
     """Per subpopulation, whether each query belongs to it."""
     train_mentions = {_mention_key(m.text, normalize) for m in train}
     counts = Counter(i for m in train for i in gold_ids(m))
@@ -44,8 +57,13 @@ def membership(results: Sequence[QueryResult], train: Sequence[Mention], diction
     return out
 
 
-def subpopulation_scores(results: Sequence[QueryResult], train: Sequence[Mention], dictionary_names: set[str],
-                         normalize: Callable[[str], str], k: int = 5) -> dict[str, dict]:
+def subpopulation_scores(
+    results: Sequence[QueryResult],
+    train: Sequence[Mention],
+    dictionary_names: set[str],
+    normalize: Callable[[str], str],
+    k: int = 5,
+) -> dict[str, dict]:
     """{subpopulation: {"n", "acc@1", ..., "acc@k", "map"}}."""
     member = membership(results, train, dictionary_names, normalize)
     return {name: summarize([r for r, m in zip(results, flags) if m], k) for name, flags in member.items()}

@@ -118,8 +118,15 @@ def id_map_bytes(name_ids: np.ndarray, concept_ids: pa.Array | list[str]) -> byt
     return buf.getvalue()
 
 
-def build_shard(shard: int, num_shards: int, name_ids: np.ndarray, concept_ids: pa.Array | list[str],
-                vectors: np.ndarray, spec: IndexSpec, dimension: int) -> ShardFiles:
+def build_shard(
+    shard: int,
+    num_shards: int,
+    name_ids: np.ndarray,
+    concept_ids: pa.Array | list[str],
+    vectors: np.ndarray,
+    spec: IndexSpec,
+    dimension: int,
+) -> ShardFiles:
     """Shard `shard` of `num_shards`: rows sorted by name_id, index built, both files serialized.
     A shard can hold millions of vectors: each copy is dropped as soon as the next one exists."""
     name_ids = np.asarray(name_ids, dtype=np.int64)
@@ -137,6 +144,7 @@ def build_shard(shard: int, num_shards: int, name_ids: np.ndarray, concept_ids: 
     for key in (key for key in SHARD_FILE_KEYS if key in data):
         relative = shard_file(key, shard, num_shards)
         files[relative] = data[key]
-        record.update({f"{key}_file": relative, f"{key}_sha256": hashlib.sha256(data[key]).hexdigest(),
-                       f"{key}_bytes": len(data[key])})
+        record.update(
+            {f"{key}_file": relative, f"{key}_sha256": hashlib.sha256(data[key]).hexdigest(), f"{key}_bytes": len(data[key])}
+        )
     return ShardFiles(files, record)

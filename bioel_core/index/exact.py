@@ -41,7 +41,7 @@ class ExactInnerProduct:
             return scores, rows
         step = max(1, self.block_elements // max(1, self.ntotal))
         for start in range(0, q, step):
-            block = torch.from_numpy(queries[start:start + step]).to(self.device) @ self.vectors.T
+            block = torch.from_numpy(queries[start : start + step]).to(self.device) @ self.vectors.T
             top = torch.topk(block, found, dim=1)
             values, at = top.values.cpu().numpy(), top.indices.cpu().numpy()
             order = np.lexsort((at, -values), axis=1)
@@ -53,5 +53,5 @@ class ExactInnerProduct:
                 tie_values = block[j, candidates].cpu().numpy()
                 best = np.lexsort((candidates, -tie_values))[:found]
                 values[j], at[j] = tie_values[best], candidates[best]
-            scores[start:start + len(values), :found], rows[start:start + len(values), :found] = values, at
+            scores[start : start + len(values), :found], rows[start : start + len(values), :found] = values, at
         return scores, rows

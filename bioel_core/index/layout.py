@@ -1,10 +1,10 @@
 """The index folder: which shard a name lives in, file names, and the id map's schema.
 
-    INDEX_DIR/shards/shard-00000-of-00004.faiss     FAISS native file (faiss.write_index format)
-    INDEX_DIR/id_maps/shard-00000-of-00004.parquet  row i of the FAISS shard -> (name_id, concept_id)
-    INDEX_DIR/refine/shard-00000-of-00004.faiss     an ivf-pq shard's re-ranking store (a FAISS flat or scalar
-                                                    quantizer index, row i = row i of the shard), kinds that have one
-    INDEX_DIR/manifest.json                         written last; see bioel_core.index.manifest
+INDEX_DIR/shards/shard-00000-of-00004.faiss     FAISS native file (faiss.write_index format)
+INDEX_DIR/id_maps/shard-00000-of-00004.parquet  row i of the FAISS shard -> (name_id, concept_id)
+INDEX_DIR/refine/shard-00000-of-00004.faiss     an ivf-pq shard's re-ranking store (a FAISS flat or scalar
+                                                quantizer index, row i = row i of the shard), kinds that have one
+INDEX_DIR/manifest.json                         written last; see bioel_core.index.manifest
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ _FILE_KINDS = {"index": (SHARDS, ".faiss"), "id_map": (ID_MAPS, ".parquet"), "re
 SHARD_FILE_KEYS = tuple(_FILE_KINDS)
 FOLDERS = tuple(folder for folder, _ in _FILE_KINDS.values())
 ID_MAP_TABLE = "index_id_map"
-ID_MAP_SCHEMA = pa.schema([
-    pa.field("name_id", pa.int64(), nullable=False),
-    pa.field("concept_id", pa.string(), nullable=False),
-], metadata={VERSION_KEY: SCHEMA_VERSION.encode(), TABLE_KEY: ID_MAP_TABLE.encode()})
+ID_MAP_SCHEMA = pa.schema(
+    [
+        pa.field("name_id", pa.int64(), nullable=False),
+        pa.field("concept_id", pa.string(), nullable=False),
+    ],
+    metadata={VERSION_KEY: SCHEMA_VERSION.encode(), TABLE_KEY: ID_MAP_TABLE.encode()},
+)
 SHARD_ASSIGNMENT = "splitmix64(name_id) mod num_shards"
 
 

@@ -97,7 +97,7 @@ def file_sha256(path: Path | str, copy_to: Path | str | None = None, fs: FileSys
     """sha256 of a file's bytes, read through `fs`; with `copy_to` (a local file), the bytes are written there as they
     are read (a copy and its check in one pass)."""
     digest = hashlib.sha256()
-    with fs.open(str(path)) as fh, (open(copy_to, "wb") if copy_to else nullcontext()) as out:
+    with fs.open(str(path)) as fh, open(copy_to, "wb") if copy_to else nullcontext() as out:
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
             if out:
@@ -111,8 +111,16 @@ def read_index_manifest(folder: str | Path, flag: str = "", fs: FileSystem = LOC
 
 
 class ShardedIndex:
-    def __init__(self, folder: str | Path, *, verify: bool = True, threads: int | None = None,
-                 nprobe: int | None = None, ef_search: int | None = None, refine_k: int | None = None):
+    def __init__(
+        self,
+        folder: str | Path,
+        *,
+        verify: bool = True,
+        threads: int | None = None,
+        nprobe: int | None = None,
+        ef_search: int | None = None,
+        refine_k: int | None = None,
+    ):
         """`threads`: FAISS's OpenMP threads while this index searches (None: FAISS's default, every core).
         nprobe / ef_search / refine_k override the built values on the shards they apply to."""
         self.folder = Path(folder)
@@ -123,8 +131,9 @@ class ShardedIndex:
         self.dimension = int(self.details.index.dimension)
         records = sorted(self.details.shards, key=lambda r: r["shard"])
         if [r["shard"] for r in records] != list(range(self.details.num_shards)):
-            raise IndexIntegrityError(f"{folder}: the manifest lists shards {[r['shard'] for r in records]}, "
-                                      f"expected 0..{self.details.num_shards - 1}")
+            raise IndexIntegrityError(
+                f"{folder}: the manifest lists shards {[r['shard'] for r in records]}, expected 0..{self.details.num_shards - 1}"
+            )
         missing = [f for r in records for f in shard_files(r).values() if not (self.root / f).is_file()]
         if missing:
             raise FileNotFoundError(f"{folder}: index shard file(s) missing: {', '.join(missing)}")
@@ -154,13 +163,21 @@ class ShardedIndex:
         params = dict(record["params"])
         params.update({k: v for k, v in overrides.items() if v is not None and k in params})
         set_search_params(index, params)
-        shard = Shard(record["shard"], index, ids.column("name_id").to_numpy(), ids.column("concept_id").combine_chunks(),
-                      params, self.root / record["refine_file"] if "refine_file" in record else None)
+        shard = Shard(
+            record["shard"],
+            index,
+            ids.column("name_id").to_numpy(),
+            ids.column("concept_id").combine_chunks(),
+            params,
+            self.root / record["refine_file"] if "refine_file" in record else None,
+        )
         if shard.refine_path is not None:
             store = shard.mapped_store()
             if (store.d, store.ntotal) != (index.d, index.ntotal):
-                raise IndexIntegrityError(f"{shard.refine_path}: {store.ntotal} vectors of dimension {store.d} to re-rank "
-                                          f"a shard of {index.ntotal} of dimension {index.d}")
+                raise IndexIntegrityError(
+                    f"{shard.refine_path}: {store.ntotal} vectors of dimension {store.d} to re-rank "
+                    f"a shard of {index.ntotal} of dimension {index.d}"
+                )
         return shard
 
     @property

@@ -83,8 +83,13 @@ class IndexSpec:
             return {"kind": "flat", "factory": "Flat", **({"requested": self.kind} if self.kind != "flat" else {})}
         if self.kind == "hnsw":
             ef_search = self.ef_search or max(64, round(16 * math.log2(max(n, 2))))
-            return {"kind": "hnsw", "factory": f"HNSW{self.hnsw_m}", "hnsw_m": self.hnsw_m,
-                    "ef_construction": self.ef_construction, "ef_search": ef_search}
+            return {
+                "kind": "hnsw",
+                "factory": f"HNSW{self.hnsw_m}",
+                "hnsw_m": self.hnsw_m,
+                "ef_construction": self.ef_construction,
+                "ef_search": ef_search,
+            }
         nlist_guess = self.nlist or _pow2(4 * math.sqrt(n))
         train = min(n, self.train_size or TRAIN_PER_LIST * nlist_guess)
         nlist = max(1, min(nlist_guess, train // POINTS_PER_CENTROID))

@@ -50,8 +50,9 @@ class KBReader:
     def read(self, paths: Sequence[Input], opener: Opener | None = None) -> Iterator[KBItem]:
         raise NotImplementedError
 
-    def check_id(self, concept_id: str, ctx: ReaderContext, location: str, raw: str,
-                 pattern: re.Pattern | None = None) -> DeadLetter | None:
+    def check_id(
+        self, concept_id: str, ctx: ReaderContext, location: str, raw: str, pattern: re.Pattern | None = None
+    ) -> DeadLetter | None:
         """None when the id is well formed (matches `pattern`, by default the reader's), else the DeadLetter to emit
         (already counted)."""
         pattern = pattern or self.id_pattern

@@ -92,7 +92,9 @@ class BioSynDictionaryReader(KBReader):
             return
         nil = next((i for ids in concepts for i in ids if is_nil_id(i)), None)
         if nil is not None:
-            yield ctx.dead(f"line {lineno}", line, f"id {nil!r} labels a mention with no concept (NIL); a dictionary line names a concept")
+            yield ctx.dead(
+                f"line {lineno}", line, f"id {nil!r} labels a mention with no concept (NIL); a dictionary line names a concept"
+            )
             return
         if (dead := bad_id(self, [i for ids in concepts for i in ids], ctx, lineno, line)) is not None:
             yield dead
@@ -106,7 +108,9 @@ class BioSynDictionaryReader(KBReader):
             vocabulary, concept_id, alt_ids = mesh_first([self.classify(i) for i in ids])
             if concept_id not in seen:
                 seen.add(concept_id)
-                yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=name, alt_ids=alt_ids, vocabulary=vocabulary)
+                yield ConceptRecord(
+                    concept_id=concept_id, kb=self.kb, preferred_name=name, alt_ids=alt_ids, vocabulary=vocabulary
+                )
                 yield NameRecord(concept_id, self.kb, name, "preferred")
             else:
                 yield NameRecord(concept_id, self.kb, name, "synonym")
@@ -141,8 +145,11 @@ class MedicBioSynReader(KBReader):
         # html.unescape reads a reference to no character (a surrogate, 0, beyond U+10FFFF) as U+FFFD, unsaid
         broken = next((w for w, n in zip(written, names) if "\ufffd" in n and "\ufffd" not in w), None)
         if broken is not None:
-            yield ctx.dead(f"line {lineno}", line, f"name {broken.strip()!r} has a character reference to no character "
-                                                   "(a surrogate, 0 or beyond U+10FFFF)")
+            yield ctx.dead(
+                f"line {lineno}",
+                line,
+                f"name {broken.strip()!r} has a character reference to no character (a surrogate, 0 or beyond U+10FFFF)",
+            )
             return
         if (dead := bad_id(self, ids, ctx, lineno, line)) is not None:
             yield dead

@@ -107,11 +107,15 @@ class CtdReader(KBReader):
             return
         ctx.accept()
         vocabulary, concept_id = medic_vocabulary(raw_id)  # the id pattern admits MeSH and OMIM ids only
-        yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=preferred,
-                            semantic_types=split_list(row.get("TreeNumbers", "")),
-                            definition=row.get("Definition", "").strip() or None,
-                            alt_ids=split_list(row.get(self.alt_ids_column, "")) if self.alt_ids_column else (),
-                            vocabulary=vocabulary)
+        yield ConceptRecord(
+            concept_id=concept_id,
+            kb=self.kb,
+            preferred_name=preferred,
+            semantic_types=split_list(row.get("TreeNumbers", "")),
+            definition=row.get("Definition", "").strip() or None,
+            alt_ids=split_list(row.get(self.alt_ids_column, "")) if self.alt_ids_column else (),
+            vocabulary=vocabulary,
+        )
         yield NameRecord(concept_id, self.kb, name, "preferred")
         for synonym in synonyms:
             yield NameRecord(concept_id, self.kb, synonym, "synonym")
@@ -138,8 +142,12 @@ class CtdReader(KBReader):
             return None, ctx.dead(f"line {lineno}", line, f"malformed column header: {err}")
         missing = sorted({self.name_column, self.id_column} - set(header))
         if missing:
-            return None, ctx.dead(f"line {lineno}", line, f"column header lacks {missing}; reading rows by the known "
-                                                          f"{self.kb} layouts of {', '.join(str(len(c)) for c in self.layouts)} columns")
+            return None, ctx.dead(
+                f"line {lineno}",
+                line,
+                f"column header lacks {missing}; reading rows by the known "
+                f"{self.kb} layouts of {', '.join(str(len(c)) for c in self.layouts)} columns",
+            )
         return header, None
 
 
@@ -147,18 +155,42 @@ class CtdDiseasesReader(CtdReader):
     kb = "ctd-diseases"
     # the prefix is optional so that the stored (bare) ids match the pattern the quality suite checks
     id_pattern = re.compile(rf"(?:MESH:)?{MESH_UI}|(?:OMIM:)?\d{{6}}")
-    layouts = (["DiseaseName", "DiseaseID", "AltDiseaseIDs", "Definition", "ParentIDs", "TreeNumbers",
-                "ParentTreeNumbers", "Synonyms", "SlimMappings"],
-               ["DiseaseName", "DiseaseID", "AltDiseaseIDs", "Definition", "ParentIDs", "TreeNumbers",
-                "ParentTreeNumbers", "Synonyms"])
+    layouts = (
+        [
+            "DiseaseName",
+            "DiseaseID",
+            "AltDiseaseIDs",
+            "Definition",
+            "ParentIDs",
+            "TreeNumbers",
+            "ParentTreeNumbers",
+            "Synonyms",
+            "SlimMappings",
+        ],
+        ["DiseaseName", "DiseaseID", "AltDiseaseIDs", "Definition", "ParentIDs", "TreeNumbers", "ParentTreeNumbers", "Synonyms"],
+    )
     name_column, id_column, alt_ids_column = "DiseaseName", "DiseaseID", "AltDiseaseIDs"
 
 
 class CtdChemicalsReader(CtdReader):
     kb = "ctd-chemicals"
     id_pattern = re.compile(rf"(?:MESH:)?{MESH_UI}")
-    layouts = (["ChemicalName", "ChemicalID", "CasRN", "Definition", "ParentIDs", "TreeNumbers", "ParentTreeNumbers",
-                "Synonyms"],
-               ["ChemicalName", "ChemicalID", "CasRN", "PubChemCID", "PubChemSID", "DTXSID", "InChIKey", "Definition",
-                "ParentIDs", "TreeNumbers", "ParentTreeNumbers", "MESHSynonyms", "CTDCuratedSynonyms"])
+    layouts = (
+        ["ChemicalName", "ChemicalID", "CasRN", "Definition", "ParentIDs", "TreeNumbers", "ParentTreeNumbers", "Synonyms"],
+        [
+            "ChemicalName",
+            "ChemicalID",
+            "CasRN",
+            "PubChemCID",
+            "PubChemSID",
+            "DTXSID",
+            "InChIKey",
+            "Definition",
+            "ParentIDs",
+            "TreeNumbers",
+            "ParentTreeNumbers",
+            "MESHSynonyms",
+            "CTDCuratedSynonyms",
+        ],
+    )
     name_column, id_column = "ChemicalName", "ChemicalID"

@@ -208,13 +208,18 @@ def iter_lines(item: Input, ctx: ReaderContext, opener: Opener | None = None) ->
     try:
         for lineno, raw in raw_lines(item, opener, MAX_LINE_BYTES):
             if isinstance(raw, LongLine):
-                yield ctx.dead(f"line {lineno}", raw.head.decode("utf-8", "replace"),
-                               f"line longer than {MAX_LINE_BYTES:,} bytes ({raw.size:,} bytes): not read")
+                yield ctx.dead(
+                    f"line {lineno}",
+                    raw.head.decode("utf-8", "replace"),
+                    f"line longer than {MAX_LINE_BYTES:,} bytes ({raw.size:,} bytes): not read",
+                )
                 continue
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                yield ctx.dead(f"line {lineno}", raw.decode("utf-8", "replace"), f"invalid UTF-8: {err.reason} at byte {err.start}")
+                yield ctx.dead(
+                    f"line {lineno}", raw.decode("utf-8", "replace"), f"invalid UTF-8: {err.reason} at byte {err.start}"
+                )
                 continue
             yield lineno, text.rstrip("\r\n")
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
@@ -269,8 +274,12 @@ def is_gzip_file(path: str, opener: Opener | None = None) -> bool:
         return is_gzip(fh)
 
 
-def split_lines(path: str, opener: Opener | None = None, same_record: Callable[[bytes, bytes], bool] | None = None,
-                target_bytes: int | None = None) -> list[Input]:
+def split_lines(
+    path: str,
+    opener: Opener | None = None,
+    same_record: Callable[[bytes, bytes], bool] | None = None,
+    target_bytes: int | None = None,
+) -> list[Input]:
     """`path` cut into ranges of about `target_bytes` (default SPLIT_BYTES) that start on a line, never between two
     lines that `same_record(previous, line)` says belong together; [path] for a small or gzipped file (gzip cannot
     be entered in the middle). Every line of the file is in exactly one range, so counts reconcile."""
@@ -335,11 +344,13 @@ def parse_lines(path: Input, ctx: ReaderContext, parse: Callable[[int, str], Ite
             yield from parse(*item)
 
 
-def tsv_rows(path: Input, ctx: ReaderContext, columns: list[str], header_name: str,
-             opener: Opener | None = None) -> Iterator[tuple[int, str, dict[str, str]] | DeadLetter]:
+def tsv_rows(
+    path: Input, ctx: ReaderContext, columns: list[str], header_name: str, opener: Opener | None = None
+) -> Iterator[tuple[int, str, dict[str, str]] | DeadLetter]:
     """(line number, line, {column: value}) for the data rows of a TSV file whose first line is `columns`.
     A different header is dead-lettered once (it usually means a wrong file) and reading goes on; a row with
     another column count is dead-lettered."""
+
     def parse(lineno: int, line: str):
         cols = line.split("\t")
         if lineno == 1:

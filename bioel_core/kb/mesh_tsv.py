@@ -15,8 +15,17 @@ from bioel_core.kb.io import Opener, ReaderContext, iter_lines, open_kb_file, ts
 from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
-THESAURUS_COLUMNS = ["DescriptorUI", "DescriptorName", "ConceptUI", "TermUI", "TermName",
-                     "ConceptPreferredTermYN", "IsPermutedTermYN", "LexicalTag", "RecordPreferredTermYN"]
+THESAURUS_COLUMNS = [
+    "DescriptorUI",
+    "DescriptorName",
+    "ConceptUI",
+    "TermUI",
+    "TermName",
+    "ConceptPreferredTermYN",
+    "IsPermutedTermYN",
+    "LexicalTag",
+    "RecordPreferredTermYN",
+]
 TREES_FIRST_COLUMNS = ["DescriptorUI", "DescriptorName", "tree_location"]
 ABBREVIATION_TAGS = {"ABB", "ACR"}
 
@@ -50,8 +59,10 @@ class MeshTsvReader(KBReader):
     def _trees_files(self, paths: Sequence[str], opener: Opener | None) -> list[str]:
         found = [p for p in paths if _header(p, opener)[:3] == TREES_FIRST_COLUMNS]
         if self.tree_prefixes and not found:
-            raise ValueError(f"tree prefixes {list(self.tree_prefixes)} need the MeSH trees TSV among the inputs "
-                             f"(columns {TREES_FIRST_COLUMNS}...)")
+            raise ValueError(
+                f"tree prefixes {list(self.tree_prefixes)} need the MeSH trees TSV among the inputs "
+                f"(columns {TREES_FIRST_COLUMNS}...)"
+            )
         return found
 
     def read(self, paths: Sequence[str], opener: Opener | None = None) -> Iterator[KBItem]:
@@ -109,9 +120,13 @@ class MeshTsvReader(KBReader):
                 seen.add(descriptor)
                 # the DescriptorName or, when it is control characters only, the descriptor's first usable term
                 name = preferred_name([row["DescriptorName"].strip(), term])
-                yield ConceptRecord(concept_id=descriptor, kb=self.kb, preferred_name=name,
-                                    semantic_types=tuple(sorted(trees.get(descriptor, ()))),
-                                    vocabulary=self.vocabulary)
+                yield ConceptRecord(
+                    concept_id=descriptor,
+                    kb=self.kb,
+                    preferred_name=name,
+                    semantic_types=tuple(sorted(trees.get(descriptor, ()))),
+                    vocabulary=self.vocabulary,
+                )
             if row["RecordPreferredTermYN"] == "Y":
                 name_type = "preferred"
             elif row["LexicalTag"] in ABBREVIATION_TAGS:

@@ -53,8 +53,10 @@ class RecordKind:
         return m.group(1).decode("utf-8", "replace") if m else ""
 
 
-KINDS = {"DescriptorRecord": RecordKind("DescriptorUI", "DescriptorName/String", re.compile(r"D\d{6,9}")),
-         "SupplementalRecord": RecordKind("SupplementalRecordUI", "SupplementalRecordName/String", re.compile(r"C\d{6,9}"))}
+KINDS = {
+    "DescriptorRecord": RecordKind("DescriptorUI", "DescriptorName/String", re.compile(r"D\d{6,9}")),
+    "SupplementalRecord": RecordKind("SupplementalRecordUI", "SupplementalRecordName/String", re.compile(r"C\d{6,9}")),
+}
 # each root element and the one kind of record it holds
 ROOTS = {"DescriptorRecordSet": ("DescriptorRecord",), "SupplementalRecordSet": ("SupplementalRecord",)}
 
@@ -90,8 +92,11 @@ class MeshXmlReader(KBReader):
                 try:
                     elem = parse_record(item)
                 except RecordError as err:
-                    yield ctx.dead(self._location(item.ordinal, kind, kind.ui_in(item.data)), item.data.decode("utf-8", "replace"),
-                                   f"malformed XML: {err}")
+                    yield ctx.dead(
+                        self._location(item.ordinal, kind, kind.ui_in(item.data)),
+                        item.data.decode("utf-8", "replace"),
+                        f"malformed XML: {err}",
+                    )
                     continue
                 yield from self._record(elem, kind, item.ordinal, ctx)
         except (EOFError, gzip.BadGzipFile, zlib.error) as err:  # a gzip that fails its check gives no record
@@ -118,8 +123,11 @@ class MeshXmlReader(KBReader):
             yield self.check_id(ui, ctx, location, raw, kind.id_pattern) or ctx.dead(location, raw, f"missing {kind.name}")
             return
         concepts = elem.findall("ConceptList/Concept")
-        terms = [(term, text) for term in (t for c in concepts for t in c.iterfind("TermList/Term"))
-                 if (text := (term.findtext("String") or "").strip())]
+        terms = [
+            (term, text)
+            for term in (t for c in concepts for t in c.iterfind("TermList/Term"))
+            if (text := (term.findtext("String") or "").strip())
+        ]
         if (concept_name := preferred_name([name, *(text for _, text in terms)])) is None:
             location, raw = self._location(ordinal, kind, ui), ET.tostring(elem, encoding="unicode")
             yield self.no_name(ctx, location, raw, f"{kind.name} and every term are")
@@ -129,8 +137,14 @@ class MeshXmlReader(KBReader):
         definition = (scope_note or elem.findtext("Note") or "").strip()
         tree_numbers = tuple(t.strip() for t in (e.text or "" for e in elem.iterfind("TreeNumberList/TreeNumber")) if t.strip())
         ctx.accept()
-        yield ConceptRecord(concept_id=ui, kb=self.kb, preferred_name=concept_name, semantic_types=tree_numbers,
-                            definition=definition or None, vocabulary=self.vocabulary)
+        yield ConceptRecord(
+            concept_id=ui,
+            kb=self.kb,
+            preferred_name=concept_name,
+            semantic_types=tree_numbers,
+            definition=definition or None,
+            vocabulary=self.vocabulary,
+        )
         for term, text in terms:
             if term.get("RecordPreferredTermYN") == "Y":
                 name_type = "preferred"

@@ -32,8 +32,17 @@ from bioel_core.kb.vocab import SNOMEDCT
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 CONCEPT_COLUMNS = ["id", "effectiveTime", "active", "moduleId", "definitionStatusId"]
-DESCRIPTION_COLUMNS = ["id", "effectiveTime", "active", "moduleId", "conceptId", "languageCode", "typeId", "term",
-                       "caseSignificanceId"]
+DESCRIPTION_COLUMNS = [
+    "id",
+    "effectiveTime",
+    "active",
+    "moduleId",
+    "conceptId",
+    "languageCode",
+    "typeId",
+    "term",
+    "caseSignificanceId",
+]
 LANGUAGE_COLUMNS = ["id", "effectiveTime", "active", "moduleId", "refsetId", "referencedComponentId", "acceptabilityId"]
 FILE_KINDS = {
     "concept": re.compile(r"sct2_Concept_Snapshot_.*\.txt(?:\.gz)?"),
@@ -104,8 +113,13 @@ class SnomedReader(KBReader):
         for path in files["description"]:
             yield from self._read_descriptions(path, active, acceptability, names, opener)
         for concept_id, c in names.items():
-            yield ConceptRecord(concept_id=concept_id, kb=self.kb, preferred_name=preferred_name((c.preferred, c.fsn, c.first_synonym)),
-                                semantic_types=(c.tag,) if c.tag else (), vocabulary=self.vocabulary)
+            yield ConceptRecord(
+                concept_id=concept_id,
+                kb=self.kb,
+                preferred_name=preferred_name((c.preferred, c.fsn, c.first_synonym)),
+                semantic_types=(c.tag,) if c.tag else (),
+                vocabulary=self.vocabulary,
+            )
         yield from self._account_for(active, names)
         for ctx in concept_files:
             yield ctx.stats
@@ -117,17 +131,24 @@ class SnomedReader(KBReader):
             if concept_id in names:
                 concept.ctx.accept()
             elif concept.dead_descriptions:
-                yield concept.ctx.dead(f"line {concept.lineno}", concept.line,
-                                       f"active concept {concept_id} has no name: {concept.dead_descriptions} of its FSN and "
-                                       "synonym descriptions were dead-lettered")
+                yield concept.ctx.dead(
+                    f"line {concept.lineno}",
+                    concept.line,
+                    f"active concept {concept_id} has no name: {concept.dead_descriptions} of its FSN and "
+                    "synonym descriptions were dead-lettered",
+                )
             elif concept.left_out_by is not None:
                 concept.ctx.filtered(f"no description kept: {concept.left_out_by}")
             else:
-                yield concept.ctx.dead(f"line {concept.lineno}", concept.line,
-                                       f"active concept {concept_id} has no name: no active FSN or synonym description")
+                yield concept.ctx.dead(
+                    f"line {concept.lineno}",
+                    concept.line,
+                    f"active concept {concept_id} has no name: no active FSN or synonym description",
+                )
 
-    def _rows(self, path: str, columns: list[str], id_columns: tuple[str, ...], ctx: ReaderContext,
-              opener: Opener | None) -> Iterator[tuple[int, str, dict[str, str]] | DeadLetter]:
+    def _rows(
+        self, path: str, columns: list[str], id_columns: tuple[str, ...], ctx: ReaderContext, opener: Opener | None
+    ) -> Iterator[tuple[int, str, dict[str, str]] | DeadLetter]:
         """Active, well-formed rows of one RF2 file; inactive rows are counted as filtered here."""
         for item in tsv_rows(path, ctx, columns, "RF2", opener):
             if isinstance(item, DeadLetter):
@@ -136,7 +157,11 @@ class SnomedReader(KBReader):
             lineno, line, row = item
             bad = next((c for c in id_columns if not self.id_pattern.fullmatch(row[c])), None)
             if bad is not None:
-                yield ctx.dead(f"line {lineno}", line, f"{bad} {row[bad]!r} does not match the {self.kb} id pattern {self.id_pattern.pattern}")
+                yield ctx.dead(
+                    f"line {lineno}",
+                    line,
+                    f"{bad} {row[bad]!r} does not match the {self.kb} id pattern {self.id_pattern.pattern}",
+                )
                 continue
             if row["active"] not in ("0", "1"):
                 yield ctx.dead(f"line {lineno}", line, f"active is {row['active']!r}, not 0 or 1")
@@ -176,8 +201,14 @@ class SnomedReader(KBReader):
                 acceptability[description_id] = row["acceptabilityId"]
         yield ctx.stats
 
-    def _read_descriptions(self, path: str, active: dict[str, ActiveConcept], acceptability: dict[str, str] | None,
-                           names: dict[str, ConceptNames], opener: Opener | None) -> Iterator[KBItem]:
+    def _read_descriptions(
+        self,
+        path: str,
+        active: dict[str, ActiveConcept],
+        acceptability: dict[str, str] | None,
+        names: dict[str, ConceptNames],
+        opener: Opener | None,
+    ) -> Iterator[KBItem]:
         ctx = ReaderContext(path)
         for item in self._rows(path, DESCRIPTION_COLUMNS, ("id", "conceptId"), ctx, opener):
             if isinstance(item, DeadLetter):

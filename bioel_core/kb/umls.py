@@ -22,14 +22,42 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from bioel_core.kb.base import KBItem, KBReader, preferred_name
-from bioel_core.kb.io import (FileRange, Input, Opener, ReaderContext, input_path, is_gzip_file, iter_lines, open_raw,
-                              split_at_keys, split_lines)
+from bioel_core.kb.io import (
+    FileRange,
+    Input,
+    Opener,
+    ReaderContext,
+    input_path,
+    is_gzip_file,
+    iter_lines,
+    open_raw,
+    split_at_keys,
+    split_lines,
+)
 from bioel_core.kb.vocab import UMLS
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
 FIELDS = {
-    "MRCONSO": ["CUI", "LAT", "TS", "LUI", "STT", "SUI", "ISPREF", "AUI", "SAUI", "SCUI", "SDUI", "SAB", "TTY",
-                "CODE", "STR", "SRL", "SUPPRESS", "CVF"],
+    "MRCONSO": [
+        "CUI",
+        "LAT",
+        "TS",
+        "LUI",
+        "STT",
+        "SUI",
+        "ISPREF",
+        "AUI",
+        "SAUI",
+        "SCUI",
+        "SDUI",
+        "SAB",
+        "TTY",
+        "CODE",
+        "STR",
+        "SRL",
+        "SUPPRESS",
+        "CVF",
+    ],
     "MRSTY": ["CUI", "TUI", "STN", "STY", "ATUI", "CVF"],
     "MRDEF": ["CUI", "AUI", "ATUI", "SATUI", "SAB", "DEF", "SUPPRESS", "CVF"],
 }
@@ -119,9 +147,15 @@ class UmlsReader(KBReader):
     vocabulary = UMLS
     id_pattern = re.compile(r"C\d{7}")
 
-    def __init__(self, languages: Sequence[str] | None = ("ENG",), sabs: Sequence[str] | None = None,
-                 exclude_suppressed: bool = True, preferred_only: bool = False, ttys: Sequence[str] | None = None,
-                 semantic_types: Sequence[str] | None = None):
+    def __init__(
+        self,
+        languages: Sequence[str] | None = ("ENG",),
+        sabs: Sequence[str] | None = None,
+        exclude_suppressed: bool = True,
+        preferred_only: bool = False,
+        ttys: Sequence[str] | None = None,
+        semantic_types: Sequence[str] | None = None,
+    ):
         """`semantic_types`: keep only concepts with one of these MRSTY TUIs (e.g. the TUIs of a semantic group:
         DISO, CHEM); needs MRSTY among the inputs."""
         # None (or empty) means no restriction
@@ -170,8 +204,11 @@ class UmlsReader(KBReader):
             match = FILE_NAME.fullmatch(input_path(path).rsplit("/", 1)[-1])
             if match is None or match.group(1).upper() in files:
                 ctx = ReaderContext(input_path(path))
-                reason = ("not a UMLS file (expected MRCONSO.RRF, MRSTY.RRF or MRDEF.RRF, optionally .gz)" if match is None
-                          else f"a second {match.group(1).upper()} file in one input group")
+                reason = (
+                    "not a UMLS file (expected MRCONSO.RRF, MRSTY.RRF or MRDEF.RRF, optionally .gz)"
+                    if match is None
+                    else f"a second {match.group(1).upper()} file in one input group"
+                )
                 yield ctx.dead("file", "", reason)
                 yield ctx.stats
                 continue
@@ -249,8 +286,11 @@ class UmlsReader(KBReader):
                 continue
             parts = line.split("|")
             if len(parts) != len(names) + 1 or parts[-1] != "":
-                yield ctx.dead(f"line {lineno}", line, f"expected {len(names)} fields each ending in '|' ({kind}), "
-                                                       f"found {line.count('|')} '|' separators")
+                yield ctx.dead(
+                    f"line {lineno}",
+                    line,
+                    f"expected {len(names)} fields each ending in '|' ({kind}), found {line.count('|')} '|' separators",
+                )
                 continue
             fields = dict(zip(names, parts))
             cui = fields["CUI"]
@@ -266,10 +306,17 @@ class UmlsReader(KBReader):
             last_cui = cui
             yield Row(lineno, cui, fields)
 
-    def _concept(self, cui: str, rows: list[Row], preferred: Row, name: str, semantic_types: tuple[str, ...],
-                 definition: str | None) -> Iterator[KBItem]:
-        yield ConceptRecord(concept_id=cui, kb=self.kb, preferred_name=name,
-                            semantic_types=semantic_types, definition=definition, vocabulary=self.vocabulary)
+    def _concept(
+        self, cui: str, rows: list[Row], preferred: Row, name: str, semantic_types: tuple[str, ...], definition: str | None
+    ) -> Iterator[KBItem]:
+        yield ConceptRecord(
+            concept_id=cui,
+            kb=self.kb,
+            preferred_name=name,
+            semantic_types=semantic_types,
+            definition=definition,
+            vocabulary=self.vocabulary,
+        )
         for row in rows:
             if row is preferred:
                 name_type = "preferred"

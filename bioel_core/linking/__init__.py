@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     from bioel_core.linking.base import Linker
     from bioel_core.names import NameSet
 
-__getattr__ = lazy_exports(__name__, {"Candidate": "bioel_core.corpora.records", "Linker": "bioel_core.linking.base",
-                                      "NameSet": "bioel_core.names"})
+__getattr__ = lazy_exports(
+    __name__, {"Candidate": "bioel_core.corpora.records", "Linker": "bioel_core.linking.base", "NameSet": "bioel_core.names"}
+)
 
 # mention detectors of `bioel link` detecting mentions (linking.annotate): the KB dictionaries, a collective model's
 # span detector, or both (longest span first; the dictionary's spans linked by their text, the model's by vector)
@@ -76,5 +77,14 @@ def load_linker(folder: str | Path) -> Linker:
     return linker_class(read_config(folder)["linker"]).load(folder)
 
 
-__all__ = ["LINKERS", "Candidate", "Linker", "NameSet", "available_linkers", "build_linker", "linker_class",
-           "load_linker", "register_linker"]
+__all__ = [
+    "LINKERS",
+    "Candidate",
+    "Linker",
+    "NameSet",
+    "available_linkers",
+    "build_linker",
+    "linker_class",
+    "load_linker",
+    "register_linker",
+]

@@ -71,8 +71,9 @@ def content_sha256(document: Document, with_mentions: bool, settings: str = "") 
     if with_mentions:
         # what a given mention is linked by counts too (a discontinuous BioC annotation's own text); left out when it
         # is the mention's text, so documents without one keep the hash they had
-        payload["mentions"] = [[m.start, m.end, m.text, m.entity_type, *([m.link_text] if m.link_text else [])]
-                               for m in document.mentions]
+        payload["mentions"] = [
+            [m.start, m.end, m.text, m.entity_type, *([m.link_text] if m.link_text else [])] for m in document.mentions
+        ]
     if settings:
         payload["settings"] = settings
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
@@ -93,9 +94,10 @@ def check_document(document: Document, detect: bool, max_chars: int = MAX_DOCUME
         for m in document.mentions:
             if m.start is None or m.end is None or not 0 <= m.start < m.end <= len(text):
                 raise DocumentError(f"mention {m.text!r} at {m.start}-{m.end} lies outside the text ({len(text)} characters)")
-            if text[m.start:m.end] != m.text:
-                raise DocumentError(f"mention {m.text!r} at {m.start}-{m.end} does not match the text there "
-                                    f"({text[m.start:m.end]!r})")
+            if text[m.start : m.end] != m.text:
+                raise DocumentError(
+                    f"mention {m.text!r} at {m.start}-{m.end} does not match the text there ({text[m.start : m.end]!r})"
+                )
     return text
 
 
@@ -118,8 +120,15 @@ def combined_version(versions: dict[str, str]) -> str:
 
 
 class DocumentAnnotator:
-    def __init__(self, targets: Sequence[EntityTarget], model_version: str, detect: bool = True,
-                 max_chars: int = MAX_DOCUMENT_CHARS, batch_size: int = 256, document_model=None):
+    def __init__(
+        self,
+        targets: Sequence[EntityTarget],
+        model_version: str,
+        detect: bool = True,
+        max_chars: int = MAX_DOCUMENT_CHARS,
+        batch_size: int = 256,
+        document_model=None,
+    ):
         """`document_model`: a collective model (bioel_core.models.collective) that finds (detect) or encodes
         (given) every mention of a document in one pass; each mention is then linked by its vector."""
         if not targets:
@@ -184,9 +193,12 @@ class DocumentAnnotator:
                 text = document.text
                 encoded = model.encode_document(text)
                 if self.detect:
-                    spans = [s for s in model.decode_spans(encoded, model.span_logits(encoded), model.decoding["thresholds"])
-                             if s.entity_type in self.targets]
-                    detected = [Mention(text[s.start:s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
+                    spans = [
+                        s
+                        for s in model.decode_spans(encoded, model.span_logits(encoded), model.decoding["thresholds"])
+                        if s.entity_type in self.targets
+                    ]
+                    detected = [Mention(text[s.start : s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
                     piece_span = {id(m): s.piece_span for m, s in zip(detected, spans)}
                     dictionary = [m for t in self.targets.values() if t.detector for m in t.detector.detect(document)]
                     mentions = _without_overlaps(dictionary + detected)
@@ -233,12 +245,24 @@ class DocumentAnnotator:
             nil = top is None or (target.nil_threshold is not None and score < target.nil_threshold)
             concept_id = None if nil else top.concept_ids[0]
             vocabulary, alt_ids = target.concepts.get(concept_id, (None, ())) if concept_id else (None, ())
-            rows.append({"doc_id": document.doc_id, "start": m.start, "end": m.end, "mention": m.text,
-                         "link_text": m.link_text or m.text, "entity_type": m.entity_type,
-                         "concept_id": concept_id, "vocabulary": vocabulary, "alt_ids": list(alt_ids),
-                         "matched_name": top.name if top else None,
-                         "score": float(score), "nil": nil, "model_version": self.model_version,
-                         "kb_version": target.kb_version if target else NO_KB_VERSION})
+            rows.append(
+                {
+                    "doc_id": document.doc_id,
+                    "start": m.start,
+                    "end": m.end,
+                    "mention": m.text,
+                    "link_text": m.link_text or m.text,
+                    "entity_type": m.entity_type,
+                    "concept_id": concept_id,
+                    "vocabulary": vocabulary,
+                    "alt_ids": list(alt_ids),
+                    "matched_name": top.name if top else None,
+                    "score": float(score),
+                    "nil": nil,
+                    "model_version": self.model_version,
+                    "kb_version": target.kb_version if target else NO_KB_VERSION,
+                }
+            )
         return rows
 
     def no_index(self, rows: Sequence[dict]) -> Counter:
@@ -264,7 +288,9 @@ class AnnotatorSpec:
     batch_size: int = 256
     abbreviations: bool = True
     detector: str | None = None  # with detect: one of DETECTORS; None: default_detector()
-    reranker: str | None = None  # a cross-encoder, generative or reranker-ensemble folder that reorders each mention's top `rerank_depth` concepts
+    reranker: str | None = (
+        None  # a cross-encoder, generative or reranker-ensemble folder that reorders each mention's top `rerank_depth` concepts
+    )
     rerank_depth: int = DEFAULT_RERANK_DEPTH
     type_models: tuple[tuple[str, str], ...] = ()
     # a generative model folder that links each mention by writing one of its type's names (whole-tree constrained
@@ -299,17 +325,20 @@ class AnnotatorSpec:
             from bioel_core.linking.generative import check_generative
 
             if self.reranker is not None:
-                raise SettingsError("generative", "links by writing names, while the reranker reorders the index's "
-                                                  "candidates: choose one")
+                raise SettingsError(
+                    "generative", "links by writing names, while the reranker reorders the index's candidates: choose one"
+                )
             check_generative(self.generative)
             # its scores are probabilities: a threshold outside [0, 1] would cut nothing or everything (one t calibrated
             # when they were log-probabilities is exp(t) now)
             for entity_type, threshold in self.nil_thresholds:
                 if not 0.0 <= threshold <= 1.0:
-                    raise SettingsError(f"types.{entity_type}.nil_threshold",
-                                        f"{threshold}: with a generative model, scores are probabilities in [0, 1] (exp "
-                                        f"of the written name's mean token log-probability; a log-probability "
-                                        f"threshold t is exp(t) here)")
+                    raise SettingsError(
+                        f"types.{entity_type}.nil_threshold",
+                        f"{threshold}: with a generative model, scores are probabilities in [0, 1] (exp "
+                        f"of the written name's mean token log-probability; a log-probability "
+                        f"threshold t is exp(t) here)",
+                    )
         from bioel_core.text.detect import StopList
 
         for entity_type, path in self.stop_lists:  # refused here, before any work, not in every worker
@@ -318,12 +347,17 @@ class AnnotatorSpec:
             except OSError as err:  # a missing file or a folder: the system's words alone name no setting
                 raise SettingsError(f"types.{entity_type}.stop_list", f"{path}: {err.strerror}") from None
         known = {t for t, _ in self.indexes}
-        for setting, pairs in (("stop_list", self.stop_lists), ("nil_threshold", self.nil_thresholds),
-                               ("model", self.type_models)):
+        for setting, pairs in (
+            ("stop_list", self.stop_lists),
+            ("nil_threshold", self.nil_thresholds),
+            ("model", self.type_models),
+        ):
             unknown = sorted({t for t, _ in pairs} - known)
             if unknown:
-                raise SettingsError(f"types.{unknown[0]}.index", f"required: its {setting} is given; entity types "
-                                                                  f"{unknown} have no index (indexed: {sorted(known)})")
+                raise SettingsError(
+                    f"types.{unknown[0]}.index",
+                    f"required: its {setting} is given; entity types {unknown} have no index (indexed: {sorted(known)})",
+                )
 
     def default_detector(self) -> str:
         """`both` for a collective model linking every type in its one pass (better than either detector alone on
@@ -345,8 +379,12 @@ class AnnotatorSpec:
             manifest = read_index_manifest(index_dir, fs=fs)
             emb_dir = check_embeddings_unchanged(index_dir, manifest, fs, at=embeddings.get(entity_type))
             names_dir = check_names_unchanged(emb_dir, fs, at=names.get(entity_type))
-            out[entity_type] = {"index": index_dir, "names": str(names_dir), "fingerprint": manifest["model"]["fingerprint"],
-                                "kb_version": manifest_sha256(names_dir, fs)}
+            out[entity_type] = {
+                "index": index_dir,
+                "names": str(names_dir),
+                "fingerprint": manifest["model"]["fingerprint"],
+                "kb_version": manifest_sha256(names_dir, fs),
+            }
         return out
 
     def model_for(self, entity_type: str) -> str | None:
@@ -364,12 +402,13 @@ class AnnotatorSpec:
             found = models[self.model_for(entity_type)].fingerprint()
             if found != source["fingerprint"]:
                 name = self.model_for(entity_type) or "(default)"
-                raise SettingsError(f"types.{entity_type}.model" if entity_type else "model",
-                                    f"the model {name} (fingerprint {found[:12]}) is not the one the index "
-                                    f"{source['index']} was built with ({source['fingerprint'][:12]}); pass that model")
+                raise SettingsError(
+                    f"types.{entity_type}.model" if entity_type else "model",
+                    f"the model {name} (fingerprint {found[:12]}) is not the one the index "
+                    f"{source['index']} was built with ({source['fingerprint'][:12]}); pass that model",
+                )
             fingerprints[entity_type] = found
-        return (combined_version(fingerprints),
-                combined_version({t: s["kb_version"] for t, s in sources.items()}))
+        return (combined_version(fingerprints), combined_version({t: s["kb_version"] for t, s in sources.items()}))
 
     def _check_stop_lists(self, sources: dict[str, dict]) -> None:
         """Each stop list against its type's KB names, before the workers open them."""
@@ -399,31 +438,41 @@ class AnnotatorSpec:
     def _checked(self, model):
         """The model, after checking that it can do what the detector asks of it."""
         if self.detect and self.detector != "dictionary" and not _is_document_model(model):
-            typed = " (a type's own model is its name model; the span detector is the linker's model)" \
-                if self.type_models else ""
-            raise SettingsError("detector", f"{self.detector} needs a collective model (made by `bioel train`); "
-                                            f"{self.model or 'the default model'} is a "
-                                            f"{model.config().get('encoder_type')} name encoder" + typed)
+            typed = " (a type's own model is its name model; the span detector is the linker's model)" if self.type_models else ""
+            raise SettingsError(
+                "detector",
+                f"{self.detector} needs a collective model (made by `bioel train`); "
+                f"{self.model or 'the default model'} is a "
+                f"{model.config().get('encoder_type')} name encoder" + typed,
+            )
         if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.type_models:
-            raise SettingsError("model", "a type's own model gives it a name model of its own, but the collective "
-                                         "model's one pass links every type by its own vectors: use one model (the "
-                                         "collective one)")
+            raise SettingsError(
+                "model",
+                "a type's own model gives it a name model of its own, but the collective "
+                "model's one pass links every type by its own vectors: use one model (the "
+                "collective one)",
+            )
         if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.generative:
-            raise SettingsError("generative", "links mentions by their text; the collective model's one pass links "
-                                              "them by its vectors: use one or the other")
+            raise SettingsError(
+                "generative",
+                "links mentions by their text; the collective model's one pass links them by its vectors: use one or the other",
+            )
         return model
 
     def inputs(self, labels: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
         """(setting, path) of every folder and file the annotator reads, for the refusal of an output among them;
         `labels`: the caller's words for the settings (index, model, reranker, generative, stop_list: the CLI's
         flags), default their names."""
+
         def label(name: str) -> str:
             return (labels or {}).get(name, name)
 
-        return ([(label("index"), d) for _, d in self.indexes]
-                + [(label("model"), m) for m in (self.model, *(m for _, m in self.type_models)) if m]
-                + [(label(name), m) for name, m in (("reranker", self.reranker), ("generative", self.generative)) if m]
-                + [(label("stop_list"), s) for _, s in self.stop_lists])
+        return (
+            [(label("index"), d) for _, d in self.indexes]
+            + [(label("model"), m) for m in (self.model, *(m for _, m in self.type_models)) if m]
+            + [(label(name), m) for name, m in (("reranker", self.reranker), ("generative", self.generative)) if m]
+            + [(label("stop_list"), s) for _, s in self.stop_lists]
+        )
 
     def settings_sha256(self) -> str:
         """Every setting besides the model fingerprint and KB versions that changes annotations: detection or given
@@ -433,11 +482,14 @@ class AnnotatorSpec:
         from bioel_core.embeddings import manifest_sha256
         from bioel_core.index.sharded import file_sha256 as file_sha
 
-        payload = {"detect": self.detect, "detector": self.detector,
-                   "abbreviations": self.abbreviations and ABBREVIATION_RULES,
-                   "stop_lists": sorted((t, file_sha(p)) for t, p in self.stop_lists),
-                   "nil_thresholds": sorted((t, float(v)) for t, v in self.nil_thresholds),
-                   "indexes": sorted((t, manifest_sha256(d)) for t, d in self.indexes)}
+        payload = {
+            "detect": self.detect,
+            "detector": self.detector,
+            "abbreviations": self.abbreviations and ABBREVIATION_RULES,
+            "stop_lists": sorted((t, file_sha(p)) for t, p in self.stop_lists),
+            "nil_thresholds": sorted((t, float(v)) for t, v in self.nil_thresholds),
+            "indexes": sorted((t, manifest_sha256(d)) for t, d in self.indexes),
+        }
         # a reranker's or generative model's weights and config decide the concepts as much as the model's do
         if self.reranker:
             payload["reranker"] = {"depth": self.rerank_depth, "files": _model_files(self.reranker)}
@@ -454,10 +506,15 @@ class AnnotatorSpec:
 
         sources = self._sources()
         self._check_stop_lists(sources)
-        folders = {self.model_for(t) for t in sources} | ({self.model} if self.detect and self.detector != "dictionary" else set())
-        payload = {"spec": self.describe(), "settings": self.settings_sha256(),
-                   "models": sorted((str(folder), _model_files(str(model_folder(folder)))) for folder in folders),
-                   "sources": sorted((t, s["fingerprint"], s["kb_version"]) for t, s in sources.items())}
+        folders = {self.model_for(t) for t in sources} | (
+            {self.model} if self.detect and self.detector != "dictionary" else set()
+        )
+        payload = {
+            "spec": self.describe(),
+            "settings": self.settings_sha256(),
+            "models": sorted((str(folder), _model_files(str(model_folder(folder)))) for folder in folders),
+            "sources": sorted((t, s["fingerprint"], s["kb_version"]) for t, s in sources.items()),
+        }
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
     def open(self, models: dict | None = None) -> DocumentAnnotator:
@@ -482,22 +539,47 @@ class AnnotatorSpec:
             detector = None
             if self.detect and self.detector != "model":
                 stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
-                detector = DictionaryDetector.from_names_table(source["names"], names=names, entity_type=entity_type or UNTYPED,
-                                                               stop_list=stop,
-                                                               abbreviations=self.abbreviations)
+                detector = DictionaryDetector.from_names_table(
+                    source["names"],
+                    names=names,
+                    entity_type=entity_type or UNTYPED,
+                    stop_list=stop,
+                    abbreviations=self.abbreviations,
+                )
             fingerprints[entity_type] = source["fingerprint"]  # the index's model: the dense linker checks it is this one
             if generative is not None:  # the tree of the type's names, built in each worker (seconds)
                 linker = GenerativeLinker(names, generative, self.generative, batch_size=self.batch_size, reproducible=True)
             else:  # annotations must not depend on how documents are batched
                 model = self.model_for(entity_type)
-                linker = DenseLinker.from_index(source["index"], names, encoders[model], model=model, names_dir=source["names"],
-                                                batch_size=self.batch_size, reproducible=True)
+                linker = DenseLinker.from_index(
+                    source["index"],
+                    names,
+                    encoders[model],
+                    model=model,
+                    names_dir=source["names"],
+                    batch_size=self.batch_size,
+                    reproducible=True,
+                )
             if reranker is not None:
                 linker = RerankLinker(names, linker, reranker, self.reranker, self.rerank_depth)
-            targets.append(EntityTarget(entity_type, linker, source["kb_version"], detector, thresholds.get(entity_type),
-                                        concept_lookup(source["names"])))
-        return DocumentAnnotator(targets, combined_version(fingerprints), self.detect, self.max_chars, self.batch_size,
-                                 document_model=encoder.eval() if one_pass else None)
+            targets.append(
+                EntityTarget(
+                    entity_type,
+                    linker,
+                    source["kb_version"],
+                    detector,
+                    thresholds.get(entity_type),
+                    concept_lookup(source["names"]),
+                )
+            )
+        return DocumentAnnotator(
+            targets,
+            combined_version(fingerprints),
+            self.detect,
+            self.max_chars,
+            self.batch_size,
+            document_model=encoder.eval() if one_pass else None,
+        )
 
     def describe(self) -> dict:
         return asdict(self)
@@ -509,8 +591,11 @@ def _model_files(folder: str) -> list[tuple[str, str]]:
     from bioel_core.index.sharded import file_sha256
     from bioel_core.models.cards import CARD_JSON
 
-    return sorted((p.name, file_sha256(str(p))) for p in Path(folder).iterdir()
-                  if p.suffix in (".json", ".safetensors") and p.name != CARD_JSON)
+    return sorted(
+        (p.name, file_sha256(str(p)))
+        for p in Path(folder).iterdir()
+        if p.suffix in (".json", ".safetensors") and p.name != CARD_JSON
+    )
 
 
 def _is_document_model(encoder) -> bool:

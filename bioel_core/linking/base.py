@@ -31,8 +31,9 @@ class Linker(ABC):
         self.normalize = names.normalizer
 
     # ---- querying ----
-    def link(self, mentions: Sequence[Mention | str], k: int = 5, contexts: Sequence[str | None] | None = None,
-             batch_size: int = 256) -> list[list[Candidate]]:
+    def link(
+        self, mentions: Sequence[Mention | str], k: int = 5, contexts: Sequence[str | None] | None = None, batch_size: int = 256
+    ) -> list[list[Candidate]]:
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         if contexts is not None and len(contexts) != len(mentions):
@@ -51,7 +52,7 @@ class Linker(ABC):
         asked = [i for i, query in enumerate(queries) if query]
         out: list[list[Candidate]] = [[] for _ in queries]
         for start in range(0, len(asked), batch_size):
-            batch = asked[start:start + batch_size]
+            batch = asked[start : start + batch_size]
             for i, candidates in zip(batch, self.search([queries[i] for i in batch], k)):
                 out[i] = candidates
         return out
@@ -76,8 +77,13 @@ class Linker(ABC):
         self.names.save(folder / NAMES)
         self._save_state(folder)
         # config last: a folder without it is not a finished save
-        config = {"linker": self.kind, "normalizer": self.normalize.to_dict(), "options": self.options(),
-                  "n_names": len(self.names), "source": self.names.source}
+        config = {
+            "linker": self.kind,
+            "normalizer": self.normalize.to_dict(),
+            "options": self.options(),
+            "n_names": len(self.names),
+            "source": self.names.source,
+        }
         (folder / CONFIG).write_text(json.dumps(config, indent=2))
         return folder
 
@@ -90,8 +96,9 @@ class Linker(ABC):
         config = read_config(folder)
         if config["linker"] != cls.kind:
             raise ValueError(f"{folder}: holds a {config['linker']!r} linker, not {cls.kind!r}")
-        names = NameSet.read_saved(folder / NAMES, Normalizer(NormalizerConfig.from_dict(config["normalizer"])),
-                                   config.get("source", ""))
+        names = NameSet.read_saved(
+            folder / NAMES, Normalizer(NormalizerConfig.from_dict(config["normalizer"])), config.get("source", "")
+        )
         if names.normalizer.version != config["normalizer"]["version"]:
             raise ValueError(f"{folder}: normalizer version {config['normalizer']['version']} cannot be rebuilt here")
         return cls._load_state(folder, names, config["options"])

@@ -40,9 +40,18 @@ RESCORE_MARGIN = 8
 class DenseLinker(Linker):
     kind = "dense"
 
-    def __init__(self, names: NameSet, encoder: Encoder, model_path: str, pooling: str | None = None,
-                 embeddings: np.ndarray | None = None, batch_size: int = 256, shards: ShardedIndex | None = None,
-                 reproducible: bool = False, names_dir: str | Path | None = None):
+    def __init__(
+        self,
+        names: NameSet,
+        encoder: Encoder,
+        model_path: str,
+        pooling: str | None = None,
+        embeddings: np.ndarray | None = None,
+        batch_size: int = 256,
+        shards: ShardedIndex | None = None,
+        reproducible: bool = False,
+        names_dir: str | Path | None = None,
+    ):
         """`shards`: search this index folder's FAISS shards instead of embedding the names (see from_index).
         `reproducible`: a query's candidates and scores do not depend on the other queries it is linked with
         (batch-invariant encoding, exact float64 scores), so bulk linking writes the same bytes whatever its
@@ -59,21 +68,35 @@ class DenseLinker(Linker):
         if embeddings is None:
             embeddings = encoder.encode(self.exact.row_names, batch_size=batch_size, show_progress=len(names) > 20000)
         if embeddings.shape != (len(self.exact.row_names), encoder.dim):
-            raise ValueError(f"embeddings of shape {embeddings.shape} do not fit {len(self.exact.row_names)} names x {encoder.dim}")
+            raise ValueError(
+                f"embeddings of shape {embeddings.shape} do not fit {len(self.exact.row_names)} names x {encoder.dim}"
+            )
         self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
         self.index = ExactInnerProduct(self.embeddings)
 
     @classmethod
-    def build(cls, names: NameSet, model: str | None = None, pooling: str | None = None, device: str = "cpu",
-              batch_size: int = 256) -> DenseLinker:
+    def build(
+        cls, names: NameSet, model: str | None = None, pooling: str | None = None, device: str = "cpu", batch_size: int = 256
+    ) -> DenseLinker:
         encoder = open_model(model, pooling, device)
         return cls(names, encoder, str(model_folder(model)), pooling, batch_size=batch_size)
 
     @classmethod
-    def from_index(cls, index_dir: str | Path, names: NameSet | None = None, encoder: Encoder | None = None, *,
-                   model: str | None = None, pooling: str | None = None, device: str = "cpu", batch_size: int = 256,
-                   verify: bool = True, threads: int | None = None, reproducible: bool = False,
-                   names_dir: str | Path | None = None) -> DenseLinker:
+    def from_index(
+        cls,
+        index_dir: str | Path,
+        names: NameSet | None = None,
+        encoder: Encoder | None = None,
+        *,
+        model: str | None = None,
+        pooling: str | None = None,
+        device: str = "cpu",
+        batch_size: int = 256,
+        verify: bool = True,
+        threads: int | None = None,
+        reproducible: bool = False,
+        names_dir: str | Path | None = None,
+    ) -> DenseLinker:
         """A dense linker over the FAISS shards of `index_dir`. `names` default: the names table the index's
         embeddings were made from (in `names_dir` when given: where it lies now, if moved); `encoder` default:
         `model`, else the model recorded in the index manifest. The encoder must be the model the index was built
@@ -89,8 +112,16 @@ class DenseLinker(Linker):
             pooling = pooling or recorded.pooling
             encoder = open_model(model or recorded.path, pooling, device)
         model_path = str(model_folder(model)) if model else recorded.path
-        return cls(names, encoder, model_path, pooling, batch_size=batch_size, shards=shards, reproducible=reproducible,
-                   names_dir=names_dir)
+        return cls(
+            names,
+            encoder,
+            model_path,
+            pooling,
+            batch_size=batch_size,
+            shards=shards,
+            reproducible=reproducible,
+            names_dir=names_dir,
+        )
 
     def _use_shards(self, shards: ShardedIndex) -> None:
         """Check the model, and map every indexed name_id to the row of its name (-1: not in these names)."""
@@ -98,13 +129,15 @@ class DenseLinker(Linker):
             raise ModelMismatchError(
                 f"{shards.folder}: the index was built from embeddings of the model at {shards.details.model.path} "
                 f"(fingerprint {str(shards.model_fingerprint)[:12]}); this model has fingerprint "
-                f"{self.encoder.fingerprint()[:12]}: queries would not be comparable with the indexed vectors")
+                f"{self.encoder.fingerprint()[:12]}: queries would not be comparable with the indexed vectors"
+            )
         from bioel_core.tables import read_table
 
         table = read_table(self.names_dir or shards.details.names.path, "names", ["name_id", "name_norm"])
         ids = table.column("name_id").to_numpy()
-        rows = np.fromiter((self.exact.row_of.get(n, -1) for n in table.column("name_norm").to_pylist()),
-                           dtype=np.int64, count=len(ids))
+        rows = np.fromiter(
+            (self.exact.row_of.get(n, -1) for n in table.column("name_norm").to_pylist()), dtype=np.int64, count=len(ids)
+        )
         order = np.argsort(ids)
         self._ids, self._rows = ids[order], rows[order]
         self.embeddings, self.index = None, None
@@ -181,8 +214,10 @@ class DenseLinker(Linker):
     def _load_state(cls, folder: Path, names: NameSet, options: dict) -> DenseLinker:
         encoder = open_model(options["model"], options.get("pooling"))
         if encoder.fingerprint() != options["fingerprint"]:
-            raise ValueError(f"{folder}: the model at {options['model']} is not the one these embeddings were made with "
-                             f"(fingerprint {encoder.fingerprint()[:12]} != {options['fingerprint'][:12]})")
+            raise ValueError(
+                f"{folder}: the model at {options['model']} is not the one these embeddings were made with "
+                f"(fingerprint {encoder.fingerprint()[:12]} != {options['fingerprint'][:12]})"
+            )
         if options.get("index"):
             return cls.from_index(options["index"], names, encoder, model=options["model"], pooling=options.get("pooling"))
         embeddings = np.load(folder / EMBEDDINGS, allow_pickle=False)

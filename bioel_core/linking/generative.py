@@ -53,8 +53,16 @@ def check_generative(folder: str | Path) -> None:
 class GenerativeLinker(Linker):
     kind = "generative"
 
-    def __init__(self, names: NameSet, model, model_path: str, beams: int = DEFAULT_BEAMS, batch_size: int = 64,
-                 tree: PrefixTree | None = None, reproducible: bool = False):
+    def __init__(
+        self,
+        names: NameSet,
+        model,
+        model_path: str,
+        beams: int = DEFAULT_BEAMS,
+        batch_size: int = 64,
+        tree: PrefixTree | None = None,
+        reproducible: bool = False,
+    ):
         super().__init__(names)
         if beams < 1:
             raise ValueError(f"beams must be at least 1, got {beams}")
@@ -65,13 +73,19 @@ class GenerativeLinker(Linker):
         self.tree = tree if tree is not None else PrefixTree.build(model.name_ids(self.exact.row_names))
 
     @classmethod
-    def build(cls, names: NameSet, model: str | None = None, device: str = "cpu", beams: int = DEFAULT_BEAMS,
-              batch_size: int = 64, **options) -> GenerativeLinker:
+    def build(
+        cls,
+        names: NameSet,
+        model: str | None = None,
+        device: str = "cpu",
+        beams: int = DEFAULT_BEAMS,
+        batch_size: int = 64,
+        **options,
+    ) -> GenerativeLinker:
         if options:
             raise ValueError(f"unknown generative options {sorted(options)}; known: model, device, beams, batch_size")
         if not model:
-            raise SettingsError("model", "required by the generative linker: a generative model folder (made by "
-                                         "`bioel train`)")
+            raise SettingsError("model", "required by the generative linker: a generative model folder (made by `bioel train`)")
         return cls(names, open_generative(model, device), str(Path(model).resolve()), beams, batch_size)
 
     def search(self, queries: list[str], k: int) -> list[list[Candidate]]:
@@ -79,8 +93,13 @@ class GenerativeLinker(Linker):
         out = [self.exact.candidates(self.names, q, k) for q in distinct]
         todo = [i for i, c in enumerate(out) if len(c) < k]
         # k <= beams: more beams than asked for when k is larger
-        decoded = self.model.generate_names([distinct[i] for i in todo], self.tree, max(self.beams, k), self.batch_size,
-                                            batch_invariant=self.reproducible) if todo else []
+        decoded = (
+            self.model.generate_names(
+                [distinct[i] for i in todo], self.tree, max(self.beams, k), self.batch_size, batch_invariant=self.reproducible
+            )
+            if todo
+            else []
+        )
         for i, found in zip(todo, decoded):
             # exp puts a written name on the exact names' scale (1 = exp 0) and keeps the beams' order: one scale for
             # the output's scores and a NIL threshold (the model's own scores stay log-probabilities, as the reranker's)
@@ -99,9 +118,11 @@ class GenerativeLinker(Linker):
     def _load_state(cls, folder: Path, names: NameSet, options: dict) -> GenerativeLinker:
         model = open_generative(options["model"])
         if model.fingerprint() != options["fingerprint"]:
-            raise ValueError(f"{folder}: the model at {options['model']} is not the one this linker was saved with "
-                             f"(fingerprint {model.fingerprint()[:12]} != {options['fingerprint'][:12]}): its tree "
-                             f"holds the other model's token ids")
+            raise ValueError(
+                f"{folder}: the model at {options['model']} is not the one this linker was saved with "
+                f"(fingerprint {model.fingerprint()[:12]} != {options['fingerprint'][:12]}): its tree "
+                f"holds the other model's token ids"
+            )
         return cls(names, model, options["model"], options["beams"], tree=PrefixTree.load(folder / TREE_FILE))
 
 
@@ -118,5 +139,9 @@ class GenerativeReranker(ModelReranker):
         names = [[n for c in cands for n in c.names[:MAX_NAMES_PER_CONCEPT]] for cands in candidates]
         scored = self.model.score_names(list(queries), names, self.batch_size, batch_invariant=self.reproducible)
         # a concept's score: the best of its names' (each concept has at least one name)
-        return [np.maximum.reduceat(scores, np.cumsum([0] + [len(c.names[:MAX_NAMES_PER_CONCEPT]) for c in cands])[:-1])
-                .astype(np.float32) for cands, scores in zip(candidates, scored)]
+        return [
+            np.maximum.reduceat(scores, np.cumsum([0] + [len(c.names[:MAX_NAMES_PER_CONCEPT]) for c in cands])[:-1]).astype(
+                np.float32
+            )
+            for cands, scores in zip(candidates, scored)
+        ]

@@ -33,8 +33,14 @@ class HybridLinker(Linker):
         self.exact = dense.exact
 
     @classmethod
-    def build(cls, names: NameSet, model: str | None = None, pooling: str | None = None, device: str = "cpu",
-              sparse_weight: float = DEFAULT_SPARSE_WEIGHT) -> HybridLinker:
+    def build(
+        cls,
+        names: NameSet,
+        model: str | None = None,
+        pooling: str | None = None,
+        device: str = "cpu",
+        sparse_weight: float = DEFAULT_SPARSE_WEIGHT,
+    ) -> HybridLinker:
         return cls(names, DenseLinker.build(names, model, pooling, device), TfidfLinker.build(names), sparse_weight)
 
     def options(self) -> dict:

@@ -48,6 +48,13 @@ def calibrate_threshold(scores: Sequence[float], correct: Sequence[bool], gold: 
     candidates = np.flatnonzero(np.r_[s[1:] != s[:-1], True])
     # later position = lower threshold, on equal F1 (rounded: 2/3 computed two ways must tie)
     best = max(candidates, key=lambda i: (round(float(f1[i]), 12), i))
-    return NilThreshold(threshold=float(s[best]), precision=float(precision[best]), recall=float(recall[best]),
-                        f1=float(f1[best]), kept=int(kept[best]), predictions=len(s), gold=gold,
-                        f1_without_threshold=float(f1[-1]))
+    return NilThreshold(
+        threshold=float(s[best]),
+        precision=float(precision[best]),
+        recall=float(recall[best]),
+        f1=float(f1[best]),
+        kept=int(kept[best]),
+        predictions=len(s),
+        gold=gold,
+        f1_without_threshold=float(f1[-1]),
+    )

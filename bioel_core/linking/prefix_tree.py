@@ -19,8 +19,14 @@ ARRAYS = ("child_start", "child_token", "child_node", "name_start", "name_index"
 
 
 class PrefixTree:
-    def __init__(self, child_start: np.ndarray, child_token: np.ndarray, child_node: np.ndarray,
-                 name_start: np.ndarray, name_index: np.ndarray):
+    def __init__(
+        self,
+        child_start: np.ndarray,
+        child_token: np.ndarray,
+        child_node: np.ndarray,
+        name_start: np.ndarray,
+        name_index: np.ndarray,
+    ):
         self.child_start, self.child_token, self.child_node = child_start, child_token, child_node
         self.name_start, self.name_index = name_start, name_index
 
@@ -77,11 +83,11 @@ class PrefixTree:
 
     def next_tokens(self, node: int) -> np.ndarray:
         """The tokens that continue some name from `node`, sorted."""
-        return self.child_token[self.child_start[node]:self.child_start[node + 1]]
+        return self.child_token[self.child_start[node] : self.child_start[node + 1]]
 
     def names_at(self, node: int) -> np.ndarray:
         """Positions of the names whose token sequence ends exactly at `node`."""
-        return self.name_index[self.name_start[node]:self.name_start[node + 1]]
+        return self.name_index[self.name_start[node] : self.name_start[node + 1]]
 
     def save(self, path: str | Path) -> None:
         np.savez(path, **{name: getattr(self, name) for name in ARRAYS})

@@ -85,9 +85,11 @@ def concept_text(candidate: ConceptCandidate, names_per_concept: int = NAMES_PER
 
 
 # a reranker folder's encoder_type -> "module:Class" of the Reranker that reads it
-RERANKERS = {"cross-encoder": "bioel_core.linking.rerank:CrossEncoderReranker",
-             "generative": "bioel_core.linking.generative:GenerativeReranker",
-             RERANKER_ENSEMBLE: "bioel_core.linking.rerank_ensemble:RerankerEnsemble"}
+RERANKERS = {
+    "cross-encoder": "bioel_core.linking.rerank:CrossEncoderReranker",
+    "generative": "bioel_core.linking.generative:GenerativeReranker",
+    RERANKER_ENSEMBLE: "bioel_core.linking.rerank_ensemble:RerankerEnsemble",
+}
 
 
 def is_reranker_folder(folder: str | Path) -> bool:
@@ -178,8 +180,9 @@ def reranked(candidates: Sequence[ConceptCandidate], scores: np.ndarray) -> list
 class RerankLinker(Linker):
     kind = "rerank"
 
-    def __init__(self, names: NameSet, retriever: Linker, reranker: Reranker, reranker_path: str = "",
-                 depth: int = DEFAULT_DEPTH):
+    def __init__(
+        self, names: NameSet, retriever: Linker, reranker: Reranker, reranker_path: str = "", depth: int = DEFAULT_DEPTH
+    ):
         super().__init__(names)
         if depth < 1:
             raise ValueError(f"rerank depth must be at least 1, got {depth}")
@@ -187,8 +190,15 @@ class RerankLinker(Linker):
         self.concepts = ConceptNames(names)
 
     @classmethod
-    def build(cls, names: NameSet, retriever: str = "dense", reranker: str | None = None, depth: int = DEFAULT_DEPTH,
-              device: str = "cpu", **retriever_options) -> RerankLinker:
+    def build(
+        cls,
+        names: NameSet,
+        retriever: str = "dense",
+        reranker: str | None = None,
+        depth: int = DEFAULT_DEPTH,
+        device: str = "cpu",
+        **retriever_options,
+    ) -> RerankLinker:
         """`retriever`: the kind of linker to build on `names` (with `retriever_options`, e.g. model=...);
         `reranker`: a cross-encoder or generative model folder."""
         from bioel_core.linking import build_linker
@@ -197,8 +207,13 @@ class RerankLinker(Linker):
             raise SettingsError("reranker", "required by the rerank linker: a reranker model folder")
         if retriever == cls.kind:
             raise ValueError("a rerank linker's retriever cannot itself be a rerank linker")
-        return cls(names, build_linker(retriever, names, device=device, **retriever_options),
-                   open_reranker(reranker, device), str(Path(reranker).resolve()), depth)
+        return cls(
+            names,
+            build_linker(retriever, names, device=device, **retriever_options),
+            open_reranker(reranker, device),
+            str(Path(reranker).resolve()),
+            depth,
+        )
 
     def candidates(self, queries: list[str]) -> list[list[ConceptCandidate]]:
         """The retriever's `depth` best concepts per (normalized) query."""
@@ -239,8 +254,13 @@ class RerankLinker(Linker):
         return self._reranked(queries, [self.concepts.group(q, r, self.depth) for q, r in zip(queries, retrieved)], k)
 
     def options(self) -> dict:
-        return {"retriever": self.retriever.kind, "retriever_options": self.retriever.options(),
-                "reranker": self.reranker_path, "fingerprint": self.reranker.fingerprint(), "depth": self.depth}
+        return {
+            "retriever": self.retriever.kind,
+            "retriever_options": self.retriever.options(),
+            "reranker": self.reranker_path,
+            "fingerprint": self.reranker.fingerprint(),
+            "depth": self.depth,
+        }
 
     def _save_state(self, folder: Path) -> None:
         self.retriever.save(folder / "retriever")
@@ -251,8 +271,10 @@ class RerankLinker(Linker):
 
         reranker = open_reranker(options["reranker"])
         if reranker.fingerprint() != options["fingerprint"]:
-            raise ValueError(f"{folder}: the reranker at {options['reranker']} is not the one this linker was saved with "
-                             f"(fingerprint {reranker.fingerprint()[:12]} != {options['fingerprint'][:12]})")
+            raise ValueError(
+                f"{folder}: the reranker at {options['reranker']} is not the one this linker was saved with "
+                f"(fingerprint {reranker.fingerprint()[:12]} != {options['fingerprint'][:12]})"
+            )
         return cls(names, load_linker(folder / "retriever"), reranker, options["reranker"], options["depth"])
 
 

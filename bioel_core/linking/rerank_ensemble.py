@@ -31,7 +31,9 @@ from bioel_core.models.ensemble import check_members
 class RerankerEnsemble:
     encoder_type = RERANKER_ENSEMBLE
 
-    def __init__(self, members: Sequence[Reranker], weights: Sequence[float], retriever_weight: float, paths: Sequence[str | Path]):
+    def __init__(
+        self, members: Sequence[Reranker], weights: Sequence[float], retriever_weight: float, paths: Sequence[str | Path]
+    ):
         """`paths[i]`: the folder member i was opened from (what `save` references)."""
         if len(members) < 2 or not len(members) == len(weights) == len(paths):
             raise ValueError("a reranker ensemble needs at least two members, each with a weight and a folder")
@@ -45,11 +47,16 @@ class RerankerEnsemble:
         self.member_fingerprints = [m.fingerprint() for m in self.members]
 
     @classmethod
-    def from_folders(cls, specs: Sequence[tuple[str | Path, float]], retriever_weight: float, device: str = "cpu",
-                     reproducible: bool = False) -> RerankerEnsemble:
+    def from_folders(
+        cls, specs: Sequence[tuple[str | Path, float]], retriever_weight: float, device: str = "cpu", reproducible: bool = False
+    ) -> RerankerEnsemble:
         """(reranker folder, weight) per member."""
-        return cls([open_reranker(folder, device, reproducible) for folder, _ in specs], [w for _, w in specs],
-                   retriever_weight, [folder for folder, _ in specs])
+        return cls(
+            [open_reranker(folder, device, reproducible) for folder, _ in specs],
+            [w for _, w in specs],
+            retriever_weight,
+            [folder for folder, _ in specs],
+        )
 
     def rerank_scores(self, queries: Sequence[str], candidates: Sequence[Sequence]) -> list[np.ndarray]:
         total = [np.zeros(len(cands), dtype=np.float32) for cands in candidates]
@@ -59,9 +66,14 @@ class RerankerEnsemble:
         return total
 
     def config(self) -> dict:
-        return {"encoder_type": self.encoder_type, "retriever_weight": self.retriever_weight,
-                "members": [{"encoder_type": t, "weight": w, "fingerprint": f}
-                            for t, w, f in zip(self.member_types, self.weights, self.member_fingerprints)]}
+        return {
+            "encoder_type": self.encoder_type,
+            "retriever_weight": self.retriever_weight,
+            "members": [
+                {"encoder_type": t, "weight": w, "fingerprint": f}
+                for t, w, f in zip(self.member_types, self.weights, self.member_fingerprints)
+            ],
+        }
 
     def fingerprint(self) -> str:
         """sha256 over the members' fingerprints and all weights: the ensemble changes when any of them does."""
@@ -91,16 +103,22 @@ class RerankerEnsemble:
         return ensemble
 
 
-def make_reranker_ensemble(specs: Sequence[tuple[str | Path, float]], retriever_weight: float, output: str | Path,
-                           command: list[str] | None = None) -> dict:
+def make_reranker_ensemble(
+    specs: Sequence[tuple[str | Path, float]], retriever_weight: float, output: str | Path, command: list[str] | None = None
+) -> dict:
     """`bioel ensemble` of reranker folders: the ensemble folder with its card."""
     out = Path(output)
     ensemble = RerankerEnsemble.from_folders(specs, retriever_weight)
     ensemble.save(out)
     saved = ensemble.saved_config(out)
-    card = {"model": out.name, "encoder": {"encoder_type": RERANKER_ENSEMBLE, "retriever_weight": ensemble.retriever_weight},
-            **fingerprint_entry(ensemble), "command": " ".join(command or sys.argv),
-            "members": [{k: m[k] for k in ("source", "encoder_type", "weight", "fingerprint")} for m in saved["members"]],
-            "bioel_version": bioel_core.__version__, "scores": {}}
+    card = {
+        "model": out.name,
+        "encoder": {"encoder_type": RERANKER_ENSEMBLE, "retriever_weight": ensemble.retriever_weight},
+        **fingerprint_entry(ensemble),
+        "command": " ".join(command or sys.argv),
+        "members": [{k: m[k] for k in ("source", "encoder_type", "weight", "fingerprint")} for m in saved["members"]],
+        "bioel_version": bioel_core.__version__,
+        "scores": {},
+    }
     write_card(out, card)
     return card

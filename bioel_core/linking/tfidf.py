@@ -44,8 +44,15 @@ def top_rows(scores: sp.csr_matrix, row: int, m: int) -> tuple[np.ndarray, np.nd
 class TfidfLinker(Linker):
     kind = "tfidf"
 
-    def __init__(self, names: NameSet, analyzer: str = DEFAULT_ANALYZER, ngram_range: tuple[int, int] = DEFAULT_NGRAM_RANGE,
-                 vocabulary: dict[str, int] | None = None, idf: np.ndarray | None = None, matrix: sp.csr_matrix | None = None):
+    def __init__(
+        self,
+        names: NameSet,
+        analyzer: str = DEFAULT_ANALYZER,
+        ngram_range: tuple[int, int] = DEFAULT_NGRAM_RANGE,
+        vocabulary: dict[str, int] | None = None,
+        idf: np.ndarray | None = None,
+        matrix: sp.csr_matrix | None = None,
+    ):
         super().__init__(names)
         self.analyzer, self.ngram_range = analyzer, tuple(ngram_range)
         self.exact = NameIndex(names)
@@ -57,11 +64,14 @@ class TfidfLinker(Linker):
             idf = (np.log((1 + counts.shape[0]) / (1 + df)) + 1).astype(np.float32)
             vocabulary = {t: int(i) for t, i in counter.vocabulary_.items()}
         self.vocabulary, self.idf = vocabulary, np.asarray(idf, dtype=np.float32)
-        self._counter = CountVectorizer(analyzer=analyzer, ngram_range=self.ngram_range, lowercase=False,
-                                        vocabulary=vocabulary, dtype=np.float32)
+        self._counter = CountVectorizer(
+            analyzer=analyzer, ngram_range=self.ngram_range, lowercase=False, vocabulary=vocabulary, dtype=np.float32
+        )
         matrix = self.vectorize(self.row_names) if matrix is None else matrix
         if matrix.shape != (len(self.row_names), len(vocabulary)):
-            raise ValueError(f"TF-IDF matrix shape {matrix.shape} does not fit {len(self.row_names)} names x {len(vocabulary)} n-grams")
+            raise ValueError(
+                f"TF-IDF matrix shape {matrix.shape} does not fit {len(self.row_names)} names x {len(vocabulary)} n-grams"
+            )
         self.matrix = matrix
         self._matrix_t = matrix.T.tocsr()  # (n-grams x names): query @ this is the score matrix
 
@@ -105,5 +115,11 @@ class TfidfLinker(Linker):
             matrix = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
             idf = z["idf"]
         vocabulary = json.loads((folder / VOCABULARY).read_text(encoding="utf-8"))
-        return cls(names, analyzer=options["analyzer"], ngram_range=tuple(options["ngram_range"]),
-                   vocabulary=vocabulary, idf=idf, matrix=matrix)
+        return cls(
+            names,
+            analyzer=options["analyzer"],
+            ngram_range=tuple(options["ngram_range"]),
+            vocabulary=vocabulary,
+            idf=idf,
+            matrix=matrix,
+        )

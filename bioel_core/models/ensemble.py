@@ -39,7 +39,8 @@ def check_members(directory: str | Path, saved: Sequence[dict], found: Sequence[
         if fingerprint != spec["fingerprint"]:
             raise MemberChangedError(
                 f"{directory}: member {i} at {where[i]} has fingerprint {fingerprint[:12]}, but the ensemble was made "
-                f"with {spec['fingerprint'][:12]}; re-create the ensemble (bioel ensemble) and re-score it")
+                f"with {spec['fingerprint'][:12]}; re-create the ensemble (bioel ensemble) and re-score it"
+            )
 
 
 class EnsembleEncoder(torch.nn.Module):
@@ -83,19 +84,27 @@ class EnsembleEncoder(torch.nn.Module):
     def tokenize(self, texts):
         raise TypeError("an ensemble has no tokenizer of its own: each member tokenizes for itself")
 
-    def encode(self, texts: list[str], batch_size: int = 256, show_progress: bool = False,
-               batch_invariant: bool = False) -> np.ndarray:
+    def encode(
+        self, texts: list[str], batch_size: int = 256, show_progress: bool = False, batch_invariant: bool = False
+    ) -> np.ndarray:
         """(n, dim) float32, L2-normalized, in input order (`batch_invariant`: see Encoder.encode)."""
         total = sum(self.member_weights)
-        parts = [np.sqrt(w / total, dtype=np.float32) * m.encode(texts, batch_size=batch_size, show_progress=show_progress,
-                                                                  batch_invariant=batch_invariant)
-                 for m, w in zip(self.members, self.member_weights)]
+        parts = [
+            np.sqrt(w / total, dtype=np.float32)
+            * m.encode(texts, batch_size=batch_size, show_progress=show_progress, batch_invariant=batch_invariant)
+            for m, w in zip(self.members, self.member_weights)
+        ]
         return np.concatenate(parts, axis=1)
 
     def config(self) -> dict:
-        return {"encoder_type": self.encoder_type, "dim": self.dim,
-                "members": [{"weight": w, "config": m.config(), "fingerprint": f}
-                            for m, w, f in zip(self.members, self.member_weights, self.member_fingerprints)]}
+        return {
+            "encoder_type": self.encoder_type,
+            "dim": self.dim,
+            "members": [
+                {"weight": w, "config": m.config(), "fingerprint": f}
+                for m, w, f in zip(self.members, self.member_weights, self.member_fingerprints)
+            ],
+        }
 
     def fingerprint(self) -> str:
         """sha256 over the members' fingerprints, configs and weights: the ensemble changes when any of them does."""
@@ -142,10 +151,22 @@ def make_ensemble(specs: list[tuple[str, float, str | None]], output: str | Path
     encoder = EnsembleEncoder.from_folders(specs)
     encoder.save(out)
     saved = encoder.saved_config(out)
-    card = {"model": out.name, "encoder": {"encoder_type": encoder.encoder_type, "dim": encoder.dim},
-            **fingerprint_entry(encoder), "command": " ".join(command or sys.argv),
-            "members": [{"source": m["source"], "encoder_type": m["config"]["encoder_type"], "weight": m["weight"],
-                         "fingerprint": m["fingerprint"]} for m in saved["members"]],
-            "bioel_version": bioel_core.__version__, "scores": {}}
+    card = {
+        "model": out.name,
+        "encoder": {"encoder_type": encoder.encoder_type, "dim": encoder.dim},
+        **fingerprint_entry(encoder),
+        "command": " ".join(command or sys.argv),
+        "members": [
+            {
+                "source": m["source"],
+                "encoder_type": m["config"]["encoder_type"],
+                "weight": m["weight"],
+                "fingerprint": m["fingerprint"],
+            }
+            for m in saved["members"]
+        ],
+        "bioel_version": bioel_core.__version__,
+        "scores": {},
+    }
     write_card(out, card)
     return card

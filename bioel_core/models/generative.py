@@ -43,9 +43,17 @@ IGNORE = -100  # label of positions left out of the loss (padding, the prompt)
 class GenerativeModel(torch.nn.Module):
     encoder_type = "generative"
 
-    def __init__(self, checkpoint_dir: str | Path, decoder_layers: int = 1, max_length: int = 48, max_name_length: int = 32,
-                 prompt: bool = True, length_penalty: float = 1.0, retriever_weight: float = 0.0,
-                 _encoder_config: BertConfig | None = None):
+    def __init__(
+        self,
+        checkpoint_dir: str | Path,
+        decoder_layers: int = 1,
+        max_length: int = 48,
+        max_name_length: int = 32,
+        prompt: bool = True,
+        length_penalty: float = 1.0,
+        retriever_weight: float = 0.0,
+        _encoder_config: BertConfig | None = None,
+    ):
         """From an HF BERT checkpoint (warm start); `_encoder_config` (load): the architecture only, weights to follow.
         `length_penalty`: beam and name scores are sums of token log-probabilities divided by length ** this.
         `retriever_weight`: as a reranker, the share of the retriever's score added to this model's (chosen on dev)."""
@@ -63,8 +71,11 @@ class GenerativeModel(torch.nn.Module):
         config = encoder.config
         if decoder_layers < 1 or decoder_layers > config.num_hidden_layers:
             raise ValueError(f"decoder_layers must be 1..{config.num_hidden_layers}, got {decoder_layers}")
-        decoder = BertLMHeadModel(BertConfig(**{**config.to_dict(), "num_hidden_layers": decoder_layers, "is_decoder": True,
-                                                "add_cross_attention": True}))
+        decoder = BertLMHeadModel(
+            BertConfig(
+                **{**config.to_dict(), "num_hidden_layers": decoder_layers, "is_decoder": True, "add_cross_attention": True}
+            )
+        )
         if _encoder_config is None:  # bert2bert: the decoder's layers start as the encoder's last ones
             for mine, theirs in zip(decoder.bert.encoder.layer, encoder.encoder.layer[-decoder_layers:]):
                 mine.load_state_dict(theirs.state_dict(), strict=False)  # crossattention keeps its fresh weights
@@ -72,8 +83,10 @@ class GenerativeModel(torch.nn.Module):
         self._share_embeddings()
         vocab = self.tokenizer.get_vocab()
         if START not in vocab or END not in vocab:
-            raise ValueError(f"{checkpoint_dir}: the checkpoint's vocabulary has no {START} and {END} tokens, which mark "
-                             f"the mention; a BERT vocabulary has them")
+            raise ValueError(
+                f"{checkpoint_dir}: the checkpoint's vocabulary has no {START} and {END} tokens, which mark "
+                f"the mention; a BERT vocabulary has them"
+            )
         self.cls_id, self.sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.start_id, self.end_id = vocab[START], vocab[END]
@@ -105,8 +118,9 @@ class GenerativeModel(torch.nn.Module):
         """WordPiece ids without special tokens."""
         return [e.ids for e in self._fast.encode_batch(list(texts), add_special_tokens=False)]
 
-    def encoder_ids(self, mentions: Sequence[str], lefts: Sequence[str] | None = None,
-                    rights: Sequence[str] | None = None) -> list[list[int]]:
+    def encoder_ids(
+        self, mentions: Sequence[str], lefts: Sequence[str] | None = None, rights: Sequence[str] | None = None
+    ) -> list[list[int]]:
         """`[CLS] left [START] mention [END] right [SEP]` per mention, at most `max_length` ids: the mention keeps up
         to half of them, the context what is left, split between the words nearest the mention on each side."""
         n = len(mentions)
@@ -119,8 +133,9 @@ class GenerativeModel(torch.nn.Module):
             room = self.max_length - len(m) - 4
             keep_left = min(len(left), max(room // 2, room - len(right)))
             keep_right = min(len(right), room - keep_left)
-            out.append([self.cls_id, *left[len(left) - keep_left:], self.start_id, *m, self.end_id, *right[:keep_right],
-                        self.sep_id])
+            out.append(
+                [self.cls_id, *left[len(left) - keep_left :], self.start_id, *m, self.end_id, *right[:keep_right], self.sep_id]
+            )
         return out
 
     def prompt_ids(self, mentions: Sequence[str]) -> list[list[int]]:
@@ -137,13 +152,19 @@ class GenerativeModel(torch.nn.Module):
         ids = torch.full((len(rows), width), value, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for i, r in enumerate(rows):
-            ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
-            mask[i, :len(r)] = 1
+            ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+            mask[i, : len(r)] = 1
         return ids.to(self.device), mask.to(self.device)
 
     # ---- teacher forcing: training loss and name scores ------------------------------------------
-    def _scored_logits(self, module, encoder_ids: list[list[int]], prompts: list[list[int]], names: list[list[int]],
-                       pair_of: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _scored_logits(
+        self,
+        module,
+        encoder_ids: list[list[int]],
+        prompts: list[list[int]],
+        names: list[list[int]],
+        pair_of: list[int] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(logits, targets, pairs) at the scored positions only: decoder sequences `[CLS] prompt name` predict
         `prompt name [SEP]`, and the prompt is not scored, so the output layer (a vocabulary-wide product, the
         bulk of the cost) runs on the name and end tokens alone. `pair_of`: the encoder row of each (prompt, name)
@@ -155,21 +176,24 @@ class GenerativeModel(torch.nn.Module):
             states, attention = states.index_select(0, index), attention.index_select(0, index)
         decoder_ids, decoder_mask = self._padded([[self.cls_id, *p, *n] for p, n in zip(prompts, names)], self.pad_id)
         targets, _ = self._padded([[IGNORE] * len(p) + [*n, self.sep_id] for p, n in zip(prompts, names)], IGNORE)
-        hidden = module.seq2seq.decoder.bert(input_ids=decoder_ids, attention_mask=decoder_mask, encoder_hidden_states=states,
-                                             encoder_attention_mask=attention).last_hidden_state
+        hidden = module.seq2seq.decoder.bert(
+            input_ids=decoder_ids, attention_mask=decoder_mask, encoder_hidden_states=states, encoder_attention_mask=attention
+        ).last_hidden_state
         scored = targets != IGNORE
         pairs = torch.arange(len(names), device=targets.device)[:, None].expand_as(targets)[scored]
         return module.seq2seq.decoder.cls(hidden[scored]), targets[scored], pairs
 
-    def loss(self, encoder_ids: list[list[int]], prompts: list[list[int]], names: list[list[int]],
-             label_smoothing: float = 0.1) -> torch.Tensor:
+    def loss(
+        self, encoder_ids: list[list[int]], prompts: list[list[int]], names: list[list[int]], label_smoothing: float = 0.1
+    ) -> torch.Tensor:
         """Cross-entropy of the name tokens and the end token (label smoothing as in the paper), differentiable."""
         logits, targets, _ = self._scored_logits(self, encoder_ids, prompts, names)
         return F.cross_entropy(logits, targets, label_smoothing=label_smoothing)
 
     @torch.inference_mode()
-    def score_names(self, mentions: Sequence[str], candidates: Sequence[Sequence[str]], batch_size: int = 256,
-                    batch_invariant: bool = False) -> list[np.ndarray]:
+    def score_names(
+        self, mentions: Sequence[str], candidates: Sequence[Sequence[str]], batch_size: int = 256, batch_invariant: bool = False
+    ) -> list[np.ndarray]:
         """Per mention, the score of writing each of its candidate names after the prompt: the log-probability of the
         name's tokens and the end token, divided by their number ** length_penalty. (A beam search ranks by the same
         sum over the whole written sequence, the forced prompt included, which is one constant per mention.)
@@ -182,23 +206,29 @@ class GenerativeModel(torch.nn.Module):
         self.eval()
         try:
             for start in range(0, len(pairs), batch_size):
-                chunk = pairs[start:start + batch_size]
+                chunk = pairs[start : start + batch_size]
                 rows = sorted({i for i, _ in chunk})
                 at = {i: r for r, i in enumerate(rows)}
-                logits, targets, pair = self._scored_logits(module, [encoder_ids[i] for i in rows], [prompts[i] for i, _ in chunk],
-                                                            [n for _, n in chunk], [at[i] for i, _ in chunk])
+                logits, targets, pair = self._scored_logits(
+                    module,
+                    [encoder_ids[i] for i in rows],
+                    [prompts[i] for i, _ in chunk],
+                    [n for _, n in chunk],
+                    [at[i] for i, _ in chunk],
+                )
                 picked = F.log_softmax(logits, dim=-1).gather(-1, targets[:, None]).squeeze(-1)
                 total = torch.zeros(len(chunk), dtype=picked.dtype, device=picked.device).index_add_(0, pair, picked)
                 count = torch.bincount(pair, minlength=len(chunk)).to(picked.dtype)
-                flat[start:start + len(chunk)] = (total / count ** self.length_penalty).float().cpu().numpy()
+                flat[start : start + len(chunk)] = (total / count**self.length_penalty).float().cpu().numpy()
         finally:
             self.train(was_training)
         return np.split(flat, np.cumsum([len(names) for names in candidates])[:-1]) if len(candidates) else []
 
     # ---- constrained beam search -----------------------------------------------------------------
     @torch.inference_mode()
-    def generate_names(self, mentions: Sequence[str], tree, beams: int = 5, batch_size: int = 64,
-                       batch_invariant: bool = False) -> list[list[tuple[int, float]]]:
+    def generate_names(
+        self, mentions: Sequence[str], tree, beams: int = 5, batch_size: int = 64, batch_invariant: bool = False
+    ) -> list[list[tuple[int, float]]]:
         """Per mention, up to `beams` (tree node where a name ends, score) best first: beam search whose every step
         is restricted to the tokens that continue some name of `tree` after the forced prompt. Mentions are decoded
         `batch_size` at a time (all their beams in one step of the decoder), mentions of similar prompt length
@@ -211,7 +241,7 @@ class GenerativeModel(torch.nn.Module):
         self.eval()
         try:
             for start in range(0, len(order), batch_size):
-                rows = order[start:start + batch_size]
+                rows = order[start : start + batch_size]
                 found = self._beam_batch(module, [encoder_ids[i] for i in rows], [prompts[i] for i in rows], tree, beams)
                 for i, names in zip(rows, found):
                     if batch_invariant:  # float64 sums still differ in the last bits with the padding: round them off
@@ -243,8 +273,10 @@ class GenerativeModel(torch.nn.Module):
             flat = starts[row] + np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
             token = tree.child_token[flat]
             ends = np.flatnonzero(tree.name_start[node + 1] > tree.name_start[node])
-            picked = logp[torch.from_numpy(np.concatenate([row, ends])).to(logp.device),
-                          torch.from_numpy(np.concatenate([token, np.full(len(ends), self.sep_id)])).to(logp.device)]
+            picked = logp[
+                torch.from_numpy(np.concatenate([row, ends])).to(logp.device),
+                torch.from_numpy(np.concatenate([token, np.full(len(ends), self.sep_id)])).to(logp.device),
+            ]
             score = np.concatenate([total[row], total[ends]]) + picked.double().cpu().numpy()
             owner = np.concatenate([mention[row], mention[ends]])
             is_end = np.concatenate([np.zeros(len(row), dtype=bool), np.ones(len(ends), dtype=bool)])
@@ -273,11 +305,18 @@ class GenerativeModel(torch.nn.Module):
 
     # ---- folder --------------------------------------------------------------------------------------
     def config(self) -> dict:
-        return {"encoder_type": self.encoder_type, "decoder_layers": self.decoder_layers, "max_length": self.max_length,
-                "max_name_length": self.max_name_length, "prompt": self.prompt, "length_penalty": self.length_penalty,
-                "retriever_weight": self.retriever_weight,
-                "markers": [START, END], "model_type": self.seq2seq.encoder.config.model_type,
-                "hidden_size": self.seq2seq.encoder.config.hidden_size}
+        return {
+            "encoder_type": self.encoder_type,
+            "decoder_layers": self.decoder_layers,
+            "max_length": self.max_length,
+            "max_name_length": self.max_name_length,
+            "prompt": self.prompt,
+            "length_penalty": self.length_penalty,
+            "retriever_weight": self.retriever_weight,
+            "markers": [START, END],
+            "model_type": self.seq2seq.encoder.config.model_type,
+            "hidden_size": self.seq2seq.encoder.config.hidden_size,
+        }
 
     def weights(self) -> dict[str, torch.Tensor]:
         """Every tensor once: the decoder's shared copies of the encoder's embeddings are left out."""
@@ -301,15 +340,25 @@ class GenerativeModel(torch.nn.Module):
         from transformers import BertConfig
 
         config = read_config(directory, cls.encoder_type)
-        model = cls(directory, decoder_layers=config["decoder_layers"], max_length=config["max_length"],
-                    max_name_length=config["max_name_length"], prompt=config["prompt"],
-                    length_penalty=config["length_penalty"], retriever_weight=config["retriever_weight"],
-                    _encoder_config=BertConfig.from_pretrained(directory))
-        weights = {k: v.float() if v.is_floating_point() else v for k, v in load_file(str(Path(directory) / WEIGHTS_FILE)).items()}
+        model = cls(
+            directory,
+            decoder_layers=config["decoder_layers"],
+            max_length=config["max_length"],
+            max_name_length=config["max_name_length"],
+            prompt=config["prompt"],
+            length_penalty=config["length_penalty"],
+            retriever_weight=config["retriever_weight"],
+            _encoder_config=BertConfig.from_pretrained(directory),
+        )
+        weights = {
+            k: v.float() if v.is_floating_point() else v for k, v in load_file(str(Path(directory) / WEIGHTS_FILE)).items()
+        }
         missing, unexpected = model.seq2seq.load_state_dict(weights, strict=False)
         missing = [k for k in missing if not k.startswith(SHARED_PREFIXES)]
         if missing or unexpected:
-            raise ValueError(f"{directory}: {WEIGHTS_FILE} does not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+            raise ValueError(
+                f"{directory}: {WEIGHTS_FILE} does not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})"
+            )
         model._share_embeddings()
         return model.to(device).eval()
 
@@ -323,8 +372,10 @@ class _IncrementalDecoder:
     def __init__(self, decoder: BertLMHeadModel, states: torch.Tensor, encoder_mask: torch.Tensor):
         self.embeddings, self.layers = decoder.bert.embeddings, decoder.bert.encoder.layer
         self.heads = decoder.config.num_attention_heads
-        self.cross = [(self._split(layer.crossattention.self.key(states)), self._split(layer.crossattention.self.value(states)))
-                      for layer in self.layers]
+        self.cross = [
+            (self._split(layer.crossattention.self.key(states)), self._split(layer.crossattention.self.value(states)))
+            for layer in self.layers
+        ]
         self.encoder_mask = encoder_mask.bool()[:, None, None, :]
         self.device = states.device
 
@@ -342,9 +393,9 @@ class _IncrementalDecoder:
         real = torch.zeros((len(prefixes), width), dtype=torch.bool)
         positions = torch.zeros((len(prefixes), width), dtype=torch.long)
         for i, p in enumerate(prefixes):
-            ids[i, width - len(p):] = torch.tensor(p)
-            real[i, width - len(p):] = True
-            positions[i, width - len(p):] = torch.arange(len(p))
+            ids[i, width - len(p) :] = torch.tensor(p)
+            real[i, width - len(p) :] = True
+            positions[i, width - len(p) :] = torch.arange(len(p))
         self.mention = torch.arange(len(prefixes), device=self.device)
         self.real, self.next_position = real.to(self.device), positions[:, -1].to(self.device) + 1
         self.keys: list[torch.Tensor | None] = [None] * len(self.layers)

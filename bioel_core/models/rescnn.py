@@ -22,8 +22,15 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from bioel_core.models.base import WEIGHTS_FILE, Encoder, stored, tensor_bytes, write_config
-from bioel_core.models.checkpoints import (check_vocabulary, checkpoint_reference, default_base_checkpoint, hf_checkpoint_folder,
-                                           load_tokenizer, require_safetensors, resolve_reference)
+from bioel_core.models.checkpoints import (
+    check_vocabulary,
+    checkpoint_reference,
+    default_base_checkpoint,
+    hf_checkpoint_folder,
+    load_tokenizer,
+    require_safetensors,
+    resolve_reference,
+)
 
 POOLINGS = ("max", "attention")
 _EMBEDDING = "embedding.weight"
@@ -66,10 +73,20 @@ class _Block(nn.Module):
 class ResCNNEncoder(Encoder):
     encoder_type = "rescnn"
 
-    def __init__(self, base_checkpoint: str | Path | None = None, *, pooling: str = "max", num_blocks: int = 4,
-                 kernel_sizes: tuple[int, ...] = (1, 3, 5), filters: int = 100, width: int = 300,
-                 max_length: int = 25, dropout: float = 0.1, tokenizer_dir: str | Path | None = None,
-                 frozen_file: Path | None = None):
+    def __init__(
+        self,
+        base_checkpoint: str | Path | None = None,
+        *,
+        pooling: str = "max",
+        num_blocks: int = 4,
+        kernel_sizes: tuple[int, ...] = (1, 3, 5),
+        filters: int = 100,
+        width: int = 300,
+        max_length: int = 25,
+        dropout: float = 0.1,
+        tokenizer_dir: str | Path | None = None,
+        frozen_file: Path | None = None,
+    ):
         """`base_checkpoint`: HF folder giving the WordPiece tokenizer and the frozen word embeddings (default:
         the packaged MiniLM). `tokenizer_dir`: read the tokenizer from elsewhere (a saved model folder).
         `frozen_file`: the frozen embeddings a saved model stored (FROZEN_FILE), instead of a base checkpoint."""
@@ -81,7 +98,11 @@ class ResCNNEncoder(Encoder):
             embeddings, reference, tokenizer_source = read_word_embeddings(frozen_file), {"file": FROZEN_FILE}, tokenizer_dir
         else:
             base = hf_checkpoint_folder(base_checkpoint) if base_checkpoint is not None else default_base_checkpoint()
-            embeddings, reference, tokenizer_source = read_word_embeddings(base), checkpoint_reference(base), tokenizer_dir or base
+            embeddings, reference, tokenizer_source = (
+                read_word_embeddings(base),
+                checkpoint_reference(base),
+                tokenizer_dir or base,
+            )
             if "package" not in reference:  # stored with the model: an absolute path breaks once the folder moves
                 reference = {"file": FROZEN_FILE}
         tokenizer = load_tokenizer(tokenizer_source)
@@ -116,9 +137,17 @@ class ResCNNEncoder(Encoder):
         return (x * weights).sum(dim=2)
 
     def config(self) -> dict:
-        return {"encoder_type": self.encoder_type, "pooling": self.pooling, "num_blocks": self.num_blocks,
-                "kernel_sizes": list(self.kernel_sizes), "filters": self.filters, "width": self.width,
-                "max_length": self.max_length, "dropout": self.dropout_p, "frozen_embeddings": self.frozen_embeddings}
+        return {
+            "encoder_type": self.encoder_type,
+            "pooling": self.pooling,
+            "num_blocks": self.num_blocks,
+            "kernel_sizes": list(self.kernel_sizes),
+            "filters": self.filters,
+            "width": self.width,
+            "max_length": self.max_length,
+            "dropout": self.dropout_p,
+            "frozen_embeddings": self.frozen_embeddings,
+        }
 
     def weights(self) -> dict[str, torch.Tensor]:
         return {name: t for name, t in self.state_dict().items() if name != _EMBEDDING}
@@ -142,15 +171,24 @@ class ResCNNEncoder(Encoder):
         reference = config["frozen_embeddings"]
         stored_file = directory / reference["file"] if "file" in reference else None
         source = stored_file or resolve_reference(reference)
-        encoder = cls(None if stored_file else source, pooling=config["pooling"], num_blocks=config["num_blocks"],
-                      kernel_sizes=tuple(config["kernel_sizes"]), filters=config["filters"], width=config["width"],
-                      max_length=config["max_length"], dropout=config["dropout"], tokenizer_dir=directory,
-                      frozen_file=stored_file)
+        encoder = cls(
+            None if stored_file else source,
+            pooling=config["pooling"],
+            num_blocks=config["num_blocks"],
+            kernel_sizes=tuple(config["kernel_sizes"]),
+            filters=config["filters"],
+            width=config["width"],
+            max_length=config["max_length"],
+            dropout=config["dropout"],
+            tokenizer_dir=directory,
+            frozen_file=stored_file,
+        )
         if encoder.frozen_embeddings["sha256"] != reference["sha256"]:
             raise EmbeddingMismatchError(
                 f"{directory}: the frozen embeddings at {source} have sha256 "
                 f"{encoder.frozen_embeddings['sha256'][:16]}..., but the model was trained with "
-                f"{reference['sha256'][:16]}...; use the same base checkpoint (package version) it was saved with")
+                f"{reference['sha256'][:16]}...; use the same base checkpoint (package version) it was saved with"
+            )
         encoder.frozen_embeddings = dict(reference)  # as recorded (a model saved with a base's path keeps it): its fingerprint
         weights = {name: t.float() for name, t in load_file(str(directory / WEIGHTS_FILE)).items()}
         weights[_EMBEDDING] = encoder.embedding.weight

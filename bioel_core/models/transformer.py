@@ -14,15 +14,27 @@ from tokenizers import normalizers
 
 from bioel_core.guards import read_json_object
 from bioel_core.models.base import Encoder, stored, write_config
-from bioel_core.models.checkpoints import (MODULES_FILE, check_positions, hf_checkpoint_folder, load_hf_model, load_tokenizer,
-                                           require_hf_checkpoint, sentence_transformers_modules)
+from bioel_core.models.checkpoints import (
+    MODULES_FILE,
+    check_positions,
+    hf_checkpoint_folder,
+    load_hf_model,
+    load_tokenizer,
+    require_hf_checkpoint,
+    sentence_transformers_modules,
+)
 
 POOLINGS = ("cls", "mean")
 # sentence-transformers' Pooling config: `pooling_mode` (a mode or a list of them, concatenated) since version 6,
 # before it a flag per mode (none set: mean)
-_POOLING_FLAGS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max", "pooling_mode_mean_tokens": "mean",
-                  "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-                  "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+_POOLING_FLAGS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
 _ST_CONFIG = "config_sentence_transformers.json"
 
 
@@ -43,12 +55,15 @@ def sentence_transformers_settings(folder: str | Path) -> dict:
         elif kind == "Normalize" and "pooling" in settings:
             normalized = True  # bioel's vectors are unit vectors anyway
         else:
-            raise ValueError(f"{folder}: its sentence-transformers module {kind} ({where.relative_to(folder)}, "
-                             f"{MODULES_FILE}) is not supported; bioel reads a Transformer, then cls or mean Pooling, "
-                             f"then optionally Normalize")
+            raise ValueError(
+                f"{folder}: its sentence-transformers module {kind} ({where.relative_to(folder)}, "
+                f"{MODULES_FILE}) is not supported; bioel reads a Transformer, then cls or mean Pooling, "
+                f"then optionally Normalize"
+            )
     if "pooling" not in settings:
-        raise ValueError(f"{folder}: a sentence-transformers folder with no Pooling module ({MODULES_FILE}), so no "
-                         f"sentence vectors")
+        raise ValueError(
+            f"{folder}: a sentence-transformers folder with no Pooling module ({MODULES_FILE}), so no sentence vectors"
+        )
     # sentence_bert_config.json; folders of early versions name it after the architecture (sentence_roberta_config.json)
     for path in sorted(transformer.glob("sentence_*_config.json"))[:1]:
         config = read_json_object(path, "sentence-transformers Transformer config")
@@ -59,8 +74,10 @@ def sentence_transformers_settings(folder: str | Path) -> dict:
     path = folder / _ST_CONFIG
     config = read_json_object(path, "sentence-transformers config") if path.is_file() else {}
     if config.get("default_prompt_name"):
-        raise ValueError(f"{folder}: declares a default prompt ({config['default_prompt_name']!r}, {_ST_CONFIG}) put "
-                         f"before every text; bioel encodes texts as they are")
+        raise ValueError(
+            f"{folder}: declares a default prompt ({config['default_prompt_name']!r}, {_ST_CONFIG}) put "
+            f"before every text; bioel encodes texts as they are"
+        )
     similarity = config.get("similarity_fn_name")
     # on unit vectors (a Normalize module) the dot product is the cosine
     if similarity not in (None, "cosine") and not (similarity == "dot" and normalized):
@@ -77,8 +94,10 @@ def _declared_pooling(folder: Path, module: Path) -> str:
     else:
         modes = [mode for flag, mode in _POOLING_FLAGS.items() if config.get(flag)] or ["mean"]
     if len(modes) != 1 or modes[0] not in POOLINGS:
-        raise ValueError(f"{folder}: its sentence-transformers Pooling ({path.relative_to(folder)}) is {' + '.join(map(str, modes))} "
-                         f"pooling; bioel pools with cls or mean")
+        raise ValueError(
+            f"{folder}: its sentence-transformers Pooling ({path.relative_to(folder)}) is {' + '.join(map(str, modes))} "
+            f"pooling; bioel pools with cls or mean"
+        )
     return modes[0]
 
 
@@ -95,7 +114,9 @@ class TransformerEncoder(Encoder):
         tokenizer = load_tokenizer(checkpoint_dir)
         if declared.get("lowercase"):  # sentence-transformers lowercases the texts before its tokenizer sees them
             backend = tokenizer.backend_tokenizer
-            backend.normalizer = normalizers.Sequence([normalizers.Lowercase()] + ([backend.normalizer] if backend.normalizer else []))
+            backend.normalizer = normalizers.Sequence(
+                [normalizers.Lowercase()] + ([backend.normalizer] if backend.normalizer else [])
+            )
         super().__init__(tokenizer, min(max_length, declared.get("max_length", max_length)))
         # float32 whatever the stored dtype: a float16 folder is upcast for CPU inference and training.
         self.model = load_hf_model(checkpoint_dir, tokenizer)
@@ -114,8 +135,13 @@ class TransformerEncoder(Encoder):
         return (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
     def config(self) -> dict:
-        return {"encoder_type": self.encoder_type, "pooling": self.pooling, "max_length": self.max_length,
-                "model_type": self.model.config.model_type, "dim": self.dim}
+        return {
+            "encoder_type": self.encoder_type,
+            "pooling": self.pooling,
+            "max_length": self.max_length,
+            "model_type": self.model.config.model_type,
+            "dim": self.dim,
+        }
 
     def weights(self) -> dict[str, torch.Tensor]:
         return self.model.state_dict()

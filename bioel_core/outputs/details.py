@@ -48,6 +48,7 @@ class _Section:
 @dataclass(frozen=True)
 class IngestDetails(_Section):
     """An ingest-kb output's own fields: which KB, read how, its names normalized how."""
+
     kb: str
     format: str
     id_pattern: str
@@ -56,28 +57,45 @@ class IngestDetails(_Section):
     shared_name_policy: str
     corrupt_input_policy: str | None = None
 
-    def manifest(self, inputs: list[dict], records: dict, concepts: dict, names: dict, outputs: dict, runner: str,
-                 options: dict | None = None) -> Manifest:
+    def manifest(
+        self,
+        inputs: list[dict],
+        records: dict,
+        concepts: dict,
+        names: dict,
+        outputs: dict,
+        runner: str,
+        options: dict | None = None,
+    ) -> Manifest:
         """The ingest-kb manifest: `inputs` the files read; `records` records_read, records_accepted, dead_lettered,
         filtered; `concepts` and `names` the table counters (a missing one 0); `outputs` the tables' entries."""
         c = {k: concepts.get(k, 0) for k in ("emitted", "merged_duplicates", "written")} | concepts
-        n = {k: names.get(k, 0) for k in ("emitted", "duplicates_within_concept", "dropped_shared", "dead_lettered",
-                                          "written")} | names
+        n = {
+            k: names.get(k, 0) for k in ("emitted", "duplicates_within_concept", "dropped_shared", "dead_lettered", "written")
+        } | names
         reconciliation = {
             "records": records["records_read"] == records["records_accepted"] + records["dead_lettered"] + records["filtered"],
             "concepts": c["emitted"] == c["written"] + c["merged_duplicates"] and c["written"] == outputs["concepts"]["rows"],
             "names": n["emitted"] == n["written"] + n["duplicates_within_concept"] + n["dropped_shared"] + n["dead_lettered"]
-                     and n["written"] == outputs["names"]["rows"],
+            and n["written"] == outputs["names"]["rows"],
             "dead_letter": outputs["dead_letter"]["rows"] == records["dead_lettered"] + n["dead_lettered"],
         }
-        return Manifest(pipeline=INGEST, inputs=inputs, counts={**records, "concepts": c, "names": n},
-                        reconciliation=reconciliation, outputs=outputs, runner=runner, options=options or {},
-                        details=self.to_dict())
+        return Manifest(
+            pipeline=INGEST,
+            inputs=inputs,
+            counts={**records, "concepts": c, "names": n},
+            reconciliation=reconciliation,
+            outputs=outputs,
+            runner=runner,
+            options=options or {},
+            details=self.to_dict(),
+        )
 
 
 @dataclass(frozen=True)
 class ModelRecord(_Section):
     """The name encoder a table was made with: `fingerprint` identifies it wherever it lies."""
+
     path: str
     fingerprint: str
     config: dict
@@ -88,6 +106,7 @@ class ModelRecord(_Section):
 @dataclass(frozen=True)
 class NamesSource(_Section):
     """The names folder (an ingest-kb output) embeddings were made from, by its table version."""
+
     path: str
     manifest_sha256: str
     column: str
@@ -97,13 +116,19 @@ class NamesSource(_Section):
     @classmethod
     def of(cls, folder: str | Path, manifest: dict, fs: FileSystem = LOCAL) -> NamesSource:
         """The record of the ingest-kb output at `folder`, whose manifest is `manifest`."""
-        return cls(str(folder), manifest_sha256(folder, fs), TEXT_COLUMN,
-                   (IngestDetails.from_dict(manifest).normalizer or {}).get("version"), manifest["outputs"]["names"]["rows"])
+        return cls(
+            str(folder),
+            manifest_sha256(folder, fs),
+            TEXT_COLUMN,
+            (IngestDetails.from_dict(manifest).normalizer or {}).get("version"),
+            manifest["outputs"]["names"]["rows"],
+        )
 
 
 @dataclass(frozen=True)
 class EmbeddingsSource(_Section):
     """The embeddings folder (an embed output) an index was built from, by its table version."""
+
     path: str
     manifest_sha256: str
     rows: int
@@ -118,6 +143,7 @@ def _input(source) -> dict:
 @dataclass(frozen=True)
 class EmbedDetails(_Section):
     """An embed output's own fields (`bioel embed`, and `bioel refresh`'s new embeddings with `refresh` set)."""
+
     kb: str | None
     model: ModelRecord
     names: NamesSource
@@ -143,13 +169,22 @@ class EmbedDetails(_Section):
             "embeddings": counts["embedded"] == outputs["embeddings"]["rows"],
             "dead_letter": counts["dead_lettered"] == outputs["dead_letter"]["rows"],
         }
-        return Manifest(pipeline=EMBED, inputs=[_input(self.names)], counts=counts, reconciliation=reconciliation,
-                        outputs=outputs, runner=runner, options=options or {}, details=self.to_dict())
+        return Manifest(
+            pipeline=EMBED,
+            inputs=[_input(self.names)],
+            counts=counts,
+            reconciliation=reconciliation,
+            outputs=outputs,
+            runner=runner,
+            options=options or {},
+            details=self.to_dict(),
+        )
 
 
 @dataclass(frozen=True)
 class IndexParams(_Section):
     """How an index's shards were built: `requested` the IndexSpec; `faiss_threads` a run field (manifest.INDEX_RUN_FIELDS)."""
+
     kind: str
     dimension: int
     faiss_version: str
@@ -163,6 +198,7 @@ class IndexParams(_Section):
 @dataclass(frozen=True)
 class IndexDetails(_Section):
     """A build-index output's own fields (`bioel build-index`, and `bioel refresh`'s new index with `refresh` set)."""
+
     kb: str | None
     index: IndexParams
     num_shards: int
@@ -176,13 +212,30 @@ class IndexDetails(_Section):
     _NESTED = {"index": IndexParams, "embeddings": EmbeddingsSource, "model": ModelRecord, "names": NamesSource}
 
     @classmethod
-    def of(cls, *, embedded: EmbedDetails, embeddings: EmbeddingsSource, index: IndexParams, num_shards: int,
-           shards: list[dict], refresh: dict | None = None) -> IndexDetails:
+    def of(
+        cls,
+        *,
+        embedded: EmbedDetails,
+        embeddings: EmbeddingsSource,
+        index: IndexParams,
+        num_shards: int,
+        shards: list[dict],
+        refresh: dict | None = None,
+    ) -> IndexDetails:
         """The details of an index built from the embeddings `embeddings` whose details are `embedded`."""
         shards = sorted(shards, key=lambda r: r["shard"])
-        return cls(kb=embedded.kb, index=index, num_shards=num_shards, vectors=sum(r["vectors"] for r in shards),
-                   shards=shards, embeddings=embeddings, model=embedded.model, model_fingerprint=embedded.model.fingerprint,
-                   names=embedded.names, refresh=refresh)
+        return cls(
+            kb=embedded.kb,
+            index=index,
+            num_shards=num_shards,
+            vectors=sum(r["vectors"] for r in shards),
+            shards=shards,
+            embeddings=embeddings,
+            model=embedded.model,
+            model_fingerprint=embedded.model.fingerprint,
+            names=embedded.names,
+            refresh=refresh,
+        )
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -193,10 +246,20 @@ class IndexDetails(_Section):
     def manifest(self, vectors_read: int, outputs: dict, runner: str, options: dict | None = None) -> Manifest:
         """The build-index manifest: `vectors_read` the embeddings rows the job read; `outputs` its folders' entries."""
         counts = {"vectors_read": vectors_read, "embeddings_rows": self.embeddings.rows, "indexed": self.vectors}
-        reconciliation = {"vectors": vectors_read == self.embeddings.rows == self.vectors,
-                          "shards": [r["shard"] for r in self.shards] == list(range(self.num_shards))}
-        return Manifest(pipeline=INDEX, inputs=[_input(self.embeddings)], counts=counts, reconciliation=reconciliation,
-                        outputs=outputs, runner=runner, options=options or {}, details=self.to_dict())
+        reconciliation = {
+            "vectors": vectors_read == self.embeddings.rows == self.vectors,
+            "shards": [r["shard"] for r in self.shards] == list(range(self.num_shards)),
+        }
+        return Manifest(
+            pipeline=INDEX,
+            inputs=[_input(self.embeddings)],
+            counts=counts,
+            reconciliation=reconciliation,
+            outputs=outputs,
+            runner=runner,
+            options=options or {},
+            details=self.to_dict(),
+        )
 
 
 __all__ = ["EmbedDetails", "IngestDetails", "EmbeddingsSource", "IndexDetails", "IndexParams", "ModelRecord", "NamesSource"]

@@ -1,11 +1,11 @@
 """What an output folder holds and how its files are named and written, for every verb and `bioel refresh`.
 
-    OUTPUT/manifest.json            the pointer: the finished manifest, naming the generation that holds the tables
-    OUTPUT/gen-<time>-<run>/TABLE/  part-00000-of-00004.parquet ... (and interchange copies, index shards)
-    OUTPUT/quality/                 the report of the current generation (derived, rewritten after each publish)
-    OUTPUT/rejected/                the report of the last run refused by its quality checks (derived; it never
-                                    blocks the next run)
-    OUTPUT/_lock.json               present while a run writes here
+OUTPUT/manifest.json            the pointer: the finished manifest, naming the generation that holds the tables
+OUTPUT/gen-<time>-<run>/TABLE/  part-00000-of-00004.parquet ... (and interchange copies, index shards)
+OUTPUT/quality/                 the report of the current generation (derived, rewritten after each publish)
+OUTPUT/rejected/                the report of the last run refused by its quality checks (derived; it never
+                                blocks the next run)
+OUTPUT/_lock.json               present while a run writes here
 """
 
 from __future__ import annotations
@@ -20,8 +20,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bioel_core.outputs.fs import FileSystem
-from bioel_core.outputs.names import (MANIFEST, QUALITY, REJECTED, REPORT_FILES, REPORT_HTML,  # noqa: F401 (re-exported)
-                                      REPORT_SUMMARY, STATS_FILE)
+from bioel_core.outputs.names import (
+    MANIFEST,  # noqa: F401 (re-exported)
+    QUALITY,  # noqa: F401 (re-exported)
+    REJECTED,  # noqa: F401 (re-exported)
+    REPORT_FILES,  # noqa: F401 (re-exported)
+    REPORT_HTML,  # noqa: F401 (re-exported)
+    REPORT_SUMMARY,  # noqa: F401 (re-exported)
+    STATS_FILE,  # noqa: F401 (re-exported)
+)
 from schemas import embeddings_schema
 
 
@@ -78,12 +85,16 @@ def embeddings_table(name_ids: np.ndarray, concept_ids: list[str], vectors: np.n
     """An embeddings shard as `bioel embed` and `bioel refresh` write it: rows sorted by name_id, the vectors
     moved into Arrow without Python floats."""
     order = np.argsort(name_ids, kind="stable")
-    return pa.Table.from_arrays([
-        pa.array(np.asarray(name_ids)[order], pa.int64()),
-        pa.array([concept_ids[i] for i in order], pa.string()),
-        pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(vectors[order], dtype=np.float32).ravel(),
-                                                   pa.float32()), dim),
-    ], schema=embeddings_schema(dim))
+    return pa.Table.from_arrays(
+        [
+            pa.array(np.asarray(name_ids)[order], pa.int64()),
+            pa.array([concept_ids[i] for i in order], pa.string()),
+            pa.FixedSizeListArray.from_arrays(
+                pa.array(np.ascontiguousarray(vectors[order], dtype=np.float32).ravel(), pa.float32()), dim
+            ),
+        ],
+        schema=embeddings_schema(dim),
+    )
 
 
 BATCHES_PER_CHUNK = 16
@@ -97,4 +108,4 @@ def name_chunks(name_ids: np.ndarray, texts: pa.ChunkedArray | pa.Array, batch_s
     proxy for tokens: batches cut on it encoded MeSH names 1.7x slower)."""
     order = np.lexsort((np.asarray(name_ids), pc.utf8_length(texts).to_numpy(zero_copy_only=False)))
     size = batch_size * BATCHES_PER_CHUNK
-    return [order[start:start + size] for start in range(0, len(order), size)]
+    return [order[start : start + size] for start in range(0, len(order), size)]

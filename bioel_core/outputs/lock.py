@@ -68,12 +68,16 @@ class LockFile:
     def refusal(self, output_dir: str, now: float) -> str:
         owner = self.owner
         if owner is not None:
-            return (f"{output_dir} is being written by run {owner.get('run')} (pid {owner['pid']} on {owner.get('host')}, "
-                    f"since {owner.get('started_utc')}; lock {self.path} written {_ago(self.modified, now)}); wait for it to finish, "
-                    f"or delete {self.path} if that run is gone")
+            return (
+                f"{output_dir} is being written by run {owner.get('run')} (pid {owner['pid']} on {owner.get('host')}, "
+                f"since {owner.get('started_utc')}; lock {self.path} written {_ago(self.modified, now)}); wait for it to finish, "
+                f"or delete {self.path} if that run is gone"
+            )
         what = "empty" if not self.raw.strip() else f"{len(self.raw):,} bytes that name no run"
-        return (f"{output_dir} holds a lock that names no run ({self.path}: {what}, written {_ago(self.modified, now)}): a run may "
-                f"be writing it; it is taken over once {LOCK_WRITE_GRACE_S:.0f} s old, or delete it if no run is")
+        return (
+            f"{output_dir} holds a lock that names no run ({self.path}: {what}, written {_ago(self.modified, now)}): a run may "
+            f"be writing it; it is taken over once {LOCK_WRITE_GRACE_S:.0f} s old, or delete it if no run is"
+        )
 
 
 def _ago(modified: float | None, now: float) -> str:
@@ -100,8 +104,9 @@ class FolderLock:
     def acquire(self) -> None:
         """Create the lock, or take over an abandoned one; ConcurrentRunError when another run holds it, OutputError
         when the folder cannot be written."""
-        mine = json.dumps({"run": self.run_id, "pid": os.getpid(), "host": socket.gethostname(),
-                           "started_utc": utc_now()}).encode()
+        mine = json.dumps(
+            {"run": self.run_id, "pid": os.getpid(), "host": socket.gethostname(), "started_utc": utc_now()}
+        ).encode()
         for _ in range(TRIES):
             try:
                 self.fs.mkdirs(self.output_dir)
@@ -117,8 +122,9 @@ class FolderLock:
                 raise ConcurrentRunError(found.refusal(self.output_dir, now))
             if not self._take_over(found):
                 raise ConcurrentRunError(f"{self.output_dir}: another run took over its abandoned lock {self.path} first")
-        raise ConcurrentRunError(f"{self.output_dir}: its lock {self.path} changed hands {TRIES} times while this run "
-                                 "tried to take it; run again")
+        raise ConcurrentRunError(
+            f"{self.output_dir}: its lock {self.path} changed hands {TRIES} times while this run tried to take it; run again"
+        )
 
     def release(self) -> None:
         self.fs.delete(self.path)
@@ -137,8 +143,10 @@ class FolderLock:
         except FileNotFoundError:
             return None
         except OSError as err:
-            raise ConcurrentRunError(f"{self.output_dir}: its lock {path} cannot be read ({err}), written "
-                                     f"{_ago(modified, time.time())}: a run may hold it; delete {path} if none does") from None
+            raise ConcurrentRunError(
+                f"{self.output_dir}: its lock {path} cannot be read ({err}), written "
+                f"{_ago(modified, time.time())}: a run may hold it; delete {path} if none does"
+            ) from None
 
     def _take_over(self, abandoned: LockFile) -> bool:
         """Move the abandoned lock aside and remove it; False when the file moved was another run's new lock (which

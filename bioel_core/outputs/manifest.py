@@ -76,8 +76,9 @@ def content_sha256(manifest: dict, with_locations: bool = False) -> str:
     stage records of the folder it read (embed of its names, build-index of its embeddings, link's kb_version) and
     checks again later. `with_locations`: the version as recorded before locations were left out (is_version_of)."""
     kept = _without_run_fields(manifest)
-    return hashlib.sha256(json.dumps(kept if with_locations else _without_locations(kept), indent=2, sort_keys=True)
-                          .encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(kept if with_locations else _without_locations(kept), indent=2, sort_keys=True).encode()
+    ).hexdigest()
 
 
 def _without_run_fields(manifest: dict) -> dict:

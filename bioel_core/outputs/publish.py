@@ -100,8 +100,7 @@ class OutputFolder:
                 manifest = build()
                 manifest.generation = self.generation
                 if not manifest.reconciled:
-                    raise UnreconciledError(f"counts do not reconcile: {json.dumps(manifest.reconciliation)}; "
-                                            "nothing published")
+                    raise UnreconciledError(f"counts do not reconcile: {json.dumps(manifest.reconciliation)}; nothing published")
                 if gate is not None:
                     gate.audit(self.fs, self.output_dir, self.root, manifest.to_dict())
                 fault_point("built")
@@ -138,8 +137,10 @@ class OutputFolder:
         children = self.fs.children(self.output_dir)
         foreign = [name for name in self.derived if name in children and not self._is_report(name)] if pointer is None else []
         if foreign:
-            raise OutputError(f"{self.output_dir} holds {', '.join(foreign)}, which no bioel run published there and "
-                              "publishing would remove: choose another output folder, or move it away")
+            raise OutputError(
+                f"{self.output_dir} holds {', '.join(foreign)}, which no bioel run published there and "
+                "publishing would remove: choose another output folder, or move it away"
+            )
         for name in children:
             stale_generation = GENERATION.fullmatch(name) and name != current and name != self.generation
             if stale_generation or name.startswith(LEGACY_STAGING_PREFIX) or name == STAGED_POINTER:

@@ -35,8 +35,9 @@ def read_manifest(output_dir: str | Path, fs: FileSystem = LOCAL) -> dict:
     if not fs.exists(path):
         if not fs.is_folder(str(output_dir)):
             raise FileNotFoundError(f"no such folder: {output_dir}")
-        raise IncompleteOutputError(f"{output_dir} is not a finished bioel output (no {MANIFEST}): interrupted, still "
-                                    f"running, or not written by bioel")
+        raise IncompleteOutputError(
+            f"{output_dir} is not a finished bioel output (no {MANIFEST}): interrupted, still running, or not written by bioel"
+        )
     with fs.open(path) as fh:
         manifest = json_object(fh.read(), path, "bioel manifest")
     if not manifest.get("complete"):
@@ -52,8 +53,10 @@ def read_output_manifest(output_dir: str | Path, pipeline: str, flag: str = "", 
     if manifest.get("pipeline") != pipeline:
         raise ValueError(f"{where}: written by pipeline {manifest.get('pipeline')!r}, not by `bioel {pipeline}`")
     if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{where}: manifest schema version {manifest.get('schema_version')}, "
-                         f"this bioel reads {SCHEMA_VERSION}; re-run `bioel {pipeline}`")
+        raise ValueError(
+            f"{where}: manifest schema version {manifest.get('schema_version')}, "
+            f"this bioel reads {SCHEMA_VERSION}; re-run `bioel {pipeline}`"
+        )
     return manifest
 
 

@@ -56,8 +56,10 @@ def check_output_folder(output: str, pipeline: str, inputs: Iterable[tuple[str, 
     except (ValueError, AttributeError) as err:
         raise ValueError(f"--output {output}: {manifest} is not a readable manifest ({err}); refusing to replace it") from None
     if written_by != pipeline:
-        raise ValueError(f"--output {output} holds a `bioel {written_by}` output ({manifest}); "
-                         f"`bioel {pipeline}` will not overwrite it: choose another folder")
+        raise ValueError(
+            f"--output {output} holds a `bioel {written_by}` output ({manifest}); "
+            f"`bioel {pipeline}` will not overwrite it: choose another folder"
+        )
 
 
 def check_model_output(output: str, inputs: Iterable[tuple[str, str]] = ()) -> None:
@@ -67,8 +69,9 @@ def check_model_output(output: str, inputs: Iterable[tuple[str, str]] = ()) -> N
     check_not_an_input(output, inputs)
     local = _local(output)
     if local is not None and (local / MANIFEST).is_file():
-        raise ValueError(f"--output {output} holds a bioel pipeline output ({local / MANIFEST}); write the model to a "
-                         "folder of its own")
+        raise ValueError(
+            f"--output {output} holds a bioel pipeline output ({local / MANIFEST}); write the model to a folder of its own"
+        )
 
 
 def check_not_an_input(output: str, inputs: Iterable[tuple[str, str]], output_flag: str = "--output") -> None:
@@ -83,7 +86,9 @@ def check_not_an_input(output: str, inputs: Iterable[tuple[str, str]], output_fl
             raise ValueError(f"{output_flag} {output} is (or holds) the {flag} {path} of this job; write to a folder of its own")
         folder = glob_root(str(path))  # an input file has nothing inside it: only a folder (or a glob's) can hold the output
         if _same_or_inside(output, folder) and (folder == str(path) or _glob_reaches(str(path), folder, output)):
-            raise ValueError(f"{output_flag} {output} is inside the {flag} folder {folder} of this job; write to a folder of its own")
+            raise ValueError(
+                f"{output_flag} {output} is inside the {flag} folder {folder} of this job; write to a folder of its own"
+            )
 
 
 def _glob_reaches(pattern: str, root: str, output: str) -> bool:
@@ -94,7 +99,7 @@ def _glob_reaches(pattern: str, root: str, output: str) -> bool:
         return True
     local_root, local_output = _local(root), _local(output)
     if local_root is not None and local_output is not None:
-        pattern = str(local_root / pattern[len(root):].lstrip("/")) if root != "." else str(local_root / pattern)
+        pattern = str(local_root / pattern[len(root) :].lstrip("/")) if root != "." else str(local_root / pattern)
         candidates: list[Path | str] = [local_output, *(p for p in local_output.parents if local_root in p.parents)]
     else:
         candidates = [output.rstrip("/")]
@@ -148,9 +153,12 @@ def check_not_empty(manifest: dict, dead_letters: Iterable[str] | Callable[[], I
     for source in manifest.get("inputs", []):
         filtered.update(source.get("skipped_by_filter") or {})
     if filtered:
-        reasons += "; filtered: " + ", ".join(f"{why} ({n:,})" for why, n in sorted(filtered.items(), key=lambda w: (-w[1], w[0])))
-    raise EmptyOutputError(f"no rows: {read:,} input records read, none produced a row "
-                           f"(all dead-lettered or filtered); nothing published{reasons}")
+        reasons += "; filtered: " + ", ".join(
+            f"{why} ({n:,})" for why, n in sorted(filtered.items(), key=lambda w: (-w[1], w[0]))
+        )
+    raise EmptyOutputError(
+        f"no rows: {read:,} input records read, none produced a row (all dead-lettered or filtered); nothing published{reasons}"
+    )
 
 
 def refuse_empty(manifest: Manifest, staged: OutputFolder) -> Manifest:

@@ -76,6 +76,7 @@ def rows_table(rows: list[Row], schema: pa.Schema) -> pa.Table:
 
 def merge_runs(runs: Iterable[Iterator[Row]], key_index: int, reduce: Reduce, counts: MergeCounts) -> Iterator[Row]:
     """The rows of sorted runs in key order, each group of rows with one key reduced to one row."""
+
     def counted(rows):
         for row in rows:
             counts.rows_in += 1

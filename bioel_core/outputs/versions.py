@@ -29,12 +29,12 @@ def is_version_of(recorded: str, output_dir: str | Path, fs: FileSystem = LOCAL)
     fields, the sha256 of the whole manifest.json."""
     text = _manifest_bytes(output_dir, fs)
     manifest = json.loads(text)
-    return recorded in (content_sha256(manifest), content_sha256(manifest, with_locations=True),
-                        hashlib.sha256(text).hexdigest())
+    return recorded in (content_sha256(manifest), content_sha256(manifest, with_locations=True), hashlib.sha256(text).hexdigest())
 
 
-def check_unchanged_source(output_dir: str | Path, source, read, what: str, since: str, verb: str,
-                           fs: FileSystem = LOCAL, at: str | Path | None = None) -> Path | str:
+def check_unchanged_source(
+    output_dir: str | Path, source, read, what: str, since: str, verb: str, fs: FileSystem = LOCAL, at: str | Path | None = None
+) -> Path | str:
     """The folder an output was made from (`source`: its manifest's record of it, with `path` and
     `manifest_sha256`), read with `read` through `fs` and checked to be the same table version (is_version_of).
     `at`: where that folder lies now, when not at the recorded path (moved with the output: a relocated bundle); it
@@ -42,6 +42,7 @@ def check_unchanged_source(output_dir: str | Path, source, read, what: str, sinc
     folder = as_path(at if at is not None else source.path)
     read(folder, fs=fs)
     if not is_version_of(source.manifest_sha256, folder, fs):
-        raise ValueError(f"{output_dir}: the {what} at {folder} changed since {since} (its manifest.json differs); "
-                         f"re-run `bioel {verb}`")
+        raise ValueError(
+            f"{output_dir}: the {what} at {folder} changed since {since} (its manifest.json differs); re-run `bioel {verb}`"
+        )
     return folder

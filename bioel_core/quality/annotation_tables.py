@@ -31,13 +31,32 @@ from bioel_core.outputs.fs import LOCAL, FileSystem
 from bioel_core.outputs.layout import shard_of_name
 from bioel_core.quality import frames as table_frames
 from bioel_core.quality.frames import Tally, count_histogram, dead_letter_stats, distribution, histogram, read_dead_letters
-from bioel_core.quality.kb_tables import (CRITICAL, WARNING, _tag, dead_letter_suite, rows_from_input, unread_files,
-                                          unread_files_suite)
+from bioel_core.quality.kb_tables import (
+    CRITICAL,
+    WARNING,
+    _tag,
+    dead_letter_suite,
+    rows_from_input,
+    unread_files,
+    unread_files_suite,
+)
 from bioel_core.tables import file_batches, read_manifest, read_table, stable_shard, table_files
 from schemas import TABLE_SCHEMAS
 
-ANNOTATION_COLUMNS = ["doc_id", "start", "end", "mention", "link_text", "entity_type", "concept_id", "matched_name",
-                      "score", "nil", "model_version", "kb_version"]
+ANNOTATION_COLUMNS = [
+    "doc_id",
+    "start",
+    "end",
+    "mention",
+    "link_text",
+    "entity_type",
+    "concept_id",
+    "matched_name",
+    "score",
+    "nil",
+    "model_version",
+    "kb_version",
+]
 DOCUMENT_COLUMNS = ["doc_id", "status", "mentions", "passages", "model_version", "kb_version"]
 STATUSES = ["annotated", "deleted"]
 SCORE_TOLERANCE = 1e-6  # cosine scores in float32: an exact match may come out a hair above 1
@@ -109,8 +128,10 @@ class LinkTables:
         """(documents file, annotations file, (index, num_shards) from the name) of each shard, paired by file name."""
         documents = {os.path.basename(f): f for f in table_files(self.link_dir, "documents", self.fs)}
         annotations = {os.path.basename(f): f for f in table_files(self.link_dir, "annotations", self.fs)}
-        return [(documents.get(name), annotations.get(name), shard_of_name(name))
-                for name in sorted(documents.keys() | annotations.keys())]
+        return [
+            (documents.get(name), annotations.get(name), shard_of_name(name))
+            for name in sorted(documents.keys() | annotations.keys())
+        ]
 
     def frames(self) -> Iterator[tuple[str, pd.DataFrame]]:
         """("documents", frame) and ("annotations", frame) pairs, shard by shard, a batch of rows each: a shard's
@@ -120,7 +141,9 @@ class LinkTables:
             text_of: dict[str, str | None] = {}
             counted = self._doc_id_counts(annotations_file, "annotations")
             rows_per_id = self._doc_id_counts(documents_file, "documents")
-            for batch in file_batches(documents_file, "documents", DOCUMENT_COLUMNS, self.document_rows, self.fs) if documents_file else ():
+            for batch in (
+                file_batches(documents_file, "documents", DOCUMENT_COLUMNS, self.document_rows, self.fs) if documents_file else ()
+            ):
                 d = batch.to_pandas()
                 texts = pd.Series([document_text(i, p) for i, p in zip(d["doc_id"], d["passages"])], index=d.index, dtype=object)
                 for doc_id, status, text in zip(d["doc_id"], d["status"], texts):
@@ -128,7 +151,11 @@ class LinkTables:
                         text_of.setdefault(doc_id, text)  # a duplicated doc_id is its own failed check; its first row stands
                 read.add("documents")
                 yield "documents", self._documents(batch, d, texts, counted, rows_per_id, shard)
-            for batch in file_batches(annotations_file, "annotations", ANNOTATION_COLUMNS, self.batch_rows, self.fs) if annotations_file else ():
+            for batch in (
+                file_batches(annotations_file, "annotations", ANNOTATION_COLUMNS, self.batch_rows, self.fs)
+                if annotations_file
+                else ()
+            ):
                 read.add("annotations")
                 yield "annotations", self._annotations(batch, text_of, shard)
         if "documents" not in read:
@@ -136,7 +163,10 @@ class LinkTables:
             none = self._doc_id_counts(None, "documents")
             yield "documents", self._documents(empty, empty.to_pandas(), pd.Series([], dtype=object), none, none, (0, 1))
         if "annotations" not in read:
-            yield "annotations", self._annotations(TABLE_SCHEMAS["annotations"].empty_table().select(ANNOTATION_COLUMNS), {}, (0, 1))
+            yield (
+                "annotations",
+                self._annotations(TABLE_SCHEMAS["annotations"].empty_table().select(ANNOTATION_COLUMNS), {}, (0, 1)),
+            )
 
     def _annotations(self, batch, text_of: dict, shard: tuple[int, int] | None) -> pd.DataFrame:
         """`text_of`: the texts of the shard's annotated documents, by doc_id."""
@@ -172,7 +202,9 @@ class LinkTables:
         self.figures.add(a)
         return a
 
-    def _documents(self, batch, d: pd.DataFrame, texts: pd.Series, counted, rows_per_id, shard: tuple[int, int] | None) -> pd.DataFrame:
+    def _documents(
+        self, batch, d: pd.DataFrame, texts: pd.Series, counted, rows_per_id, shard: tuple[int, int] | None
+    ) -> pd.DataFrame:
         """`counted`: annotation rows per doc_id in the batch's shard; `rows_per_id`: document rows per doc_id there."""
         manifest = self.manifest
         self.statuses.update(d["status"].tolist())
@@ -185,7 +217,8 @@ class LinkTables:
         has_content = (d["passages"].map(len) > 0) | (d["annotation_count"] > 0)
         d["tombstone_content_doc_id"] = d["doc_id"].where((d["status"] == "deleted") & has_content)
         d["version_mismatch_doc_id"] = d["doc_id"].where(
-            (d["model_version"] != manifest["model_version"]) | (d["kb_version"] != manifest["kb_version"]))
+            (d["model_version"] != manifest["model_version"]) | (d["kb_version"] != manifest["kb_version"])
+        )
         return d.drop(columns=["passages"])
 
 
@@ -221,71 +254,112 @@ def score_range(annotator: dict) -> tuple[float, float, str]:
     if annotator.get("reranker"):
         return -FLOAT32_MAX, FLOAT32_MAX, "the rerank stage's (reranker + weighted retriever), finite"
     if annotator.get("generative"):
-        return (-SCORE_TOLERANCE, 1.0 + SCORE_TOLERANCE,
-                "per-token geometric-mean probabilities of the written names, in [0, 1] (1 for an exact name)")
+        return (
+            -SCORE_TOLERANCE,
+            1.0 + SCORE_TOLERANCE,
+            "per-token geometric-mean probabilities of the written names, in [0, 1] (1 for an exact name)",
+        )
     return -1.0 - SCORE_TOLERANCE, 1.0 + SCORE_TOLERANCE, "cosine similarities, in [-1, 1]"
 
 
-def annotations_suite(entity_types: list[str], max_nil_share: float, version_severity: str,
-                      linked_documents: int = 0, annotator: dict | None = None) -> gx.ExpectationSuite:
+def annotations_suite(
+    entity_types: list[str], max_nil_share: float, version_severity: str, linked_documents: int = 0, annotator: dict | None = None
+) -> gx.ExpectationSuite:
     """`linked_documents`: documents this run linked; not one mention in all of them is a warning: a valid corpus
     may mention nothing of the indexed types (a daily update of a few abstracts), or the detector, dictionary or
     threshold is broken. `annotator`: the manifest's, which says how the scores were made (`score_range`)."""
     low, high, scores = score_range(annotator or {})
     expectations = [
         _tag(gxe.ExpectColumnValuesToBeBetween(column="start", min_value=0), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeBetween(
-            column="span_length", min_value=1, description="Every span is non-empty (end > start)."), CRITICAL),
-        _null("unannotated_doc_id", "Every annotation's document is in the documents table as annotated "
-                                    "(listed: ids missing there or tombstones)."),
-        _null("other_shard_doc_id", "Every annotation lies in its doc_id's shard, where its document and text are "
-                                    "(listed: documents whose annotations sit in another shard)."),
-        _null("outside_text_doc_id", "Every span ends inside its document's text "
-                                     "(listed: documents of spans past the end)."),
-        _null("mention_mismatch_doc_id", "The text slice [start, end) of each span is its mention "
-                                         "(listed: documents where it is not)."),
+        _tag(
+            gxe.ExpectColumnValuesToBeBetween(
+                column="span_length", min_value=1, description="Every span is non-empty (end > start)."
+            ),
+            CRITICAL,
+        ),
+        _null(
+            "unannotated_doc_id",
+            "Every annotation's document is in the documents table as annotated (listed: ids missing there or tombstones).",
+        ),
+        _null(
+            "other_shard_doc_id",
+            "Every annotation lies in its doc_id's shard, where its document and text are "
+            "(listed: documents whose annotations sit in another shard).",
+        ),
+        _null("outside_text_doc_id", "Every span ends inside its document's text (listed: documents of spans past the end)."),
+        _null(
+            "mention_mismatch_doc_id",
+            "The text slice [start, end) of each span is its mention (listed: documents where it is not).",
+        ),
         _null("nil_concept_id", "NIL annotations have no concept_id (listed: those they have)."),
-        _null("unlinked_doc_id", "Annotations that are not NIL have a concept_id "
-                                 "(listed: documents of those without)."),
-        _null("unknown_concept_id", "Every concept_id is a concept of the KB of its entity type "
-                                    "(listed: ids missing from it)."),
-        _null("unindexed_linked_doc_id", "Annotations of an entity type without an index are NIL "
-                                         "(listed: documents of those linked)."),
-        _tag(gxe.ExpectColumnValuesToBeBetween(
-            column="score", min_value=low, max_value=high, description=f"Scores are {scores}."),
-             CRITICAL),
-        _null("version_mismatch_doc_id", "Annotations carry the manifest's model_version and the KB version of their "
-                                         "type's index as it is on disk (listed: documents of those that do not)."
-                                         + _CARRIED, version_severity),
-        _null("nil_mention", f"At most {max_nil_share:.0%} of mentions are NIL (listed: NIL mentions).", WARNING,
-              mostly=1.0 - max_nil_share),
+        _null("unlinked_doc_id", "Annotations that are not NIL have a concept_id (listed: documents of those without)."),
+        _null("unknown_concept_id", "Every concept_id is a concept of the KB of its entity type (listed: ids missing from it)."),
+        _null(
+            "unindexed_linked_doc_id",
+            "Annotations of an entity type without an index are NIL (listed: documents of those linked).",
+        ),
+        _tag(
+            gxe.ExpectColumnValuesToBeBetween(column="score", min_value=low, max_value=high, description=f"Scores are {scores}."),
+            CRITICAL,
+        ),
+        _null(
+            "version_mismatch_doc_id",
+            "Annotations carry the manifest's model_version and the KB version of their "
+            "type's index as it is on disk (listed: documents of those that do not)." + _CARRIED,
+            version_severity,
+        ),
+        _null(
+            "nil_mention",
+            f"At most {max_nil_share:.0%} of mentions are NIL (listed: NIL mentions).",
+            WARNING,
+            mostly=1.0 - max_nil_share,
+        ),
         rows_from_input("annotations", linked_documents, WARNING, "documents linked"),
     ]
     if ANY_TYPE not in entity_types:  # else every type has a KB
         # given mentions of another type are kept, NIL: the run was not told to link them (the manifest counts them)
-        expectations.append(_tag(gxe.ExpectColumnValuesToBeInSet(
-            column="entity_type", value_set=entity_types,
-            description="Every entity type has an index in the manifest's annotator (listed: types of given mentions "
-                        "kept NIL, unlinked, for want of one)."), WARNING))
+        expectations.append(
+            _tag(
+                gxe.ExpectColumnValuesToBeInSet(
+                    column="entity_type",
+                    value_set=entity_types,
+                    description="Every entity type has an index in the manifest's annotator (listed: types of given mentions "
+                    "kept NIL, unlinked, for want of one).",
+                ),
+                WARNING,
+            )
+        )
     return gx.ExpectationSuite(name="annotations", expectations=expectations)
 
 
 def documents_suite(version_severity: str, records_in: int = 0) -> gx.ExpectationSuite:
-    return gx.ExpectationSuite(name="documents", expectations=[
-        rows_from_input("documents", records_in),
-        _null("duplicate_doc_id", "Each doc_id is one row (listed: every row of a repeated one; a doc_id lies in "
-                                  "one shard, so a repeat across shards is a misplaced row)."),
-        _null("misplaced_doc_id", "Each document lies in its doc_id's shard, the one `bioel link` writes it to "
-                                  "(listed: documents elsewhere)."),
-        _tag(gxe.ExpectColumnValuesToBeInSet(column="status", value_set=STATUSES), CRITICAL),
-        _null("mentions_mismatch_doc_id", "Each document's mentions is its number of annotation rows in its shard "
-                                          "(listed: documents where it is not)."),
-        _null("overlapping_passages_doc_id", "Passages lay out without overlap "
-                                             "(listed: documents whose passages overlap)."),
-        _null("tombstone_content_doc_id", "Deleted documents have no passages and no annotations."),
-        _null("version_mismatch_doc_id", "Documents carry the manifest's model_version and kb_version."
-                                         + _CARRIED, version_severity),
-    ])
+    return gx.ExpectationSuite(
+        name="documents",
+        expectations=[
+            rows_from_input("documents", records_in),
+            _null(
+                "duplicate_doc_id",
+                "Each doc_id is one row (listed: every row of a repeated one; a doc_id lies in "
+                "one shard, so a repeat across shards is a misplaced row).",
+            ),
+            _null(
+                "misplaced_doc_id",
+                "Each document lies in its doc_id's shard, the one `bioel link` writes it to (listed: documents elsewhere).",
+            ),
+            _tag(gxe.ExpectColumnValuesToBeInSet(column="status", value_set=STATUSES), CRITICAL),
+            _null(
+                "mentions_mismatch_doc_id",
+                "Each document's mentions is its number of annotation rows in its shard (listed: documents where it is not).",
+            ),
+            _null("overlapping_passages_doc_id", "Passages lay out without overlap (listed: documents whose passages overlap)."),
+            _null("tombstone_content_doc_id", "Deleted documents have no passages and no annotations."),
+            _null(
+                "version_mismatch_doc_id",
+                "Documents carry the manifest's model_version and kb_version." + _CARRIED,
+                version_severity,
+            ),
+        ],
+    )
 
 
 def score_bounds(annotation_files: list[Path | str], batch_rows: int, fs: FileSystem = LOCAL) -> tuple[float, float]:
@@ -332,17 +406,16 @@ class LinkFigures:
         top = sorted(self.linked.items(), key=lambda item: (-item[1][0], item[0][0], item[0][1]))[:TOP_CONCEPTS]
         return {
             "nil_share_per_entity_type": {str(t): round(self.nil[t] / self.mentions[t], 4) for t in types},
-            "score_histogram_per_entity_type": {str(t): {"edges": edges, "counts": self.score_counts[t].tolist()}
-                                                for t in types},
+            "score_histogram_per_entity_type": {str(t): {"edges": edges, "counts": self.score_counts[t].tolist()} for t in types},
             "mentions_by_link_kind": {k: {str(t): self.kinds.get((t, k), 0) for t in types} for k in LINK_KINDS},
             "mentions_per_document_histogram": count_histogram(self.mentions_per_document),
-            "top_concepts": [{"entity_type": t, "concept_id": c, "name": name, "mentions": n}
-                             for (t, c), (n, name) in top],
+            "top_concepts": [{"entity_type": t, "concept_id": c, "name": name, "mentions": n} for (t, c), (n, name) in top],
         }
 
 
-def checks(link_dir: str | Path, manifest: dict, fs: FileSystem = LOCAL, *,
-           max_nil_share: float = 0.5) -> tuple[dict, Iterator, dict]:
+def checks(
+    link_dir: str | Path, manifest: dict, fs: FileSystem = LOCAL, *, max_nil_share: float = 0.5
+) -> tuple[dict, Iterator, dict]:
     """({table: suite}, (table, frame) pairs, stats) for the report; the stats complete once the frames are read.
     `max_nil_share`: above it the NIL share is a warning."""
     tables, dead = LinkTables(link_dir, manifest, fs), read_dead_letters(link_dir, fs)
@@ -356,24 +429,33 @@ def checks(link_dir: str | Path, manifest: dict, fs: FileSystem = LOCAL, *,
         yield from tables.frames()
         figures, statuses = tables.figures, tables.statuses
         mentions = sum(figures.mentions.values())
-        stats.update({
-            "documents": statuses.total(),
-            "annotated": statuses["annotated"],
-            "tombstones": statuses["deleted"],
-            "mentions": mentions,
-            "nil_share": round(sum(figures.nil.values()) / mentions, 4) if mentions else None,
-            "mentions_per_entity_type": {str(t): n for t, n in sorted(figures.mentions.items())},
-            "mentions_per_document": distribution(figures.mentions_per_document),
-            "kbs": {t: s["names"] for t, s in tables.sources.items()},
-            **figures.result(),
-            **dead_letter_stats(dead),
-        })
+        stats.update(
+            {
+                "documents": statuses.total(),
+                "annotated": statuses["annotated"],
+                "tombstones": statuses["deleted"],
+                "mentions": mentions,
+                "nil_share": round(sum(figures.nil.values()) / mentions, 4) if mentions else None,
+                "mentions_per_entity_type": {str(t): n for t, n in sorted(figures.mentions.items())},
+                "mentions_per_document": distribution(figures.mentions_per_document),
+                "kbs": {t: s["names"] for t, s in tables.sources.items()},
+                **figures.result(),
+                **dead_letter_stats(dead),
+            }
+        )
         yield "dead_letter", dead
         yield "inputs", unread_files(manifest)
 
-    suites = {"annotations": annotations_suite(sorted(tables.sources), max_nil_share, version_severity,
-                                               counts.get("documents", {}).get("linked", 0), manifest["annotator"]),
-              "documents": documents_suite(version_severity, records_in),
-              "dead_letter": dead_letter_suite(records_in),
-              "inputs": unread_files_suite()}
+    suites = {
+        "annotations": annotations_suite(
+            sorted(tables.sources),
+            max_nil_share,
+            version_severity,
+            counts.get("documents", {}).get("linked", 0),
+            manifest["annotator"],
+        ),
+        "documents": documents_suite(version_severity, records_in),
+        "dead_letter": dead_letter_suite(records_in),
+        "inputs": unread_files_suite(),
+    }
     return suites, frames(), stats

@@ -54,8 +54,12 @@ class EmbeddingTables:
         # read as written: a width other than the manifest's is a failed check here, not an error
         dim = batch.schema.field("vector").type.list_size
         vectors = vectors_of(batch.column("vector"), dim)
-        frame = pd.DataFrame({"name_id": batch.column("name_id").to_numpy(zero_copy_only=False),
-                              "concept_id": batch.column("concept_id").to_pandas()})
+        frame = pd.DataFrame(
+            {
+                "name_id": batch.column("name_id").to_numpy(zero_copy_only=False),
+                "concept_id": batch.column("concept_id").to_pandas(),
+            }
+        )
         frame["dim"] = dim
         frame["norm"] = np.linalg.norm(vectors, axis=1).astype(np.float64)
         self.norms.append(frame["norm"].to_numpy())
@@ -70,28 +74,56 @@ class EmbeddingTables:
 
 def embeddings_suite(dim: int, expected_rows: int, names: int = 0) -> gx.ExpectationSuite:
     low, high = 1.0 - NORM_TOLERANCE, 1.0 + NORM_TOLERANCE
-    return gx.ExpectationSuite(name="embeddings", expectations=[
-        rows_from_input("embeddings", names),
-        _tag(gxe.ExpectColumnValuesToBeUnique(column="name_id"), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeBetween(
-            column="dim", min_value=dim, max_value=dim,
-            description=f"Vectors have the model's dimension in the manifest ({dim})."), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeNull(
-            column="nonfinite_name_id",
-            description="Every vector value is finite (listed: name ids with NaN/inf)."), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeBetween(
-            column="norm", min_value=low, max_value=high,
-            description=f"Vectors are L2-normalized (norm within {NORM_TOLERANCE} of 1)."), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeNull(
-            column="unknown_name_id", description="Every name_id is in the names table (listed: ids missing from it)."),
-             CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeNull(
-            column="concept_mismatch_name_id",
-            description="Each vector's concept_id is its name's concept_id in the names table."), CRITICAL),
-        _tag(gxe.ExpectTableRowCountToEqual(
-            value=expected_rows, description="One vector per name: vectors + dead letters = rows of the names table."),
-             CRITICAL),
-    ])
+    return gx.ExpectationSuite(
+        name="embeddings",
+        expectations=[
+            rows_from_input("embeddings", names),
+            _tag(gxe.ExpectColumnValuesToBeUnique(column="name_id"), CRITICAL),
+            _tag(
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="dim",
+                    min_value=dim,
+                    max_value=dim,
+                    description=f"Vectors have the model's dimension in the manifest ({dim}).",
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectColumnValuesToBeNull(
+                    column="nonfinite_name_id", description="Every vector value is finite (listed: name ids with NaN/inf)."
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="norm",
+                    min_value=low,
+                    max_value=high,
+                    description=f"Vectors are L2-normalized (norm within {NORM_TOLERANCE} of 1).",
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectColumnValuesToBeNull(
+                    column="unknown_name_id", description="Every name_id is in the names table (listed: ids missing from it)."
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectColumnValuesToBeNull(
+                    column="concept_mismatch_name_id",
+                    description="Each vector's concept_id is its name's concept_id in the names table.",
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectTableRowCountToEqual(
+                    value=expected_rows, description="One vector per name: vectors + dead letters = rows of the names table."
+                ),
+                CRITICAL,
+            ),
+        ],
+    )
 
 
 def _norm_bounds(norms: pd.Series) -> tuple[float, float]:
@@ -105,19 +137,30 @@ def checks(emb_dir: str | Path, fs: FileSystem = LOCAL) -> tuple[dict, Iterator,
     """({table: suite}, (table, frame) pairs, stats) for the report; the stats complete once the frames are read."""
     tables, dead = EmbeddingTables(emb_dir, fs), read_dead_letters(emb_dir, fs)
     names = len(tables.name_ids)
-    suites = {"embeddings": embeddings_suite(tables.details.model.dim, names - len(dead), names),
-              "dead_letter": dead_letter_suite(names)}
+    suites = {
+        "embeddings": embeddings_suite(tables.details.model.dim, names - len(dead), names),
+        "dead_letter": dead_letter_suite(names),
+    }
     stats: dict = {}  # filled once the vectors have been read (their norms)
 
     def frames():
         yield from (("embeddings", frame) for frame in tables.frames())
         norms = pd.Series(np.concatenate(tables.norms) if tables.norms else np.empty(0))
         finite = norms.dropna()
-        stats.update({"embeddings": len(norms), "dead_letters": len(dead), "names": names,
-                      "dim": tables.details.model.dim, "names_dir": str(tables.names_dir),
-                      "norm": {"min": round(float(finite.min()), 6) if len(finite) else None,
-                               "max": round(float(finite.max()), 6) if len(finite) else None},
-                      "norm_histogram": histogram(finite, _norm_bounds(finite))})
+        stats.update(
+            {
+                "embeddings": len(norms),
+                "dead_letters": len(dead),
+                "names": names,
+                "dim": tables.details.model.dim,
+                "names_dir": str(tables.names_dir),
+                "norm": {
+                    "min": round(float(finite.min()), 6) if len(finite) else None,
+                    "max": round(float(finite.max()), 6) if len(finite) else None,
+                },
+                "norm_histogram": histogram(finite, _norm_bounds(finite)),
+            }
+        )
         yield "dead_letter", dead
 
     return suites, frames(), stats

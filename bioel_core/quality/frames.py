@@ -36,8 +36,9 @@ DEAD_LETTER_SAMPLE = 10
 SAMPLE_CHARS = 200
 
 
-def frames_of(table_dir: str | Path, table: str, columns: list[str], batch_rows: int,
-              fs: FileSystem = LOCAL) -> Iterator[pd.DataFrame]:
+def frames_of(
+    table_dir: str | Path, table: str, columns: list[str], batch_rows: int, fs: FileSystem = LOCAL
+) -> Iterator[pd.DataFrame]:
     """`table`'s rows as frames of at most `batch_rows` (Arrow-backed columns); one empty frame for an empty table."""
     empty = True
     for batch in iter_batches(table_dir, table, columns, batch_rows, fs):
@@ -64,7 +65,7 @@ class KBTables:
     def concept_frames(self) -> Iterator[pd.DataFrame]:
         start = 0
         for frame in frames_of(self.table_dir, "concepts", CONCEPT_COLUMNS, self.batch_rows, self.fs):
-            frame["name_count"] = self.name_count[start:start + len(frame)]
+            frame["name_count"] = self.name_count[start : start + len(frame)]
             frame["unnamed_concept_id"] = frame["concept_id"].where(frame["name_count"] == 0)
             start += len(frame)
             yield frame
@@ -178,8 +179,12 @@ def dead_letter_stats(rows: pd.DataFrame) -> dict:
     if len(reasons) > TOP_REASONS:
         by_reason.append({"reason": OTHER_REASONS, "dead_letters": int(reasons.iloc[TOP_REASONS:].sum())})
     sample = rows.head(DEAD_LETTER_SAMPLE).assign(raw=rows["raw"].str.slice(0, SAMPLE_CHARS))
-    return {"dead_letters": len(rows), "dead_letter_reasons": by_reason, "dead_letter_kinds": dead_letter_kinds(rows),
-            "dead_letter_sample": sample[["source", "location", "reason", "raw"]].to_dict("records")}
+    return {
+        "dead_letters": len(rows),
+        "dead_letter_reasons": by_reason,
+        "dead_letter_kinds": dead_letter_kinds(rows),
+        "dead_letter_sample": sample[["source", "location", "reason", "raw"]].to_dict("records"),
+    }
 
 
 def table_stats(tables: KBTables) -> dict:

@@ -40,6 +40,7 @@ figure svg { display: block; max-width: 100%; height: auto; }
 @dataclass(frozen=True)
 class Table:
     """A table of rows (dicts) to show as is, e.g. sample dead letters."""
+
     title: str
     columns: list[str]
     rows: list[dict]
@@ -64,8 +65,9 @@ def _is_figure(value) -> bool:
     return plain(value) or isinstance(value, dict) and all(plain(v) for v in value.values())
 
 
-def _table(columns: list[str], rows: list[list[str]], row_classes: list[str] | None = None,
-           numeric: frozenset[str] = frozenset()) -> str:
+def _table(
+    columns: list[str], rows: list[list[str]], row_classes: list[str] | None = None, numeric: frozenset[str] = frozenset()
+) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in columns)
     body = []
     for i, row in enumerate(rows):
@@ -92,12 +94,25 @@ def _checks(checks: list[dict]) -> str:
     rows, classes = [], []
     for c in ordered:
         described = f'<span class="description">{escape(c["description"])}</span>' if c["description"] else ""
-        rows.append(["PASS" if c["success"] else "FAIL", escape(c["severity"]), escape(c["table"]),
-                     escape(_columns(c)), escape(c["expectation"]), escape(c["expects"]) + described,
-                     "" if c["unexpected_count"] is None else f"{c['unexpected_count']:,}", escape(c["found"])])
+        rows.append(
+            [
+                "PASS" if c["success"] else "FAIL",
+                escape(c["severity"]),
+                escape(c["table"]),
+                escape(_columns(c)),
+                escape(c["expectation"]),
+                escape(c["expects"]) + described,
+                "" if c["unexpected_count"] is None else f"{c['unexpected_count']:,}",
+                escape(c["found"]),
+            ]
+        )
         classes.append("pass" if c["success"] else f"fail-{c['severity']}")
-    return _table(["status", "severity", "table", "column", "expectation", "expects", "unexpected rows", "found"],
-                  rows, classes, numeric=frozenset({"unexpected rows"}))
+    return _table(
+        ["status", "severity", "table", "column", "expectation", "expects", "unexpected rows", "found"],
+        rows,
+        classes,
+        numeric=frozenset({"unexpected rows"}),
+    )
 
 
 def _or_none(value) -> str:
@@ -108,25 +123,35 @@ def _bundle(bundle: dict) -> str:
     if bundle["name"] is None and bundle["file"] is None:
         return f"{escape(bundle['folder'])} (its first build is running: no manifest yet)"
     file = f"file {escape(bundle['file'])} (sha256 {_or_none(bundle['file_sha256'])})" if bundle["file"] else "no file recorded"
-    return (f"<b>{_or_none(bundle['name'])}</b>: {file}; folder {escape(bundle['folder'])}, built "
-            f"{_or_none(bundle['published_utc'])} ({_or_none(bundle['generation'])})")
+    return (
+        f"<b>{_or_none(bundle['name'])}</b>: {file}; folder {escape(bundle['folder'])}, built "
+        f"{_or_none(bundle['published_utc'])} ({_or_none(bundle['generation'])})"
+    )
 
 
 def _run(summary: dict) -> str:
     """Which run wrote the tables: verb, when it finished, generation, bioel and runner, bundle, inputs."""
     inputs = summary["inputs"]
-    shown = "".join(f'<tr><th>{escape(i["role"])}</th><td class="path">{escape(i["path"] or "")}</td>'
-                    f'<td class="version">{_or_none(i["version"])}</td></tr>' for i in inputs[:SHOWN_INPUTS])
+    shown = "".join(
+        f'<tr><th>{escape(i["role"])}</th><td class="path">{escape(i["path"] or "")}</td>'
+        f'<td class="version">{_or_none(i["version"])}</td></tr>'
+        for i in inputs[:SHOWN_INPUTS]
+    )
     if len(inputs) > SHOWN_INPUTS:
         shown += f'<tr><th></th><td colspan="2">and {len(inputs) - SHOWN_INPUTS:,} more (summary.json lists all)</td></tr>'
-    facts = [("verb", f"bioel {escape(summary['pipeline'])}"),
-             ("finished", f"{_or_none(summary['run_finished_utc'])} (UTC)"),
-             ("generation", _or_none(summary["generation"])),
-             ("bioel", f"{_or_none(summary['package_version'])} on {_or_none(summary['runner'])}"),
-             ("bundle", "; ".join(_bundle(b) for b in summary["bundles"]) or "none (not built or linked with a bundle)")]
+    facts = [
+        ("verb", f"bioel {escape(summary['pipeline'])}"),
+        ("finished", f"{_or_none(summary['run_finished_utc'])} (UTC)"),
+        ("generation", _or_none(summary["generation"])),
+        ("bioel", f"{_or_none(summary['package_version'])} on {_or_none(summary['runner'])}"),
+        ("bundle", "; ".join(_bundle(b) for b in summary["bundles"]) or "none (not built or linked with a bundle)"),
+    ]
     rows = "".join(f'<tr><th>{name}</th><td colspan="2">{value}</td></tr>' for name, value in facts)
-    head = '<tr><th>inputs</th><th>path</th><th>version</th></tr>' if inputs else \
-        '<tr><th>inputs</th><td colspan="2">none recorded</td></tr>'
+    head = (
+        "<tr><th>inputs</th><th>path</th><th>version</th></tr>"
+        if inputs
+        else '<tr><th>inputs</th><td colspan="2">none recorded</td></tr>'
+    )
     return f'<table id="run"><tbody>{rows}{head}{shown}</tbody></table>'
 
 
@@ -154,20 +179,20 @@ def page(summary: dict, sections: list[Histogram | Bars | Table]) -> str:
 <style>{STYLE}</style>
 </head>
 <body>
-<h1>Quality report: <code>bioel {escape(summary['pipeline'])}</code> output</h1>
-<div class="where">{escape(summary['table_dir'])}{' (KB ' + escape(summary['kb']) + ')' if summary.get('kb') else ''}</div>
+<h1>Quality report: <code>bioel {escape(summary["pipeline"])}</code> output</h1>
+<div class="where">{escape(summary["table_dir"])}{" (KB " + escape(summary["kb"]) + ")" if summary.get("kb") else ""}</div>
 {_run(summary)}
 <div id="verdict" class="banner {verdict.lower()}"><b>{verdict}</b>
-{summary['critical_failures']:,} critical failures, {summary['warnings']:,} warnings, {done}/{len(summary['checks'])}
-checks passed (fails on: {escape(summary['fail_on'])})</div>
+{summary["critical_failures"]:,} critical failures, {summary["warnings"]:,} warnings, {done}/{len(summary["checks"])}
+checks passed (fails on: {escape(summary["fail_on"])})</div>
 <h2>Figures</h2>
-<div id="figures">{_figures(summary['stats'])}</div>
+<div id="figures">{_figures(summary["stats"])}</div>
 <h2>Plots</h2>
 <div id="plots" class="plots">{plots}</div>
 {tables}
 <h2>Checks</h2>
-<div id="checks">{_checks(summary['checks'])}</div>
-<p class="where">Machine-readable: {escape(summary['summary_json'])}</p>
+<div id="checks">{_checks(summary["checks"])}</div>
+<p class="where">Machine-readable: {escape(summary["summary_json"])}</p>
 </body>
 </html>
 """

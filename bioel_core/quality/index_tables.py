@@ -49,8 +49,15 @@ def _faiss_shard(path: str, fs: FileSystem) -> tuple[int, int, str]:
 
 def _shard_row(folder: str, record: dict, fs: FileSystem) -> tuple[dict, pd.DataFrame | None]:
     paths = {key: fs.join(folder, relative) for key, relative in shard_files(record).items()}
-    row = {"shard": record["shard"], "vectors": record["vectors"], "index_vectors": None, "dimension": None,
-           "id_map_rows": None, "files_present": all(fs.exists(p) for p in paths.values()), "checksums_match": False}
+    row = {
+        "shard": record["shard"],
+        "vectors": record["vectors"],
+        "index_vectors": None,
+        "dimension": None,
+        "id_map_rows": None,
+        "files_present": all(fs.exists(p) for p in paths.values()),
+        "checksums_match": False,
+    }
     if not row["files_present"]:
         return row, None
     vectors, dimension, index_sha256 = _faiss_shard(paths["index"], fs)
@@ -58,8 +65,12 @@ def _shard_row(folder: str, record: dict, fs: FileSystem) -> tuple[dict, pd.Data
         ids = id_map.read(columns=["name_id", "concept_id"]).to_pandas()
     ids["shard"] = record["shard"]
     found = {key: index_sha256 if key == "index" else file_sha256(p, fs=fs) for key, p in paths.items()}
-    row.update(index_vectors=vectors, dimension=dimension, id_map_rows=len(ids),
-               checksums_match=all(found[key] == record[f"{key}_sha256"] for key in paths))
+    row.update(
+        index_vectors=vectors,
+        dimension=dimension,
+        id_map_rows=len(ids),
+        checksums_match=all(found[key] == record[f"{key}_sha256"] for key in paths),
+    )
     return row, ids
 
 
@@ -85,57 +96,121 @@ def load_frames(index_dir: str | Path, fs: FileSystem = LOCAL) -> tuple[pd.DataF
     id_map["concept_mismatch_name_id"] = id_map["name_id"].where(known & (id_map["name_id"].map(names) != id_map["concept_id"]))
     home = shard_of(id_map["name_id"].to_numpy(dtype="int64"), details.num_shards)
     id_map["misplaced_name_id"] = id_map["name_id"].where(home != id_map["shard"].to_numpy())
-    counts = {"kind": details.index.kind, "dimension": details.index.dimension,
-              "num_shards": details.num_shards, "vectors": details.vectors, "embeddings_rows": embeddings_rows,
-              "names_dir": str(names_dir), "index_bytes": sum(shard_bytes(r) for r in details.shards)}
+    counts = {
+        "kind": details.index.kind,
+        "dimension": details.index.dimension,
+        "num_shards": details.num_shards,
+        "vectors": details.vectors,
+        "embeddings_rows": embeddings_rows,
+        "names_dir": str(names_dir),
+        "index_bytes": sum(shard_bytes(r) for r in details.shards),
+    }
     return id_map, shards, counts
 
 
 def id_map_suite(embeddings_rows: int) -> gx.ExpectationSuite:
-    return gx.ExpectationSuite(name="id_map", expectations=[
-        _tag(gxe.ExpectColumnValuesToNotBeNull(column="name_id"), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeUnique(
-            column="name_id", description="A name_id is in the index once, across all shards."), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToNotBeNull(column="concept_id"), CRITICAL),
-        _tag(gxe.ExpectTableRowCountToEqual(
-            value=embeddings_rows, description="The index holds as many vectors as the embeddings table it was "
-                                               f"built from has rows ({embeddings_rows:,})."), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeNull(
-            column="unknown_name_id", description="Every indexed name_id is in the names table the embeddings reference "
-                                                  "(listed: ids missing from it)."), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeNull(
-            column="concept_mismatch_name_id",
-            description="Each indexed name's concept_id is its concept_id in the names table."), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeNull(
-            column="misplaced_name_id", description="Each name_id is in the shard shard_of(name_id) assigns it, "
-                                                    "so a refresh rebuilding that shard replaces it."), CRITICAL),
-    ])
+    return gx.ExpectationSuite(
+        name="id_map",
+        expectations=[
+            _tag(gxe.ExpectColumnValuesToNotBeNull(column="name_id"), CRITICAL),
+            _tag(
+                gxe.ExpectColumnValuesToBeUnique(
+                    column="name_id", description="A name_id is in the index once, across all shards."
+                ),
+                CRITICAL,
+            ),
+            _tag(gxe.ExpectColumnValuesToNotBeNull(column="concept_id"), CRITICAL),
+            _tag(
+                gxe.ExpectTableRowCountToEqual(
+                    value=embeddings_rows,
+                    description="The index holds as many vectors as the embeddings table it was "
+                    f"built from has rows ({embeddings_rows:,}).",
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectColumnValuesToBeNull(
+                    column="unknown_name_id",
+                    description="Every indexed name_id is in the names table the embeddings reference "
+                    "(listed: ids missing from it).",
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectColumnValuesToBeNull(
+                    column="concept_mismatch_name_id",
+                    description="Each indexed name's concept_id is its concept_id in the names table.",
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectColumnValuesToBeNull(
+                    column="misplaced_name_id",
+                    description="Each name_id is in the shard shard_of(name_id) assigns it, "
+                    "so a refresh rebuilding that shard replaces it.",
+                ),
+                CRITICAL,
+            ),
+        ],
+    )
 
 
 def shards_suite(num_shards: int, dimension: int) -> gx.ExpectationSuite:
-    return gx.ExpectationSuite(name="shards", expectations=[
-        _tag(gxe.ExpectTableRowCountToEqual(value=num_shards, description="The manifest lists every shard."), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeInSet(
-            column="files_present", value_set=[True], description="Every shard's FAISS file and id map exist."), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeInSet(
-            column="checksums_match", value_set=[True],
-            description="Every shard file's sha256 is the one in the manifest."), CRITICAL),
-        _tag(gxe.ExpectColumnValuesToBeBetween(
-            column="dimension", min_value=dimension, max_value=dimension,
-            description=f"Every FAISS shard has the manifest's dimension ({dimension})."), CRITICAL),
-        _tag(gxe.ExpectColumnPairValuesToBeEqual(
-            column_A="vectors", column_B="index_vectors",
-            description="Each FAISS shard holds the vectors the manifest says."), CRITICAL),
-        _tag(gxe.ExpectColumnPairValuesToBeEqual(
-            column_A="vectors", column_B="id_map_rows", description="Each id map has one row per vector of its shard."),
-             CRITICAL),
-    ])
+    return gx.ExpectationSuite(
+        name="shards",
+        expectations=[
+            _tag(gxe.ExpectTableRowCountToEqual(value=num_shards, description="The manifest lists every shard."), CRITICAL),
+            _tag(
+                gxe.ExpectColumnValuesToBeInSet(
+                    column="files_present", value_set=[True], description="Every shard's FAISS file and id map exist."
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectColumnValuesToBeInSet(
+                    column="checksums_match",
+                    value_set=[True],
+                    description="Every shard file's sha256 is the one in the manifest.",
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="dimension",
+                    min_value=dimension,
+                    max_value=dimension,
+                    description=f"Every FAISS shard has the manifest's dimension ({dimension}).",
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectColumnPairValuesToBeEqual(
+                    column_A="vectors",
+                    column_B="index_vectors",
+                    description="Each FAISS shard holds the vectors the manifest says.",
+                ),
+                CRITICAL,
+            ),
+            _tag(
+                gxe.ExpectColumnPairValuesToBeEqual(
+                    column_A="vectors", column_B="id_map_rows", description="Each id map has one row per vector of its shard."
+                ),
+                CRITICAL,
+            ),
+        ],
+    )
 
 
 def checks(index_dir: str | Path, fs: FileSystem = LOCAL) -> tuple[dict, dict]:
     """({table: suite}, (table, frame) pairs, stats) for the report."""
     id_map, shards, counts = load_frames(index_dir, fs)
-    stats = {**counts, "vectors_per_shard": distribution(Tally.of(shards["vectors"])),
-             "shard_vectors": {str(r.shard): int(r.vectors) for r in shards.itertuples(index=False)}}
-    return ({"id_map": id_map_suite(counts["embeddings_rows"]), "shards": shards_suite(counts["num_shards"], counts["dimension"])},
-            [("id_map", id_map), ("shards", shards)], stats)
+    stats = {
+        **counts,
+        "vectors_per_shard": distribution(Tally.of(shards["vectors"])),
+        "shard_vectors": {str(r.shard): int(r.vectors) for r in shards.itertuples(index=False)},
+    }
+    return (
+        {"id_map": id_map_suite(counts["embeddings_rows"]), "shards": shards_suite(counts["num_shards"], counts["dimension"])},
+        [("id_map", id_map), ("shards", shards)],
+        stats,
+    )

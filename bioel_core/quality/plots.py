@@ -18,7 +18,7 @@ LABEL_CHARS = 48
 
 
 def _short(label: str) -> str:
-    return label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "…"
+    return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
 
 
 def _svg(figure, salt: str) -> str:
@@ -26,10 +26,11 @@ def _svg(figure, salt: str) -> str:
 
     with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "none"}):
         buffer = io.StringIO()
-        figure.savefig(buffer, format="svg", bbox_inches="tight",
-                       metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+        figure.savefig(
+            buffer, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None, "Format": None, "Type": None}
+        )
     text = buffer.getvalue()
-    return text[text.index("<svg"):]  # inline in HTML: no XML declaration or DOCTYPE
+    return text[text.index("<svg") :]  # inline in HTML: no XML declaration or DOCTYPE
 
 
 def _axes(title: str, height: float = HEIGHT):
@@ -54,6 +55,7 @@ class Histogram:
     """Counts in bins; several series (e.g. one per entity type) share the bins and are drawn over each other.
     `series`: name -> {"edges": [...], "counts": [...]} (frames.histogram). `whole_x`: the values are whole
     numbers (frames.count_histogram), so are the ticks."""
+
     title: str
     series: dict[str, dict]
     xlabel: str
@@ -64,8 +66,7 @@ class Histogram:
         figure, axes = _axes(self.title)
         drawn = {name: h for name, h in self.series.items() if h["counts"]}
         for color, (name, h) in zip(COLORS * len(drawn), drawn.items()):
-            axes.stairs(h["counts"], h["edges"], fill=len(drawn) == 1, color=color, label=name or "(any type)",
-                        linewidth=1.5)
+            axes.stairs(h["counts"], h["edges"], fill=len(drawn) == 1, color=color, label=name or "(any type)", linewidth=1.5)
         if len(drawn) > 1:
             _legend(axes)
         if not drawn:
@@ -80,6 +81,7 @@ class Histogram:
 @dataclass(frozen=True)
 class Bars:
     """One bar per label; several series are stacked. Horizontal suits long labels (concept names, reasons)."""
+
     title: str
     labels: list[str]
     series: dict[str, list[float]]
@@ -110,8 +112,7 @@ class Bars:
             axes.set_xlabel(value_label)
         else:
             crowded = len(self.labels) > 6
-            axes.set_xticks(positions, labels, fontsize=8, rotation=30 if crowded else 0,
-                            ha="right" if crowded else "center")
+            axes.set_xticks(positions, labels, fontsize=8, rotation=30 if crowded else 0, ha="right" if crowded else "center")
             axes.set_ylabel(value_label)
         if not self.labels:
             axes.text(0.5, 0.5, "no values", ha="center", va="center", transform=axes.transAxes)

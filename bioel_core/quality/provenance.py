@@ -28,14 +28,16 @@ def _link_inputs(manifest: dict) -> list[dict]:
     """A link run's model, indexes and stop lists, as its annotator names them (versions: the model's; the KBs' one
     version over all types)."""
     annotator = manifest.get("annotator") or {}
-    rows = [{"role": "model", "path": annotator["model"], "version": manifest.get("model_version")}] \
-        if annotator.get("model") else []
+    rows = (
+        [{"role": "model", "path": annotator["model"], "version": manifest.get("model_version")}]
+        if annotator.get("model")
+        else []
+    )
     for role in ("reranker", "generative"):
         if isinstance(annotator.get(role), str):
             rows.append({"role": role, "path": annotator[role], "version": None})
     for role, key in (("model", "type_models"), ("index", "indexes"), ("stop list", "stop_lists")):
-        rows += [{"role": f"{role} {t or '(any type)'}", "path": path, "version": None}
-                 for t, path in annotator.get(key) or []]
+        rows += [{"role": f"{role} {t or '(any type)'}", "path": path, "version": None} for t, path in annotator.get(key) or []]
     if manifest.get("kb_version"):
         rows.append({"role": "KB version (all types)", "path": None, "version": manifest["kb_version"]})
     return rows
@@ -45,8 +47,10 @@ def inputs(manifest: dict) -> list[dict]:
     """The run's inputs, each {"role", "path", "version"} (None where the manifest records none): the files or folders
     it read (`inputs`; a bundle's named by the setting that gave them), the model it embedded with, and a link's
     annotator."""
-    rows = [{"role": record.get("setting") or "input", "path": record.get("path"), "version": _version(record)}
-            for record in manifest.get("inputs") or []]
+    rows = [
+        {"role": record.get("setting") or "input", "path": record.get("path"), "version": _version(record)}
+        for record in manifest.get("inputs") or []
+    ]
     model = manifest.get("model")
     if isinstance(model, dict) and model.get("path"):
         rows.append({"role": "model", "path": model["path"], "version": _version(model)})
@@ -69,12 +73,29 @@ def _bundle(folder: str, fs: FileSystem) -> dict | None:
         manifest = None
     if manifest is None or manifest.get("pipeline") != BUNDLE_PIPELINE:
         building = manifest is None and fs.exists(fs.join(folder, STAGES))
-        return {"folder": folder, "name": None, "description": None, "file": None, "file_sha256": None,
-                "published_utc": None, "generation": None} if building else None
+        return (
+            {
+                "folder": folder,
+                "name": None,
+                "description": None,
+                "file": None,
+                "file_sha256": None,
+                "published_utc": None,
+                "generation": None,
+            }
+            if building
+            else None
+        )
     bundle, file = manifest.get("bundle") or {}, (manifest.get("bundle") or {}).get("file") or {}
-    return {"folder": folder, "name": bundle.get("name"), "description": bundle.get("description"),
-            "file": file.get("path"), "file_sha256": file.get("sha256"), "published_utc": manifest.get("created_utc"),
-            "generation": manifest.get("generation")}
+    return {
+        "folder": folder,
+        "name": bundle.get("name"),
+        "description": bundle.get("description"),
+        "file": file.get("path"),
+        "file_sha256": file.get("sha256"),
+        "published_utc": manifest.get("created_utc"),
+        "generation": manifest.get("generation"),
+    }
 
 
 def bundles(manifest: dict, output_dir: str, fs: FileSystem) -> list[dict]:
@@ -93,6 +114,10 @@ def bundles(manifest: dict, output_dir: str, fs: FileSystem) -> list[dict]:
 def run_facts(manifest: dict, output_dir: str, fs: FileSystem) -> dict:
     """The summary's facts about the run: run_finished_utc (the manifest's created_utc, written as the run ends),
     package_version, runner, inputs (`inputs`), bundles (`bundles`)."""
-    return {"run_finished_utc": manifest.get("created_utc"), "package_version": manifest.get("package_version"),
-            "runner": manifest.get("runner"), "inputs": inputs(manifest),
-            "bundles": bundles(manifest, output_dir, fs)}
+    return {
+        "run_finished_utc": manifest.get("created_utc"),
+        "package_version": manifest.get("package_version"),
+        "runner": manifest.get("runner"),
+        "inputs": inputs(manifest),
+        "bundles": bundles(manifest, output_dir, fs),
+    }

@@ -21,11 +21,14 @@ from __future__ import annotations
 import re
 
 QUOTED = re.compile(r"""(?<!\w)(?:'(?:[^'\\]|\\.)*\w(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\w(?:[^"\\]|\\.)*")(?!\w)""")
-NUMBER_OR_ID = re.compile(r"""(?<![\w{-])(?:
+NUMBER_OR_ID = re.compile(
+    r"""(?<![\w{-])(?:
       0x[0-9a-fA-F]+                                  # a byte
     | [A-Za-z][A-Za-z_]*:?[A-Za-z]*\d{3,}[\w.]*       # an id: D000001, MESH:D000001, OMIM:123456
     | [-+]?\d+(?:[.,]\d+)*(?:-\d+(?:[.,]\d+)*)?       # a number, 1,234 or 0.5, or a range 3-9
-    )(?!\w)""", re.VERBOSE)
+    )(?!\w)""",
+    re.VERBOSE,
+)
 CLAUSES = 2
 OPEN, CLOSE = "([{", ")]}"
 

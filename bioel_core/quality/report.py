@@ -41,7 +41,7 @@ def _short(value):
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, str) and len(value) > OBSERVED_CHARS:
-        return value[:OBSERVED_CHARS - 3] + "..."
+        return value[: OBSERVED_CHARS - 3] + "..."
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)
@@ -84,6 +84,7 @@ class Checks:
     (table, frame) pairs, stats), the stats complete once the frames have been read (`validation.validate`);
     `describe(stats)` is the summary's terminal line about the tables; `sections(stats)` the plots and tables of the
     HTML page."""
+
     build: Callable[..., tuple[dict, dict]]
     describe: Callable[[dict], str]
     sections: Callable[[dict], list]
@@ -93,20 +94,45 @@ def _dead_letter_sections(stats: dict) -> list:
     """A bar per reason kind and a table of the kinds with an example each (none when there are no dead letters),
     and a table of the first few dead letters."""
     kinds, total = stats["dead_letter_kinds"], stats["dead_letters"]
-    examples = [{"kind": k["kind"], "dead letters": k["dead_letters"], **{
-        f"example {key}": (k["example"] or {}).get(key) for key in ("reason", "source", "location", "raw")}}
-        for k in kinds]
-    by_kind = [Bars(f"Dead letters by reason kind ({total:,} in all)", [k["kind"] for k in kinds],
-                    {"dead letters": [k["dead_letters"] for k in kinds]}, "dead letters", horizontal=True),
-               Table(f"Dead letters by reason kind ({len(kinds):,} kinds, {total:,} dead letters)",
-                     list(examples[0]), examples)] if kinds else []
+    examples = [
+        {
+            "kind": k["kind"],
+            "dead letters": k["dead_letters"],
+            **{f"example {key}": (k["example"] or {}).get(key) for key in ("reason", "source", "location", "raw")},
+        }
+        for k in kinds
+    ]
+    by_kind = (
+        [
+            Bars(
+                f"Dead letters by reason kind ({total:,} in all)",
+                [k["kind"] for k in kinds],
+                {"dead letters": [k["dead_letters"] for k in kinds]},
+                "dead letters",
+                horizontal=True,
+            ),
+            Table(f"Dead letters by reason kind ({len(kinds):,} kinds, {total:,} dead letters)", list(examples[0]), examples),
+        ]
+        if kinds
+        else []
+    )
     return by_kind + [
-        Table(f"Sample dead letters (first {len(stats['dead_letter_sample'])} of {total:,})",
-              ["source", "location", "reason", "raw"], stats["dead_letter_sample"])]
+        Table(
+            f"Sample dead letters (first {len(stats['dead_letter_sample'])} of {total:,})",
+            ["source", "location", "reason", "raw"],
+            stats["dead_letter_sample"],
+        )
+    ]
 
 
-def _kb_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL, *, max_names_per_concept: int = 1000,
-               max_name_length: int = 500):
+def _kb_checks(
+    table_dir: Path | str,
+    manifest: dict,
+    fs: FileSystem = LOCAL,
+    *,
+    max_names_per_concept: int = 1000,
+    max_name_length: int = 500,
+):
     """The two maxima are warning thresholds: beyond them a KB is suspicious (a parsing slip, merged dumps) but
     still usable."""
     # great-expectations takes seconds to import: only pay for it when a report is actually made
@@ -117,9 +143,12 @@ def _kb_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL, *,
         raise ValueError(f"{table_dir}: the manifest has no id_pattern; re-run the ingest with this bioel version")
     tables, dead = KBTables(table_dir, fs), read_dead_letters(table_dir, fs)
     records_in = manifest.get("counts", {}).get("records_read", 0)
-    suites = {"concepts": concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in),
-              "names": names_suite(manifest["id_pattern"], max_name_length, records_in),
-              "dead_letter": dead_letter_suite(records_in), "inputs": unread_files_suite()}
+    suites = {
+        "concepts": concepts_suite(manifest["id_pattern"], max_names_per_concept, records_in),
+        "names": names_suite(manifest["id_pattern"], max_name_length, records_in),
+        "dead_letter": dead_letter_suite(records_in),
+        "inputs": unread_files_suite(),
+    }
     stats: dict = {}  # filled once the names have been read (their lengths)
 
     def frames():
@@ -132,15 +161,18 @@ def _kb_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL, *,
 
 
 def _kb_line(stats: dict) -> str:
-    return (f"{stats['concepts']:,} concepts, {stats['names']:,} names; "
-            f"names/concept: {_dist(stats['names_per_concept'])}; name length: {_dist(stats['name_length'])}")
+    return (
+        f"{stats['concepts']:,} concepts, {stats['names']:,} names; "
+        f"names/concept: {_dist(stats['names_per_concept'])}; name length: {_dist(stats['name_length'])}"
+    )
 
 
 def _kb_sections(stats: dict) -> list:
-    return [Histogram("Names per concept", {"concepts": stats["names_per_concept_histogram"]}, "names",
-                      "concepts", whole_x=True),
-            Histogram("Name length", {"names": stats["name_length_histogram"]}, "characters", "names", whole_x=True),
-            *_dead_letter_sections(stats)]
+    return [
+        Histogram("Names per concept", {"concepts": stats["names_per_concept_histogram"]}, "names", "concepts", whole_x=True),
+        Histogram("Name length", {"names": stats["name_length_histogram"]}, "characters", "names", whole_x=True),
+        *_dead_letter_sections(stats),
+    ]
 
 
 def _embedding_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL):
@@ -150,8 +182,10 @@ def _embedding_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LO
 
 
 def _embedding_line(stats: dict) -> str:
-    return (f"{stats['embeddings']:,} vectors of dim {stats['dim']}, {stats['dead_letters']:,} dead letters, "
-            f"{stats['names']:,} names in {stats['names_dir']}; norm min {stats['norm']['min']} max {stats['norm']['max']}")
+    return (
+        f"{stats['embeddings']:,} vectors of dim {stats['dim']}, {stats['dead_letters']:,} dead letters, "
+        f"{stats['names']:,} names in {stats['names_dir']}; norm min {stats['norm']['min']} max {stats['norm']['max']}"
+    )
 
 
 def _embedding_sections(stats: dict) -> list:
@@ -167,25 +201,37 @@ def _link_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL, 
 def _link_line(stats: dict) -> str:
     nil = "n/a" if stats["nil_share"] is None else f"{stats['nil_share']:.1%}"
     types = ", ".join(f"{t or '(any)'} {n:,}" for t, n in stats["mentions_per_entity_type"].items()) or "none"
-    return (f"{stats['documents']:,} documents ({stats['annotated']:,} annotated, {stats['tombstones']:,} tombstones), "
-            f"{stats['mentions']:,} mentions, {nil} NIL; by type: {types}; "
-            f"mentions/document: {_dist(stats['mentions_per_document'])}")
+    return (
+        f"{stats['documents']:,} documents ({stats['annotated']:,} annotated, {stats['tombstones']:,} tombstones), "
+        f"{stats['mentions']:,} mentions, {nil} NIL; by type: {types}; "
+        f"mentions/document: {_dist(stats['mentions_per_document'])}"
+    )
 
 
 def _link_sections(stats: dict) -> list:
     nil_share, kinds = stats["nil_share_per_entity_type"], stats["mentions_by_link_kind"]
-    top = [" ".join(filter(None, [c["concept_id"], c["name"], f"({c['entity_type'] or 'any type'})"]))
-           for c in stats["top_concepts"]]
+    top = [
+        " ".join(filter(None, [c["concept_id"], c["name"], f"({c['entity_type'] or 'any type'})"])) for c in stats["top_concepts"]
+    ]
     return [
         Histogram("Link scores per entity type", stats["score_histogram_per_entity_type"], "score", "mentions"),
-        Bars("NIL share per entity type", list(nil_share), {"NIL": list(nil_share.values())}, "NIL mentions",
-             percent=True),
-        Bars("Exact-name vs model links per entity type", list(nil_share),
-             {kind: list(per_type.values()) for kind, per_type in kinds.items()}, "mentions"),
-        Histogram("Mentions per annotated document", {"documents": stats["mentions_per_document_histogram"]},
-                  "mentions", "documents", whole_x=True),
-        Bars("Most linked concepts", top, {"mentions": [c["mentions"] for c in stats["top_concepts"]]}, "mentions",
-             horizontal=True),
+        Bars("NIL share per entity type", list(nil_share), {"NIL": list(nil_share.values())}, "NIL mentions", percent=True),
+        Bars(
+            "Exact-name vs model links per entity type",
+            list(nil_share),
+            {kind: list(per_type.values()) for kind, per_type in kinds.items()},
+            "mentions",
+        ),
+        Histogram(
+            "Mentions per annotated document",
+            {"documents": stats["mentions_per_document_histogram"]},
+            "mentions",
+            "documents",
+            whole_x=True,
+        ),
+        Bars(
+            "Most linked concepts", top, {"mentions": [c["mentions"] for c in stats["top_concepts"]]}, "mentions", horizontal=True
+        ),
         *_dead_letter_sections(stats),
     ]
 
@@ -197,14 +243,17 @@ def _index_checks(table_dir: Path | str, manifest: dict, fs: FileSystem = LOCAL)
 
 
 def _index_line(stats: dict) -> str:
-    return (f"{stats['vectors']:,} vectors ({stats['kind']}, dim {stats['dimension']}) in {stats['num_shards']} shards "
-            f"of {stats['index_bytes']:,} bytes, from {stats['embeddings_rows']:,} embeddings rows; "
-            f"vectors/shard: {_dist(stats['vectors_per_shard'])}; names in {stats['names_dir']}")
+    return (
+        f"{stats['vectors']:,} vectors ({stats['kind']}, dim {stats['dimension']}) in {stats['num_shards']} shards "
+        f"of {stats['index_bytes']:,} bytes, from {stats['embeddings_rows']:,} embeddings rows; "
+        f"vectors/shard: {_dist(stats['vectors_per_shard'])}; names in {stats['names_dir']}"
+    )
 
 
 def _index_sections(stats: dict) -> list:
-    return [Bars("Vectors per shard", list(stats["shard_vectors"]), {"vectors": list(stats["shard_vectors"].values())},
-                 "vectors")]
+    return [
+        Bars("Vectors per shard", list(stats["shard_vectors"]), {"vectors": list(stats["shard_vectors"].values())}, "vectors")
+    ]
 
 
 CHECKS = {
@@ -217,8 +266,9 @@ CHECKS = {
 DEFAULT_PIPELINE = "ingest-kb"
 
 
-def report(table_dir: str | Path, output_dir: str | Path | None = None, fail_on: str = "critical",
-           fs: FileSystem = LOCAL, **limits) -> dict:
+def report(
+    table_dir: str | Path, output_dir: str | Path | None = None, fail_on: str = "critical", fs: FileSystem = LOCAL, **limits
+) -> dict:
     """Check the tables of `table_dir` with the suites of its pipeline; write report.html and summary.json into
     `output_dir` (default TABLE_DIR/quality); return the summary. Both are read and written through `fs`.
 
@@ -300,12 +350,19 @@ class QualityGate:
         finally:
             fs.delete(view)
         # the facts of the folder the tables are published in (a bundle's stage output), not of the generation's
-        self.summary = {**summary, "table_dir": output_dir, "generation": manifest.get("generation"),
-                        **run_facts(manifest, output_dir, fs)}
+        self.summary = {
+            **summary,
+            "table_dir": output_dir,
+            "generation": manifest.get("generation"),
+            **run_facts(manifest, output_dir, fs),
+        }
         if not summary["passed"]:
             self.summary = _write(self.summary, fs.join(output_dir, REJECTED), fs)
-            raise QualityGateError(f"quality checks failed (fail on {self.fail_on}): nothing published, {output_dir} "
-                                   f"keeps its previous state; report: {self.summary['html']}", self.summary)
+            raise QualityGateError(
+                f"quality checks failed (fail on {self.fail_on}): nothing published, {output_dir} "
+                f"keeps its previous state; report: {self.summary['html']}",
+                self.summary,
+            )
 
     def publish(self, fs: FileSystem, output_dir: str) -> None:
         """Writes the audited report beside the generation just published."""
@@ -331,7 +388,7 @@ def format_summary(summary: dict) -> str:
             count = "" if c["unexpected_count"] is None else f" ({c['unexpected_count']:,} rows)"
             observed = json.dumps(c["observed"])
             if len(observed) > TERMINAL_OBSERVED_CHARS:
-                observed = observed[:TERMINAL_OBSERVED_CHARS - 3] + "..."
+                observed = observed[: TERMINAL_OBSERVED_CHARS - 3] + "..."
             lines.append(f"  {c['severity'].upper():8} {where:28} {c['expectation']}{count}: {observed}")
     lines += [f"  report:       {summary['html']}", f"  summary.json: {summary['summary_json']}"]
     return "\n".join(lines)

@@ -103,7 +103,7 @@ class _Merge:
             self.unexpected += result.result.get("unexpected_count", 0)
             self.elements += result.result.get("element_count", 0)
             self.missing += result.result.get("missing_count", 0)
-            self.partial += result.result.get("partial_unexpected_list", [])[:PARTIAL_UNEXPECTED - len(self.partial)]
+            self.partial += result.result.get("partial_unexpected_list", [])[: PARTIAL_UNEXPECTED - len(self.partial)]
             if self.kind in (VALUES_BETWEEN, LENGTHS_BETWEEN):
                 self._observe_range(frame[self.kwargs["column"]])
 
@@ -117,9 +117,13 @@ class _Merge:
     def _counts(self, unexpected: int, partial: list) -> dict:
         """GE's SUMMARY keys of a row-wise result over every batch."""
         counted = self.elements - self.missing
-        found = {"element_count": self.elements, "missing_count": self.missing, "unexpected_count": unexpected,
-                 "unexpected_percent": 100 * unexpected / counted if counted else None,
-                 "partial_unexpected_list": partial}
+        found = {
+            "element_count": self.elements,
+            "missing_count": self.missing,
+            "unexpected_count": unexpected,
+            "unexpected_percent": 100 * unexpected / counted if counted else None,
+            "partial_unexpected_list": partial,
+        }
         if self.kind in (VALUES_BETWEEN, LENGTHS_BETWEEN):
             found.update({OBSERVED_MIN: self.low, OBSERVED_MAX: self.high})
         return found
@@ -167,7 +171,8 @@ def validate(suites: dict[str, gx.ExpectationSuite], frames: Iterable[tuple[str,
     for table, suite in suites.items():
         batch = source.add_dataframe_asset(table).add_batch_definition_whole_dataframe("all")
         definitions[table] = context.validation_definitions.add(
-            gx.ValidationDefinition(name=table, data=batch, suite=context.suites.add(suite)))
+            gx.ValidationDefinition(name=table, data=batch, suite=context.suites.add(suite))
+        )
     merged: dict[str, list[_Merge]] = {}
     for table, frame in frames:
         results = definitions[table].run(batch_parameters={"dataframe": frame}, result_format=RESULT_FORMAT).results

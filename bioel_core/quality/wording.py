@@ -36,7 +36,7 @@ def number(value) -> str:
 def _value(value) -> str:
     """One value quoted as JSON (a string in quotes, so an empty or blank one shows), cut to VALUE_CHARS."""
     text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS - 3] + "..."
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 3] + "..."
 
 
 def _values(values: list) -> str:

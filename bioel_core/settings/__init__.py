@@ -4,14 +4,55 @@ that composes them and each verb's run, each validated once with errors that nam
 
 from bioel_core.settings.bundle import BundleSettings, TypeSettings, load_bundle_file
 from bioel_core.settings.fields import Settings, SettingsError, fields_of, from_mapping, override, to_mapping
-from bioel_core.settings.runs import (EndToEndSettings, EvaluateSettings, LinkRunSettings, ProbeSettings,
-                                      QualitySettings, RefreshSettings, ReportSettings, RerankSettings, StageRun)
-from bioel_core.settings.stages import (READER_OPTIONS, SHARED_NAME_POLICIES, CalibrateSettings, EmbedSettings,
-                                        IndexSettings, IngestSettings, LinkSettings, LinkTarget, ReaderOptions)
+from bioel_core.settings.runs import (
+    EndToEndSettings,
+    EvaluateSettings,
+    LinkRunSettings,
+    ProbeSettings,
+    QualitySettings,
+    RefreshSettings,
+    ReportSettings,
+    RerankSettings,
+    StageRun,
+)
+from bioel_core.settings.stages import (
+    READER_OPTIONS,
+    SHARED_NAME_POLICIES,
+    CalibrateSettings,
+    EmbedSettings,
+    IndexSettings,
+    IngestSettings,
+    LinkSettings,
+    LinkTarget,
+    ReaderOptions,
+)
 
 __all__ = [
-    "READER_OPTIONS", "SHARED_NAME_POLICIES", "BundleSettings", "CalibrateSettings", "EmbedSettings", "IndexSettings",
-    "IngestSettings", "LinkSettings", "LinkTarget", "ReaderOptions", "Settings", "SettingsError", "TypeSettings",
-    "EndToEndSettings", "EvaluateSettings", "LinkRunSettings", "ProbeSettings", "QualitySettings", "RefreshSettings",
-    "ReportSettings", "RerankSettings", "StageRun", "fields_of", "from_mapping", "load_bundle_file", "override", "to_mapping",
+    "READER_OPTIONS",
+    "SHARED_NAME_POLICIES",
+    "BundleSettings",
+    "CalibrateSettings",
+    "EmbedSettings",
+    "IndexSettings",
+    "IngestSettings",
+    "LinkSettings",
+    "LinkTarget",
+    "ReaderOptions",
+    "Settings",
+    "SettingsError",
+    "TypeSettings",
+    "EndToEndSettings",
+    "EvaluateSettings",
+    "LinkRunSettings",
+    "ProbeSettings",
+    "QualitySettings",
+    "RefreshSettings",
+    "ReportSettings",
+    "RerankSettings",
+    "StageRun",
+    "fields_of",
+    "from_mapping",
+    "load_bundle_file",
+    "override",
+    "to_mapping",
 ]

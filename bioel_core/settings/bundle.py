@@ -22,21 +22,32 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bioel_core.settings.fields import Settings, SettingsError, from_mapping, override, setting
-from bioel_core.settings.stages import (ENTITY_TYPE, CalibrateSettings, EmbedSettings, IndexSettings, IngestSettings,
-                                        LinkSettings, LinkTarget)
+from bioel_core.settings.stages import (
+    ENTITY_TYPE,
+    CalibrateSettings,
+    EmbedSettings,
+    IndexSettings,
+    IngestSettings,
+    LinkSettings,
+    LinkTarget,
+)
 
 MODEL_CONFIG = "bioel_encoder.json"
 # model kinds whose folder refers to other folders (its members): a bundle copies one folder per model
-NOT_SELF_CONTAINED = {"ensemble": "an ensemble refers to its member models' folders",
-                      "reranker-ensemble": "an ensemble refers to its member models' folders"}
+NOT_SELF_CONTAINED = {
+    "ensemble": "an ensemble refers to its member models' folders",
+    "reranker-ensemble": "an ensemble refers to its member models' folders",
+}
 
 
 @dataclass
 class TypeSettings(Settings):
     """One entity type of a bundle: its KB, how its names are embedded and indexed, how its mentions are linked."""
+
     ingest: IngestSettings = setting(help="the type's KB dump(s), format and reader options")
-    embed: EmbedSettings = setting(EmbedSettings(), help="how the type's names are embedded (model: the type's own; "
-                                                         "default the bundle's)")
+    embed: EmbedSettings = setting(
+        EmbedSettings(), help="how the type's names are embedded (model: the type's own; default the bundle's)"
+    )
     index: IndexSettings = setting(IndexSettings(), help="the type's FAISS index")
     link: LinkTarget = setting(LinkTarget(), help="the type's stop list and NIL threshold")
 
@@ -44,21 +55,29 @@ class TypeSettings(Settings):
         if self.link.index is not None:
             raise SettingsError("link.index", "set by the build (the bundle's own index of this type); remove it")
         if self.link.model is not None:
-            raise SettingsError("link.model", "a type's model is embed.model (its names are embedded with the model "
-                                              "that links its mentions); remove it")
+            raise SettingsError(
+                "link.model",
+                "a type's model is embed.model (its names are embedded with the model that links its mentions); remove it",
+            )
 
 
 @dataclass
 class BundleSettings(Settings):
     """A linker bundle: what `bioel build` makes a bundle folder of."""
+
     name: str = setting("", help="the bundle's name")
     description: str = setting("", help="what the bundle links, in a line")
-    model: str | None = setting(None, path=True, help="the model of every type without an embed.model of its own "
-                                                      "(default: the shipped disease model); with a collective model, "
-                                                      "its span detector")
+    model: str | None = setting(
+        None,
+        path=True,
+        help="the model of every type without an embed.model of its own "
+        "(default: the shipped disease model); with a collective model, "
+        "its span detector",
+    )
     link: LinkSettings = setting(LinkSettings(), help="the detector and the copy formats")
-    calibrate: CalibrateSettings | None = setting(None, help="a gold corpus (a dev set) to calibrate the NIL thresholds "
-                                                             "of the types without a fixed one")
+    calibrate: CalibrateSettings | None = setting(
+        None, help="a gold corpus (a dev set) to calibrate the NIL thresholds of the types without a fixed one"
+    )
     types: dict[str, TypeSettings] = setting({}, names=ENTITY_TYPE, help="the entity types, each with its KB")
 
     def check(self) -> None:
@@ -79,8 +98,10 @@ class BundleSettings(Settings):
         checks: list[tuple[str, str | None, str]] = []
         for name, t in self.types.items():
             checks += [(f"types.{name}.ingest.dumps[{i}]", p, "file") for i, p in enumerate(t.ingest.dumps)]
-            checks += [(f"types.{name}.embed.model", t.embed.model, "folder"),
-                       (f"types.{name}.link.stop_list", t.link.stop_list, "file")]
+            checks += [
+                (f"types.{name}.embed.model", t.embed.model, "folder"),
+                (f"types.{name}.link.stop_list", t.link.stop_list, "file"),
+            ]
         checks.append(("model", self.model, "folder"))
         if self.calibrate is not None:
             checks.append(("calibrate.gold", self.calibrate.gold, "any"))
@@ -92,8 +113,11 @@ class BundleSettings(Settings):
                 raise SettingsError(field, f"no such {'file or folder' if kind == 'any' else kind}: {path}")
             encoder_type = _encoder_type(path) if kind == "folder" else None
             if encoder_type in NOT_SELF_CONTAINED:
-                raise SettingsError(field, f"{path}: {NOT_SELF_CONTAINED[encoder_type]}, and a bundle holds a "
-                                           "copy of one folder per model: name a member model instead")
+                raise SettingsError(
+                    field,
+                    f"{path}: {NOT_SELF_CONTAINED[encoder_type]}, and a bundle holds a "
+                    "copy of one folder per model: name a member model instead",
+                )
         self._check_detector()
 
     def _check_detector(self) -> None:
@@ -102,12 +126,17 @@ class BundleSettings(Settings):
         if detector not in ("model", "both"):
             return
         if self.model is None or _encoder_type(self.model) != "collective":
-            raise SettingsError("link.detector", f"{detector!r} needs a collective model as the bundle's `model` "
-                                                 f"(`bioel train collective`), not {self.model or 'the default'}")
+            raise SettingsError(
+                "link.detector",
+                f"{detector!r} needs a collective model as the bundle's `model` "
+                f"(`bioel train collective`), not {self.model or 'the default'}",
+            )
         own = sorted(t for t, ts in self.types.items() if ts.embed.model not in (None, self.model))
         if own:
-            raise SettingsError(f"types.{own[0]}.embed.model", f"the collective model's one pass links every type with "
-                                                               f"its own vectors (detector {detector!r}): remove it")
+            raise SettingsError(
+                f"types.{own[0]}.embed.model",
+                f"the collective model's one pass links every type with its own vectors (detector {detector!r}): remove it",
+            )
 
 
 def _encoder_type(model: str) -> str | None:

@@ -40,8 +40,15 @@ class SettingsError(ValueError):
         return SettingsError(_join(prefix, self.field) if self.field else prefix, self.reason) if prefix else self
 
 
-def setting(default=MISSING, *, help: str, choices: tuple | None = None, minimum: float | None = None,
-            path: bool = False, names: tuple[re.Pattern, str] | None = None):
+def setting(
+    default=MISSING,
+    *,
+    help: str,
+    choices: tuple | None = None,
+    minimum: float | None = None,
+    path: bool = False,
+    names: tuple[re.Pattern, str] | None = None,
+):
     """A contract field. `path`: a file or folder, made absolute against the folder the mapping came from (a bundle
     file's) or, given by an assignment (`override`), the working folder; a URL (gs://...) stays as it is. `names`: for a table of named
     tables, (the pattern each name must match, what it is in words)."""
@@ -54,6 +61,7 @@ def setting(default=MISSING, *, help: str, choices: tuple | None = None, minimum
 @dataclass(frozen=True)
 class FieldInfo:
     """What a CLI needs to make a flag of a field, and what validation reads."""
+
     name: str
     type: object  # the annotation, resolved
     default: object  # MISSING when required
@@ -72,10 +80,21 @@ def fields_of(cls: type) -> list[FieldInfo]:
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
-        default = f.default if f.default is not MISSING else (
-            f.default_factory() if f.default_factory is not MISSING else MISSING)
-        out.append(FieldInfo(f.name, hints[f.name], default, f.metadata.get("help", ""), f.metadata.get("choices"),
-                             f.metadata.get("minimum"), f.metadata.get("path", False), f.metadata.get("names")))
+        default = (
+            f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else MISSING)
+        )
+        out.append(
+            FieldInfo(
+                f.name,
+                hints[f.name],
+                default,
+                f.metadata.get("help", ""),
+                f.metadata.get("choices"),
+                f.metadata.get("minimum"),
+                f.metadata.get("path", False),
+                f.metadata.get("names"),
+            )
+        )
     return out
 
 
@@ -200,8 +219,9 @@ def _converted(info: FieldInfo, kind, value, where: str, base: Path | None):
         return {name: _converted(info, item, v, _join(where, name), base) for name, v in value.items()}
     if origin is list:
         (item,) = typing.get_args(kind)
-        return [_converted(info, item, v, f"{where}[{i}]", base) for i, v in enumerate(value)] \
-            if isinstance(value, list) else value
+        return (
+            [_converted(info, item, v, f"{where}[{i}]", base) for i, v in enumerate(value)] if isinstance(value, list) else value
+        )
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return _resolve(value, base) if info.path else value
@@ -264,7 +284,7 @@ def override(cls: type, data: dict, assignment: str, cwd: str | Path | None = No
     node: type | tuple[str, type] = cls
     table, leaf = data, None  # node: a contract, or ("named", contract) for a table of named tables
     for i, part in enumerate(parts):
-        where = ".".join(parts[:i + 1])
+        where = ".".join(parts[: i + 1])
         if leaf is not None:
             raise SettingsError(where, f"{leaf.name} is a single setting, not a table")
         if isinstance(node, tuple):

@@ -28,29 +28,43 @@ LINKED_TYPE = (re.compile(r"(?:[A-Za-z][A-Za-z0-9_-]*)?"), ENTITY_TYPE[1] + "; '
 @dataclass
 class ReaderOptions(Settings):
     """The options of the KB readers, each read by the formats named in READER_OPTIONS only."""
+
     umls_languages: list[str] = setting(["ENG"], help="umls: LAT values kept")
     umls_sabs: list[str] | None = setting(None, help="umls: source vocabularies kept (default all)")
     umls_ttys: list[str] | None = setting(None, help="umls: term types kept (default all)")
     umls_keep_suppressed: bool = setting(False, help="umls: keep SUPPRESS=O/E/Y rows")
     umls_preferred_only: bool = setting(False, help="umls: TS=P, STT=PF, ISPREF=Y rows only")
-    umls_semantic_types: list[str] | None = setting(None, help="umls: keep concepts of these semantic types (MRSTY TUIs, "
-                                                                "e.g. a semantic group's); give MRSTY as a dump too")
+    umls_semantic_types: list[str] | None = setting(
+        None, help="umls: keep concepts of these semantic types (MRSTY TUIs, e.g. a semantic group's); give MRSTY as a dump too"
+    )
     snomed_language_refset: list[str] | None = setting(None, help="snomed: language refset ids for acceptability")
     mesh_exclude_permuted: bool = setting(False, help="mesh-tsv: drop permuted entry terms")
-    mesh_tree_prefix: list[str] = setting([], help="mesh-tsv: keep descriptors under these tree numbers (e.g. D: "
-                                                   "Chemicals and Drugs); give the trees TSV as a dump too")
+    mesh_tree_prefix: list[str] = setting(
+        [],
+        help="mesh-tsv: keep descriptors under these tree numbers (e.g. D: "
+        "Chemicals and Drugs); give the trees TSV as a dump too",
+    )
     kb_name: str = setting("medic", help="biosyn-dict: the kb column value")
-    vocabulary: str | None = setting(None, help="biosyn-dict: the vocabulary of every id (e.g. SNOMEDCT, UMLS); default: "
-                                                "MeSH and OMIM ids by their shape, others by a VOCAB: prefix, else LOCAL")
-    id_pattern: str | None = setting(None, help="biosyn-dict: a regular expression every id must match (others are "
-                                                "dead-lettered)")
+    vocabulary: str | None = setting(
+        None,
+        help="biosyn-dict: the vocabulary of every id (e.g. SNOMEDCT, UMLS); default: "
+        "MeSH and OMIM ids by their shape, others by a VOCAB: prefix, else LOCAL",
+    )
+    id_pattern: str | None = setting(
+        None, help="biosyn-dict: a regular expression every id must match (others are dead-lettered)"
+    )
 
     def reader_kwargs(self, kb_format: str) -> dict:
         """The keyword arguments of the format's reader (bioel_core.kb.get_reader): only the options it reads."""
         if kb_format == "umls":
-            return {"languages": tuple(self.umls_languages), "sabs": self.umls_sabs, "ttys": self.umls_ttys,
-                    "exclude_suppressed": not self.umls_keep_suppressed, "preferred_only": self.umls_preferred_only,
-                    "semantic_types": self.umls_semantic_types}
+            return {
+                "languages": tuple(self.umls_languages),
+                "sabs": self.umls_sabs,
+                "ttys": self.umls_ttys,
+                "exclude_suppressed": not self.umls_keep_suppressed,
+                "preferred_only": self.umls_preferred_only,
+                "semantic_types": self.umls_semantic_types,
+            }
         if kb_format == "snomed":
             return {"language_refset_ids": self.snomed_language_refset}
         if kb_format == "mesh-tsv":
@@ -71,8 +85,7 @@ class ReaderOptions(Settings):
 
 # which ReaderOptions each format reads (reader_kwargs maps them onto its reader)
 READER_OPTIONS = {
-    "umls": ("umls_languages", "umls_sabs", "umls_ttys", "umls_keep_suppressed", "umls_preferred_only",
-             "umls_semantic_types"),
+    "umls": ("umls_languages", "umls_sabs", "umls_ttys", "umls_keep_suppressed", "umls_preferred_only", "umls_semantic_types"),
     "snomed": ("snomed_language_refset",),
     "mesh-tsv": ("mesh_exclude_permuted", "mesh_tree_prefix"),
     "biosyn-dict": ("kb_name", "vocabulary", "id_pattern"),
@@ -82,15 +95,20 @@ READER_OPTIONS = {
 @dataclass
 class IngestSettings(Settings):
     """`bioel ingest-kb`: a KB dump -> concepts and names tables."""
+
     format: str = setting(help="the KB dump's format", choices=tuple(sorted(READERS)))
     dumps: list[str] = setting(help="the KB dump files (local, gs://, ...)", path=True)
     reader: ReaderOptions = setting(ReaderOptions(), help="the reader's options (those of its format only)")
     num_shards: int = setting(4, help="Parquet shards per table", minimum=1)
-    shared_names: str = setting("keep-all", choices=SHARED_NAME_POLICIES,
-                                help="a name shared by several concepts: keep it with all, or GenBioEL's rule (keep it "
-                                     "only in the concept with fewest names)")
-    punctuation: str = setting("split", choices=PUNCTUATION_POLICIES,
-                               help="split (BioSyn: punctuation becomes a space), remove, keep")
+    shared_names: str = setting(
+        "keep-all",
+        choices=SHARED_NAME_POLICIES,
+        help="a name shared by several concepts: keep it with all, or GenBioEL's rule (keep it "
+        "only in the concept with fewest names)",
+    )
+    punctuation: str = setting(
+        "split", choices=PUNCTUATION_POLICIES, help="split (BioSyn: punctuation becomes a space), remove, keep"
+    )
     keep_case: bool = setting(False, help="do not lowercase")
     unicode_form: str = setting("NFKC", choices=UNICODE_FORMS, help="the Unicode normal form of names")
 
@@ -103,17 +121,23 @@ class IngestSettings(Settings):
             raise err.under("reader") from None
 
     def normalizer_config(self) -> NormalizerConfig:
-        return NormalizerConfig(unicode_form=None if self.unicode_form == "none" else self.unicode_form,
-                                lowercase=not self.keep_case, punctuation=self.punctuation)
+        return NormalizerConfig(
+            unicode_form=None if self.unicode_form == "none" else self.unicode_form,
+            lowercase=not self.keep_case,
+            punctuation=self.punctuation,
+        )
 
 
 @dataclass
 class EmbedSettings(Settings):
     """`bioel embed`: every name of an ingested KB -> one vector, with a model."""
-    model: str | None = setting(None, path=True, help="bioel model folder or plain HF checkpoint (default: the shipped "
-                                                      "disease model)")
-    pooling: str | None = setting(None, choices=POOLINGS, help="a plain HF checkpoint's pooling (default: a "
-                                                               "sentence-transformers folder's own, else cls)")
+
+    model: str | None = setting(
+        None, path=True, help="bioel model folder or plain HF checkpoint (default: the shipped disease model)"
+    )
+    pooling: str | None = setting(
+        None, choices=POOLINGS, help="a plain HF checkpoint's pooling (default: a sentence-transformers folder's own, else cls)"
+    )
     device: str = setting("cpu", help="cpu or cuda[:N]")
     batch_size: int = setting(256, minimum=1, help="names per encoder call")
     num_shards: int = setting(4, minimum=1, help="Parquet shards")
@@ -123,28 +147,43 @@ class EmbedSettings(Settings):
 class IndexSettings(Settings):
     """`bioel build-index`: embeddings -> FAISS shards. Parameters left out scale with each shard's size
     (bioel_core.index.spec)."""
+
     kind: str = setting("flat", choices=KINDS, help="FAISS index kind (flat: exact)")
     num_shards: int = setting(4, minimum=1, help="number of shards (a name's shard: splitmix64(name_id) mod N)")
     nlist: int | None = setting(None, minimum=1, help="ivf-*: inverted lists per shard (default ~4 sqrt(vectors))")
     nprobe: int | None = setting(None, minimum=1, help="ivf-*: lists searched per query (default nlist/64, at least 8)")
     pq_m: int | None = setting(None, minimum=1, help="ivf-pq: sub-quantizers, must divide the dimension (default dim/8)")
     pq_nbits: int = setting(IndexSpec.pq_nbits, minimum=1, help="ivf-pq: bits per sub-quantizer")
-    refine: str = setting(IndexSpec.refine, choices=tuple(sorted(REFINES)),
-                          help="ivf-pq: re-rank the PQ shortlist with vectors stored as fp16, sq8, flat, or none")
+    refine: str = setting(
+        IndexSpec.refine,
+        choices=tuple(sorted(REFINES)),
+        help="ivf-pq: re-rank the PQ shortlist with vectors stored as fp16, sq8, flat, or none",
+    )
     refine_k: int = setting(IndexSpec.refine_k, minimum=1, help="ivf-pq: shortlist = refine-k x k")
     hnsw_m: int = setting(IndexSpec.hnsw_m, minimum=1, help="hnsw: links per node")
     ef_construction: int = setting(IndexSpec.ef_construction, minimum=1, help="hnsw: build beam")
     ef_search: int | None = setting(None, minimum=1, help="hnsw: search beam (default 16 log2(vectors), at least 64)")
     train_size: int | None = setting(None, minimum=1, help="ivf-*: training sample per shard (default 50 x nlist)")
     seed: int = setting(IndexSpec.seed, help="seed of the training samples and k-means")
-    faiss_threads: int | None = setting(None, minimum=1, help="FAISS threads per worker (IVF shards do not depend on "
-                                                              "them; 1 makes HNSW reproducible)")
+    faiss_threads: int | None = setting(
+        None, minimum=1, help="FAISS threads per worker (IVF shards do not depend on them; 1 makes HNSW reproducible)"
+    )
 
     def spec(self) -> IndexSpec:
-        return IndexSpec(kind=self.kind, nlist=self.nlist, nprobe=self.nprobe, pq_m=self.pq_m, pq_nbits=self.pq_nbits,
-                         refine=self.refine, refine_k=self.refine_k, hnsw_m=self.hnsw_m,
-                         ef_construction=self.ef_construction, ef_search=self.ef_search, train_size=self.train_size,
-                         seed=self.seed)
+        return IndexSpec(
+            kind=self.kind,
+            nlist=self.nlist,
+            nprobe=self.nprobe,
+            pq_m=self.pq_m,
+            pq_nbits=self.pq_nbits,
+            refine=self.refine,
+            refine_k=self.refine_k,
+            hnsw_m=self.hnsw_m,
+            ef_construction=self.ef_construction,
+            ef_search=self.ef_search,
+            train_size=self.train_size,
+            seed=self.seed,
+        )
 
     def check(self) -> None:
         if self.pq_nbits > 16:
@@ -154,9 +193,9 @@ class IndexSettings(Settings):
 @dataclass
 class LinkTarget(Settings):
     """What `bioel link` links one entity type's mentions with."""
+
     index: str | None = setting(None, path=True, help="the type's `bioel build-index` folder")
-    model: str | None = setting(None, path=True, help="the model folder its index was built with (default: the link's "
-                                                      "model)")
+    model: str | None = setting(None, path=True, help="the model folder its index was built with (default: the link's model)")
     stop_list: str | None = setting(None, path=True, help="the dictionary detector's stop list (models/stoplists/*.json)")
     nil_threshold: float | None = setting(None, help="mentions scored below are NIL (default: calibrated, else none)")
 
@@ -165,15 +204,25 @@ class LinkTarget(Settings):
 class LinkSettings(Settings):
     """`bioel link`'s linker: per entity type an index (and its model, stop list, NIL threshold), the detector, and
     the interchange copies written beside the Parquet tables."""
-    model: str | None = setting(None, path=True, help="the model folder every type's index was built with unless it "
-                                                      "names its own (default: the shipped disease model); with a "
-                                                      "collective model, its span detector")
-    detector: str | None = setting(None, choices=DETECTORS, help="how mentions are detected (default: both with a "
-                                                                 "collective model, else dictionary)")
-    copy_formats: list[str] = setting([], choices=tuple(WRITERS), help="interchange copies of the linked documents (an "
-                                                                        "incremental run keeps every copy the state has)")
-    types: dict[str, LinkTarget] = setting({}, names=LINKED_TYPE, help="per entity type: its index, model, stop list, "
-                                                                        "NIL threshold")
+
+    model: str | None = setting(
+        None,
+        path=True,
+        help="the model folder every type's index was built with unless it "
+        "names its own (default: the shipped disease model); with a "
+        "collective model, its span detector",
+    )
+    detector: str | None = setting(
+        None, choices=DETECTORS, help="how mentions are detected (default: both with a collective model, else dictionary)"
+    )
+    copy_formats: list[str] = setting(
+        [],
+        choices=tuple(WRITERS),
+        help="interchange copies of the linked documents (an incremental run keeps every copy the state has)",
+    )
+    types: dict[str, LinkTarget] = setting(
+        {}, names=LINKED_TYPE, help="per entity type: its index, model, stop list, NIL threshold"
+    )
 
     def annotator_spec(self, **kwargs):
         """The AnnotatorSpec of this linker; `kwargs`: its other arguments (detect, device, reranker...). Every type
@@ -188,16 +237,22 @@ class LinkSettings(Settings):
             return tuple((t, getattr(x, name)) for t, x in self.types.items() if getattr(x, name) is not None)
 
         own_models = tuple((t, x.model) for t, x in self.types.items() if x.model and x.model != self.model)
-        return AnnotatorSpec(model=self.model, type_models=own_models, indexes=given("index"),
-                             stop_lists=given("stop_list"), nil_thresholds=given("nil_threshold"), detector=self.detector,
-                             **kwargs)
+        return AnnotatorSpec(
+            model=self.model,
+            type_models=own_models,
+            indexes=given("index"),
+            stop_lists=given("stop_list"),
+            nil_thresholds=given("nil_threshold"),
+            detector=self.detector,
+            **kwargs,
+        )
 
 
 @dataclass
 class CalibrateSettings(Settings):
     """`bioel calibrate-nil`: per entity type, the NIL threshold that maximizes strict F1 on a gold corpus (a dev set,
     never the test set)."""
+
     gold: str = setting(help="gold annotations: a file, a folder of files or a `bioel link` output", path=True)
     gold_format: str = setting("pubtator", choices=FORMATS_WITH_MENTIONS, help="the gold corpus's format")
     device: str = setting("cpu", help="cpu or cuda[:N]: where the gold corpus is linked")
-

@@ -80,8 +80,14 @@ def _matching_paren(text: str, open_at: int) -> int | None:
 
 
 def _valid_short(short: str) -> bool:
-    return (MIN_SHORT_CHARS <= len(short) <= MAX_SHORT_CHARS and len(short.split()) <= 2 and short[0].isalnum()
-            and any(c.isalpha() for c in short) and not is_statistic(short) and short.lower() not in _LATIN)
+    return (
+        MIN_SHORT_CHARS <= len(short) <= MAX_SHORT_CHARS
+        and len(short.split()) <= 2
+        and short[0].isalnum()
+        and any(c.isalpha() for c in short)
+        and not is_statistic(short)
+        and short.lower() not in _LATIN
+    )
 
 
 def _matched_positions(short: str, candidate: str) -> list[int] | None:
@@ -163,7 +169,7 @@ def find_abbreviations(text: str) -> list[Abbreviation]:
         pos = close_at + 1
         if open_at == 0 or not text[open_at - 1].isspace():
             continue  # "(HSP) heat shock", "gene(s)": no long form before the parenthesis
-        inner = text[open_at + 1:close_at]
+        inner = text[open_at + 1 : close_at]
         # Keep the first item of "(HSP, see below)" / "(HSP; ...)" / "(IL-1Ra (human))".
         inner_len = min((inner.find(sep) for sep in (", ", "; ", " (") if sep in inner), default=len(inner))
         inner_at = open_at + 1 + (len(inner[:inner_len]) - len(inner[:inner_len].lstrip()))

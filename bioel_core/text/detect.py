@@ -50,8 +50,10 @@ ACRONYM_CHARS = 5
 APOSTROPHES = "'\u2019"  # a possessive "s" follows either: "Parkinson's", "Parkinson’s"
 # Closed-class words: a long form holding one is a phrase ("duration of catatonia", "and tranexamic acid"),
 # not a name modifying its head mention; written in capitals ("Cyclosporin A") a word is no function word.
-FUNCTION_WORDS = frozenset("a an and as at by for from in into its of on or than that the their these this those "
-                           "to under via was were which while with within without".split())
+FUNCTION_WORDS = frozenset(
+    "a an and as at by for from in into its of on or than that the their these this those "
+    "to under via was were which while with within without".split()
+)
 
 
 def _has_lower(text: str, start: int, end: int) -> bool:
@@ -147,15 +149,24 @@ class StopList:
     def check_normalizer(self, normalizer: Normalizer) -> None:
         """Refuses names normalized otherwise than the list's: its names would not be theirs."""
         if self.normalizer.get("version", normalizer.version) != normalizer.version:
-            raise ValueError(f"the stop list was learned under normalizer {self.normalizer.get('version')}, these names "
-                             f"use {normalizer.version}: re-ingest the KB (bioel ingest-kb) under the stop list's "
-                             "normalizer, or learn a stop list for these names")
+            raise ValueError(
+                f"the stop list was learned under normalizer {self.normalizer.get('version')}, these names "
+                f"use {normalizer.version}: re-ingest the KB (bioel ingest-kb) under the stop list's "
+                "normalizer, or learn a stop list for these names"
+            )
 
     def save(self, path: str | Path) -> None:
-        data = {"kind": STOP_LIST_KIND, "rule": "matched >= min_count and gold / matched < max_precision",
-                "min_count": self.min_count, "max_precision": self.max_precision, "learned_from": self.learned_from,
-                "entity_types": self.entity_types, "dictionary": self.dictionary, "normalizer": self.normalizer,
-                "names": {n: {"matched": m, "gold": g} for n, (m, g) in sorted(self.counts.items())}}
+        data = {
+            "kind": STOP_LIST_KIND,
+            "rule": "matched >= min_count and gold / matched < max_precision",
+            "min_count": self.min_count,
+            "max_precision": self.max_precision,
+            "learned_from": self.learned_from,
+            "entity_types": self.entity_types,
+            "dictionary": self.dictionary,
+            "normalizer": self.normalizer,
+            "names": {n: {"matched": m, "gold": g} for n, (m, g) in sorted(self.counts.items())},
+        }
         Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
     @classmethod
@@ -167,8 +178,15 @@ class StopList:
         kind = data.get("kind") if isinstance(data, dict) else None
         if kind != STOP_LIST_KIND:
             raise ValueError(f"{path}: not a bioel stop list (kind {kind!r})")
-        return cls({n: (c["matched"], c["gold"]) for n, c in data["names"].items()}, data["min_count"],
-                   data["max_precision"], data["learned_from"], data["entity_types"], data["dictionary"], data["normalizer"])
+        return cls(
+            {n: (c["matched"], c["gold"]) for n, c in data["names"].items()},
+            data["min_count"],
+            data["max_precision"],
+            data["learned_from"],
+            data["entity_types"],
+            data["dictionary"],
+            data["normalizer"],
+        )
 
 
 def acronym_names(names: Iterable[tuple[str, str]]) -> list[str]:
@@ -183,9 +201,19 @@ def acronym_names(names: Iterable[tuple[str, str]]) -> list[str]:
 
 
 class DictionaryDetector(MentionDetector):
-    def __init__(self, names: Iterable[str], normalizer: Normalizer | None = None, *, entity_type: str = "",
-                 stop_list: StopList | Iterable[str] | None = None, abbreviations: bool = True,
-                 min_chars: int = 3, skip_numeric: bool = True, uppercase_only: Collection[str] = (), source: str = ""):
+    def __init__(
+        self,
+        names: Iterable[str],
+        normalizer: Normalizer | None = None,
+        *,
+        entity_type: str = "",
+        stop_list: StopList | Iterable[str] | None = None,
+        abbreviations: bool = True,
+        min_chars: int = 3,
+        skip_numeric: bool = True,
+        uppercase_only: Collection[str] = (),
+        source: str = "",
+    ):
         """`names` are already normalized by `normalizer` (as a NameSet's or a names table's `name_norm`);
         `uppercase_only` names match only text written without lowercase letters (acronyms: "ALL", not "all")."""
         self.normalizer = normalizer or Normalizer()
@@ -215,8 +243,15 @@ class DictionaryDetector(MentionDetector):
         return cls(names.names, names.normalizer, source=names.source, **options)
 
     @classmethod
-    def from_names_table(cls, table_dir: str | Path, *, acronyms_uppercase_only: bool = True,
-                         semantic_types: Sequence[str] = (), names=None, **options) -> DictionaryDetector:
+    def from_names_table(
+        cls,
+        table_dir: str | Path,
+        *,
+        acronyms_uppercase_only: bool = True,
+        semantic_types: Sequence[str] = (),
+        names=None,
+        **options,
+    ) -> DictionaryDetector:
         """From an ingest-kb output folder, under the normalizer its manifest records; with
         `acronyms_uppercase_only`, its `acronym_names` match only uppercase text. `semantic_types` keeps the
         names of concepts with a semantic type starting with one of them (MeSH tree numbers: "D" = chemicals
@@ -231,8 +266,11 @@ class DictionaryDetector(MentionDetector):
         if semantic_types:
             concepts = read_table(table_dir, "concepts", ["concept_id", "semantic_types"]).to_pydict()
             prefixes = tuple(semantic_types)
-            keep = {c for c, types in zip(concepts["concept_id"], concepts["semantic_types"])
-                    if any(t.startswith(prefixes) for t in types)}
+            keep = {
+                c
+                for c, types in zip(concepts["concept_id"], concepts["semantic_types"])
+                if any(t.startswith(prefixes) for t in types)
+            }
             kept = [n for n, ids in zip(names.names, names.concept_ids) if ids[0] in keep]
             source = f"{source} (semantic types {', '.join(prefixes)}*)"
         if acronyms_uppercase_only:
@@ -251,8 +289,11 @@ class DictionaryDetector(MentionDetector):
             flags = trie.get(key)
             if flags is None:
                 continue
-            if (flags & (_NAME | _STOPPED) and (best is None or (j, len(key)) > (best[0], len(best[1])))
-                    and not (flags & _UPPER and _has_lower(text, tokens[i].start, tokens[j].end))):
+            if (
+                flags & (_NAME | _STOPPED)
+                and (best is None or (j, len(key)) > (best[0], len(best[1])))
+                and not (flags & _UPPER and _has_lower(text, tokens[i].start, tokens[j].end))
+            ):
                 best = (j, key, bool(flags & _STOPPED))
             k = j + 1
             if flags & _PREFIX and k < n and tokens[k].start < limit:
@@ -293,8 +334,10 @@ class DictionaryDetector(MentionDetector):
         if self.abbreviations:
             self._abbreviations(document, found)
         text = document.text
-        return [Mention(text=text[s:e], doc_id=document.doc_id, start=s, end=e, entity_type=self.entity_type,
-                        link_text=link) for (s, e), link in sorted(found.items())]
+        return [
+            Mention(text=text[s:e], doc_id=document.doc_id, start=s, end=e, entity_type=self.entity_type, link_text=link)
+            for (s, e), link in sorted(found.items())
+        ]
 
     @staticmethod
     def _plausible(text: str, start: int, end: int, found: Collection[tuple[int, int]]) -> bool | None:
@@ -322,7 +365,9 @@ class DictionaryDetector(MentionDetector):
                         defined[a.short] = a.long if plausible else None
         if not defined:
             return
-        pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(defined, key=len, reverse=True)) + r")(?![\w-])")
+        pattern = re.compile(
+            r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(defined, key=len, reverse=True)) + r")(?![\w-])"
+        )
         taken = sorted(found)
         for p in document.passages:
             for m in pattern.finditer(p.text):
@@ -334,9 +379,15 @@ class DictionaryDetector(MentionDetector):
                     found[span] = long
 
 
-def learn_stop_list(documents_with_gold: Iterable[Document], detector: DictionaryDetector, min_count: int = 3,
-                    max_precision: float = 0.2, *, entity_types: Collection[str] | None = None,
-                    learned_from: Sequence[str] = ()) -> StopList:
+def learn_stop_list(
+    documents_with_gold: Iterable[Document],
+    detector: DictionaryDetector,
+    min_count: int = 3,
+    max_precision: float = 0.2,
+    *,
+    entity_types: Collection[str] | None = None,
+    learned_from: Sequence[str] = (),
+) -> StopList:
     """Names the detector matches at least `min_count` times whose matches are gold mention spans (exact
     start and end; of `entity_types`, or any type when None) in under `max_precision` of the cases.
 
@@ -351,5 +402,12 @@ def learn_stop_list(documents_with_gold: Iterable[Document], detector: Dictionar
             matched[m.name] += 1
             gold[m.name] += (m.start, m.end) in spans
     counts = {n: (c, gold[n]) for n, c in matched.items() if c >= min_count and gold[n] / c < max_precision}
-    return StopList(counts, min_count, max_precision, list(learned_from), sorted(entity_types or ()),
-                    detector.source, detector.normalizer.to_dict())
+    return StopList(
+        counts,
+        min_count,
+        max_precision,
+        list(learned_from),
+        sorted(entity_types or ()),
+        detector.source,
+        detector.normalizer.to_dict(),
+    )

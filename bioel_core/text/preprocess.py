@@ -28,15 +28,17 @@ def split_composite(mention: str) -> list[str]:
 class QueryPreprocessor:
     def __init__(self, typos: Mapping[str, str] | None = None, lowercase: bool = True, remove_punctuation: bool = True):
         self.typos = dict(typos or {})
-        self._normalize = Normalizer(NormalizerConfig(lowercase=lowercase, keep_chars="|",
-                                                      punctuation="split" if remove_punctuation else "keep"))
+        self._normalize = Normalizer(
+            NormalizerConfig(lowercase=lowercase, keep_chars="|", punctuation="split" if remove_punctuation else "keep")
+        )
 
     @classmethod
     def from_typo_file(cls, path: str | Path | None, **options) -> QueryPreprocessor:
         return cls(read_typo_map(path) if path else None, **options)
 
-    def mention_text(self, mention: Mention | str, context: str | None = None,
-                     abbreviations: Mapping[str, str] | None = None) -> str:
+    def mention_text(
+        self, mention: Mention | str, context: str | None = None, abbreviations: Mapping[str, str] | None = None
+    ) -> str:
         """The composite-joined query string (`part|part` when the corpus gives parts), abbreviations
         expanded from `abbreviations` or, failing that, from the document text `context`."""
         if isinstance(mention, Mention):
@@ -54,7 +56,8 @@ class QueryPreprocessor:
             parts = [" ".join(self.typos.get(w, w) for w in p.split(" ")) for p in parts]
         return "|".join(p for p in parts if p)
 
-    def sub_mentions(self, mention: Mention | str, context: str | None = None,
-                     abbreviations: Mapping[str, str] | None = None) -> list[str]:
+    def sub_mentions(
+        self, mention: Mention | str, context: str | None = None, abbreviations: Mapping[str, str] | None = None
+    ) -> list[str]:
         """The preprocessed sub-mentions of one mention: what a linker is asked about."""
         return split_composite(self(self.mention_text(mention, context, abbreviations)))

@@ -19,14 +19,18 @@ def train(settings, *, command: list[str] | None = None, spell: Callable[[str], 
 
     if isinstance(settings, CollectiveSettings):
         from bioel_core.training.collective import run_collective_training
+
         return run_collective_training(settings, command=command, spell=spell)
     if isinstance(settings, CrossEncoderSettings):
         from bioel_core.training.rerank import run_reranker_training
+
         return run_reranker_training(settings, command=command)
     if isinstance(settings, GenerativeSettings):
         from bioel_core.training.generative import run_generative_training
+
         return run_generative_training(settings, command=command)
     if isinstance(settings, NameEncoderSettings):
         from bioel_core.training.recipe import run_training
+
         return run_training(settings, command=command)
     raise TypeError(f"not a training contract: {type(settings).__name__}")

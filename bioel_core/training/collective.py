@@ -137,7 +137,7 @@ def span_loss(logits: torch.Tensor, spans: torch.Tensor, gold: dict, annotated: 
     the gold (span, type) pairs. A type the corpus does not annotate has no negatives to learn from."""
     target = torch.zeros_like(logits)
     index = {(int(a), int(b)): k for k, (a, b) in enumerate(spans.tolist())}
-    for (i, j, t) in gold:
+    for i, j, t in gold:
         if (i, j) in index:
             target[index[(i, j)], t] = 1.0
     if annotated is not None and not all(annotated):
@@ -148,9 +148,9 @@ def span_loss(logits: torch.Tensor, spans: torch.Tensor, gold: dict, annotated: 
 
 def bio_targets(n: int, gold: dict) -> torch.Tensor:
     tags = torch.zeros(n, dtype=torch.long)
-    for (i, j, t) in sorted(gold, key=lambda g: (g[1] - g[0], g)):  # longer spans last: they win overlaps
+    for i, j, t in sorted(gold, key=lambda g: (g[1] - g[0], g)):  # longer spans last: they win overlaps
         tags[i] = 1 + 2 * t
-        tags[i + 1:j + 1] = 2 + 2 * t
+        tags[i + 1 : j + 1] = 2 + 2 * t
     return tags
 
 
@@ -174,11 +174,12 @@ def link_loss(mentions: torch.Tensor, positives: torch.Tensor, negatives: torch.
     return F.cross_entropy(logits, torch.zeros(len(mentions), dtype=torch.long, device=mentions.device))
 
 
-def _negatives(space: NameSpace, nearest: np.ndarray, gold: set[str], config: CollectiveTrainConfig,
-               rng: random.Random) -> list[int]:
+def _negatives(
+    space: NameSpace, nearest: np.ndarray, gold: set[str], config: CollectiveTrainConfig, rng: random.Random
+) -> list[int]:
     """`hard_negatives` nearest names of other concepts (of `nearest`, the mention's nearest rows, best first), then
     random names of other concepts to fill the rest."""
-    hard = [int(r) for r in nearest if r >= 0 and space.concept_ids[r] not in gold][:config.hard_negatives]
+    hard = [int(r) for r in nearest if r >= 0 and space.concept_ids[r] not in gold][: config.hard_negatives]
     randoms = []
     while len(hard) + len(randoms) < config.hard_negatives + config.random_negatives:
         r = rng.randrange(len(space.concept_ids))
@@ -187,15 +188,24 @@ def _negatives(space: NameSpace, nearest: np.ndarray, gold: set[str], config: Co
     return hard + randoms
 
 
-def document_loss(model: CollectiveEncoder, document: Document, spaces: dict[str, NameSpace],
-                  config: CollectiveTrainConfig, rng: random.Random, annotated=None) -> tuple[torch.Tensor, dict]:
+def document_loss(
+    model: CollectiveEncoder,
+    document: Document,
+    spaces: dict[str, NameSpace],
+    config: CollectiveTrainConfig,
+    rng: random.Random,
+    annotated=None,
+) -> tuple[torch.Tensor, dict]:
     """The document's summed loss and its parts. `annotated`: the entity types its corpus annotates (None: all)."""
     encoded = model.encode_document(document.text)
     gold, unaligned = gold_piece_spans(encoded, document, model.entity_types)
     mask = annotated_mask(model.entity_types, annotated)
     loss_span = span_loss(model.span_logits(encoded), encoded.spans, gold, mask)
-    loss_bio = bio_loss(model.bio_logits(encoded), bio_targets(len(encoded.pieces), gold).to(model.device), mask) \
-        if encoded.pieces else encoded.states.sum()
+    loss_bio = (
+        bio_loss(model.bio_logits(encoded), bio_targets(len(encoded.pieces), gold).to(model.device), mask)
+        if encoded.pieces
+        else encoded.states.sum()
+    )
     linkable = []
     for (i, j, t), ids in sorted(gold.items()):
         space = spaces[model.entity_types[t]]
@@ -215,17 +225,33 @@ def document_loss(model: CollectiveEncoder, document: Document, spaces: dict[str
         for k, (_, _, space, rows, ids) in enumerate(linkable):
             positives.append(space.vectors[rows[int(np.argmax(space.vectors[rows] @ current[k]))]])
             negatives.append(space.vectors[_negatives(space, nearest[k], ids, config, rng)])
-        loss_link = link_loss(vectors, torch.from_numpy(np.stack(positives)).to(model.device),
-                              torch.from_numpy(np.stack(negatives)).to(model.device), config.scale)
+        loss_link = link_loss(
+            vectors,
+            torch.from_numpy(np.stack(positives)).to(model.device),
+            torch.from_numpy(np.stack(negatives)).to(model.device),
+            config.scale,
+        )
     total = config.span_weight * loss_span + config.link_weight * loss_link + config.bio_weight * loss_bio
-    return total, {"span": loss_span.item(), "link": loss_link.item(), "bio": loss_bio.item(), "unaligned": unaligned,
-                   "mentions": len(gold), "linkable": len(linkable)}
+    return total, {
+        "span": loss_span.item(),
+        "link": loss_link.item(),
+        "bio": loss_bio.item(),
+        "unaligned": unaligned,
+        "mentions": len(gold),
+        "linkable": len(linkable),
+    }
 
 
 @torch.no_grad()
-def predict(model: CollectiveEncoder, document: Document, spaces: dict[str, NameSpace], thresholds: dict[str, float],
-            decoder: str = "spans", link_with: str = "collective", encoded: Encoded | None = None
-            ) -> list[tuple[int, int, str, str, float]]:
+def predict(
+    model: CollectiveEncoder,
+    document: Document,
+    spaces: dict[str, NameSpace],
+    thresholds: dict[str, float],
+    decoder: str = "spans",
+    link_with: str = "collective",
+    encoded: Encoded | None = None,
+) -> list[tuple[int, int, str, str, float]]:
     """(start, end, type, concept id, score) per detected mention. `link_with`: collective (the mention vector),
     surface (the name encoder on the span's text), both (their normalized sum). `encoded`: the document's
     encoding when already computed (tuning decodes one encoding many ways)."""
@@ -242,13 +268,21 @@ def predict(model: CollectiveEncoder, document: Document, spaces: dict[str, Name
     for entity_type in dict.fromkeys(s.entity_type for s in found):
         ks = [k for k, s in enumerate(found) if s.entity_type == entity_type]
         best.update(zip(ks, zip(*spaces[entity_type].best(vectors[ks]))))
-    return [(s.start, s.end, s.entity_type, spaces[s.entity_type].concept_ids[int(best[k][1])], float(best[k][0]))
-            for k, s in enumerate(found)]
+    return [
+        (s.start, s.end, s.entity_type, spaces[s.entity_type].concept_ids[int(best[k][1])], float(best[k][0]))
+        for k, s in enumerate(found)
+    ]
 
 
-def predicted_documents(model: CollectiveEncoder, documents: list[Document], spaces: dict[str, NameSpace],
-                        thresholds: dict[str, float], decoder: str = "spans", link_with: str = "collective",
-                        encoded: list[Encoded] | None = None) -> list[Document]:
+def predicted_documents(
+    model: CollectiveEncoder,
+    documents: list[Document],
+    spaces: dict[str, NameSpace],
+    thresholds: dict[str, float],
+    decoder: str = "spans",
+    link_with: str = "collective",
+    encoded: list[Encoded] | None = None,
+) -> list[Document]:
     """The documents with the model's linked spans (`predict`) as their mentions in place of the gold ones."""
     out = []
     for k, d in enumerate(documents):
@@ -258,9 +292,15 @@ def predicted_documents(model: CollectiveEncoder, documents: list[Document], spa
 
 
 @torch.no_grad()
-def dev_scores(model: CollectiveEncoder, corpora: list[TypedCorpus], spaces: dict[str, NameSpace],
-               thresholds: dict[str, float], decoder: str = "spans", link_with: str = "collective",
-               encoded: list[list[Encoded]] | None = None) -> dict:
+def dev_scores(
+    model: CollectiveEncoder,
+    corpora: list[TypedCorpus],
+    spaces: dict[str, NameSpace],
+    thresholds: dict[str, float],
+    decoder: str = "spans",
+    link_with: str = "collective",
+    encoded: list[list[Encoded]] | None = None,
+) -> dict:
     """Strict micro P/R/F1 (fractions, as the card records them) of the model's links on the gold dev `corpora`, each
     counted as `bioel evaluate-e2e` restricted to the types it annotates counts them (bioel_core.evaluation.e2e.e2e_scores):
     one gold annotation per span, its ids the union; no-concept annotations and composite parts left out (counted
@@ -271,11 +311,16 @@ def dev_scores(model: CollectiveEncoder, corpora: list[TypedCorpus], spaces: dic
     `encoded`: per corpus, its documents' encodings when already computed."""
     pooled, by_corpus = {"n_pred": 0, "n_gold": 0, "correct_pred": 0, "matched_gold": 0, "gold_without_concept": 0}, {}
     for c, corpus in enumerate(corpora):
-        predicted = predicted_documents(model, corpus.documents, spaces, thresholds, decoder, link_with,
-                                        encoded[c] if encoded else None)
-        scores = e2e_scores(corpus.documents, predicted, corpus.types, names=(f"the dev corpus {corpus.source}", "the model's links"))
-        counts = {**{k: scores["strict"][k] for k in ("n_pred", "n_gold", "correct_pred", "matched_gold")},
-                  "gold_without_concept": scores["gold_without_concept"]}
+        predicted = predicted_documents(
+            model, corpus.documents, spaces, thresholds, decoder, link_with, encoded[c] if encoded else None
+        )
+        scores = e2e_scores(
+            corpus.documents, predicted, corpus.types, names=(f"the dev corpus {corpus.source}", "the model's links")
+        )
+        counts = {
+            **{k: scores["strict"][k] for k in ("n_pred", "n_gold", "correct_pred", "matched_gold")},
+            "gold_without_concept": scores["gold_without_concept"],
+        }
         for k, v in counts.items():
             pooled[k] += v
         by_corpus[corpus.source] = _fractions(counts)
@@ -285,28 +330,46 @@ def dev_scores(model: CollectiveEncoder, corpora: list[TypedCorpus], spaces: dic
 def _fractions(counts: dict) -> dict:
     precision = counts["correct_pred"] / counts["n_pred"] if counts["n_pred"] else 0.0
     recall = counts["matched_gold"] / counts["n_gold"] if counts["n_gold"] else 0.0
-    return {"precision": precision, "recall": recall,
-            "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
-            "predicted": counts["n_pred"], "gold": counts["n_gold"], "correct": counts["correct_pred"],
-            "matched": counts["matched_gold"], "gold_without_concept": counts["gold_without_concept"]}
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
+        "predicted": counts["n_pred"],
+        "gold": counts["n_gold"],
+        "correct": counts["correct_pred"],
+        "matched": counts["matched_gold"],
+        "gold_without_concept": counts["gold_without_concept"],
+    }
 
 
-def train_collective(model: CollectiveEncoder, train: list[TypedCorpus], dev: list[TypedCorpus],
-                     spaces: dict[str, NameSpace], config: CollectiveTrainConfig, output: str | Path) -> dict:
+def train_collective(
+    model: CollectiveEncoder,
+    train: list[TypedCorpus],
+    dev: list[TypedCorpus],
+    spaces: dict[str, NameSpace],
+    config: CollectiveTrainConfig,
+    output: str | Path,
+) -> dict:
     """Trains in place, keeps the best dev epoch in `output` (saved model folder); returns the training record."""
     train_docs = [(d, corpus.types) for corpus in train for d in corpus.documents]
-    epoch_dev = [replace(corpus, documents=corpus.documents[:config.epoch_dev_documents]) for corpus in dev]
+    epoch_dev = [replace(corpus, documents=corpus.documents[: config.epoch_dev_documents]) for corpus in dev]
     output, checkpoint = Path(output), Path(output).with_name(Path(output).name + ".checkpoint")
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     heads = [p for n, p in model.named_parameters() if not n.startswith(("document.", "names."))]
-    optimizer = torch.optim.AdamW([{"params": list(model.document.parameters()), "lr": config.learning_rate},
-                                   {"params": heads, "lr": config.head_learning_rate}], weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": list(model.document.parameters()), "lr": config.learning_rate},
+            {"params": heads, "lr": config.head_learning_rate},
+        ],
+        weight_decay=config.weight_decay,
+    )
     steps_per_epoch = math.ceil(len(train_docs) / config.documents_per_step)
     total_steps = steps_per_epoch * config.epochs
     warmup = max(1, int(config.warmup * total_steps))
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup))))
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup)))
+    )
     record = {"config": asdict(config), "epochs": [], "best": None}
     start_epoch = 0
     if (checkpoint / "state.json").is_file():
@@ -325,10 +388,12 @@ def train_collective(model: CollectiveEncoder, train: list[TypedCorpus], dev: li
         order = list(range(len(train_docs)))
         random.Random(config.seed + epoch).shuffle(order)
         totals = {"span": 0.0, "link": 0.0, "bio": 0.0}
-        bar = progress_bar(range(0, len(order), config.documents_per_step), desc=f"epoch {epoch + 1}/{config.epochs}", unit="step")
+        bar = progress_bar(
+            range(0, len(order), config.documents_per_step), desc=f"epoch {epoch + 1}/{config.epochs}", unit="step"
+        )
         for start in bar:
             optimizer.zero_grad()
-            for i in order[start:start + config.documents_per_step]:
+            for i in order[start : start + config.documents_per_step]:
                 document, annotated = train_docs[i]
                 loss, parts = document_loss(model, document, spaces, config, rng, annotated)
                 (loss / config.documents_per_step).backward()
@@ -342,16 +407,19 @@ def train_collective(model: CollectiveEncoder, train: list[TypedCorpus], dev: li
                 break
         model.eval()
         dev = dev_scores(model, epoch_dev, spaces, {t: 0.5 for t in model.entity_types})
-        entry = {"epoch": epoch + 1, "loss": {k: v / len(train_docs) for k, v in totals.items()}, "dev": dev,
-                 "minutes": (time.monotonic() - began) / 60}
+        entry = {
+            "epoch": epoch + 1,
+            "loss": {k: v / len(train_docs) for k, v in totals.items()},
+            "dev": dev,
+            "minutes": (time.monotonic() - began) / 60,
+        }
         record["epochs"].append(entry)
         log.info("epoch %d: dev strict F1 %.4f (P %.4f R %.4f)", epoch + 1, dev["f1"], dev["precision"], dev["recall"])
         print(json.dumps(entry), flush=True)
         if dev["f1"] > best_f1:
             best_f1, record["best"] = dev["f1"], entry
             model.save(output)
-        save_checkpoint(checkpoint, model, optimizer, (epoch + 1) * steps_per_epoch,
-                        _CheckpointConfig(record=record))
+        save_checkpoint(checkpoint, model, optimizer, (epoch + 1) * steps_per_epoch, _CheckpointConfig(record=record))
         if config.max_minutes and (time.monotonic() - began) / 60 > config.max_minutes:
             log.info("stopping: the %g-minute budget is spent", config.max_minutes)
             break
@@ -361,11 +429,13 @@ def train_collective(model: CollectiveEncoder, train: list[TypedCorpus], dev: li
 @dataclass
 class _CheckpointConfig:
     """What a checkpoint's state.json keeps beside the step: the training record so far."""
+
     record: dict
 
 
-def tune_on_dev(model: CollectiveEncoder, dev: list[TypedCorpus], spaces: dict[str, NameSpace],
-                config: CollectiveTrainConfig) -> dict:
+def tune_on_dev(
+    model: CollectiveEncoder, dev: list[TypedCorpus], spaces: dict[str, NameSpace], config: CollectiveTrainConfig
+) -> dict:
     """The decoding settings with the best pooled dev strict F1: one span threshold per type (the others at 0.5,
     then coordinate-wise), then how mentions are linked. Returns them with every score tried."""
     with torch.no_grad():
@@ -392,8 +462,11 @@ def warm_start_heads(model: CollectiveEncoder, teacher: CollectiveEncoder) -> No
     """Copies a trained collective model's span, BIO and mention heads into `model` (which starts from its document
     encoder, possibly cut to fewer layers). Only when they mean the same: the same entity types and pooling, and
     mention vectors aimed at the same name space."""
-    same = (teacher.entity_types == model.entity_types and teacher.mention_pooling == model.mention_pooling
-            and teacher.names.fingerprint() == model.names.fingerprint())
+    same = (
+        teacher.entity_types == model.entity_types
+        and teacher.mention_pooling == model.mention_pooling
+        and teacher.names.fingerprint() == model.names.fingerprint()
+    )
     if not same:
         log.warning("the heads of the init model are not copied: its entity types, mention pooling or name encoder differ")
         return
@@ -401,8 +474,9 @@ def warm_start_heads(model: CollectiveEncoder, teacher: CollectiveEncoder) -> No
         getattr(model, name).load_state_dict(getattr(teacher, name).state_dict())
 
 
-def run_collective_training(settings: CollectiveSettings, *, command: list[str] | None = None,
-                            spell: Callable[[str], str] = str) -> dict:
+def run_collective_training(
+    settings: CollectiveSettings, *, command: list[str] | None = None, spell: Callable[[str], str] = str
+) -> dict:
     """The whole `bioel train collective` job: build, train, tune decoding on dev, save, write the card. `init`: an
     HF checkpoint, or a trained collective model folder (its document encoder, name encoder and heads are the start;
     with `document_layers`, a smaller model learns from the larger one's first layers). The corpora are read first,
@@ -422,21 +496,29 @@ def run_collective_training(settings: CollectiveSettings, *, command: list[str] 
     names, init, name_model, save_dtype = s.kb_folders(), s.init, s.name_model, s.save_dtype
     config = CollectiveTrainConfig(epochs=s.epochs, learning_rate=s.lr, seed=s.seed, max_minutes=s.max_minutes)
     types = sorted(names)
-    train = [spec.read(s.corpus_format, types, spell("train_corpus"), spell("corpus_format"))
-             for spec in s.corpora("train_corpus")]
+    train = [
+        spec.read(s.corpus_format, types, spell("train_corpus"), spell("corpus_format")) for spec in s.corpora("train_corpus")
+    ]
     dev = [spec.read(s.corpus_format, types, spell("dev_corpus"), spell("corpus_format")) for spec in s.corpora("dev_corpus")]
     train_docs, dev_docs = sum(len(c.documents) for c in train), sum(len(c.documents) for c in dev)
     if not train_docs or not dev_docs:
-        raise ValueError(f"no documents: {train_docs} in the train corpus {s.train_corpus}, {dev_docs} in the dev corpus "
-                         f"{s.dev_corpus}")
+        raise ValueError(
+            f"no documents: {train_docs} in the train corpus {s.train_corpus}, {dev_docs} in the dev corpus {s.dev_corpus}"
+        )
     torch.manual_seed(config.seed)
     teacher = Path(init) if init and is_collective(init) else None
     if teacher and name_model is None:
         name_model = str(teacher / NAMES_DIR)  # its mention head was trained into that name space
     name_encoder = open_model(name_model)
     base = teacher / DOCUMENT_DIR if teacher else Path(init) if init else default_base_checkpoint()
-    model = CollectiveEncoder(base, name_encoder, types, mention_pooling=s.mention_pooling, document_layers=s.document_layers,
-                              names_source={"path": str(model_folder(name_model))}).to(device)
+    model = CollectiveEncoder(
+        base,
+        name_encoder,
+        types,
+        mention_pooling=s.mention_pooling,
+        document_layers=s.document_layers,
+        names_source={"path": str(model_folder(name_model))},
+    ).to(device)
     if teacher:
         warm_start_heads(model, CollectiveEncoder.load(teacher))
     log.info("encoding the names of %s with the frozen name encoder", ", ".join(types))
@@ -449,21 +531,44 @@ def run_collective_training(settings: CollectiveSettings, *, command: list[str] 
     best.decoding = {"thresholds": tuned["thresholds"], "link_with": tuned["link_with"]}
     best.save(output, dtype=save_dtype)
     card = {
-        "model": Path(output).name, "bioel_version": bioel_core.__version__, "command": " ".join(command or sys.argv),
+        "model": Path(output).name,
+        "bioel_version": bioel_core.__version__,
+        "command": " ".join(command or sys.argv),
         "settings": {"kind": s.kind, **to_mapping(s)},
         # the fingerprint of the folder as saved (float16 weights load back as other floats than trained)
-        "encoder": best.config(), **fingerprint_entry(CollectiveEncoder.load(output)),
-        "init": str(teacher or checkpoint_reference(base)), "document_layers": best.document.config.num_hidden_layers,
-        "save_dtype": save_dtype, "scores": {},
-        "data": {"train_corpus": s.train_corpus, "dev_corpus": s.dev_corpus, "corpus_format": s.corpus_format, "names": names,
-                 "train_documents": train_docs, "dev_documents": dev_docs, "seed": config.seed,
-                 # which corpus annotates which types (the others' spans were masked in training and not scored on dev)
-                 "corpora": {"train": [c.summary() for c in train], "dev": [c.summary() for c in dev]}},
-        "collective": {"epochs": record["epochs"], "best_epoch": record["best"]["epoch"], "config": record["config"],
-                       "decoding": best.decoding, "dev": tuned["dev"], "dev_bio": tuned["dev_bio"],
-                       "tuning": tuned["tried"]},
-        "hardware": {"device": device, "cuda": torch.cuda.get_device_name(0) if device.startswith("cuda") else "",
-                     "cpu_count": os.cpu_count(), "torch": torch.__version__, "platform": platform.platform()},
+        "encoder": best.config(),
+        **fingerprint_entry(CollectiveEncoder.load(output)),
+        "init": str(teacher or checkpoint_reference(base)),
+        "document_layers": best.document.config.num_hidden_layers,
+        "save_dtype": save_dtype,
+        "scores": {},
+        "data": {
+            "train_corpus": s.train_corpus,
+            "dev_corpus": s.dev_corpus,
+            "corpus_format": s.corpus_format,
+            "names": names,
+            "train_documents": train_docs,
+            "dev_documents": dev_docs,
+            "seed": config.seed,
+            # which corpus annotates which types (the others' spans were masked in training and not scored on dev)
+            "corpora": {"train": [c.summary() for c in train], "dev": [c.summary() for c in dev]},
+        },
+        "collective": {
+            "epochs": record["epochs"],
+            "best_epoch": record["best"]["epoch"],
+            "config": record["config"],
+            "decoding": best.decoding,
+            "dev": tuned["dev"],
+            "dev_bio": tuned["dev_bio"],
+            "tuning": tuned["tried"],
+        },
+        "hardware": {
+            "device": device,
+            "cuda": torch.cuda.get_device_name(0) if device.startswith("cuda") else "",
+            "cpu_count": os.cpu_count(),
+            "torch": torch.__version__,
+            "platform": platform.platform(),
+        },
         "training_seconds": time.monotonic() - began,
     }
     write_card(output, card)

@@ -31,12 +31,21 @@ from bioel_core.settings.train import TARGET_NAMES as TARGETS
 from bioel_core.settings.train import GenerativeSettings
 from bioel_core.training.loop import run_seed
 from bioel_core.training.recipe import dataset_mentions, dev_queries, finetune_plan, finish_card, stage_config, train_stage
+
 # Table 10 of the paper: encoder-side clause templates by what the concept has; {a} is the mention (s_a), {c} c_e
 TEMPLATES = {
-    "definition": ("{a} is defined as {c} .", "{a} is described as {c} .", "{c} are the definitions of {a} .",
-                   "{c} describe {a} ."),
-    "synonyms": ("{c} are the synonyms of {a} .", "{c} indicate the same concept as {a} .", "{a} has synonyms such as {c} .",
-                 "{a} refers to the same concepts as {c} ."),
+    "definition": (
+        "{a} is defined as {c} .",
+        "{a} is described as {c} .",
+        "{c} are the definitions of {a} .",
+        "{c} describe {a} .",
+    ),
+    "synonyms": (
+        "{c} are the synonyms of {a} .",
+        "{c} indicate the same concept as {a} .",
+        "{a} has synonyms such as {c} .",
+        "{a} refers to the same concepts as {c} .",
+    ),
     "few_names": ("{c} is {a} .", "{c} is the same as {a} .", "{a} is {c} .", "{a} is the same as {c} ."),
 }
 CONTEXT_NAMES = 8  # other names making up c_e when a concept has no definition
@@ -75,8 +84,9 @@ def pretraining_examples(by_concept: dict[str, list[str]], definitions: dict[str
     return out
 
 
-def choose_targets(mentions: list[tuple[str, list[str]]], by_concept: dict[str, list[str]], how: str = "tfidf",
-                   seed: int = 0) -> list[str]:
+def choose_targets(
+    mentions: list[tuple[str, list[str]]], by_concept: dict[str, list[str]], how: str = "tfidf", seed: int = 0
+) -> list[str]:
     """Per (mention, gold concept ids), the gold concepts' name the decoder learns to write: the most similar by
     char 3-gram TF-IDF cosine (ties: dictionary order), the shortest, or one at random (seeded)."""
     if how not in TARGETS:
@@ -102,8 +112,11 @@ def choose_targets(mentions: list[tuple[str, list[str]]], by_concept: dict[str, 
 
 def generative_loss(model: GenerativeModel, batch: list[GenerativeExample]) -> torch.Tensor:
     mentions = [e.mention for e in batch]
-    return model.loss(model.encoder_ids(mentions, [e.left for e in batch], [e.right for e in batch]),
-                      model.prompt_ids(mentions), model.name_ids([e.target for e in batch]))
+    return model.loss(
+        model.encoder_ids(mentions, [e.left for e in batch], [e.right for e in batch]),
+        model.prompt_ids(mentions),
+        model.name_ids([e.target for e in batch]),
+    )
 
 
 def kb_names(names_dir: str) -> tuple[NameSet, dict[str, list[str]], dict[str, str]]:
@@ -126,8 +139,9 @@ def new_model(init: str | None, decoder_layers: int, prompt: bool, device: str, 
         read_config(init, GenerativeModel.encoder_type)
         return load_encoder(init, device).train()
     torch.manual_seed(seed)
-    return GenerativeModel(Path(init) if init else default_base_checkpoint(), decoder_layers=decoder_layers,
-                           prompt=prompt).to(device)
+    return GenerativeModel(Path(init) if init else default_base_checkpoint(), decoder_layers=decoder_layers, prompt=prompt).to(
+        device
+    )
 
 
 def run_generative_training(settings: GenerativeSettings, *, command: list[str] | None = None) -> dict:
@@ -140,8 +154,11 @@ def run_generative_training(settings: GenerativeSettings, *, command: list[str] 
 
     s, plan = settings, finetune_plan(settings)
     pretrain = stage_config(s, epochs=s.pretrain_epochs, loss="cross-entropy") if s.pretrain_epochs > 0 else None
-    finetune = stage_config(s, epochs=plan.epochs, loss="cross-entropy", max_steps=s.finetune_max_steps, plan=plan) \
-        if plan.epochs > 0 else None
+    finetune = (
+        stage_config(s, epochs=plan.epochs, loss="cross-entropy", max_steps=s.finetune_max_steps, plan=plan)
+        if plan.epochs > 0
+        else None
+    )
     names_dir, train_datasets, train_split, target = s.names, s.train_dataset, plan.split, s.target_name
     device, progress, retriever_model = resolve_device(s.device), not s.no_progress, str(model_folder(s.retriever))
     out, workdir = Path(s.output), Path(s.output) / "_train"
@@ -152,8 +169,14 @@ def run_generative_training(settings: GenerativeSettings, *, command: list[str] 
         if (workdir / stage / "done.json").is_file():
             model.load_state_dict(load_encoder(workdir / stage / "model", device).state_dict())
             break
-    data = {"names": names_dir, "names_count": len(names), "concepts": len(by_concept),
-            "definitions": len(definitions), "prompt": model.prompt, "target_name": target}
+    data = {
+        "names": names_dir,
+        "names_count": len(names),
+        "concepts": len(by_concept),
+        "definitions": len(definitions),
+        "prompt": model.prompt,
+        "target_name": target,
+    }
     stages = {}
     if pretrain is not None:
         examples = pretraining_examples(by_concept, definitions, pretrain.seed)
@@ -166,22 +189,44 @@ def run_generative_training(settings: GenerativeSettings, *, command: list[str] 
         mentions, unusable, where = dataset_mentions(names, names_dir, train_datasets, train_split, "generative fine-tuning")
         targets = choose_targets(mentions, by_concept, target, finetune.seed)
         examples = [GenerativeExample(m, t) for (m, _), t in zip(mentions, targets)]
-        data.update({"train_datasets": train_datasets, "train_split": train_split, "train_mentions": len(examples),
-                     "train_queries_unusable": unusable})
+        data.update(
+            {
+                "train_datasets": train_datasets,
+                "train_split": train_split,
+                "train_mentions": len(examples),
+                "train_queries_unusable": unusable,
+            }
+        )
         queries = [q for d in train_datasets for q in dev_queries(d)] if train_split == "train" else []
         linker = GenerativeLinker(names, model, "(training)") if queries else None
         score = (lambda: evaluate(linker, queries, k=1)[0]["acc@1"]) if queries else None
-        data["model_selection"] = "best dev acc@1 of the whole-tree linker (processed_dev, the KB's names)" if score else "the last epoch"
-        print(f"generative: {len(examples):,} training mentions from {where} (targets: {target}); model selection: "
-              f"{'dev acc@1' if score else 'the last epoch'}", file=sys.stderr)
-        stages["finetune"] = train_stage(model, "finetune", examples, finetune, workdir, progress, dev_score=score,
-                                         loss_fn=generative_loss)
+        data["model_selection"] = (
+            "best dev acc@1 of the whole-tree linker (processed_dev, the KB's names)" if score else "the last epoch"
+        )
+        print(
+            f"generative: {len(examples):,} training mentions from {where} (targets: {target}); model selection: "
+            f"{'dev acc@1' if score else 'the last epoch'}",
+            file=sys.stderr,
+        )
+        stages["finetune"] = train_stage(
+            model, "finetune", examples, finetune, workdir, progress, dev_score=score, loss_fn=generative_loss
+        )
         if score:
-            dev = dev_stages(DenseLinker.build(names, retriever_model, device=device), names, train_datasets,
-                             GenerativeReranker(model), s.rerank_depth)
+            dev = dev_stages(
+                DenseLinker.build(names, retriever_model, device=device),
+                names,
+                train_datasets,
+                GenerativeReranker(model),
+                s.rerank_depth,
+            )
     weights = choose_retriever_weight(model, dev, s.retriever_weight)
-    data.update({"retriever": str(Path(retriever_model).resolve()), "rerank_depth": s.rerank_depth,
-                 "retriever_weight": model.retriever_weight,
-                 "retriever_weight_dev_acc@1": weights})
+    data.update(
+        {
+            "retriever": str(Path(retriever_model).resolve()),
+            "rerank_depth": s.rerank_depth,
+            "retriever_weight": model.retriever_weight,
+            "retriever_weight_dev_acc@1": weights,
+        }
+    )
     model.save(out, dtype=s.save_dtype)
     return finish_card(out, model, data, stages, settings=s, device=device, command=command, began=began, workdir=workdir)

@@ -22,8 +22,14 @@ import numpy as np
 from bioel_core.training.pairs import Pair
 
 
-def mine_negatives(encoder, mentions: Sequence[tuple[str, Sequence[str]]], names_by_concept: Mapping[str, Sequence[str]],
-                   per_mention: int, batch_size: int = 256, progress: bool = False) -> list[list[tuple[str, str]]]:
+def mine_negatives(
+    encoder,
+    mentions: Sequence[tuple[str, Sequence[str]]],
+    names_by_concept: Mapping[str, Sequence[str]],
+    per_mention: int,
+    batch_size: int = 256,
+    progress: bool = False,
+) -> list[list[tuple[str, str]]]:
     """For each (mention, gold ids): the `per_mention` nearest concepts that are not gold, as
     (concept id, its nearest name), best first."""
     names, owners = [], []
@@ -51,8 +57,13 @@ def mine_negatives(encoder, mentions: Sequence[tuple[str, Sequence[str]]], names
     return out
 
 
-def hard_negative_batches(mentions: Sequence[tuple[str, Sequence[str]]], names_by_concept: Mapping[str, Sequence[str]],
-                          negatives: Sequence[Sequence[tuple[str, str]]], pairs_per_batch: int, seed: int) -> list[list[Pair]]:
+def hard_negative_batches(
+    mentions: Sequence[tuple[str, Sequence[str]]],
+    names_by_concept: Mapping[str, Sequence[str]],
+    negatives: Sequence[Sequence[tuple[str, str]]],
+    pairs_per_batch: int,
+    seed: int,
+) -> list[list[Pair]]:
     """Shuffled mentions, each contributing (mention, random gold name) and, per mined negative concept,
     (its nearest name, another of its names) — the same name twice when it has only one."""
     rng = random.Random(seed)
@@ -82,15 +93,25 @@ def hard_negative_batches(mentions: Sequence[tuple[str, Sequence[str]]], names_b
 class HardNegativeBatcher:
     """Per-epoch batches for `train`: mines with the encoder as it is at the epoch's start, caches to disk."""
 
-    def __init__(self, encoder, mentions, names_by_concept, negatives_per_mention: int, pairs_per_batch: int, seed: int,
-                 cache_dir: str | Path, progress: bool = False):
+    def __init__(
+        self,
+        encoder,
+        mentions,
+        names_by_concept,
+        negatives_per_mention: int,
+        pairs_per_batch: int,
+        seed: int,
+        cache_dir: str | Path,
+        progress: bool = False,
+    ):
         self.encoder, self.mentions, self.names_by_concept = encoder, list(mentions), names_by_concept
         self.negatives_per_mention, self.pairs_per_batch, self.seed = negatives_per_mention, pairs_per_batch, seed
         self.cache_dir, self.progress = Path(cache_dir), progress
 
     def steps_per_epoch(self) -> int:
-        usable = sum(1 for text, gold in self.mentions
-                     if any(n != text for c in set(gold) for n in self.names_by_concept.get(c, ())))
+        usable = sum(
+            1 for text, gold in self.mentions if any(n != text for c in set(gold) for n in self.names_by_concept.get(c, ()))
+        )
         per_batch = max(1, self.pairs_per_batch // (1 + self.negatives_per_mention))
         return -(-usable // per_batch)
 
@@ -99,11 +120,13 @@ class HardNegativeBatcher:
         if cache.is_file():
             negatives = [[tuple(x) for x in row] for row in json.loads(cache.read_text())]
         else:
-            negatives = mine_negatives(self.encoder, self.mentions, self.names_by_concept, self.negatives_per_mention,
-                                       progress=self.progress)
+            negatives = mine_negatives(
+                self.encoder, self.mentions, self.names_by_concept, self.negatives_per_mention, progress=self.progress
+            )
             self.cache_dir.mkdir(parents=True, exist_ok=True)
             tmp = cache.with_suffix(".tmp")
             tmp.write_text(json.dumps(negatives))
             tmp.rename(cache)
-        return hard_negative_batches(self.mentions, self.names_by_concept, negatives, self.pairs_per_batch,
-                                     seed=self.seed * 1000 + epoch)
+        return hard_negative_batches(
+            self.mentions, self.names_by_concept, negatives, self.pairs_per_batch, seed=self.seed * 1000 + epoch
+        )

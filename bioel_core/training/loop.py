@@ -70,7 +70,7 @@ def learning_rate_at(step: int, total: int, config: TrainConfig) -> float:
 
 def _batches(pairs: list[Pair], config: TrainConfig, epoch: int) -> list[list[Pair]]:
     order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(config.seed * 1000 + epoch)).tolist()
-    return [[pairs[i] for i in order[s:s + config.batch_size]] for s in range(0, len(order), config.batch_size)]
+    return [[pairs[i] for i in order[s : s + config.batch_size]] for s in range(0, len(order), config.batch_size)]
 
 
 def batch_loss(encoder, batch: list[Pair], config: TrainConfig) -> torch.Tensor:
@@ -88,18 +88,26 @@ def batch_loss(encoder, batch: list[Pair], config: TrainConfig) -> torch.Tensor:
     return multi_similarity_loss(embeddings, pos, neg, config.neg_scale, config.pos_scale, config.offset)
 
 
-def save_checkpoint(folder: Path, encoder, optimizer: torch.optim.Optimizer, step: int, config: TrainConfig,
-                    dev_history: list | None = None) -> None:
+def save_checkpoint(
+    folder: Path, encoder, optimizer: torch.optim.Optimizer, step: int, config: TrainConfig, dev_history: list | None = None
+) -> None:
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     encoder.save(tmp / "model")
     state = optimizer.state_dict()
-    tensors = {f"{idx}.{key}": value.detach().cpu().contiguous() for idx, param_state in state["state"].items()
-               for key, value in param_state.items() if torch.is_tensor(value)}
+    tensors = {
+        f"{idx}.{key}": value.detach().cpu().contiguous()
+        for idx, param_state in state["state"].items()
+        for key, value in param_state.items()
+        if torch.is_tensor(value)
+    }
     tensors["rng.torch"] = torch.get_rng_state()
     save_file(tensors, str(tmp / "optimizer.safetensors"))
-    (tmp / "state.json").write_text(json.dumps({"step": step, "config": asdict(config), "dev": dev_history or [],
-                                                "param_groups": state["param_groups"]}, indent=2))
+    (tmp / "state.json").write_text(
+        json.dumps(
+            {"step": step, "config": asdict(config), "dev": dev_history or [], "param_groups": state["param_groups"]}, indent=2
+        )
+    )
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
 
@@ -119,8 +127,18 @@ def load_optimizer_state(folder: Path, optimizer: torch.optim.Optimizer) -> int:
 LOSSES = ("multi-similarity", "infonce")
 
 
-def train(encoder, pairs: list, config: TrainConfig, checkpoint_dir: str | Path, *, load_encoder=None,
-          progress: bool = True, batcher=None, dev_score=None, loss_fn=None) -> dict:
+def train(
+    encoder,
+    pairs: list,
+    config: TrainConfig,
+    checkpoint_dir: str | Path,
+    *,
+    load_encoder=None,
+    progress: bool = True,
+    batcher=None,
+    dev_score=None,
+    loss_fn=None,
+) -> dict:
     """Trains `encoder` in place on `pairs`; returns training statistics.
 
     When `checkpoint_dir/checkpoint` exists (a run that was stopped), training resumes from it: pass
@@ -202,7 +220,11 @@ def train(encoder, pairs: list, config: TrainConfig, checkpoint_dir: str | Path,
             if dev_score is not None:
                 scored(round(step / steps_per_epoch, 2))
             break
-        if dev_score is not None and step == min(total, (epoch + 1) * steps_per_epoch) and ((epoch + 1) % dev_every == 0 or step == total):
+        if (
+            dev_score is not None
+            and step == min(total, (epoch + 1) * steps_per_epoch)
+            and ((epoch + 1) % dev_every == 0 or step == total)
+        ):
             if scored(epoch + 1):
                 stopped = "patience"
                 break
@@ -214,9 +236,18 @@ def train(encoder, pairs: list, config: TrainConfig, checkpoint_dir: str | Path,
     encoder.eval()
     shutil.rmtree(checkpoint, ignore_errors=True)  # finished: the final model is the artifact
     shutil.rmtree(best_dir, ignore_errors=True)
-    out = {"steps": step, "epochs": epochs, "dev_every_epochs": dev_every, "resumed_from": start, "pairs": epoch_pairs, "first_loss": losses[0] if losses else None,
-           "last_loss": losses[-1] if losses else None, "stopped_by": stopped,
-           "mean_loss_last_50": sum(losses[-50:]) / max(1, len(losses[-50:])), "seconds": time.perf_counter() - began}
+    out = {
+        "steps": step,
+        "epochs": epochs,
+        "dev_every_epochs": dev_every,
+        "resumed_from": start,
+        "pairs": epoch_pairs,
+        "first_loss": losses[0] if losses else None,
+        "last_loss": losses[-1] if losses else None,
+        "stopped_by": stopped,
+        "mean_loss_last_50": sum(losses[-50:]) / max(1, len(losses[-50:])),
+        "seconds": time.perf_counter() - began,
+    }
     if history:
         best = max(history, key=lambda h: h["score"])
         out.update({"dev": history, "best_dev": best})

@@ -11,8 +11,14 @@ from __future__ import annotations
 import torch
 
 
-def multi_similarity_loss(embeddings: torch.Tensor, pos_mask: torch.Tensor, neg_mask: torch.Tensor,
-                          neg_scale: float = 60.0, pos_scale: float = 1.0, offset: float = 0.5) -> torch.Tensor:
+def multi_similarity_loss(
+    embeddings: torch.Tensor,
+    pos_mask: torch.Tensor,
+    neg_mask: torch.Tensor,
+    neg_scale: float = 60.0,
+    pos_scale: float = 1.0,
+    offset: float = 0.5,
+) -> torch.Tensor:
     emb = torch.nn.functional.normalize(embeddings, dim=1)
     sim = emb @ emb.T
     # log(1 + sum exp(x)) over a masked row = logsumexp over the row with a 0 term for the "1"

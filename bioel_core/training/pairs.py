@@ -38,7 +38,9 @@ def mention_pairs(mentions: Iterable[tuple[str, Iterable[str]]], names_by_concep
     pairs: list[Pair] = []
     for mention, gold_ids in mentions:
         for concept in sorted(set(gold_ids)):
-            pairs.extend(Pair(mention, name, concept) for name in sorted(set(names_by_concept.get(concept, ()))) if name != mention)
+            pairs.extend(
+                Pair(mention, name, concept) for name in sorted(set(names_by_concept.get(concept, ()))) if name != mention
+            )
     return pairs
 
 

@@ -42,6 +42,7 @@ FINETUNE_MIN_STEPS, DEV_EVERY_STEPS = 1500, 200
 class FinetunePlan:
     """How fine-tuning runs, from the settings and the datasets' folders: the split trained on, the epochs, whether
     dev chooses the epoch, and whether the default epochs stretch to small data's minimum of steps."""
+
     split: str
     epochs: int
     dev_chooses: bool
@@ -59,17 +60,27 @@ def finetune_plan(settings: MentionTrainSettings) -> FinetunePlan:
     return FinetunePlan(split, epochs, dev_chooses, small_data=dev_chooses and settings.finetune_epochs is None)
 
 
-def stage_config(settings: MentionTrainSettings, *, epochs: int, loss: str, max_steps: int | None = None,
-                 plan: FinetunePlan | None = None) -> TrainConfig:
+def stage_config(
+    settings: MentionTrainSettings, *, epochs: int, loss: str, max_steps: int | None = None, plan: FinetunePlan | None = None
+) -> TrainConfig:
     """The loop's settings of one stage; `plan`: a fine-tuning stage's (with dev choosing the epoch and the default
     epochs, small data trains longer and scores dev less often)."""
     small = plan is not None and plan.small_data
     name_encoder = isinstance(settings, NameEncoderSettings)
-    return TrainConfig(epochs=epochs, batch_size=settings.batch_size, learning_rate=settings.lr, max_steps=max_steps,
-                       seed=settings.seed, loss=loss, warmup=settings.warmup, patience=settings.patience,
-                       max_minutes=settings.max_minutes, min_steps=FINETUNE_MIN_STEPS if small else 0,
-                       dev_every_steps=DEV_EVERY_STEPS if small else 0,
-                       **({"margin": settings.margin, "temperature": settings.temperature} if name_encoder else {}))
+    return TrainConfig(
+        epochs=epochs,
+        batch_size=settings.batch_size,
+        learning_rate=settings.lr,
+        max_steps=max_steps,
+        seed=settings.seed,
+        loss=loss,
+        warmup=settings.warmup,
+        patience=settings.patience,
+        max_minutes=settings.max_minutes,
+        min_steps=FINETUNE_MIN_STEPS if small else 0,
+        dev_every_steps=DEV_EVERY_STEPS if small else 0,
+        **({"margin": settings.margin, "temperature": settings.temperature} if name_encoder else {}),
+    )
 
 
 def new_encoder(kind: str, init: str | None, pooling: str | None, device: str, seed: int = 0) -> Encoder:
@@ -80,8 +91,11 @@ def new_encoder(kind: str, init: str | None, pooling: str | None, device: str, s
         if found == EnsembleEncoder.encoder_type:
             raise SettingsError("init", f"{init}: an ensemble is not trained as one; train its members")
         if found != kind:
-            raise SettingsError("init", f"{init}: a {found} model folder, which the {found} kind trains on (a {kind} "
-                                        f"starts from a Hugging Face checkpoint or a {kind} model folder)")
+            raise SettingsError(
+                "init",
+                f"{init}: a {found} model folder, which the {found} kind trains on (a {kind} "
+                f"starts from a Hugging Face checkpoint or a {kind} model folder)",
+            )
         return load_encoder(init, device)
     base = Path(init) if init else default_base_checkpoint()
     torch.manual_seed(seed)
@@ -125,8 +139,9 @@ def concept_alias(names: NameSet) -> dict[str, str]:
     return {i: ids[0] for ids in names.concept_ids for i in ids}
 
 
-def dataset_mentions(names: NameSet, names_dir: str, datasets: list[str], split: str,
-                     stage: str) -> tuple[list[tuple[str, list[str]]], int, str]:
+def dataset_mentions(
+    names: NameSet, names_dir: str, datasets: list[str], split: str, stage: str
+) -> tuple[list[tuple[str, list[str]]], int, str]:
     """(normalized (sub-mention, [concept ids]) of every dataset's processed_SPLIT, how many queries could not be
     used, where they came from); data that yields no mention is refused with a line naming `stage`, the inputs and
     why. Mentions are normalized as the names are (and as queries are at link time: Linker.link)."""
@@ -137,11 +152,16 @@ def dataset_mentions(names: NameSet, names_dir: str, datasets: list[str], split:
         mentions, unusable = mentions + found, unusable + bad
     where = ", ".join(f"{d}/processed_{split}" for d in datasets)
     if not mentions:
-        raise ValueError(f"{stage}: no usable training mention in {where}: {unusable:,} queries, none with an id of the KB "
-                         f"{names_dir} (check the KB folder and the ids' vocabulary) and parts matching its ids")
+        raise ValueError(
+            f"{stage}: no usable training mention in {where}: {unusable:,} queries, none with an id of the KB "
+            f"{names_dir} (check the KB folder and the ids' vocabulary) and parts matching its ids"
+        )
     if unusable:
-        print(f"note: {stage}: {unusable:,} queries of {where} left out: no concept id (-1, CUI-less), no id of the KB "
-              f"{names_dir}, or a composite whose parts and ids differ in number", file=sys.stderr)
+        print(
+            f"note: {stage}: {unusable:,} queries of {where} left out: no concept id (-1, CUI-less), no id of the KB "
+            f"{names_dir}, or a composite whose parts and ids differ in number",
+            file=sys.stderr,
+        )
     return [(names.normalizer(text), ids) for text, ids in mentions], unusable, where
 
 
@@ -167,16 +187,28 @@ def dev_scorer(encoder: Encoder, names: NameSet, datasets: list[str]):
     return score
 
 
-def train_stage(encoder, name: str, pairs, config: TrainConfig, workdir: Path, progress: bool, batcher=None,
-                dev_score=None, loss_fn=None) -> dict:
+def train_stage(
+    encoder, name: str, pairs, config: TrainConfig, workdir: Path, progress: bool, batcher=None, dev_score=None, loss_fn=None
+) -> dict:
     stage_dir = workdir / name
     done = stage_dir / "done.json"
     if done.is_file():  # finished before a restart: its weights are in the later stage's start or the output
         return json.loads(done.read_text())
     stage_dir.mkdir(parents=True, exist_ok=True)
-    stats = {**train(encoder, pairs, config, stage_dir, load_encoder=load_encoder, progress=progress, batcher=batcher,
-                     dev_score=dev_score, loss_fn=loss_fn),
-             "config": asdict(config)}
+    stats = {
+        **train(
+            encoder,
+            pairs,
+            config,
+            stage_dir,
+            load_encoder=load_encoder,
+            progress=progress,
+            batcher=batcher,
+            dev_score=dev_score,
+            loss_fn=loss_fn,
+        ),
+        "config": asdict(config),
+    }
     encoder.save(stage_dir / "model")
     done.write_text(json.dumps(stats, indent=2))
     return stats
@@ -189,10 +221,16 @@ def run_training(settings: NameEncoderSettings, *, command: list[str] | None = N
 
     s, plan = settings, finetune_plan(settings)
     device, progress = resolve_device(s.device), not s.no_progress
-    align = stage_config(s, epochs=s.align_epochs, loss="multi-similarity", max_steps=s.align_max_steps) \
-        if s.align_epochs > 0 else None
-    finetune = stage_config(s, epochs=plan.epochs, loss=s.finetune_loss, max_steps=s.finetune_max_steps, plan=plan) \
-        if plan.epochs > 0 else None
+    align = (
+        stage_config(s, epochs=s.align_epochs, loss="multi-similarity", max_steps=s.align_max_steps)
+        if s.align_epochs > 0
+        else None
+    )
+    finetune = (
+        stage_config(s, epochs=plan.epochs, loss=s.finetune_loss, max_steps=s.finetune_max_steps, plan=plan)
+        if plan.epochs > 0
+        else None
+    )
     names_dir, out, workdir = s.names, Path(s.output), Path(s.output) / "_train"
     names = NameSet.from_names_table(names_dir)
     by_concept: dict[str, list[str]] = {}
@@ -209,26 +247,51 @@ def run_training(settings: NameEncoderSettings, *, command: list[str] | None = N
     align_pairs = alignment_pairs(by_concept, s.max_pairs_per_concept, seed=align.seed) if align is not None else []
     if align is not None and not align_pairs:
         # a dictionary with one name per concept (common in users' own KBs) has no synonyms to align
-        print(f"note: self-alignment skipped: no concept of the KB {names_dir} has two distinct names "
-              f"({len(by_concept):,} concepts, {len(names):,} names); fine-tuning only", file=sys.stderr)
+        print(
+            f"note: self-alignment skipped: no concept of the KB {names_dir} has two distinct names "
+            f"({len(by_concept):,} concepts, {len(names):,} names); fine-tuning only",
+            file=sys.stderr,
+        )
         data["align_skipped"] = "no concept with two distinct names"
     finetune_pairs, batcher = [], None
     if s.train_dataset and finetune is not None:
         mentions, unusable, where = dataset_mentions(names, names_dir, s.train_dataset, plan.split, "fine-tuning")
-        data.update({"train_datasets": s.train_dataset, "train_split": plan.split, "train_mentions": len(mentions),
-                     "train_queries_unusable": unusable, "hard_negatives_per_mention": s.hard_negatives})
+        data.update(
+            {
+                "train_datasets": s.train_dataset,
+                "train_split": plan.split,
+                "train_mentions": len(mentions),
+                "train_queries_unusable": unusable,
+                "hard_negatives_per_mention": s.hard_negatives,
+            }
+        )
         finetune_pairs = mention_pairs(mentions, by_concept)
         if not finetune_pairs:
-            raise ValueError(f"fine-tuning: the {len(mentions):,} training mentions of {where} are each the only name "
-                             f"of their concept in {names_dir}: no (mention, other name) pair to learn from")
+            raise ValueError(
+                f"fine-tuning: the {len(mentions):,} training mentions of {where} are each the only name "
+                f"of their concept in {names_dir}: no (mention, other name) pair to learn from"
+            )
         if s.hard_negatives > 0:  # the batches come from the batcher, each mention with its mined negatives
-            batcher, finetune_pairs = HardNegativeBatcher(encoder, mentions, by_concept, s.hard_negatives,
-                                                          finetune.batch_size, finetune.seed, workdir / "finetune",
-                                                          progress=progress), []
+            batcher, finetune_pairs = (
+                HardNegativeBatcher(
+                    encoder,
+                    mentions,
+                    by_concept,
+                    s.hard_negatives,
+                    finetune.batch_size,
+                    finetune.seed,
+                    workdir / "finetune",
+                    progress=progress,
+                ),
+                [],
+            )
     elif not align_pairs:
         off = "" if align is not None else "; self-alignment is off"
-        raise SettingsError("train_dataset", f"nothing to train: self-alignment has no pairs (no concept of {names_dir} "
-                                             f"has two distinct names{off}) and no fine-tuning data was given")
+        raise SettingsError(
+            "train_dataset",
+            f"nothing to train: self-alignment has no pairs (no concept of {names_dir} "
+            f"has two distinct names{off}) and no fine-tuning data was given",
+        )
     if align_pairs:
         stages["align"] = train_stage(encoder, "align", align_pairs, align, workdir, progress)
         if finetune is not None and finetune.max_minutes is not None:  # one budget for the whole run
@@ -236,28 +299,54 @@ def run_training(settings: NameEncoderSettings, *, command: list[str] | None = N
     if finetune_pairs or batcher is not None:
         # dev scores choose the epoch only when dev is not trained on
         score = dev_scorer(encoder, names, s.train_dataset) if plan.split == "train" else None
-        data["model_selection"] = "best dev acc@1 (processed_dev), scored after each epoch (every few on small data)" if score else "the last epoch"
-        stages["finetune"] = train_stage(encoder, "finetune", finetune_pairs, finetune, workdir, progress, batcher=batcher,
-                                    dev_score=score)
+        data["model_selection"] = (
+            "best dev acc@1 (processed_dev), scored after each epoch (every few on small data)" if score else "the last epoch"
+        )
+        stages["finetune"] = train_stage(
+            encoder, "finetune", finetune_pairs, finetune, workdir, progress, batcher=batcher, dev_score=score
+        )
     encoder.save(out, dtype=s.save_dtype)
-    return finish_card(out, encoder, data, stages, settings=s, device=device, command=command, began=began,
-                       workdir=workdir)
+    return finish_card(out, encoder, data, stages, settings=s, device=device, command=command, began=began, workdir=workdir)
 
 
-def finish_card(out: Path, model, data: dict, stages: dict, *, settings: MentionTrainSettings, device: str,
-                command: list[str] | None, began: float, workdir: Path) -> dict:
+def finish_card(
+    out: Path,
+    model,
+    data: dict,
+    stages: dict,
+    *,
+    settings: MentionTrainSettings,
+    device: str,
+    command: list[str] | None,
+    began: float,
+    workdir: Path,
+) -> dict:
     """Writes the card of a model saved at `out` (command, settings, data, stages, hardware, time) and removes the
     run's work folder."""
     init, save_dtype = settings.init, settings.save_dtype
     card = {
         # the saved folder's fingerprint: weights stored as float16 are not the float32 ones still in memory (read by the
         # class, not load_encoder: the card of an earlier model trained into this folder would refuse it)
-        "model": out.name, "encoder": model.config(), **fingerprint_entry(type(model).load(out)), "init": init or str(default_base_checkpoint()),
-        "command": " ".join(command or sys.argv), "settings": {"kind": settings.kind, **to_mapping(settings)}, "data": data, "stages": stages, "save_dtype": save_dtype,
-        "training_seconds": sum(s.get("seconds", 0.0) for s in stages.values()), "wall_seconds_this_run": time.perf_counter() - began,
-        "hardware": {"device": str(device), "cuda": torch.cuda.get_device_name(0) if str(device).startswith("cuda") else None,
-                     "cpu_count": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__},
-        "bioel_version": bioel_core.__version__, "scores": {},
+        "model": out.name,
+        "encoder": model.config(),
+        **fingerprint_entry(type(model).load(out)),
+        "init": init or str(default_base_checkpoint()),
+        "command": " ".join(command or sys.argv),
+        "settings": {"kind": settings.kind, **to_mapping(settings)},
+        "data": data,
+        "stages": stages,
+        "save_dtype": save_dtype,
+        "training_seconds": sum(s.get("seconds", 0.0) for s in stages.values()),
+        "wall_seconds_this_run": time.perf_counter() - began,
+        "hardware": {
+            "device": str(device),
+            "cuda": torch.cuda.get_device_name(0) if str(device).startswith("cuda") else None,
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "torch": torch.__version__,
+        },
+        "bioel_version": bioel_core.__version__,
+        "scores": {},
     }
     if isinstance(model, ResCNNEncoder):
         card["trainable_parameters"] = model.trainable_parameters()

@@ -23,8 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from bioel_core.linking.base import Linker
-from bioel_core.linking.rerank import (ConceptCandidate, ConceptNames, CrossEncoderReranker, KeptPools, KeptScores,
-                                      concept_text)
+from bioel_core.linking.rerank import ConceptCandidate, ConceptNames, CrossEncoderReranker, KeptPools, KeptScores, concept_text
 from bioel_core.models import CrossEncoder, default_base_checkpoint, load_encoder
 from bioel_core.names import NameSet
 from bioel_core.settings.train import CrossEncoderSettings
@@ -38,8 +37,9 @@ class RerankExample:
     gold: int  # position of the gold concept in candidates
 
 
-def rerank_examples(retriever: Linker, names: NameSet, mentions: list[tuple[str, list[str]]], size: int,
-                    hide_query: bool = False) -> tuple[list[RerankExample], dict]:
+def rerank_examples(
+    retriever: Linker, names: NameSet, mentions: list[tuple[str, list[str]]], size: int, hide_query: bool = False
+) -> tuple[list[RerankExample], dict]:
     """Examples from (normalized mention, gold concept ids) pairs; returns them and how many were left out why.
     `hide_query`: the mentions are KB names, hidden from the candidates (`synonym_examples`)."""
     concepts = ConceptNames(names)
@@ -61,7 +61,9 @@ def rerank_examples(retriever: Linker, names: NameSet, mentions: list[tuple[str,
                 skipped["gold_not_in_kb"] += 1
                 continue
             # not retrieved: no retriever score
-            pool = pool[:size - 1] + [ConceptCandidate(ids, tuple(n for n in concepts.by_concept[ids] if n != hidden), float("-inf"))]
+            pool = pool[: size - 1] + [
+                ConceptCandidate(ids, tuple(n for n in concepts.by_concept[ids] if n != hidden), float("-inf"))
+            ]
             at = len(pool) - 1
         if len(pool) > 1:
             examples.append(RerankExample(text, tuple(pool), at))
@@ -91,7 +93,7 @@ def listwise_loss(model: CrossEncoder, batch: list[RerankExample]) -> torch.Tens
     losses, at = [], 0
     for e in batch:
         n = len(e.candidates)
-        losses.append(F.cross_entropy(scores[at:at + n].unsqueeze(0), torch.tensor([e.gold], device=scores.device)))
+        losses.append(F.cross_entropy(scores[at : at + n].unsqueeze(0), torch.tensor([e.gold], device=scores.device)))
         at += n
     return torch.stack(losses).mean()
 
@@ -152,8 +154,7 @@ def choose_retriever_weight(model, stages: list[tuple[KeptPools, list]], given: 
     return {str(w): a for w, a in scores.items()}
 
 
-def run_reranker_training(settings: CrossEncoderSettings, *, command: list[str] | None = None,
-                          max_length: int = 32) -> dict:
+def run_reranker_training(settings: CrossEncoderSettings, *, command: list[str] | None = None, max_length: int = 32) -> dict:
     """Trains a cross-encoder reranker for the settings' retriever (a dense model folder; default the shipped disease
     model) and writes it with its card."""
     from bioel_core.linking.dense import DenseLinker
@@ -170,11 +171,14 @@ def run_reranker_training(settings: CrossEncoderSettings, *, command: list[str] 
     retriever = DenseLinker.build(names, retriever_model, device=device)
     examples, counts = rerank_examples(retriever, names, mentions, example_size)
     if not examples:
-        raise ValueError(f"cross-encoder: none of the {counts['distinct_mentions']:,} distinct training mentions of {where} "
-                         f"leaves the retriever anything to reorder ({counts}): nothing to train a reranker on")
+        raise ValueError(
+            f"cross-encoder: none of the {counts['distinct_mentions']:,} distinct training mentions of {where} "
+            f"leaves the retriever anything to reorder ({counts}): nothing to train a reranker on"
+        )
     # by default as many KB-synonym examples as mention examples
-    synonyms, synonym_counts = synonym_examples(retriever, names, len(examples) if s.synonym_examples is None else s.synonym_examples,
-                                                example_size, config.seed)
+    synonyms, synonym_counts = synonym_examples(
+        retriever, names, len(examples) if s.synonym_examples is None else s.synonym_examples, example_size, config.seed
+    )
     examples += synonyms
     counts["synonym_examples"] = synonym_counts["examples"]
     model = new_cross_encoder(s.init, max_length, device, config.seed)
@@ -183,20 +187,36 @@ def run_reranker_training(settings: CrossEncoderSettings, *, command: list[str] 
     # dev chooses the epoch and the retriever's weight, only when dev is not trained on
     dev = dev_stages(retriever, names, train_datasets, CrossEncoderReranker(model), depth) if train_split == "train" else []
     score = (lambda: dev_accuracy(dev)) if dev else None
-    print(f"cross-encoder: {counts['examples']:,} mention examples of {example_size} concepts from {where} and "
-          f"{counts['synonym_examples']:,} from the KB's synonyms "
-          f"(retriever {retriever_model}); model selection: {'dev acc@1' if score else 'the last epoch'}", file=sys.stderr)
-    stage = train_stage(model, "rerank", examples, config, workdir, not s.no_progress, dev_score=score,
-                        loss_fn=listwise_loss)
+    print(
+        f"cross-encoder: {counts['examples']:,} mention examples of {example_size} concepts from {where} and "
+        f"{counts['synonym_examples']:,} from the KB's synonyms "
+        f"(retriever {retriever_model}); model selection: {'dev acc@1' if score else 'the last epoch'}",
+        file=sys.stderr,
+    )
+    stage = train_stage(model, "rerank", examples, config, workdir, not s.no_progress, dev_score=score, loss_fn=listwise_loss)
     weights = choose_retriever_weight(model, dev, s.retriever_weight)
     model.save(out, dtype=s.save_dtype)
-    data = {"names": names_dir, "names_count": len(names), "retriever": str(Path(retriever_model).resolve()),
-            "retriever_fingerprint": retriever.encoder.fingerprint(), "train_datasets": train_datasets,
-            "train_split": train_split, "train_mentions": len(mentions), "train_queries_unusable": unusable,
-            "concepts_per_example": example_size, "rerank_depth": depth, **counts,
-            "model_selection": ("best dev acc@1 of retriever + reranker after each epoch (processed_dev against dev_dictionary.txt "
-                                "where the dataset has one, as BioSyn's protocol scores it)") if score else "the last epoch",
-            "retriever_weight": model.retriever_weight,
-            "retriever_weight_dev_acc@1": weights}
-    return finish_card(out, model, data, {"rerank": stage}, settings=s, device=device, command=command, began=began,
-                       workdir=workdir)
+    data = {
+        "names": names_dir,
+        "names_count": len(names),
+        "retriever": str(Path(retriever_model).resolve()),
+        "retriever_fingerprint": retriever.encoder.fingerprint(),
+        "train_datasets": train_datasets,
+        "train_split": train_split,
+        "train_mentions": len(mentions),
+        "train_queries_unusable": unusable,
+        "concepts_per_example": example_size,
+        "rerank_depth": depth,
+        **counts,
+        "model_selection": (
+            "best dev acc@1 of retriever + reranker after each epoch (processed_dev against dev_dictionary.txt "
+            "where the dataset has one, as BioSyn's protocol scores it)"
+        )
+        if score
+        else "the last epoch",
+        "retriever_weight": model.retriever_weight,
+        "retriever_weight_dev_acc@1": weights,
+    }
+    return finish_card(
+        out, model, data, {"rerank": stage}, settings=s, device=device, command=command, began=began, workdir=workdir
+    )
