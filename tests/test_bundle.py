@@ -118,7 +118,8 @@ def test_a_built_bundle_is_one_folder_with_relative_paths_and_calibrated_thresho
 
     rows = read_table(linked, "annotations").to_pylist()
     threshold = link["nil"]["Disease"]["threshold"]
-    assert rows and all(r["nil"] == (r["score"] < threshold) for r in rows) and any(r["nil"] for r in rows)
+    assert json.loads((linked / "manifest.json").read_text())["annotator"]["nil_thresholds"] == [["Disease", threshold]]
+    assert rows and all(r["nil"] == (r["score"] < threshold) for r in rows)
     assert "pubtator/part-00000-of-00002.pubtator" in table_bytes(linked)
 
 
