@@ -160,10 +160,12 @@ def misspelt_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | Non
     if not unknown:
         return None
     near = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
+    kinds = next((a.choices for a in verbs[verb]._actions if isinstance(a, argparse._SubParsersAction)), {})  # noqa: SLF001
+    command = " ".join([verb, *[a for a in argv[argv.index(verb) + 1 :] if a in kinds][:1]])  # `train rescnn`
     elsewhere = (
         "neither a flag of this verb nor a Beam pipeline option"
         if verb in BEAM_VERBS
-        else f"not a flag of this verb; see bioel {verb} --help"
+        else f"not a flag of bioel {command}; see bioel {command} --help"
     )
     return f"unknown flag {unknown[0]}" + (f"; did you mean {near[0]}?" if near else f" ({elsewhere})")
 

@@ -116,7 +116,12 @@ def commands(root: Path, model: str, out: Path) -> dict[str, tuple[list[str], li
     }
 
 
-@pytest.mark.parametrize("verb", ["ingest-kb", "embed", "build-index", "link"])
+# embed and build-index publish through the same OutputFolder as ingest-kb and link: their cases run in
+# `make test-all` (slow), keeping `make test` near 20 minutes on 2 cores
+@pytest.mark.parametrize(
+    "verb",
+    ["ingest-kb", pytest.param("embed", marks=pytest.mark.slow), pytest.param("build-index", marks=pytest.mark.slow), "link"],
+)
 def test_a_kill_at_every_publish_step_keeps_the_old_state_or_the_new_and_the_rerun_finishes(world, tmp_path, verb):
     root, model = world
     out, straight = tmp_path / "out", tmp_path / "straight"

@@ -114,7 +114,7 @@ def test_the_link_report_renders_offline_with_its_figures_and_plots(sync_playwri
             figures = page.locator("#plots figure")
             captions = figures.locator("figcaption").all_inner_texts()
             assert len(captions) == expected_plots and figures.locator("svg").count() == expected_plots
-            assert captions[0] == "Link scores per entity type" and captions[-1] == "Dead letters by reason (1 in all)"
+            assert captions[0] == "Link scores per entity type" and captions[-1] == "Dead letters by reason kind (1 in all)"
             for caption, figure in zip(captions, figures.all()):
                 svg = figure.locator("svg")
                 svg.scroll_into_view_if_needed()

@@ -416,9 +416,13 @@ def test_a_reranker_retrained_on_traindev_keeps_the_retriever_weight_it_is_given
     assert card["data"]["train_split"] == "traindev" and card["data"]["train_mentions"] == 7
     assert card["data"]["retriever_weight_dev_acc@1"] == "given (20, retriever_weight)"
     assert card["encoder"]["retriever_weight"] == 20.0 and load_encoder(out).retriever_weight == 20.0
-    for encoder, weight in (("cross-encoder", "-1"), ("rescnn", "20")):
+    # a weight below 0 is refused by the contract; a name encoder takes no retriever at all
+    for encoder, weight, said in (
+        ("cross-encoder", "-1", "--retriever-weight"),
+        ("rescnn", "20", "unknown flag --retriever (not a flag of bioel train rescnn"),
+    ):
         assert cli.main(["train", encoder, *common, "--retriever-weight", weight, "--output", str(tmp_path / "x")]) == 2
-        assert "--retriever-weight" in capsys.readouterr().err and not (tmp_path / "x").exists()
+        assert said in capsys.readouterr().err and not (tmp_path / "x").exists()
 
 
 def test_models_trained_from_scratch_draw_their_random_weights_from_the_seed(tiny_bert):
