@@ -14,24 +14,6 @@ from pipelines.cli_flags import FlagError, add_contracts
 from pipelines.cli_verbs import FLAGS
 
 
-def typed(values: list[str] | None, convert=str) -> tuple[tuple[str, object], ...]:
-    """`[TYPE=]VALUE` flags of `train`'s own parser -> ((type, value), ...); no type = '' (mentions of any type). The
-    contracts' typed flags are read by pipelines.cli_flags."""
-    out = []
-    for v in values or ():
-        entity_type, sep, value = v.rpartition("=") if "=" in v else ("", "", v)
-        if not value.strip():  # "Disease=" would be read as the current folder
-            raise ValueError(f"cannot read {v!r}: expected [TYPE=]VALUE, VALUE not empty")
-        try:
-            out.append((entity_type, convert(value)))
-        except ValueError:
-            raise ValueError(f"cannot read {v!r}: expected [TYPE=]VALUE") from None
-    types = [t for t, _ in out]
-    if len(set(types)) != len(types):
-        raise ValueError(f"an entity type is given twice in {values}")
-    return tuple(out)
-
-
 def linker_spec(args, detect: bool, calibrating: bool = False):
     """The AnnotatorSpec of the linker the flags name: their LinkSettings (an item without TYPE= is for mentions of
     any type), or the --bundle's linker with each single setting a flag gives replacing the bundle's (`TYPE=` flags
