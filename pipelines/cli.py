@@ -127,14 +127,15 @@ def _in_order(sub) -> None:
 
 
 def verb_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices  # noqa: SLF001
+    """A parser's subcommands by name (the verbs of `bioel`, the kinds of `bioel train`); none: {}."""
+    return next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})  # noqa: SLF001
 
 
 def _flags_of(parser: argparse.ArgumentParser, rest: list[str]) -> list[str]:
     """The option strings `parser` takes, and those of the subcommand `rest` names (`train KIND`), or of all its
     subcommands when it names none."""
     known = [s for a in parser._actions for s in a.option_strings]  # noqa: SLF001
-    nested = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})  # noqa: SLF001
+    nested = verb_parsers(parser)
     named = [nested[a] for a in rest if a in nested][:1] or list(nested.values())
     return known + [flag for sub in named for flag in _flags_of(sub, [])]
 
@@ -146,11 +147,10 @@ def misspelt_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | Non
     verb = next((a for a in argv if a in verbs), None)
     if verb is None:
         return None
-    known = _flags_of(verbs[verb], argv[argv.index(verb) + 1 :])
+    rest = argv[argv.index(verb) + 1 :]
+    known = _flags_of(verbs[verb], rest)
     unknown = [
-        name
-        for name in (a.split("=", 1)[0] for a in argv[argv.index(verb) + 1 :] if a.startswith("--"))
-        if not any(k.startswith(name) for k in known)
+        name for name in (a.split("=", 1)[0] for a in rest if a.startswith("--")) if not any(k.startswith(name) for k in known)
     ]
     if unknown and verb in BEAM_VERBS:
         from pipelines.options import beam_parser
@@ -160,8 +160,8 @@ def misspelt_flag(parser: argparse.ArgumentParser, argv: list[str]) -> str | Non
     if not unknown:
         return None
     near = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
-    kinds = next((a.choices for a in verbs[verb]._actions if isinstance(a, argparse._SubParsersAction)), {})  # noqa: SLF001
-    command = " ".join([verb, *[a for a in argv[argv.index(verb) + 1 :] if a in kinds][:1]])  # `train rescnn`
+    kinds = verb_parsers(verbs[verb])
+    command = " ".join([verb, *[a for a in rest if a in kinds][:1]])  # `train rescnn`
     elsewhere = (
         "neither a flag of this verb nor a Beam pipeline option"
         if verb in BEAM_VERBS
