@@ -1,13 +1,15 @@
 """MeSH supplementary concepts (`C...` ids) linked end to end: a user with MeSH's descriptor and supplementary record
 files (descYYYY.xml + suppYYYY.xml, the committed fixtures) ingests both as ONE entity type's KB, embeds and indexes it
 (the tiny test model) and links; once with the verbs, once through a bundle file; `bioel evaluate-e2e --kb BUNDLE`
-then says which gold ids those KBs cannot name."""
+and benchmarks/e2e_bc5cdr.py's report then say how many gold ids those KBs cannot name."""
 
 from pathlib import Path
 
 import pytest
 
+from benchmarks.e2e_bc5cdr import kb_gap_lines
 from bioel_core.corpora import read_pubtator
+from bioel_core.evaluation.concepts import kb_folders, unlinkable_in
 from bioel_core.models import TransformerEncoder
 from bioel_core.tables import read_table
 from pipelines import cli
@@ -99,3 +101,8 @@ num_shards = 1
     # quetiapine: one annotation of five, one document concept of three
     assert "gold Chemical ids the KB lacks: annotations 1 of 5 (20.0%), document concepts 1 of 3 (33.3%)" in printed
     assert ["strict", "100.00", "80.00", "88.89", "4", "5"] in [line.split() for line in printed.splitlines()]
+    # and benchmarks/e2e_bc5cdr.py's report on its bundle row, counted by the same rule
+    missing = unlinkable_in(read_pubtator(gold), kb_folders([str(bundle)]))
+    assert kb_gap_lines(missing, "the KBs of chemicals.toml") == [
+        "gold Chemical ids the KBs of chemicals.toml cannot name: annotations 1 of 5 (20.0%), document concepts 1 of 3 (33.3%)"
+    ]
