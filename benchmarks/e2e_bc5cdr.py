@@ -12,8 +12,10 @@ The KBs are built once with the `bioel` verbs (benchmarks/kbs.py). NIL threshold
 `bioel calibrate-nil` on the BC5CDR development set, never on test. The test abstracts are linked by
 `bioel link --mentions detect` (the gold spans in the input are ignored) twice: with no NIL threshold and
 with the dev thresholds; its PubTator output writes ids as PubTator3 does (`--id-prefix vocabulary`: `MESH:D003920`),
-which the scoring compares with the gold's bare ids. Gold annotations whose ids are in neither KB (MeSH supplementary concepts, chemical
-ids outside tree D, ...) cannot be linked by any system restricted to these KBs; they are counted.
+which the scoring compares with the gold's bare ids. Gold ids that the chosen KBs cannot name (with MeSH tree D: the
+supplementary concepts, chemical ids outside tree D, ...) cannot be linked by any system restricted to these KBs: the
+report counts them per type, annotations and document concepts, against the default row's bundle KBs (with
+`--split dev`, where the bundle is not linked, against benchmarks/kbs.py's).
 
 Detectors side by side: the KB dictionaries (`--detector dictionary`, linking diseases with --model and chemicals
 with --chemical-model, default models/chemical-default when present: `bioel link --model DIR Chemical=DIR`), and the collective
@@ -41,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.kbs import BIOEL, DATA, annotator_flags, built, model_tag, prepare, sh  # noqa: E402
 from bioel_core.corpora import read_pubtator  # noqa: E402
 from bioel_core.tables import data_root  # noqa: E402
-from bioel_core.evaluation.concepts import ALL_TYPES, concept_scores, kb_ids, unlinkable  # noqa: E402
+from bioel_core.evaluation.concepts import ALL_TYPES, concept_scores, kb_folders, unlinkable_in  # noqa: E402
 from bioel_core.evaluation.e2e import e2e_scores  # noqa: E402
 from schemas import SCHEMA_VERSION  # noqa: E402
 
@@ -102,10 +104,10 @@ def link(
     return merged
 
 
-def bundle_row_links(work: Path, bundle_file: Path, bundle: Path | None, corpus: Path) -> Path:
+def bundle_row_links(work: Path, bundle_file: Path, bundle: Path | None, corpus: Path) -> tuple[Path, Path]:
     """`bioel build` the bundle file into `bundle` (default WORK/bundle-NAME; up to date: a no-op) and `bioel link
-    --bundle` the corpus's raw abstracts, as the README's quick start does; returns the PubTator file of the
-    predictions."""
+    --bundle` the corpus's raw abstracts, as the README's quick start does; returns the bundle folder and the PubTator
+    file of the predictions."""
     bundle = bundle or work / f"bundle-{bundle_file.name.removesuffix('.toml').removesuffix('.bundle')}"
     sh(BIOEL + ["build", bundle_file, "--output", bundle, "--runner", "FnApiRunner"])
     output = work / f"e2e-bundle-{bundle.name}-{corpus.stem}"
@@ -129,7 +131,17 @@ def bundle_row_links(work: Path, bundle_file: Path, bundle: Path | None, corpus:
         )
     merged = output.with_suffix(".pubtator")
     merged.write_text("".join(p.read_text() for p in sorted((data_root(output) / "pubtator").glob("*.pubtator"))))
-    return merged
+    return bundle, merged
+
+
+def kb_gap_lines(missing: dict[str, dict], kbs: str) -> list[str]:
+    """The report's lines on the gold ids the KBs (`kbs` says which) cannot name: per type, the annotations none of
+    whose ids they name and the document-level (type, id) pairs whose id they do not (`unlinkable`)."""
+    return [
+        f"gold {t} ids {kbs} cannot name: annotations {c['unlinkable']:,} of {c['with_id']:,} ({c['unlinkable_share']:.1f}%), "
+        f"document concepts {c['concepts_unlinkable']:,} of {c['concepts']:,} ({c['concepts_unlinkable_share']:.1f}%)"
+        for t, c in missing.items()
+    ]
 
 
 def calibrated(work: Path, kbs: dict, model: str, tag: str, detector: str) -> dict[str, float]:
@@ -228,11 +240,11 @@ def main() -> None:
     detectors = [("dictionary", model, chemical)] + (
         [("model", collective, None), ("both", collective, None)] if collective else []
     )
-    rows, thresholds_used, missing = [], {}, None
+    rows, thresholds_used, missing, missing_kbs = [], {}, None, ""
     if split == "test":  # the bundle calibrates its NIL thresholds on BC5CDR dev: a dev row would be tuned on itself
-        pred = read_pubtator(
-            bundle_row_links(work, Path(args.bundle_file), Path(args.bundle_dir) if args.bundle_dir else None, corpus)
-        )
+        bundle, links = bundle_row_links(work, Path(args.bundle_file), Path(args.bundle_dir) if args.bundle_dir else None, corpus)
+        pred = read_pubtator(links)
+        missing, missing_kbs = unlinkable_in(gold, kb_folders([str(bundle)])), f"the KBs of {Path(args.bundle_file).name}"
         for types in (TYPES, ("Disease",), ("Chemical",)):
             rows.append(
                 {
@@ -261,7 +273,7 @@ def main() -> None:
         kbs = prepare(work, folder, {"Chemical": chemical_folder} if chemical_folder else None)
         tag = model_tag(folder) + (f"-chem{model_tag(chemical_folder)}" if chemical_folder else "")
         if missing is None:
-            missing = unlinkable(gold, {t: kb_ids(kbs[t]["kb"]) for t in TYPES})
+            missing, missing_kbs = unlinkable_in(gold, {t: kbs[t]["kb"] for t in TYPES}), "benchmarks/kbs.py's KBs"
         thresholds = calibrated(work, kbs, folder, tag, detector) if split == "test" else {}
         thresholds_used[detector] = thresholds
         label = {"dictionary": "dictionary", "model": "model spans", "both": "dict+model"}[detector]
@@ -331,11 +343,8 @@ def main() -> None:
         )
     for name, (strict, partial) in PUBLISHED.items():
         print(f"published: {name}: strict F1 {strict}, partial F1 {partial}")
-    for t, c in (missing or {}).items():
-        print(
-            f"gold {t} annotations with an id: {c['with_id']:,}; with no id in the {t} KB (unlinkable): "
-            f"{c['unlinkable']:,} ({100 * c['unlinkable'] / max(1, c['with_id']):.1f}%)"
-        )
+    for line in kb_gap_lines(missing or {}, missing_kbs):
+        print(line)
     if args.record_in_card and collective:
         from bioel_core.models.cards import record_e2e
 

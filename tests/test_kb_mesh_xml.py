@@ -251,28 +251,85 @@ def test_malformed_xml_in_a_range_is_the_whole_files_dead_letter(tmp_path, monke
 
 
 SUPP = FIXTURE.parent / "supp2024.xml"
-BEVONIUM = ConceptRecord("C000002", "mesh", "bevonium", (), "structure given in first source", vocabulary="MESH")
+BEVONIUM = ConceptRecord(
+    "C000002", "mesh", "bevonium", (), "structure given in first source", ("MESH:D001561",), vocabulary="MESH"
+)
 HLTS = ConceptRecord(
     "C538248",
     "mesh",
     "Hypotrichosis-lymphedema-telangiectasia syndrome",
     (),
     "A rare syndrome of sparse hair, lymphedema and telangiectasia.",
+    ("MESH:D008209",),
     vocabulary="MESH",
 )
+# the mapped descriptors, asterisk dropped, each once, in the record's order; never the indexing information,
+# pharmacological actions or previous indexing, and never a qualifier
+SUPP_AFTER_HLTS = [
+    ConceptRecord(
+        "C076029", "mesh", "olanzapine", (), "an antipsychotic thienobenzodiazepine", ("MESH:D001569",), vocabulary="MESH"
+    ),
+    ConceptRecord(
+        "C486453",
+        "mesh",
+        "olanzapine-fluoxetine combination",
+        alt_ids=("MESH:D005473", "MESH:D001569", "MESH:D004338"),
+        vocabulary="MESH",
+    ),
+    ConceptRecord("C531624", "mesh", "Familial spinal arachnoiditis", alt_ids=("MESH:D001099",), vocabulary="MESH"),
+    ConceptRecord("C112297", "mesh", "10,10-bis(4-pyridinylmethyl)-9(10H)-anthracenone", vocabulary="MESH"),
+]
 
 
 def test_supplementary_concept_records():
     # suppYYYY.xml was refused whole as "root element is <SupplementalRecordSet>"
     concepts, names, dead, stats = read(SUPP)
-    assert concepts == [BEVONIUM, HLTS] and dead == []
+    assert concepts == [BEVONIUM, HLTS, *SUPP_AFTER_HLTS] and dead == []
     assert names == [
         ("C000002", "bevonium", "preferred"),
         ("C000002", "bevonium sulfate (1:1)", "entry_term"),
         ("C538248", "Hypotrichosis-lymphedema-telangiectasia syndrome", "preferred"),
         ("C538248", "HLTS", "abbreviation"),
+        ("C076029", "olanzapine", "preferred"),
+        ("C076029", "Zyprexa", "entry_term"),
+        ("C076029", "LY 170053", "entry_term"),
+        ("C486453", "olanzapine-fluoxetine combination", "preferred"),
+        ("C486453", "Symbyax", "entry_term"),
+        ("C531624", "Familial spinal arachnoiditis", "preferred"),
+        ("C112297", "10,10-bis(4-pyridinylmethyl)-9(10H)-anthracenone", "preferred"),
+        ("C112297", "XE991", "entry_term"),
     ]
-    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (2, 2, 0)
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (6, 6, 0)
+
+
+def test_descriptor_mappings_are_the_alt_ids_written_to_the_concepts_table(tmp_path):
+    # a supplementary concept's mapped descriptors were dropped: nothing tied olanzapine (C076029) to Benzodiazepines
+    from bioel_core.tables import read_table
+    from pipelines import ingest_kb
+    from pipelines.options import pipeline_options
+
+    ingest_kb.run("mesh-xml", [str(SUPP)], str(tmp_path / "kb"), pipeline_options([]), num_shards=1)
+    rows = {r["concept_id"]: r for r in read_table(tmp_path / "kb", "concepts").to_pylist()}
+    assert rows["C076029"]["alt_ids"] == ["MESH:D001569"] and rows["C076029"]["vocabulary"] == "MESH"
+    assert rows["C486453"]["alt_ids"] == ["MESH:D001569", "MESH:D004338", "MESH:D005473"]  # the table sorts them
+    assert rows["C112297"]["alt_ids"] == []
+
+
+def test_a_mapping_to_anything_but_a_descriptor_dead_letters_its_record(tmp_path):
+    data = SUPP.read_bytes()
+    path = tmp_path / "supp2024.xml"
+    for bad in (b"*Q000151", b"*C076029", b"", b"**D001569"):
+        path.write_bytes(data.replace(b"<DescriptorUI>*D001569</DescriptorUI>", b"<DescriptorUI>" + bad + b"</DescriptorUI>", 1))
+        concepts, names, dead, stats = read(path)
+        assert [(d.location, d.reason) for d in dead] == [
+            (
+                "record 3 (SupplementalRecordUI C076029)",
+                f"HeadingMappedTo DescriptorUI {bad.decode().removeprefix('*')!r} is not a descriptor UI D\\d{{6,9}}",
+            )
+        ]
+        assert "<SupplementalRecordUI>C076029</SupplementalRecordUI>" in dead[0].raw
+        assert concepts == [BEVONIUM, HLTS, *SUPP_AFTER_HLTS[1:]] and "C076029" not in {n[0] for n in names}
+        assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (6, 5, 1)
 
 
 def test_a_bad_supplementary_record_is_one_dead_letter(tmp_path):
@@ -294,7 +351,7 @@ def test_a_bad_supplementary_record_is_one_dead_letter(tmp_path):
         )
     )
     concepts, _, dead, stats = read(path)
-    assert concepts == [BEVONIUM, HLTS]
+    assert concepts == [BEVONIUM, HLTS, *SUPP_AFTER_HLTS]
     assert [d.location for d in dead] == [
         "record 1 (SupplementalRecordUI D000002)",
         "record 2 (SupplementalRecordUI C000002)",
@@ -303,4 +360,4 @@ def test_a_bad_supplementary_record_is_one_dead_letter(tmp_path):
     assert "concept id 'D000002' does not match the mesh id pattern C\\d{6,9}" == dead[0].reason
     assert dead[1].reason.startswith("malformed XML: mismatched tag: line ")
     assert dead[2].reason.startswith("not a <SupplementalRecord> record: ")
-    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (5, 2, 3) and stats[0].reconciles()
+    assert (stats[0].records_read, stats[0].records_accepted, stats[0].dead_lettered) == (9, 6, 3) and stats[0].reconciles()

@@ -9,8 +9,10 @@ field are '|'-separated. The name column names the concept or, when it is contro
 synonym. Each file is read independently, one concept per line, in constant memory; a large uncompressed one in
 ranges by several workers, each range taking its columns from the header at the file's top.
 
-Ids are `MESH:D...` / `OMIM:...`: the vocabulary goes to its own column and the concept id is stored bare;
-alt ids (`DO:DOID:...`, `OMIM:...`) are already qualified and kept as written.
+Ids are `MESH:D...` (descriptors), `MESH:C...` (supplementary concepts, in both vocabularies) or `OMIM:...`: the
+vocabulary goes to its own column and the concept id is stored bare; alt ids (`DO:DOID:...`, `OMIM:...`) are already
+qualified and kept as written. ParentIDs and ParentTreeNumbers are not read: a concept's place in the tree is its
+TreeNumbers (its semantic types).
 """
 
 from __future__ import annotations

@@ -16,6 +16,14 @@ is control characters only, the first usable term (a record with neither is dead
 preferred concept's ScopeNote, else the record's Note (a supplementary record's); a descriptor's tree numbers are its
 semantic types (a supplementary record has none).
 
+A supplementary record's alt ids are the descriptors it is mapped to (HeadingMappedToList/HeadingMappedTo/
+DescriptorReferredTo/DescriptorUI), qualified as `MESH:D...` (kb.vocab.qualify) in the record's order. NLM marks the
+preferred mapping with an asterisk before its UI (`*D001569`; on a descriptor/qualifier pair the asterisk sits on the
+QualifierUI): it is dropped, and the qualifier, which is no concept, is not read. The other descriptor references of a
+record (IndexingInformationList, PharmacologicalActionList) are not alt ids: they say what the concept is indexed
+with or does, not what it is. A mapped UI that is not a descriptor UI dead-letters its record; a record with no
+mapping is read with no alt ids.
+
 A large uncompressed file (descYYYY.xml is ~300 MB) is cut into FileRanges at record starts, each read by its own
 worker with the file's record and line numbers, giving the items a whole-file read gives.
 """
@@ -31,11 +39,15 @@ from dataclasses import dataclass
 
 from bioel_core.kb.base import KBItem, KBReader, preferred_name
 from bioel_core.kb.io import Input, Opener, ReaderContext, input_path
-from bioel_core.kb.vocab import MESH
+from bioel_core.kb.vocab import MESH, qualify
 from bioel_core.records import ConceptRecord, NameRecord
 from bioel_core.xml_records import Fault, RecordError, parse_record, read_records, split_records
 
 ABBREVIATION_TAGS = {"ABB", "ACR"}
+# a supplementary record's descriptor mappings, and the UI each must have once NLM's preferred-mapping mark is dropped
+MAPPED_DESCRIPTORS = "HeadingMappedToList/HeadingMappedTo/DescriptorReferredTo/DescriptorUI"
+PREFERRED_MAPPING = "*"
+DESCRIPTOR_UI = re.compile(r"D\d{6,9}")
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,7 @@ class RecordKind:
 
 
 KINDS = {
-    "DescriptorRecord": RecordKind("DescriptorUI", "DescriptorName/String", re.compile(r"D\d{6,9}")),
+    "DescriptorRecord": RecordKind("DescriptorUI", "DescriptorName/String", DESCRIPTOR_UI),
     "SupplementalRecord": RecordKind("SupplementalRecordUI", "SupplementalRecordName/String", re.compile(r"C\d{6,9}")),
 }
 # each root element and the one kind of record it holds
@@ -136,6 +148,11 @@ class MeshXmlReader(KBReader):
         scope_note = preferred.findtext("ScopeNote") if preferred is not None else None
         definition = (scope_note or elem.findtext("Note") or "").strip()
         tree_numbers = tuple(t.strip() for t in (e.text or "" for e in elem.iterfind("TreeNumberList/TreeNumber")) if t.strip())
+        mapped = [(e.text or "").strip().removeprefix(PREFERRED_MAPPING) for e in elem.iterfind(MAPPED_DESCRIPTORS)]
+        if (bad := next((m for m in mapped if not DESCRIPTOR_UI.fullmatch(m)), None)) is not None:
+            location, raw = self._location(ordinal, kind, ui), ET.tostring(elem, encoding="unicode")
+            yield ctx.dead(location, raw, f"HeadingMappedTo DescriptorUI {bad!r} is not a descriptor UI {DESCRIPTOR_UI.pattern}")
+            return
         ctx.accept()
         yield ConceptRecord(
             concept_id=ui,
@@ -143,6 +160,7 @@ class MeshXmlReader(KBReader):
             preferred_name=concept_name,
             semantic_types=tree_numbers,
             definition=definition or None,
+            alt_ids=tuple(qualify(MESH, m) for m in dict.fromkeys(mapped)),
             vocabulary=self.vocabulary,
         )
         for term, text in terms:
