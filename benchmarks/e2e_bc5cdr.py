@@ -257,7 +257,8 @@ def main() -> None:
             )
     # NCBI-disease annotates diseases only: the bundle links both types, its Disease links are scored; its NIL
     # thresholds come from BC5CDR dev, so the dev split's row is not tuned on itself
-    pred = read_pubtator(bundle_row_links(work, Path(args.bundle_file), Path(args.bundle_dir) if args.bundle_dir else None, ncbi))
+    _, links = bundle_row_links(work, Path(args.bundle_file), Path(args.bundle_dir) if args.bundle_dir else None, ncbi)
+    pred = read_pubtator(links)
     rows.append(
         {
             "corpus": "NCBI-disease",
