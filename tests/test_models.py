@@ -833,3 +833,17 @@ def test_each_role_takes_its_kinds_of_model_and_names_the_others_in_one_line_wit
     else:
         with pytest.raises(ValueError, match=f"not a model folder .*; the {role} is a bioel model folder$"):
             check_kind(plain, role)
+
+
+def test_a_concepts_own_id_wins_over_another_concepts_alt_id():
+    """A MeSH supplementary record's alt ids are the descriptors it is mapped to; with the descriptors in the KB too,
+    a dataset's descriptor id is the descriptor, whichever concept comes first."""
+    from types import SimpleNamespace
+
+    from bioel_core.training.recipe import concept_alias
+
+    names = SimpleNamespace(concept_ids=[("C076029", "MESH:D001569"), ("D001569",), ("C000001", "MESH:D001569", "X1")])
+    alias = concept_alias(names)
+    assert alias["D001569"] == "D001569" and alias["C076029"] == "C076029"
+    assert alias["MESH:D001569"] == "D001569"  # the descriptor, not a supplementary record mapped to it
+    assert alias["X1"] == "C000001"  # an alt id no concept owns: its concept's id

@@ -23,6 +23,7 @@ import torch
 import bioel_core
 from bioel_core.corpora.biosyn import read_query_folder
 from bioel_core.corpora.pubtator import split_ids
+from bioel_core.kb.vocab import plain_id
 from bioel_core.names import NameSet
 from bioel_core.models import Encoder, EnsembleEncoder, ResCNNEncoder, TransformerEncoder, default_base_checkpoint, load_encoder
 from bioel_core.models.base import CONFIG_FILE, read_config
@@ -135,8 +136,15 @@ def training_mentions(dataset: str | Path, split: str, alias: dict[str, str]) ->
 
 
 def concept_alias(names: NameSet) -> dict[str, str]:
-    """Every id of the KB -> the first id of its concept (a dataset's ids may be any of a concept's)."""
-    return {i: ids[0] for ids in names.concept_ids for i in ids}
+    """Every id of the KB -> the first id of its concept (a dataset's ids may be any of a concept's). A concept's own
+    id wins over another's alt id: a MeSH supplementary record's alt ids are the descriptors it is mapped to, which are
+    concepts of their own when the KB holds the descriptors too."""
+    alias = {ids[0]: ids[0] for ids in names.concept_ids}
+    owner = {plain_id(ids[0]): ids[0] for ids in names.concept_ids}  # `MESH:D001569` is the concept D001569
+    for ids in names.concept_ids:
+        for i in ids[1:]:
+            alias.setdefault(i, owner.get(plain_id(i), ids[0]))
+    return alias
 
 
 def dataset_mentions(
