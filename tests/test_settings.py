@@ -304,3 +304,17 @@ def test_docs_describe_every_bundle_setting():
             assert f"`{info.name}`" in page, f"docs/bundles.md does not describe {cls.__name__}.{info.name}"
     for name in ("detector", "copy_formats", "stop_list", "nil_threshold"):
         assert f"`{name}`" in page
+
+
+@pytest.mark.parametrize(
+    "support, message",
+    [
+        (-1, "types.Disease.short_form_support: must be at least 0, got -1.0"),
+        (2.0, r"types.Disease.short_form_support: 2.0: a share of occurrences and a span probability, so in \[0, 1\]"),
+        ("x", "types.Disease.short_form_support: expected a number, got 'x'"),
+    ],
+)
+def test_a_short_form_support_outside_0_1_is_named_by_its_type(support, message, tmp_path):
+    link = {"types": {"Disease": {"index": str(tmp_path), "short_form_support": support}}}
+    with pytest.raises(SettingsError, match="^" + message + "$"):
+        from_mapping(LinkSettings, link).annotator_spec()
