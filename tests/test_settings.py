@@ -273,6 +273,9 @@ def test_the_shipped_bundle_files_are_valid():
     best = load_bundle_file(REPO / "bundles" / "diseases-chemicals.toml")
     assert best.link.detector == "both" and best.model.endswith("models/bc5cdr-collective-small")
     assert best.types["Chemical"].ingest.reader.reader_kwargs("mesh-tsv")["tree_prefixes"] == ("D",)
+    for f in (REPO / "bundles" / "diseases-chemicals.toml", REPO / "benchmarks" / "diseases-chemicals.bundle.toml"):
+        types = load_bundle_file(f).types  # short forms need context (issue 42 item 3)
+        assert (types["Disease"].link.short_form_support, types["Chemical"].link.short_form_support) == (0.1, 0.2)
 
 
 def test_the_umls_bundle_takes_each_type_from_its_semantic_group():
