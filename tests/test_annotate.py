@@ -3,7 +3,7 @@ import pytest
 from bioel_core.corpora.records import Document, Mention, Passage
 from bioel_core.linking import NameSet, build_linker
 from bioel_core.linking.annotate import DocumentAnnotator, DocumentError, EntityTarget, ShortFormSupport, content_sha256
-from bioel_core.text.detect import DictionaryDetector
+from bioel_core.text.detect import DictionaryDetector, StopList
 
 DISEASES = NameSet.from_pairs(
     [("breast cancer", ("D001943",)), ("ataxia telangiectasia", ("D001260",)), ("cancer", ("D009369",))]
@@ -144,7 +144,7 @@ GENES_AND_DISEASES = NameSet.from_pairs(
 
 def short_form_annotator(priors: dict, support: float = 0.2) -> DocumentAnnotator:
     disease = target("Disease", GENES_AND_DISEASES)
-    disease.short_forms = ShortFormSupport(support, priors)
+    disease.short_forms = ShortFormSupport(support, StopList({}, short_forms=priors))
     return DocumentAnnotator([disease], model_version="m1")
 
 
@@ -186,7 +186,7 @@ def test_a_high_prior_links_and_an_unseen_short_form_without_a_span_score_is_kep
 
 
 def test_the_span_score_supports_what_the_prior_does_not():
-    support = ShortFormSupport(0.2, {"APC": (20, 1)})
+    support = ShortFormSupport(0.2, StopList({}, short_forms={"APC": (20, 1)}))
     assert not support.supported("APC", None) and not support.supported("APC", 0.1)
     assert support.supported("APC", 0.5) and support.supported("XYZ", None) and not support.supported("XYZ", 0.05)
 

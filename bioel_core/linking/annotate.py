@@ -31,7 +31,7 @@ from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS
 from bioel_core.linking.base import Linker
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
 from bioel_core.text.abbreviations import ABBREVIATION_RULES
-from bioel_core.text.detect import MentionDetector, defined_short_forms, is_short_form
+from bioel_core.text.detect import MentionDetector, StopList, defined_short_forms, is_short_form
 from bioel_core.settings.fields import SettingsError
 
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
@@ -59,11 +59,11 @@ class ShortFormSupport:
     """When an undefined short form of one entity type is linked: its prior or its span score reaches `min_support`."""
 
     min_support: float
-    priors: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # StopList.short_forms
+    priors: StopList | None = None  # the type's stop list: its short forms' training counts
 
     def supported(self, short_form: str, span_score: float | None) -> bool:
-        occurrences, gold = self.priors.get(short_form, (0, 0))
-        evidence = [x for x in (gold / occurrences if occurrences else None, span_score) if x is not None]
+        prior = self.priors.prior(short_form) if self.priors is not None else None
+        evidence = [x for x in (prior, span_score) if x is not None]
         return not evidence or max(evidence) >= self.min_support
 
 
@@ -402,8 +402,6 @@ class AnnotatorSpec:
                     f"types.{entity_type}.short_form_support",
                     f"{support}: a share of occurrences and a span probability, so in [0, 1]",
                 )
-        from bioel_core.text.detect import StopList
-
         for entity_type, path in self.stop_lists:  # refused here, before any work, not in every worker
             try:
                 StopList.load(path)
@@ -478,7 +476,6 @@ class AnnotatorSpec:
         """Each stop list against its type's KB names, before the workers open them."""
         from bioel_core.names import table_normalizer
         from bioel_core.tables import read_manifest
-        from bioel_core.text.detect import StopList
 
         for entity_type, path in self.stop_lists:
             names_dir = sources[entity_type]["names"]
@@ -589,7 +586,7 @@ class AnnotatorSpec:
         from bioel_core.linking.generative import GenerativeLinker, open_generative
         from bioel_core.linking.rerank import RerankLinker, open_reranker
         from bioel_core.names import NameSet
-        from bioel_core.text.detect import DictionaryDetector, StopList
+        from bioel_core.text.detect import DictionaryDetector
 
         # whole-tree generative linking needs no name encoder (versions() has checked the indexes' models)
         encoders = {} if self.generative is not None else self.open_models() if models is None else models
@@ -637,9 +634,7 @@ class AnnotatorSpec:
                     detector,
                     thresholds.get(entity_type),
                     concept_lookup(source["names"]),
-                    None
-                    if entity_type not in short_form_support
-                    else ShortFormSupport(short_form_support[entity_type], stop.short_forms if stop else {}),
+                    None if entity_type not in short_form_support else ShortFormSupport(short_form_support[entity_type], stop),
                 )
             )
         return DocumentAnnotator(
