@@ -30,6 +30,7 @@ class Annotator:
         *,
         stop_lists: Mapping[str, str | Path] | None = None,
         nil_thresholds: Mapping[str, float] | None = None,
+        short_form_support: Mapping[str, float] | None = None,
         mentions: str = "detect",
         detector: str | None = None,
         reranker: str | Path | None = None,
@@ -40,7 +41,8 @@ class Annotator:
         model folder the indexes were built with (default: the shipped disease model), or entity type -> the
         model folder its index was built with (type '' for the others); `stop_lists`: entity type
         -> detector stop-list JSON (`bioel_core.models.shipped_path("stoplists/disease-medic.json")`);
-        `nil_thresholds`: entity type -> score below which a mention is NIL; `mentions`: "detect" them in the
+        `nil_thresholds`: entity type -> score below which a mention is NIL; `short_form_support`: entity type -> the
+        prior or span score an undefined short form needs to be linked (docs/linking.md); `mentions`: "detect" them in the
         text, or "given" (the documents' own mentions); `generative`: a generative model folder that links each
         mention by writing one of its type's names; `reranker`: a cross-encoder or generative folder that reorders each
         mention's best concepts; `detector`: LinkSettings.detector (default: `both` with a collective model, else
@@ -68,6 +70,7 @@ class Annotator:
             "model": tuple((t, m) for t, m in models.items() if t),
             "stop_list": pairs("stop_lists", stop_lists),
             "nil_threshold": pairs("nil_thresholds", nil_thresholds, float),
+            "short_form_support": pairs("short_form_support", short_form_support, float),
         }
         types: dict[str, dict] = {}
         for setting, values in given.items():

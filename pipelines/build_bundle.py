@@ -362,6 +362,13 @@ class Build:
         if "" in self.model_sources():
             inputs["model"] = self._model_digest(self._model_of("")[0])
         settings = {**to_mapping(cal), "gold": None, "detector": self.settings.link.detector, "bioel": bioel_version()}
+        support = {
+            t: ts.link.short_form_support for t, ts in self.settings.types.items() if ts.link.short_form_support is not None
+        }
+        if support:  # the mentions calibrated on depend on them; absent when off, so older bundles keep their key
+            from bioel_core.linking.annotate import SHORT_FORM_RULES
+
+            settings["short_forms"] = [SHORT_FORM_RULES, support]
         return self._stage(CALIBRATE, settings, inputs, run, self._run_calibration)
 
     def _run_calibration(self) -> dict:
@@ -410,6 +417,7 @@ class Build:
                 model=model if model != linker_model else None,
                 stop_list=where(copies[ts.link.stop_list]) if ts.link.stop_list else None,
                 nil_threshold=nil.get(t, (None,))[0],
+                short_form_support=ts.link.short_form_support,
             )
         link = self.settings.link
         return LinkSettings(model=linker_model, detector=link.detector, copy_formats=list(link.copy_formats), types=types)

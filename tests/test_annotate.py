@@ -2,8 +2,8 @@ import pytest
 
 from bioel_core.corpora.records import Document, Mention, Passage
 from bioel_core.linking import NameSet, build_linker
-from bioel_core.linking.annotate import DocumentAnnotator, DocumentError, EntityTarget, content_sha256
-from bioel_core.text.detect import DictionaryDetector
+from bioel_core.linking.annotate import DocumentAnnotator, DocumentError, EntityTarget, ShortFormSupport, content_sha256
+from bioel_core.text.detect import DictionaryDetector, StopList
 
 DISEASES = NameSet.from_pairs(
     [("breast cancer", ("D001943",)), ("ataxia telangiectasia", ("D001260",)), ("cancer", ("D009369",))]
@@ -133,3 +133,78 @@ def test_the_abbreviation_rules_version_is_part_of_the_incremental_key(monkeypat
     monkeypatch.setattr(annotate, "ABBREVIATION_RULES", "older rules")
     assert with_abbreviations.settings_sha256() != first
     assert without.settings_sha256() == off
+
+
+# ---- short forms: linked only where the context supports the type (issue 42 item 3) ----
+
+GENES_AND_DISEASES = NameSet.from_pairs(
+    [("APC", ("D011125",)), ("FAP", ("D011125",)), ("adenomatous polyposis coli", ("D011125",)), ("gout", ("D006073",))]
+)
+
+
+def short_form_annotator(priors: dict, support: float = 0.2) -> DocumentAnnotator:
+    disease = target("Disease", GENES_AND_DISEASES)
+    disease.short_forms = ShortFormSupport(support, StopList({}, short_forms=priors))
+    return DocumentAnnotator([disease], model_version="m1")
+
+
+def linked(annotator: DocumentAnnotator, d: Document) -> list[tuple[str, str]]:
+    [rows] = annotator.annotate([d])
+    return [(r["mention"], r["link_text"]) for r in rows if not r["nil"]]
+
+
+def test_an_undefined_short_form_with_a_low_prior_is_not_linked():
+    # APC is mostly the gene in training (1 of 20 occurrences a disease); FAP mostly the disease
+    annotator = short_form_annotator({"APC": (20, 1), "FAP": (10, 9)})
+    d = doc("APC mutations in FAP.", "Germline APC variants and gout.")
+    assert linked(annotator, d) == [("FAP", "FAP"), ("gout", "gout")]
+    # without the rule every one is linked
+    assert [m for m, _ in linked(DocumentAnnotator([target("Disease", GENES_AND_DISEASES)], "m1"), d)] == [
+        "APC",
+        "FAP",
+        "APC",
+        "gout",
+    ]
+
+
+def test_a_short_form_the_document_defines_is_linked_whatever_its_prior():
+    annotator = short_form_annotator({"APC": (20, 1)})
+    d = doc("Adenomatous polyposis coli (APC) in families.", "APC is inherited.")
+    assert linked(annotator, d) == [
+        ("Adenomatous polyposis coli", "Adenomatous polyposis coli"),
+        ("APC", "Adenomatous polyposis coli"),
+        ("APC", "Adenomatous polyposis coli"),
+    ]
+
+
+def test_a_high_prior_links_and_an_unseen_short_form_without_a_span_score_is_kept():
+    assert linked(short_form_annotator({"APC": (20, 15)}), doc("APC in two sisters.")) == [("APC", "APC")]
+    assert linked(short_form_annotator({}), doc("APC in two sisters.")) == [("APC", "APC")]
+    # a prior exactly at the support is enough; a short word is judged as a symbol is
+    assert linked(short_form_annotator({"APC": (10, 2)}), doc("APC.")) == [("APC", "APC")]
+    assert linked(short_form_annotator({"gout": (10, 0)}), doc("gout")) == []
+
+
+def test_the_span_score_supports_what_the_prior_does_not():
+    support = ShortFormSupport(0.2, StopList({}, short_forms={"APC": (20, 1)}))
+    assert not support.supported("APC", None) and not support.supported("APC", 0.1)
+    assert support.supported("APC", 0.5) and support.supported("XYZ", None) and not support.supported("XYZ", 0.05)
+
+
+def test_the_short_form_rule_is_part_of_the_incremental_key_and_its_support_is_checked(monkeypatch, tmp_path):
+    from bioel_core.linking import annotate
+    from bioel_core.linking.annotate import AnnotatorSpec
+    from bioel_core.settings import SettingsError
+
+    (tmp_path / "manifest.json").write_text('{"pipeline": "build-index", "complete": true}')
+    indexes = (("Disease", str(tmp_path)),)
+    off, on = AnnotatorSpec(model=None, indexes=indexes), AnnotatorSpec(None, indexes, short_form_support=(("Disease", 0.2),))
+    keys = off.settings_sha256(), on.settings_sha256()
+    assert keys[0] != keys[1]
+    assert AnnotatorSpec(None, indexes, short_form_support=(("Disease", 0.3),)).settings_sha256() != keys[1]
+    monkeypatch.setattr(annotate, "SHORT_FORM_RULES", "an older rule")
+    assert on.settings_sha256() != keys[1] and off.settings_sha256() == keys[0]
+    with pytest.raises(SettingsError, match=r"types\.Disease\.short_form_support: 1\.5: .*\[0, 1\]"):
+        AnnotatorSpec(None, indexes, short_form_support=(("Disease", 1.5),))
+    with pytest.raises(SettingsError, match=r"types\.Chemical\.index: required: its short_form_support is given"):
+        AnnotatorSpec(None, indexes, short_form_support=(("Chemical", 0.2),))

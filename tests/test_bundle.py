@@ -207,6 +207,22 @@ def test_a_changed_stage_runs_with_its_downstream_only(built, tmp_path, capsys):
     assert lines["Disease.index"].startswith("running") and lines["Disease.embed"] == "up to date"
 
 
+def test_a_short_form_support_recalibrates_and_reaches_the_linker(built, capsys):
+    """The calibration links with the short-form rule, so setting it runs the calibration again (and only that)."""
+    from bioel_core.bundle import BuiltBundle
+
+    try:
+        assert cli.main(build_args(built, "types.Disease.link.short_form_support=0.3")) == 0
+        lines = stage_lines(capsys.readouterr().err)
+        assert [lines[s] for s in STAGES[:3]] == ["up to date"] * 3
+        assert lines["calibrate"] == "running (settings changed (short_forms))"
+        assert BuiltBundle.read(built).link_settings().types["Disease"].short_form_support == 0.3
+    finally:  # back to the module's bundle
+        assert cli.main(build_args(built)) == 0
+    assert stage_lines(capsys.readouterr().err)["calibrate"] == "running (settings changed (short_forms))"
+    assert BuiltBundle.read(built).link_settings().types["Disease"].short_form_support is None
+
+
 def test_staleness_names_why_a_stage_runs(built, tmp_path):
     record = layout.read_record(built, "Disease.index")
     assert layout.staleness(built, "Disease.index", record.settings, record.inputs, "build-index") is None

@@ -719,3 +719,50 @@ def test_gpu_workers_compares_annotations_row_by_row():
     )
     assert c["max_score_difference"] == pytest.approx(3e-7)
     assert c["examples_other_concept"][0]["second"]["concept_id"] == "D9" and c["examples_only_first"][0]["start"] == 30
+
+
+def test_span_score_is_the_score_decode_spans_compares_with_its_threshold(bases):
+    model = tiny(bases)
+    with torch.no_grad():
+        encoded = model.encode_document(TEXT)
+        logits = model.span_logits(encoded)
+        spans = model.decode_spans(encoded, logits, {"Chemical": 0.0, "Disease": 0.0})
+        assert spans
+        for s in spans:
+            assert model.span_score(encoded, logits, s.start, s.end, s.entity_type) == pytest.approx(s.score, abs=1e-6)
+        first = encoded.pieces[0]
+        assert model.span_score(encoded, logits, first.start + 1, first.end, "Disease") is None  # splits a piece
+        assert model.span_score(encoded, logits, first.start, first.end, "Gene") is None  # no such type
+
+
+def test_both_detectors_link_an_undefined_short_form_only_where_its_prior_or_span_score_supports_it(collective_chain, tmp_path):
+    from bioel_core.text.detect import StopList, defined_short_forms, is_short_form
+
+    model, index, _, docs = collective_chain
+    shipped = StopList.load(SAMPLE_DATA.parent / "models" / "stoplists" / "disease-medic.json")
+
+    def run(support, priors=None):
+        stop = tmp_path / "stop.json"
+        StopList(shipped.counts, normalizer=shipped.normalizer, short_forms=priors or {}).save(stop)
+        spec = AnnotatorSpec(
+            model=model,
+            indexes=(("Disease", index),),
+            stop_lists=(("Disease", str(stop)),),
+            short_form_support=() if support is None else (("Disease", support),),
+        )
+        return spec.open().annotate(docs)
+
+    def undefined_short(runs):
+        return [
+            r["mention"]
+            for d, rows in zip(docs, runs)
+            for r in rows
+            if is_short_form(r["mention"]) and r["mention"] == r["link_text"] and r["mention"] not in defined_short_forms(d)
+        ]
+
+    off = run(None)
+    assert undefined_short(off) and run(0.0) == off  # the untrained model finds short spans; support 0 keeps all
+    # no span score reaches 1: only a short form whose every training occurrence was gold is linked
+    assert undefined_short(run(1.0)) == []
+    kept = undefined_short(off)[0]
+    assert set(undefined_short(run(1.0, {kept: (3, 3)}))) == {kept}

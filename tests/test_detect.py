@@ -170,6 +170,44 @@ def test_learn_stop_list_exact_counts(tmp_path):
     assert found(stopped, _gold_corpus()[0]) == ["Delirium", "delirium"]
 
 
+# a PubTator file (title and abstract lines, then tab-separated start, end, text, type, id), as the BioCreative V CDR
+# corpus writes it
+SHORT_FORMS_PUBTATOR = """100|t|APC mutations in familial adenomatous polyposis.
+100|a|FAP patients carry APC variants, not APCs.
+100\t17\t47\tfamilial adenomatous polyposis\tDisease\tD011125
+100\t49\t52\tFAP\tDisease\tD011125
+
+200|t|Adenomatous polyposis coli (APC) in two sisters.
+200|a|APC was confirmed; gout too.
+200\t0\t26\tAdenomatous polyposis coli\tDisease\tD011125
+200\t28\t31\tAPC\tDisease\tD011125
+200\t49\t52\tAPC\tDisease\tD011125
+200\t68\t72\tgout\tDisease\tD006073
+"""
+
+
+def test_learn_stop_list_counts_each_short_forms_occurrences_and_gold_ones(tmp_path):
+    (tmp_path / "tiny.pubtator").write_text(SHORT_FORMS_PUBTATOR)
+    corpus = read_pubtator(tmp_path / "tiny.pubtator")
+    det = detector("APC", "FAP", "gout", "familial adenomatous polyposis", "adenomatous polyposis coli")
+    stop = learn_stop_list(corpus, det, min_count=3, max_precision=0.2, entity_types={"Disease"})
+    # APC: 4 whole-word occurrences ("APCs" is none), the 2 of the document that defines it gold; names longer than
+    # SHORT_FORM_CHARS are no short forms
+    assert stop.short_forms == {"APC": (4, 2), "FAP": (1, 1), "gout": (1, 1)}
+    assert stop.prior("APC") == 0.5 and stop.prior("FAP") == 1.0 and stop.prior("VEGF") is None
+    # a short form no detector name spells is counted when the gold holds it; of other types, not
+    chemical = learn_stop_list(corpus, detector("gout"), entity_types={"Chemical"})
+    assert chemical.short_forms == {"gout": (1, 0)}
+    stop.save(tmp_path / "stop.json")
+    saved = json.loads((tmp_path / "stop.json").read_text())
+    assert saved["short_forms"]["APC"] == {"occurrences": 4, "gold": 2} and "whole-word" in saved["short_form_rule"]
+    assert StopList.load(tmp_path / "stop.json") == stop
+    # a list saved before short forms were counted loads with none
+    del saved["short_forms"]
+    (tmp_path / "old.json").write_text(json.dumps(saved))
+    assert StopList.load(tmp_path / "old.json").short_forms == {}
+
+
 def test_stop_list_under_another_normalizer_is_refused(tmp_path):
     stop = learn_stop_list(_gold_corpus(), detector("disease"), 1, 0.9)
     other = Normalizer(NormalizerConfig(lowercase=False))

@@ -273,6 +273,9 @@ def test_the_shipped_bundle_files_are_valid():
     best = load_bundle_file(REPO / "bundles" / "diseases-chemicals.toml")
     assert best.link.detector == "both" and best.model.endswith("models/bc5cdr-collective-small")
     assert best.types["Chemical"].ingest.reader.reader_kwargs("mesh-tsv")["tree_prefixes"] == ("D",)
+    for f in (REPO / "bundles" / "diseases-chemicals.toml", REPO / "benchmarks" / "diseases-chemicals.bundle.toml"):
+        types = load_bundle_file(f).types  # short forms need context (issue 42 item 3)
+        assert (types["Disease"].link.short_form_support, types["Chemical"].link.short_form_support) == (0.1, 0.2)
 
 
 def test_the_umls_bundle_takes_each_type_from_its_semantic_group():
@@ -304,3 +307,17 @@ def test_docs_describe_every_bundle_setting():
             assert f"`{info.name}`" in page, f"docs/bundles.md does not describe {cls.__name__}.{info.name}"
     for name in ("detector", "copy_formats", "stop_list", "nil_threshold"):
         assert f"`{name}`" in page
+
+
+@pytest.mark.parametrize(
+    "support, message",
+    [
+        (-1, "types.Disease.short_form_support: must be at least 0, got -1.0"),
+        (2.0, r"types.Disease.short_form_support: 2.0: a share of occurrences and a span probability, so in \[0, 1\]"),
+        ("x", "types.Disease.short_form_support: expected a number, got 'x'"),
+    ],
+)
+def test_a_short_form_support_outside_0_1_is_named_by_its_type(support, message, tmp_path):
+    link = {"types": {"Disease": {"index": str(tmp_path), "short_form_support": support}}}
+    with pytest.raises(SettingsError, match="^" + message + "$"):
+        from_mapping(LinkSettings, link).annotator_spec()

@@ -6,6 +6,15 @@ Given mentions of an entity type without a KB are kept, NIL (`no_index`): a run'
 was given. A document that cannot be annotated (empty, larger than the limit, a given mention whose offsets run past
 the text or whose text differs from the slice it names) raises `DocumentError` from `check`, so the caller
 can dead-letter it and go on.
+
+Short forms a document does not define are linked only where their context supports the type (issue 42 item 3): a
+detected mention of one word of at most 5 characters ("APC", "VEGF", "CBD"; `is_short_form`), not defined in the
+document ("adenomatous polyposis coli (APC)") and not linked by a long form, is dropped before overlaps are resolved
+when its type sets `short_form_support` and neither its prior (the share of its occurrences in the training corpora
+that were gold mentions of the type, from the type's stop list) nor the document model's span score for its
+span and type reaches that support; with neither known (a short form never seen in training, linked without a
+document model) it is kept. The model's own spans passed its span threshold, so at support up to that threshold they
+stand.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS
 from bioel_core.linking.base import Linker
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
 from bioel_core.text.abbreviations import ABBREVIATION_RULES
-from bioel_core.text.detect import MentionDetector
+from bioel_core.text.detect import MentionDetector, StopList, defined_short_forms, is_short_form
 from bioel_core.settings.fields import SettingsError
 
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
@@ -31,6 +40,9 @@ MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; g
 UNTYPED = "Entity"
 # the kb_version of a given mention's annotation whose entity type has no KB here: NIL, linked with no KB
 NO_KB_VERSION = ""
+# The version of the short-form rule (ShortFormSupport, DocumentAnnotator._context_supported): part of a linking run's
+# settings when a type sets its support, so an incremental run links again what an older rule annotated.
+SHORT_FORM_RULES = "prior-or-span-score/1"
 
 
 def no_index_reason(entity_type: str) -> str:
@@ -40,6 +52,19 @@ def no_index_reason(entity_type: str) -> str:
 
 class DocumentError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class ShortFormSupport:
+    """When an undefined short form of one entity type is linked: its prior or its span score reaches `min_support`."""
+
+    min_support: float
+    priors: StopList | None = None  # the type's stop list: its short forms' training counts
+
+    def supported(self, short_form: str, span_score: float | None) -> bool:
+        prior = self.priors.prior(short_form) if self.priors is not None else None
+        evidence = [x for x in (prior, span_score) if x is not None]
+        return not evidence or max(evidence) >= self.min_support
 
 
 @dataclass
@@ -53,6 +78,7 @@ class EntityTarget:
     nil_threshold: float | None = None
     #: concept id -> (vocabulary, alt ids), from the KB's concepts table; what annotation rows carry beside the id
     concepts: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    short_forms: ShortFormSupport | None = None  # None: short forms are linked as any mention
 
 
 def concept_lookup(kb_dir: str) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -155,8 +181,28 @@ class DocumentAnnotator:
         """Detected mentions, or the given ones: every one, those of an entity type without a KB here annotated NIL
         (`no_index`), never dropped."""
         if self.detect:
-            return _without_overlaps([m for t in self.targets.values() for m in t.detector.detect(document)])
+            detected = [m for t in self.targets.values() for m in t.detector.detect(document)]
+            return _without_overlaps(self._context_supported(document, detected))
         return list(document.mentions)
+
+    def _context_supported(self, document: Document, mentions: list[Mention], span_score=lambda m: None) -> list[Mention]:
+        """`mentions` less the undefined short forms whose type's ShortFormSupport their prior and `span_score`
+        (mention -> the document model's score of its span and type, or None) do not reach (module docstring)."""
+        gated = [
+            m
+            for m in mentions
+            if (target := self.target_of(m)) is not None
+            and target.short_forms is not None
+            and is_short_form(m.text)
+            and not m.link_text
+        ]
+        if not gated:
+            return mentions
+        defined = defined_short_forms(document)
+        dropped = {
+            id(m) for m in gated if m.text not in defined and not self.target_of(m).short_forms.supported(m.text, span_score(m))
+        }
+        return [m for m in mentions if id(m) not in dropped]
 
     def annotate(self, documents: Sequence[Document]) -> list[list[dict]]:
         """Annotation rows (the annotations table's columns) per document, in order; call `check` first."""
@@ -193,15 +239,24 @@ class DocumentAnnotator:
                 text = document.text
                 encoded = model.encode_document(text)
                 if self.detect:
+                    logits = model.span_logits(encoded)
                     spans = [
                         s
-                        for s in model.decode_spans(encoded, model.span_logits(encoded), model.decoding["thresholds"])
+                        for s in model.decode_spans(encoded, logits, model.decoding["thresholds"])
                         if s.entity_type in self.targets
                     ]
                     detected = [Mention(text[s.start : s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
                     piece_span = {id(m): s.piece_span for m, s in zip(detected, spans)}
+                    scores = {id(m): s.score for m, s in zip(detected, spans)}
                     dictionary = [m for t in self.targets.values() if t.detector for m in t.detector.detect(document)]
-                    mentions = _without_overlaps(dictionary + detected)
+
+                    def span_score(m: Mention, encoded=encoded, logits=logits, scores=scores) -> float | None:
+                        # where the two detectors meet: the model's score of a dictionary span too
+                        if id(m) in scores:
+                            return scores[id(m)]
+                        return model.span_score(encoded, logits, m.start, m.end, m.entity_type)
+
+                    mentions = _without_overlaps(self._context_supported(document, dictionary + detected, span_score))
                     pieces = [piece_span.get(id(m)) for m in mentions]  # None: the dictionary's spans, linked by text
                 else:
                     mentions = self.mentions(document)
@@ -300,6 +355,8 @@ class AnnotatorSpec:
     # per entity type): each is still checked to be the version the index was built from
     embeddings: tuple[tuple[str, str], ...] = ()
     names: tuple[tuple[str, str], ...] = ()
+    # per entity type: the support an undefined short form needs (ShortFormSupport); types without one link them all
+    short_form_support: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self):
         # workers open these folders: one started elsewhere (a Flink or Spark task manager on this machine) would read
@@ -339,8 +396,12 @@ class AnnotatorSpec:
                         f"of the written name's mean token log-probability; a log-probability "
                         f"threshold t is exp(t) here)",
                     )
-        from bioel_core.text.detect import StopList
-
+        for entity_type, support in self.short_form_support:
+            if not 0.0 <= support <= 1.0:
+                raise SettingsError(
+                    f"types.{entity_type}.short_form_support",
+                    f"{support}: a share of occurrences and a span probability, so in [0, 1]",
+                )
         for entity_type, path in self.stop_lists:  # refused here, before any work, not in every worker
             try:
                 StopList.load(path)
@@ -350,6 +411,7 @@ class AnnotatorSpec:
         for setting, pairs in (
             ("stop_list", self.stop_lists),
             ("nil_threshold", self.nil_thresholds),
+            ("short_form_support", self.short_form_support),
             ("model", self.type_models),
         ):
             unknown = sorted({t for t, _ in pairs} - known)
@@ -414,7 +476,6 @@ class AnnotatorSpec:
         """Each stop list against its type's KB names, before the workers open them."""
         from bioel_core.names import table_normalizer
         from bioel_core.tables import read_manifest
-        from bioel_core.text.detect import StopList
 
         for entity_type, path in self.stop_lists:
             names_dir = sources[entity_type]["names"]
@@ -490,6 +551,8 @@ class AnnotatorSpec:
             "nil_thresholds": sorted((t, float(v)) for t, v in self.nil_thresholds),
             "indexes": sorted((t, manifest_sha256(d)) for t, d in self.indexes),
         }
+        if self.short_form_support:  # absent when off, so runs without the rule keep their keys
+            payload["short_forms"] = [SHORT_FORM_RULES, sorted((t, float(v)) for t, v in self.short_form_support)]
         # a reranker's or generative model's weights and config decide the concepts as much as the model's do
         if self.reranker:
             payload["reranker"] = {"depth": self.rerank_depth, "files": _model_files(self.reranker)}
@@ -523,7 +586,7 @@ class AnnotatorSpec:
         from bioel_core.linking.generative import GenerativeLinker, open_generative
         from bioel_core.linking.rerank import RerankLinker, open_reranker
         from bioel_core.names import NameSet
-        from bioel_core.text.detect import DictionaryDetector, StopList
+        from bioel_core.text.detect import DictionaryDetector
 
         # whole-tree generative linking needs no name encoder (versions() has checked the indexes' models)
         encoders = {} if self.generative is not None else self.open_models() if models is None else models
@@ -533,12 +596,13 @@ class AnnotatorSpec:
         # the document model finds the mentions (detector `model`) or encodes the given ones in one pass
         one_pass = encoder is not None and _is_document_model(encoder) and (self.detector != "dictionary" or not self.detect)
         stop_lists, thresholds = dict(self.stop_lists), dict(self.nil_thresholds)
+        short_form_support = dict(self.short_form_support)
         targets, fingerprints = [], {}
         for entity_type, source in self._sources().items():
             names = NameSet.from_names_table(source["names"])
             detector = None
+            stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
             if self.detect and self.detector != "model":
-                stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
                 detector = DictionaryDetector.from_names_table(
                     source["names"],
                     names=names,
@@ -570,6 +634,7 @@ class AnnotatorSpec:
                     detector,
                     thresholds.get(entity_type),
                     concept_lookup(source["names"]),
+                    None if entity_type not in short_form_support else ShortFormSupport(short_form_support[entity_type], stop),
                 )
             )
         return DocumentAnnotator(

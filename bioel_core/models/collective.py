@@ -282,6 +282,22 @@ class CollectiveEncoder(torch.nn.Module):
                 found.append((float(probs[k, t]), int(spans[k, 0]), int(spans[k, 1]), entity_type))
         return self._non_overlapping(encoded, found)
 
+    def span_score(self, encoded: Encoded, logits: torch.Tensor, start: int, end: int, entity_type: str) -> float | None:
+        """The span detector's probability that the characters [start, end) are a mention of `entity_type` (what
+        `decode_spans` compares with its threshold); None when no scored span has those bounds (they split a word
+        piece, or the span is longer than `max_span` pieces) or the model has no such type."""
+        if entity_type not in self.entity_types:
+            return None
+        first = [k for k, p in enumerate(encoded.pieces) if p.start == start]
+        last = [k for k, p in enumerate(encoded.pieces) if p.end == end]
+        if not first or not last:
+            return None
+        spans = encoded.spans
+        row = torch.nonzero((spans[:, 0] == first[0]) & (spans[:, 1] == last[-1]))
+        if not len(row):
+            return None
+        return float(torch.sigmoid(logits[row[0, 0], self.entity_types.index(entity_type)]))
+
     def decode_bio(self, encoded: Encoded, logits: torch.Tensor) -> list[DetectedSpan]:
         """Spans of B(-I)* runs of one type (the BIO decoder); a run also ends where a word would be split."""
         tags = logits.argmax(-1).cpu().numpy()

@@ -198,6 +198,12 @@ class LinkTarget(Settings):
     model: str | None = setting(None, path=True, help="the model folder its index was built with (default: the link's model)")
     stop_list: str | None = setting(None, path=True, help="the dictionary detector's stop list (models/stoplists/*.json)")
     nil_threshold: float | None = setting(None, help="mentions scored below are NIL (default: calibrated, else none)")
+    short_form_support: float | None = setting(
+        None,
+        minimum=0.0,
+        help="an undefined short form (one word, <= 5 characters) is linked only when its training prior (the stop "
+        "list's) or its span score reaches this, in [0, 1] (default: every one is linked)",
+    )
 
 
 @dataclass
@@ -221,7 +227,7 @@ class LinkSettings(Settings):
         help="interchange copies of the linked documents (an incremental run keeps every copy the state has)",
     )
     types: dict[str, LinkTarget] = setting(
-        {}, names=LINKED_TYPE, help="per entity type: its index, model, stop list, NIL threshold"
+        {}, names=LINKED_TYPE, help="per entity type: its index, model, stop list, NIL threshold, short-form support"
     )
 
     def annotator_spec(self, **kwargs):
@@ -243,6 +249,7 @@ class LinkSettings(Settings):
             indexes=given("index"),
             stop_lists=given("stop_list"),
             nil_thresholds=given("nil_threshold"),
+            short_form_support=given("short_form_support"),
             detector=self.detector,
             **kwargs,
         )

@@ -25,6 +25,12 @@ How `DictionaryDetector` matches:
   acid (AMCA)" are not: the definition is unclear, SF is neither expanded nor dropped). When no
   mention ends the long form, the document has said SF means something else: dictionary matches that are
   exactly SF are dropped.
+
+Short forms (`is_short_form`: one word of at most SHORT_FORM_CHARS characters, "APC", "VEGF", "death") are ambiguous
+out of context; `learn_stop_list` also records, per short form seen in the training corpora, how often its
+occurrences are gold mentions (`StopList.short_forms`, `StopList.prior`): the per-name prior the linker weighs with
+the document model's span score (bioel_core.linking.annotate). Occurrences in documents that define the short form
+count too: "VHL" and "WAS" are defined in most NCBI-disease abstracts that write them, and are diseases there.
 """
 
 from __future__ import annotations
@@ -46,7 +52,13 @@ from bioel_core.text.abbreviations import find_abbreviations
 _PREFIX, _NAME, _STOPPED, _UPPER = 1, 2, 4, 8
 _BREAK = re.compile(r"[.!?;](?=\s|$)|[()\[\]{}]")
 STOP_LIST_KIND = "bioel-stop-list"
+SHORT_FORM_RULE = (
+    "short forms (one word of at most 5 characters) the detector matched or the gold holds, counted at each "
+    "whole-word occurrence: occurrences, and those a gold mention"
+)
 ACRONYM_CHARS = 5
+# a mention this short, in one word, is a symbol or a bare head word: its context must support its type
+SHORT_FORM_CHARS = 5
 APOSTROPHES = "'\u2019"  # a possessive "s" follows either: "Parkinson's", "Parkinson’s"
 # Closed-class words: a long form holding one is a phrase ("duration of catatonia", "and tranexamic acid"),
 # not a name modifying its head mention; written in capitals ("Cyclosporin A") a word is no function word.
@@ -58,6 +70,21 @@ FUNCTION_WORDS = frozenset(
 
 def _has_lower(text: str, start: int, end: int) -> bool:
     return any(c.islower() for c in text[start:end])
+
+
+def is_short_form(text: str) -> bool:
+    """Whether a mention's text is one word of at most SHORT_FORM_CHARS characters ("APC", "5-HT", "death")."""
+    return len(text) <= SHORT_FORM_CHARS and not any(c.isspace() for c in text)
+
+
+def defined_short_forms(document: Document) -> set[str]:
+    """The short forms the document defines ("long form (SF)", bioel_core.text.abbreviations)."""
+    return {a.short for p in document.passages for a in find_abbreviations(p.text)}
+
+
+def _whole_words(forms: Iterable[str]) -> re.Pattern:
+    """Whole-word occurrences of any of `forms`, longest first: "PD" is not found in "PDs", "PD-1" or "sPD"."""
+    return re.compile(r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(forms, key=len, reverse=True)) + r")(?![\w-])")
 
 
 class MentionDetector(ABC):
@@ -141,10 +168,18 @@ class StopList:
     entity_types: list[str] = field(default_factory=list)
     dictionary: str = ""
     normalizer: dict = field(default_factory=dict)  # Normalizer.to_dict() of the names
+    # short form as written -> (whole-word occurrences in the training corpora, those a gold mention)
+    short_forms: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def names(self) -> frozenset[str]:
         return frozenset(self.counts)
+
+    def prior(self, short_form: str) -> float | None:
+        """The share of the short form's occurrences in the training corpora that were gold mentions; None when it
+        was never seen there."""
+        occurrences, gold = self.short_forms.get(short_form, (0, 0))
+        return gold / occurrences if occurrences else None
 
     def check_normalizer(self, normalizer: Normalizer) -> None:
         """Refuses names normalized otherwise than the list's: its names would not be theirs."""
@@ -166,6 +201,8 @@ class StopList:
             "dictionary": self.dictionary,
             "normalizer": self.normalizer,
             "names": {n: {"matched": m, "gold": g} for n, (m, g) in sorted(self.counts.items())},
+            "short_form_rule": SHORT_FORM_RULE,
+            "short_forms": {f: {"occurrences": o, "gold": g} for f, (o, g) in sorted(self.short_forms.items())},
         }
         Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -186,6 +223,8 @@ class StopList:
             data["entity_types"],
             data["dictionary"],
             data["normalizer"],
+            # a list learned before short forms were counted has none: every short form is unseen
+            {f: (c["occurrences"], c["gold"]) for f, c in data.get("short_forms", {}).items()},
         )
 
 
@@ -365,9 +404,7 @@ class DictionaryDetector(MentionDetector):
                         defined[a.short] = a.long if plausible else None
         if not defined:
             return
-        pattern = re.compile(
-            r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(defined, key=len, reverse=True)) + r")(?![\w-])"
-        )
+        pattern = _whole_words(defined)
         taken = sorted(found)
         for p in document.passages:
             for m in pattern.finditer(p.text):
@@ -389,18 +426,26 @@ def learn_stop_list(
     learned_from: Sequence[str] = (),
 ) -> StopList:
     """Names the detector matches at least `min_count` times whose matches are gold mention spans (exact
-    start and end; of `entity_types`, or any type when None) in under `max_precision` of the cases.
+    start and end; of `entity_types`, or any type when None) in under `max_precision` of the cases; and the
+    short forms' counts (`StopList.short_forms`, see SHORT_FORM_RULE).
 
     Counts cover the detector's dictionary matches, its own stop list included (a stopped name is still
     matched), and leave abbreviation mentions out: those follow each document's definitions.
     """
+    documents = list(documents_with_gold)
     matched: Counter[str] = Counter()
     gold: Counter[str] = Counter()
-    for doc in documents_with_gold:
-        spans = {(m.start, m.end) for m in doc.mentions if entity_types is None or m.entity_type in entity_types}
+    gold_spans, short = [], set()
+    for doc in documents:
+        mentions = [m for m in doc.mentions if entity_types is None or m.entity_type in entity_types]
+        spans = {(m.start, m.end) for m in mentions}
+        gold_spans.append(spans)
+        text = doc.text
         for m in detector.name_matches(doc):
             matched[m.name] += 1
             gold[m.name] += (m.start, m.end) in spans
+            short.add(text[m.start : m.end])
+        short.update(m.text for m in mentions)
     counts = {n: (c, gold[n]) for n, c in matched.items() if c >= min_count and gold[n] / c < max_precision}
     return StopList(
         counts,
@@ -410,4 +455,20 @@ def learn_stop_list(
         sorted(entity_types or ()),
         detector.source,
         detector.normalizer.to_dict(),
+        _short_form_counts(documents, gold_spans, {f for f in short if is_short_form(f)}),
     )
+
+
+def _short_form_counts(documents: list[Document], gold_spans: list[set], forms: set[str]) -> dict[str, tuple[int, int]]:
+    """Short form -> (its whole-word occurrences in the documents, those a gold span)."""
+    if not forms:
+        return {}
+    pattern = _whole_words(forms)
+    occurrences: Counter[str] = Counter()
+    gold: Counter[str] = Counter()
+    for doc, spans in zip(documents, gold_spans):
+        for p in doc.passages:
+            for m in pattern.finditer(p.text):
+                occurrences[m.group(1)] += 1
+                gold[m.group(1)] += (p.offset + m.start(), p.offset + m.end()) in spans
+    return {f: (n, gold[f]) for f, n in sorted(occurrences.items())}
