@@ -117,6 +117,20 @@ def staleness(
 # a model folder's card (bioel_core.models.cards' CARD_JSON, CARD_MD), named here so that a build's up-to-date check
 # imports no torch
 MODEL_CARD_FILES = ("card.json", "MODEL_CARD.md")
+# a model folder's config and a collective document model's name encoder folder (bioel_core.models.base.CONFIG_FILE,
+# CollectiveEncoder.encoder_type, bioel_core.models.collective.NAMES_DIR), named here for the same reason
+MODEL_CONFIG_FILE, COLLECTIVE, COLLECTIVE_NAMES_DIR = "bioel_encoder.json", "collective", "names"
+
+
+def vectors_folder(model: str | Path) -> Path:
+    """The part of a model folder whose files make its name vectors (what the models' `vectors_fingerprint()` covers,
+    told by the folder's config): a collective document model's frozen name encoder, any other model's whole folder."""
+    from bioel_core.outputs.reading import read_json_object
+
+    model, config = Path(model), Path(model) / MODEL_CONFIG_FILE
+    if config.is_file() and read_json_object(config, "bioel model config").get("encoder_type") == COLLECTIVE:
+        return model / COLLECTIVE_NAMES_DIR
+    return model
 
 
 def file_digest(path: str | Path, skip: Collection[str] = ()) -> str:

@@ -79,14 +79,14 @@ def read_embeddings(emb_dir: str | Path) -> Embeddings:
 
 
 def check_model_matches(emb_dir: str | Path, encoder) -> None:
-    """Raise `ModelMismatchError` unless `encoder` (a bioel_core Encoder) made the embeddings of `emb_dir`:
-    queries encoded by another model are not comparable with these vectors."""
+    """Raise `ModelMismatchError` unless `encoder` (a bioel_core Encoder) makes the vectors of `emb_dir` (its
+    `vectors_fingerprint`, as the manifest's): queries encoded by another model are not comparable with them."""
     model = read_embeddings_details(emb_dir).model
-    found = encoder.fingerprint()
-    if found != model.fingerprint:
+    found = model.vectors_of(encoder)
+    if found != model.vectors():
         raise ModelMismatchError(
             f"{emb_dir}: the embeddings were made with the model at {model.path} (fingerprint "
-            f"{model.fingerprint[:12]}, {model.config}); this model has fingerprint {found[:12]} "
+            f"{model.vectors()[:12]}, {model.config}); this model has fingerprint {found[:12]} "
             f"({encoder.config()}). Re-run `bioel embed` with this model, or use that one."
         )
 

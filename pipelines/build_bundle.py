@@ -170,9 +170,10 @@ class Build:
         return True
 
     # ------------------------------------------------------------------------------------------------ assets
-    def _model_digest(self, folder: str) -> str:
+    def _model_digest(self, folder: str | Path) -> str:
         """A model folder's digest without its card: a card's text (scores recorded, a command re-rendered) changes
-        no vector, so it re-runs no stage (the copy in the bundle is still brought up to date)."""
+        no vector, so it re-runs no stage (the copy in the bundle is still brought up to date). The embed stage's is
+        that of the folder's `vectors_folder`: a document model retrained on its frozen name encoder re-embeds nothing."""
         key = f"model:{folder}"
         if key not in self._digests:
             self._digests[key] = layout.file_digest(folder, skip=layout.MODEL_CARD_FILES)
@@ -260,7 +261,7 @@ class Build:
         if not self._stage(
             f"{t}.embed",
             embed,
-            {"names": layout.output_version(kb, "ingest-kb"), "model": self._model_digest(source)},
+            {"names": layout.output_version(kb, "ingest-kb"), "model": self._model_digest(layout.vectors_folder(source))},
             run,
             lambda: self._embed(t, kb, emb, model),
             "embed",

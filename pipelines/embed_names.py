@@ -193,12 +193,18 @@ def build_manifest(
 
 def open_checked_model(model_dir: str | None, pooling: str | None, device: str) -> ModelRecord:
     """The model the job will run, loaded once in the driver: fails before any work when it is missing or
-    unusable, and gives the fingerprint, config and dimension for the manifest."""
+    unusable, and gives the fingerprints (the whole model's, and what of it makes the vectors), config and dimension
+    for the manifest."""
     resolve_device(device)
     folder = model_folder(model_dir)
     encoder = open_model(model_dir, pooling, "cpu")
     return ModelRecord(
-        path=str(folder), fingerprint=encoder.fingerprint(), config=encoder.config(), dim=encoder.dim, pooling=pooling
+        path=str(folder),
+        fingerprint=encoder.fingerprint(),
+        config=encoder.config(),
+        dim=encoder.dim,
+        pooling=pooling,
+        vectors_fingerprint=encoder.vectors_fingerprint(),
     )
 
 

@@ -4,6 +4,7 @@ training run, and `bioel link` with the model as detector (and for given mention
 import json
 import math
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -766,3 +767,78 @@ def test_both_detectors_link_an_undefined_short_form_only_where_its_prior_or_spa
     assert undefined_short(run(1.0)) == []
     kept = undefined_short(off)[0]
     assert set(undefined_short(run(1.0, {kept: (3, 3)}))) == {kept}
+
+
+def changed(folder: str, out: Path, side: str) -> str:
+    """The collective model at `folder` with its document side (`document`: transformer and heads) or its name
+    encoder (`names`) changed, as a retraining would, saved to `out`."""
+    model = CollectiveEncoder.load(folder)
+    with torch.no_grad():
+        if side == "document":
+            next(model.document.parameters()).add_(0.01)
+            model.mention.weight.add_(0.05 * torch.randn(model.mention.weight.shape, generator=torch.Generator().manual_seed(1)))
+        else:
+            model.names.model.embeddings.word_embeddings.weight.add_(0.01)
+    return str(model.save(out))
+
+
+def test_a_retrained_document_side_links_against_the_index_of_its_unchanged_name_encoder(collective_chain, tmp_path):
+    """The index's vectors are the name encoder's: a document side retrained on the same name encoder links against
+    them as against its own fresh index; a changed name encoder is refused, naming both fingerprints."""
+    from bioel_core.embeddings import ModelMismatchError, check_model_matches
+    from bioel_core.index import read_index_manifest
+    from bioel_core.linking.dense import DenseLinker
+    from bioel_core.settings import SettingsError
+    from bioel_core.tables import read_table
+
+    folder, index, corpus, _ = collective_chain
+    emb, kb = Path(index).parent / "emb", Path(index).parent / "kb"
+    original, retrained = CollectiveEncoder.load(folder), changed(folder, tmp_path / "retrained", "document")
+    renamed = changed(folder, tmp_path / "renamed", "names")
+    model = CollectiveEncoder.load(retrained)
+    assert model.fingerprint() != original.fingerprint() and model.vectors_fingerprint() == original.vectors_fingerprint()
+    assert read_index_manifest(index)["model"]["vectors_fingerprint"] == original.names.fingerprint()
+
+    def link(index_dir: str, out: str) -> tuple[dict, list]:
+        spec = AnnotatorSpec(model=retrained, indexes=(("Disease", index_dir),), detector="model")
+        manifest = link_corpus.run([str(corpus)], "pubtator", str(tmp_path / out), spec, pipeline_options([]))
+        return manifest, read_table(tmp_path / out, "annotations").to_pylist()
+
+    old_manifest, old_rows = link(index, "old")
+    options = pipeline_options([])
+    embed_names.run(retrained, str(kb), str(tmp_path / "emb"), options, num_shards=2)
+    build_index.run(str(tmp_path / "emb"), str(tmp_path / "index"), options, num_shards=2, spec=IndexSpec("flat"))
+    own_manifest, own_rows = link(str(tmp_path / "index"), "own")
+    assert all(old_manifest["reconciliation"].values()) and old_rows and old_rows == own_rows
+    # the annotations' model is the whole retrained model, not the one the index was built with
+    assert old_manifest["model_version"] == own_manifest["model_version"] == model.fingerprint()
+    check_model_matches(emb, model)
+    DenseLinker.from_index(index, encoder=model)
+
+    names_changed = CollectiveEncoder.load(renamed)
+    found, recorded = names_changed.vectors_fingerprint()[:12], original.vectors_fingerprint()[:12]
+    with pytest.raises(
+        SettingsError, match=f"^types.Disease.model: the model .*fingerprint {found}.* the index .* built with \\({recorded}\\)"
+    ):
+        AnnotatorSpec(model=renamed, indexes=(("Disease", index),), detector="model").versions()
+    with pytest.raises(ModelMismatchError, match=f"fingerprint {recorded}.*this model has fingerprint {found}"):
+        DenseLinker.from_index(index, encoder=names_changed)
+    with pytest.raises(ModelMismatchError, match=f"fingerprint {recorded}.*this model has fingerprint {found}"):
+        check_model_matches(emb, names_changed)
+
+
+def test_an_index_that_recorded_only_the_whole_model_is_checked_against_the_whole_model(collective_chain, tmp_path):
+    """An index built before the vectors' fingerprint was recorded: the model must be the very one that built it."""
+    from bioel_core.settings import SettingsError
+
+    folder, index, _, _ = collective_chain
+    old = tmp_path / "old-index"
+    shutil.copytree(index, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["model"]["vectors_fingerprint"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    retrained = changed(folder, tmp_path / "retrained", "document")
+    found, recorded = CollectiveEncoder.load(retrained).fingerprint()[:12], manifest["model"]["fingerprint"][:12]
+    assert AnnotatorSpec(model=folder, indexes=(("Disease", str(old)),), detector="model").versions()
+    with pytest.raises(SettingsError, match=f"fingerprint {found}.* built with \\({recorded}\\)"):
+        AnnotatorSpec(model=retrained, indexes=(("Disease", str(old)),), detector="model").versions()

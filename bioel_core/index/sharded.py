@@ -184,10 +184,6 @@ class ShardedIndex:
     def ntotal(self) -> int:
         return sum(s.ntotal for s in self.shards)
 
-    @property
-    def model_fingerprint(self) -> str | None:
-        return self.details.model_fingerprint
-
     def search(self, queries: np.ndarray, k: int, exact_scores: bool = False) -> SearchResult:
         """Top k of every shard merged: (scores, name_ids, concept_ids), each (q, k), best first.
 

@@ -430,10 +430,12 @@ class AnnotatorSpec:
         return "both" if one_model and self.model and is_collective(self.model) else "dictionary"
 
     def _sources(self, fs: FileSystem = LOCAL) -> dict[str, dict]:
-        """Per entity type: index folder, names folder, model fingerprint and KB version, read from the
-        manifests (index -> embeddings -> names) through `fs`, each checked to be complete and unchanged."""
+        """Per entity type: index folder, names folder, the model record (ModelRecord) and fingerprint of its vectors
+        and KB version, read from the manifests (index -> embeddings -> names) through `fs`, each checked to be complete
+        and unchanged."""
         from bioel_core.embeddings import check_embeddings_unchanged, check_names_unchanged, manifest_sha256
         from bioel_core.index import read_index_manifest
+        from bioel_core.outputs.details import ModelRecord
 
         out = {}
         embeddings, names = dict(self.embeddings), dict(self.names)
@@ -441,10 +443,12 @@ class AnnotatorSpec:
             manifest = read_index_manifest(index_dir, fs=fs)
             emb_dir = check_embeddings_unchanged(index_dir, manifest, fs, at=embeddings.get(entity_type))
             names_dir = check_names_unchanged(emb_dir, fs, at=names.get(entity_type))
+            model = ModelRecord.from_dict(manifest["model"])
             out[entity_type] = {
                 "index": index_dir,
                 "names": str(names_dir),
-                "fingerprint": manifest["model"]["fingerprint"],
+                "model": model,
+                "fingerprint": model.vectors(),
                 "kb_version": manifest_sha256(names_dir, fs),
             }
         return out
@@ -454,14 +458,16 @@ class AnnotatorSpec:
         return dict(self.type_models).get(entity_type, self.model)
 
     def versions(self, models: dict | None = None) -> tuple[str, str]:
-        """(model version, KB version), after checking before any work that each entity type's model is the one
-        its index was built with. `models`: those `open_models` gave, to open them once for `open` too."""
+        """(model version, KB version), after checking before any work that each entity type's model makes the
+        vectors its index was built from (a document model: its name encoder). `models`: those `open_models` gave, to
+        open them once for `open` too."""
         sources = self._sources()
         self._check_stop_lists(sources)
         models = self.open_models() if models is None else models
         fingerprints = {}
         for entity_type, source in sources.items():
-            found = models[self.model_for(entity_type)].fingerprint()
+            model = models[self.model_for(entity_type)]
+            found = source["model"].vectors_of(model)
             if found != source["fingerprint"]:
                 name = self.model_for(entity_type) or "(default)"
                 raise SettingsError(
@@ -469,8 +475,14 @@ class AnnotatorSpec:
                     f"the model {name} (fingerprint {found[:12]}) is not the one the index "
                     f"{source['index']} was built with ({source['fingerprint'][:12]}); pass that model",
                 )
-            fingerprints[entity_type] = found
+            fingerprints[entity_type] = self._model_version(source, model)
         return (combined_version(fingerprints), combined_version({t: s["kb_version"] for t, s in sources.items()}))
+
+    def _model_version(self, source: dict, model) -> str:
+        """A type's model version in the annotations: the fingerprint of the whole model that embeds its mentions (a
+        document model retrained on the same name encoder links against the same index, yet annotates otherwise); with
+        generative linking, which embeds no mention, that of the model the index was built with."""
+        return source["model"].fingerprint if self.generative is not None else model.fingerprint()
 
     def _check_stop_lists(self, sources: dict[str, dict]) -> None:
         """Each stop list against its type's KB names, before the workers open them."""
@@ -563,7 +575,7 @@ class AnnotatorSpec:
     def linker_sha256(self) -> str:
         """sha256 of everything that decides this linker's annotations, read without opening a model (a no-op
         incremental `bioel link` is found with it before any model loads): every setting (`describe`,
-        `settings_sha256`), each model folder's config and weights files, and each type's index model fingerprint and
+        `settings_sha256`), each model folder's config and weights files, and each type's index vectors fingerprint and
         KB version, checked as `versions` checks them but for the model's own fingerprint, which its files stand for."""
         from bioel_core.models import model_folder
 
@@ -610,7 +622,7 @@ class AnnotatorSpec:
                     stop_list=stop,
                     abbreviations=self.abbreviations,
                 )
-            fingerprints[entity_type] = source["fingerprint"]  # the index's model: the dense linker checks it is this one
+            fingerprints[entity_type] = self._model_version(source, encoders.get(self.model_for(entity_type)))
             if generative is not None:  # the tree of the type's names, built in each worker (seconds)
                 linker = GenerativeLinker(names, generative, self.generative, batch_size=self.batch_size, reproducible=True)
             else:  # annotations must not depend on how documents are batched
@@ -651,15 +663,18 @@ class AnnotatorSpec:
 
 
 def _model_files(folder: str) -> list[tuple[str, str]]:
-    """(name, sha256) of a model folder's config and weights files. Not its card: `bioel evaluate` recording its scores
-    rewrites it, and it decides no link (the fingerprint it records is checked when the model opens)."""
+    """(relative path, sha256) of a model folder's config and weights files, its subfolders' too (a collective model's
+    document/ side changes no index, so its files alone tell a retrained one). Not its cards: `bioel evaluate`
+    recording its scores rewrites them, and they decide no link (the fingerprint they record is checked when the
+    model opens)."""
     from bioel_core.index.sharded import file_sha256
     from bioel_core.models.cards import CARD_JSON
 
+    root = Path(folder)
     return sorted(
-        (p.name, file_sha256(str(p)))
-        for p in Path(folder).iterdir()
-        if p.suffix in (".json", ".safetensors") and p.name != CARD_JSON
+        (p.relative_to(root).as_posix(), file_sha256(str(p)))
+        for p in root.rglob("*")
+        if p.is_file() and p.suffix in (".json", ".safetensors") and p.name != CARD_JSON
     )
 
 

@@ -124,12 +124,14 @@ class DenseLinker(Linker):
         )
 
     def _use_shards(self, shards: ShardedIndex) -> None:
-        """Check the model, and map every indexed name_id to the row of its name (-1: not in these names)."""
-        if shards.model_fingerprint != self.encoder.fingerprint():
+        """Check the model makes the indexed vectors, and map every indexed name_id to the row of its name (-1: not
+        in these names)."""
+        recorded = shards.details.model
+        if recorded.vectors_of(self.encoder) != recorded.vectors():
             raise ModelMismatchError(
-                f"{shards.folder}: the index was built from embeddings of the model at {shards.details.model.path} "
-                f"(fingerprint {str(shards.model_fingerprint)[:12]}); this model has fingerprint "
-                f"{self.encoder.fingerprint()[:12]}: queries would not be comparable with the indexed vectors"
+                f"{shards.folder}: the index was built from embeddings of the model at {recorded.path} "
+                f"(fingerprint {recorded.vectors()[:12]}); this model has fingerprint "
+                f"{recorded.vectors_of(self.encoder)[:12]}: queries would not be comparable with the indexed vectors"
             )
         from bioel_core.tables import read_table
 

@@ -224,6 +224,11 @@ class Encoder(torch.nn.Module, metaclass=abc.ABCMeta):
         """sha256 over the config, the tokenizer and the saved weights: equal before and after a save/load round trip."""
         return fingerprint_of(self.config(), self.weights(), self.tokenizer)
 
+    def vectors_fingerprint(self) -> str:
+        """The fingerprint of what makes this model's name vectors (what embed records and link checks): a name
+        encoder's own."""
+        return self.fingerprint()
+
     @classmethod
     def folder_config(cls, directory: str | Path) -> dict:
         """The folder's config, checked to be of this class's encoder_type."""

@@ -359,6 +359,11 @@ class CollectiveEncoder(torch.nn.Module):
         """sha256 over the config, the document side's tokenizer and weights and the name encoder's fingerprint."""
         return fingerprint_of(self.config(), self.weights(), self.tokenizer, self.names.fingerprint())
 
+    def vectors_fingerprint(self) -> str:
+        """The fingerprint of what makes the name vectors: the frozen name encoder's alone, so a document side
+        retrained on the same name encoder links against the KB's existing embeddings and index."""
+        return self.names.vectors_fingerprint()
+
     def save(self, directory: str | Path, dtype: str = "float32") -> Path:
         """document/ (HF model + tokenizer), names/ (the name encoder's own folder), heads.safetensors, config."""
         document = stored(self.document.state_dict(), dtype)

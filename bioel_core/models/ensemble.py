@@ -110,6 +110,10 @@ class EnsembleEncoder(torch.nn.Module):
         """sha256 over the members' fingerprints, configs and weights: the ensemble changes when any of them does."""
         return hashlib.sha256(json.dumps(self.config(), sort_keys=True).encode()).hexdigest()
 
+    def vectors_fingerprint(self) -> str:
+        """The fingerprint of what makes the name vectors: the ensemble's own (every member encodes each name)."""
+        return self.fingerprint()
+
     def saved_config(self, directory: str | Path) -> dict:
         """The config `save(directory)` writes: `config()` plus each member's source, paths relative to the
         folder so the ensemble and its members can move together (models/)."""

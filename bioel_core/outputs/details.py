@@ -94,13 +94,24 @@ class IngestDetails(_Section):
 
 @dataclass(frozen=True)
 class ModelRecord(_Section):
-    """The name encoder a table was made with: `fingerprint` identifies it wherever it lies."""
+    """The model a table's name vectors were made with: `fingerprint` identifies it wherever it lies;
+    `vectors_fingerprint` what of it makes the vectors (its `vectors_fingerprint()`: a collective model's name
+    encoder), absent from tables made before it was recorded."""
 
     path: str
     fingerprint: str
     config: dict
     dim: int
     pooling: str | None = None
+    vectors_fingerprint: str | None = None
+
+    def vectors(self) -> str:
+        """The fingerprint a model must have to use these vectors: the whole model's where only it was recorded."""
+        return self.vectors_fingerprint or self.fingerprint
+
+    def vectors_of(self, model) -> str:
+        """`model`'s fingerprint comparable with `vectors()`: a model makes the same vectors when they are equal."""
+        return model.vectors_fingerprint() if self.vectors_fingerprint else model.fingerprint()
 
 
 @dataclass(frozen=True)
