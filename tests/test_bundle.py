@@ -379,3 +379,46 @@ def test_a_model_cards_text_changes_no_model_digest(tmp_path):
     assert layout.file_digest(model) != layout.file_digest(REPO / "models" / "disease-default")  # the copy's check
     (model / "bioel_encoder.json").write_text((model / "bioel_encoder.json").read_text() + " ")
     assert layout.file_digest(model, skip=layout.MODEL_CARD_FILES) != before
+
+
+def test_a_document_model_retrained_on_its_name_encoder_embeds_nothing_again(tmp_path, capsys):
+    """A collective model's KB vectors are its frozen name encoder's: a retrained document side recalibrates and links
+    against the bundle's index as it is; a changed name encoder embeds and indexes again."""
+    import torch
+
+    from bioel_core.models import CollectiveEncoder, TransformerEncoder, open_model
+    from test_models import make_tiny_bert
+
+    bert = make_tiny_bert(tmp_path / "bert")
+    names = TransformerEncoder(bert, pooling="mean").save(tmp_path / "names")
+    torch.manual_seed(0)
+    model, bundle = tmp_path / "model", tmp_path / "bundle"
+    CollectiveEncoder(bert, open_model(str(names)), ["Disease"]).save(model)
+    args = build_args(bundle, f"model={model}")
+    assert cli.main(args) == 0
+    assert set(stage_lines(capsys.readouterr().err).values()) == {"running (not built yet)"}
+
+    def retrain(side):
+        trained = CollectiveEncoder.load(model)
+        with torch.no_grad():
+            if side == "document":
+                next(trained.document.parameters()).add_(0.01)
+                trained.mention.weight.mul_(1.5)
+            else:
+                trained.names.model.embeddings.word_embeddings.weight.add_(0.01)
+        trained.save(model)
+        assert cli.main(args) == 0
+        return stage_lines(capsys.readouterr().err)
+
+    lines = retrain("document")
+    assert [lines[s] for s in STAGES[:3]] == ["up to date"] * 3
+    assert lines["calibrate"] == "running (inputs changed (Disease.model, model))"
+    out = tmp_path / "links"
+    link = ["link", "--bundle", str(bundle), "--input", str(ABSTRACTS), "--input-format", "jsonl", "--output", str(out)]
+    assert cli.main([*link, "--no-quality"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert all(manifest["reconciliation"].values())
+    assert manifest["model_version"] == CollectiveEncoder.load(bundle / "models" / "model").fingerprint()
+    lines = retrain("names")
+    assert lines["Disease.ingest"] == "up to date" and lines["Disease.embed"] == "running (inputs changed (model))"
+    assert lines["Disease.index"].startswith("running") and lines["calibrate"].startswith("running")
