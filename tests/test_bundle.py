@@ -422,3 +422,20 @@ def test_a_document_model_retrained_on_its_name_encoder_embeds_nothing_again(tmp
     lines = retrain("names")
     assert lines["Disease.ingest"] == "up to date" and lines["Disease.embed"] == "running (inputs changed (model))"
     assert lines["Disease.index"].startswith("running") and lines["calibrate"].startswith("running")
+
+
+def test_the_vectors_folder_of_a_collective_model_is_its_name_encoder(tmp_path):
+    """The embed stage's model digest is of the files that make the name vectors, told without torch by the folder's
+    config, named as bioel_core.models names them."""
+    from bioel_core.models.base import CONFIG_FILE
+    from bioel_core.models.collective import NAMES_DIR, CollectiveEncoder
+
+    assert (layout.MODEL_CONFIG_FILE, layout.COLLECTIVE, layout.COLLECTIVE_NAMES_DIR) == (
+        CONFIG_FILE,
+        CollectiveEncoder.encoder_type,
+        NAMES_DIR,
+    )
+    default = REPO / "models" / "disease-default"
+    assert layout.vectors_folder(default) == default
+    (tmp_path / CONFIG_FILE).write_text(json.dumps({"encoder_type": "collective"}))
+    assert layout.vectors_folder(tmp_path) == tmp_path / NAMES_DIR
