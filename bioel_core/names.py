@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bioel_core.corpora.biosyn import iter_dictionary
-from bioel_core.kb.extra_names import EXTRA_NAME_TYPE
 from bioel_core.normalize import Normalizer, NormalizerConfig
+from bioel_core.records import EXTRA_NAME_TYPE
 
 
 @dataclass

@@ -245,14 +245,9 @@ class Build:
 
         ts, version = self.settings.types[t], bioel_version()
         kb, emb, idx = (stage_folder(self.bundle, kind, t) for kind in (KB, EMBEDDINGS, INDEX))
+        ingest = {**to_mapping(ts.ingest), "dumps": None, "normalizer": normalizer_dict(ts.ingest), "bioel": version}
         # files count by content, not path; extra names only when given, so the keys of bundles without them stand
-        ingest = {
-            **to_mapping(ts.ingest),
-            "dumps": None,
-            "extra_names": None,
-            "normalizer": normalizer_dict(ts.ingest),
-            "bioel": version,
-        }
+        del ingest["extra_names"]
         inputs = {"dumps": sorted(self._digest(p) for p in ts.ingest.dumps)}
         if ts.ingest.extra_names:
             inputs["extra_names"] = sorted(self._digest(p) for p in ts.ingest.extra_names)

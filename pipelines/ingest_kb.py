@@ -34,7 +34,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from bioel_core import progress
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb import get_reader
-from bioel_core.kb.extra_names import EXTRA_NAME_TYPE, concept_keys, read_extra_names, resolve
+from bioel_core.kb.extra_names import concept_keys, read_extra_names, resolve
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY, ReaderContext
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
 from bioel_core.outputs import Manifest, OutputFolder, absolute, check_num_shards, shard_name
@@ -50,7 +50,7 @@ from bioel_core.outputs.runs import (
     run_name,
     write_rows,
 )
-from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
+from bioel_core.records import EXTRA_NAME_TYPE, ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.settings import SHARED_NAME_POLICIES
 from bioel_core.tables import stable_shard
 from pipelines import logs

@@ -114,7 +114,8 @@ def test_ingest_without_extra_names_keeps_the_table_order(medic_kb):
 
 
 def test_ingest_kb_cli_takes_extra_names_and_refuses_a_missing_file(tmp_path, capsys):
-    args = ["ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--no-quality", "--output"]
+    """With the quality checks on: `extra` is a name type the names table may hold."""
+    args = ["ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output"]
     assert cli.main([*args, str(tmp_path / "kb"), "--extra-names", str(EXTRA / "medic_extra.tsv")]) == 0
     assert "3 dead letters" in capsys.readouterr().out
     assert cli.main([*args, str(tmp_path / "kb2"), "--extra-names", str(tmp_path / "absent.tsv")]) != 0

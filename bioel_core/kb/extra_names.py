@@ -32,7 +32,6 @@ from bioel_core.kb.io import Opener, ReaderContext, iter_lines
 from bioel_core.kb.vocab import is_nil_id, plain_id
 from bioel_core.records import DeadLetter
 
-EXTRA_NAME_TYPE = "extra"
 COLUMNS = ("concept_id", "name")
 
 
