@@ -102,8 +102,8 @@ class IngestSettings(Settings):
     extra_names: list[str] = setting(
         [],
         path=True,
-        help="extra-names files (a TSV with the columns concept_id and name: bioel_core.kb.extra_names), their "
-        "names added to their concepts' in any format; a name whose concept the KB lacks is dead-lettered",
+        help="extra-names files (a TSV with the columns concept_id and name: bioel_core.kb.extra_names): names added "
+        "to their concepts whatever the KB's format; a name whose concept the KB lacks is dead-lettered",
     )
     num_shards: int = setting(4, help="Parquet shards per table", minimum=1)
     shared_names: str = setting(
