@@ -70,7 +70,9 @@ from schemas import CONCEPTS_SCHEMA, NAMES_SCHEMA
 
 log = logging.getLogger(__name__)
 
-NAME_TYPE_RANK = {"preferred": 0, "fsn": 1, "synonym": 2, "entry_term": 3, "abbreviation": 4}
+# an extra name first: where the KB names its concept so too, its file's word that the name means this concept must
+# survive the deduplication (bioel_core.names.NameSet links a name first to the concept of its extra row)
+NAME_TYPE_RANK = {EXTRA_NAME_TYPE: 0, "preferred": 1, "fsn": 2, "synonym": 3, "entry_term": 4, "abbreviation": 5}
 TABLES = ("concepts", "names", "dead_letter")
 READ_BATCH = 50_000  # names (or concepts) a reader hands on as one element
 
@@ -245,7 +247,7 @@ ConceptRow = namedtuple("ConceptRow", CONCEPTS_SCHEMA.names)
 
 
 def keep_best_name(rows: list[tuple]) -> tuple:
-    """One row per name_id: the most authoritative type, then the smallest surface form."""
+    """One row per name_id: the most authoritative type (NAME_TYPE_RANK), then the smallest surface form."""
     if len(rows) == 1:
         return rows[0]
     return min(map(NameRow._make, rows), key=lambda r: (NAME_TYPE_RANK.get(r.name_type, 9), r.name))

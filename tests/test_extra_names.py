@@ -113,6 +113,18 @@ def test_ingest_without_extra_names_keeps_the_table_order(medic_kb):
     assert NameSet.from_names_table(medic_kb).names == list(dict.fromkeys(table))
 
 
+def test_an_extra_name_the_kb_also_gives_its_concept_stays_extra():
+    """The KB names D001260 "Louis-Bar Syndrome" and so does an extra-names file: the row kept is the extra one, so
+    the name still links first to D001260 where another concept shares it."""
+    from bioel_core.normalize import name_id
+
+    rows = [
+        (name_id("medic", "D001260", "louis bar syndrome"), "D001260", "medic", surface, "louis bar syndrome", kind)
+        for surface, kind in (("Louis-Bar Syndrome", "synonym"), ("Louis-Bar syndrome", "extra"), ("Louis Bar", "preferred"))
+    ]
+    assert ingest_kb.keep_best_name(rows)[5] == "extra"
+
+
 def test_ingest_kb_cli_takes_extra_names_and_refuses_a_missing_file(tmp_path, capsys):
     """With the quality checks on: `extra` is a name type the names table may hold."""
     args = ["ingest-kb", "--input-format", "medic-biosyn", "--input", MEDIC_RAW, "--output"]
