@@ -1,7 +1,8 @@
 """The names a linker searches: normalized names with the id set each one links to.
 
 Built from a BioSyn dictionary (`ID||name`, the ids of a line are one set) or from the Parquet names
-table of an ingest-kb output (a name links to its concept id plus the concept's alt ids). Names are
+table of an ingest-kb output (a name links to its concept id plus the concept's alt ids; the names of type `extra`
+come first, so a name shared by several concepts links first to the one its extra-names file gave it). Names are
 normalized with the normalizer the table was built with (BioSyn's policy for dictionaries), and queries
 must go through the same one: `NameSet.normalizer`. Identical (name, ids) entries are kept once, in
 order of first appearance, so a duplicated line cannot take two places in a top k.
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 
 from bioel_core.corpora.biosyn import iter_dictionary
 from bioel_core.normalize import Normalizer, NormalizerConfig
+from bioel_core.records import EXTRA_NAME_TYPE
 
 
 @dataclass
@@ -67,8 +69,11 @@ class NameSet:
         normalizer = table_normalizer(read_manifest(table_dir), table_dir)
         concepts = read_table(table_dir, "concepts", ["concept_id", "alt_ids"]).to_pydict()
         alt = dict(zip(concepts["concept_id"], concepts["alt_ids"]))
-        names = read_table(table_dir, "names", ["concept_id", "name_norm"]).to_pydict()
-        pairs = ((n, (c, *alt.get(c, ()))) for c, n in zip(names["concept_id"], names["name_norm"]))
+        names = read_table(table_dir, "names", ["concept_id", "name_norm", "name_type"]).to_pydict()
+        rows = zip(names["concept_id"], names["name_norm"], names["name_type"])
+        # an extra name's concept first of those sharing the name: its file says what the name means in text
+        rows = sorted(rows, key=lambda row: row[2] != EXTRA_NAME_TYPE)  # stable: else the table's order
+        pairs = ((n, (c, *alt.get(c, ()))) for c, n, _ in rows)
         return cls.from_pairs(pairs, normalizer, str(table_dir), normalized=True)
 
     @classmethod

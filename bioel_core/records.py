@@ -30,7 +30,8 @@ class NameRecord:
     name_type: str  # one of NAME_TYPES
 
 
-NAME_TYPES = ("preferred", "synonym", "abbreviation", "entry_term", "fsn")
+EXTRA_NAME_TYPE = "extra"  # a name of an extra-names file (bioel_core.kb.extra_names), not of the KB's dump
+NAME_TYPES = ("preferred", "synonym", "abbreviation", "entry_term", "fsn", EXTRA_NAME_TYPE)
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,7 @@ class Build:
         out = [("model", s.model)] + ([("calibrate.gold", s.calibrate.gold)] if s.calibrate else [])
         for t, ts in s.types.items():
             out += [(f"types.{t}.ingest.dumps", p) for p in ts.ingest.dumps]
+            out += [(f"types.{t}.ingest.extra_names", p) for p in ts.ingest.extra_names]
             out += [(f"types.{t}.embed.model", ts.embed.model), (f"types.{t}.link.stop_list", ts.link.stop_list)]
         return [(k, p) for k, p in out if p]
 
@@ -246,10 +247,15 @@ class Build:
         ts, version = self.settings.types[t], bioel_version()
         kb, emb, idx = (stage_folder(self.bundle, kind, t) for kind in (KB, EMBEDDINGS, INDEX))
         ingest = {**to_mapping(ts.ingest), "dumps": None, "normalizer": normalizer_dict(ts.ingest), "bioel": version}
+        # files count by content, not path; extra names only when given, so the keys of bundles without them stand
+        del ingest["extra_names"]
+        inputs = {"dumps": sorted(self._digest(p) for p in ts.ingest.dumps)}
+        if ts.ingest.extra_names:
+            inputs["extra_names"] = sorted(self._digest(p) for p in ts.ingest.extra_names)
         if not self._stage(
             f"{t}.ingest",
             ingest,
-            {"dumps": sorted(self._digest(p) for p in ts.ingest.dumps)},
+            inputs,
             run,
             lambda: self._ingest(t, kb),
             "ingest-kb",
@@ -308,6 +314,7 @@ class Build:
             normalizer=Normalizer(s.normalizer_config()),
             shared_names=s.shared_names,
             num_shards=s.num_shards,
+            extra_names=list(s.extra_names),
             gate=self._gate(),
         )
 

@@ -48,6 +48,7 @@ def cmd_ingest_kb(args, beam_args: list[str]) -> int:
         normalizer=Normalizer(ingest.normalizer_config()),
         shared_names=ingest.shared_names,
         num_shards=ingest.num_shards,
+        extra_names=ingest.extra_names,
         gate=gate,
     )
     counts, outputs = manifest["counts"], manifest["outputs"]

@@ -4,6 +4,7 @@
                                    ├─ name tables | Normalize | SpillNames | [SharedNamePolicy] ─ | WriteNames (merge)
                                    ├─ dead letters ───────────────────────────────────────────── | WriteDeadLetters
                                    └─ read stats + step counters ─────────────────────────────── | WriteStats
+    [ExtraNames: extra-names files, their ids looked up in the concept tables ─ name tables ─ into Normalize]
 
 Rows move in Arrow tables of up to READ_BATCH rows, never one by one. A table is cut by output shard into
 sorted runs spilled under the staged generation's `_spill` (bioel_core.outputs.runs); each shard's writer
@@ -11,6 +12,10 @@ merges its runs, keeping one row a name_id (the most authoritative type) and one
 worker holds one record batch a run, not a shard, whatever the size of the KB. The GenBioEL shared-name
 policy needs every name of a concept and of a normalized form together, so with it the deduplicated names
 take two row-level shuffles before they are spilled again and written.
+
+Extra names (bioel_core.kb.extra_names) join the KB's names before normalization: the ids their files name are a side
+input of one scan of the concept tables, which yields only the concepts answering to them, so the join shuffles the
+extra names and their matches, never the KB. A name whose concept the KB lacks is a dead letter of its file.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from bioel_core import progress
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb import get_reader
-from bioel_core.kb.io import CORRUPT_INPUT_POLICY
+from bioel_core.kb.extra_names import concept_keys, read_extra_names, resolve
+from bioel_core.kb.io import CORRUPT_INPUT_POLICY, ReaderContext
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
 from bioel_core.outputs import Manifest, OutputFolder, absolute, check_num_shards, shard_name
 from bioel_core.outputs.details import IngestDetails
@@ -44,7 +50,7 @@ from bioel_core.outputs.runs import (
     run_name,
     write_rows,
 )
-from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
+from bioel_core.records import EXTRA_NAME_TYPE, ConceptRecord, DeadLetter, NameRecord, ReadStats
 from bioel_core.settings import SHARED_NAME_POLICIES
 from bioel_core.tables import stable_shard
 from pipelines import logs
@@ -64,7 +70,9 @@ from schemas import CONCEPTS_SCHEMA, NAMES_SCHEMA
 
 log = logging.getLogger(__name__)
 
-NAME_TYPE_RANK = {"preferred": 0, "fsn": 1, "synonym": 2, "entry_term": 3, "abbreviation": 4}
+# an extra name first: where the KB names its concept so too, its file's word that the name means this concept must
+# survive the deduplication (bioel_core.names.NameSet links a name first to the concept of its extra row)
+NAME_TYPE_RANK = {EXTRA_NAME_TYPE: 0, "preferred": 1, "fsn": 2, "synonym": 3, "entry_term": 4, "abbreviation": 5}
 TABLES = ("concepts", "names", "dead_letter")
 READ_BATCH = 50_000  # names (or concepts) a reader hands on as one element
 
@@ -131,6 +139,83 @@ class NormalizeNamesFn(beam.DoFn):
             yield rows_table(rows, NAMES_SCHEMA)
 
 
+class ReadExtraNamesFn(beam.DoFn):
+    """An extra-names file -> (key, ExtraName) per name, dead letters, the file's read stats."""
+
+    def process(self, path: str):
+        ctx = ReaderContext(path)
+        for item in read_extra_names(path, ctx, opener=open_stream):
+            if isinstance(item, DeadLetter):
+                yield beam.pvalue.TaggedOutput("dead", asdict(item))
+            else:
+                yield item.key, item
+        yield beam.pvalue.TaggedOutput("stats", ("read_stats", [asdict(ctx.stats)]))
+
+
+class FindExtraConceptsFn(beam.DoFn):
+    """A concepts table -> (key, (concept_id, kb, via an alt id)) for each concept answering to a wanted key."""
+
+    def process(self, table: pa.Table, wanted: list[str]):
+        wanted = set(wanted)
+        for concept_id, kb, alt_ids in zip(*(table.column(c).to_pylist() for c in ("concept_id", "kb", "alt_ids"))):
+            for key, via_alt in concept_keys(concept_id, alt_ids):
+                if key in wanted:
+                    yield key, (concept_id, kb, via_alt)
+
+
+def resolve_extra_names(element):
+    """(key, {names, concepts}) -> each name as a read-names row of its concept, or a dead letter; and per file the
+    names accepted and dead-lettered (its read stats, summed with those of the reading)."""
+    key, grouped = element
+    names = sorted(grouped["names"], key=lambda n: (n.source, n.line))
+    chosen = resolve(key, grouped["concepts"])
+    for name in names:
+        if isinstance(chosen, str):
+            yield beam.pvalue.TaggedOutput("dead", asdict(name.dead(chosen)))
+            yield beam.pvalue.TaggedOutput("counts", (name.source, (0, 1)))
+        else:
+            concept_id, kb = chosen
+            yield concept_id, kb, name.name, EXTRA_NAME_TYPE
+            yield beam.pvalue.TaggedOutput("counts", (name.source, (1, 0)))
+
+
+class ExtraNames(beam.PTransform):
+    """The names of extra-names files (bioel_core.kb.extra_names) joined to the concept tables they name -> tables
+    of names as read, dead letters, read stats."""
+
+    def __init__(self, paths: list[str]):
+        super().__init__()
+        self.paths = paths
+
+    def expand(self, concepts):
+        read = (
+            concepts.pipeline
+            | "ExtraNameFiles" >> beam.Create(self.paths)
+            | "ReadExtraNames" >> beam.ParDo(ReadExtraNamesFn()).with_outputs("dead", "stats", main="names")
+        )
+        wanted = read.names | "WantedIds" >> beam.Keys() | "DistinctWantedIds" >> beam.Distinct()
+        found = concepts | "FindExtraConcepts" >> beam.ParDo(FindExtraConceptsFn(), beam.pvalue.AsList(wanted))
+        resolved = (
+            {"names": read.names, "concepts": found}
+            | "JoinExtraNames" >> beam.CoGroupByKey()
+            | "ResolveExtraNames" >> beam.FlatMap(resolve_extra_names).with_outputs("dead", "counts", main="rows")
+        )
+        tables = (
+            resolved.rows
+            | "BatchExtraNames" >> beam.BatchElements(min_batch_size=READ_BATCH, max_batch_size=READ_BATCH)
+            | "ExtraNamesTable" >> beam.Map(lambda rows: rows_table(rows, READ_NAMES_SCHEMA))
+        )
+        resolved_stats = (
+            resolved.counts
+            | "SumExtraNameCounts" >> beam.CombinePerKey(lambda counts: tuple(map(sum, zip(*counts))) or (0, 0))
+            | "ExtraNameStats"
+            >> beam.Map(lambda kv: ("read_stats", [asdict(ReadStats(kv[0], records_accepted=kv[1][0], dead_lettered=kv[1][1]))]))
+        )
+        dead = (read.dead, resolved.dead) | "ExtraNameDeadLetters" >> beam.Flatten()
+        stats = (read.stats, resolved_stats) | "ExtraNameReadStats" >> beam.Flatten()
+        return tables, dead, stats
+
+
 READ_NAMES_SCHEMA = pa.schema([NAMES_SCHEMA.field(c) for c in ("concept_id", "kb", "name", "name_type")])
 
 
@@ -162,7 +247,7 @@ ConceptRow = namedtuple("ConceptRow", CONCEPTS_SCHEMA.names)
 
 
 def keep_best_name(rows: list[tuple]) -> tuple:
-    """One row per name_id: the most authoritative type, then the smallest surface form."""
+    """One row per name_id: the most authoritative type (NAME_TYPE_RANK), then the smallest surface form."""
     if len(rows) == 1:
         return rows[0]
     return min(map(NameRow._make, rows), key=lambda r: (NAME_TYPE_RANK.get(r.name_type, 9), r.name))
@@ -294,6 +379,7 @@ def build_pipeline(
     normalizer: Normalizer,
     shared_names: str,
     num_shards: int,
+    extra_names: list[str] = (),
 ) -> None:
     spill = FileSystems.join(staged.root, SPILL)
     read = (
@@ -319,7 +405,12 @@ def build_pipeline(
         )
     )
 
-    normalized = read.names | "Normalize" >> beam.ParDo(NormalizeNamesFn(normalizer.config)).with_outputs(
+    names_read, extra_dead, extra_stats = read.names, [], []
+    if extra_names:
+        extra_tables, extra_dead, extra_stats = read.concepts | "ExtraNames" >> ExtraNames(list(extra_names))
+        names_read = (read.names, extra_tables) | "WithExtraNames" >> beam.Flatten()
+        extra_dead, extra_stats = [extra_dead], [extra_stats]
+    normalized = names_read | "Normalize" >> beam.ParDo(NormalizeNamesFn(normalizer.config)).with_outputs(
         "dead", "stats", main="tables"
     )
     name_runs = normalized.tables | "SpillNames" >> beam.ParDo(
@@ -356,11 +447,12 @@ def build_pipeline(
         )
     )
 
-    dead = (read.dead, normalized.dead) | "AllDeadLetters" >> beam.Flatten()
+    dead = (read.dead, normalized.dead, *extra_dead) | "AllDeadLetters" >> beam.Flatten()
     _ = dead | "WriteDeadLetters" >> WriteDeadLetters(staged.table_dir("dead_letter"))
 
     counters = (
         read.stats,
+        *extra_stats,
         normalized.stats,
         concepts.stats,
         names.stats,
@@ -400,11 +492,12 @@ def build_manifest(
     normalizer: Normalizer,
     shared_names: str,
     reader_options: dict,
+    extra_names: list[str] = (),
 ) -> Manifest:
     read_stats = sorted(stats.get("read_stats", []), key=lambda s: s["source"])
     by_file = read_stats_by_file(read_stats)
     files_in = []
-    for path in inputs:
+    for path in [*inputs, *extra_names]:
         sha, size = sha256_of(path)
         files_in.append({"path": path, "sha256": sha, "bytes": size, **by_file.get(path, {})})
     records = {k: sum(s[k] for s in read_stats) for k in ("records_read", "records_accepted", "dead_lettered")}
@@ -417,6 +510,7 @@ def build_manifest(
         normalizer=normalizer.to_dict(),
         shared_name_policy=shared_names,
         corrupt_input_policy=CORRUPT_INPUT_POLICY,
+        extra_names=list(extra_names),
     )
     return details.manifest(
         files_in,
@@ -439,18 +533,24 @@ def run(
     normalizer: Normalizer | None = None,
     shared_names: str = "keep-all",
     num_shards: int = 4,
+    extra_names: list[str] = (),
     gate=None,
 ) -> dict:
     """Runs the ingest pipeline on `inputs` (files, folders, globs: pipelines.outputs.expand_inputs) and publishes
-    its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest."""
+    its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest. `extra_names`:
+    extra-names files (bioel_core.kb.extra_names) whose names join the KB's."""
     reader_options = reader_options or {}
     normalizer = normalizer or Normalizer()
     if shared_names not in SHARED_NAME_POLICIES:
         raise ValueError(f"--shared-names must be one of {SHARED_NAME_POLICIES}")
     check_num_shards(num_shards)
     inputs, output_dir = [absolute(p) for p in inputs], absolute(output_dir)  # as the workers must see them
-    check_output_folder(output_dir, "ingest-kb", [("--input", p) for p in inputs])
+    extra_names = sorted({absolute(p) for p in extra_names})
+    check_output_folder(output_dir, "ingest-kb", [("--input", p) for p in inputs] + [("--extra-names", p) for p in extra_names])
     inputs = sorted(expand_inputs(inputs))  # a KB's tables do not depend on the order its files are given
+    for path in extra_names:
+        if not FileSystems.exists(path):
+            raise FileNotFoundError(f"extra names file {path}: no such file")
     reader = get_reader(kb_format, **reader_options)
     staged = OutputFolder(filesystem_for(output_dir), output_dir, TABLES)
     stage = logs.Stage("ingest-kb")
@@ -467,6 +567,7 @@ def run(
                 normalizer=normalizer,
                 shared_names=shared_names,
                 num_shards=num_shards,
+                extra_names=extra_names,
             )
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # emptied by the writers; the folders stay
         return refuse_empty(
@@ -481,6 +582,7 @@ def run(
                 normalizer=normalizer,
                 shared_names=shared_names,
                 reader_options=reader_options,
+                extra_names=extra_names,
             ),
             staged,
         )

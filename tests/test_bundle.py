@@ -223,6 +223,34 @@ def test_a_short_form_support_recalibrates_and_reaches_the_linker(built, capsys)
     assert BuiltBundle.read(built).link_settings().types["Disease"].short_form_support is None
 
 
+def test_extra_names_are_an_ingest_input_by_content_and_link_as_their_concept(built, tmp_path, capsys):
+    """A bundle's extra-names file re-runs the ingest (and what depends on it) when its content changes, not its path;
+    the dictionary finds its names and links them to their concept."""
+    from bioel_core import Annotator
+    from bioel_core.corpora.records import Document, Passage
+
+    extra = tmp_path / "extra.tsv"
+    extra.write_text("# a hand-written synonym\nconcept_id\tname\nMESH:D003693\tacute confusional episode\n", encoding="utf-8")
+    try:
+        assert cli.main(build_args(built, f"types.Disease.ingest.extra_names={extra}")) == 0
+        assert stage_lines(capsys.readouterr().err)["Disease.ingest"] == "running (inputs changed (extra_names))"
+        text = "She had an acute confusional episode."
+        (row,) = Annotator.from_bundle(built).annotate([Document("1", [Passage("title", 0, text)])])[0]
+        assert (row["mention"], row["concept_id"], row["matched_name"]) == (
+            "acute confusional episode",
+            "D003693",
+            "acute confusional episode",
+        )
+        moved = tmp_path / "moved.tsv"
+        shutil.copyfile(extra, moved)
+        assert cli.main(build_args(built, f"types.Disease.ingest.extra_names={moved}")) == 0
+        assert stage_lines(capsys.readouterr().err) == dict.fromkeys(STAGES, "up to date")
+    finally:  # back to the module's bundle: without extra names, the ingest key is the one it had before they existed
+        assert cli.main(build_args(built)) == 0
+    assert stage_lines(capsys.readouterr().err)["Disease.ingest"] == "running (inputs changed (extra_names))"
+    assert "extra_names" not in layout.read_record(built, "Disease.ingest").settings
+
+
 def test_staleness_names_why_a_stage_runs(built, tmp_path):
     record = layout.read_record(built, "Disease.index")
     assert layout.staleness(built, "Disease.index", record.settings, record.inputs, "build-index") is None

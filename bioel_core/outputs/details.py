@@ -56,6 +56,7 @@ class IngestDetails(_Section):
     normalizer: dict  # bioel_core.normalize.Normalizer.to_dict(): its `version` is what embed records of the names
     shared_name_policy: str
     corrupt_input_policy: str | None = None
+    extra_names: list[str] | None = None  # extra-names files (bioel_core.kb.extra_names), also among the inputs
 
     def manifest(
         self,

@@ -12,9 +12,10 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import pandas as pd
 
+from bioel_core.records import NAME_TYPES
+
 CRITICAL = "critical"
 WARNING = "warning"
-NAME_TYPES = ["preferred", "synonym", "abbreviation", "entry_term", "fsn"]
 
 
 def anchored(id_pattern: str) -> str:
@@ -149,7 +150,7 @@ def names_suite(id_pattern: str, max_name_length: int, records_in: int = 0) -> g
             ),
             *_non_empty("name"),
             *_non_empty("name_norm"),
-            _tag(gxe.ExpectColumnValuesToBeInSet(column="name_type", value_set=NAME_TYPES), CRITICAL),
+            _tag(gxe.ExpectColumnValuesToBeInSet(column="name_type", value_set=list(NAME_TYPES)), CRITICAL),
             _tag(gxe.ExpectColumnValueLengthsToBeBetween(column="name", max_value=max_name_length), WARNING),
         ],
     )

@@ -98,6 +98,7 @@ class BundleSettings(Settings):
         checks: list[tuple[str, str | None, str]] = []
         for name, t in self.types.items():
             checks += [(f"types.{name}.ingest.dumps[{i}]", p, "file") for i, p in enumerate(t.ingest.dumps)]
+            checks += [(f"types.{name}.ingest.extra_names[{i}]", p, "file") for i, p in enumerate(t.ingest.extra_names)]
             checks += [
                 (f"types.{name}.embed.model", t.embed.model, "folder"),
                 (f"types.{name}.link.stop_list", t.link.stop_list, "file"),

@@ -99,6 +99,12 @@ class IngestSettings(Settings):
     format: str = setting(help="the KB dump's format", choices=tuple(sorted(READERS)))
     dumps: list[str] = setting(help="the KB dump files (local, gs://, ...)", path=True)
     reader: ReaderOptions = setting(ReaderOptions(), help="the reader's options (those of its format only)")
+    extra_names: list[str] = setting(
+        [],
+        path=True,
+        help="extra-names files (a TSV with the columns concept_id and name: bioel_core.kb.extra_names): names added "
+        "to their concepts whatever the KB's format; a name whose concept the KB lacks is dead-lettered",
+    )
     num_shards: int = setting(4, help="Parquet shards per table", minimum=1)
     shared_names: str = setting(
         "keep-all",

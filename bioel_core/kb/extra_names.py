@@ -1,0 +1,106 @@
+"""Extra names: more names for a KB's concepts, from a file a user writes by hand or `bioel_core.text.synonyms`
+learns from annotated corpora, added by ingest-kb to the names of a KB of any format (`extra_names` of the ingest
+settings), each with the name type `extra`.
+
+The file (UTF-8, tab-separated, `#` lines are comments, blank lines are skipped):
+
+    # synonyms of my lab
+    concept_id	name
+    D003920	sugar diabetes
+    MESH:D009203	heart attack
+    OMIM:222100	IDDM1
+
+- The file may be gzipped. The first line that is not a comment is the header: it names the columns, `concept_id` and `name` among them
+  (other columns, such as a learned file's `count`, are kept for the reader and ignored here).
+- `concept_id` is the id as the KB or a corpus writes it, bare or with a vocabulary's prefix (`D009203`,
+  `MESH:D009203`); `name` is the name as it is written in text (case matters for acronyms, as for the KB's own names).
+- A name goes to the concept whose id is `concept_id` (compared as scoring compares ids, bioel_core.kb.vocab.plain_id),
+  else to the one concept that lists it among its alt ids (MEDIC's OMIM ids). A name whose concept the KB lacks
+  (or holds under an alt id of several concepts), a line without both fields, or a NIL id is dead-lettered with its
+  file and line: nothing is dropped silently. A file whose header lacks a column is one dead letter and is not read on.
+
+Among several concepts sharing a name, an extra name's concept comes first (bioel_core.names.NameSet): the file says
+which concept the name means where it is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from bioel_core.kb.io import Opener, ReaderContext, iter_lines
+from bioel_core.kb.vocab import is_nil_id, plain_id
+from bioel_core.records import DeadLetter
+
+COLUMNS = ("concept_id", "name")
+
+
+@dataclass(frozen=True)
+class ExtraName:
+    source: str  # the file
+    line: int
+    concept_id: str  # as written
+    name: str
+
+    @property
+    def key(self) -> str:
+        """What a concept's id or alt id must equal (after plain_id) to take this name."""
+        return plain_id(self.concept_id)
+
+    def dead(self, reason: str) -> DeadLetter:
+        return DeadLetter(self.source, f"line {self.line}", f"{self.concept_id}\t{self.name}", reason)
+
+
+def read_extra_names(path: str, ctx: ReaderContext, opener: Opener | None = None) -> Iterator[ExtraName | DeadLetter]:
+    """The names of one extra-names file and a dead letter (counted in `ctx`) per line that is not one. A name is
+    counted read only: it is accepted, or dead-lettered, where its concept is looked up (`resolve`)."""
+    columns: dict[str, int] | None = None
+    for item in iter_lines(path, ctx, opener):  # undecodable lines, gzip faults and an empty file are its dead letters
+        if isinstance(item, DeadLetter):
+            yield item
+            continue
+        number, line = item
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if columns is None:
+            columns = {c.strip(): i for i, c in enumerate(fields)}
+            if not all(c in columns for c in COLUMNS):
+                yield ctx.dead(
+                    f"line {number}",
+                    line,
+                    "not an extra-names file: its header must name the tab-separated columns concept_id and name",
+                    unread=True,
+                )
+                return
+            continue
+        concept_id, name = (fields[columns[c]].strip() if columns[c] < len(fields) else "" for c in COLUMNS)
+        if not concept_id or not name:
+            yield ctx.dead(f"line {number}", line, f"no {'concept_id' if not concept_id else 'name'} in this line")
+        elif is_nil_id(concept_id):
+            yield ctx.dead(f"line {number}", line, f"{concept_id!r} says no concept: a name needs one")
+        else:
+            ctx.stats.records_read += 1
+            yield ExtraName(path, number, concept_id, name)
+
+
+def concept_keys(concept_id: str, alt_ids: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """(key, via an alt id) of each id a KB concept answers to: the keys ExtraName.key is matched against."""
+    yield plain_id(concept_id), False
+    for alt in alt_ids:
+        yield plain_id(alt), True
+
+
+def resolve(key: str, found: Iterable[tuple[str, str, bool]]) -> tuple[str, str] | str:
+    """The (concept_id, kb) an extra name of `key` goes to, of the KB concepts `found` answering to it
+    ((concept_id, kb, via an alt id), possibly repeated: a concept read twice); else why none (a dead letter's reason)."""
+    found = set(found)
+    own = sorted({(c, kb) for c, kb, via_alt in found if not via_alt})
+    by_alt = sorted({(c, kb) for c, kb, via_alt in found if via_alt})
+    chosen = own or by_alt
+    if len(chosen) == 1:
+        return chosen[0]
+    if not chosen:
+        return f"concept {key} is not in the KB (neither a concept id nor an alt id)"
+    how = "concepts have this id" if own else "concepts list it as an alt id"
+    return f"{len(chosen)} {how} ({', '.join(c for c, _ in chosen[:5])}): which one is unclear"
