@@ -85,6 +85,8 @@ class Build:
         out = [("model", s.model)] + ([("calibrate.gold", s.calibrate.gold)] if s.calibrate else [])
         for t, ts in s.types.items():
             out += [(f"types.{t}.ingest.dumps", p) for p in ts.ingest.dumps]
+            if ts.ingest.scope is not None:
+                out.append((f"types.{t}.ingest.scope.semantic_groups_file", ts.ingest.scope.semantic_groups_file))
             out += [(f"types.{t}.embed.model", ts.embed.model), (f"types.{t}.link.stop_list", ts.link.stop_list)]
         return [(k, p) for k, p in out if p]
 
@@ -245,10 +247,13 @@ class Build:
         ts, version = self.settings.types[t], bioel_version()
         kb, emb, idx = (stage_folder(self.bundle, kind, t) for kind in (KB, EMBEDDINGS, INDEX))
         ingest = {**to_mapping(ts.ingest), "dumps": None, "normalizer": normalizer_dict(ts.ingest), "bioel": version}
+        ingest_inputs = {"dumps": sorted(self._digest(p) for p in ts.ingest.dumps)}
+        if ts.ingest.scope is not None and ts.ingest.scope.semantic_groups_file:  # its groups' TUIs are the scope's
+            ingest_inputs["semantic_groups_file"] = self._digest(ts.ingest.scope.semantic_groups_file)
         if not self._stage(
             f"{t}.ingest",
             ingest,
-            {"dumps": sorted(self._digest(p) for p in ts.ingest.dumps)},
+            ingest_inputs,
             run,
             lambda: self._ingest(t, kb),
             "ingest-kb",
@@ -303,7 +308,7 @@ class Build:
             list(s.dumps),
             str(kb),
             self._options(),
-            reader_options=s.reader.reader_kwargs(s.format),
+            reader_options=s.reader_kwargs(),
             normalizer=Normalizer(s.normalizer_config()),
             shared_names=s.shared_names,
             num_shards=s.num_shards,
