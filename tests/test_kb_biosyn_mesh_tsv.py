@@ -156,9 +156,10 @@ def test_mesh_tsv_tree_scope_keeps_one_branch_and_counts_the_rest():
     concepts, names, dead, stats = split(get_reader("mesh-tsv", scope=scope).read(paths))
     assert [c.concept_id for c in concepts] == ["D000001"] and {n.concept_id for n in names} == {"D000001"}
     thesaurus = next(s for s in stats if s.source.endswith("thesaurus.tsv"))
-    assert thesaurus.skipped_by_filter == {
-        "out of scope (scope.tree_include): no tree number under an included branch": 3
-    } and thesaurus.reconciles()
+    assert (
+        thesaurus.skipped_by_filter == {"out of scope (scope.tree_include): no tree number under an included branch": 3}
+        and thesaurus.reconciles()
+    )
     with pytest.raises(ValueError, match="trees TSV"):
         list(get_reader("mesh-tsv", scope=scope).read(paths[:1]))
     with pytest.raises(ValueError, match="trees TSV"):  # when ingest-kb plans its work: in `read`, a worker's traceback

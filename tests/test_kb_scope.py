@@ -83,9 +83,7 @@ def test_ctd_rows_are_judged_by_their_tree_numbers_else_their_parents_and_diseas
     header = "# Fields:\n# ChemicalName\tChemicalID\tCasRN\tDefinition\tParentIDs\tTreeNumbers\tParentTreeNumbers\tSynonyms\n#\n"
     rows = "Orphan\tMESH:C000001\t\t\tMESH:D012459\t\tD08.811.277\t\nPlaced\tMESH:C000002\t\t\tMESH:D001241\t\tD02.241\t\n"
     (tmp_path / "CTD_chemicals.tsv").write_text(header + rows)
-    concepts, stats = concepts_and_stats(
-        get_reader("ctd-chemicals", scope=CHEMICALS), [str(tmp_path / "CTD_chemicals.tsv")]
-    )
+    concepts, stats = concepts_and_stats(get_reader("ctd-chemicals", scope=CHEMICALS), [str(tmp_path / "CTD_chemicals.tsv")])
     assert concepts == ["C000002"] and stats[0].skipped_by_filter == {EXCLUDED: 1}
     diseases = str(FIXTURES / "ctd/CTD_diseases.tsv")
     concepts, stats = concepts_and_stats(get_reader("ctd-diseases", scope={"categories": ["Cancer"]}), [diseases])
@@ -164,3 +162,46 @@ def test_the_ingest_manifest_counts_what_the_scope_drops_and_refuses_a_scope_tha
     assert "out_of_scope" not in ingest_kb.run("mesh-tsv", MESH, str(tmp_path / "all"), options)
     with pytest.raises(EmptyOutputError, match=r"nothing published; filtered: out of scope \(scope.tree_include\)"):
         ingest_kb.run("mesh-tsv", MESH, str(tmp_path / "none"), options, reader_options={"scope": {"tree_include": ["B"]}})
+
+
+def test_a_bundle_declares_a_scope_and_a_changed_scope_re_runs_the_types_stages(tmp_path, capsys, one_torch_thread):
+    from pipelines import cli
+    from conftest import REPO
+
+    bundle_file = tmp_path / "scoped.toml"
+    bundle_file.write_text(
+        f'model = "{REPO / "models" / "disease-default"}"\n'
+        "[types.Chemical.ingest]\n"
+        f'format = "mesh-tsv"\ndumps = {MESH!r}\nnum_shards = 1\n'
+        "[types.Chemical.ingest.scope]\n"
+        f"tree_include = {CHEMICALS['tree_include']!r}\ntree_exclude = {CHEMICALS['tree_exclude']!r}\n"
+        "[types.Chemical.embed]\nnum_shards = 1\n[types.Chemical.index]\nnum_shards = 1\n"
+    )
+    out = tmp_path / "bundle"
+
+    def build(*assignments) -> dict[str, str]:
+        sets = [a for assignment in assignments for a in ("--set", assignment)]
+        code = cli.main(["build", str(bundle_file), "--output", str(out), "--no-quality", *sets, "--runner", "FnApiRunner"])
+        err = capsys.readouterr().err
+        assert code == 0, err
+        lines: dict[str, str] = {}  # each stage's first line: whether it runs, and why
+        for parts in (line.split(": ", 2) for line in err.splitlines()):
+            if len(parts) == 3 and parts[0] == "build":
+                lines.setdefault(parts[1], parts[2])
+        return lines
+
+    def kb_manifest() -> dict:
+        from bioel_core.tables import read_manifest
+
+        return read_manifest(out / "kb" / "Chemical")
+
+    assert build()["Chemical.ingest"].startswith("running")
+    assert kb_manifest()["out_of_scope"] == {EXCLUDED: 6, NOT_INCLUDED: 3, NO_TREE_NUMBER: 2}
+    assert kb_manifest()["outputs"]["concepts"]["rows"] == 2
+    lines = build("types.Chemical.ingest.scope.tree_exclude=[]")
+    assert lines["Chemical.ingest"] == "running (settings changed (scope))"
+    assert lines["Chemical.embed"].startswith("running") and lines["Chemical.index"].startswith("running")
+    assert kb_manifest()["outputs"]["concepts"]["rows"] == 4  # the enzyme and the protein are back
+    code = cli.main(["build", str(bundle_file), "--output", str(out), "--set", "types.Chemical.ingest.scope.tree_include=D08.8"])
+    assert code == 2
+    assert "types.Chemical.ingest.scope.tree_include[0]: 'D08.8' is not a MeSH tree branch" in capsys.readouterr().err

@@ -131,7 +131,8 @@ class ScopeSettings(Settings):
             raise SettingsError("semantic_groups", "no group chosen from semantic_groups_file")
         if self.tree_include and all(under(b, self.tree_exclude) for b in self.tree_include):
             raise SettingsError(
-                "tree_exclude", f"excludes every branch tree_include keeps ({', '.join(self.tree_include)}): nothing would be kept"
+                "tree_exclude",
+                f"excludes every branch tree_include keeps ({', '.join(self.tree_include)}): nothing would be kept",
             )
 
     def check_format(self, kb_format: str) -> None:
