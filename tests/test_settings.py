@@ -297,10 +297,11 @@ def test_the_umls_bundle_takes_each_type_from_its_semantic_group():
 def test_docs_describe_every_bundle_setting():
     from conftest import REPO
 
-    from bioel_core.settings import TypeSettings
+    from bioel_core.settings import ScopeSettings, TypeSettings
 
     page = (REPO / "docs" / "bundles.md").read_text()
-    for cls in (BundleSettings, TypeSettings, IngestSettings, ReaderOptions, EmbedSettings, IndexSettings, CalibrateSettings):
+    classes = (BundleSettings, TypeSettings, IngestSettings, ReaderOptions, ScopeSettings, EmbedSettings, IndexSettings)
+    for cls in (*classes, CalibrateSettings):
         for info in fields_of(cls):
             assert f"`{info.name}`" in page, f"docs/bundles.md does not describe {cls.__name__}.{info.name}"
     for name in ("detector", "copy_formats", "stop_list", "nil_threshold"):
