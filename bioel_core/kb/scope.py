@@ -2,7 +2,7 @@
 contract (IngestSettings.scope), applied by the readers that know each concept's place (tree numbers, semantic
 types, categories), and accounted for: every record the scope drops is counted as filtered under a reason naming the
 setting that dropped it (`out of scope (scope.tree_exclude): ...`), which the ingest manifest sums in its
-`details.out_of_scope`. Out of scope is not bad input: nothing is dead-lettered.
+`out_of_scope`. Out of scope is not bad input: nothing is dead-lettered.
 
 Tree branches (MeSH tree numbers, as in MeSH, CTD's TreeNumbers): a branch is a category letter (`D`) or a tree number
 (`D08`, `D08.811`); a tree number lies under a branch when it is the branch or continues it by whole segments
