@@ -24,7 +24,7 @@ KBS = {
             "--input",
             DATA / "mesh" / "data_mesh_thesaurus.tsv.gz",
             DATA / "mesh" / "data_mesh_trees.tsv",
-            "--mesh-tree-prefix",
+            "--tree-include",
             "D",
         ],
         "chemical-mesh.json",

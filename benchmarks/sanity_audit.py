@@ -5,14 +5,16 @@ what no linker should write (issue 42). Prints, and writes with --json:
   or bare numbers (`12`, `2.5%`);
 - links whose mention is an abbreviation expansion (its `link_text` is not its text) whose long form crosses a
   clause end, a parenthesis or a statistic (`crosses_boundary`: what no Schwartz-Hearst long form may span);
-- protein, enzyme and nucleic-acid descriptors typed Chemical: MeSH descriptors every tree number of which lies
-  under PROTEIN_BRANCHES (from ../shared/data/mesh/data_mesh_trees.tsv). BC5CDR's chemical guideline, built on
-  CHEMDNER's, annotates drugs and chemical compounds, peptides included, but not proteins, enzymes, genes or
-  nucleic acids: so enzymes (D08.811, with the cytochromes D08.244 and enzyme precursors D08.622), proteins
-  (D12.776), nucleic acids (D13.444) and antisense elements (D13.150). "Every tree number" keeps what the corpus
-  does annotate though MeSH also files it there (angiotensin II, D12.644 peptides and D06 hormones; hepatitis B
-  surface antigen, D23.050): on BC5CDR train + dev, 3 of 9,269 gold Chemical annotations with a descriptor id
-  fall under the rule;
+- protein, enzyme and nucleic-acid descriptors typed Chemical: MeSH descriptors (from
+  ../shared/data/mesh/data_mesh_trees.tsv) that the Chemical scope of the shipped diseases-chemicals bundle
+  (BUNDLE_FILE's `[types.Chemical.ingest.scope]`, read from that file: the one list) excludes, by its rule
+  (bioel_core.kb.scope: every tree number under D lies under an excluded branch). BC5CDR's chemical guideline, built
+  on CHEMDNER's, annotates drugs and chemical compounds, peptides included, but not proteins, enzymes, genes or
+  nucleic acids: so the bundle excludes enzymes (D08.811, with the cytochromes D08.244 and enzyme precursors
+  D08.622), proteins (D12.776), nucleic acids (D13.444) and antisense elements (D13.150). "Every tree number" keeps
+  what the corpus does annotate though MeSH also files it there (angiotensin II, D12.644 peptides and D06 hormones;
+  hepatitis B surface antigen, D23.050): on BC5CDR train + dev, 3 of 9,269 gold Chemical annotations with a
+  descriptor id fall under the rule;
 - the 20 most linked mention strings per entity type, with the concept each is linked to most.
 
     python benchmarks/sanity_audit.py                      # builds benchmarks/diseases-chemicals.bundle.toml in .bench/
@@ -32,26 +34,34 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.kbs import BIOEL, DATA, built, sh  # noqa: E402
+from bioel_core.kb.scope import EXCLUDED, Scope  # noqa: E402
+from bioel_core.settings import load_bundle_file  # noqa: E402
 from bioel_core.tables import read_table  # noqa: E402
 from bioel_core.text.abbreviations import crosses_boundary, is_bare_number, is_statistic  # noqa: E402
 
 ABSTRACTS = DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl"
 MESH_TREES = DATA / "mesh" / "data_mesh_trees.tsv"
 BUNDLE_FILE = ROOT / "benchmarks" / "diseases-chemicals.bundle.toml"
-PROTEIN_BRANCHES = ("D08.811", "D08.244", "D08.622", "D12.776", "D13.444", "D13.150")
 COLUMNS = ["doc_id", "start", "end", "mention", "link_text", "entity_type", "concept_id", "matched_name", "nil"]
 EXAMPLES, TOP = 10, 20
 
 
-def protein_descriptors(trees_file: Path = MESH_TREES) -> dict[str, str]:
-    """MeSH descriptor id -> name, for descriptors every tree number of which lies under PROTEIN_BRANCHES."""
+def chemical_scope(bundle_file: Path = BUNDLE_FILE) -> Scope:
+    """The Chemical scope the bundle file declares (resolved as its ingest applies it)."""
+    return load_bundle_file(bundle_file).types["Chemical"].ingest.scope.resolve()
+
+
+def protein_descriptors(trees_file: Path = MESH_TREES, scope: Scope | None = None) -> dict[str, str]:
+    """MeSH descriptor id -> name, for the descriptors the Chemical scope (default: BUNDLE_FILE's) excludes: every
+    tree number it includes lies under an excluded branch."""
+    scope = scope or chemical_scope()
     trees: dict[str, list[str]] = defaultdict(list)
     names: dict[str, str] = {}
     with open(trees_file, newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh, delimiter="\t"):
             trees[row["DescriptorUI"]].append(row["tree_location"])
             names[row["DescriptorUI"]] = row["DescriptorName"]
-    return {d: names[d] for d, numbers in trees.items() if all(n.startswith(PROTEIN_BRANCHES) for n in numbers)}
+    return {d: names[d] for d, numbers in trees.items() if scope.tree_reason(numbers) == EXCLUDED}
 
 
 def audit(rows: list[dict], proteins: dict[str, str]) -> dict:

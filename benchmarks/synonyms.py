@@ -4,7 +4,7 @@ detector with the stop list, each mention linked by exact name, an extra name's 
 
     .venv/bin/bioel ingest-kb --input-format medic-biosyn --input ../shared/data/medic/medic_06Jul2012.txt --output /tmp/medic_kb
     .venv/bin/bioel ingest-kb --input-format mesh-tsv --input ../shared/data/mesh/data_mesh_thesaurus.tsv.gz \\
-        ../shared/data/mesh/data_mesh_trees.tsv --mesh-tree-prefix D --output /tmp/mesh_kb
+        ../shared/data/mesh/data_mesh_trees.tsv --tree-include D --output /tmp/mesh_kb
     .venv/bin/python benchmarks/synonyms.py --medic-kb /tmp/medic_kb --mesh-kb /tmp/mesh_kb [--write] [--json OUT]
 
 Learned on training data only (diseases: BC5CDR train Disease mentions and NCBI-disease train, every mention type;

@@ -86,6 +86,8 @@ class Build:
         for t, ts in s.types.items():
             out += [(f"types.{t}.ingest.dumps", p) for p in ts.ingest.dumps]
             out += [(f"types.{t}.ingest.extra_names", p) for p in ts.ingest.extra_names]
+            if ts.ingest.scope is not None:
+                out.append((f"types.{t}.ingest.scope.semantic_groups_file", ts.ingest.scope.semantic_groups_file))
             out += [(f"types.{t}.embed.model", ts.embed.model), (f"types.{t}.link.stop_list", ts.link.stop_list)]
         return [(k, p) for k, p in out if p]
 
@@ -252,6 +254,8 @@ class Build:
         inputs = {"dumps": sorted(self._digest(p) for p in ts.ingest.dumps)}
         if ts.ingest.extra_names:
             inputs["extra_names"] = sorted(self._digest(p) for p in ts.ingest.extra_names)
+        if ts.ingest.scope is not None and ts.ingest.scope.semantic_groups_file:  # its groups' TUIs are the scope's
+            inputs["semantic_groups_file"] = self._digest(ts.ingest.scope.semantic_groups_file)
         if not self._stage(
             f"{t}.ingest",
             ingest,
@@ -310,7 +314,7 @@ class Build:
             list(s.dumps),
             str(kb),
             self._options(),
-            reader_options=s.reader.reader_kwargs(s.format),
+            reader_options=s.reader_kwargs(),
             normalizer=Normalizer(s.normalizer_config()),
             shared_names=s.shared_names,
             num_shards=s.num_shards,

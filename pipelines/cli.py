@@ -44,7 +44,7 @@ def cmd_ingest_kb(args, beam_args: list[str]) -> int:
         ingest.dumps,
         output,
         pipeline_options(beam_args),
-        reader_options=ingest.reader.reader_kwargs(ingest.format),
+        reader_options=ingest.reader_kwargs(),
         normalizer=Normalizer(ingest.normalizer_config()),
         shared_names=ingest.shared_names,
         num_shards=ingest.num_shards,

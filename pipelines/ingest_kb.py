@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import namedtuple
+from collections import Counter, namedtuple
 from dataclasses import asdict
 
 import apache_beam as beam
@@ -36,6 +36,7 @@ from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb import get_reader
 from bioel_core.kb.extra_names import concept_keys, read_extra_names, resolve
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY, ReaderContext
+from bioel_core.kb.scope import out_of_scope_counts
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
 from bioel_core.outputs import Manifest, OutputFolder, absolute, check_num_shards, shard_name
 from bioel_core.outputs.details import IngestDetails
@@ -502,6 +503,9 @@ def build_manifest(
         files_in.append({"path": path, "sha256": sha, "bytes": size, **by_file.get(path, {})})
     records = {k: sum(s[k] for s in read_stats) for k in ("records_read", "records_accepted", "dead_lettered")}
     records["filtered"] = sum(sum(s["skipped_by_filter"].values()) for s in read_stats)
+    out_of_scope: Counter[str] = Counter()
+    for s in read_stats:
+        out_of_scope.update(out_of_scope_counts(s["skipped_by_filter"]))
     details = IngestDetails(
         kb=kb,
         format=kb_format,
@@ -511,6 +515,7 @@ def build_manifest(
         shared_name_policy=shared_names,
         corrupt_input_policy=CORRUPT_INPUT_POLICY,
         extra_names=list(extra_names),
+        out_of_scope=dict(sorted(out_of_scope.items())) if reader_options.get("scope") else None,
     )
     return details.manifest(
         files_in,

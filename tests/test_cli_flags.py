@@ -42,13 +42,13 @@ def test_a_value_the_contract_refuses_is_named_by_its_flag():
 def test_nested_contract_fields_are_flags_and_required_ones_are_required():
     parser, flags = parser_for(IngestSettings, rename={"format": "--input-format", "dumps": "--input"})
     options = {f.option for f in flags.flags}
-    assert {"--input-format", "--input", "--umls-languages", "--mesh-tree-prefix", "--keep-case"} <= options
+    assert {"--input-format", "--input", "--umls-languages", "--tree-include", "--tree-exclude", "--keep-case"} <= options
     with pytest.raises(SystemExit):  # argparse exits on a missing required flag whatever exit_on_error says
         parser.parse_args(["--input", "x.tsv"])  # --input-format is required: the contract has no default for it
     settings = flags.settings(
-        parser.parse_args(["--input-format", "mesh-tsv", "--input", "a.tsv", "b.tsv", "--mesh-tree-prefix", "D", "--keep-case"])
+        parser.parse_args(["--input-format", "mesh-tsv", "--input", "a.tsv", "b.tsv", "--tree-include", "D", "--keep-case"])
     )
-    assert settings.dumps == ["a.tsv", "b.tsv"] and settings.reader.mesh_tree_prefix == ["D"] and settings.keep_case
+    assert settings.dumps == ["a.tsv", "b.tsv"] and settings.scope.tree_include == ["D"] and settings.keep_case
     with pytest.raises(FlagError, match=r"^--umls-languages: format mesh-tsv does not read this option"):
         flags.settings(parser.parse_args(["--input-format", "mesh-tsv", "--input", "a", "--umls-languages", "FRE"]))
 

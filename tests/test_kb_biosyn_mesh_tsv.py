@@ -150,16 +150,20 @@ def test_mesh_tsv_filters_permuted_and_dead_letters_bad_rows(tmp_path):
     assert stats[0].reconciles()
 
 
-def test_mesh_tsv_tree_prefix_keeps_one_branch_and_counts_the_rest():
+def test_mesh_tsv_tree_scope_keeps_one_branch_and_counts_the_rest():
     paths = [str(FIXTURES / "mesh_tsv/thesaurus.tsv"), str(FIXTURES / "mesh_tsv/trees.tsv")]
-    concepts, names, dead, stats = split(get_reader("mesh-tsv", tree_prefixes=["D"]).read(paths))
+    scope = {"tree_include": ["D"]}
+    concepts, names, dead, stats = split(get_reader("mesh-tsv", scope=scope).read(paths))
     assert [c.concept_id for c in concepts] == ["D000001"] and {n.concept_id for n in names} == {"D000001"}
     thesaurus = next(s for s in stats if s.source.endswith("thesaurus.tsv"))
-    assert thesaurus.skipped_by_filter == {"descriptor outside the tree prefixes": 3} and thesaurus.reconciles()
+    assert (
+        thesaurus.skipped_by_filter == {"out of scope (scope.tree_include): no tree number under an included branch": 3}
+        and thesaurus.reconciles()
+    )
     with pytest.raises(ValueError, match="trees TSV"):
-        list(get_reader("mesh-tsv", tree_prefixes=["D"]).read(paths[:1]))
+        list(get_reader("mesh-tsv", scope=scope).read(paths[:1]))
     with pytest.raises(ValueError, match="trees TSV"):  # when ingest-kb plans its work: in `read`, a worker's traceback
-        get_reader("mesh-tsv", tree_prefixes=["D"]).input_groups(paths[:1])
+        get_reader("mesh-tsv", scope=scope).input_groups(paths[:1])
 
 
 def test_medic_html_entities_are_unescaped(tmp_path):

@@ -137,17 +137,21 @@ def test_sab_tty_and_preferred_only_filters():
 
 def test_semantic_type_filter_keeps_the_concepts_of_the_selected_tuis():
     paths = [FIXTURES / f for f in FILES]
-    concepts, names, dead, stats = read(paths, semantic_types=["T046", "T191"])
+    concepts, names, dead, stats = read(paths, scope={"semantic_types": ["T046", "T191"]})
     assert [c.concept_id for c in concepts] == ["C0027051"] and dead == []
     assert concepts[0].semantic_types == (DISEASE, "T046:Pathologic Function")  # all its types, not only the selected
     assert {n.concept_id for n in names} == {"C0027051"}
     conso, sty, mrdef = (stats[str(p)] for p in paths)
-    assert conso.skipped_by_filter == {"LAT not selected": 2, "suppressed": 3, "semantic type not selected": 5}
+    assert conso.skipped_by_filter == {
+        "LAT not selected": 2,
+        "suppressed": 3,
+        "out of scope (scope.semantic_types): no selected semantic type": 5,
+    }
     assert sty.skipped_by_filter == {"concept not selected": 3, "CUI not in MRCONSO": 1} and sty.records_accepted == 2
     assert mrdef.records_accepted == 1
     assert all(s.reconciles() for s in stats.values())
     with pytest.raises(ValueError, match=r"semantic types \['T046'\] need MRSTY.RRF among the inputs"):
-        UmlsReader(semantic_types=["T046"]).input_groups([str(FIXTURES / "MRCONSO.RRF")])
+        UmlsReader(scope={"semantic_types": ["T046"]}).input_groups([str(FIXTURES / "MRCONSO.RRF")])
 
 
 def test_gzip_inputs_read_the_same(tmp_path):

@@ -50,13 +50,13 @@ def error_of(cls, data, prefix=""):
         (IngestSettings, {**INGEST, "num_shard": 2}, "num_shard: unknown setting; did you mean num_shards?"),
         (
             IngestSettings,
-            {**INGEST, "reader": {"mesh_tree_prefix": ["D"]}},
-            "reader.mesh_tree_prefix: format medic-biosyn does not read this option (it takes no reader options)",
+            {**INGEST, "reader": {"mesh_exclude_permuted": True}},
+            "reader.mesh_exclude_permuted: format medic-biosyn does not read this option (it takes no reader options)",
         ),
         (
             IngestSettings,
             {"format": "mesh-tsv", "dumps": ["x"], "reader": {"umls_sabs": ["MSH"]}},
-            "reader.umls_sabs: format mesh-tsv does not read this option (its options: mesh_exclude_permuted, mesh_tree_prefix)",
+            "reader.umls_sabs: format mesh-tsv does not read this option (its reader options: mesh_exclude_permuted)",
         ),
         (IngestSettings, {**INGEST, "keep_case": "yes"}, "keep_case: expected true or false, got 'yes'"),
         (IngestSettings, {**INGEST, "dumps": [""]}, "dumps[0]: expected a path, got an empty string"),
@@ -139,7 +139,7 @@ def test_contract_round_trips_through_a_mapping():
             "calibrate": {"gold": "/dev.txt"},
             "types": {
                 "Chemical": {
-                    "ingest": {"format": "mesh-tsv", "dumps": ["/t.tsv"], "reader": {"mesh_tree_prefix": ["D"]}},
+                    "ingest": {"format": "mesh-tsv", "dumps": ["/t.tsv"], "scope": {"tree_include": ["D"]}},
                     "index": {"kind": "hnsw", "num_shards": 2},
                     "link": {"nil_threshold": 0.5},
                 }
@@ -148,7 +148,7 @@ def test_contract_round_trips_through_a_mapping():
     )
     assert from_mapping(BundleSettings, to_mapping(settings)) == settings
     chemical = settings.types["Chemical"]
-    assert chemical.ingest.reader.reader_kwargs("mesh-tsv") == {"include_permuted": True, "tree_prefixes": ("D",)}
+    assert chemical.ingest.reader_kwargs() == {"include_permuted": True, "scope": {"tree_include": ["D"]}}
     assert chemical.index.spec().kind == "hnsw" and settings.model_of("Chemical") == "/m"
 
 
@@ -272,7 +272,8 @@ def test_the_shipped_bundle_files_are_valid():
         load_bundle_file(REPO / "benchmarks" / "diseases-chemicals.bundle.toml").check_inputs()
     best = load_bundle_file(REPO / "bundles" / "diseases-chemicals.toml")
     assert best.link.detector == "both" and best.model.endswith("models/bc5cdr-collective-small")
-    assert best.types["Chemical"].ingest.reader.reader_kwargs("mesh-tsv")["tree_prefixes"] == ("D",)
+    chemical = best.types["Chemical"].ingest.reader_kwargs()["scope"]
+    assert chemical["tree_include"] == ["D"] and "D12.776" in chemical["tree_exclude"]  # BC5CDR's chemical guideline
     for f in (REPO / "bundles" / "diseases-chemicals.toml", REPO / "benchmarks" / "diseases-chemicals.bundle.toml"):
         types = load_bundle_file(f).types  # short forms need context (issue 42 item 3)
         assert (types["Disease"].link.short_form_support, types["Chemical"].link.short_form_support) == (0.1, 0.2)
@@ -291,7 +292,7 @@ def test_the_umls_bundle_takes_each_type_from_its_semantic_group():
     settings.check_inputs()
     found = {}
     for name, t in settings.types.items():
-        reader = get_reader(t.ingest.format, **t.ingest.reader.reader_kwargs(t.ingest.format))
+        reader = get_reader(t.ingest.format, **t.ingest.reader_kwargs())
         found[name] = [i.concept_id for i in reader.read(t.ingest.dumps) if isinstance(i, ConceptRecord)]
     assert found == {"Disease": ["C0004096", "C0011849", "C0027051"], "Chemical": []}  # the fixtures' are all disorders
 
@@ -299,10 +300,11 @@ def test_the_umls_bundle_takes_each_type_from_its_semantic_group():
 def test_docs_describe_every_bundle_setting():
     from conftest import REPO
 
-    from bioel_core.settings import TypeSettings
+    from bioel_core.settings import ScopeSettings, TypeSettings
 
     page = (REPO / "docs" / "bundles.md").read_text()
-    for cls in (BundleSettings, TypeSettings, IngestSettings, ReaderOptions, EmbedSettings, IndexSettings, CalibrateSettings):
+    classes = (BundleSettings, TypeSettings, IngestSettings, ReaderOptions, ScopeSettings, EmbedSettings, IndexSettings)
+    for cls in (*classes, CalibrateSettings):
         for info in fields_of(cls):
             assert f"`{info.name}`" in page, f"docs/bundles.md does not describe {cls.__name__}.{info.name}"
     for name in ("detector", "copy_formats", "stop_list", "nil_threshold"):

@@ -11,8 +11,12 @@ ranges by several workers, each range taking its columns from the header at the 
 
 Ids are `MESH:D...` (descriptors), `MESH:C...` (supplementary concepts, in both vocabularies) or `OMIM:...`: the
 vocabulary goes to its own column and the concept id is stored bare; alt ids (`DO:DOID:...`, `OMIM:...`) are already
-qualified and kept as written. ParentIDs and ParentTreeNumbers are not read: a concept's place in the tree is its
-TreeNumbers (its semantic types).
+qualified and kept as written. ParentIDs are not read: a concept's place in the tree is its TreeNumbers (its semantic
+types).
+
+A scope (bioel_core.kb.scope) judges a row by its TreeNumbers or, when it has none (a supplementary chemical), by its
+parents' (ParentTreeNumbers); a diseases file's categories are its SlimMappings column (a file without the column
+has no category: a category scope then keeps nothing, and the ingest says so).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader, preferred_name
 from bioel_core.kb.io import FileRange, Input, Opener, ReaderContext, input_path, iter_lines, split_lines
+from bioel_core.kb.scope import Scope
 from bioel_core.kb.vocab import MESH, MESH_UI, medic_vocabulary
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
@@ -49,6 +54,9 @@ class CtdReader(KBReader):
     name_column = ""
     id_column = ""
     alt_ids_column: str | None = None
+
+    def __init__(self, scope: Scope | dict | None = None):
+        self.scope = Scope.of(scope)
 
     def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[Input]]:
         """A group a file, or a range of one: a large uncompressed file is read by several workers."""
@@ -107,13 +115,20 @@ class CtdReader(KBReader):
         if (preferred := preferred_name([name, *synonyms])) is None:
             yield self.no_name(ctx, f"line {lineno}", line, f"{self.name_column} and every synonym are")
             return
+        trees = split_list(row.get("TreeNumbers", ""))
+        why = self.scope.tree_reason(trees or split_list(row.get("ParentTreeNumbers", ""))) or self.scope.category_reason(
+            split_list(row.get("SlimMappings", ""))
+        )
+        if why is not None:
+            ctx.filtered(why)
+            return
         ctx.accept()
         vocabulary, concept_id = medic_vocabulary(raw_id)  # the id pattern admits MeSH and OMIM ids only
         yield ConceptRecord(
             concept_id=concept_id,
             kb=self.kb,
             preferred_name=preferred,
-            semantic_types=split_list(row.get("TreeNumbers", "")),
+            semantic_types=trees,
             definition=row.get("Definition", "").strip() or None,
             alt_ids=split_list(row.get(self.alt_ids_column, "")) if self.alt_ids_column else (),
             vocabulary=vocabulary,

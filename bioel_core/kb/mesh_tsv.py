@@ -1,5 +1,6 @@
 """The MeSH thesaurus TSV (`data_mesh_thesaurus.tsv.gz`: one row per descriptor entry term) and, optionally,
-its tree-number TSV (`data_mesh_trees.tsv`), whose tree numbers become the concepts' semantic types.
+its tree-number TSV (`data_mesh_trees.tsv`), whose tree numbers become the concepts' semantic types and are what a
+tree scope (bioel_core.kb.scope) judges; a descriptor out of scope has each of its rows counted as filtered.
 A row whose TermName is control characters only is dead-lettered, and a descriptor whose DescriptorName is, is
 named by its first usable term.
 """
@@ -12,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from bioel_core.kb.base import KBItem, KBReader, preferred_name, usable_name
 from bioel_core.kb.io import Opener, ReaderContext, iter_lines, open_kb_file, tsv_rows
+from bioel_core.kb.scope import Scope
 from bioel_core.kb.vocab import MESH
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
@@ -45,22 +47,22 @@ class MeshTsvReader(KBReader):
     vocabulary = MESH
     id_pattern = re.compile(r"D\d{6,9}")
 
-    def __init__(self, include_permuted: bool = True, tree_prefixes: Sequence[str] = ()):
-        """`tree_prefixes` (e.g. ["D"] for Chemicals and Drugs): keep only descriptors with a tree number
-        starting with one of them; needs the trees TSV among the inputs."""
-        self.include_permuted, self.tree_prefixes = include_permuted, tuple(tree_prefixes)
+    def __init__(self, include_permuted: bool = True, scope: Scope | dict | None = None):
+        """`scope`: its tree filters (e.g. tree_include ["D"], Chemicals and Drugs) keep the descriptors in scope;
+        they need the trees TSV among the inputs."""
+        self.include_permuted, self.scope = include_permuted, Scope.of(scope)
 
     def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[str]]:
-        # the trees file annotates every thesaurus file, so they are read together; tree prefixes without one are
+        # the trees file annotates every thesaurus file, so they are read together; a tree scope without one is
         # refused here, before the pipeline starts (in `read`, a worker's traceback)
         self._trees_files(paths, opener)
         return [list(paths)]
 
     def _trees_files(self, paths: Sequence[str], opener: Opener | None) -> list[str]:
         found = [p for p in paths if _header(p, opener)[:3] == TREES_FIRST_COLUMNS]
-        if self.tree_prefixes and not found:
+        if self.scope.by_tree and not found:
             raise ValueError(
-                f"tree prefixes {list(self.tree_prefixes)} need the MeSH trees TSV among the inputs "
+                f"a tree scope ({self.scope.to_dict()}) needs the MeSH trees TSV among the inputs "
                 f"(columns {TREES_FIRST_COLUMNS}...)"
             )
         return found
@@ -94,6 +96,7 @@ class MeshTsvReader(KBReader):
     def _read_thesaurus(self, path: str, trees: dict[str, list[str]], opener: Opener | None) -> Iterator[KBItem]:
         ctx = ReaderContext(path)
         seen: set[str] = set()
+        out_of_scope: dict[str, str | None] = {}  # descriptor -> why it is out of scope (None: in scope)
         for item in tsv_rows(path, ctx, THESAURUS_COLUMNS, "MeSH thesaurus", opener):
             if isinstance(item, DeadLetter):
                 yield item
@@ -109,8 +112,10 @@ class MeshTsvReader(KBReader):
             if row["IsPermutedTermYN"] == "Y" and not self.include_permuted:
                 ctx.filtered("permuted term")
                 continue
-            if self.tree_prefixes and not any(t.startswith(self.tree_prefixes) for t in trees.get(descriptor, ())):
-                ctx.filtered("descriptor outside the tree prefixes")
+            if descriptor not in out_of_scope:
+                out_of_scope[descriptor] = self.scope.tree_reason(trees.get(descriptor, ()))
+            if out_of_scope[descriptor] is not None:
+                ctx.filtered(out_of_scope[descriptor])
                 continue
             if not usable_name(term):  # dead here, so that the descriptor's next usable row creates it
                 yield self.no_name(ctx, f"line {lineno}", line, "TermName is")

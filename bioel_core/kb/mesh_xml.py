@@ -14,7 +14,8 @@ Names are every Term of every Concept of the record: the record preferred term, 
 and entry terms (permuted terms included). The DescriptorName (SupplementalRecordName) names the concept or, when it
 is control characters only, the first usable term (a record with neither is dead-lettered). The definition is the
 preferred concept's ScopeNote, else the record's Note (a supplementary record's); a descriptor's tree numbers are its
-semantic types (a supplementary record has none).
+semantic types (a supplementary record has none). A scope's tree filters (bioel_core.kb.scope) judge descriptors by
+their tree numbers; a supplementary record, which MeSH files in no tree, is kept by them.
 
 A supplementary record's alt ids are the descriptors it is mapped to (HeadingMappedToList/HeadingMappedTo/
 DescriptorReferredTo/DescriptorUI), qualified as `MESH:D...` (kb.vocab.qualify) in the record's order. NLM marks the
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 
 from bioel_core.kb.base import KBItem, KBReader, preferred_name
 from bioel_core.kb.io import Input, Opener, ReaderContext, input_path
+from bioel_core.kb.scope import Scope
 from bioel_core.kb.vocab import MESH, qualify
 from bioel_core.records import ConceptRecord, NameRecord
 from bioel_core.xml_records import Fault, RecordError, parse_record, read_records, split_records
@@ -83,6 +85,9 @@ class MeshXmlReader(KBReader):
     vocabulary = MESH
     # descriptors and supplementary concept records; each record is checked against its own kind's pattern
     id_pattern = re.compile(r"[CD]\d{6,9}")
+
+    def __init__(self, scope: Scope | dict | None = None):
+        self.scope = Scope.of(scope)
 
     def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[Input]]:
         """A group a file, or a range of one: a large uncompressed file is read by several workers."""
@@ -152,6 +157,9 @@ class MeshXmlReader(KBReader):
         if (bad := next((m for m in mapped if not DESCRIPTOR_UI.fullmatch(m)), None)) is not None:
             location, raw = self._location(ordinal, kind, ui), ET.tostring(elem, encoding="unicode")
             yield ctx.dead(location, raw, f"HeadingMappedTo DescriptorUI {bad!r} is not a descriptor UI {DESCRIPTOR_UI.pattern}")
+            return
+        if kind is KINDS["DescriptorRecord"] and (why := self.scope.tree_reason(tree_numbers)) is not None:
+            ctx.filtered(why)
             return
         ctx.accept()
         yield ConceptRecord(

@@ -34,6 +34,7 @@ from bioel_core.kb.io import (
     split_at_keys,
     split_lines,
 )
+from bioel_core.kb.scope import Scope
 from bioel_core.kb.vocab import UMLS
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord
 
@@ -154,23 +155,23 @@ class UmlsReader(KBReader):
         exclude_suppressed: bool = True,
         preferred_only: bool = False,
         ttys: Sequence[str] | None = None,
-        semantic_types: Sequence[str] | None = None,
+        scope: Scope | dict | None = None,
     ):
-        """`semantic_types`: keep only concepts with one of these MRSTY TUIs (e.g. the TUIs of a semantic group:
-        DISO, CHEM); needs MRSTY among the inputs."""
+        """`scope`: its semantic types (MRSTY TUIs, a semantic group's resolved by bioel_core.kb.scope) keep the
+        concepts of one of them; they need MRSTY among the inputs."""
         # None (or empty) means no restriction
         self.languages = set(languages) if languages else None
         self.sabs = set(sabs) if sabs else None
         self.ttys = set(ttys) if ttys else None
-        self.semantic_types = set(semantic_types) if semantic_types else None
+        self.scope = Scope.of(scope)
         self.exclude_suppressed = exclude_suppressed
         self.preferred_only = preferred_only
 
     def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[Input]]:
         """One group of all the files, or, for a large uncompressed MRCONSO, one group a CUI range."""
         kinds = [match.group(1).upper() if (match := FILE_NAME.fullmatch(p.rsplit("/", 1)[-1])) else None for p in paths]
-        if self.semantic_types is not None and "MRSTY" not in kinds:  # refused here, before the pipeline starts
-            raise ValueError(f"semantic types {sorted(self.semantic_types)} need MRSTY.RRF among the inputs")
+        if self.scope.semantic_types and "MRSTY" not in kinds:  # refused here, before the pipeline starts
+            raise ValueError(f"semantic types {list(self.scope.semantic_types)} need MRSTY.RRF among the inputs")
         if "MRCONSO" not in kinds or None in kinds or len(set(kinds)) < len(kinds):
             return [list(paths)]  # read() dead-letters what does not belong
         files = dict(zip(kinds, paths))
@@ -243,9 +244,10 @@ class UmlsReader(KBReader):
                     yield item
                 else:
                     sty_rows.append(item)
-            if kept and self.semantic_types is not None and not {r.fields["TUI"] for r in sty_rows} & self.semantic_types:
+            why = self.scope.semantic_type_reason(r.fields["TUI"] for r in sty_rows) if kept else None
+            if why is not None:
                 for _ in kept:  # a concept of no selected semantic type: its rows are filtered, as are its MRSTY rows
-                    conso_ctx.filtered("semantic type not selected")
+                    conso_ctx.filtered(why)
                 for _ in sty_rows:
                     sty.ctx.filtered("concept not selected")
                 kept, sty_rows = [], []

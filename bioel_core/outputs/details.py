@@ -57,6 +57,15 @@ class IngestDetails(_Section):
     shared_name_policy: str
     corrupt_input_policy: str | None = None
     extra_names: list[str] | None = None  # extra-names files (bioel_core.kb.extra_names), also among the inputs
+    # the records the entity type's scope left out, by reason (each names its setting: bioel_core.kb.scope); they are
+    # among the `filtered` records, not dead letters. None, and not written, where no scope was declared
+    out_of_scope: dict | None = None
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        if out["out_of_scope"] is None:  # a KB without a scope keeps the manifest (and table version) it always had
+            del out["out_of_scope"]
+        return out
 
     def manifest(
         self,

@@ -25,6 +25,7 @@ from bioel_core.settings.stages import (
     LinkSettings,
     LinkTarget,
     ReaderOptions,
+    ScopeSettings,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "LinkSettings",
     "LinkTarget",
     "ReaderOptions",
+    "ScopeSettings",
     "Settings",
     "SettingsError",
     "TypeSettings",

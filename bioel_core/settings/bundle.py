@@ -99,6 +99,8 @@ class BundleSettings(Settings):
         for name, t in self.types.items():
             checks += [(f"types.{name}.ingest.dumps[{i}]", p, "file") for i, p in enumerate(t.ingest.dumps)]
             checks += [(f"types.{name}.ingest.extra_names[{i}]", p, "file") for i, p in enumerate(t.ingest.extra_names)]
+            if t.ingest.scope is not None:
+                checks.append((f"types.{name}.ingest.scope.semantic_groups_file", t.ingest.scope.semantic_groups_file, "file"))
             checks += [
                 (f"types.{name}.embed.model", t.embed.model, "folder"),
                 (f"types.{name}.link.stop_list", t.link.stop_list, "file"),

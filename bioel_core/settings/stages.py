@@ -12,6 +12,7 @@ from bioel_core.corpora.interchange import WRITERS
 from bioel_core.corpora.read import FORMATS_WITH_MENTIONS
 from bioel_core.index.spec import KINDS, REFINES, IndexSpec
 from bioel_core.kb import READERS
+from bioel_core.kb.scope import TREE_BRANCH, TUI, Scope, read_semantic_groups, under
 from bioel_core.linking import DETECTORS
 from bioel_core.normalize import PUNCTUATION_POLICIES, NormalizerConfig
 from bioel_core.settings.fields import Settings, SettingsError, setting
@@ -34,16 +35,8 @@ class ReaderOptions(Settings):
     umls_ttys: list[str] | None = setting(None, help="umls: term types kept (default all)")
     umls_keep_suppressed: bool = setting(False, help="umls: keep SUPPRESS=O/E/Y rows")
     umls_preferred_only: bool = setting(False, help="umls: TS=P, STT=PF, ISPREF=Y rows only")
-    umls_semantic_types: list[str] | None = setting(
-        None, help="umls: keep concepts of these semantic types (MRSTY TUIs, e.g. a semantic group's); give MRSTY as a dump too"
-    )
     snomed_language_refset: list[str] | None = setting(None, help="snomed: language refset ids for acceptability")
     mesh_exclude_permuted: bool = setting(False, help="mesh-tsv: drop permuted entry terms")
-    mesh_tree_prefix: list[str] = setting(
-        [],
-        help="mesh-tsv: keep descriptors under these tree numbers (e.g. D: "
-        "Chemicals and Drugs); give the trees TSV as a dump too",
-    )
     kb_name: str = setting("medic", help="biosyn-dict: the kb column value")
     vocabulary: str | None = setting(
         None,
@@ -63,32 +56,114 @@ class ReaderOptions(Settings):
                 "ttys": self.umls_ttys,
                 "exclude_suppressed": not self.umls_keep_suppressed,
                 "preferred_only": self.umls_preferred_only,
-                "semantic_types": self.umls_semantic_types,
             }
         if kb_format == "snomed":
             return {"language_refset_ids": self.snomed_language_refset}
         if kb_format == "mesh-tsv":
-            return {"include_permuted": not self.mesh_exclude_permuted, "tree_prefixes": tuple(self.mesh_tree_prefix)}
+            return {"include_permuted": not self.mesh_exclude_permuted}
         if kb_format == "biosyn-dict":
             return {"kb": self.kb_name, "id_pattern": self.id_pattern, "vocabulary": self.vocabulary}
         return {}
 
     def check_format(self, kb_format: str) -> None:
         """Refuse an option set away from its default that `kb_format` does not read (it would be silently ignored)."""
-        read = READER_OPTIONS.get(kb_format, ())
-        for f in fields(self):
-            default = f.default if f.default_factory is MISSING else f.default_factory()
-            if f.name not in read and getattr(self, f.name) != default:
-                takes = f"its options: {', '.join(read)}" if read else "it takes no reader options"
-                raise SettingsError(f.name, f"format {kb_format} does not read this option ({takes})")
+        _refuse_unread(self, kb_format, READER_OPTIONS.get(kb_format, ()), "reader options")
+
+
+def _refuse_unread(settings: Settings, kb_format: str, read: tuple[str, ...], what: str) -> None:
+    """Refuse a field of `settings` set away from its default that `kb_format` does not read (`read`: those it does)."""
+    for f in fields(settings):
+        default = f.default if f.default_factory is MISSING else f.default_factory()
+        if f.name not in read and getattr(settings, f.name) != default:
+            takes = f"its {what}: {', '.join(read)}" if read else f"it takes no {what}"
+            raise SettingsError(f.name, f"format {kb_format} does not read this option ({takes})")
 
 
 # which ReaderOptions each format reads (reader_kwargs maps them onto its reader)
 READER_OPTIONS = {
-    "umls": ("umls_languages", "umls_sabs", "umls_ttys", "umls_keep_suppressed", "umls_preferred_only", "umls_semantic_types"),
+    "umls": ("umls_languages", "umls_sabs", "umls_ttys", "umls_keep_suppressed", "umls_preferred_only"),
     "snomed": ("snomed_language_refset",),
-    "mesh-tsv": ("mesh_exclude_permuted", "mesh_tree_prefix"),
+    "mesh-tsv": ("mesh_exclude_permuted",),
     "biosyn-dict": ("kb_name", "vocabulary", "id_pattern"),
+}
+
+
+@dataclass
+class ScopeSettings(Settings):
+    """Which concepts of the dump belong to the entity type (bioel_core.kb.scope: the rules, and how a concept with
+    several tree numbers, or none, is judged). Empty settings restrict nothing; each is read by the formats named in
+    SCOPE_SETTINGS only."""
+
+    tree_include: list[str] = setting(
+        [],
+        help="mesh-tsv, mesh-xml, ctd-*: keep concepts with a tree number under these branches (D: Chemicals and "
+        "Drugs; mesh-tsv: give the trees TSV as a dump too)",
+    )
+    tree_exclude: list[str] = setting(
+        [],
+        help="mesh-tsv, mesh-xml, ctd-*: drop concepts every (included) tree number of which lies under these "
+        "branches (D08.811: enzymes)",
+    )
+    semantic_types: list[str] = setting([], help="umls: keep concepts of these semantic types (MRSTY TUIs: T047)")
+    semantic_groups: list[str] = setting(
+        [], help="umls: keep concepts of these semantic groups (DISO, CHEM: abbreviations of semantic_groups_file)"
+    )
+    semantic_groups_file: str | None = setting(
+        None, path=True, help="umls: NLM's SemGroups.txt (ABBR|Group name|TUI|Type name), which semantic_groups names"
+    )
+    categories: list[str] = setting(
+        [], help="ctd-diseases: keep diseases of these CTD categories (the SlimMappings column: Cancer, ...)"
+    )
+
+    def check(self) -> None:
+        for name in ("tree_include", "tree_exclude"):
+            for i, branch in enumerate(getattr(self, name)):
+                if not TREE_BRANCH.fullmatch(branch):
+                    raise SettingsError(
+                        f"{name}[{i}]", f"{branch!r} is not a MeSH tree branch (a category letter, D, or a tree number, D08.811)"
+                    )
+        for i, tui in enumerate(self.semantic_types):
+            if not TUI.fullmatch(tui):
+                raise SettingsError(f"semantic_types[{i}]", f"{tui!r} is not a semantic type's TUI (T047)")
+        if self.semantic_groups and self.semantic_groups_file is None:
+            raise SettingsError("semantic_groups_file", "required by semantic_groups: NLM's SemGroups.txt")
+        if self.semantic_groups_file is not None and not self.semantic_groups:
+            raise SettingsError("semantic_groups", "no group chosen from semantic_groups_file")
+        if self.tree_include and all(under(b, self.tree_exclude) for b in self.tree_include):
+            raise SettingsError(
+                "tree_exclude",
+                f"excludes every branch tree_include keeps ({', '.join(self.tree_include)}): nothing would be kept",
+            )
+
+    def check_format(self, kb_format: str) -> None:
+        """Refuse a scope setting `kb_format` cannot apply (its records have no such field)."""
+        _refuse_unread(self, kb_format, SCOPE_SETTINGS.get(kb_format, ()), "scope settings")
+
+    def resolve(self) -> Scope:
+        """The scope the reader applies: semantic groups made their TUIs (read from semantic_groups_file now)."""
+        tuis = list(self.semantic_types)
+        if self.semantic_groups:
+            try:
+                groups = read_semantic_groups(self.semantic_groups_file)
+            except (OSError, UnicodeDecodeError, ValueError) as err:
+                raise SettingsError("semantic_groups_file", str(err)) from None
+            for i, group in enumerate(self.semantic_groups):
+                if group not in groups:
+                    raise SettingsError(
+                        f"semantic_groups[{i}]", f"{group!r} is not a group of {self.semantic_groups_file} ({', '.join(groups)})"
+                    )
+                tuis += groups[group]
+        return Scope(tuple(self.tree_include), tuple(self.tree_exclude), tuple(sorted(set(tuis))), tuple(self.categories))
+
+
+TREE_SCOPE = ("tree_include", "tree_exclude")
+# which ScopeSettings each format applies (the readers take them as `scope`, bioel_core.kb.scope.Scope)
+SCOPE_SETTINGS = {
+    "mesh-tsv": TREE_SCOPE,
+    "mesh-xml": TREE_SCOPE,
+    "ctd-chemicals": TREE_SCOPE,
+    "ctd-diseases": (*TREE_SCOPE, "categories"),
+    "umls": ("semantic_types", "semantic_groups", "semantic_groups_file"),
 }
 
 
@@ -104,6 +179,9 @@ class IngestSettings(Settings):
         path=True,
         help="extra-names files (a TSV with the columns concept_id and name: bioel_core.kb.extra_names): names added "
         "to their concepts whatever the KB's format; a name whose concept the KB lacks is dead-lettered",
+    )
+    scope: ScopeSettings | None = setting(
+        None, help="which of the dump's concepts belong to the entity type (those its format can judge only)"
     )
     num_shards: int = setting(4, help="Parquet shards per table", minimum=1)
     shared_names: str = setting(
@@ -121,10 +199,22 @@ class IngestSettings(Settings):
     def check(self) -> None:
         if not self.dumps:
             raise SettingsError("dumps", f"no KB dump given (a {self.format} file)")
+        for name in ("reader", "scope"):
+            try:
+                if (options := getattr(self, name)) is not None:
+                    options.check_format(self.format)
+            except SettingsError as err:
+                raise err.under(name) from None
+
+    def reader_kwargs(self) -> dict:
+        """The keyword arguments of the format's reader (bioel_core.kb.get_reader): its options and its scope (as
+        a plain mapping, as the ingest manifest records it). A SettingsError names the scope's field."""
+        kwargs = self.reader.reader_kwargs(self.format)
         try:
-            self.reader.check_format(self.format)
+            scope = self.scope.resolve().to_dict() if self.scope is not None else {}
         except SettingsError as err:
-            raise err.under("reader") from None
+            raise err.under("scope") from None
+        return {**kwargs, "scope": scope} if scope else kwargs
 
     def normalizer_config(self) -> NormalizerConfig:
         return NormalizerConfig(
