@@ -362,6 +362,8 @@ class Build:
         if "" in self.model_sources():
             inputs["model"] = self._model_digest(self._model_of("")[0])
         settings = {**to_mapping(cal), "gold": None, "detector": self.settings.link.detector, "bioel": bioel_version()}
+        if self.settings.link.document_runtime not in (None, "torch"):  # its own token states: thresholds of its own
+            settings["document_runtime"] = self.settings.link.document_runtime
         return self._stage(CALIBRATE, settings, inputs, run, self._run_calibration)
 
     def _run_calibration(self) -> dict:
@@ -412,7 +414,13 @@ class Build:
                 nil_threshold=nil.get(t, (None,))[0],
             )
         link = self.settings.link
-        return LinkSettings(model=linker_model, detector=link.detector, copy_formats=list(link.copy_formats), types=types)
+        return LinkSettings(
+            model=linker_model,
+            detector=link.detector,
+            document_runtime=link.document_runtime,
+            copy_formats=list(link.copy_formats),
+            types=types,
+        )
 
     def _manifest(self, runner: str, outputs: dict):
         from bioel_core.bundle import stage_folder
