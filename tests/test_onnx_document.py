@@ -15,7 +15,7 @@ from bioel_core.corpora import read_pubtator, write_pubtator
 from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import CollectiveEncoder, TransformerEncoder, open_model
-from bioel_core.models.onnx_document import CACHE_ENV, GRAPH_FILES, DocumentSession, export_document, graph_path
+from bioel_core.models.onnx_document import CACHE_ENV, GRAPH_FILES, RECIPE, DocumentSession, export_document, graph_path
 from bioel_core.settings import LinkSettings, LinkTarget, SettingsError
 from conftest import REPO, SAMPLE_DATA, table_bytes
 from pipelines import build_index, embed_names, ingest_kb, link_corpus
@@ -62,7 +62,7 @@ def states(model: CollectiveEncoder, text: str = TEXT) -> np.ndarray:
 def test_the_graphs_are_exported_once_per_model_fingerprint_the_same_bytes_each_time(cache, tiny_folder, tmp_path):
     model = CollectiveEncoder.load(tiny_folder)
     float_graph, int8_graph = graph_path(model, "onnx"), graph_path(model, "onnx-int8")
-    assert float_graph.parent == cache / "document-graphs" / model.fingerprint()
+    assert float_graph.parent == cache / "document-graphs" / f"v{RECIPE}" / model.fingerprint()
     assert (float_graph.name, int8_graph.name) == (GRAPH_FILES["onnx"], GRAPH_FILES["onnx-int8"])
     assert sorted(p.name for p in float_graph.parent.iterdir()) == sorted(GRAPH_FILES.values())  # nothing staged left
     written = float_graph.stat().st_mtime_ns, int8_graph.stat().st_mtime_ns
