@@ -21,9 +21,11 @@ abstracts, its document encoder switched between the runtimes `bioel link --docu
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -55,6 +57,7 @@ def main() -> None:
     from bioel_core.models.onnx_document import DocumentSession, graph_path
 
     os.environ["BIOEL_CACHE"] = cache = tempfile.mkdtemp(prefix="bioel-document-speed-")
+    atexit.register(shutil.rmtree, cache, True)
     with open(ABSTRACTS) as f:
         records = [json.loads(line) for line in f if line.strip()][: args.limit]
     texts = [f"{r['title']} {r['abstract']}".strip() for r in records]
