@@ -165,8 +165,9 @@ def annotated(spec: AnnotatorSpec, docs) -> dict[tuple, tuple]:
 
 def test_the_shipped_models_graphs_annotate_the_sample_as_its_float_model_does_within_the_bound(shipped_chain):
     """The committed 40 abstracts, detector `both`: the ONNX float graph gives the float model's annotations
-    (all but at most 1 in 200: a span scored at its threshold's edge may flip), int8 at least 95% of them the same
-    (span, type and concept) and no more than 5% of its own that the float model lacks."""
+    (all but at most 1 in 200: a span scored at its threshold's edge may flip), int8 at least 93% of them the same
+    (span, type and concept) and no more than 7% of its own that the float model lacks (measured on an AVX2 CPU:
+    357 of 357 for the float graph; 344 of 357 and 13 more for int8, whose integer kernels differ by CPU)."""
     index, docs = shipped_chain
 
     def spec(runtime: str) -> AnnotatorSpec:
@@ -174,7 +175,7 @@ def test_the_shipped_models_graphs_annotate_the_sample_as_its_float_model_does_w
 
     reference = annotated(spec("torch"), docs)
     assert len(reference) > 300
-    for runtime, bound in (("onnx", 0.995), ("onnx-int8", 0.95)):
+    for runtime, bound in (("onnx", 0.995), ("onnx-int8", 0.93)):
         found = annotated(spec(runtime), docs)
         same = sum(found.get(key) == value for key, value in reference.items())
         assert same >= bound * len(reference), (runtime, same, len(reference))
