@@ -92,9 +92,10 @@ def export_document(model, path: str | Path) -> None:
     pieces = torch.export.Dim("pieces", min=2, max=model.window)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.export's notes on optional ops (torchvision) and pytree internals
-        program = torch.onnx.export(
+        torch.onnx.export(
             wrapper,
             (example.to(model.device),),
+            str(path),
             dynamo=True,
             opset_version=OPSET,
             input_names=["input_ids"],
@@ -103,7 +104,6 @@ def export_document(model, path: str | Path) -> None:
             external_data=False,
             verbose=False,
         )
-    program.save(str(path), external_data=False)
 
 
 def quantize_int8(float_graph: str | Path, path: str | Path) -> None:
