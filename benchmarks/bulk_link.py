@@ -3,7 +3,7 @@ NCBI-disease and BC5CDR (../shared/data/pubmed_abstracts), with diseases linked 
 to the MeSH 2024 thesaurus (tree D, Chemicals and Drugs; benchmarks/kbs.py).
 
     .venv/bin/python benchmarks/bulk_link.py [--model DIR] [--detector D] [--work DIR] [--json OUT] [--limit N] [--modes M ...]
-                                             [--copies K] [--threads N]
+                                             [--copies K] [--threads N] [--document-runtime R]
 
 The KB tables, embeddings and indexes are built once into --work with the `bioel` verbs (not timed) and
 reused. Then, in one run and each in its own process (so peak RSS is per mode):
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.children import run_watched, steady_rate  # noqa: E402
 from benchmarks.kbs import BIOEL, DATA, annotator_flags, prepare  # noqa: E402
-from bioel_core.linking import DETECTORS  # noqa: E402
+from bioel_core.linking import DETECTORS, DOCUMENT_RUNTIMES  # noqa: E402
 
 ABSTRACTS = DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl"
 MODES = {
@@ -81,6 +81,7 @@ def in_process(args) -> None:
         indexes=tuple(json.loads(args.indexes).items()),
         stop_lists=tuple(json.loads(args.stop_lists).items()),
         detector=args.detector,
+        document_runtime=args.document_runtime,
     )
     annotator = spec.open()
     docs = [d for d in read_documents([args.input], "jsonl") if isinstance(d, Document)]
@@ -167,6 +168,12 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch and FAISS threads per process (default 1; 0: the libraries' default)"
     )
+    parser.add_argument(
+        "--document-runtime",
+        choices=DOCUMENT_RUNTIMES,
+        default="torch",
+        help="what runs a collective model's document encoder (bioel link --document-runtime; default torch)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--indexes", help=argparse.SUPPRESS)
@@ -195,6 +202,8 @@ def main() -> None:
         "jsonl",
         "--detector",
         args.detector,
+        "--document-runtime",
+        args.document_runtime,
         "--no-quality",
         *threads,
     ]
@@ -216,6 +225,8 @@ def main() -> None:
                 json.dumps({t: str(p) for t, p in stop_lists.items()}),
                 "--detector",
                 args.detector,
+                "--document-runtime",
+                args.document_runtime,
                 "--threads",
                 str(args.threads),
                 "--output",
@@ -239,6 +250,7 @@ def main() -> None:
     rows = {mode: with_start_up(mode) for mode in MODES if mode in args.modes}
     print(
         f"\nBulk linking, {documents:,} abstracts ({source.name}), model {model}, detector {args.detector}, "
+        f"document runtime {args.document_runtime}, "
         f"{os.cpu_count()} CPUs, {args.threads or 'default'} thread(s) per process, "
         f"{platform.python_implementation()} {platform.python_version()}"
     )
@@ -256,6 +268,7 @@ def main() -> None:
         "copies": args.copies,
         "model": model,
         "detector": args.detector,
+        "document_runtime": args.document_runtime,
         "threads_per_process": args.threads,
         "runs": list(rows.values()),
     }

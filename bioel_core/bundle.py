@@ -226,6 +226,7 @@ def overridden(base: LinkSettings, flags: LinkSettings) -> LinkSettings:
     return LinkSettings(
         model=flags.model or base.model,
         detector=flags.detector or base.detector,
+        document_runtime=flags.document_runtime or base.document_runtime,
         copy_formats=flags.copy_formats or base.copy_formats,
         types=types,
     )

@@ -381,6 +381,8 @@ class Build:
             from bioel_core.linking.annotate import SHORT_FORM_RULES
 
             settings["short_forms"] = [SHORT_FORM_RULES, support]
+        if self.settings.link.document_runtime not in (None, "torch"):  # its own token states: thresholds of its own
+            settings["document_runtime"] = self.settings.link.document_runtime
         return self._stage(CALIBRATE, settings, inputs, run, self._run_calibration)
 
     def _run_calibration(self) -> dict:
@@ -432,7 +434,13 @@ class Build:
                 short_form_support=ts.link.short_form_support,
             )
         link = self.settings.link
-        return LinkSettings(model=linker_model, detector=link.detector, copy_formats=list(link.copy_formats), types=types)
+        return LinkSettings(
+            model=linker_model,
+            detector=link.detector,
+            document_runtime=link.document_runtime,
+            copy_formats=list(link.copy_formats),
+            types=types,
+        )
 
     def _manifest(self, runner: str, outputs: dict):
         from bioel_core.bundle import stage_folder

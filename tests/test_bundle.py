@@ -301,6 +301,7 @@ def test_link_flags_replace_single_settings_of_the_bundle(built, capsys):
     assert plain.nil_thresholds[0][1] == json.loads((built / "manifest.json").read_text())["link"]["nil"]["Disease"]["threshold"]
     assert plain.embeddings == (("Disease", str(built / "embeddings" / "Disease")),)
     assert spec("--nil-threshold", "Disease=0.5").nil_thresholds == (("Disease", 0.5),)
+    assert plain.document_runtime == "torch" and spec("--document-runtime", "onnx-int8").document_runtime == "onnx-int8"
     stop_list = str(REPO / "models" / "stoplists" / "disease-medic.json")
     assert spec("--stop-list", f"Disease={stop_list}").stop_lists == (("Disease", stop_list),)
     # another index for the type: its own sources, not the bundle's

@@ -24,6 +24,9 @@ __getattr__ = lazy_exports(
 # mention detectors of `bioel link` detecting mentions (linking.annotate): the KB dictionaries, a collective model's
 # span detector, or both (longest span first; the dictionary's spans linked by their text, the model's by vector)
 DETECTORS = ("dictionary", "model", "both")
+# what runs a collective model's document encoder (bioel_core.models.onnx_document): torch, or its ONNX graph on ONNX
+# Runtime with float32 or int8 weights (CPU)
+DOCUMENT_RUNTIMES = ("torch", "onnx", "onnx-int8")
 # where the mentions linked come from: detected in the text, or the documents' own (given)
 MENTION_MODES = ("detect", "given")
 # the linkers whose candidates the rerank linker of `bioel evaluate` reorders

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bioel_core.corpora.records import Document, Mention
-from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS
+from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS, DOCUMENT_RUNTIMES
 from bioel_core.linking.base import Linker
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
 from bioel_core.text.abbreviations import ABBREVIATION_RULES
@@ -343,6 +343,7 @@ class AnnotatorSpec:
     batch_size: int = 256
     abbreviations: bool = True
     detector: str | None = None  # with detect: one of DETECTORS; None: default_detector()
+    document_runtime: str = "torch"  # what runs a collective model's document encoder: one of DOCUMENT_RUNTIMES
     reranker: str | None = (
         None  # a cross-encoder, generative or reranker-ensemble folder that reorders each mention's top `rerank_depth` concepts
     )
@@ -370,6 +371,12 @@ class AnnotatorSpec:
             object.__setattr__(self, "detector", self.default_detector())
         if self.detector not in DETECTORS:
             raise SettingsError("detector", f"{self.detector!r} is not one of {', '.join(DETECTORS)}")
+        if self.document_runtime not in DOCUMENT_RUNTIMES:
+            raise SettingsError("document_runtime", f"{self.document_runtime!r} is not one of {', '.join(DOCUMENT_RUNTIMES)}")
+        if self.document_runtime != "torch" and self.device != "cpu":
+            raise SettingsError(
+                "document_runtime", f"{self.document_runtime} runs on the CPU; with device {self.device}, use torch"
+            )
         if not self.indexes:
             raise SettingsError("types.*.index", "required: at least one entity type's index (or a bundle)")
         if self.reranker is not None:
@@ -506,6 +513,12 @@ class AnnotatorSpec:
         models = {folder: open_model(folder, device=self.device) for folder in folders}
         if self.model in models:
             self._checked(models[self.model])
+        if self.document_runtime != "torch":
+            if self.model not in models:
+                raise SettingsError(
+                    "document_runtime", f"{self.document_runtime} runs a collective model: no linker model is given"
+                )
+            models[self.model].use_runtime(self.document_runtime)
         return models
 
     def _checked(self, model):
@@ -517,6 +530,12 @@ class AnnotatorSpec:
                 f"{self.detector} needs a collective model (made by `bioel train`); "
                 f"{self.model or 'the default model'} is a "
                 f"{model.config().get('encoder_type')} name encoder" + typed,
+            )
+        if self.document_runtime != "torch" and not _is_document_model(model):
+            raise SettingsError(
+                "document_runtime",
+                f"{self.document_runtime} runs a collective model's document encoder; {self.model or 'the default model'} "
+                f"is a {model.config().get('encoder_type')} name encoder",
             )
         if _is_document_model(model) and (self.detector != "dictionary" or not self.detect) and self.type_models:
             raise SettingsError(
@@ -565,6 +584,8 @@ class AnnotatorSpec:
         }
         if self.short_form_support:  # absent when off, so runs without the rule keep their keys
             payload["short_forms"] = [SHORT_FORM_RULES, sorted((t, float(v)) for t, v in self.short_form_support)]
+        if self.document_runtime != "torch":  # other token states (the float graph's last bits; int8 weights)
+            payload["document_runtime"] = self.document_runtime
         # a reranker's or generative model's weights and config decide the concepts as much as the model's do
         if self.reranker:
             payload["reranker"] = {"depth": self.rerank_depth, "files": _model_files(self.reranker)}

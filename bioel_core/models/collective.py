@@ -161,6 +161,8 @@ class CollectiveEncoder(torch.nn.Module):
         self.span_inside = torch.nn.Linear(hidden, types, bias=False)
         self.bio = torch.nn.Linear(hidden, 1 + 2 * types)  # O, then B-t, I-t per type
         self.mention = torch.nn.Linear(2 * hidden if mention_pooling == "endpoints" else hidden, names.dim)
+        # what runs the document encoder: torch, or a session over its graph (use_runtime)
+        self.runtime, self.document_session = "torch", None
 
     # ---------------------------------------------------------------------------------- the name side
     @property
@@ -189,11 +191,28 @@ class CollectiveEncoder(torch.nn.Module):
             owner = torch.from_numpy(owner_window(n, ranges)).to(self.device)
             cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
             for w, (a, b) in enumerate(ranges):
-                batch = torch.tensor([[cls, *ids[a:b], sep]], device=self.device)
-                out = self.document(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state[0, 1:-1]
+                out = self.window_states(torch.tensor([[cls, *ids[a:b], sep]], device=self.device))[0, 1:-1]
                 mine = owner[a:b] == w
                 states = states.index_copy(0, torch.arange(a, b, device=self.device)[mine], out[mine])
         return Encoded(pieces, states, torch.from_numpy(word_spans(pieces, self.max_span)).to(self.device))
+
+    def window_states(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """(1, n, hidden) token states of one window's piece ids (with [CLS] and [SEP]), by the runtime in use."""
+        if self.document_session is not None:
+            return self.document_session(input_ids)
+        return self.document(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).last_hidden_state
+
+    def use_runtime(self, runtime: str) -> CollectiveEncoder:
+        """Run the document encoder with `runtime` (DOCUMENT_RUNTIMES): torch, or the model's ONNX graph, float32 or
+        int8 (bioel_core.models.onnx_document, exported on first use). The heads stay torch's (a few small matrices)."""
+        from bioel_core.linking import DOCUMENT_RUNTIMES
+        from bioel_core.models.onnx_document import open_session
+
+        if runtime not in DOCUMENT_RUNTIMES:
+            raise ValueError(f"document_runtime must be one of {DOCUMENT_RUNTIMES}, got {runtime!r}")
+        self.document_session = None if runtime == "torch" else open_session(self, runtime)
+        self.runtime = runtime
+        return self
 
     def encode_around(self, text: str, start: int, end: int, context: int = 64) -> tuple[Encoded, tuple[int, int]] | None:
         """One mention on its own: the transformer over the mention's pieces and `context` pieces on each side only,
@@ -206,7 +225,7 @@ class CollectiveEncoder(torch.nn.Module):
         a = max(0, inside[0] - context)
         b = min(len(ids), inside[-1] + 1 + context, a + self.window - 2)
         batch = torch.tensor([[self.tokenizer.cls_token_id, *ids[a:b], self.tokenizer.sep_token_id]], device=self.device)
-        states = self.document(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state[0, 1:-1]
+        states = self.window_states(batch)[0, 1:-1]
         window = pieces[a:b]
         spans = torch.from_numpy(word_spans(window, self.max_span)).to(self.device)
         return Encoded(window, states, spans), (inside[0] - a, min(inside[-1], b - 1) - a)

@@ -13,7 +13,7 @@ from bioel_core.corpora.read import FORMATS_WITH_MENTIONS
 from bioel_core.index.spec import KINDS, REFINES, IndexSpec
 from bioel_core.kb import READERS
 from bioel_core.kb.scope import TREE_BRANCH, TUI, Scope, read_semantic_groups, under
-from bioel_core.linking import DETECTORS
+from bioel_core.linking import DETECTORS, DOCUMENT_RUNTIMES
 from bioel_core.normalize import PUNCTUATION_POLICIES, NormalizerConfig
 from bioel_core.settings.fields import Settings, SettingsError, setting
 
@@ -317,6 +317,12 @@ class LinkSettings(Settings):
     detector: str | None = setting(
         None, choices=DETECTORS, help="how mentions are detected (default: both with a collective model, else dictionary)"
     )
+    document_runtime: str | None = setting(
+        None,
+        choices=DOCUMENT_RUNTIMES,
+        help="what runs the collective model's document encoder: torch, or its ONNX graph (exported on first use) on "
+        "ONNX Runtime, float32 (onnx) or int8 weights (onnx-int8), CPU only (default: torch)",
+    )
     copy_formats: list[str] = setting(
         [],
         choices=tuple(WRITERS),
@@ -347,6 +353,7 @@ class LinkSettings(Settings):
             nil_thresholds=given("nil_threshold"),
             short_form_support=given("short_form_support"),
             detector=self.detector,
+            document_runtime=self.document_runtime or "torch",
             **kwargs,
         )
 
