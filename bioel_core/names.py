@@ -70,9 +70,10 @@ class NameSet:
         concepts = read_table(table_dir, "concepts", ["concept_id", "alt_ids"]).to_pydict()
         alt = dict(zip(concepts["concept_id"], concepts["alt_ids"]))
         names = read_table(table_dir, "names", ["concept_id", "name_norm", "name_type"]).to_pydict()
-        rows = zip(names["concept_id"], names["name_norm"], names["name_type"])
         # an extra name's concept first of those sharing the name: its file says what the name means in text
-        rows = sorted(rows, key=lambda row: row[2] != EXTRA_NAME_TYPE)  # stable: else the table's order
+        rows = sorted(  # stable: else the table's order
+            zip(names["concept_id"], names["name_norm"], names["name_type"]), key=lambda row: row[2] != EXTRA_NAME_TYPE
+        )
         pairs = ((n, (c, *alt.get(c, ()))) for c, n, _ in rows)
         return cls.from_pairs(pairs, normalizer, str(table_dir), normalized=True)
 

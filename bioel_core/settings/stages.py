@@ -143,6 +143,8 @@ class ScopeSettings(Settings):
         """The scope the reader applies: semantic groups made their TUIs (read from semantic_groups_file now)."""
         tuis = list(self.semantic_types)
         if self.semantic_groups:
+            if not self.semantic_groups_file:
+                raise SettingsError("semantic_groups_file", "semantic_groups needs NLM's SemGroups.txt to read their TUIs")
             try:
                 groups = read_semantic_groups(self.semantic_groups_file)
             except (OSError, UnicodeDecodeError, ValueError) as err:

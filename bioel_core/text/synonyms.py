@@ -98,17 +98,19 @@ def learn_synonyms(
                 surfaces[(text, only)][m.text] += 1
     stopped = stop_list.names if stop_list is not None else frozenset()
     candidates: dict[str, tuple[str, int, float]] = {}
-    for text, ids in by_id.items():
-        concept_id, count = max(((c, n) for c, n in ids.items() if c is not None), key=lambda x: (x[1], x[0]), default=(None, 0))
-        share = count / sum(ids.values())
+    for text, id_counts in by_id.items():
+        concept_id, count = max(
+            ((c, n) for c, n in id_counts.items() if c is not None), key=lambda x: (x[1], x[0]), default=(None, 0)
+        )
+        share = count / sum(id_counts.values())
         if concept_id is not None and count >= min_count and share >= min_share and text not in stopped:
             candidates[text] = (concept_id, count, share)
     precision = _precision(docs, names, candidates, entity_types, stop_list, uppercase_only, surfaces)
-    first_id = {}  # the id the KB links each name to first, and every id it knows
+    first_id: dict[str, str] = {}  # the id the KB links each name to first, and every id it knows
     known: set[str] = set()
-    for name, ids in zip(names.names, names.concept_ids):
-        first_id.setdefault(name, plain_id(ids[0]))
-        known.update(plain_id(i) for i in ids)
+    for name, concept_ids in zip(names.names, names.concept_ids):
+        first_id.setdefault(name, plain_id(concept_ids[0]))
+        known.update(plain_id(i) for i in concept_ids)
     synonyms, not_in_kb = [], 0
     for text, (concept_id, count, share) in sorted(candidates.items()):
         if precision.get(text, 0.0) < min_precision or first_id.get(text) == plain_id(concept_id):
