@@ -181,10 +181,12 @@ def test_run_writes_reconciled_vectors_equal_to_encoder_encode(embedded, model_d
     assert manifest["model"] == {
         "path": model_dir,
         "fingerprint": encoder.fingerprint(),
+        "vectors_fingerprint": encoder.vectors_fingerprint(),  # a plain name encoder's vectors: its own
         "config": encoder.config(),
         "dim": 32,
         "pooling": None,
     }
+    assert encoder.vectors_fingerprint() == encoder.fingerprint()
     assert manifest["names"]["path"] == str(names_dir) and manifest["names"]["column"] == "name_norm"
     assert manifest["names"]["normalizer_version"] == read_manifest(names_dir)["normalizer"]["version"]
     assert len(manifest["names"]["manifest_sha256"]) == 64 and manifest["kb"] == "medic"
