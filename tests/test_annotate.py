@@ -208,3 +208,19 @@ def test_the_short_form_rule_is_part_of_the_incremental_key_and_its_support_is_c
         AnnotatorSpec(None, indexes, short_form_support=(("Disease", 1.5),))
     with pytest.raises(SettingsError, match=r"types\.Chemical\.index: required: its short_form_support is given"):
         AnnotatorSpec(None, indexes, short_form_support=(("Chemical", 0.2),))
+
+
+def test_detection_keeps_no_statistic_and_no_bare_number():
+    """A name normalized to its letters ("A-T", ataxia telangiectasia: `a t`) matches a mutation written `A-- > T`; a
+    statistic or a bare number is never a mention (issue 42), whatever the dictionary says."""
+    from bioel_core.corpora.records import Mention
+    from bioel_core.linking.annotate import _no_statistics
+
+    found = [
+        Mention("A-- > T", "1", 0, 7, "Disease"),
+        Mention("OR=12.6", "1", 10, 17, "Disease"),
+        Mention("799", "1", 20, 23, "Chemical"),
+        Mention("A-T", "1", 30, 33, "Disease"),
+        Mention("n-3 fatty acids", "1", 40, 55, "Chemical"),
+    ]
+    assert [m.text for m in _no_statistics(found)] == ["A-T", "n-3 fatty acids"]

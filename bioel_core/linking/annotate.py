@@ -30,7 +30,7 @@ from bioel_core.corpora.records import Document, Mention
 from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS, DOCUMENT_RUNTIMES
 from bioel_core.linking.base import Linker
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
-from bioel_core.text.abbreviations import ABBREVIATION_RULES
+from bioel_core.text.abbreviations import ABBREVIATION_RULES, is_bare_number, is_statistic
 from bioel_core.text.detect import MentionDetector, StopList, defined_short_forms, is_short_form
 from bioel_core.settings.fields import SettingsError
 
@@ -43,6 +43,8 @@ NO_KB_VERSION = ""
 # The version of the short-form rule (ShortFormSupport, DocumentAnnotator._context_supported): part of a linking run's
 # settings when a type sets its support, so an incremental run links again what an older rule annotated.
 SHORT_FORM_RULES = "prior-or-span-score/1"
+# The version of what detection never keeps (_no_statistics): part of every detecting run's settings.
+DETECTION_RULES = "no-statistics/1"
 
 
 def no_index_reason(entity_type: str) -> str:
@@ -79,6 +81,12 @@ class EntityTarget:
     #: concept id -> (vocabulary, alt ids), from the KB's concepts table; what annotation rows carry beside the id
     concepts: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     short_forms: ShortFormSupport | None = None  # None: short forms are linked as any mention
+
+
+def _no_statistics(mentions: list[Mention]) -> list[Mention]:
+    """Detected mentions less statistics and bare numbers (`OR=12.6`, `A-- > T`, `799`): a name normalized to its
+    letters ("A-T": `a t`) would otherwise match them, and neither is a mention of any entity type."""
+    return [m for m in mentions if not is_statistic(m.text) and not is_bare_number(m.text)]
 
 
 def concept_lookup(kb_dir: str) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -182,7 +190,7 @@ class DocumentAnnotator:
         (`no_index`), never dropped."""
         if self.detect:
             detected = [m for t in self.targets.values() for m in t.detector.detect(document)]
-            return _without_overlaps(self._context_supported(document, detected))
+            return _without_overlaps(self._context_supported(document, _no_statistics(detected)))
         return list(document.mentions)
 
     def _context_supported(self, document: Document, mentions: list[Mention], span_score=lambda m: None) -> list[Mention]:
@@ -256,7 +264,8 @@ class DocumentAnnotator:
                             return scores[id(m)]
                         return model.span_score(encoded, logits, m.start, m.end, m.entity_type)
 
-                    mentions = _without_overlaps(self._context_supported(document, dictionary + detected, span_score))
+                    found = _no_statistics(dictionary + detected)
+                    mentions = _without_overlaps(self._context_supported(document, found, span_score))
                     pieces = [piece_span.get(id(m)) for m in mentions]  # None: the dictionary's spans, linked by text
                 else:
                     mentions = self.mentions(document)
@@ -575,7 +584,7 @@ class AnnotatorSpec:
         from bioel_core.index.sharded import file_sha256 as file_sha
 
         payload = {
-            "detect": self.detect,
+            "detect": self.detect and DETECTION_RULES,
             "detector": self.detector,
             "abbreviations": self.abbreviations and ABBREVIATION_RULES,
             "stop_lists": sorted((t, file_sha(p)) for t, p in self.stop_lists),
