@@ -264,8 +264,8 @@ class DocumentAnnotator:
                             return scores[id(m)]
                         return model.span_score(encoded, logits, m.start, m.end, m.entity_type)
 
-                    found = _no_statistics(dictionary + detected)
-                    mentions = _without_overlaps(self._context_supported(document, found, span_score))
+                    candidates = _no_statistics(dictionary + detected)
+                    mentions = _without_overlaps(self._context_supported(document, candidates, span_score))
                     pieces = [piece_span.get(id(m)) for m in mentions]  # None: the dictionary's spans, linked by text
                 else:
                     mentions = self.mentions(document)
