@@ -44,7 +44,8 @@ TOP = 12
 
 
 def _ids(values) -> frozenset[str]:
-    return frozenset(plain_id(p) for v in values if v for p in str(v).split("|"))
+    """Plain ids of a mention's ids as read (the reader has split `D1|D2` and made `-1` no id)."""
+    return frozenset(plain_id(v) for v in values if v)
 
 
 def gold_spans(path: str) -> dict[str, list[tuple[int, int, str, frozenset[str], str]]]:
@@ -52,7 +53,7 @@ def gold_spans(path: str) -> dict[str, list[tuple[int, int, str, frozenset[str],
     gold: dict[str, list] = defaultdict(list)
     for doc in read_annotated(path, "pubtator", "--gold"):
         for m in doc.mentions:
-            ids = _ids(m.concept_ids) - {"-1"}
+            ids = _ids(m.concept_ids)
             if ids and not is_composite_part(m):
                 gold[doc.doc_id].append((m.start, m.end, m.entity_type, ids, m.text))
     return gold
