@@ -104,12 +104,16 @@ def link(
     return merged
 
 
-def bundle_row_links(work: Path, bundle_file: Path, bundle: Path | None, corpus: Path) -> tuple[Path, Path]:
-    """`bioel build` the bundle file into `bundle` (default WORK/bundle-NAME; up to date: a no-op) and `bioel link
-    --bundle` the corpus's raw abstracts, as the README's quick start does; returns the bundle folder and the PubTator
-    file of the predictions."""
+def built_bundle(work: Path, bundle_file: Path, bundle: Path | None) -> Path:
+    """`bioel build` the bundle file into `bundle` (default WORK/bundle-NAME; up to date: a no-op), as the README's
+    quick start does; returns the bundle folder."""
     bundle = bundle or work / f"bundle-{bundle_file.name.removesuffix('.toml').removesuffix('.bundle')}"
     sh(BIOEL + ["build", bundle_file, "--output", bundle, "--runner", "FnApiRunner"])
+    return bundle
+
+
+def bundle_links(work: Path, bundle: Path, corpus: Path) -> Path:
+    """`bioel link --bundle` the corpus's raw abstracts; returns the PubTator file of the predictions."""
     output = work / f"e2e-bundle-{bundle.name}-{corpus.stem}"
     if not built(output):
         sh(
@@ -131,7 +135,7 @@ def bundle_row_links(work: Path, bundle_file: Path, bundle: Path | None, corpus:
         )
     merged = output.with_suffix(".pubtator")
     merged.write_text("".join(p.read_text() for p in sorted((data_root(output) / "pubtator").glob("*.pubtator"))))
-    return bundle, merged
+    return merged
 
 
 def kb_gap_lines(missing: dict[str, dict], kbs: str) -> list[str]:
@@ -241,9 +245,9 @@ def main() -> None:
         [("model", collective, None), ("both", collective, None)] if collective else []
     )
     rows, thresholds_used, missing, missing_kbs = [], {}, None, ""
+    bundle = built_bundle(work, Path(args.bundle_file), Path(args.bundle_dir) if args.bundle_dir else None)
     if split == "test":  # the bundle calibrates its NIL thresholds on BC5CDR dev: a dev row would be tuned on itself
-        bundle, links = bundle_row_links(work, Path(args.bundle_file), Path(args.bundle_dir) if args.bundle_dir else None, corpus)
-        pred = read_pubtator(links)
+        pred = read_pubtator(bundle_links(work, bundle, corpus))
         missing, missing_kbs = unlinkable_in(gold, kb_folders([str(bundle)])), f"the KBs of {Path(args.bundle_file).name}"
         for types in (TYPES, ("Disease",), ("Chemical",)):
             rows.append(
@@ -257,8 +261,7 @@ def main() -> None:
             )
     # NCBI-disease annotates diseases only: the bundle links both types, its Disease links are scored; its NIL
     # thresholds come from BC5CDR dev, so the dev split's row is not tuned on itself
-    _, links = bundle_row_links(work, Path(args.bundle_file), Path(args.bundle_dir) if args.bundle_dir else None, ncbi)
-    pred = read_pubtator(links)
+    pred = read_pubtator(bundle_links(work, bundle, ncbi))
     rows.append(
         {
             "corpus": "NCBI-disease",

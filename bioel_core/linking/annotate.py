@@ -197,7 +197,7 @@ class DocumentAnnotator:
         """`mentions` less the undefined short forms whose type's ShortFormSupport their prior and `span_score`
         (mention -> the document model's score of its span and type, or None) do not reach (module docstring)."""
         gated = [
-            m
+            (m, target.short_forms)
             for m in mentions
             if (target := self.target_of(m)) is not None
             and target.short_forms is not None
@@ -207,9 +207,7 @@ class DocumentAnnotator:
         if not gated:
             return mentions
         defined = defined_short_forms(document)
-        dropped = {
-            id(m) for m in gated if m.text not in defined and not self.target_of(m).short_forms.supported(m.text, span_score(m))
-        }
+        dropped = {id(m) for m, support in gated if m.text not in defined and not support.supported(m.text, span_score(m))}
         return [m for m in mentions if id(m) not in dropped]
 
     def annotate(self, documents: Sequence[Document]) -> list[list[dict]]:

@@ -177,7 +177,9 @@ class CollectiveEncoder(torch.nn.Module):
 
     # ------------------------------------------------------------------------------ the document side
     def pieces(self, text: str) -> tuple[list[int], list[Piece]]:
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        # verbose=False: a document longer than the model's 512 pieces is windowed (encode_document), so the
+        # tokenizer's "longer than the maximum ... indexing errors" warning never applies and only alarms users.
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         words = enc.word_ids()
         return enc["input_ids"], [Piece(a, b, w) for (a, b), w in zip(enc["offset_mapping"], words)]
 
