@@ -2,11 +2,13 @@
 NCBI-disease and BC5CDR (../shared/data/pubmed_abstracts), with diseases linked to MEDIC and chemicals
 to the MeSH 2024 thesaurus (tree D, Chemicals and Drugs; benchmarks/kbs.py).
 
-    .venv/bin/python benchmarks/bulk_link.py [--model DIR] [--detector D] [--work DIR] [--json OUT] [--limit N] [--modes M ...]
-                                             [--copies K] [--threads N] [--document-runtime R]
+    .venv/bin/python benchmarks/bulk_link.py [--bundle DIR | --model DIR] [--detector D] [--work DIR] [--json OUT]
+                                             [--limit N] [--modes M ...] [--copies K] [--threads N] [--document-runtime R]
 
-The KB tables, embeddings and indexes are built once into --work with the `bioel` verbs (not timed) and
-reused. Then, in one run and each in its own process (so peak RSS is per mode):
+With --bundle, the linker is a built bundle folder's (`bioel build`), as a user links with it: the shipped
+configuration is `bioel build benchmarks/diseases-chemicals.bundle.toml --output DIR`. Without, the KB tables,
+embeddings and indexes of --model are built once into --work with the `bioel` verbs (not timed) and reused.
+Then, in one run and each in its own process (so peak RSS is per mode):
 - in process: bioel_core only (read_documents -> DocumentAnnotator -> one Parquet file), no Beam;
 - `bioel link` on the local runner with 1 worker;
 - `bioel link --direct_num_workers=2 --direct_running_mode=multi_processing`.
@@ -27,6 +29,7 @@ import platform
 import resource
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +63,53 @@ def corpus(work: Path, limit: int, copies: int = 1) -> Path:
     return path
 
 
+@dataclass
+class Linker:
+    """What links: a built bundle, or a model with the KBs prepared for it in --work; its `bioel link` flags and the
+    in-process child's."""
+
+    label: str
+    model: str
+    detector: str
+    document_runtime: str
+    flags: list[str]
+    child_flags: list[str]
+
+    @classmethod
+    def of(cls, args, work: Path) -> Linker:
+        if args.bundle:
+            from bioel_core.bundle import BuiltBundle
+
+            settings = BuiltBundle.read(args.bundle).link_settings()
+            model = settings.model or "the shipped disease model"
+            detector = args.detector or settings.detector or "dictionary"
+            runtime = args.document_runtime or settings.document_runtime or "torch"
+            chosen = ["--detector", detector, "--document-runtime", runtime]
+            return cls(
+                f"bundle {args.bundle}",
+                model,
+                detector,
+                runtime,
+                ["--bundle", args.bundle, *chosen],
+                ["--bundle", args.bundle, *chosen],
+            )
+        from bioel_core.models import model_folder
+
+        model = str(model_folder(args.model))
+        kbs = prepare(work, model)
+        detector, runtime = args.detector or "dictionary", args.document_runtime or "torch"
+        chosen = ["--detector", detector, "--document-runtime", runtime]
+        child = [
+            "--model",
+            model,
+            "--indexes",
+            json.dumps({t: str(kb["index"]) for t, kb in kbs.items()}),
+            "--stop-lists",
+            json.dumps({t: str(kb["stop_list"]) for t, kb in kbs.items()}),
+        ]
+        return cls(f"KBs of {work}", model, detector, runtime, [*annotator_flags(kbs, model), *chosen], child + chosen)
+
+
 def in_process(args) -> None:
     """Child mode: the annotator without Beam; prints its figures as JSON."""
     import pyarrow as pa
@@ -76,13 +126,20 @@ def in_process(args) -> None:
 
         torch.set_num_threads(args.threads)
         faiss.omp_set_num_threads(args.threads)
-    spec = AnnotatorSpec(
-        model=args.model,
-        indexes=tuple(json.loads(args.indexes).items()),
-        stop_lists=tuple(json.loads(args.stop_lists).items()),
-        detector=args.detector,
-        document_runtime=args.document_runtime,
-    )
+    if args.bundle:
+        from bioel_core.bundle import BuiltBundle
+        from bioel_core.settings import LinkSettings
+
+        overrides = LinkSettings(detector=args.detector, document_runtime=args.document_runtime)
+        spec = BuiltBundle.read(args.bundle).annotator_spec(overrides)
+    else:
+        spec = AnnotatorSpec(
+            model=args.model,
+            indexes=tuple(json.loads(args.indexes).items()),
+            stop_lists=tuple(json.loads(args.stop_lists).items()),
+            detector=args.detector or "dictionary",
+            document_runtime=args.document_runtime,
+        )
     annotator = spec.open()
     docs = [d for d in read_documents([args.input], "jsonl") if isinstance(d, Document)]
     rows = []
@@ -144,6 +201,9 @@ def measure(label: str, command: list[str], documents: int, output: Path) -> dic
 def abstracts_parser(description: str) -> argparse.ArgumentParser:
     """The flags of every benchmark over the shared abstracts."""
     parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--bundle", help="a built bundle folder (bioel build) to link with, as a user does; --model is then unused"
+    )
     parser.add_argument("--model", help="model folder (default: the shipped disease model)")
     parser.add_argument(
         "--work",
@@ -154,8 +214,12 @@ def abstracts_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--detector",
         choices=DETECTORS,
-        default="dictionary",
-        help="mention detector; model needs a collective --model (e.g. models/bc5cdr-collective)",
+        help="mention detector (default: the bundle's, else dictionary); model needs a collective model",
+    )
+    parser.add_argument(
+        "--document-runtime",
+        choices=DOCUMENT_RUNTIMES,
+        help="what runs a collective model's document encoder (bioel link --document-runtime; default: the bundle's, else torch)",
     )
     parser.add_argument("--json", help="write the figures here")
     return parser
@@ -168,12 +232,6 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch and FAISS threads per process (default 1; 0: the libraries' default)"
     )
-    parser.add_argument(
-        "--document-runtime",
-        choices=DOCUMENT_RUNTIMES,
-        default="torch",
-        help="what runs a collective model's document encoder (bioel link --document-runtime; default torch)",
-    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--indexes", help=argparse.SUPPRESS)
@@ -183,55 +241,20 @@ def main() -> None:
     if args.child:
         in_process(args)
         return
-    from bioel_core.models import model_folder
-
-    model = str(model_folder(args.model))
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    kbs = prepare(work, model)
-    indexes = {t: kb["index"] for t, kb in kbs.items()}
-    stop_lists = {t: kb["stop_list"] for t, kb in kbs.items()}
+    linker = Linker.of(args, work)
     source = corpus(work, args.limit, args.copies)
     small = corpus(work, START_UP_DOCUMENTS)
     documents = sum(1 for line in open(source) if line.strip())
     threads = ["--threads_per_worker", str(args.threads)] if args.threads else []
-    link = BIOEL + [
-        "link",
-        *annotator_flags(kbs, model),
-        "--input-format",
-        "jsonl",
-        "--detector",
-        args.detector,
-        "--document-runtime",
-        args.document_runtime,
-        "--no-quality",
-        *threads,
-    ]
+    link = BIOEL + ["link", *linker.flags, "--input-format", "jsonl", "--no-quality", *threads]
 
     def run(mode: str, source: Path, documents: int, tag: str) -> dict:
         if mode == "in-process":
             output = work / f"bulk-inprocess{tag}.parquet"
-            command = [
-                sys.executable,
-                __file__,
-                "--child",
-                "--model",
-                model,
-                "--input",
-                source,
-                "--indexes",
-                json.dumps({t: str(p) for t, p in indexes.items()}),
-                "--stop-lists",
-                json.dumps({t: str(p) for t, p in stop_lists.items()}),
-                "--detector",
-                args.detector,
-                "--document-runtime",
-                args.document_runtime,
-                "--threads",
-                str(args.threads),
-                "--output",
-                output,
-            ]
+            command = [sys.executable, __file__, "--child", *linker.child_flags, "--threads", str(args.threads)]
+            command += ["--input", source, "--output", output]
         else:
             output = work / f"bulk-out-{mode}{tag}"
             workers = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"] if mode == "two-workers" else []
@@ -249,8 +272,8 @@ def main() -> None:
 
     rows = {mode: with_start_up(mode) for mode in MODES if mode in args.modes}
     print(
-        f"\nBulk linking, {documents:,} abstracts ({source.name}), model {model}, detector {args.detector}, "
-        f"document runtime {args.document_runtime}, "
+        f"\nBulk linking, {documents:,} abstracts ({source.name}), {linker.label}, model {linker.model}, "
+        f"detector {linker.detector}, document runtime {linker.document_runtime}, "
         f"{os.cpu_count()} CPUs, {args.threads or 'default'} thread(s) per process, "
         f"{platform.python_implementation()} {platform.python_version()}"
     )
@@ -266,9 +289,10 @@ def main() -> None:
     result = {
         "documents": documents,
         "copies": args.copies,
-        "model": model,
-        "detector": args.detector,
-        "document_runtime": args.document_runtime,
+        "bundle": args.bundle,
+        "model": linker.model,
+        "detector": linker.detector,
+        "document_runtime": linker.document_runtime,
         "threads_per_process": args.threads,
         "runs": list(rows.values()),
     }

@@ -1,7 +1,9 @@
 """`bioel link` gives the same bytes however it runs: over the 2,292 PubMed abstracts of NCBI-disease and
-BC5CDR (../shared/data/pubmed_abstracts), diseases to MEDIC and chemicals to MeSH tree D (benchmarks/kbs.py).
+BC5CDR (../shared/data/pubmed_abstracts), with a built bundle (--bundle) or diseases to MEDIC and chemicals to MeSH
+tree D (benchmarks/kbs.py).
 
-    .venv/bin/python benchmarks/reproducible_link.py [--model DIR] [--work DIR] [--json OUT] [--limit N]
+    .venv/bin/python benchmarks/reproducible_link.py [--bundle DIR | --model DIR] [--detector D] [--document-runtime R]
+                                                     [--work DIR] [--json OUT] [--limit N]
 
 Four runs into four output folders, then every Parquet file of each compared byte for byte with the first:
 - in process (the local runner, one worker), twice into the same folder (the second run replaces the first);
@@ -21,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bulk_link import ABSTRACTS, abstracts_parser, corpus  # noqa: E402
-from benchmarks.kbs import BIOEL, annotator_flags, prepare  # noqa: E402
+from benchmarks.bulk_link import ABSTRACTS, Linker, abstracts_parser, corpus  # noqa: E402
+from benchmarks.kbs import BIOEL  # noqa: E402
 from bioel_core.tables import data_root  # noqa: E402
 
 TWO_WORKERS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
@@ -35,13 +37,9 @@ def table_bytes(folder: Path) -> dict[str, bytes]:
 
 def main() -> None:
     args = abstracts_parser(__doc__.splitlines()[0]).parse_args()
-
-    from bioel_core.models import model_folder
-
-    model = str(model_folder(args.model))
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    kbs = prepare(work, model)
+    linker = Linker.of(args, work)
     source = corpus(work, args.limit) if args.limit else ABSTRACTS
     lines = [line for line in open(source) if line.strip()]
     half = work / f"repro-first-half-{len(lines)}.jsonl"
@@ -52,13 +50,11 @@ def main() -> None:
         command = [
             *BIOEL,
             "link",
-            *annotator_flags(kbs, model),
+            *linker.flags,
             "--input",
             str(inputs),
             "--input-format",
             "jsonl",
-            "--detector",
-            args.detector,
             "--output",
             str(output),
             "--no-quality",
@@ -71,7 +67,7 @@ def main() -> None:
             raise SystemExit(f"{' '.join(command)} failed:\n{proc.stdout}\n{proc.stderr}")
         return time.perf_counter() - began
 
-    runs = work / f"repro-{args.detector}"
+    runs = work / f"repro-{linker.detector}"
     seconds = {
         "in process": link(source, runs / "one"),
         "in process, again over its own output": link(source, runs / "one-again"),
@@ -92,7 +88,7 @@ def main() -> None:
         found = table_bytes(runs / folder)
         differ = sorted(f for f in reference.keys() | found.keys() if reference.get(f) != found.get(f))
         rows.append({"run": label, "seconds": round(seconds[label], 1), "files": len(found), "differing_files": differ})
-    print(f"\n`bioel link` over {len(lines):,} abstracts ({source.name}), model {model}")
+    print(f"\n`bioel link` over {len(lines):,} abstracts ({source.name}), {linker.label}, model {linker.model}")
     print(f"{'run':<42}{'seconds':>9}{'files':>7}  identical to the first run")
     for r in rows:
         print(
@@ -101,7 +97,16 @@ def main() -> None:
     identical = all(not r["differing_files"] for r in rows)
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"abstracts": len(lines), "model": model, "runs": rows, "byte_identical": identical}, indent=2)
+            json.dumps(
+                {
+                    "abstracts": len(lines),
+                    "bundle": args.bundle,
+                    "model": linker.model,
+                    "runs": rows,
+                    "byte_identical": identical,
+                },
+                indent=2,
+            )
         )
     sys.exit(0 if identical else 1)
 
