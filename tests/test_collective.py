@@ -30,6 +30,7 @@ from bioel_core.training.collective import (
     link_loss,
     predict,
     span_loss,
+    train_collective,
     warm_start_heads,
 )
 from conftest import FIXTURES, SAMPLE_DATA, table_bytes
@@ -199,6 +200,37 @@ def test_a_tiny_training_run_lowers_the_loss(bases):
             optimizer.step()
     model.eval()
     assert total() < 0.7 * before
+
+
+def test_a_training_stopped_after_an_epoch_and_resumed_ends_with_the_uninterrupted_weights(bases, tmp_path, monkeypatch):
+    from bioel_core.training import collective
+
+    corpus = [TypedCorpus("tiny", ("Disease",), tiny_corpus())]
+    config = CollectiveTrainConfig(epochs=3, documents_per_step=2, random_negatives=2, hard_negatives=2, warmup=0.2)
+    straight, resumed = tiny(bases, window=32, overlap=8), tiny(bases, window=32, overlap=8)
+    spaces = tiny_spaces(straight)
+    whole = train_collective(straight, corpus, corpus, spaces, config, tmp_path / "a" / "model")
+
+    real_loss, calls = collective.document_loss, {"n": 0}
+
+    def stop_in_the_second_epoch(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == len(corpus[0].documents) + 3:
+            raise KeyboardInterrupt
+        return real_loss(*args, **kwargs)
+
+    monkeypatch.setattr(collective, "document_loss", stop_in_the_second_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        train_collective(resumed, corpus, corpus, spaces, config, tmp_path / "b" / "model")
+    assert json.loads((tmp_path / "b" / "model.checkpoint" / "state.json").read_text())["step"] == 3
+    monkeypatch.setattr(collective, "document_loss", real_loss)
+    torch.manual_seed(123)  # whatever the process did meanwhile
+    again = train_collective(resumed, corpus, corpus, spaces, config, tmp_path / "b" / "model")
+    assert [e["epoch"] for e in again["epochs"]] == [1, 2, 3]
+    losses = [[e["loss"][k] for k in ("span", "link", "bio")] for e in again["epochs"]]
+    assert np.allclose(losses, [[e["loss"][k] for k in ("span", "link", "bio")] for e in whole["epochs"]], rtol=1e-5)
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+        assert torch.allclose(a, b, atol=1e-6), name
 
 
 def test_gold_piece_spans_give_a_span_stated_twice_the_union_of_its_ids(bases):

@@ -35,6 +35,7 @@ import logging
 import math
 import random
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -355,7 +356,6 @@ def train_collective(
     epoch_dev = [replace(corpus, documents=corpus.documents[: config.epoch_dev_documents]) for corpus in dev]
     output, checkpoint = Path(output), Path(output).with_name(Path(output).name + ".checkpoint")
     torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)
     heads = [p for n, p in model.named_parameters() if not n.startswith(("document.", "names."))]
     optimizer = torch.optim.AdamW(
         [
@@ -377,12 +377,18 @@ def train_collective(
         model.load_state_dict(CollectiveEncoder.load(checkpoint / "model").state_dict())
         load_optimizer_state(checkpoint, optimizer)
         record, start_epoch = state["config"]["record"], state["step"] // steps_per_epoch
-        for _ in range(state["step"]):
-            schedule.step()
+        with warnings.catch_warnings():  # replaying the schedule to the step: no optimizer step is due here
+            warnings.simplefilter("ignore", UserWarning)
+            for _ in range(state["step"]):
+                schedule.step()
         log.info("resumed from %s at epoch %d", checkpoint, start_epoch)
     began = time.monotonic()
     best_f1 = record["best"]["dev"]["f1"] if record["best"] else -1.0
     for epoch in range(start_epoch, config.epochs):
+        # every random draw of an epoch (dropout, negatives, order) seeded by the epoch: a run resumed from a
+        # checkpoint trains exactly as the uninterrupted one
+        torch.manual_seed(config.seed + epoch)
+        rng = random.Random(f"negatives-{config.seed}-{epoch}")
         model.train()
         model.names.eval()
         order = list(range(len(train_docs)))
