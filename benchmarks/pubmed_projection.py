@@ -31,9 +31,10 @@ def bulk_rows(path: Path) -> list[dict]:
     report = json.loads(path.read_text())
     runs = {r["mode"]: r for r in report["runs"]}
     run = next((r for mode, r in runs.items() if "1 worker" in mode), None) or next(iter(runs.values()))
+    runtime = f" on {report['document_runtime']}" if report.get("document_runtime") and report["detector"] != "dictionary" else ""
     return [
         {
-            "label": f"{report['detector']} detector, {Path(report['model']).name}, CPU ({run['mode']})",
+            "label": f"{report['detector']} detector, {Path(report['model']).name}{runtime}, CPU ({run['mode']})",
             "abstracts_per_s": run["steady_abstracts_per_s"],
             "start_up_seconds": run["start_up_seconds"],
             "peak_rss_mb": run["peak_rss_mb"],

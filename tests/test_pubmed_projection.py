@@ -30,6 +30,8 @@ def test_projection_from_a_bulk_link_report(tmp_path):
     assert p["baseline_hours"][10] == pytest.approx((10 + 3_600) / 3600)
     assert p["workers_for_deadline"] == 11  # 900,000 / (25 * 3,590 s) = 10.03
     assert p["daily_minutes_one_worker"] == pytest.approx((10 + 100) / 60)
+    path.write_text(json.dumps({**report, "document_runtime": "onnx-int8"}))
+    assert bulk_rows(path)[0]["label"] == "both detector, m on onnx-int8, CPU (bioel link, 1 worker)"
 
 
 def test_gpu_rows_one_per_device(tmp_path):
