@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_output
 export HF_HUB_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := false
+# pytest worker processes (pytest-xdist); a test file runs whole on one worker, so its module fixtures are built once
+TEST_WORKERS ?= 2
 
 .PHONY: demo test test-all lint venv clean
 
@@ -23,10 +25,10 @@ demo: $(STAMP)
 
 # Fast suite plus the real-data tests that fit CI; `make test-all` adds the slow benchmark-data tests.
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # ruff as ruff.toml says (the formatter's style; pyflakes and pycodestyle's error classes); mypy as mypy.ini says
 lint: $(STAMP)
