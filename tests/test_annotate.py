@@ -120,6 +120,33 @@ def test_rows_carry_the_concepts_vocabulary_and_alt_ids():
     assert [(r["concept_id"], r["vocabulary"], r["alt_ids"]) for r in rows] == [(None, None, [])]
 
 
+def test_a_coordinated_mention_is_annotated_once_per_part_each_linked_to_its_concept():
+    cancers = NameSet.from_pairs([("breast cancer", ("D001943",)), ("ovarian cancer", ("D010051",))])
+    annotator = DocumentAnnotator([target("Disease", cancers)], model_version="m1")
+    d = doc("Risk of breast and ovarian cancer.")
+    [rows] = annotator.annotate([d])
+    assert [(r["start"], r["end"], r["mention"], r["link_text"], r["concept_id"]) for r in rows] == [
+        (8, 33, "breast and ovarian cancer", "breast cancer", "D001943"),
+        (8, 33, "breast and ovarian cancer", "ovarian cancer", "D010051"),
+    ]
+    # mentions a corpus gives are linked as given, never split into parts
+    given = Mention("breast and ovarian cancer", "42", 8, 33, "Disease", parts=("breast cancer", "ovarian cancer"))
+    annotator = DocumentAnnotator([target("Disease", cancers)], model_version="m1", detect=False)
+    [rows] = annotator.annotate([doc("Risk of breast and ovarian cancer.", mentions=[given])])
+    assert [(r["mention"], r["link_text"]) for r in rows] == [("breast and ovarian cancer", "breast and ovarian cancer")]
+
+
+def test_the_detection_rules_version_is_part_of_the_incremental_key(monkeypatch, tmp_path):
+    from bioel_core.linking import annotate
+    from bioel_core.linking.annotate import AnnotatorSpec
+
+    (tmp_path / "manifest.json").write_text('{"pipeline": "build-index", "complete": true}')
+    spec = AnnotatorSpec(model=None, indexes=(("Disease", str(tmp_path)),))
+    first = spec.settings_sha256()
+    monkeypatch.setattr(annotate, "DETECTION_RULES", "older rules")
+    assert spec.settings_sha256() != first
+
+
 def test_the_abbreviation_rules_version_is_part_of_the_incremental_key(monkeypatch, tmp_path):
     # new abbreviation rules change mentions: an incremental run must link again what older rules annotated
     from bioel_core.linking import annotate

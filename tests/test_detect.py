@@ -225,6 +225,71 @@ ABBREVIATED = doc(
 )
 
 
+# ---- coordinated mentions ----
+
+
+def coordinated(det: DictionaryDetector, text: str) -> list[tuple[str, tuple[str, ...]]]:
+    document = doc(text)
+    mentions = det.detect(document)
+    assert all(document.text[m.start : m.end] == m.text for m in mentions)
+    return [(m.text, m.parts) for m in mentions]
+
+
+CANCERS = ("breast cancer", "ovarian cancer", "prostate cancer", "brain cancer", "acute renal failure")
+CANCERS += ("chronic renal failure", "renal failure", "hepatic failure", "fever")
+
+
+def test_a_coordinated_mention_is_one_span_whose_parts_are_the_names_it_holds():
+    det = detector(*CANCERS)
+    assert coordinated(det, "Risk of breast and ovarian cancer.") == [
+        ("breast and ovarian cancer", ("breast cancer", "ovarian cancer"))
+    ]
+    assert coordinated(det, "Brain, breast, and prostate cancer.") == [
+        ("Brain, breast, and prostate cancer", ("Brain cancer", "breast cancer", "prostate cancer"))
+    ]
+    assert coordinated(det, "brain, breast and prostate cancer") == [
+        ("brain, breast and prostate cancer", ("brain cancer", "breast cancer", "prostate cancer"))
+    ]
+    assert coordinated(det, "acute or chronic renal failure") == [
+        ("acute or chronic renal failure", ("acute renal failure", "chronic renal failure"))
+    ]
+    assert coordinated(det, "breast and/or ovarian cancer") == [
+        ("breast and/or ovarian cancer", ("breast cancer", "ovarian cancer"))
+    ]
+    assert coordinated(det, "breast/ovarian cancer") == [("breast/ovarian cancer", ("breast cancer", "ovarian cancer"))]
+    # a conjunct matched on its own joins the phrase: "hepatic failure" is no match here, "renal failure" is
+    assert coordinated(det, "Hepatic and renal failure.") == [("Hepatic and renal failure", ("Hepatic failure", "renal failure"))]
+
+
+def test_no_coordinated_mention_without_a_name_per_conjunct_or_across_a_break():
+    det = detector(*CANCERS)
+    # "fever renal failure" is no name: two mentions, as written
+    assert coordinated(det, "fever and renal failure") == [("fever", ()), ("renal failure", ())]
+    # the list's far conjuncts that make no name are left out; the near ones stand
+    assert coordinated(det, "fever, breast and ovarian cancer") == [
+        ("fever", ()),
+        ("breast and ovarian cancer", ("breast cancer", "ovarian cancer")),
+    ]
+    assert coordinated(det, "breast. And ovarian cancer") == [("ovarian cancer", ())]
+    assert coordinated(det, "breast (and ovarian cancer)") == [("ovarian cancer", ())]
+    assert coordinated(det, "breast, ovarian cancer") == [("ovarian cancer", ())]  # a comma is no conjunction
+    # a one-token name has no modifier to share, and a stopped name makes no phrase
+    assert coordinated(detector("cancer", "breast cancer"), "breast and cancer") == [("cancer", ())]
+    stopped = detector(*CANCERS, stop_list=[NORM("breast cancer")])
+    assert coordinated(stopped, "breast and ovarian cancer") == [("ovarian cancer", ())]
+    assert coordinated(detector(*CANCERS, coordinations=False), "breast and ovarian cancer") == [("ovarian cancer", ())]
+
+
+def test_a_coordinated_mention_defines_its_abbreviation():
+    det = detector(*CANCERS)
+    document = doc("Hereditary breast and ovarian cancer (BOC).", "BOC families.")
+    assert [(m.text, m.link_text, m.parts) for m in det.detect(document)] == [
+        ("breast and ovarian cancer", "", ("breast cancer", "ovarian cancer")),
+        ("BOC", "breast and ovarian cancer", ()),
+        ("BOC", "breast and ovarian cancer", ()),
+    ]
+
+
 def test_short_form_of_a_detected_long_form_becomes_a_mention():
     det = detector("Parkinson Disease", "Dyskinesias")
     mentions = det.detect(ABBREVIATED)

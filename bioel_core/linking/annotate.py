@@ -23,7 +23,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from bioel_core.corpora.records import Document, Mention
@@ -31,7 +31,7 @@ from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS, DOCUMENT_RUNTIME
 from bioel_core.linking.base import Linker
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
 from bioel_core.text.abbreviations import ABBREVIATION_RULES, is_bare_number, is_statistic
-from bioel_core.text.detect import MentionDetector, StopList, defined_short_forms, is_short_form
+from bioel_core.text.detect import COORDINATION_RULES, MentionDetector, StopList, defined_short_forms, is_short_form
 from bioel_core.settings.fields import SettingsError
 
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
@@ -43,8 +43,9 @@ NO_KB_VERSION = ""
 # The version of the short-form rule (ShortFormSupport, DocumentAnnotator._context_supported): part of a linking run's
 # settings when a type sets its support, so an incremental run links again what an older rule annotated.
 SHORT_FORM_RULES = "prior-or-span-score/1"
-# The version of what detection never keeps (_no_statistics): part of every detecting run's settings.
-DETECTION_RULES = "no-statistics/1"
+# The version of detection's rules, what it never keeps (_no_statistics) and the dictionaries' coordinated mentions:
+# part of every detecting run's settings, so an incremental run detects again what older rules found.
+DETECTION_RULES = f"no-statistics/1 {COORDINATION_RULES}"
 
 
 def no_index_reason(entity_type: str) -> str:
@@ -135,6 +136,15 @@ def check_document(document: Document, detect: bool, max_chars: int = MAX_DOCUME
     return text
 
 
+def _parts_linked(mentions: list[Mention]) -> list[Mention]:
+    """A detected coordinated mention ("breast and ovarian cancer", its `parts` the names it holds) once per part,
+    each linked by its part's name: the span is annotated with each concept (bioel_core.text.detect)."""
+    out: list[Mention] = []
+    for m in mentions:
+        out.extend([replace(m, link_text=part, parts=()) for part in m.parts] if m.parts else [m])
+    return out
+
+
 def _without_overlaps(mentions: list[Mention]) -> list[Mention]:
     """Across entity types and detectors the longest span wins, then the earlier start; of the same span, the
     earlier in the list (the earlier target; the dictionary's before the model's)."""
@@ -190,7 +200,7 @@ class DocumentAnnotator:
         (`no_index`), never dropped."""
         if self.detect:
             detected = [m for t in self.targets.values() for m in t.detector.detect(document)]
-            return _without_overlaps(self._context_supported(document, _no_statistics(detected)))
+            return _parts_linked(_without_overlaps(self._context_supported(document, _no_statistics(detected))))
         return list(document.mentions)
 
     def _context_supported(self, document: Document, mentions: list[Mention], span_score=lambda m: None) -> list[Mention]:
@@ -263,7 +273,7 @@ class DocumentAnnotator:
                         return model.span_score(encoded, logits, m.start, m.end, m.entity_type)
 
                     candidates = _no_statistics(dictionary + detected)
-                    mentions = _without_overlaps(self._context_supported(document, candidates, span_score))
+                    mentions = _parts_linked(_without_overlaps(self._context_supported(document, candidates, span_score)))
                     pieces = [piece_span.get(id(m)) for m in mentions]  # None: the dictionary's spans, linked by text
                 else:
                     mentions = self.mentions(document)

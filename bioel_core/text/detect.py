@@ -26,6 +26,13 @@ How `DictionaryDetector` matches:
   mention ends the long form, the document has said SF means something else: dictionary matches that are
   exactly SF are dropped.
 
+Coordinated mentions (`coordinations=True`): where a matched name of two or more tokens follows "X and", "X or",
+"X and/or", "X/" or a list "X1, X2(,) and", and each X put in place of the name's first token makes a name of the KB
+too, the whole phrase is one mention ("breast and ovarian cancer", "acute and chronic renal failure") whose `parts`
+are those names, as written ("breast cancer", "ovarian cancer"): the linker links each part, and the phrase is
+annotated once per part, as BC5CDR and NCBI-disease annotate a composite mention. A conjunct is one word, not a
+function word nor a number, and the phrase never crosses a sentence end or a bracket. COORDINATION_RULES versions this.
+
 Short forms (`is_short_form`: one word of at most SHORT_FORM_CHARS characters, "APC", "VEGF", "death") are ambiguous
 out of context; `learn_stop_list` also records, per short form seen in the training corpora, how often its
 occurrences are gold mentions (`StopList.short_forms`, `StopList.prior`): the per-name prior the linker weighs with
@@ -62,6 +69,9 @@ SHORT_FORM_CHARS = 5
 APOSTROPHES = "'\u2019"  # a possessive "s" follows either: "Parkinson's", "Parkinson’s"
 # Closed-class words: a long form holding one is a phrase ("duration of catatonia", "and tranexamic acid"),
 # not a name modifying its head mention; written in capitals ("Cyclosporin A") a word is no function word.
+# The version of the coordinated-mention rule (DictionaryDetector._coordinated): part of a linking run's settings.
+COORDINATION_RULES = "one-word-conjuncts/1"
+CONJUNCTIONS = ("and", "or")
 FUNCTION_WORDS = frozenset(
     "a an and as at by for from in into its of on or than that the their these this those "
     "to under via was were which while with within without".split()
@@ -98,6 +108,7 @@ class NameMatch(NamedTuple):
     end: int
     name: str  # the normalized name matched
     stopped: bool
+    parts: tuple[str, ...] = ()  # a coordinated mention's names, as written (module docstring)
 
 
 class Token(NamedTuple):
@@ -248,6 +259,7 @@ class DictionaryDetector(MentionDetector):
         entity_type: str = "",
         stop_list: StopList | Iterable[str] | None = None,
         abbreviations: bool = True,
+        coordinations: bool = True,
         min_chars: int = 3,
         skip_numeric: bool = True,
         uppercase_only: Collection[str] = (),
@@ -260,6 +272,7 @@ class DictionaryDetector(MentionDetector):
             stop_list.check_normalizer(self.normalizer)
         self.stopped = stop_list.names if isinstance(stop_list, StopList) else frozenset(stop_list or ())
         self.entity_type, self.abbreviations, self.source = entity_type, abbreviations, source
+        self.coordinations = coordinations
         self.min_chars, self.skip_numeric = min_chars, skip_numeric
         self.tokenize = Tokenizer(self.normalizer)
         # every name and every proper token prefix of one, as space-joined tokens -> _PREFIX|_NAME|_STOPPED
@@ -358,9 +371,46 @@ class DictionaryDetector(MentionDetector):
                 i += 1
                 continue
             j, name, stopped = found
-            out.append(NameMatch(offset + tokens[i].start, offset + tokens[j].end, name, stopped))
+            first, parts = self._coordinated(text, tokens, i, j) if self.coordinations and not stopped else (i, ())
+            start = offset + tokens[first].start
+            while out and out[-1].end > start:  # a conjunct matched on its own is part of the longer phrase
+                out.pop()
+            out.append(NameMatch(start, offset + tokens[j].end, name, stopped, parts))
             i = j + 1
         return out
+
+    def _coordinated(self, text: str, tokens: list[Token], i: int, j: int) -> tuple[int, tuple[str, ...]]:
+        """(first token, part names) of the coordinated mention ending in the name at tokens i..j, or (i, ()) when
+        there is none (module docstring)."""
+        if j == i:
+            return i, ()
+        rest = " ".join(t.norm for t in tokens[i + 1 : j + 1])
+
+        def gap(a: int) -> str:  # the text between token a and the next
+            return text[tokens[a].end : tokens[a + 1].start]
+
+        def is_name(conjunct: Token) -> bool:
+            flags = self._trie.get(f"{conjunct.norm} {rest}", 0)
+            return bool(flags & _NAME) and not conjunct.norm.isdigit() and conjunct.norm not in FUNCTION_WORDS
+
+        k = i - 1
+        if k >= 0 and gap(k).strip() == "/":  # "breast/ovarian cancer"
+            conjuncts = [k]
+        else:
+            if k < 1 or tokens[k].norm not in CONJUNCTIONS or gap(k).strip():
+                return i, ()
+            if tokens[k].norm == "or" and k >= 2 and tokens[k - 1].norm == "and" and gap(k - 1).strip() == "/":
+                k -= 1  # "and/or"
+            conjuncts = [k - 1] if gap(k - 1).strip() in ("", ",") else []
+            while conjuncts and conjuncts[0] > 0 and gap(conjuncts[0] - 1).strip() == ",":
+                conjuncts.insert(0, conjuncts[0] - 1)  # "brain, breast(,) and prostate cancer"
+        while conjuncts and not all(is_name(tokens[c]) for c in conjuncts):
+            conjuncts.pop(0)  # the nearest conjuncts that all make names
+        if not conjuncts or _BREAK.search(text, tokens[conjuncts[0]].start, tokens[i].start):
+            return i, ()
+        tail = text[tokens[i + 1].start : tokens[j].end]
+        written = [text[tokens[c].start : tokens[c].end] for c in conjuncts]
+        return conjuncts[0], (*(f"{w} {tail}" for w in written), text[tokens[i].start : tokens[j].end])
 
     def name_matches(self, document: Document) -> list[NameMatch]:
         """Every dictionary match of the document, stop-listed ones included (flagged), no abbreviations."""
@@ -370,11 +420,20 @@ class DictionaryDetector(MentionDetector):
     def detect(self, document: Document) -> list[Mention]:
         matches = [m for m in self.name_matches(document) if not m.stopped]
         found = {(m.start, m.end): "" for m in matches}  # span -> link text ('' = its own text)
+        parts = {(m.start, m.end): m.parts for m in matches if m.parts}
         if self.abbreviations:
             self._abbreviations(document, found)
         text = document.text
         return [
-            Mention(text=text[s:e], doc_id=document.doc_id, start=s, end=e, entity_type=self.entity_type, link_text=link)
+            Mention(
+                text=text[s:e],
+                doc_id=document.doc_id,
+                start=s,
+                end=e,
+                entity_type=self.entity_type,
+                link_text=link,
+                parts=() if link else parts.get((s, e), ()),
+            )
             for (s, e), link in sorted(found.items())
         ]
 
