@@ -8,6 +8,12 @@ import pytest
 # Tests never reach a model hub or an analytics endpoint.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["GX_ANALYTICS_ENABLED"] = "false"
+# Under pytest-xdist (make test) each worker, and the commands it starts, gets its share of the cores: OpenMP pools
+# (torch, FAISS) sized to every core in every worker spin against each other (a 43-second training test took 31
+# minutes beside a busy worker). Set before anything imports torch.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"

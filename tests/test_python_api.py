@@ -198,7 +198,12 @@ def test_an_argument_that_is_not_a_mapping_of_entity_types_is_named(demo_output)
     # were AttributeError: 'str' object has no attribute 'items', and "could not convert string to float: 'x'"
     index = str(demo_output / "demo_output" / "index")
     for kwargs, error, message in [
-        ({"indexes": index}, TypeError, "indexes: a mapping of entity type -> value ({'Disease': ...}), got str '" + index),
+        # the value is named by its repr, cut at 60 characters
+        (
+            {"indexes": index},
+            TypeError,
+            f"indexes: a mapping of entity type -> value ({{'Disease': ...}}), got str {index!r:.60}",
+        ),
         (
             {"indexes": {"Disease": index}, "stop_lists": "stop.json"},
             TypeError,
