@@ -84,15 +84,8 @@ class Linker:
             model = settings.model or "the shipped disease model"
             detector = args.detector or settings.detector or "dictionary"
             runtime = args.document_runtime or settings.document_runtime or "torch"
-            chosen = ["--detector", detector, "--document-runtime", runtime]
-            return cls(
-                f"bundle {args.bundle}",
-                model,
-                detector,
-                runtime,
-                ["--bundle", args.bundle, *chosen],
-                ["--bundle", args.bundle, *chosen],
-            )
+            flags = ["--bundle", args.bundle, "--detector", detector, "--document-runtime", runtime]
+            return cls(f"bundle {args.bundle}", model, detector, runtime, flags, flags)  # the child reads the same
         from bioel_core.models import model_folder
 
         model = str(model_folder(args.model))

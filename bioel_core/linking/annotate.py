@@ -200,8 +200,13 @@ class DocumentAnnotator:
         (`no_index`), never dropped."""
         if self.detect:
             detected = [m for t in self.targets.values() for m in t.detector.detect(document)]
-            return _parts_linked(_without_overlaps(self._context_supported(document, _no_statistics(detected))))
+            return self._kept(document, detected)
         return list(document.mentions)
+
+    def _kept(self, document: Document, detected: list[Mention], span_score=lambda m: None) -> list[Mention]:
+        """What detection keeps of the detectors' mentions, in both paths: no statistics, short forms only where their
+        context supports them, the longest of overlapping spans, a coordinated mention once per part."""
+        return _parts_linked(_without_overlaps(self._context_supported(document, _no_statistics(detected), span_score)))
 
     def _context_supported(self, document: Document, mentions: list[Mention], span_score=lambda m: None) -> list[Mention]:
         """`mentions` less the undefined short forms whose type's ShortFormSupport their prior and `span_score`
@@ -272,8 +277,7 @@ class DocumentAnnotator:
                             return scores[id(m)]
                         return model.span_score(encoded, logits, m.start, m.end, m.entity_type)
 
-                    candidates = _no_statistics(dictionary + detected)
-                    mentions = _parts_linked(_without_overlaps(self._context_supported(document, candidates, span_score)))
+                    mentions = self._kept(document, dictionary + detected, span_score)
                     pieces = [piece_span.get(id(m)) for m in mentions]  # None: the dictionary's spans, linked by text
                 else:
                     mentions = self.mentions(document)

@@ -67,11 +67,11 @@ ACRONYM_CHARS = 5
 # a mention this short, in one word, is a symbol or a bare head word: its context must support its type
 SHORT_FORM_CHARS = 5
 APOSTROPHES = "'\u2019"  # a possessive "s" follows either: "Parkinson's", "Parkinson’s"
-# Closed-class words: a long form holding one is a phrase ("duration of catatonia", "and tranexamic acid"),
-# not a name modifying its head mention; written in capitals ("Cyclosporin A") a word is no function word.
 # The version of the coordinated-mention rule (DictionaryDetector._coordinated): part of a linking run's settings.
 COORDINATION_RULES = "one-word-conjuncts/1"
 CONJUNCTIONS = ("and", "or")
+# Closed-class words: a long form holding one is a phrase ("duration of catatonia", "and tranexamic acid"),
+# not a name modifying its head mention; written in capitals ("Cyclosporin A") a word is no function word.
 FUNCTION_WORDS = frozenset(
     "a an and as at by for from in into its of on or than that the their these this those "
     "to under via was were which while with within without".split()

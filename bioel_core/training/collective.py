@@ -355,7 +355,6 @@ def train_collective(
     train_docs = [(d, corpus.types) for corpus in train for d in corpus.documents]
     epoch_dev = [replace(corpus, documents=corpus.documents[: config.epoch_dev_documents]) for corpus in dev]
     output, checkpoint = Path(output), Path(output).with_name(Path(output).name + ".checkpoint")
-    torch.manual_seed(config.seed)
     heads = [p for n, p in model.named_parameters() if not n.startswith(("document.", "names."))]
     optimizer = torch.optim.AdamW(
         [
