@@ -40,7 +40,7 @@ def test_dense_top_k_equals_a_brute_force_reference(model_dir, names):
     for row, cands in zip(scores, got):
         best_rows = np.argsort(-row, kind="stable")
         # a row stands for every entry with its name, each with the row's score
-        entries = [(linker.exact.row_names[r], row[r]) for r in best_rows for _ in linker.exact.row_entries[r]][:3]
+        entries = [(linker.exact.row_names[r], row[r]) for r in best_rows for _ in linker.exact.entries(r)][:3]
         assert [c.name for c in cands] == [n for n, _ in entries]
         assert [c.score for c in cands] == pytest.approx([s for _, s in entries], abs=1e-5)
 

@@ -23,6 +23,7 @@ from bioel_core.linking import (
     load_linker,
     register_linker,
 )
+from bioel_core.linking.exact import NameIndex
 from bioel_core.normalize import Normalizer, name_id
 from schemas import TABLE_SCHEMAS
 
@@ -136,21 +137,25 @@ def test_registry_lists_and_plugs_in_linkers(names):
         del LINKERS["exact-again"]
 
 
-def _write_names_table(folder: Path) -> None:
-    """A minimal finished ingest-kb output: concepts + names shards and a complete manifest."""
+WILSON_ROWS = [("D006527", "Wilson Disease"), ("D006527", "Hepatolenticular Degeneration"), ("D003693", "Delirium")]
+CONCEPTS = {"D006527": ("Wilson Disease", ["OMIM:277900"]), "D003693": ("Delirium", [])}
+
+
+def _write_names_table(folder: Path, rows=WILSON_ROWS, concepts=CONCEPTS) -> None:
+    """A minimal finished ingest-kb output: concepts + names shards and a complete manifest; `rows`: (concept id,
+    name), in the table's order; `concepts`: concept id -> (preferred name, alt ids)."""
     norm = Normalizer()
-    rows = [("D006527", "Wilson Disease"), ("D006527", "Hepatolenticular Degeneration"), ("D003693", "Delirium")]
     (folder / "concepts").mkdir(parents=True)
     (folder / "names").mkdir()
-    concepts = pa.table(
+    concept_table = pa.table(
         {
-            "concept_id": ["D006527", "D003693"],
-            "vocabulary": ["MESH"] * 2,
-            "kb": ["medic"] * 2,
-            "preferred_name": ["Wilson Disease", "Delirium"],
-            "semantic_types": [[], []],
-            "definition": [None, None],
-            "alt_ids": [["OMIM:277900"], []],
+            "concept_id": list(concepts),
+            "vocabulary": ["MESH"] * len(concepts),
+            "kb": ["medic"] * len(concepts),
+            "preferred_name": [p for p, _ in concepts.values()],
+            "semantic_types": [[] for _ in concepts],
+            "definition": [None for _ in concepts],
+            "alt_ids": [a for _, a in concepts.values()],
         },
         schema=TABLE_SCHEMAS["concepts"],
     )
@@ -158,14 +163,14 @@ def _write_names_table(folder: Path) -> None:
         {
             "name_id": [name_id("medic", c, norm(n)) for c, n in rows],
             "concept_id": [c for c, _ in rows],
-            "kb": ["medic"] * 3,
+            "kb": ["medic"] * len(rows),
             "name": [n for _, n in rows],
             "name_norm": [norm(n) for _, n in rows],
-            "name_type": ["preferred", "synonym", "preferred"],
+            "name_type": ["preferred" if n == concepts.get(c, (n,))[0] else "synonym" for c, n in rows],
         },
         schema=TABLE_SCHEMAS["names"],
     )
-    pq.write_table(concepts, folder / "concepts" / "part-00000-of-00001.parquet")
+    pq.write_table(concept_table, folder / "concepts" / "part-00000-of-00001.parquet")
     pq.write_table(names, folder / "names" / "part-00000-of-00001.parquet")
     (folder / "manifest.json").write_text(json.dumps({"complete": True, "normalizer": norm.to_dict()}))
 
@@ -177,6 +182,34 @@ def test_nameset_from_names_table_uses_concept_and_alt_ids(tmp_path):
     assert ns.concept_ids[0] == ("D006527", "OMIM:277900") and ns.concept_ids[2] == ("D003693",)
     (cands,) = build_linker("tfidf", ns).link(["Hepatolenticular degenerations"], k=1)
     assert cands[0].concept_ids == ("D006527", "OMIM:277900")
+
+
+def test_nameset_from_names_table_is_from_pairs_over_the_rows_with_one_id_tuple_a_concept(tmp_path):
+    """Rows repeating a (name, concept) once normalized are kept once; a name two concepts share stays with both, in
+    the table's order; a concept the concepts table lacks keeps its id alone; and the names of a concept hold one
+    shared id tuple (what keeps a UMLS-size NameSet small), whose entries the exact index finds by name."""
+    rows = [
+        ("D006527", "Wilson Disease"),
+        ("D003693", "Delirium"),
+        ("D006527", "Wilson's disease"),
+        ("D006527", "wilson disease"),
+        ("D000001", "Delirium"),
+        ("D006527", "Hepatolenticular Degeneration"),
+    ]
+    _write_names_table(tmp_path / "kb", rows)
+    got = NameSet.from_names_table(tmp_path / "kb")
+    alt = {c: tuple(a) for c, (_, a) in CONCEPTS.items()}
+    norm = Normalizer()
+    want = NameSet.from_pairs(((norm(n), (c, *alt.get(c, ()))) for c, n in rows), norm, normalized=True)
+    assert (got.names, got.concept_ids) == (want.names, want.concept_ids)
+    assert got.names == ["wilson disease", "delirium", "wilson s disease", "delirium", "hepatolenticular degeneration"]
+    assert got.concept_ids[3] == ("D000001",)
+    assert got.concept_ids[0] is got.concept_ids[2] is got.concept_ids[4] == ("D006527", "OMIM:277900")
+    index = NameIndex(got)
+    assert index.row_names == ["wilson disease", "delirium", "wilson s disease", "hepatolenticular degeneration"]
+    assert [index.entries(r) for r in range(4)] == [[0], [1, 3], [2], [4]]
+    assert index.entries_of("delirium") == [1, 3] and index.entries_of("typhus") == []
+    assert [c.concept_ids for c in index.candidates(got, "delirium", 5)] == [("D003693",), ("D000001",)]
 
 
 @needs_data

@@ -94,8 +94,17 @@ def concept_lookup(kb_dir: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     """concept id -> (vocabulary, alt ids) of an ingest-kb output."""
     from bioel_core.tables import read_table
 
-    t = read_table(kb_dir, "concepts", ["concept_id", "vocabulary", "alt_ids"]).to_pydict()
-    return {c: (v, tuple(a)) for c, v, a in zip(t["concept_id"], t["vocabulary"], t["alt_ids"])}
+    table = read_table(kb_dir, "concepts", ["concept_id", "vocabulary", "alt_ids"])
+    # read a slice at a time, one (vocabulary, ()) shared by the concepts without alt ids: a UMLS-size KB has
+    # millions of concepts and a handful of vocabularies
+    lookup: dict[str, tuple[str, tuple[str, ...]]] = {}
+    plain: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for at in range(0, table.num_rows, 1 << 16):
+        t = table.slice(at, 1 << 16).to_pydict()
+        for c, v, a in zip(t["concept_id"], t["vocabulary"], t["alt_ids"]):
+            shared = plain.setdefault(v, (v, ()))
+            lookup[c] = (shared[0], tuple(a)) if a else shared
+    return lookup
 
 
 def content_sha256(document: Document, with_mentions: bool, settings: str = "") -> str:
@@ -636,6 +645,8 @@ class AnnotatorSpec:
 
     def open(self, models: dict | None = None) -> DocumentAnnotator:
         """The annotator; `models`: the encoders `open_models` gave (already checked by `versions`), else opened here."""
+        import pyarrow as pa
+
         from bioel_core.linking.dense import DenseLinker
         from bioel_core.linking.generative import GenerativeLinker, open_generative
         from bioel_core.linking.rerank import RerankLinker, open_reranker
@@ -691,6 +702,9 @@ class AnnotatorSpec:
                     None if entity_type not in short_form_support else ShortFormSupport(short_form_support[entity_type], stop),
                 )
             )
+        # what Arrow's allocator kept of the KB tables just read goes back to the system: with a UMLS-size KB,
+        # hundreds of MB a link worker would otherwise hold for the whole job
+        pa.default_memory_pool().release_unused()
         return DocumentAnnotator(
             targets,
             combined_version(fingerprints),

@@ -137,9 +137,10 @@ class DenseLinker(Linker):
 
         table = read_table(self.names_dir or shards.details.names.path, "names", ["name_id", "name_norm"])
         ids = table.column("name_id").to_numpy()
-        rows = np.fromiter(
-            (self.exact.row_of.get(n, -1) for n in table.column("name_norm").to_pylist()), dtype=np.int64, count=len(ids)
-        )
+        names = table.column("name_norm")
+        # a slice of names as Python strings at a time: a UMLS-size table's all at once would take gigabytes
+        in_slices = (n for at in range(0, len(names), 1 << 16) for n in names.slice(at, 1 << 16).to_pylist())
+        rows = np.fromiter((self.exact.row_of.get(n, -1) for n in in_slices), dtype=np.int64, count=len(ids))
         order = np.argsort(ids)
         self._ids, self._rows = ids[order], rows[order]
         self.embeddings, self.index = None, None
