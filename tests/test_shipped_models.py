@@ -10,6 +10,7 @@ from bioel_core.linking.rerank import ConceptCandidate, open_reranker
 from bioel_core.linking.rerank_ensemble import RerankerEnsemble
 from bioel_core.models import DEFAULT_MODEL, CrossEncoder, GenerativeModel, ResCNNEncoder, load_encoder, open_model
 from bioel_core.models.base import FINGERPRINT_SCHEME, RERANKER_ENSEMBLE, read_config
+from bioel_core.models.cards import CARD_JSON, CARD_MD, write_card
 
 SHIPPED = sorted(p.parent for p in (Path(__file__).resolve().parents[1] / "models").glob("*/card.json"))
 
@@ -35,6 +36,14 @@ def test_shipped_model_is_what_its_card_says(shipped):
     assert not [p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pkl", ".pickle", ".ckpt")]
     tested = {"ncbi-disease/test", "bc5cdr-disease/test"} if _domain(folder) == "disease" else {"bc5cdr-chemical-mesh/test"}
     assert tested <= set(card["scores"])
+
+
+def test_shipped_card_markdown_is_rendered_from_its_json(shipped, tmp_path):
+    """MODEL_CARD.md is what `write_card` makes of card.json: no hand edit the next `--record-in-card` would lose
+    (or fail on)."""
+    folder, _ = shipped
+    write_card(tmp_path, json.loads((folder / CARD_JSON).read_text()))
+    assert (tmp_path / CARD_MD).read_text() == (folder / CARD_MD).read_text()
 
 
 def _domain(folder: Path) -> str:
