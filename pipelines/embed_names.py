@@ -1,10 +1,11 @@
 """Names table of an ingest-kb output -> one L2-normalized vector per name (`bioel embed`), with RunInference.
 
-    NameFiles | ReadNameChunks ─┬─ chunks | SpreadChunks | Encode (RunInference) | Route ─┬─ vectors by shard | GroupShards | WriteEmbeddings
+    NameFiles | ReadNameChunks ─┬─ chunks | SpreadChunks | Encode (RunInference) | Route ─┬─ run files by shard | GroupShards | WriteEmbeddings
                                 │                                                         ├─ failures | WriteDeadLetters
                                 └─ names read ─────────────────────────────── + embedded ─┴─ + dead letters counted | WriteStats
 
-Elements are chunks of names (and per-shard parts of them) from reading to writing, never single names.
+Elements are chunks of names from reading to encoding, never single names; their vectors go to the writers as
+spill files (bioel_core.outputs.runs), one per chunk and shard, so no step holds the KB's vectors.
 
 The encoded column is `name_norm`, the one NameSet.from_names_table (and so the in-memory dense linker) links
 on. `--names` and `--model` are local folders (the encoder loads from local files); `--output` may be any
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
@@ -27,6 +29,7 @@ from bioel_core.embeddings import PIPELINE, TEXT_COLUMN
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.models import model_folder, open_model, resolve_device
 from bioel_core.outputs.details import EmbedDetails, ModelRecord, NamesSource
+from bioel_core.outputs.runs import SPILL
 from bioel_core.outputs import (
     Manifest,
     OutputFolder,
@@ -42,7 +45,7 @@ from pipelines import logs
 from pipelines.counting import WriteStats, count_as, read_stats
 from pipelines.handlers import EncodeFailure, EncoderModelHandler
 from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
-from pipelines.outputs import WriteDeadLetters, filesystem_for, open_stream
+from pipelines.outputs import WriteDeadLetters, delete_files, filesystem_for, open_stream, read_spilled, spill_run
 from schemas import check_schema
 
 log = logging.getLogger(__name__)
@@ -76,11 +79,12 @@ class ReadNameChunksFn(beam.DoFn):
 
 
 class RouteChunkFn(beam.DoFn):
-    """An encoded chunk -> its vectors cut by output shard, (shard, (name_id bytes, concept_ids, float32 bytes)),
-    and one dead letter per text that failed."""
+    """An encoded chunk -> its vectors cut by output shard, each part spilled as an Arrow IPC run under `spill`
+    (shard, run file), and one dead letter per text that failed. The runner groups file names, not vectors: a
+    10M-name KB's vectors (12 GB at 300 dimensions) would otherwise all sit in its memory at the GroupByKey."""
 
-    def __init__(self, num_shards: int):
-        self.num_shards = num_shards
+    def __init__(self, num_shards: int, dim: int, spill: str):
+        self.num_shards, self.dim, self.spill = num_shards, dim, spill
 
     def process(self, element):
         (id_bytes, concepts), result = element
@@ -102,23 +106,24 @@ class RouteChunkFn(beam.DoFn):
         shards = np.array([stable_shard(str(i), self.num_shards) for i in ids])
         for shard in np.unique(shards).tolist():
             part = np.flatnonzero(shards == shard)
-            yield shard, (ids[part].tobytes(), [concepts[j] for j in part], vectors[part].tobytes())
+            table = embeddings_table(ids[part], [concepts[j] for j in part], vectors[part], self.dim)
+            yield shard, spill_run(FileSystems.join(self.spill, f"{shard:05d}"), table, "name_id")
 
 
 class WriteEmbeddingShardFn(beam.DoFn):
-    """Writes one (shard, parts) group as Parquet, sorted by name_id; vectors go into Arrow without Python floats."""
+    """Writes one (shard, run files) group as Parquet, sorted by name_id (unique: the same bytes whatever order the
+    runs came in), and removes the runs. It holds one shard: `--num-shards` bounds a writer's memory."""
 
-    def __init__(self, folder: str, dim: int, num_shards: int):
-        self.folder, self.dim, self.num_shards = folder, dim, num_shards
+    def __init__(self, folder: str, num_shards: int):
+        self.folder, self.num_shards = folder, num_shards
 
     def process(self, element):
-        shard, parts = element
-        parts = list(parts)
-        ids = np.frombuffer(b"".join(p[0] for p in parts), dtype=np.int64)
-        vectors = np.frombuffer(b"".join(p[2] for p in parts), dtype=np.float32).reshape(len(ids), self.dim)
-        table = embeddings_table(ids, [c for p in parts for c in p[1]], vectors, self.dim)
+        shard, runs = element
+        runs = sorted(set(runs))  # a retried bundle's run is the same file
+        table = pa.concat_tables([read_spilled(run) for run in runs]).sort_by("name_id").combine_chunks()
         path = FileSystems.join(self.folder, shard_name(shard, self.num_shards))
         write_parquet(filesystem_for(path), path, table)
+        delete_files(runs)
         yield path
 
 
@@ -142,12 +147,15 @@ def build_pipeline(
         # a fusion break: the chunks of one names shard spread over every worker
         | "SpreadChunks" >> beam.Reshuffle()
         | "Encode" >> RunInference(KeyedModelHandler(handler))
-        | "Route" >> beam.ParDo(RouteChunkFn(num_shards)).with_outputs("dead", "stats", main="vectors")
+        | "Route"
+        >> beam.ParDo(RouteChunkFn(num_shards, dim, FileSystems.join(staged.root, SPILL))).with_outputs(
+            "dead", "stats", main="runs"
+        )
     )
     _ = (
-        results.vectors
+        results.runs
         | "GroupShards" >> beam.GroupByKey()
-        | "WriteEmbeddings" >> beam.ParDo(WriteEmbeddingShardFn(staged.table_dir("embeddings"), dim, num_shards))
+        | "WriteEmbeddings" >> beam.ParDo(WriteEmbeddingShardFn(staged.table_dir("embeddings"), num_shards))
     )
     _ = results.dead | "WriteDeadLetters" >> WriteDeadLetters(staged.table_dir("dead_letter"))
     counters = (read.stats, results.stats, results.dead | "CountDeadLettered" >> count_as("dead_lettered"))
@@ -253,6 +261,7 @@ def run(
     def build() -> Manifest:
         with pipeline_progress(options, "embed", "names", names_manifest["outputs"]["names"]["rows"]), new_pipeline(options) as p:
             build_pipeline(p, name_files, staged, handler, dim=model.dim, batch_size=batch_size, num_shards=num_shards)
+        staged.fs.delete(staged.fs.join(staged.root, SPILL))  # emptied by the writers; the folders stay
         return refuse_empty(
             build_manifest(
                 read_stats(staged.root),

@@ -25,6 +25,7 @@ from conftest import FIXTURES, assert_published, assert_unpublished, report_figu
 from pipelines import cli, embed_names, ingest_kb
 from pipelines.handlers import EncodeFailure, EncoderModelHandler, ModelChangedError
 from pipelines.options import pipeline_options, worker_threads
+from pipelines.outputs import read_spilled
 from schemas import SchemaVersionError
 from schemas.tables import TABLE_KEY, VERSION_KEY
 from test_models import make_tiny_bert
@@ -125,7 +126,7 @@ def test_workers_open_their_own_copy_of_the_default_model(model_dir, names_dir, 
     assert manifest["outputs"]["embeddings"]["rows"] == len(names_of(names_dir)["name_id"])
 
 
-def test_read_encode_route_steps_on_a_test_pipeline(model_dir, names_dir, monkeypatch):
+def test_read_encode_route_steps_on_a_test_pipeline(model_dir, names_dir, monkeypatch, tmp_path):
     poison_encode(monkeypatch)
     names = names_of(names_dir)
     poison_id = names["name_id"][names["name_norm"].index(POISON)]
@@ -136,7 +137,7 @@ def test_read_encode_route_steps_on_a_test_pipeline(model_dir, names_dir, monkey
         routed = (
             chunks.chunks
             | RunInference(KeyedModelHandler(EncoderModelHandler(model_dir, batch_size=1)))
-            | beam.ParDo(embed_names.RouteChunkFn(2)).with_outputs("dead", "stats", main="vectors")
+            | beam.ParDo(embed_names.RouteChunkFn(2, 32, str(tmp_path / "spill"))).with_outputs("dead", "stats", main="runs")
         )
         assert_that(chunks.chunks | beam.Map(lambda b: len(b[1])) | beam.CombineGlobally(max), equal_to([2]), label="chunk size")
         assert_that(
@@ -144,17 +145,17 @@ def test_read_encode_route_steps_on_a_test_pipeline(model_dir, names_dir, monkey
             equal_to([len(names["name_id"])]),
             label="names read",
         )
-        # every name but the poisoned one, once, in the shard its name_id hashes to, with a 32-float vector
+        # every name but the poisoned one, once, in a run file of the shard its name_id hashes to, with 32 floats
         assert_that(
-            routed.vectors
+            routed.runs
             | beam.FlatMap(
                 lambda kv: [
-                    (kv[0], int(i), c, len(kv[1][2]) // len(kv[1][1]))
-                    for i, c in zip(np.frombuffer(kv[1][0], dtype=np.int64), kv[1][1])
+                    (kv[0], i, c, len(v))
+                    for i, c, v in zip(*(read_spilled(kv[1]).column(k).to_pylist() for k in ("name_id", "concept_id", "vector")))
                 ]
             ),
             equal_to(
-                [(stable_shard(str(i), 2), i, c, 32 * 4) for i, c in zip(names["name_id"], names["concept_id"]) if i != poison_id]
+                [(stable_shard(str(i), 2), i, c, 32) for i, c in zip(names["name_id"], names["concept_id"]) if i != poison_id]
             ),
             label="vectors",
         )
