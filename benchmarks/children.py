@@ -63,17 +63,41 @@ def tree_cpu_seconds(root: int) -> dict[int, tuple[int, float]]:
     return below
 
 
-def run_watched(command: list[str], every: float = 0.5, **kwargs) -> tuple[subprocess.CompletedProcess, list]:
+def resident_mb(pid: int) -> tuple[float, float]:
+    """(own, mapped) resident MB of a process: RssAnon (its heap, what it alone holds) and RssFile (pages of
+    mapped files, an index's, which the kernel may drop and share); (0, 0) once it has exited."""
+    fields = {}
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in ("RssAnon", "RssFile"):
+                    fields[key] = int(value.split()[0]) / 1024
+    except OSError:
+        pass
+    return fields.get("RssAnon", 0.0), fields.get("RssFile", 0.0)
+
+
+def run_watched(
+    command: list[str], every: float = 0.5, memory: dict[int, tuple[float, float]] | None = None, **kwargs
+) -> tuple[subprocess.CompletedProcess, list]:
     """`command` run to the end while its process tree's CPU is sampled every `every` seconds; returns the
     completed process and [(depth below it, CPU seconds)] for each process seen, by pid (a process's last
-    sample: up to `every` seconds of its CPU may be missing)."""
+    sample: up to `every` seconds of its CPU may be missing). `memory`, when given, gets per pid the peak
+    (own, mapped) resident MB sampled (`resident_mb`: a peak shorter than `every` may be missed)."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
     seen: dict[int, tuple[int, float]] = {}
     out: list[tuple[str, str]] = []
     reader = threading.Thread(target=lambda: out.append(proc.communicate()))  # drains the pipes meanwhile
     reader.start()
     while reader.is_alive():
-        seen.update(tree_cpu_seconds(proc.pid))
+        tree = tree_cpu_seconds(proc.pid)
+        seen.update(tree)
+        if memory is not None:
+            for pid in tree:
+                own, mapped = resident_mb(pid)
+                before = memory.get(pid, (0.0, 0.0))
+                memory[pid] = (max(before[0], own), max(before[1], mapped))
         reader.join(every)
     stdout, stderr = out[0]
     return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr), [seen[pid] for pid in sorted(seen)]

@@ -1,19 +1,21 @@
 """A synthetic UMLS MRCONSO.RRF of any size, in the file's real layout, for ingest benchmarks at UMLS scale.
 
-    python benchmarks/synthetic_mrconso.py --rows 10000000 --output DIR [--seed 0]
+    python benchmarks/synthetic_mrconso.py --rows 10000000 --output DIR [--seed 0] [--mesh-terms TSV]
 
 Writes DIR/MRCONSO.RRF: the 18 pipe-separated fields of the UMLS Reference Manual (CUI|LAT|TS|LUI|STT|SUI|ISPREF|
 AUI|SAUI|SCUI|SDUI|SAB|TTY|CODE|STR|SRL|SUPPRESS|CVF|), a trailing pipe, rows sorted by CUI as MetamorphoSys writes
 them. Shaped like the 2024AA release: about 3.4 atoms a concept (geometric), the first one the concept's English
 preferred atom (TS=P, STT=PF, ISPREF=Y), three quarters of the atoms English, a mix of sources and term types, a
-few percent suppressed, strings of one to six words from a pseudo-medical vocabulary. The same --rows and --seed
-give the same bytes.
+few percent suppressed, strings of one to six words from a pseudo-medical vocabulary. With --mesh-terms (a MeSH
+thesaurus TSV, as ../shared/data/mesh has), each MeSH descriptor follows as one more concept whose English atoms are
+its terms, so that real text holds names of the KB. The same arguments give the same bytes.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Iterable
 from pathlib import Path
 
 LANGUAGES = (("ENG", 75), ("SPA", 9), ("FRE", 4), ("GER", 3), ("POR", 3), ("DUT", 2), ("ITA", 2), ("JPN", 2))
@@ -90,8 +92,25 @@ def _weighted(pairs):
     return list(values), list(weights)
 
 
-def rows(n: int, seed: int = 0):
-    """The n MRCONSO lines (with newline), CUI-sorted."""
+def mesh_terms(path: Path) -> list[list[str]]:
+    """Per descriptor of a MeSH thesaurus TSV (the shared data's layout: DescriptorUI, DescriptorName, ..., TermName
+    in the fifth column), its term strings, the descriptor's name first; descriptors in file order."""
+    import gzip
+
+    terms: dict[str, list[str]] = {}
+    with gzip.open(path, "rt", encoding="utf-8") if str(path).endswith(".gz") else open(path, encoding="utf-8") as fh:
+        next(fh)  # header
+        for line in fh:
+            fields = line.rstrip("\n").split("\t")
+            names = terms.setdefault(fields[0], [fields[1]])
+            if fields[4] not in names:
+                names.append(fields[4])
+    return list(terms.values())
+
+
+def rows(n: int, seed: int = 0, real: Iterable[list[str]] = ()):
+    """The n MRCONSO lines (with newline), CUI-sorted, then one concept a list of `real` strings (its English MeSH
+    atoms, the first preferred), so that real text holds the KB's names as it would a real release's."""
     rng = random.Random(seed)
     words = _vocabulary(rng)
     langs, lang_w = _weighted(LANGUAGES)
@@ -115,13 +134,22 @@ def rows(n: int, seed: int = 0):
                 f"{'Y' if preferred else rng.choice('YN')}|A{written:08d}||{code}||{sab}|{tty}|{code}|{text}|"
                 f"{rng.choice('0123')}|{'N' if preferred else rng.choices(supp, supp_w)[0]}|{rng.choice(('', '256', '4096'))}|\n"
             )
+    for strings in real:
+        cui += 1
+        for a, text in enumerate(strings):
+            written += 1
+            code = f"D{cui:07d}"
+            yield (
+                f"C{cui:07d}|ENG|P|L{written:07d}|{'PF' if a == 0 else 'VO'}|S{written:07d}|{'Y' if a == 0 else 'N'}|"
+                f"A{written:08d}||{code}|{code}|MSH|{'MH' if a == 0 else 'ET'}|{code}|{text}|0|N|256|\n"
+            )
 
 
-def write_mrconso(folder: Path, n: int, seed: int = 0) -> Path:
+def write_mrconso(folder: Path, n: int, seed: int = 0, real: Iterable[list[str]] = ()) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "MRCONSO.RRF"
     with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
-        out.writelines(rows(n, seed))
+        out.writelines(rows(n, seed, real))
     return path
 
 
@@ -130,8 +158,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, required=True)
     ap.add_argument("--output", required=True, help="folder to write MRCONSO.RRF into")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mesh-terms", type=Path, help="a MeSH thesaurus TSV whose descriptors are appended as real concepts")
     args = ap.parse_args()
-    print(write_mrconso(Path(args.output), args.rows, args.seed))
+    print(write_mrconso(Path(args.output), args.rows, args.seed, mesh_terms(args.mesh_terms) if args.mesh_terms else ()))
 
 
 if __name__ == "__main__":

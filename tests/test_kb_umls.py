@@ -250,6 +250,32 @@ def test_the_benchmarks_synthetic_mrconso_reads_cleanly_and_is_reproducible(tmp_
     assert 0.6 < len(names) / 3_000 < 0.9  # most atoms English and not suppressed
 
 
+def test_the_synthetic_mrconso_appends_real_concepts_after_the_synthetic_ones(tmp_path):
+    # benchmarks/umls_link.py puts MeSH's descriptors into the file so that real text holds the KB's names
+    from benchmarks.synthetic_mrconso import mesh_terms, write_mrconso
+
+    thesaurus = tmp_path / "thesaurus.tsv"
+    header = "DescriptorUI\tDescriptorName\tConceptUI\tTermUI\tTermName\tConceptPreferredTermYN\n"
+    rows = [
+        ("D003924", "Diabetes Mellitus, Type 2", "T1", "Diabetes Mellitus, Type 2"),
+        ("D003924", "Diabetes Mellitus, Type 2", "T2", "NIDDM"),
+        ("D000001", "Calcimycin", "T3", "Calcimycin"),
+    ]
+    write(thesaurus, header + "".join(f"{d}\t{n}\tM1\t{t}\t{term}\tY\n" for d, n, t, term in rows))
+    real = mesh_terms(thesaurus)
+    assert real == [["Diabetes Mellitus, Type 2", "NIDDM"], ["Calcimycin"]]
+    path = write_mrconso(tmp_path / "umls", 300, seed=1, real=real)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 303 and [line.split("|")[0] for line in lines] == sorted(line.split("|")[0] for line in lines)
+    concepts, names, dead, _ = read([path])
+    assert not dead
+    by_cui = {}
+    for name in names:
+        by_cui.setdefault(name.concept_id, []).append(name.name)
+    assert sorted(by_cui[lines[-1].split("|")[0]]) == ["Calcimycin"]
+    assert sorted(by_cui[lines[-2].split("|")[0]]) == ["Diabetes Mellitus, Type 2", "NIDDM"]
+
+
 def _umls_release(tmp_path):
     """A small release with several CUIs a range: MRCONSO from the synthetic generator with a malformed line
     and a non-UTF-8 line inside, MRSTY and MRDEF rows for some of its CUIs and for CUIs it lacks."""
