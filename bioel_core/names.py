@@ -67,7 +67,7 @@ class NameSet:
     def from_names_table(cls, table_dir: str | Path) -> NameSet:
         """What `from_pairs` would make of the table's (name_norm, (concept_id, *alt_ids)) rows, extra names first,
         deduplicated and ordered in Arrow, and each concept's id tuple made once and shared by its names: a
-        10M-name KB is held in a link worker at about a third of the memory of one tuple a row."""
+        UMLS-size KB is held in a link worker at about half the memory of one tuple a row."""
         # imported here: bioel_core.tables needs the schemas package, a BioSyn dictionary does not
         from bioel_core.tables import read_manifest, read_table
 
