@@ -8,10 +8,10 @@ Each step is what a user runs, on files in the real layouts, reused from --work 
    the 30,765 MeSH 2024 descriptors of ../shared/data with their terms as real concepts, so the abstracts hold the
    KB's names as they hold a real release's;
 2. `bioel ingest-kb --input-format umls`, two worker processes;
-3. `bioel embed` with the model's vectors replaced by synthetic ones (encoding 10M names takes this CPU about
-   4 hours): each name's vector is a seeded sum of rows of a random table picked by a hash of its text, so equal
-   names get equal vectors; the pipeline, its tables and its manifest (with the model's real fingerprints) are
-   the real ones, so `bioel link` accepts the index as the model's;
+3. `bioel embed` with the model's vectors replaced by synthetic ones (encoding 10M names takes a 2-core CPU hours
+   even with the ResCNN default): each name's vector is a seeded sum of rows of a random table picked by a hash
+   of its text, so equal names get equal vectors; the pipeline, its tables and its manifest (with the model's real
+   fingerprints) are the real ones, so `bioel link` accepts the index as the model's;
 4. `bioel build-index --index-kind ivf-pq --num-shards N`;
 5. `bioel link` over the 2,292 shared abstracts, one worker, the dictionary detector with the shipped disease stop
    list: seconds, abstracts/s, and its processes' peak resident memory, own (RssAnon: what the worker holds) and
