@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.bulk_link import ABSTRACTS, START_UP_DOCUMENTS, corpus  # noqa: E402
 from benchmarks.children import run_child, run_watched, steady_rate  # noqa: E402
-from benchmarks.kbs import BIOEL, DATA  # noqa: E402
+from benchmarks.kbs import BIOEL, DATA, built, built_from, sh  # noqa: E402
 from benchmarks.synthetic_mrconso import mesh_terms, write_mrconso  # noqa: E402
 
 MESH_THESAURUS = DATA / "mesh" / "data_mesh_thesaurus.tsv.gz"
@@ -106,16 +105,11 @@ print(json.dumps({{"names": len(names), "steps": steps, "peak_rss_mb": peak_rss_
 
 
 def timed(label: str, command: list) -> float:
-    print(f"$ {' '.join(map(str, command))}", flush=True)
     began = time.perf_counter()
-    subprocess.run([str(c) for c in command], check=True, cwd=ROOT)
+    sh(command)
     seconds = time.perf_counter() - began
     print(f"{label}: {seconds:.0f} s", flush=True)
     return seconds
-
-
-def built(folder: Path) -> bool:
-    return (folder / "manifest.json").is_file()
 
 
 def link_watched(command: list, documents: int) -> dict:
@@ -165,7 +159,7 @@ def main() -> int:
         )
     names = json.loads((kb / "manifest.json").read_text())["outputs"]["names"]["rows"]
     report["names"] = names
-    if not built(emb):
+    if not built_from(emb, "names", kb):
         embed = run_child(
             SYNTHETIC_EMBED.format(repo=str(ROOT), model=args.model, kb=str(kb), out=str(emb), shards=str(args.num_shards))
         )
@@ -173,7 +167,7 @@ def main() -> int:
             raise SystemExit(f"bioel embed (synthetic vectors) failed with exit status {embed['rc']}")
         print(f"embed (synthetic vectors): {embed['seconds']:.0f} s", flush=True)
         report["embed"] = embed
-    if not built(index):
+    if not built_from(index, "embeddings", emb):
         report["build_index_seconds"] = timed(
             "build-index",
             BIOEL

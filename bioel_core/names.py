@@ -76,10 +76,10 @@ class NameSet:
         # an extra name's concept first of those sharing the name: its file says what the name means in text
         later = pc.not_equal(names["name_type"], EXTRA_NAME_TYPE).to_numpy(zero_copy_only=False)
         names = names.take(np.argsort(later, kind="stable"))  # stable: else the table's order
+        names = names.filter(pc.not_equal(names["name_norm"], ""))
         rows = pa.table({"name": names["name_norm"], "concept": names["concept_id"], "row": np.arange(len(names))})
         first = rows.group_by(["name", "concept"], use_threads=False).aggregate([("row", "min")])["row_min"]
         names = names.take(np.sort(first.to_numpy()))
-        names = names.filter(pc.not_equal(names["name_norm"], ""))
         concepts = read_table(table_dir, "concepts", ["concept_id", "alt_ids"])
         shared = [(c, *alt) for c, alt in zip(concepts["concept_id"].to_pylist(), concepts["alt_ids"].to_pylist())]
         where = pc.fill_null(pc.index_in(names["concept_id"], value_set=concepts["concept_id"]), -1).to_numpy()
