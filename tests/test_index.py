@@ -207,6 +207,29 @@ def test_sharded_flat_top_k_equals_one_index_flat_ip_with_ties_by_name_id(ties, 
     assert got.concept_ids[5].tolist() == [concept_of[i] for i in got.name_ids[5].tolist()]
 
 
+def test_flat_shards_answer_from_their_mapped_vectors_as_index_flat_ip_does(tmp_path, monkeypatch):
+    """Flat shards are searched by one matrix product over the vectors FAISS maps (faster than FAISS's own flat
+    search here), not by IndexFlatIP.search: the same hits and scores as one IndexFlatIP over all vectors."""
+    vectors = np.random.default_rng(5).normal(size=(700, 24)).astype(np.float32)
+    emb, ids = kb_folders(tmp_path, vectors)
+    build(emb, tmp_path / "flat", shards=3)
+    index = ShardedIndex(tmp_path / "flat")
+    assert all(s.exact is not None for s in index.shards)
+    queries = np.random.default_rng(6).normal(size=(50, 24)).astype(np.float32)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    one = faiss.IndexFlatIP(24)
+    one.add(unit)
+    scores, rows = one.search(queries / np.linalg.norm(queries, axis=1, keepdims=True), 7)
+
+    def refused(*_a, **_k):
+        raise AssertionError("a flat shard was searched by FAISS")
+
+    monkeypatch.setattr(faiss.IndexFlatIP, "search", refused)
+    got = index.search(queries, 7)
+    assert got.name_ids.tolist() == ids[rows].tolist()
+    np.testing.assert_allclose(got.scores, scores, rtol=0, atol=1e-6)
+
+
 def test_search_pads_when_fewer_vectors_than_k(ties):
     got = ShardedIndex(ties[0] / "flat").search(ties[1][:2], 700)
     assert (got.name_ids[:, :600] >= 0).all() and (got.name_ids[:, 600:] == -1).all()
