@@ -188,9 +188,10 @@ print(json.dumps({{"seconds": time.perf_counter() - t0, "indexed": m["counts"]["
                   "peak_rss_mb": peak_rss_kb() / 1024}}))
 """
 CHILD_SEARCH = """
-import json, sys, time
+import json, os, sys, time
 import faiss, numpy as np
 sys.path.insert(0, {repo!r})
+from benchmarks.children import resident_mb
 from bioel_core.index import ShardedIndex
 faiss.omp_set_num_threads({threads})
 t0 = time.perf_counter()
@@ -205,9 +206,9 @@ for _ in range(2):
 np.save({found!r}, found)
 # RSS split after the searches: pages of the mapped index files (file-backed, dropped by the kernel under pressure)
 # and the process's own memory
-kinds = {{l.split(":")[0]: int(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith(("RssAnon", "RssFile"))}}
+own, mapped = resident_mb(os.getpid())
 print(json.dumps({{"open_seconds": opened, "qps": best, "peak_rss_mb": peak_rss_kb() / 1024,
-                  "rss_anon_mb": kinds["RssAnon"], "rss_file_mb": kinds["RssFile"]}}))
+                  "rss_anon_mb": own, "rss_file_mb": mapped}}))
 """
 
 

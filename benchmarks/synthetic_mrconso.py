@@ -136,9 +136,9 @@ def rows(n: int, seed: int = 0, real: Iterable[list[str]] = ()):
             )
     for strings in real:
         cui += 1
+        code = f"D{cui:07d}"
         for a, text in enumerate(strings):
             written += 1
-            code = f"D{cui:07d}"
             yield (
                 f"C{cui:07d}|ENG|P|L{written:07d}|{'PF' if a == 0 else 'VO'}|S{written:07d}|{'Y' if a == 0 else 'N'}|"
                 f"A{written:08d}||{code}|{code}|MSH|{'MH' if a == 0 else 'ET'}|{code}|{text}|0|N|256|\n"
