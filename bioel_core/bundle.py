@@ -228,5 +228,6 @@ def overridden(base: LinkSettings, flags: LinkSettings) -> LinkSettings:
         detector=flags.detector or base.detector,
         document_runtime=flags.document_runtime or base.document_runtime,
         copy_formats=flags.copy_formats or base.copy_formats,
+        spelling_variants=base.spelling_variants if flags.spelling_variants is None else flags.spelling_variants,
         types=types,
     )

@@ -381,6 +381,10 @@ class Build:
             from bioel_core.linking.annotate import SHORT_FORM_RULES
 
             settings["short_forms"] = [SHORT_FORM_RULES, support]
+        if self.settings.link.spelling_variants is not False:  # the mentions found and their links depend on it
+            from bioel_core.text.spelling import SPELLING_RULES
+
+            settings["spelling"] = SPELLING_RULES
         if self.settings.link.document_runtime not in (None, "torch"):  # its own token states: thresholds of its own
             settings["document_runtime"] = self.settings.link.document_runtime
         return self._stage(CALIBRATE, settings, inputs, run, self._run_calibration)
@@ -439,6 +443,7 @@ class Build:
             detector=link.detector,
             document_runtime=link.document_runtime,
             copy_formats=list(link.copy_formats),
+            spelling_variants=link.spelling_variants,
             types=types,
         )
 

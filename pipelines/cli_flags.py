@@ -221,8 +221,8 @@ def _argparse_kwargs(info: FieldInfo, kind, typed: bool, option: str) -> dict:
     help_text = info.help + _default_note(info)
     if typed:  # every value arrives as TYPE=VALUE text, converted per item (_typed_items)
         return {"nargs": "+", "metavar": TYPED_METAVAR.format(_metavar(option)), "help": help_text}
-    if kind is bool:
-        return {"action": "store_true", "help": help_text}
+    if kind is bool:  # one not off by default can be turned off: --name / --no-name
+        return {"action": "store_true" if info.default is False else argparse.BooleanOptionalAction, "help": help_text}
     kwargs: dict = {"help": help_text}
     item = typing.get_args(kind)[0] if typing.get_origin(kind) is list else kind
     if typing.get_origin(kind) is list:

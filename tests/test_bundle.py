@@ -302,6 +302,9 @@ def test_link_flags_replace_single_settings_of_the_bundle(built, capsys):
     assert plain.embeddings == (("Disease", str(built / "embeddings" / "Disease")),)
     assert spec("--nil-threshold", "Disease=0.5").nil_thresholds == (("Disease", 0.5),)
     assert plain.document_runtime == "torch" and spec("--document-runtime", "onnx-int8").document_runtime == "onnx-int8"
+    # on unless the bundle or a flag turns it off; the settings key of each run says which
+    assert plain.spelling_variants and not spec("--no-spelling-variants").spelling_variants
+    assert spec("--no-spelling-variants").settings_sha256() != plain.settings_sha256()
     stop_list = str(REPO / "models" / "stoplists" / "disease-medic.json")
     assert spec("--stop-list", f"Disease={stop_list}").stop_lists == (("Disease", stop_list),)
     # another index for the type: its own sources, not the bundle's

@@ -31,6 +31,7 @@ from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS, DOCUMENT_RUNTIME
 from bioel_core.linking.base import Linker
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
 from bioel_core.text.abbreviations import ABBREVIATION_RULES, is_bare_number, is_statistic
+from bioel_core.text.spelling import SPELLING_RULES, SpellingVariants
 from bioel_core.text.detect import COORDINATION_RULES, MentionDetector, StopList, defined_short_forms, is_short_form
 from bioel_core.settings.fields import SettingsError
 
@@ -298,7 +299,8 @@ class DocumentAnnotator:
                 if encodable:
                     piece_spans = [pieces[j] for j in encodable]
                     collective.append(model.collective_vectors(encoded, piece_spans))
-                    span_texts += model.span_texts(encoded, text, piece_spans)
+                    texts = model.span_texts(encoded, text, piece_spans)
+                    span_texts += [self._spelled(mentions[j], t) for j, t in zip(encodable, texts)]
                     encoded_keys += [(i, j) for j in encodable]
                 if self.detect:
                     for j in (j for j, p in enumerate(pieces) if p is None):
@@ -321,6 +323,12 @@ class DocumentAnnotator:
                 for key, candidates in zip(keys, target.linker.link(list(texts), k=1, batch_size=self.batch_size)):
                     best[key] = candidates[0] if candidates else None
         return found, best
+
+    def _spelled(self, mention: Mention, text: str) -> str:
+        """The span text the name encoder reads: normalized and spelled as the mention's KB spells (the by-text path's
+        query, bioel_core.linking.base)."""
+        linker = self.target_of(mention).linker
+        return text if linker.spelling is None else linker.spelling(linker.normalize(text))
 
     def _rows(self, document: Document, mentions: list[Mention], best: dict, i: int) -> list[dict]:
         rows = []
@@ -388,6 +396,8 @@ class AnnotatorSpec:
     names: tuple[tuple[str, str], ...] = ()
     # per entity type: the support an undefined short form needs (ShortFormSupport); types without one link them all
     short_form_support: tuple[tuple[str, float], ...] = ()
+    # British spellings in text read as the KB's American ones, in detection and linking (bioel_core.text.spelling)
+    spelling_variants: bool = True
 
     def __post_init__(self):
         # workers open these folders: one started elsewhere (a Flink or Spark task manager on this machine) would read
@@ -614,6 +624,8 @@ class AnnotatorSpec:
         }
         if self.short_form_support:  # absent when off, so runs without the rule keep their keys
             payload["short_forms"] = [SHORT_FORM_RULES, sorted((t, float(v)) for t, v in self.short_form_support)]
+        if self.spelling_variants:
+            payload["spelling"] = SPELLING_RULES
         if self.document_runtime != "torch":  # other token states (the float graph's last bits; int8 weights)
             payload["document_runtime"] = self.document_runtime
         # a reranker's or generative model's weights and config decide the concepts as much as the model's do
@@ -665,6 +677,7 @@ class AnnotatorSpec:
         targets, fingerprints = [], {}
         for entity_type, source in self._sources().items():
             names = NameSet.from_names_table(source["names"])
+            spelling = SpellingVariants.from_names(names.names) if self.spelling_variants else None
             detector = None
             stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
             if self.detect and self.detector != "model":
@@ -674,6 +687,7 @@ class AnnotatorSpec:
                     entity_type=entity_type or UNTYPED,
                     stop_list=stop,
                     abbreviations=self.abbreviations,
+                    spelling=spelling,
                 )
             fingerprints[entity_type] = self._model_version(source, encoders.get(self.model_for(entity_type)))
             if generative is not None:  # the tree of the type's names, built in each worker (seconds)
@@ -689,8 +703,11 @@ class AnnotatorSpec:
                     batch_size=self.batch_size,
                     reproducible=True,
                 )
+            whole_names = linker.exact.row_of
             if reranker is not None:
                 linker = RerankLinker(names, linker, reranker, self.reranker, self.rerank_depth)
+            if spelling is not None:  # a query that is a name as written stays so (the exact index holds the names)
+                linker.spelling = spelling.with_names(whole_names)
             targets.append(
                 EntityTarget(
                     entity_type,

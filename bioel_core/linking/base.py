@@ -18,6 +18,7 @@ from bioel_core.corpora.records import Candidate, Mention
 from bioel_core.names import NameSet
 from bioel_core.normalize import Normalizer, NormalizerConfig
 from bioel_core.text.abbreviations import abbreviation_map, expand_abbreviations
+from bioel_core.text.spelling import SpellingVariants
 
 CONFIG = "config.json"
 NAMES = "names.parquet"
@@ -25,6 +26,9 @@ NAMES = "names.parquet"
 
 class Linker(ABC):
     kind: str = ""  # registry key, written into config.json
+    # set where a linker links running text (bioel_core.linking.annotate): queries' British spellings are read as the
+    # names' American ones; None (BioSyn's protocol, `bioel evaluate`): queries are linked as normalized
+    spelling: SpellingVariants | None = None
 
     def __init__(self, names: NameSet):
         self.names = names
@@ -47,6 +51,8 @@ class Linker(ABC):
                         maps[context] = abbreviation_map(context)
                     texts[i] = expand_abbreviations(texts[i], maps[context])
         queries = [self.normalize(t) for t in texts]
+        if self.spelling is not None:
+            queries = [self.spelling(q) for q in queries]
         # a query empty once normalized (a mention of punctuation only) names nothing: searched, it would get the
         # name nearest the empty string ('disease' at 0.63); no candidate makes it NIL
         asked = [i for i, query in enumerate(queries) if query]

@@ -330,6 +330,11 @@ class LinkSettings(Settings):
         choices=tuple(WRITERS),
         help="interchange copies of the linked documents (an incremental run keeps every copy the state has)",
     )
+    spelling_variants: bool | None = setting(
+        None,
+        help="read a word the KB lacks (or writes less often) as its American spelling where the KB has that (anaemia "
+        "as anemia, tumour as tumor), in detection and linking (default: on)",
+    )
     types: dict[str, LinkTarget] = setting(
         {}, names=LINKED_TYPE, help="per entity type: its index, model, stop list, NIL threshold, short-form support"
     )
@@ -356,6 +361,7 @@ class LinkSettings(Settings):
             short_form_support=given("short_form_support"),
             detector=self.detector,
             document_runtime=self.document_runtime or "torch",
+            spelling_variants=self.spelling_variants is not False,
             **kwargs,
         )
 

@@ -10,6 +10,9 @@ How `DictionaryDetector` matches:
   resumes after it. Names start and end at token boundaries only ("als" never matches inside "also"),
   never cross passages, and never cross a sentence end (`.`, `!`, `?`, `;` before a space) or a bracket.
   A possessive "s" may be skipped: "Parkinson's disease" matches "parkinson disease" (and "parkinson s disease").
+- Spelling (`spelling`): a word matches as written and as the names spell it ("anaemia" matches "anemia",
+  bioel_core.text.spelling; "haematological toxicity", a name too, still matches as written); the match's
+  offsets are the word's as written.
 - Filters: names shorter than `min_chars` characters (normalized; 2 drops single characters) and names made
   only of digits (`skip_numeric`) are not matched; `uppercase_only` names (acronyms, see `from_names_table`)
   match only text without lowercase letters, so "was" is not Wiskott-Aldrich syndrome. A stop-listed name
@@ -55,6 +58,7 @@ from typing import NamedTuple
 from bioel_core.corpora.records import Document, Mention
 from bioel_core.normalize import Normalizer
 from bioel_core.text.abbreviations import find_abbreviations
+from bioel_core.text.spelling import SpellingVariants
 
 _PREFIX, _NAME, _STOPPED, _UPPER = 1, 2, 4, 8
 _BREAK = re.compile(r"[.!?;](?=\s|$)|[()\[\]{}]")
@@ -116,6 +120,11 @@ class Token(NamedTuple):
     start: int
     end: int
     possessive: bool = False  # an "s" right after an apostrophe that follows a word ("Parkinson's")
+    spelled: str = ""  # the word as the names spell it, where that differs (bioel_core.text.spelling)
+
+    def forms(self) -> tuple[str, ...]:
+        """The word as written (normalized) and, if the names spell it otherwise, as they do: a name matches either."""
+        return (self.norm, self.spelled) if self.spelled else (self.norm,)
 
 
 class _ProbeTable(dict):
@@ -264,15 +273,17 @@ class DictionaryDetector(MentionDetector):
         skip_numeric: bool = True,
         uppercase_only: Collection[str] = (),
         source: str = "",
+        spelling: SpellingVariants | None = None,
     ):
         """`names` are already normalized by `normalizer` (as a NameSet's or a names table's `name_norm`);
-        `uppercase_only` names match only text written without lowercase letters (acronyms: "ALL", not "all")."""
+        `uppercase_only` names match only text written without lowercase letters (acronyms: "ALL", not "all");
+        `spelling`: the text's words are read through it (British spellings as the names' American ones)."""
         self.normalizer = normalizer or Normalizer()
         if isinstance(stop_list, StopList):
             stop_list.check_normalizer(self.normalizer)
         self.stopped = stop_list.names if isinstance(stop_list, StopList) else frozenset(stop_list or ())
         self.entity_type, self.abbreviations, self.source = entity_type, abbreviations, source
-        self.coordinations = coordinations
+        self.coordinations, self.spelling = coordinations, spelling
         self.min_chars, self.skip_numeric = min_chars, skip_numeric
         self.tokenize = Tokenizer(self.normalizer)
         # every name and every proper token prefix of one, as space-joined tokens -> _PREFIX|_NAME|_STOPPED
@@ -335,7 +346,7 @@ class DictionaryDetector(MentionDetector):
         """(last token, name, stopped) of the longest name starting at token i and ending before `limit`;
         a possessive "s" may be skipped, so "Parkinson's disease" finds "parkinson disease" too."""
         trie, n, best = self._trie, len(tokens), None
-        stack = [(i, tokens[i].norm)]
+        stack = [(i, form) for form in tokens[i].forms()]
         while stack:
             j, key = stack.pop()
             flags = trie.get(key)
@@ -349,18 +360,20 @@ class DictionaryDetector(MentionDetector):
                 best = (j, key, bool(flags & _STOPPED))
             k = j + 1
             if flags & _PREFIX and k < n and tokens[k].start < limit:
-                stack.append((k, f"{key} {tokens[k].norm}"))
+                stack += [(k, f"{key} {form}") for form in tokens[k].forms()]
                 if tokens[k].possessive and k + 1 < n and tokens[k + 1].start < limit:
-                    stack.append((k + 1, f"{key} {tokens[k + 1].norm}"))
+                    stack += [(k + 1, f"{key} {form}") for form in tokens[k + 1].forms()]
         return best
 
     def _scan(self, text: str, offset: int) -> list[NameMatch]:
         tokens = self.tokenize(text)
+        if self.spelling is not None:  # a word spelled otherwise keeps its span: offsets still slice the text
+            tokens = [t if (w := self.spelling.word(t.norm)) == t.norm else t._replace(spelled=w) for t in tokens]
         breaks = [m.start() for m in _BREAK.finditer(text)]
         out: list[NameMatch] = []
         i, b = 0, 0
         while i < len(tokens):
-            if tokens[i].norm not in self._trie:
+            if all(form not in self._trie for form in tokens[i].forms()):
                 i += 1
                 continue
             # the first sentence end or bracket after token i: no name reaches past it
@@ -371,7 +384,7 @@ class DictionaryDetector(MentionDetector):
                 i += 1
                 continue
             j, name, stopped = found
-            first, parts = self._coordinated(text, tokens, i, j) if self.coordinations and not stopped else (i, ())
+            first, parts = self._coordinated(text, tokens, i, j, name) if self.coordinations and not stopped else (i, ())
             start = offset + tokens[first].start
             while out and out[-1].end > start:  # a conjunct matched on its own is part of the longer phrase
                 out.pop()
@@ -379,19 +392,20 @@ class DictionaryDetector(MentionDetector):
             i = j + 1
         return out
 
-    def _coordinated(self, text: str, tokens: list[Token], i: int, j: int) -> tuple[int, tuple[str, ...]]:
-        """(first token, part names) of the coordinated mention ending in the name at tokens i..j, or (i, ()) when
-        there is none (module docstring)."""
+    def _coordinated(self, text: str, tokens: list[Token], i: int, j: int, name: str) -> tuple[int, tuple[str, ...]]:
+        """(first token, part names) of the coordinated mention ending in `name`, matched at tokens i..j, or (i, ())
+        when there is none (module docstring)."""
         if j == i:
             return i, ()
-        rest = " ".join(t.norm for t in tokens[i + 1 : j + 1])
+        # the name's words after its first, as matched (written or spelled); tokens' when it skipped a possessive "s"
+        rest = name.split(" ", 1)[1] if name.count(" ") == j - i else " ".join(t.norm for t in tokens[i + 1 : j + 1])
 
         def gap(a: int) -> str:  # the text between token a and the next
             return text[tokens[a].end : tokens[a + 1].start]
 
         def is_name(conjunct: Token) -> bool:
-            flags = self._trie.get(f"{conjunct.norm} {rest}", 0)
-            return bool(flags & _NAME) and not conjunct.norm.isdigit() and conjunct.norm not in FUNCTION_WORDS
+            named = any(self._trie.get(f"{form} {rest}", 0) & _NAME for form in conjunct.forms())
+            return named and not conjunct.norm.isdigit() and conjunct.norm not in FUNCTION_WORDS
 
         k = i - 1
         if k >= 0 and gap(k).strip() == "/":  # "breast/ovarian cancer"
