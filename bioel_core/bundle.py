@@ -83,13 +83,11 @@ def output_version(folder: Path, pipeline: str) -> str:
     return manifest_sha256(folder)
 
 
-def staleness(
-    bundle: Path, name: str, settings: dict, inputs: dict, pipeline: str | None = None, made_from: tuple[str, Path] | None = None
-) -> str | None:
+def staleness(bundle: Path, name: str, settings: dict, inputs: dict, pipeline: str | None = None) -> str | None:
     """Why stage `name` must run, or None when it is up to date: its record's settings and inputs equal `settings` and
     `inputs`, and (for a stage with an output folder, written by `pipeline`) that folder is the version it recorded.
-    `made_from`: (manifest key, folder): the output's manifest must name that folder as its input's path (an output
-    made in another place names its input there, where the next stage would look for it)."""
+    Inputs count by content version, not path: a bundle copied or moved elsewhere is up to date there, and whatever
+    reads an input an output's manifest names by path reads the bundle's own folder instead (`BuiltBundle.located`)."""
     record = read_record(bundle, name)
     if record is None:
         return "not built yet"
@@ -105,12 +103,6 @@ def staleness(
                 return "its output changed since it was built"
         except (OSError, ValueError, RuntimeError):
             return "its output is missing or unreadable"
-    if made_from is not None:
-        from bioel_core.tables import read_manifest
-
-        key, folder = made_from
-        if read_manifest(bundle / record.output).get(key, {}).get("path") != str(folder):
-            return f"built in another folder (its {key} lay elsewhere): the bundle was moved"
     return None
 
 

@@ -11,9 +11,9 @@ only), so a build with nothing to do takes seconds; otherwise the stages run und
 manifest is published last (bioel_core.outputs.OutputFolder), so a killed build leaves the previous bundle whole,
 and the stages it finished recorded.
 
-Each stage says on stderr whether it is up to date or why it runs. The embed and index stages record where their
-input lay (their outputs name it): a bundle moved to another folder links as it is, and built there again, runs
-those two stages again.
+Each stage says on stderr whether it is up to date or why it runs. Inputs count by content version, not path: a
+bundle copied or moved to another folder links as it is, and built there runs nothing; a stage that runs there reads
+the bundle's own folders, not the paths its earlier outputs' manifests name.
 """
 
 from __future__ import annotations
@@ -142,11 +142,10 @@ class Build:
         work,
         pipeline: str | None = None,
         output: Path | None = None,
-        made_from: tuple[str, Path] | None = None,
     ) -> bool:
         """Stage `name` up to date: True when it was (or, run, now is). `work()` runs it and returns its result;
-        `pipeline`, `output`, `made_from`: its output folder (bioel_core.bundle.staleness)."""
-        reason = layout.staleness(self.bundle, name, settings, inputs, pipeline, made_from)
+        `pipeline`, `output`: its output folder (bioel_core.bundle.staleness)."""
+        reason = layout.staleness(self.bundle, name, settings, inputs, pipeline)
         if reason is None:
             if run:
                 say(f"{name}: up to date")
@@ -276,7 +275,6 @@ class Build:
             lambda: self._embed(t, kb, emb, model),
             "embed",
             emb,
-            ("names", kb),
         ):
             return False
         index = {**to_mapping(ts.index), "bioel": version}
@@ -285,10 +283,9 @@ class Build:
             index,
             {"embeddings": layout.output_version(emb, "embed")},
             run,
-            lambda: self._index(t, emb, idx),
+            lambda: self._index(t, kb, emb, idx),
             "build-index",
             idx,
-            ("embeddings", emb),
         )
 
     def _gate(self):
@@ -338,7 +335,7 @@ class Build:
             gate=self._gate(),
         )
 
-    def _index(self, t: str, emb: Path, idx: Path) -> None:
+    def _index(self, t: str, kb: Path, emb: Path, idx: Path) -> None:
         from pipelines import build_index
 
         s = self.settings.types[t].index
@@ -350,6 +347,7 @@ class Build:
             spec=s.spec(),
             faiss_threads=s.faiss_threads,
             gate=self._gate(),
+            names_at=str(kb),
         )
 
     # ------------------------------------------------------------------------------------------------ calibration
@@ -393,7 +391,9 @@ class Build:
         from bioel_core.evaluation.nil_calibration import calibrate_on_gold
 
         cal = self.settings.calibrate
-        spec = self.link_settings(absolute=True, thresholds=False).annotator_spec(detect=True, device=cal.device)
+        spec = self.link_settings(absolute=True, thresholds=False).annotator_spec(
+            detect=True, device=cal.device, **self._own_sources()
+        )
         found = calibrate_on_gold(spec, cal.gold, cal.gold_format)
         for t, threshold in sorted(found.items()):
             say(
@@ -417,6 +417,16 @@ class Build:
         return out
 
     # ------------------------------------------------------------------------------------------------ the manifest
+    def _own_sources(self) -> dict:
+        """The annotator spec's `embeddings` and `names`: each type's folders in this bundle, where the manifests of a
+        bundle built in another folder name that folder's."""
+        from bioel_core.bundle import stage_folder
+
+        return {
+            key: tuple((t, str(stage_folder(self.bundle, kind, t))) for t in self.settings.types)
+            for key, kind in (("embeddings", EMBEDDINGS), ("names", KB))
+        }
+
     def link_settings(self, absolute: bool, thresholds: bool = True) -> LinkSettings:
         """How the bundle links: its own indexes, model copies and stop list copies, with paths absolute or relative
         to the bundle (as the manifest records them)."""

@@ -138,10 +138,11 @@ def build_pipeline(
     _ = (read.stats, records) | "WriteStats" >> WriteStats(staged.root)
 
 
-def check_embeddings_folder(emb_dir: Path) -> dict:
-    """Everything build-index needs to know of its input, refused before any work when unusable."""
+def check_embeddings_folder(emb_dir: Path, names_at: str | Path | None = None) -> dict:
+    """Everything build-index needs to know of its input, refused before any work when unusable; `names_at`: where the
+    names the embeddings were made from lie now, when not where their manifest says (a moved bundle's own)."""
     details = read_embeddings_details(emb_dir, "--input")
-    check_names_unchanged(emb_dir)
+    check_names_unchanged(emb_dir, at=names_at)
     files = table_files(emb_dir, "embeddings")
     if not files:
         raise ValueError(f"--input {emb_dir}: no embeddings/*.parquet shards")
@@ -206,15 +207,16 @@ def run(
     spec: IndexSpec,
     faiss_threads: int | None = None,
     gate=None,
+    names_at: str | None = None,
 ) -> dict:
     """Builds the index and publishes it if it passes `gate` (a quality.QualityGate; None: unchecked); returns the
     manifest. `faiss_threads` None: FAISS's default in
-    process, the cores shared out among local worker processes otherwise."""
+    process, the cores shared out among local worker processes otherwise. `names_at`: check_embeddings_folder's."""
     check_num_shards(num_shards)
     if faiss_threads is not None and faiss_threads < 1:
         raise ValueError(f"--faiss-threads must be at least 1, got {faiss_threads}")
     emb_dir, output_dir = Path(embeddings_dir).resolve(), absolute(output_dir)  # as the workers must see them
-    source = check_embeddings_folder(emb_dir)
+    source = check_embeddings_folder(emb_dir, names_at)
     spec.check_dimension(source["dimension"])
     check_output_folder(output_dir, PIPELINE, [("--input", str(emb_dir))])
     threads = faiss_threads or worker_threads(options)

@@ -123,13 +123,23 @@ def test_a_built_bundle_is_one_folder_with_relative_paths_and_calibrated_thresho
     assert "pubtator/part-00000-of-00002.pubtator" in table_bytes(linked)
 
 
-def test_a_relocated_bundle_links_byte_identically(built, linked, tmp_path):
-    """Copied elsewhere, the original moved away (nothing may read it), the bundle links to the same bytes."""
+def test_a_relocated_bundle_links_byte_identically_and_builds_there(built, linked, tmp_path, capsys):
+    """Copied elsewhere, the original moved away (nothing may read it), the bundle links to the same bytes; built there
+    it is up to date, and a stage a changed setting runs reads the copy's own folders."""
     moved = tmp_path / "elsewhere" / "bundle"
     shutil.copytree(built, moved)
     hidden = built.with_name("hidden")
     built.rename(hidden)
     try:
+        capsys.readouterr()
+        assert cli.main(build_args(moved)) == 0
+        assert stage_lines(capsys.readouterr().err) == dict.fromkeys(STAGES, "up to date")
+        rebuilt = tmp_path / "rebuilt"
+        shutil.copytree(moved, rebuilt)
+        assert cli.main(build_args(rebuilt, "types.Disease.index.num_shards=3")) == 0
+        ran = stage_lines(capsys.readouterr().err)
+        assert ran["Disease.embed"] == "up to date" and ran["Disease.index"] == "running (settings changed (num_shards))"
+        assert ran["calibrate"] == "running (inputs changed (Disease.index))"
         out = tmp_path / "links"
         assert (
             cli.main(
@@ -277,12 +287,10 @@ def test_staleness_names_why_a_stage_runs(built, tmp_path):
         layout.staleness(fake, "Disease.index", record.settings, record.inputs, "build-index")
         == "its output is missing or unreadable"
     )
-    # a bundle copied elsewhere: its index names the embeddings where they were built
+    # a bundle copied elsewhere: the same inputs' versions, so up to date there too
     moved = tmp_path / "moved"
     shutil.copytree(built, moved)
-    assert layout.staleness(
-        moved, "Disease.index", record.settings, record.inputs, "build-index", ("embeddings", moved / "embeddings" / "Disease")
-    ).startswith("built in another folder")
+    assert layout.staleness(moved, "Disease.index", record.settings, record.inputs, "build-index") is None
 
 
 def test_link_flags_replace_single_settings_of_the_bundle(built, capsys):
