@@ -74,6 +74,15 @@ def test_the_kbs_words_decide():
     assert british("anaemia") == "anaemia"
 
 
+def test_the_words_of_a_names_table_are_those_of_its_names(tmp_path):
+    from test_detect import _write_names_table
+
+    _write_names_table(tmp_path / "kb")
+    from_table = SpellingVariants.from_names_table(tmp_path / "kb")
+    assert from_table.words == SpellingVariants.from_names(NameSet.from_names_table(tmp_path / "kb").names).words
+    assert from_table.words >= {"anemia", "albumins"}
+
+
 def test_short_words_are_symbols_not_spellings():
     v = variants("ET syndrome", "Rem sleep disorder")
     assert v("aet") == "aet" and v("raem") == "raem"

@@ -677,7 +677,7 @@ class AnnotatorSpec:
         targets, fingerprints = [], {}
         for entity_type, source in self._sources().items():
             names = NameSet.from_names_table(source["names"])
-            spelling = SpellingVariants.from_names(names.names) if self.spelling_variants else None
+            spelling = SpellingVariants.from_names_table(source["names"]) if self.spelling_variants else None
             detector = None
             stop = StopList.load(stop_lists[entity_type]) if entity_type in stop_lists else None
             if self.detect and self.detector != "model":
