@@ -387,6 +387,16 @@ class Build:
             settings["document_runtime"] = self.settings.link.document_runtime
         return self._stage(CALIBRATE, settings, inputs, run, self._run_calibration)
 
+    def _own_sources(self) -> dict:
+        """The annotator spec's `embeddings` and `names`: each type's folders in this bundle, where the manifests of a
+        bundle built in another folder name that folder's."""
+        from bioel_core.bundle import stage_folder
+
+        return {
+            key: tuple((t, str(stage_folder(self.bundle, kind, t))) for t in self.settings.types)
+            for key, kind in (("embeddings", EMBEDDINGS), ("names", KB))
+        }
+
     def _run_calibration(self) -> dict:
         from bioel_core.evaluation.nil_calibration import calibrate_on_gold
 
@@ -417,16 +427,6 @@ class Build:
         return out
 
     # ------------------------------------------------------------------------------------------------ the manifest
-    def _own_sources(self) -> dict:
-        """The annotator spec's `embeddings` and `names`: each type's folders in this bundle, where the manifests of a
-        bundle built in another folder name that folder's."""
-        from bioel_core.bundle import stage_folder
-
-        return {
-            key: tuple((t, str(stage_folder(self.bundle, kind, t))) for t in self.settings.types)
-            for key, kind in (("embeddings", EMBEDDINGS), ("names", KB))
-        }
-
     def link_settings(self, absolute: bool, thresholds: bool = True) -> LinkSettings:
         """How the bundle links: its own indexes, model copies and stop list copies, with paths absolute or relative
         to the bundle (as the manifest records them)."""

@@ -74,10 +74,9 @@ class SpellingVariants:
         }
 
     @classmethod
-    def from_names(cls, names: Iterable[str], whole: Container[str] = ()) -> SpellingVariants:
-        """From normalized names (a NameSet's): their words, split at spaces as the normalizer leaves them; `whole`:
-        the names themselves, for lookups (a linker's NameIndex holds them)."""
-        return cls(Counter(word for name in names for word in name.split(" ")), whole)
+    def from_names(cls, names: Iterable[str]) -> SpellingVariants:
+        """From normalized names (a NameSet's): their words, split at spaces as the normalizer leaves them."""
+        return cls(Counter(word for name in names for word in name.split(" ")))
 
     @classmethod
     def from_names_table(cls, table_dir: str | Path) -> SpellingVariants:
