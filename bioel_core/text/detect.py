@@ -368,12 +368,13 @@ class DictionaryDetector(MentionDetector):
     def _scan(self, text: str, offset: int) -> list[NameMatch]:
         tokens = self.tokenize(text)
         if self.spelling is not None:  # a word spelled otherwise keeps its span: offsets still slice the text
-            tokens = [t if (w := self.spelling.word(t.norm)) == t.norm else t._replace(spelled=w) for t in tokens]
+            word = self.spelling.word
+            tokens = [t if (w := word(t.norm)) == t.norm else t._replace(spelled=w) for t in tokens]
         breaks = [m.start() for m in _BREAK.finditer(text)]
         out: list[NameMatch] = []
         i, b = 0, 0
         while i < len(tokens):
-            if all(form not in self._trie for form in tokens[i].forms()):
+            if tokens[i].norm not in self._trie and (not tokens[i].spelled or tokens[i].spelled not in self._trie):
                 i += 1
                 continue
             # the first sentence end or bracket after token i: no name reaches past it

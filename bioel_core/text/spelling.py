@@ -13,7 +13,6 @@ ones are mostly symbols: "AET" is not "ET"). SPELLING_RULES versions them; every
 from __future__ import annotations
 
 import copy
-import functools
 import re
 from collections import Counter
 from collections.abc import Container, Iterable, Mapping
@@ -50,7 +49,6 @@ def _may_change(word: str) -> bool:
     return len(word) >= MIN_CHARS and _ANY_RULE.search(word) is not None
 
 
-@functools.lru_cache(maxsize=1 << 16)  # bounded: a bulk run meets millions of distinct words
 def american(word: str) -> str:
     """`word` with every rule applied (a normalized word: lowercase under the default normalizer)."""
     for pattern, replacement in _RULES:
@@ -67,6 +65,7 @@ class SpellingVariants:
         """`counts`: the KB names' words, each with the number of times the names hold it; `names`: the KB's whole
         names, which a text equal to one keeps as written (a learned "haematological toxicity")."""
         self.words, self.names = frozenset(counts), names
+        self._seen: dict[str, str] = {}  # words of text the KB lacks, as read: bounded (`word`)
         self._read_as = {
             word: variant
             for word, count in counts.items()
@@ -101,17 +100,22 @@ class SpellingVariants:
     def with_names(self, names: Container[str]) -> SpellingVariants:
         """The same reading, keeping a text that is one of `names` as written."""
         twin = copy.copy(self)
-        twin.names = names
+        twin.names, twin._seen = names, {}
         return twin
 
     def word(self, word: str) -> str:
         read_as = self._read_as.get(word)
         if read_as is not None:
             return read_as
-        if word in self.words or not _may_change(word):
+        if word in self.words:
             return word
-        variant = american(word)
-        return variant if variant in self.words else word
+        seen = self._seen.get(word)
+        if seen is None:
+            if len(self._seen) >= 1 << 16:  # a bulk run meets millions of distinct words
+                self._seen.clear()
+            variant = american(word) if _may_change(word) else word
+            seen = self._seen[word] = variant if variant in self.words else word
+        return seen
 
     def __call__(self, text: str) -> str:
         """A normalized text with each word read so (its spaces as they were), or as it is when it is a name."""
