@@ -346,7 +346,8 @@ class DictionaryDetector(MentionDetector):
         """(last token, name, stopped) of the longest name starting at token i and ending before `limit`;
         a possessive "s" may be skipped, so "Parkinson's disease" finds "parkinson disease" too."""
         trie, n, best = self._trie, len(tokens), None
-        stack = [(i, form) for form in tokens[i].forms()]
+        first = tokens[i]
+        stack = [(i, first.norm), (i, first.spelled)] if first.spelled else [(i, first.norm)]
         while stack:
             j, key = stack.pop()
             flags = trie.get(key)
@@ -360,9 +361,13 @@ class DictionaryDetector(MentionDetector):
                 best = (j, key, bool(flags & _STOPPED))
             k = j + 1
             if flags & _PREFIX and k < n and tokens[k].start < limit:
-                stack += [(k, f"{key} {form}") for form in tokens[k].forms()]
+                stack.append((k, f"{key} {tokens[k].norm}"))
+                if tokens[k].spelled:
+                    stack.append((k, f"{key} {tokens[k].spelled}"))
                 if tokens[k].possessive and k + 1 < n and tokens[k + 1].start < limit:
-                    stack += [(k + 1, f"{key} {form}") for form in tokens[k + 1].forms()]
+                    stack.append((k + 1, f"{key} {tokens[k + 1].norm}"))
+                    if tokens[k + 1].spelled:
+                        stack.append((k + 1, f"{key} {tokens[k + 1].spelled}"))
         return best
 
     def _scan(self, text: str, offset: int) -> list[NameMatch]:
