@@ -88,7 +88,7 @@ def test_each_verbs_flags_are_its_contracts_fields(verb):
     parser = verb_parsers(cli.build_parser())[verb]
     expected = argparse.ArgumentParser(add_help=False)
     generated = [contract.add_to(expected) for contract in FLAGS[verb]]
-    made = {f.option for flagset in generated for f in flagset.flags}
+    made = {option for action in expected._actions for option in action.option_strings}  # --x and its --no-x
     for contract, flagset in zip(FLAGS[verb], generated):
         paths = {f.path for f in flagset.flags} | {f.untyped_path for f in flagset.flags if f.untyped_path}
         for path in _field_paths(contract.cls):
