@@ -215,11 +215,10 @@ def overridden(base: LinkSettings, flags: LinkSettings) -> LinkSettings:
     for t, target in flags.types.items():
         given = {k: v for k, v in to_mapping(target).items() if v is not None}
         types[t] = dataclasses.replace(types.get(t, LinkTarget()), **given)
-    return LinkSettings(
-        model=flags.model or base.model,
-        detector=flags.detector or base.detector,
-        document_runtime=flags.document_runtime or base.document_runtime,
-        copy_formats=flags.copy_formats or base.copy_formats,
-        spelling_variants=base.spelling_variants if flags.spelling_variants is None else flags.spelling_variants,
-        types=types,
-    )
+    # a flag not given is None (or an empty list); False is given: every field of LinkSettings so, new ones too
+    linker = {
+        f.name: value
+        for f in dataclasses.fields(LinkSettings)
+        if f.name != "types" and (value := getattr(flags, f.name)) is not None and value != []
+    }
+    return dataclasses.replace(base, **linker, types=types)

@@ -18,6 +18,7 @@ the bundle's own folders, not the paths its earlier outputs' manifests name.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -447,15 +448,8 @@ class Build:
                 nil_threshold=nil.get(t, (None,))[0],
                 short_form_support=ts.link.short_form_support,
             )
-        link = self.settings.link
-        return LinkSettings(
-            model=linker_model,
-            detector=link.detector,
-            document_runtime=link.document_runtime,
-            copy_formats=list(link.copy_formats),
-            spelling_variants=link.spelling_variants,
-            types=types,
-        )
+        link = self.settings.link  # the bundle's linker settings as declared, but for its own model and types
+        return dataclasses.replace(link, model=linker_model, copy_formats=list(link.copy_formats), types=types)
 
     def _manifest(self, runner: str, outputs: dict):
         from bioel_core.bundle import stage_folder

@@ -300,7 +300,9 @@ class DocumentAnnotator:
                     piece_spans = [pieces[j] for j in encodable]
                     collective.append(model.collective_vectors(encoded, piece_spans))
                     texts = model.span_texts(encoded, text, piece_spans)
-                    span_texts += [self._spelled(mentions[j], t) for j, t in zip(encodable, texts)]
+                    linkers = [self.target_of(mentions[j]).linker for j in encodable]
+                    # with spelling, the name encoder reads a span as the by-text path's query (Linker.query)
+                    span_texts += [linker.query(t) if linker.spelling else t for linker, t in zip(linkers, texts)]
                     encoded_keys += [(i, j) for j in encodable]
                 if self.detect:
                     for j in (j for j, p in enumerate(pieces) if p is None):
@@ -323,12 +325,6 @@ class DocumentAnnotator:
                 for key, candidates in zip(keys, target.linker.link(list(texts), k=1, batch_size=self.batch_size)):
                     best[key] = candidates[0] if candidates else None
         return found, best
-
-    def _spelled(self, mention: Mention, text: str) -> str:
-        """The span text the name encoder reads: normalized and spelled as the mention's KB spells (the by-text path's
-        query, bioel_core.linking.base)."""
-        linker = self.target_of(mention).linker
-        return text if linker.spelling is None else linker.spelling(linker.normalize(text))
 
     def _rows(self, document: Document, mentions: list[Mention], best: dict, i: int) -> list[dict]:
         rows = []

@@ -50,9 +50,7 @@ class Linker(ABC):
                     if context not in maps:
                         maps[context] = abbreviation_map(context)
                     texts[i] = expand_abbreviations(texts[i], maps[context])
-        queries = [self.normalize(t) for t in texts]
-        if self.spelling is not None:
-            queries = [self.spelling(q) for q in queries]
+        queries = [self.query(t) for t in texts]
         # a query empty once normalized (a mention of punctuation only) names nothing: searched, it would get the
         # name nearest the empty string ('disease' at 0.63); no candidate makes it NIL
         asked = [i for i, query in enumerate(queries) if query]
@@ -62,6 +60,11 @@ class Linker(ABC):
             for i, candidates in zip(batch, self.search([queries[i] for i in batch], k)):
                 out[i] = candidates
         return out
+
+    def query(self, text: str) -> str:
+        """What the linker searches for a mention's text: normalized as its names, spelled as they are (`spelling`)."""
+        query = self.normalize(text)
+        return query if self.spelling is None else self.spelling(query)
 
     @abstractmethod
     def search(self, queries: list[str], k: int) -> list[list[Candidate]]:
