@@ -77,11 +77,13 @@ import json, os, sys, time
 import pyarrow as pa
 sys.path.insert(0, {repo!r})
 from benchmarks.children import resident_mb
+from bioel_core.heap import long_lived
 from bioel_core.linking.annotate import concept_lookup
 from bioel_core.linking.dense import DenseLinker
 from bioel_core.models import open_model
 from bioel_core.names import NameSet
 from bioel_core.text.detect import DictionaryDetector, StopList
+from bioel_core.text.spelling import SpellingVariants
 
 steps, kept = [], []
 def step(label, make):
@@ -93,13 +95,16 @@ def step(label, make):
                   "own_total_mb": own, "mapped_total_mb": mapped}})
 
 step("model (name encoder)", lambda: open_model({model!r}, None, "cpu"))
-step("names (NameSet)", lambda: NameSet.from_names_table({kb!r}))
-names = kept[-1]
-step("dictionary detector", lambda: DictionaryDetector.from_names_table(
-    {kb!r}, names=names, stop_list=StopList.load({stop!r})))
-step("dense linker (name rows, index id map, shards mapped)", lambda: DenseLinker.from_index(
-    {index!r}, names, kept[0], model={model!r}, names_dir={kb!r}, reproducible=True))
-step("concepts (vocabulary, alt ids)", lambda: concept_lookup({kb!r}))
+with long_lived():  # as AnnotatorSpec.open builds them
+    step("names (NameSet)", lambda: NameSet.from_names_table({kb!r}))
+    names = kept[-1]
+    step("spelling variants (the names' word counts)", lambda: SpellingVariants.from_names_table({kb!r}))
+    spelling = kept[-1]
+    step("dictionary detector", lambda: DictionaryDetector.from_names_table(
+        {kb!r}, names=names, stop_list=StopList.load({stop!r}), spelling=spelling))
+    step("dense linker (name rows, index id map, shards mapped)", lambda: DenseLinker.from_index(
+        {index!r}, names, kept[0], model={model!r}, names_dir={kb!r}, reproducible=True))
+    step("concepts (vocabulary, alt ids)", lambda: concept_lookup({kb!r}))
 print(json.dumps({{"names": len(names), "steps": steps, "peak_rss_mb": peak_rss_kb() / 1024}}))
 """
 

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from bioel_core.corpora.records import Document, Mention
+from bioel_core.heap import long_lived
 from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS, DOCUMENT_RUNTIMES
 from bioel_core.linking.base import Linker
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
@@ -652,7 +653,13 @@ class AnnotatorSpec:
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
     def open(self, models: dict | None = None) -> DocumentAnnotator:
-        """The annotator; `models`: the encoders `open_models` gave (already checked by `versions`), else opened here."""
+        """The annotator; `models`: the encoders `open_models` gave (already checked by `versions`), else opened here.
+        What it builds lives as long as the worker: built with the garbage collector paused, then frozen
+        (bioel_core.heap: minutes of a worker's start-up at a UMLS-size KB)."""
+        with long_lived():
+            return self._open(models)
+
+    def _open(self, models: dict | None) -> DocumentAnnotator:
         import pyarrow as pa
 
         from bioel_core.linking.dense import DenseLinker

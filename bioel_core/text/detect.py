@@ -337,7 +337,13 @@ class DictionaryDetector(MentionDetector):
             kept = [n for n, ids in zip(names.names, names.concept_ids) if ids[0] in keep]
             source = f"{source} (semantic types {', '.join(prefixes)}*)"
         if acronyms_uppercase_only:
-            table = read_table(table_dir, "names", ["name", "name_norm"]).to_pydict()
+            import pyarrow.compute as pc
+
+            table = read_table(table_dir, "names", ["name", "name_norm"])
+            # only one-word short names can be acronyms: the others stay in Arrow (a UMLS-size KB's 20M strings)
+            norm = table["name_norm"]
+            short = pc.and_(pc.less_equal(pc.utf8_length(norm), ACRONYM_CHARS), pc.invert(pc.match_substring(norm, " ")))
+            table = table.filter(short).to_pydict()
             options["uppercase_only"] = acronym_names(zip(table["name"], table["name_norm"]))
         return cls(kept, names.normalizer, source=source, **options)
 
