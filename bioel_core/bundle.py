@@ -26,7 +26,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +54,15 @@ class StageRecord:
 def stage_folder(bundle: Path, kind: str, entity_type: str) -> Path:
     """The output folder of one type's stage (kind: KB, EMBEDDINGS, INDEX)."""
     return bundle / kind / entity_type
+
+
+def own_sources(bundle: Path, types: Iterable[str]) -> dict[str, tuple[tuple[str, str], ...]]:
+    """An AnnotatorSpec's `embeddings` and `names` for these types: their folders in this bundle, where the index
+    manifests of a bundle built in another folder (moved, copied) name that folder's."""
+    return {
+        key: tuple((t, str(stage_folder(bundle, kind, t))) for t in types)
+        for key, kind in (("embeddings", EMBEDDINGS), ("names", KB))
+    }
 
 
 def read_record(bundle: Path, name: str) -> StageRecord | None:
@@ -200,13 +209,8 @@ class BuiltBundle:
             link.types = {t: dataclasses.replace(target, nil_threshold=None) for t, target in link.types.items()}
         if overrides is not None:
             link = overridden(link, overrides)
-        own = {t for t, target in link.types.items() if target.index == str(self.folder / INDEX / t)}
-        located = {t: folders for t, folders in self.located().items() if t in own}
-        return link.annotator_spec(
-            embeddings=tuple((t, f[EMBEDDINGS]) for t, f in located.items()),
-            names=tuple((t, f[KB]) for t, f in located.items()),
-            **kwargs,
-        )
+        own = sorted(t for t, target in link.types.items() if target.index == str(stage_folder(self.folder, INDEX, t)))
+        return link.annotator_spec(**own_sources(self.folder, own), **kwargs)
 
 
 def overridden(base: LinkSettings, flags: LinkSettings) -> LinkSettings:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bioel_core import bundle as layout
-from bioel_core.bundle import EMBEDDINGS, INDEX, KB, MODELS, SETTINGS_TABLE, STOPLISTS, StageRecord
+from bioel_core.bundle import EMBEDDINGS, INDEX, KB, MODELS, SETTINGS_TABLE, STOPLISTS, StageRecord, own_sources, stage_folder
 from bioel_core.settings import BundleSettings, LinkSettings, LinkTarget, to_mapping
 
 if TYPE_CHECKING:
@@ -244,7 +244,6 @@ class Build:
     # ------------------------------------------------------------------------------------------------ stages
     def _type_stages(self, t: str, run: bool) -> bool:
         """Type `t`'s ingest, embed and index stages, in order; check mode stops at the first that must run."""
-        from bioel_core.bundle import stage_folder
 
         ts, version = self.settings.types[t], bioel_version()
         kb, emb, idx = (stage_folder(self.bundle, kind, t) for kind in (KB, EMBEDDINGS, INDEX))
@@ -362,7 +361,6 @@ class Build:
         """NIL thresholds calibrated on the declared gold corpus, detecting and linking with every type's index."""
         if not self._calibrated_types():
             return True
-        from bioel_core.bundle import stage_folder
 
         cal = self.settings.calibrate
         inputs = {"gold": self._digest(cal.gold)}
@@ -388,22 +386,12 @@ class Build:
             settings["document_runtime"] = self.settings.link.document_runtime
         return self._stage(CALIBRATE, settings, inputs, run, self._run_calibration)
 
-    def _own_sources(self) -> dict:
-        """The annotator spec's `embeddings` and `names`: each type's folders in this bundle, where the manifests of a
-        bundle built in another folder name that folder's."""
-        from bioel_core.bundle import stage_folder
-
-        return {
-            key: tuple((t, str(stage_folder(self.bundle, kind, t))) for t in self.settings.types)
-            for key, kind in (("embeddings", EMBEDDINGS), ("names", KB))
-        }
-
     def _run_calibration(self) -> dict:
         from bioel_core.evaluation.nil_calibration import calibrate_on_gold
 
         cal = self.settings.calibrate
         spec = self.link_settings(absolute=True, thresholds=False).annotator_spec(
-            detect=True, device=cal.device, **self._own_sources()
+            detect=True, device=cal.device, **own_sources(self.bundle, self.settings.types)
         )
         found = calibrate_on_gold(spec, cal.gold, cal.gold_format)
         for t, threshold in sorted(found.items()):
@@ -431,7 +419,7 @@ class Build:
     def link_settings(self, absolute: bool, thresholds: bool = True) -> LinkSettings:
         """How the bundle links: its own indexes, model copies and stop list copies, with paths absolute or relative
         to the bundle (as the manifest records them)."""
-        from bioel_core.bundle import relative, stage_folder
+        from bioel_core.bundle import relative
 
         def where(path: Path | None) -> str | None:
             return None if path is None else str(path) if absolute else relative(str(path), self.bundle)
@@ -452,7 +440,6 @@ class Build:
         return dataclasses.replace(link, model=linker_model, copy_formats=list(link.copy_formats), types=types)
 
     def _manifest(self, runner: str, outputs: dict):
-        from bioel_core.bundle import stage_folder
         from bioel_core.outputs import Manifest
 
         s = self.settings
