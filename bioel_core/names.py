@@ -75,16 +75,23 @@ class NameSet:
         names = read_table(table_dir, "names", ["concept_id", "name_norm", "name_type"])
         # an extra name's concept first of those sharing the name: its file says what the name means in text
         later = pc.not_equal(names["name_type"], EXTRA_NAME_TYPE).to_numpy(zero_copy_only=False)
-        names = names.take(np.argsort(later, kind="stable"))  # stable: else the table's order
+        if not later.all():  # else the order stands, and a UMLS-size table is not copied for nothing
+            names = names.take(np.argsort(later, kind="stable"))  # stable: else the table's order
         names = names.filter(pc.not_equal(names["name_norm"], ""))
         rows = pa.table({"name": names["name_norm"], "concept": names["concept_id"], "row": np.arange(len(names))})
         first = rows.group_by(["name", "concept"], use_threads=False).aggregate([("row", "min")])["row_min"]
         names = names.take(np.sort(first.to_numpy()))
         concepts = read_table(table_dir, "concepts", ["concept_id", "alt_ids"])
-        shared = [(c, *alt) for c, alt in zip(concepts["concept_id"].to_pylist(), concepts["alt_ids"].to_pylist())]
+        shared = np.fromiter(
+            ((c, *alt) for c, alt in zip(concepts["concept_id"].to_pylist(), concepts["alt_ids"].to_pylist())),
+            dtype=object,
+            count=concepts.num_rows,
+        )
         where = pc.fill_null(pc.index_in(names["concept_id"], value_set=concepts["concept_id"]), -1).to_numpy()
-        # a name whose concept the concepts table lacks links to its concept id alone
-        concept_ids = [shared[i] if i >= 0 else (names["concept_id"][at].as_py(),) for at, i in enumerate(where.tolist())]
+        lone = np.flatnonzero(where < 0)
+        concept_ids: list[tuple[str, ...]] = shared.take(np.maximum(where, 0)).tolist() if len(shared) else [()] * len(where)
+        for at in lone.tolist():  # a name whose concept the concepts table lacks links to its concept id alone
+            concept_ids[at] = (names["concept_id"][at].as_py(),)
         return cls(names["name_norm"].to_pylist(), concept_ids, normalizer, str(table_dir))
 
     @classmethod
