@@ -244,7 +244,6 @@ class Build:
     # ------------------------------------------------------------------------------------------------ stages
     def _type_stages(self, t: str, run: bool) -> bool:
         """Type `t`'s ingest, embed and index stages, in order; check mode stops at the first that must run."""
-
         ts, version = self.settings.types[t], bioel_version()
         kb, emb, idx = (stage_folder(self.bundle, kind, t) for kind in (KB, EMBEDDINGS, INDEX))
         ingest = {**to_mapping(ts.ingest), "dumps": None, "normalizer": normalizer_dict(ts.ingest), "bioel": version}
@@ -361,7 +360,6 @@ class Build:
         """NIL thresholds calibrated on the declared gold corpus, detecting and linking with every type's index."""
         if not self._calibrated_types():
             return True
-
         cal = self.settings.calibrate
         inputs = {"gold": self._digest(cal.gold)}
         for t, ts in self.settings.types.items():
