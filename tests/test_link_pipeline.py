@@ -1,6 +1,7 @@
 """`bioel link` end to end on a small real chain: the committed MEDIC sample -> tiny model embeddings ->
 flat FAISS shards -> link the committed gold abstracts (PubTator) with detected or given mentions."""
 
+import gc
 import gzip
 import json
 import os
@@ -1599,6 +1600,16 @@ def test_a_shard_without_documents_writes_no_empty_pubtator_part(chain, corpus, 
     bad.write_text("1|t|Gout.\n1\t0\t9\tnot there\tDisease\tD1\n\n")
     with pytest.raises(EmptyOutputError, match="no rows"):
         run(chain, [bad], tmp_path / "none", output_formats=["pubtator"], single_file=True, num_shards=2)
+
+
+def test_an_opened_annotator_leaves_the_collector_on_and_its_kb_tables_out_of_it(chain):
+    # built with the collector paused, then frozen (bioel_core.heap): a UMLS-size KB is not walked by every collection
+    gc.unfreeze()
+    try:
+        concept_ids = spec(chain).open().targets["Disease"].linker.names.concept_ids
+        assert gc.isenabled() and gc.is_tracked(concept_ids) and all(o is not concept_ids for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
 
 
 def test_the_spec_names_its_folders_absolutely_for_workers_started_elsewhere(chain, corpus, tmp_path, monkeypatch):
