@@ -7,9 +7,10 @@ each full one walking every tracked object: building those tables then spends mo
 free nothing (at 10.3M names, `concept_lookup` took 70 s in a process already holding the names, 7.5 s with the
 collector off), and each full collection during the job walks them again. So they are built with the collector
 paused and, once built, moved to the permanent generation (`gc.freeze`), which later collections skip; an object
-whose reference count drops to zero is freed as before. The price: reference cycles made while the block ran are never
-collected (an annotator opened four times over in one process, each dropped: all four freed, the process 3-10 MB
-larger each time).
+whose reference count drops to zero is freed as before. The price: the collector never looks at the objects alive when
+the block ends again, so a reference cycle among them that later becomes garbage stays (an annotator opened four times
+over in one process, each dropped: all four freed, the process 3-10 MB larger each time), which suits a worker that
+keeps its annotator for the job.
 """
 
 from __future__ import annotations
