@@ -96,7 +96,7 @@ def staleness(bundle: Path, name: str, settings: dict, inputs: dict, pipeline: s
     """Why stage `name` must run, or None when it is up to date: its record's settings and inputs equal `settings` and
     `inputs`, and (for a stage with an output folder, written by `pipeline`) that folder is the version it recorded.
     Inputs count by content version, not path: a bundle copied or moved elsewhere is up to date there, and whatever
-    reads an input an output's manifest names by path reads the bundle's own folder instead (`BuiltBundle.located`)."""
+    reads an input an output's manifest names by path reads the bundle's own folder instead (`own_sources`)."""
     record = read_record(bundle, name)
     if record is None:
         return "not built yet"
@@ -192,13 +192,6 @@ class BuiltBundle:
     def link_settings(self) -> LinkSettings:
         """How the bundle links, its paths made absolute in the folder where it lies now."""
         return from_mapping(LinkSettings, self.manifest["link"]["settings"], "link", base=self.folder)
-
-    def located(self) -> dict[str, dict[str, str]]:
-        """Per entity type, where the embeddings and names folders its index was built from lie now."""
-        return {
-            t: {k: str(self.folder / v) for k, v in folders.items() if k in (EMBEDDINGS, KB)}
-            for t, folders in self.manifest["link"]["folders"].items()
-        }
 
     def annotator_spec(self, overrides: LinkSettings | None = None, thresholds: bool = True, **kwargs):
         """The AnnotatorSpec of the bundle's linker, single settings replaced by those given in `overrides` (a type

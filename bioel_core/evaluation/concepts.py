@@ -106,7 +106,7 @@ def unlinkable(gold: Iterable[Document | Mention], ids_by_type: Mapping[str, set
 def kb_folders(values: Iterable[str], flag: str = "kb") -> dict[str, Path]:
     """Entity type -> ingest-kb output folder, from `TYPE=DIR` values or a `bioel build` bundle folder (its kb/TYPE
     folders); ValueError naming `flag` for anything else."""
-    from bioel_core.bundle import KB, BuiltBundle
+    from bioel_core.bundle import BuiltBundle, own_sources
 
     out: dict[str, Path] = {}
     for value in values:
@@ -116,7 +116,8 @@ def kb_folders(values: Iterable[str], flag: str = "kb") -> dict[str, Path]:
                 raise ValueError(f"{flag} {value}: expected TYPE=KB_DIR or a bundle folder")
             out[etype] = Path(folder)
         else:
-            out.update({t: Path(f[KB]) for t, f in BuiltBundle.read(value, flag).located().items() if KB in f})
+            bundle = BuiltBundle.read(value, flag)
+            out.update({t: Path(f) for t, f in own_sources(bundle.folder, bundle.manifest["link"]["folders"])["names"]})
     return out
 
 

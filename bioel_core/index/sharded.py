@@ -158,7 +158,7 @@ class ShardedIndex:
         if verify:
             files = [(self.root / relative, r[f"{key}_sha256"]) for r in records for key, relative in shard_files(r).items()]
             # hashlib hashes outside the GIL: the files of a UMLS-size index (6.7 GB) on every core, not one
-            with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1) or 1) as pool:
+            with ThreadPoolExecutor(max_workers=max(1, min(len(files), os.cpu_count() or 1))) as pool:
                 found = list(pool.map(file_sha256, (path for path, _ in files)))
             for (path, recorded), sha in zip(files, found):
                 if sha != recorded:
