@@ -15,6 +15,7 @@ Exits 1 when any file differs.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -68,6 +69,8 @@ def main() -> None:
         return time.perf_counter() - began
 
     runs = work / f"repro-{linker.detector}"
+    # a folder left by an earlier run would be kept by the --incremental run as "nothing changed"
+    shutil.rmtree(runs, ignore_errors=True)
     seconds = {
         "in process": link(source, runs / "one"),
         "in process, again over its own output": link(source, runs / "one-again"),
