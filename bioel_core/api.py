@@ -9,7 +9,7 @@ are the annotations table's rows, and each type's linker is the same DenseLinker
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from bioel_core.corpora.records import Candidate, Document, Passage
@@ -31,6 +31,7 @@ class Annotator:
         stop_lists: Mapping[str, str | Path] | None = None,
         nil_thresholds: Mapping[str, float] | None = None,
         short_form_support: Mapping[str, float] | None = None,
+        inner_names: Collection[str] = (),
         mentions: str = "detect",
         detector: str | None = None,
         reranker: str | Path | None = None,
@@ -42,7 +43,8 @@ class Annotator:
         model folder its index was built with (type '' for the others); `stop_lists`: entity type
         -> detector stop-list JSON (`bioel_core.models.shipped_path("stoplists/disease-medic.json")`);
         `nil_thresholds`: entity type -> score below which a mention is NIL; `short_form_support`: entity type -> the
-        prior or span score an undefined short form needs to be linked (docs/linking.md); `mentions`: "detect" them in the
+        prior or span score an undefined short form needs to be linked (docs/linking.md); `inner_names`: the entity types
+        whose NIL spans of a collective model's give way to the KB names inside them that link; `mentions`: "detect" them in the
         text, or "given" (the documents' own mentions); `generative`: a generative model folder that links each
         mention by writing one of its type's names; `reranker`: a cross-encoder or generative folder that reorders each
         mention's best concepts; `detector`: LinkSettings.detector (default: `both` with a collective model, else
@@ -64,6 +66,8 @@ class Annotator:
                     raise ValueError(f"{name}: {t!r} -> {v!r} is not a {convert.__name__}") from None
             return tuple(out)
 
+        if isinstance(inner_names, str):
+            raise TypeError(f"inner_names: a collection of entity types (['Disease']), got the string {inner_names!r}")
         models = dict(pairs("model", model)) if isinstance(model, Mapping) else {"": str(model)} if model else {}
         given = {
             "index": pairs("indexes", indexes),
@@ -71,6 +75,7 @@ class Annotator:
             "stop_list": pairs("stop_lists", stop_lists),
             "nil_threshold": pairs("nil_thresholds", nil_thresholds, float),
             "short_form_support": pairs("short_form_support", short_form_support, float),
+            "inner_names": tuple((t, True) for t in inner_names),
         }
         types: dict[str, dict] = {}
         for setting, values in given.items():

@@ -433,6 +433,7 @@ class Build:
                 stop_list=where(copies[ts.link.stop_list]) if ts.link.stop_list else None,
                 nil_threshold=nil.get(t, (None,))[0],
                 short_form_support=ts.link.short_form_support,
+                inner_names=ts.link.inner_names,
             )
         link = self.settings.link  # the bundle's linker settings as declared, but for its own model and types
         return dataclasses.replace(link, model=linker_model, copy_formats=list(link.copy_formats), types=types)

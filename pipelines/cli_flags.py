@@ -21,6 +21,7 @@ from bioel_core.settings.fields import FieldInfo, _is_settings, _optional
 
 # a typed item's entity type, for errors naming a type's setting: `--index Disease=...`
 TYPED_METAVAR = "[TYPE=]{}"
+TRUTH = {"true": True, "false": False}  # a typed true/false setting's values, as TOML writes them
 
 
 @dataclass
@@ -276,7 +277,10 @@ def _typed_items(flag: Flag, values: list[str], untyped: str | None) -> list[tup
                 else f"{flag.option}: given twice without a type"
             )
         if kind is bool:
-            raise TypeError(f"{flag.path}: typed flags of true/false settings are not supported")
+            if value.lower() not in TRUTH:
+                raise FlagError(f"{flag.option} {text}: {value!r} is not true or false")
+            out[entity_type] = TRUTH[value.lower()]
+            continue
         try:
             out[entity_type] = kind(value) if kind in (int, float) else value  # type: ignore[operator]
         except ValueError:

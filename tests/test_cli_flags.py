@@ -69,6 +69,15 @@ def test_a_table_of_named_tables_takes_type_value_items():
         flags.settings(parser.parse_args(["--index", "1x=idx"]))
 
 
+def test_a_typed_true_false_setting_takes_true_or_false():
+    parser, flags = parser_for(LinkSettings)
+    args = ["--index", "Disease=d", "Chemical=c", "--inner-names", "Disease=true", "Chemical=FALSE"]
+    settings = flags.settings(parser.parse_args(args))
+    assert settings.types["Disease"].inner_names is True and settings.types["Chemical"].inner_names is False
+    with pytest.raises(FlagError, match=r"^--inner-names Disease=yes: 'yes' is not true or false$"):
+        flags.settings(parser.parse_args(["--index", "Disease=d", "--inner-names", "Disease=yes"]))
+
+
 def test_flags_override_single_settings_of_a_base_mapping():
     parser, flags = parser_for(LinkSettings)
     base = {"detector": "both", "types": {"Disease": {"index": "a", "stop_list": "s.json"}}}

@@ -801,6 +801,60 @@ def test_both_detectors_link_an_undefined_short_form_only_where_its_prior_or_spa
     assert set(undefined_short(run(1.0, {kept: (3, 3)}))) == {kept}
 
 
+def test_a_nil_span_of_the_models_gives_way_to_the_linked_names_inside_it_where_its_type_says_so(collective_chain):
+    """The model made to read each dictionary name with the word before it ("of Wilson disease"): its spans link far
+    from any name, NIL at a threshold only an exact name reaches; with `inner_names` each gives way to the names."""
+    from bioel_core.models.collective import DetectedSpan
+    from bioel_core.settings import SettingsError
+
+    model, index, _, docs = collective_chain
+
+    def run(inner_names=()):
+        spec = AnnotatorSpec(
+            model=model, indexes=(("Disease", index),), nil_thresholds=(("Disease", 0.9999),), inner_names=inner_names
+        )
+        annotator = spec.open()
+        document_model, detector = annotator.document_model, annotator.targets["Disease"].detector
+        names = {d.text: [(m.start, m.end) for m in detector.detect(d)] for d in docs}
+        encode = document_model.encode_document
+
+        def encode_document(text):
+            encoded = encode(text)
+            encoded.names = names[text]
+            return encoded
+
+        def decode_spans(encoded, logits, thresholds):
+            longer = {}  # per name, the shortest span of the model's ending with it and starting before it
+            for a, b in encoded.spans.tolist():
+                start, end = encoded.pieces[a].start, encoded.pieces[b].end
+                for name in encoded.names:
+                    if start < name[0] and end == name[1] and (name not in longer or start > longer[name].start):
+                        longer[name] = DetectedSpan(start, end, "Disease", 0.9, (a, b))
+            return document_model._non_overlapping(encoded, [(0.9, *s.piece_span, "Disease") for s in longer.values()])
+
+        document_model.encode_document, document_model.decode_spans = encode_document, decode_spans
+        return spec, annotator.annotate(docs)
+
+    off_spec, off = run()
+    on_spec, on = run(("Disease",))
+    replaced = 0
+    for before, after, document in zip(off, on, docs):
+        assert [r for r in before if not r["nil"]] == [r for r in after if r in before and not r["nil"]]  # linked stay
+        new = [r for r in after if r not in before]
+        for r in new:  # a name of the KB inside a span that was NIL, linked exactly
+            outer = [b for b in before if b["start"] <= r["start"] and r["end"] <= b["end"] and b not in after]
+            assert len(outer) == 1 and outer[0]["nil"] and not r["nil"] and r["score"] >= 0.9999
+            assert document.text[r["start"] : r["end"]] == r["mention"]
+        gone = [b for b in before if b not in after]
+        assert all(any(b["start"] <= r["start"] and r["end"] <= b["end"] for r in new) for b in gone)
+        assert [(r["start"], r["end"]) for r in after] == sorted((r["start"], r["end"]) for r in after)
+        replaced += len(gone)
+    assert replaced > 5
+    assert on_spec.settings_sha256() != off_spec.settings_sha256()
+    with pytest.raises(SettingsError, match=r"^types\.Chemical\.index: required: its inner_names is given"):
+        AnnotatorSpec(model=model, indexes=(("Disease", index),), inner_names=("Chemical",))
+
+
 def changed(folder: str, out: Path, side: str) -> str:
     """The collective model at `folder` with its document side (`document`: transformer and heads) or its name
     encoder (`names`) changed, as a retraining would, saved to `out`."""

@@ -15,6 +15,12 @@ that were gold mentions of the type, from the type's stop list) nor the document
 span and type reaches that support; with neither known (a short form never seen in training, linked without a
 document model) it is kept. The model's own spans passed its span threshold, so at support up to that threshold they
 stand.
+
+A span the document model found that links NIL gives way, where its type sets `inner_names`, to the KB names the
+dictionaries found inside it that link (`DocumentAnnotator._backed_off`): the model read "acute heart failure" or
+"childhood leukaemia", which no KB name is near enough, where the KB names "heart failure" and "leukemia". Suited to
+names whose head is their last words (diseases: chosen on BC5CDR and NCBI-disease dev), not to compound names, whose
+parts name other things (a chemical's "acetate", "urea").
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ NO_KB_VERSION = ""
 # The version of the short-form rule (ShortFormSupport, DocumentAnnotator._context_supported): part of a linking run's
 # settings when a type sets its support, so an incremental run links again what an older rule annotated.
 SHORT_FORM_RULES = "prior-or-span-score/1"
+# The version of the rule by which a NIL span of the model's gives way to the KB names inside it (`inner_names`).
+INNER_NAMES_RULES = "nil-span-to-inner-names/1"
 # The version of detection's rules, what it never keeps (_no_statistics) and the dictionaries' coordinated mentions:
 # part of every detecting run's settings, so an incremental run detects again what older rules found.
 DETECTION_RULES = f"no-statistics/1 {COORDINATION_RULES}"
@@ -84,6 +92,7 @@ class EntityTarget:
     #: concept id -> (vocabulary, alt ids), from the KB's concepts table; what annotation rows carry beside the id
     concepts: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     short_forms: ShortFormSupport | None = None  # None: short forms are linked as any mention
+    inner_names: bool = False  # a NIL span of the document model's gives way to the linked KB names inside it
 
 
 def _no_statistics(mentions: list[Mention]) -> list[Mention]:
@@ -164,6 +173,18 @@ def _without_overlaps(mentions: list[Mention]) -> list[Mention]:
         if all(m.end <= k.start or k.end <= m.start for k in kept):
             kept.append(m)
     return sorted(kept, key=lambda m: (m.start, m.end))
+
+
+def _names_inside(mentions: list[Mention], dictionary: list[Mention], model_spans: Mapping) -> dict[int, list[Mention]]:
+    """For each of `mentions` the model found (its id in `model_spans`), the dictionaries' names lying inside its span
+    that detection did not keep (the longer span won), by the mention's index."""
+    kept = {id(m) for m in mentions}
+    inside = {
+        j: [d for d in dictionary if id(d) not in kept and m.start <= d.start and d.end <= m.end]
+        for j, m in enumerate(mentions)
+        if id(m) in model_spans
+    }
+    return {j: names for j, names in inside.items() if names}
 
 
 def combined_version(versions: dict[str, str]) -> str:
@@ -265,6 +286,7 @@ class DocumentAnnotator:
 
         model, found, best = self.document_model, [], {}
         encoded_keys, collective, span_texts = [], [], []  # the mentions linked by vector, over the whole batch
+        inner_names = {}  # (i, j) -> the dictionaries' names inside the model's span j of document i, kept as any
         by_text: dict[str, list[tuple[tuple[int, int], str]]] = {t: [] for t in self.targets}
         with torch.no_grad():
             for i, document in enumerate(documents):
@@ -290,6 +312,11 @@ class DocumentAnnotator:
 
                     mentions = self._kept(document, dictionary + detected, span_score)
                     pieces = [piece_span.get(id(m)) for m in mentions]  # None: the dictionary's spans, linked by text
+                    for j, within in _names_inside(
+                        mentions, [m for m in dictionary if self.target_of(m).inner_names], piece_span
+                    ).items():
+                        if kept := self._kept(document, within, span_score):
+                            inner_names[(i, j)] = kept
                 else:
                     mentions = self.mentions(document)
                     pieces = [model.covering_span(encoded, m.start, m.end) if self.target_of(m) else None for m in mentions]
@@ -325,14 +352,55 @@ class DocumentAnnotator:
                 keys, texts = zip(*by_text[entity_type])
                 for key, candidates in zip(keys, target.linker.link(list(texts), k=1, batch_size=self.batch_size)):
                     best[key] = candidates[0] if candidates else None
-        return found, best
+        return self._backed_off(found, best, inner_names) if inner_names else (found, best)
+
+    def _backed_off(self, found: list[list[Mention]], best: dict, inner_names: dict) -> tuple[list[list[Mention]], dict]:
+        """The model's NIL spans replaced by the dictionaries' names inside them that link (module docstring), linked
+        by their text; a span none of whose names links stays NIL. `inner_names`: (document index, mention index) ->
+        the names inside that mention, kept as detection keeps any (`_kept`)."""
+        replaced: dict[tuple[int, int], list[tuple[Mention, object]]] = {}
+        for target in self.targets.values():
+            names = [
+                (key, name)
+                for key, within in inner_names.items()
+                if self._nil(found[key[0]][key[1]], best.get(key))
+                for name in within
+                if self.target_of(name) is target
+            ]
+            if not names:
+                continue
+            texts = [name.link_text or name.text for _, name in names]
+            for (key, name), candidates in zip(names, target.linker.link(texts, k=1, batch_size=self.batch_size)):
+                top = candidates[0] if candidates else None
+                if not self._nil(name, top):
+                    replaced.setdefault(key, []).append((name, top))
+        if not replaced:
+            return found, best
+        mentions_now, best_now = [], {}
+        for i, mentions in enumerate(found):
+            out: list[Mention] = []
+            for j, m in enumerate(mentions):
+                for mention, top in (
+                    sorted(replaced[(i, j)], key=lambda r: r[0].start) if (i, j) in replaced else [(m, best.get((i, j)))]
+                ):
+                    best_now[(i, len(out))] = top
+                    out.append(mention)
+            mentions_now.append(out)
+        return mentions_now, best_now
+
+    def _nil(self, mention: Mention, top) -> bool:
+        """No candidate (so a mention of a type without a KB), or the best one scored below its type's NIL threshold."""
+        if top is None:
+            return True
+        threshold = self.target_of(mention).nil_threshold
+        return threshold is not None and top.score < threshold
 
     def _rows(self, document: Document, mentions: list[Mention], best: dict, i: int) -> list[dict]:
         rows = []
         for j, m in enumerate(mentions):
             target, top = self.target_of(m), best.get((i, j))
             score = top.score if top else 0.0
-            nil = top is None or (target.nil_threshold is not None and score < target.nil_threshold)
+            nil = self._nil(m, top)
             concept_id = None if nil else top.concept_ids[0]
             vocabulary, alt_ids = target.concepts.get(concept_id, (None, ())) if concept_id else (None, ())
             rows.append(
@@ -393,6 +461,8 @@ class AnnotatorSpec:
     names: tuple[tuple[str, str], ...] = ()
     # per entity type: the support an undefined short form needs (ShortFormSupport); types without one link them all
     short_form_support: tuple[tuple[str, float], ...] = ()
+    # the entity types whose NIL spans of the document model's give way to the linked KB names inside them
+    inner_names: tuple[str, ...] = ()
     # British spellings in text read as the KB's American ones, in detection and linking (bioel_core.text.spelling)
     spelling_variants: bool = True
 
@@ -456,6 +526,7 @@ class AnnotatorSpec:
             ("stop_list", self.stop_lists),
             ("nil_threshold", self.nil_thresholds),
             ("short_form_support", self.short_form_support),
+            ("inner_names", tuple((t, True) for t in self.inner_names)),
             ("model", self.type_models),
         ):
             unknown = sorted({t for t, _ in pairs} - known)
@@ -623,6 +694,8 @@ class AnnotatorSpec:
             payload["short_forms"] = [SHORT_FORM_RULES, sorted((t, float(v)) for t, v in self.short_form_support)]
         if self.spelling_variants:
             payload["spelling"] = SPELLING_RULES
+        if self.inner_names:
+            payload["inner_names"] = [INNER_NAMES_RULES, sorted(self.inner_names)]
         if self.document_runtime != "torch":  # other token states (the float graph's last bits; int8 weights)
             payload["document_runtime"] = self.document_runtime
         # a reranker's or generative model's weights and config decide the concepts as much as the model's do
@@ -720,6 +793,7 @@ class AnnotatorSpec:
                     thresholds.get(entity_type),
                     concept_lookup(source["names"]),
                     None if entity_type not in short_form_support else ShortFormSupport(short_form_support[entity_type], stop),
+                    entity_type in self.inner_names,
                 )
             )
         # what Arrow's allocator kept of the KB tables just read goes back to the system: with a UMLS-size KB,

@@ -302,6 +302,12 @@ class LinkTarget(Settings):
         help="an undefined short form (one word, <= 5 characters) is linked only when its training prior (the stop "
         "list's) or its span score reaches this, in [0, 1] (default: every one is linked)",
     )
+    inner_names: bool | None = setting(
+        None,
+        help="with detector both, a span of the collective model's that links NIL gives way to the KB names the "
+        "dictionary found inside it that link (acute heart failure: heart failure); for names whose head is their "
+        "last words, as diseases, not compound names, as chemicals (default: off)",
+    )
 
 
 @dataclass
@@ -336,7 +342,9 @@ class LinkSettings(Settings):
         "as anemia, tumour as tumor), in detection and linking (default: on)",
     )
     types: dict[str, LinkTarget] = setting(
-        {}, names=LINKED_TYPE, help="per entity type: its index, model, stop list, NIL threshold, short-form support"
+        {},
+        names=LINKED_TYPE,
+        help="per entity type: its index, model, stop list, NIL threshold, short-form support, inner names",
     )
 
     def annotator_spec(self, **kwargs):
@@ -359,6 +367,7 @@ class LinkSettings(Settings):
             stop_lists=given("stop_list"),
             nil_thresholds=given("nil_threshold"),
             short_form_support=given("short_form_support"),
+            inner_names=tuple(t for t, x in self.types.items() if x.inner_names),
             detector=self.detector,
             document_runtime=self.document_runtime or "torch",
             spelling_variants=self.spelling_variants is not False,
