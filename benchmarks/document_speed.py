@@ -1,7 +1,8 @@
 """The collective model's document pass on CPU by each way of running its transformer, side by side in one run:
-torch float32 (today's), torch dynamic int8 (its linear layers; torch.ao), ONNX Runtime float32 and ONNX Runtime
-int8 (per output channel: `bioel link --document-runtime onnx|onnx-int8`; bioel_core.models.onnx_document), and
-ONNX Runtime int8 with one scale per matrix (quantize_dynamic's default, for comparison).
+torch float32 (today's), torch dynamic int8 (its linear layers; torch.ao), torch with its linear layers in bfloat16
+(AMX on recent Intel CPUs), ONNX Runtime float32 and ONNX Runtime int8 (per output channel: `bioel link
+--document-runtime onnx|onnx-int8`; bioel_core.models.onnx_document), and ONNX Runtime int8 with one scale per matrix
+(quantize_dynamic's default, for comparison).
 
     .venv/bin/python benchmarks/document_speed.py [--model DIR] [--limit N] [--threads N] [--bundle DIR] [--json OUT]
 
@@ -10,7 +11,9 @@ Each way encodes the same abstracts (../shared/data/pubmed_abstracts, the first 
 CHUNK documents, so a machine shared with other work slows them alike: read the ratios, not the rates; the speed-up
 is of CPU seconds (the process's), which other processes' load disturbs less than wall seconds. Reported per way:
 documents/s, the speed-up over torch float32, the largest difference of a token state from torch float32's and the
-mean cosine of the states, and the share of torch float32's detected spans (start, end, type) found the same.
+mean cosine of the states, the share of torch float32's detected spans (start, end, type) found the same, and whether
+its states are the same bytes on --threads and twice as many threads (the first THREAD_CHECK abstracts): a way whose
+bytes depend on the thread count would make `bioel link` write other scores for 1 worker and 2.
 The graphs are exported into a fresh cache folder first (untimed; the export's seconds are reported).
 
 --bundle DIR (a built bundle with a collective model: benchmarks/diseases-chemicals.bundle.toml): also the whole
@@ -41,6 +44,7 @@ from benchmarks.kbs import DATA  # noqa: E402
 
 ABSTRACTS = DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl"
 CHUNK = 10
+THREAD_CHECK = 40
 
 
 def main() -> None:
@@ -78,6 +82,9 @@ def main() -> None:
     torch_int8 = loaded()
     torch_int8.document = torch.ao.quantization.quantize_dynamic(torch_int8.document, {torch.nn.Linear}, dtype=torch.qint8)
     models["torch int8 (dynamic)"] = torch_int8
+    torch_bf16 = loaded()
+    torch_bf16.document = _bfloat16_linears(torch_bf16.document)
+    models["torch bfloat16 linears"] = torch_bf16
 
     seconds, cpu = dict.fromkeys(models, 0.0), dict.fromkeys(models, 0.0)
     states: dict[str, list[np.ndarray]] = {k: [] for k in models}
@@ -94,6 +101,7 @@ def main() -> None:
                 seconds[label] += time.perf_counter() - t0
                 cpu[label] += time.process_time() - c0
 
+    invariant = {label: _same_on_more_threads(model, texts[:THREAD_CHECK], args.threads) for label, model in models.items()}
     base = "torch float32"
     rows = {}
     for label in models:
@@ -114,6 +122,7 @@ def main() -> None:
             "mean_state_cosine": float(np.mean(cosine)),
             "spans": sum(len(s) for s in spans[label]),
             "spans_as_float": same / max(1, sum(len(s) for s in spans[base])),
+            "same_on_more_threads": invariant[label],
         }
     print(
         f"\nDocument pass, {len(texts)} abstracts, model {args.model}, {args.threads} thread(s), {os.cpu_count()} CPUs; "
@@ -121,13 +130,13 @@ def main() -> None:
     )
     print(
         f"{'runtime':<26}{'seconds':>9}{'CPU s':>8}{'docs/s':>8}{'speed-up':>10}{'(wall)':>8}{'max |dh|':>10}{'cosine':>9}"
-        f"{'spans':>7}{'as float':>10}"
+        f"{'spans':>7}{'as float':>10}  same bytes on {2 * args.threads} threads"
     )
     for label, r in rows.items():
         print(
             f"{label:<26}{r['seconds']:>9.1f}{r['cpu_seconds']:>8.1f}{r['documents_per_s']:>8.1f}{r['speedup']:>9.2f}x"
             f"{r['wall_speedup']:>7.2f}x{r['max_state_difference']:>10.4f}{r['mean_state_cosine']:>9.4f}{r['spans']:>7}"
-            f"{100 * r['spans_as_float']:>9.1f}%"
+            f"{100 * r['spans_as_float']:>9.1f}%  {'yes' if r['same_on_more_threads'] else 'NO'}"
         )
     whole = end_to_end(args.bundle, len(texts)) if args.bundle else None
     if args.json:
@@ -191,6 +200,48 @@ def end_to_end(bundle: str, limit: int) -> dict:
             f"{row['wall_speedup']:>7.2f}x{row['mentions']:>10,}"
         )
     return rows
+
+
+class _BFloat16Linear(torch.nn.Module):
+    """A linear layer whose weights are held in bfloat16 and whose input is rounded to it; its output float32 again."""
+
+    def __init__(self, linear: torch.nn.Linear):
+        super().__init__()
+        self.weight = torch.nn.Parameter(linear.weight.detach().bfloat16(), requires_grad=False)
+        self.bias = None if linear.bias is None else torch.nn.Parameter(linear.bias.detach().bfloat16(), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(x.bfloat16(), self.weight, self.bias).float()
+
+
+def _bfloat16_linears(document: torch.nn.Module) -> torch.nn.Module:
+    """`document` with every linear layer a _BFloat16Linear: the matrix products AMX runs; the rest float32."""
+    for module in list(document.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, torch.nn.Linear):
+                setattr(module, name, _BFloat16Linear(child))
+    return document
+
+
+def _same_on_more_threads(model, texts: list[str], threads: int) -> bool:
+    """Whether `model`'s token states are the same bytes on `threads` and twice as many (an ONNX Runtime session is
+    opened anew on those)."""
+    from bioel_core.models.onnx_document import DocumentSession
+
+    def states() -> list[np.ndarray]:
+        with torch.no_grad():
+            return [model.encode_document(text).states.numpy() for text in texts]
+
+    session = model.document_session
+    first = states()
+    torch.set_num_threads(2 * threads)
+    if session is not None:
+        model.document_session = DocumentSession(session.path, 2 * threads)
+    try:
+        return all(np.array_equal(a, b) for a, b in zip(first, states()))
+    finally:
+        torch.set_num_threads(threads)
+        model.document_session = session
 
 
 def _per_tensor_int8(float_graph: Path, path: Path) -> None:

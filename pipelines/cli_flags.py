@@ -280,11 +280,11 @@ def _typed_items(flag: Flag, values: list[str], untyped: str | None) -> list[tup
             if value.lower() not in TRUTH:
                 raise FlagError(f"{flag.option} {text}: {value!r} is not true or false")
             out[entity_type] = TRUTH[value.lower()]
-            continue
-        try:
-            out[entity_type] = kind(value) if kind in (int, float) else value  # type: ignore[operator]
-        except ValueError:
-            raise FlagError(f"{flag.option} {text}: {value!r} is not a number") from None
+        else:
+            try:
+                out[entity_type] = kind(value) if kind in (int, float) else value  # type: ignore[operator]
+            except ValueError:
+                raise FlagError(f"{flag.option} {text}: {value!r} is not a number") from None
     return list(out.items())
 
 

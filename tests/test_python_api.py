@@ -219,6 +219,11 @@ def test_an_argument_that_is_not_a_mapping_of_entity_types_is_named(demo_output)
             ValueError,
             "nil_thresholds: 'Disease' -> 'high' is not a float",
         ),
+        (
+            {"indexes": {"Disease": index}, "inner_names": "Disease"},
+            TypeError,
+            "inner_names: a collection of entity types (['Disease']), got the string 'Disease'",
+        ),
     ]:
         with pytest.raises(error) as err:
             Annotator.from_folders(**kwargs)
