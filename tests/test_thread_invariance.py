@@ -12,6 +12,8 @@ from conftest import REPO
 
 # the document encoder's feed-forward output (1,536 -> 384) over windows of 100-400 pieces: the shapes MKL split
 PROBE = """
+import os
+
 import bioel_core
 import torch
 import torch.nn.functional as F
@@ -33,7 +35,7 @@ def probe(**env: str) -> tuple[int, str]:
     """(shapes whose product differs between 1 and 2 threads, MKL_CBWR) in a fresh process (MKL reads the mode once)."""
     clean = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
     done = subprocess.run(
-        [sys.executable, "-c", "import os\n" + PROBE],
+        [sys.executable, "-c", PROBE],
         cwd=REPO,
         env={**clean, **env},
         capture_output=True,

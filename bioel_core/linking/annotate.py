@@ -358,49 +358,46 @@ class DocumentAnnotator:
         """The model's NIL spans replaced by the dictionaries' names inside them that link (module docstring), linked
         by their text; a span none of whose names links stays NIL. `inner_names`: (document index, mention index) ->
         the names inside that mention, kept as detection keeps any (`_kept`)."""
+        nil_spans = {
+            (i, j): within for (i, j), within in inner_names.items() if self._nil(self.target_of(found[i][j]), best.get((i, j)))
+        }
         replaced: dict[tuple[int, int], list[tuple[Mention, object]]] = {}
         for target in self.targets.values():
-            names = [
-                (key, name)
-                for key, within in inner_names.items()
-                if self._nil(found[key[0]][key[1]], best.get(key))
-                for name in within
-                if self.target_of(name) is target
-            ]
+            names = [(key, name) for key, within in nil_spans.items() for name in within if self.target_of(name) is target]
             if not names:
                 continue
             texts = [name.link_text or name.text for _, name in names]
             for (key, name), candidates in zip(names, target.linker.link(texts, k=1, batch_size=self.batch_size)):
                 top = candidates[0] if candidates else None
-                if not self._nil(name, top):
+                if not self._nil(target, top):
                     replaced.setdefault(key, []).append((name, top))
         if not replaced:
             return found, best
+        for linked in replaced.values():  # several types' names inside one span: in text order
+            linked.sort(key=lambda r: r[0].start)
         mentions_now, best_now = [], {}
         for i, mentions in enumerate(found):
             out: list[Mention] = []
             for j, m in enumerate(mentions):
-                for mention, top in (
-                    sorted(replaced[(i, j)], key=lambda r: r[0].start) if (i, j) in replaced else [(m, best.get((i, j)))]
-                ):
+                for mention, top in replaced.get((i, j), [(m, best.get((i, j)))]):
                     best_now[(i, len(out))] = top
                     out.append(mention)
             mentions_now.append(out)
         return mentions_now, best_now
 
-    def _nil(self, mention: Mention, top) -> bool:
+    @staticmethod
+    def _nil(target: EntityTarget | None, top) -> bool:
         """No candidate (so a mention of a type without a KB), or the best one scored below its type's NIL threshold."""
         if top is None:
             return True
-        threshold = self.target_of(mention).nil_threshold
-        return threshold is not None and top.score < threshold
+        return target.nil_threshold is not None and top.score < target.nil_threshold
 
     def _rows(self, document: Document, mentions: list[Mention], best: dict, i: int) -> list[dict]:
         rows = []
         for j, m in enumerate(mentions):
             target, top = self.target_of(m), best.get((i, j))
             score = top.score if top else 0.0
-            nil = self._nil(m, top)
+            nil = self._nil(target, top)
             concept_id = None if nil else top.concept_ids[0]
             vocabulary, alt_ids = target.concepts.get(concept_id, (None, ())) if concept_id else (None, ())
             rows.append(
