@@ -46,6 +46,15 @@ def test_longest_match_wins_over_nested_names():
     ]
 
 
+def test_a_name_never_spans_a_comma_before_a_space():
+    # "7 men, 3 women" held "MEN 3" (multiple endocrine neoplasia); MeSH's inverted forms never read as running text
+    det = detector("MEN 3", "Cancer, Gallbladder", "Kidney Failure", "2,4-Dinitrophenol", "breast cancer", "prostate cancer")
+    assert found(det, doc("Seven men, 3 women; kidney, failure of the cancer, gallbladder wall.")) == []
+    assert found(det, doc("MEN 3, kidney failure and 2,4-dinitrophenol.")) == ["MEN 3", "kidney failure", "2,4-dinitrophenol"]
+    # a list is a coordinated mention, whose commas part its conjuncts
+    assert found(det, doc("Breast, and prostate cancer.")) == ["Breast, and prostate cancer"]
+
+
 def test_names_match_whole_tokens_only():
     det = detector("renal failure", "ALS")
     assert found(det, doc("Adrenal failure also occurs, as do renal failures.")) == []
@@ -78,7 +87,7 @@ def test_overlapping_names_leftmost_longest():
 def test_no_match_across_a_sentence_end_a_bracket_or_passages():
     det = detector("breast cancer")
     assert found(det, doc("Imaging of the breast. Cancer was absent; breast (cancer) and breast", "cancer.")) == []
-    assert found(det, doc("The breast, cancer")) == ["breast, cancer"]  # a comma is not a break
+    assert found(det, doc("The breast,cancer")) == ["breast,cancer"]  # a comma within a word is no break
 
 
 def test_possessive_s_is_optional():

@@ -16,6 +16,10 @@ span and type reaches that support; with neither known (a short form never seen 
 document model) it is kept. The model's own spans passed its span threshold, so at support up to that threshold they
 stand.
 
+A span the document model found that is a short form the document defines as something else, its long form heading
+no mention of the span's type ("gestational day (GD)", "hormone therapy (HT)": no disease), is dropped
+(`_defined_elsewise`), as the dictionaries drop their own matches of such a short form (bioel_core.text.detect).
+
 A span the document model found that links NIL gives way, where its type sets `inner_names`, to the KB names the
 dictionaries found inside it that link (`DocumentAnnotator._backed_off`): the model read "acute heart failure" or
 "childhood leukaemia", which no KB name is near enough, where the KB names "heart failure" and "leukemia". Suited to
@@ -39,7 +43,15 @@ from bioel_core.linking.base import Linker
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
 from bioel_core.text.abbreviations import ABBREVIATION_RULES, is_bare_number, is_statistic
 from bioel_core.text.spelling import SPELLING_RULES, SpellingVariants
-from bioel_core.text.detect import COORDINATION_RULES, MentionDetector, StopList, defined_short_forms, is_short_form
+from bioel_core.text.detect import (
+    COORDINATION_RULES,
+    NAME_MATCH_RULES,
+    MentionDetector,
+    StopList,
+    defined_short_forms,
+    is_short_form,
+    plausible_long_form,
+)
 from bioel_core.settings.fields import SettingsError
 
 MAX_DOCUMENT_CHARS = 1_000_000  # far beyond any abstract or PMC article body; guards workers' memory
@@ -53,9 +65,10 @@ NO_KB_VERSION = ""
 SHORT_FORM_RULES = "prior-or-span-score/1"
 # The version of the rule by which a NIL span of the model's gives way to the KB names inside it (`inner_names`).
 INNER_NAMES_RULES = "nil-span-to-inner-names/1"
-# The version of detection's rules, what it never keeps (_no_statistics) and the dictionaries' coordinated mentions:
-# part of every detecting run's settings, so an incremental run detects again what older rules found.
-DETECTION_RULES = f"no-statistics/1 {COORDINATION_RULES}"
+# The version of detection's rules, what it never keeps (_no_statistics, _defined_elsewise), where the dictionaries'
+# names match and their coordinated mentions: part of every detecting run's settings, so an incremental run detects
+# again what older rules found.
+DETECTION_RULES = f"no-statistics/1 model-short-forms-as-defined/1 {NAME_MATCH_RULES} {COORDINATION_RULES}"
 
 
 def no_index_reason(entity_type: str) -> str:
@@ -187,6 +200,25 @@ def _names_inside(mentions: list[Mention], dictionary: list[Mention], model_span
     return {j: names for j, names in inside.items() if names}
 
 
+def _defined_elsewise(document: Document, detected: list[Mention], dictionary: list[Mention]) -> list[Mention]:
+    """The model's spans less those that are a short form the document defines as something other than a mention of
+    their type: no mention of that type, the dictionaries' or the model's, heads its long form
+    (`plausible_long_form`: "gestational day (GD)", "hormone therapy (HT)" define no disease). The dictionaries drop
+    their own matches of such a short form (bioel_core.text.detect)."""
+    defined = defined_short_forms(document)
+    if not any(m.text in defined for m in detected):
+        return detected
+    found: dict[str, set[tuple[int, int]]] = {}
+    for m in dictionary + detected:
+        found.setdefault(m.entity_type, set()).add((m.start, m.end))
+    text = document.text
+    return [
+        m
+        for m in detected
+        if m.text not in defined or plausible_long_form(text, *defined[m.text], found[m.entity_type]) is not False
+    ]
+
+
 def combined_version(versions: dict[str, str]) -> str:
     """One version string for the KBs (or models) of every entity type (what a document's annotations depend on):
     the version itself when every type has the same one."""
@@ -303,6 +335,7 @@ class DocumentAnnotator:
                     piece_span = {id(m): s.piece_span for m, s in zip(detected, spans)}
                     scores = {id(m): s.score for m, s in zip(detected, spans)}
                     dictionary = [m for t in self.targets.values() if t.detector for m in t.detector.detect(document)]
+                    detected = _defined_elsewise(document, detected, dictionary)
 
                     def span_score(m: Mention, encoded=encoded, logits=logits, scores=scores) -> float | None:
                         # where the two detectors meet: the model's score of a dictionary span too

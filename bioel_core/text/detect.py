@@ -8,7 +8,8 @@ How `DictionaryDetector` matches:
   keeps its character span, so a match's offsets slice the original text exactly.
 - Leftmost-longest: scanning tokens left to right, the longest name starting at a token wins and the scan
   resumes after it. Names start and end at token boundaries only ("als" never matches inside "also"),
-  never cross passages, and never cross a sentence end (`.`, `!`, `?`, `;` before a space) or a bracket.
+  never cross passages, and never cross a sentence end (`.`, `!`, `?`, `;` before a space), a bracket or a comma
+  before a space ("7 men, 3 women" holds no "MEN 3"; "cancer, gallbladder" is no name as running text writes it).
   A possessive "s" may be skipped: "Parkinson's disease" matches "parkinson disease" (and "parkinson s disease").
 - Spelling (`spelling`): a word matches as written and as the names spell it ("anaemia" matches "anemia",
   bioel_core.text.spelling; "haematological toxicity", a name too, still matches as written); the match's
@@ -62,6 +63,10 @@ from bioel_core.text.spelling import SpellingVariants
 
 _PREFIX, _NAME, _STOPPED, _UPPER = 1, 2, 4, 8
 _BREAK = re.compile(r"[.!?;](?=\s|$)|[()\[\]{}]")
+# Where no single name reaches past: those breaks and a comma before a space. A name whose words a comma parts is
+# MeSH's inverted form ("Cancer, Gallbladder", "Kidney, Failure") or two phrases ("7 men, 3 women" is no "MEN 3");
+# running text writes neither as one name. A list "brain, breast and prostate cancer" is a coordinated mention.
+_NAME_BREAK = re.compile(r"[.!?;,](?=\s|$)|[()\[\]{}]")
 STOP_LIST_KIND = "bioel-stop-list"
 SHORT_FORM_RULE = (
     "short forms (one word of at most 5 characters) the detector matched or the gold holds, counted at each "
@@ -73,6 +78,8 @@ SHORT_FORM_CHARS = 5
 APOSTROPHES = "'\u2019"  # a possessive "s" follows either: "Parkinson's", "Parkinson’s"
 # The version of the coordinated-mention rule (DictionaryDetector._coordinated): part of a linking run's settings.
 COORDINATION_RULES = "one-word-conjuncts/1"
+# The version of where a name may match (_NAME_BREAK): part of a linking run's settings.
+NAME_MATCH_RULES = "no-comma-inside/1"
 CONJUNCTIONS = ("and", "or")
 # Closed-class words: a long form holding one is a phrase ("duration of catatonia", "and tranexamic acid"),
 # not a name modifying its head mention; written in capitals ("Cyclosporin A") a word is no function word.
@@ -91,9 +98,28 @@ def is_short_form(text: str) -> bool:
     return len(text) <= SHORT_FORM_CHARS and not any(c.isspace() for c in text)
 
 
-def defined_short_forms(document: Document) -> set[str]:
-    """The short forms the document defines ("long form (SF)", bioel_core.text.abbreviations)."""
-    return {a.short for p in document.passages for a in find_abbreviations(p.text)}
+def defined_short_forms(document: Document) -> dict[str, tuple[int, int]]:
+    """The short forms the document defines ("long form (SF)", bioel_core.text.abbreviations), each with its long
+    form's span in the document text; a short form defined twice keeps its first definition (abbreviation_map)."""
+    defined: dict[str, tuple[int, int]] = {}
+    for p in document.passages:
+        for a in find_abbreviations(p.text):
+            defined.setdefault(a.short, (p.offset + a.long_start, p.offset + a.long_end))
+    return defined
+
+
+def plausible_long_form(text: str, start: int, end: int, found: Collection[tuple[int, int]]) -> bool | None:
+    """Whether text[start:end], a long form, is a mention headed by one of `found` (spans of mentions of one type):
+    True when a found span ends it and the words before that span are modifiers (no function word: "cholesteryl
+    hemisuccinate, tris salt" is a name); None (unclear) when they are not; False when no found span ends it, so the
+    document has said its short form means something else."""
+    head = min((s for s, e in found if e == end and start <= s), default=None)
+    if head is None:
+        return False
+    modifiers = text[start:head]
+    if any(w.lower() in FUNCTION_WORDS and not w.isupper() for w in re.findall(r"[^\W\d_]+", modifiers)):
+        return None
+    return True
 
 
 def _whole_words(forms: Iterable[str]) -> re.Pattern:
@@ -381,14 +407,14 @@ class DictionaryDetector(MentionDetector):
         if self.spelling is not None:  # a word spelled otherwise keeps its span: offsets still slice the text
             word = self.spelling.word
             tokens = [t if (w := word(t.norm)) == t.norm else t._replace(spelled=w) for t in tokens]
-        breaks = [m.start() for m in _BREAK.finditer(text)]
+        breaks = [m.start() for m in _NAME_BREAK.finditer(text)]
         out: list[NameMatch] = []
         i, b = 0, 0
         while i < len(tokens):
             if tokens[i].norm not in self._trie and (not tokens[i].spelled or tokens[i].spelled not in self._trie):
                 i += 1
                 continue
-            # the first sentence end or bracket after token i: no name reaches past it
+            # the first sentence end, bracket or comma after token i: no name reaches past it
             while b < len(breaks) and breaks[b] < tokens[i].end:
                 b += 1
             found = self._longest(text, tokens, i, breaks[b] if b < len(breaks) else len(text))
@@ -463,30 +489,13 @@ class DictionaryDetector(MentionDetector):
             for (s, e), link in sorted(found.items())
         ]
 
-    @staticmethod
-    def _plausible(text: str, start: int, end: int, found: Collection[tuple[int, int]]) -> bool | None:
-        """Whether text[start:end], a long form, is a mention headed by one of `found`: True when a found span ends it
-        and the words before that span are modifiers (no function word: "cholesteryl hemisuccinate, tris salt" is a
-        name); None (unclear) when they are not; False when no found span ends it."""
-        head = min((s for s, e in found if e == end and start <= s), default=None)
-        if head is None:
-            return False
-        modifiers = text[start:head]
-        if any(w.lower() in FUNCTION_WORDS and not w.isupper() for w in re.findall(r"[^\W\d_]+", modifiers)):
-            return None
-        return True
-
     def _abbreviations(self, document: Document, found: dict[tuple[int, int], str]) -> None:
         defined: dict[str, str | None] = {}  # short form -> long form if a mention, None if something else
-        unclear: set[str] = set()  # short forms whose definition says neither: their matches stand as they are
-        for p in document.passages:
-            for a in find_abbreviations(p.text):
-                if a.short not in defined and a.short not in unclear:  # the first definition holds (abbreviation_map)
-                    plausible = self._plausible(document.text, p.offset + a.long_start, p.offset + a.long_end, found)
-                    if plausible is None:
-                        unclear.add(a.short)
-                    else:
-                        defined[a.short] = a.long if plausible else None
+        text = document.text
+        for short, (start, end) in defined_short_forms(document).items():
+            plausible = plausible_long_form(text, start, end, found)
+            if plausible is not None:  # unclear: the short form's matches stand as they are
+                defined[short] = text[start:end] if plausible else None
         if not defined:
             return
         pattern = _whole_words(defined)
