@@ -368,7 +368,17 @@ class Build:
             inputs[f"{t}.stop_list"] = self._digest(ts.link.stop_list) if ts.link.stop_list else None
         if "" in self.model_sources():
             inputs["model"] = self._model_digest(self._model_of("")[0])
-        settings = {**to_mapping(cal), "gold": None, "detector": self.settings.link.detector, "bioel": bioel_version()}
+        from bioel_core.linking.annotate import DETECTION_RULES
+        from bioel_core.text.abbreviations import ABBREVIATION_RULES
+
+        settings = {
+            **to_mapping(cal),
+            "gold": None,
+            "detector": self.settings.link.detector,
+            "bioel": bioel_version(),
+            # the mentions calibrated on: a change of detection's rules calibrates again, within a release too
+            "rules": [DETECTION_RULES, ABBREVIATION_RULES],
+        }
         support = {
             t: ts.link.short_form_support for t, ts in self.settings.types.items() if ts.link.short_form_support is not None
         }
