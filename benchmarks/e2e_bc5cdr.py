@@ -113,26 +113,14 @@ def built_bundle(work: Path, bundle_file: Path, bundle: Path | None) -> Path:
 
 
 def bundle_links(work: Path, bundle: Path, corpus: Path) -> Path:
-    """`bioel link --bundle` the corpus's raw abstracts; returns the PubTator file of the predictions."""
+    """`bioel link --bundle` the corpus's raw abstracts; returns the PubTator file of the predictions. Incremental:
+    a document is linked again when the bundle or bioel's rules changed (its settings key), else kept."""
     output = work / f"e2e-bundle-{bundle.name}-{corpus.stem}"
-    if not built(output):
-        sh(
-            BIOEL
-            + [
-                "link",
-                "--bundle",
-                bundle,
-                "--input",
-                corpus,
-                "--input-format",
-                "pubtator",
-                "--output",
-                output,
-                "--no-quality",
-                "--runner",
-                "FnApiRunner",
-            ]
-        )
+    sh(
+        BIOEL
+        + ["link", "--bundle", bundle, "--input", corpus, "--input-format", "pubtator", "--output", output]
+        + ["--incremental", "--no-quality", "--runner", "FnApiRunner"]
+    )
     merged = output.with_suffix(".pubtator")
     merged.write_text("".join(p.read_text() for p in sorted((data_root(output) / "pubtator").glob("*.pubtator"))))
     return merged
@@ -330,11 +318,11 @@ def main() -> None:
                 }
             )
 
-    print(
-        f"\nEnd to end on raw abstracts: BC5CDR {split} ({len(gold)}), NCBI-disease {split} ({len(ncbi_gold)}); "
-        f"dictionary detector with {model}, chemicals with {chemical or 'the same'}; collective model {collective or '(none)'}"
-    )
-    print(f"NIL thresholds (calibrated on BC5CDR dev): {thresholds_used}")
+    print(f"\nEnd to end on raw abstracts: BC5CDR {split} ({len(gold)}), NCBI-disease {split} ({len(ncbi_gold)})")
+    print(f"bundle: {args.bundle_file} built in {bundle} (its models, KBs and NIL thresholds: {bundle}/manifest.json)")
+    if detectors:  # the configuration taken apart: the rows after the bundle's
+        print(f"dictionary detector with {model}, chemicals with {chemical or 'the same'}; collective model {collective or '(none)'}")
+        print(f"NIL thresholds (calibrated on BC5CDR dev): {thresholds_used}")
     print(
         f"{'corpus':<14}{'detector':<13}{'run':<32}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}{'concept F1':>12}"
     )
