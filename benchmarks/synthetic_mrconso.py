@@ -93,18 +93,17 @@ def _weighted(pairs):
 
 
 def mesh_terms(path: Path) -> list[list[str]]:
-    """Per descriptor of a MeSH thesaurus TSV (the shared data's layout: DescriptorUI, DescriptorName, ..., TermName
-    in the fifth column), its term strings, the descriptor's name first; descriptors in file order."""
-    import gzip
+    """Per descriptor of a MeSH thesaurus TSV, read by the KB reader `bioel ingest-kb --input-format mesh-tsv` uses,
+    its term strings, the descriptor's name first; descriptors in file order."""
+    from bioel_core.kb.mesh_tsv import MeshTsvReader
+    from bioel_core.records import ConceptRecord, NameRecord
 
     terms: dict[str, list[str]] = {}
-    with gzip.open(path, "rt", encoding="utf-8") if str(path).endswith(".gz") else open(path, encoding="utf-8") as fh:
-        next(fh)  # header
-        for line in fh:
-            fields = line.rstrip("\n").split("\t")
-            names = terms.setdefault(fields[0], [fields[1]])
-            if fields[4] not in names:
-                names.append(fields[4])
+    for item in MeshTsvReader().read([str(path)]):
+        if isinstance(item, ConceptRecord):
+            terms[item.concept_id] = [item.preferred_name]
+        elif isinstance(item, NameRecord) and item.name not in (names := terms[item.concept_id]):
+            names.append(item.name)
     return list(terms.values())
 
 

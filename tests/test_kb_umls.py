@@ -255,13 +255,16 @@ def test_the_synthetic_mrconso_appends_real_concepts_after_the_synthetic_ones(tm
     from benchmarks.synthetic_mrconso import mesh_terms, write_mrconso
 
     thesaurus = tmp_path / "thesaurus.tsv"
-    header = "DescriptorUI\tDescriptorName\tConceptUI\tTermUI\tTermName\tConceptPreferredTermYN\n"
+    header = (
+        "DescriptorUI\tDescriptorName\tConceptUI\tTermUI\tTermName\tConceptPreferredTermYN\tIsPermutedTermYN\t"
+        "LexicalTag\tRecordPreferredTermYN\n"
+    )
     rows = [
-        ("D003924", "Diabetes Mellitus, Type 2", "T1", "Diabetes Mellitus, Type 2"),
-        ("D003924", "Diabetes Mellitus, Type 2", "T2", "NIDDM"),
-        ("D000001", "Calcimycin", "T3", "Calcimycin"),
+        ("D003924", "Diabetes Mellitus, Type 2", "T1", "Diabetes Mellitus, Type 2", "NON\tY"),
+        ("D003924", "Diabetes Mellitus, Type 2", "T2", "NIDDM", "ABB\tN"),
+        ("D000001", "Calcimycin", "T3", "Calcimycin", "NON\tY"),
     ]
-    write(thesaurus, header + "".join(f"{d}\t{n}\tM1\t{t}\t{term}\tY\n" for d, n, t, term in rows))
+    write(thesaurus, header + "".join(f"{d}\t{n}\tM1\t{t}\t{term}\tY\tN\t{tags}\n" for d, n, t, term, tags in rows))
     real = mesh_terms(thesaurus)
     assert real == [["Diabetes Mellitus, Type 2", "NIDDM"], ["Calcimycin"]]
     path = write_mrconso(tmp_path / "umls", 300, seed=1, real=real)
