@@ -321,7 +321,9 @@ def main() -> None:
     print(f"\nEnd to end on raw abstracts: BC5CDR {split} ({len(gold)}), NCBI-disease {split} ({len(ncbi_gold)})")
     print(f"bundle: {args.bundle_file} built in {bundle} (its models, KBs and NIL thresholds: {bundle}/manifest.json)")
     if detectors:  # the configuration taken apart: the rows after the bundle's
-        print(f"dictionary detector with {model}, chemicals with {chemical or 'the same'}; collective model {collective or '(none)'}")
+        print(
+            f"dictionary detector with {model}, chemicals with {chemical or 'the same'}; collective model {collective or '(none)'}"
+        )
         print(f"NIL thresholds (calibrated on BC5CDR dev): {thresholds_used}")
     print(
         f"{'corpus':<14}{'detector':<13}{'run':<32}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}{'concept F1':>12}"

@@ -233,6 +233,23 @@ def test_a_short_form_support_recalibrates_and_reaches_the_linker(built, capsys)
     assert BuiltBundle.read(built).link_settings().types["Disease"].short_form_support is None
 
 
+def test_a_change_of_detection_rules_recalibrates(built, capsys, monkeypatch):
+    """The mentions the calibration links are detection's: a new version of its rules (a bioel upgrade, or a rule
+    changed within a release) runs the calibration again, and only that."""
+    import bioel_core.linking.annotate as annotate
+
+    monkeypatch.setattr(annotate, "DETECTION_RULES", annotate.DETECTION_RULES + " a-new-rule/1")
+    try:
+        assert cli.main(build_args(built)) == 0
+        lines = stage_lines(capsys.readouterr().err)
+        assert [lines[s] for s in STAGES[:3]] == ["up to date"] * 3
+        assert lines["calibrate"] == "running (settings changed (rules))"
+    finally:  # back to the module's bundle
+        monkeypatch.undo()
+        assert cli.main(build_args(built)) == 0
+    assert stage_lines(capsys.readouterr().err)["calibrate"] == "running (settings changed (rules))"
+
+
 def test_extra_names_are_an_ingest_input_by_content_and_link_as_their_concept(built, tmp_path, capsys):
     """A bundle's extra-names file re-runs the ingest (and what depends on it) when its content changes, not its path;
     the dictionary finds its names and links them to their concept."""
