@@ -255,12 +255,13 @@ def test_detection_keeps_no_statistic_and_no_bare_number():
 
 def test_a_model_span_that_is_a_short_form_defined_as_no_mention_of_its_type_is_dropped():
     from bioel_core.linking.annotate import _defined_elsewise
+    from bioel_core.text.detect import defined_short_forms
 
     d = doc(
         "Dosing on gestational day (GD) 9 in breast cancer (BC) models.",
         "GD 10 and GD 11; BC again, and HT alone.",
     )
-    text = d.text
+    text, defined = d.text, defined_short_forms(d)
 
     def span(word: str, entity_type: str, nth: int = 0) -> Mention:
         at = -1
@@ -271,14 +272,14 @@ def test_a_model_span_that_is_a_short_form_defined_as_no_mention_of_its_type_is_
     model = [span("GD", "Disease"), span("GD", "Disease", 1), span("BC", "Disease", 1), span("HT", "Disease")]
     dictionary = [span("breast cancer", "Disease")]
     # GD's long form holds no disease: every GD goes; BC's is headed by a disease mention; HT is defined nowhere
-    assert [(m.text, m.start) for m in _defined_elsewise(d, model, dictionary)] == [
+    assert [(m.text, m.start) for m in _defined_elsewise(d, model, dictionary, defined)] == [
         ("BC", text.index("BC again")),
         ("HT", text.index("HT")),
     ]
     # of another type, the long form "breast cancer" heads no mention: BC is dropped as a Chemical
-    assert _defined_elsewise(d, [span("BC", "Chemical", 1)], dictionary) == []
+    assert _defined_elsewise(d, [span("BC", "Chemical", 1)], dictionary, defined) == []
     # the model's own span heading the long form counts as the dictionaries' would
-    assert _defined_elsewise(d, [span("breast cancer", "Chemical"), span("BC", "Chemical", 1)], []) == [
+    assert _defined_elsewise(d, [span("breast cancer", "Chemical"), span("BC", "Chemical", 1)], [], defined) == [
         span("breast cancer", "Chemical"),
         span("BC", "Chemical", 1),
     ]

@@ -200,12 +200,13 @@ def _names_inside(mentions: list[Mention], dictionary: list[Mention], model_span
     return {j: names for j, names in inside.items() if names}
 
 
-def _defined_elsewise(document: Document, detected: list[Mention], dictionary: list[Mention]) -> list[Mention]:
-    """The model's spans less those that are a short form the document defines as something other than a mention of
-    their type: no mention of that type, the dictionaries' or the model's, heads its long form
-    (`plausible_long_form`: "gestational day (GD)", "hormone therapy (HT)" define no disease). The dictionaries drop
-    their own matches of such a short form (bioel_core.text.detect)."""
-    defined = defined_short_forms(document)
+def _defined_elsewise(
+    document: Document, detected: list[Mention], dictionary: list[Mention], defined: Mapping[str, tuple[int, int]]
+) -> list[Mention]:
+    """The model's spans less those that are a short form the document defines (`defined`: defined_short_forms) as
+    something other than a mention of their type: no mention of that type, the dictionaries' or the model's, heads its
+    long form (`plausible_long_form`: "gestational day (GD)", "hormone therapy (HT)" define no disease). The
+    dictionaries drop their own matches of such a short form (bioel_core.text.detect)."""
     if not any(m.text in defined for m in detected):
         return detected
     found: dict[str, set[tuple[int, int]]] = {}
@@ -267,12 +268,18 @@ class DocumentAnnotator:
             return self._kept(document, detected)
         return list(document.mentions)
 
-    def _kept(self, document: Document, detected: list[Mention], span_score=lambda m: None) -> list[Mention]:
+    def _kept(
+        self, document: Document, detected: list[Mention], span_score=lambda m: None, defined: Mapping | None = None
+    ) -> list[Mention]:
         """What detection keeps of the detectors' mentions, in both paths: no statistics, short forms only where their
-        context supports them, the longest of overlapping spans, a coordinated mention once per part."""
-        return _parts_linked(_without_overlaps(self._context_supported(document, _no_statistics(detected), span_score)))
+        context supports them, the longest of overlapping spans, a coordinated mention once per part. `defined`: the
+        document's defined_short_forms, when the caller has them (else found here, where needed)."""
+        kept = self._context_supported(document, _no_statistics(detected), span_score, defined)
+        return _parts_linked(_without_overlaps(kept))
 
-    def _context_supported(self, document: Document, mentions: list[Mention], span_score=lambda m: None) -> list[Mention]:
+    def _context_supported(
+        self, document: Document, mentions: list[Mention], span_score=lambda m: None, defined: Mapping | None = None
+    ) -> list[Mention]:
         """`mentions` less the undefined short forms whose type's ShortFormSupport their prior and `span_score`
         (mention -> the document model's score of its span and type, or None) do not reach (module docstring)."""
         gated = [
@@ -285,7 +292,8 @@ class DocumentAnnotator:
         ]
         if not gated:
             return mentions
-        defined = defined_short_forms(document)
+        if defined is None:
+            defined = defined_short_forms(document)
         dropped = {id(m) for m, support in gated if m.text not in defined and not support.supported(m.text, span_score(m))}
         return [m for m in mentions if id(m) not in dropped]
 
@@ -335,7 +343,8 @@ class DocumentAnnotator:
                     piece_span = {id(m): s.piece_span for m, s in zip(detected, spans)}
                     scores = {id(m): s.score for m, s in zip(detected, spans)}
                     dictionary = [m for t in self.targets.values() if t.detector for m in t.detector.detect(document)]
-                    detected = _defined_elsewise(document, detected, dictionary)
+                    defined = defined_short_forms(document)  # once: the rules below all read the definitions
+                    detected = _defined_elsewise(document, detected, dictionary, defined)
 
                     def span_score(m: Mention, encoded=encoded, logits=logits, scores=scores) -> float | None:
                         # where the two detectors meet: the model's score of a dictionary span too
@@ -343,12 +352,12 @@ class DocumentAnnotator:
                             return scores[id(m)]
                         return model.span_score(encoded, logits, m.start, m.end, m.entity_type)
 
-                    mentions = self._kept(document, dictionary + detected, span_score)
+                    mentions = self._kept(document, dictionary + detected, span_score, defined)
                     pieces = [piece_span.get(id(m)) for m in mentions]  # None: the dictionary's spans, linked by text
                     for j, within in _names_inside(
                         mentions, [m for m in dictionary if self.target_of(m).inner_names], piece_span
                     ).items():
-                        if kept := self._kept(document, within, span_score):
+                        if kept := self._kept(document, within, span_score, defined):
                             inner_names[(i, j)] = kept
                 else:
                     mentions = self.mentions(document)
