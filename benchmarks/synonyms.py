@@ -112,7 +112,14 @@ def run_type(entity_type: str, kb: str, write: bool, command: str) -> dict:
     uppercase = acronym_names(zip(table["name"], table["name_norm"]))
     sources, train, devs = corpora(entity_type)
     learned = learn_synonyms(
-        train, names, entity_types={entity_type}, stop_list=stop_list, uppercase_only=uppercase, learned_from=sources, **RULE
+        train,
+        names,
+        entity_types={entity_type},
+        stop_list=stop_list,
+        uppercase_only=uppercase,
+        keep_missing=True,
+        learned_from=sources,
+        **RULE,
     )
     dumps = read_manifest(kb)["inputs"]
     learned.dictionary = ", ".join(f"{Path(i['path']).name} (sha256 {i['sha256'][:16]})" for i in dumps)

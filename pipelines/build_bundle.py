@@ -247,8 +247,11 @@ class Build:
         ts, version = self.settings.types[t], bioel_version()
         kb, emb, idx = (stage_folder(self.bundle, kind, t) for kind in (KB, EMBEDDINGS, INDEX))
         ingest = {**to_mapping(ts.ingest), "dumps": None, "normalizer": normalizer_dict(ts.ingest), "bioel": version}
-        # files count by content, not path; extra names only when given, so the keys of bundles without them stand
+        # files count by content, not path; extra names (and making missing concepts) only when given, so the keys of
+        # bundles without them stand
         del ingest["extra_names"]
+        if not ts.ingest.add_missing_concepts:
+            del ingest["add_missing_concepts"]
         inputs = {"dumps": sorted(self._digest(p) for p in ts.ingest.dumps)}
         if ts.ingest.extra_names:
             inputs["extra_names"] = sorted(self._digest(p) for p in ts.ingest.extra_names)
@@ -315,6 +318,7 @@ class Build:
             shared_names=s.shared_names,
             num_shards=s.num_shards,
             extra_names=list(s.extra_names),
+            add_missing_concepts=s.add_missing_concepts,
             gate=self._gate(),
         )
 

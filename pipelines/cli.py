@@ -49,6 +49,7 @@ def cmd_ingest_kb(args, beam_args: list[str]) -> int:
         shared_names=ingest.shared_names,
         num_shards=ingest.num_shards,
         extra_names=ingest.extra_names,
+        add_missing_concepts=ingest.add_missing_concepts,
         gate=gate,
     )
     counts, outputs = manifest["counts"], manifest["outputs"]

@@ -15,7 +15,9 @@ take two row-level shuffles before they are spilled again and written.
 
 Extra names (bioel_core.kb.extra_names) join the KB's names before normalization: the ids their files name are a side
 input of one scan of the concept tables, which yields only the concepts answering to them, so the join shuffles the
-extra names and their matches, never the KB. A name whose concept the KB lacks is a dead letter of its file.
+extra names and their matches, never the KB. A name whose concept the KB lacks is a dead letter of its file, or, with
+add_missing_concepts, its names make the concept, which joins the KB's concepts before they are written (counted as
+`concepts.made_from_extra_names`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from bioel_core import progress
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb import get_reader
-from bioel_core.kb.extra_names import concept_keys, read_extra_names, resolve
+from bioel_core.kb.extra_names import concept_keys, id_pattern_with, new_concept, read_extra_names, resolve
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY, ReaderContext
 from bioel_core.kb.scope import out_of_scope_counts
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
@@ -76,6 +78,7 @@ log = logging.getLogger(__name__)
 NAME_TYPE_RANK = {EXTRA_NAME_TYPE: 0, "preferred": 1, "fsn": 2, "synonym": 3, "entry_term": 4, "abbreviation": 5}
 TABLES = ("concepts", "names", "dead_letter")
 READ_BATCH = 50_000  # names (or concepts) a reader hands on as one element
+MADE_VOCABULARIES = "made_vocabularies"  # the stats' list of the vocabularies of concepts made from extra names
 
 
 class ReadKBFn(beam.DoFn):
@@ -164,29 +167,47 @@ class FindExtraConceptsFn(beam.DoFn):
                     yield key, (concept_id, kb, via_alt)
 
 
-def resolve_extra_names(element):
-    """(key, {names, concepts}) -> each name as a read-names row of its concept, or a dead letter; and per file the
-    names accepted and dead-lettered (its read stats, summed with those of the reading)."""
-    key, grouped = element
-    names = sorted(grouped["names"], key=lambda n: (n.source, n.line))
-    chosen = resolve(key, grouped["concepts"])
-    for name in names:
-        if isinstance(chosen, str):
-            yield beam.pvalue.TaggedOutput("dead", asdict(name.dead(chosen)))
-            yield beam.pvalue.TaggedOutput("counts", (name.source, (0, 1)))
-        else:
-            concept_id, kb = chosen
-            yield concept_id, kb, name.name, EXTRA_NAME_TYPE
-            yield beam.pvalue.TaggedOutput("counts", (name.source, (1, 0)))
+class ResolveExtraNamesFn(beam.DoFn):
+    """(key, {names, concepts}) -> each name as a read-names row of its concept, or a dead letter; per file the names
+    accepted and dead-lettered (its read stats, summed with those of the reading); with `add_missing_concepts`, the
+    concept a key no KB concept answers to makes (bioel_core.kb.extra_names.new_concept)."""
+
+    def __init__(self, kb_format: str, reader_options: dict, add_missing_concepts: bool):
+        self.kb_format, self.reader_options, self.add_missing_concepts = kb_format, reader_options, add_missing_concepts
+
+    def setup(self):
+        self.reader = get_reader(self.kb_format, **self.reader_options)
+
+    def process(self, element):
+        key, grouped = element
+        names = sorted(grouped["names"], key=lambda n: (n.source, n.line))
+        found = list(grouped["concepts"])
+        chosen = resolve(key, found)
+        if not found and self.add_missing_concepts:
+            made = new_concept(names, self.reader)
+            if isinstance(made, ConceptRecord):
+                yield beam.pvalue.TaggedOutput("concepts", made)
+                chosen = (made.concept_id, made.kb)
+            else:
+                chosen = made
+        for name in names:
+            if isinstance(chosen, str):
+                yield beam.pvalue.TaggedOutput("dead", asdict(name.dead(chosen)))
+                yield beam.pvalue.TaggedOutput("counts", (name.source, (0, 1)))
+            else:
+                concept_id, kb = chosen
+                yield concept_id, kb, name.name, EXTRA_NAME_TYPE
+                yield beam.pvalue.TaggedOutput("counts", (name.source, (1, 0)))
 
 
 class ExtraNames(beam.PTransform):
     """The names of extra-names files (bioel_core.kb.extra_names) joined to the concept tables they name -> tables
-    of names as read, dead letters, read stats."""
+    of names as read, tables of the concepts they make (add_missing_concepts), dead letters, read stats."""
 
-    def __init__(self, paths: list[str]):
+    def __init__(self, paths: list[str], kb_format: str, reader_options: dict, add_missing_concepts: bool):
         super().__init__()
         self.paths = paths
+        self.resolve = ResolveExtraNamesFn(kb_format, reader_options, add_missing_concepts)
 
     def expand(self, concepts):
         read = (
@@ -199,12 +220,17 @@ class ExtraNames(beam.PTransform):
         resolved = (
             {"names": read.names, "concepts": found}
             | "JoinExtraNames" >> beam.CoGroupByKey()
-            | "ResolveExtraNames" >> beam.FlatMap(resolve_extra_names).with_outputs("dead", "counts", main="rows")
+            | "ResolveExtraNames" >> beam.ParDo(self.resolve).with_outputs("concepts", "dead", "counts", main="rows")
         )
         tables = (
             resolved.rows
             | "BatchExtraNames" >> beam.BatchElements(min_batch_size=READ_BATCH, max_batch_size=READ_BATCH)
             | "ExtraNamesTable" >> beam.Map(lambda rows: rows_table(rows, READ_NAMES_SCHEMA))
+        )
+        made = (
+            resolved.concepts
+            | "BatchMadeConcepts" >> beam.BatchElements(min_batch_size=READ_BATCH, max_batch_size=READ_BATCH)
+            | "MadeConceptsTable" >> beam.Map(concepts_table)
         )
         resolved_stats = (
             resolved.counts
@@ -212,9 +238,12 @@ class ExtraNames(beam.PTransform):
             | "ExtraNameStats"
             >> beam.Map(lambda kv: ("read_stats", [asdict(ReadStats(kv[0], records_accepted=kv[1][0], dead_lettered=kv[1][1]))]))
         )
+        made_stats = resolved.concepts | "CountMadeConcepts" >> beam.FlatMap(
+            lambda c: [("concepts.made_from_extra_names", 1), (MADE_VOCABULARIES, [c.vocabulary])]
+        )
         dead = (read.dead, resolved.dead) | "ExtraNameDeadLetters" >> beam.Flatten()
-        stats = (read.stats, resolved_stats) | "ExtraNameReadStats" >> beam.Flatten()
-        return tables, dead, stats
+        stats = (read.stats, resolved_stats, made_stats) | "ExtraNameReadStats" >> beam.Flatten()
+        return tables, made, dead, stats
 
 
 READ_NAMES_SCHEMA = pa.schema([NAMES_SCHEMA.field(c) for c in ("concept_id", "kb", "name", "name_type")])
@@ -381,6 +410,7 @@ def build_pipeline(
     shared_names: str,
     num_shards: int,
     extra_names: list[str] = (),
+    add_missing_concepts: bool = False,
 ) -> None:
     spill = FileSystems.join(staged.root, SPILL)
     read = (
@@ -390,8 +420,16 @@ def build_pipeline(
         | "ReadKB" >> beam.ParDo(ReadKBFn(kb_format, reader_options)).with_outputs("concepts", "dead", "stats", main="names")
     )
 
+    concepts_read, names_read, extra_dead, extra_stats = read.concepts, read.names, [], []
+    if extra_names:
+        extra_tables, made, dead, stats = read.concepts | "ExtraNames" >> ExtraNames(
+            list(extra_names), kb_format, reader_options, add_missing_concepts
+        )
+        names_read = (read.names, extra_tables) | "WithExtraNames" >> beam.Flatten()
+        concepts_read = (read.concepts, made) | "WithMadeConcepts" >> beam.Flatten()
+        extra_dead, extra_stats = [dead], [stats]
     concepts = (
-        read.concepts
+        concepts_read
         | "SpillConcepts" >> beam.ParDo(SpillRunsFn(FileSystems.join(spill, "concepts"), num_shards, "concept_id"))
         | "WriteConcepts"
         >> MergeByShard(
@@ -406,11 +444,6 @@ def build_pipeline(
         )
     )
 
-    names_read, extra_dead, extra_stats = read.names, [], []
-    if extra_names:
-        extra_tables, extra_dead, extra_stats = read.concepts | "ExtraNames" >> ExtraNames(list(extra_names))
-        names_read = (read.names, extra_tables) | "WithExtraNames" >> beam.Flatten()
-        extra_dead, extra_stats = [extra_dead], [extra_stats]
     normalized = names_read | "Normalize" >> beam.ParDo(NormalizeNamesFn(normalizer.config)).with_outputs(
         "dead", "stats", main="tables"
     )
@@ -458,7 +491,7 @@ def build_pipeline(
         concepts.stats,
         names.stats,
         *policy_stats,
-        read.concepts | "CountConceptsEmitted" >> beam.Map(lambda table: ("concepts.emitted", table.num_rows)),
+        concepts_read | "CountConceptsEmitted" >> beam.Map(lambda table: ("concepts.emitted", table.num_rows)),
     )
     _ = counters | "WriteStats" >> WriteStats(staged.root)
 
@@ -494,6 +527,7 @@ def build_manifest(
     shared_names: str,
     reader_options: dict,
     extra_names: list[str] = (),
+    add_missing_concepts: bool = False,
 ) -> Manifest:
     read_stats = sorted(stats.get("read_stats", []), key=lambda s: s["source"])
     by_file = read_stats_by_file(read_stats)
@@ -509,12 +543,13 @@ def build_manifest(
     details = IngestDetails(
         kb=kb,
         format=kb_format,
-        id_pattern=id_pattern,
+        id_pattern=id_pattern_with(id_pattern, stats.get(MADE_VOCABULARIES, [])),
         reader_options=reader_options,
         normalizer=normalizer.to_dict(),
         shared_name_policy=shared_names,
         corrupt_input_policy=CORRUPT_INPUT_POLICY,
         extra_names=list(extra_names),
+        add_missing_concepts=add_missing_concepts or None,
         out_of_scope=dict(sorted(out_of_scope.items())) if reader_options.get("scope") else None,
     )
     return details.manifest(
@@ -539,11 +574,13 @@ def run(
     shared_names: str = "keep-all",
     num_shards: int = 4,
     extra_names: list[str] = (),
+    add_missing_concepts: bool = False,
     gate=None,
 ) -> dict:
     """Runs the ingest pipeline on `inputs` (files, folders, globs: pipelines.outputs.expand_inputs) and publishes
     its output if it passes `gate` (a quality.QualityGate; None: unchecked); returns the manifest. `extra_names`:
-    extra-names files (bioel_core.kb.extra_names) whose names join the KB's."""
+    extra-names files (bioel_core.kb.extra_names) whose names join the KB's; `add_missing_concepts`: a name whose id
+    the KB lacks makes that concept rather than a dead letter."""
     reader_options = reader_options or {}
     normalizer = normalizer or Normalizer()
     if shared_names not in SHARED_NAME_POLICIES:
@@ -573,6 +610,7 @@ def run(
                 shared_names=shared_names,
                 num_shards=num_shards,
                 extra_names=extra_names,
+                add_missing_concepts=add_missing_concepts,
             )
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # emptied by the writers; the folders stay
         return refuse_empty(
@@ -588,6 +626,7 @@ def run(
                 shared_names=shared_names,
                 reader_options=reader_options,
                 extra_names=extra_names,
+                add_missing_concepts=add_missing_concepts,
             ),
             staged,
         )

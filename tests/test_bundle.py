@@ -278,6 +278,36 @@ def test_extra_names_are_an_ingest_input_by_content_and_link_as_their_concept(bu
     assert "extra_names" not in layout.read_record(built, "Disease.ingest").settings
 
 
+def test_a_name_of_a_concept_the_kb_lacks_makes_it_with_add_missing_concepts(built, tmp_path, capsys):
+    """MEDIC 2012 lacks cardiotoxicity (D066126): its extra name is a dead letter, or with add_missing_concepts makes
+    the concept, which the dictionary then finds and links to; the setting re-runs the ingest."""
+    from bioel_core import Annotator
+    from bioel_core.corpora.records import Document, Passage
+    from bioel_core.tables import read_table
+
+    extra = tmp_path / "extra.tsv"
+    extra.write_text("concept_id\tname\nD066126\tcardiotoxicity\nD066126\tcardiac toxicity\n", encoding="utf-8")
+    document = Document("1", [Passage("title", 0, "Signs of cardiac toxicity after doxorubicin.")])
+    try:
+        assert cli.main(build_args(built, f"types.Disease.ingest.extra_names={extra}")) == 0
+        dead = read_table(layout.stage_folder(built, layout.KB, "Disease"), "dead_letter").column("reason").to_pylist()
+        assert dead == ["concept D066126 is not in the KB (neither a concept id nor an alt id)"] * 2
+        assert Annotator.from_bundle(built).annotate([document])[0] == []
+        made = [f"types.Disease.ingest.extra_names={extra}", "types.Disease.ingest.add_missing_concepts=true"]
+        capsys.readouterr()
+        assert cli.main(build_args(built, *made)) == 0
+        assert stage_lines(capsys.readouterr().err)["Disease.ingest"] == "running (settings changed (add_missing_concepts))"
+        kb = layout.stage_folder(built, layout.KB, "Disease")
+        concept = [c for c in read_table(kb, "concepts").to_pylist() if c["concept_id"] == "D066126"]
+        assert [(c["vocabulary"], c["preferred_name"]) for c in concept] == [("MESH", "cardiotoxicity")]
+        assert read_table(kb, "dead_letter").num_rows == 0
+        (row,) = Annotator.from_bundle(built).annotate([document])[0]
+        assert (row["mention"], row["concept_id"], row["vocabulary"]) == ("cardiac toxicity", "D066126", "MESH")
+    finally:
+        assert cli.main(build_args(built)) == 0
+    assert "add_missing_concepts" not in layout.read_record(built, "Disease.ingest").settings
+
+
 def test_staleness_names_why_a_stage_runs(built, tmp_path):
     record = layout.read_record(built, "Disease.index")
     assert layout.staleness(built, "Disease.index", record.settings, record.inputs, "build-index") is None

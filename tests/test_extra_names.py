@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bioel_core.corpora import read_pubtator
-from bioel_core.kb.extra_names import ExtraName, read_extra_names, resolve
+from bioel_core.kb.extra_names import ExtraName, id_pattern_with, new_concept, read_extra_names, resolve
 from bioel_core.kb.io import ReaderContext
 from bioel_core.names import NameSet
 from bioel_core.normalize import Normalizer
@@ -100,6 +100,55 @@ def test_ingest_adds_extra_names_to_their_concepts_and_dead_letters_the_rest(tmp
     assert [ids[0] for n, ids in zip(names.names, names.concept_ids) if n == "louis bar syndrome"] == ["C567755", "D001260"]
 
 
+def test_with_add_missing_concepts_a_name_of_an_id_the_kb_lacks_makes_that_concept(tmp_path):
+    """medic_extra.tsv's "myocardial infarction" (D009203, which the fixture KB lacks) makes its concept; the other
+    names go to their concepts as before, the lines that name no concept stay dead letters."""
+    out = tmp_path / "kb"
+    manifest = ingest_kb.run(
+        "medic-biosyn",
+        [MEDIC_RAW],
+        str(out),
+        pipeline_options([]),
+        num_shards=2,
+        extra_names=[str(EXTRA / "medic_extra.tsv")],
+        add_missing_concepts=True,
+    )
+    assert all(manifest["reconciliation"].values())
+    assert manifest["counts"]["concepts"]["made_from_extra_names"] == 1 and manifest["add_missing_concepts"] is True
+    made = [c for c in read_table(out, "concepts").to_pylist() if c["concept_id"] == "D009203"]
+    assert [(c["vocabulary"], c["kb"], c["preferred_name"], c["alt_ids"]) for c in made] == [
+        ("MESH", "medic", "myocardial infarction", [])
+    ]
+    extra = {(r["concept_id"], r["name"]) for r in read_table(out, "names").to_pylist() if r["name_type"] == "extra"}
+    assert ("D009203", "myocardial infarction") in extra and len(extra) == 5
+    assert [d["location"] for d in read_table(out, "dead_letter").to_pylist()] == ["line 8", "line 9"]
+    (file_in,) = [i for i in manifest["inputs"] if i["path"].endswith("medic_extra.tsv")]
+    assert (file_in["records_read"], file_in["records_accepted"], file_in["dead_lettered"]) == (7, 5, 2)
+
+
+def test_a_concept_is_made_only_of_an_id_of_its_vocabularys_shape():
+    """mesh-tsv reads descriptors (D...), yet a supplementary concept (C...) is a MeSH id it may make; an id of no
+    MeSH shape, or without a printable name, makes none. A dictionary of a user's own ids keeps its id pattern."""
+    from bioel_core.kb import get_reader
+
+    def names(concept_id, *texts):
+        return [ExtraName("x.tsv", i + 2, concept_id, t) for i, t in enumerate(texts)]
+
+    mesh = get_reader("mesh-tsv")
+    made = new_concept(names("MESH:C000589078", "remimazolam", "remimazolam besylate"), mesh)
+    assert (made.concept_id, made.vocabulary, made.kb, made.preferred_name) == ("C000589078", "MESH", "mesh", "remimazolam")
+    assert new_concept(names("X12", "thing"), mesh) == (
+        r"concept X12 is not in the KB, and no concept is made of it: it is not an id of MESH (pattern [CD](?:\d{6}|\d{9}))"
+    )
+    assert "has a printable character" in new_concept(names("D066126", "\x07"), mesh)
+    own = get_reader("biosyn-dict", kb="lab", id_pattern=r"LAB-\d+")
+    assert new_concept(names("LAB-7", "lab disease"), own).concept_id == "LAB-7"
+    assert "pattern LAB-\\d+" in new_concept(names("LAB7", "lab disease"), own)
+    # what the manifest records and the quality checks test: the reader's pattern, or a made vocabulary's shape
+    assert id_pattern_with(r"D\d{6,9}", ["MESH", "MESH"]) == r"(?:D\d{6,9})|(?:[CD](?:\d{6}|\d{9}))"
+    assert id_pattern_with(r"D\d{6,9}", []) == r"D\d{6,9}" == id_pattern_with(r"D\d{6,9}", ["LOCAL"])
+
+
 @pytest.fixture(scope="module")
 def medic_kb(tmp_path_factory):
     out = tmp_path_factory.mktemp("medic") / "kb"
@@ -164,6 +213,9 @@ def test_synonyms_are_learned_where_annotators_are_consistent_and_mark_the_text_
     # hernia passes a rule without the precision test, but D009203 is no concept of the KB: counted, not written
     lax = learned(medic_kb, min_precision=0.0)
     assert "hernia" not in [s.name for s in lax.synonyms] and lax.not_in_kb == 1
+    # ... unless kept, for an ingest that makes the concepts the KB lacks
+    kept = learned(medic_kb, min_precision=0.0, keep_missing=True)
+    assert ("D009203", "hernia") in [(s.concept_id, s.name) for s in kept.synonyms] and kept.not_in_kb == 1
     stopped = StopList({"a t": (5, 0)}, normalizer=Normalizer().to_dict())
     docs = read_pubtator(str(EXTRA / "train.pubtator"))
     assert [s.name for s in learn_synonyms(docs, NameSet.from_names_table(medic_kb), stop_list=stopped).synonyms] == [

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 
 from bioel_core.kb.io import Input, Opener, ReaderContext
+from bioel_core.kb.vocab import vocabulary_of
 from bioel_core.normalize import clean_text
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
 
@@ -49,6 +50,12 @@ class KBReader:
 
     def read(self, paths: Sequence[Input], opener: Opener | None = None) -> Iterator[KBItem]:
         raise NotImplementedError
+
+    def classify(self, raw_id: str) -> tuple[str, str]:
+        """(vocabulary, the id as the concepts table stores it) of an id written outside the dump (an extra-names
+        file's): a known vocabulary's prefix is dropped (bioel_core.kb.vocab), a bare id is of the reader's vocabulary."""
+        prefix, concept_id = vocabulary_of(raw_id)
+        return prefix or self.vocabulary, concept_id
 
     def check_id(
         self, concept_id: str, ctx: ReaderContext, location: str, raw: str, pattern: re.Pattern | None = None

@@ -58,6 +58,9 @@ class CtdReader(KBReader):
     def __init__(self, scope: Scope | dict | None = None):
         self.scope = Scope.of(scope)
 
+    def classify(self, raw_id: str) -> tuple[str, str]:
+        return medic_vocabulary(raw_id) or super().classify(raw_id)
+
     def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[Input]]:
         """A group a file, or a range of one: a large uncompressed file is read by several workers."""
         return [[piece] for path in paths for piece in split_lines(path, opener)]

@@ -19,6 +19,14 @@ The file (UTF-8, tab-separated, `#` lines are comments, blank lines are skipped)
   (or holds under an alt id of several concepts), a line without both fields, or a NIL id is dead-lettered with its
   file and line: nothing is dropped silently. A file whose header lacks a column is one dead letter and is not read on.
 
+With `add_missing_concepts` (an ingest setting, off by default) a name whose id the KB lacks altogether makes that
+concept instead of a dead letter: for a KB older than the names' source (MEDIC 2012 lacks cardiotoxicity, D066126,
+which later corpora were annotated with). The concept's id is stored as the KB's reader stores its own
+(`KBReader.classify`: `MESH:D066126` -> `D066126` of MESH) and must have its vocabulary's shape
+(bioel_core.kb.vocab.ID_SHAPES; the reader's id pattern for another); its preferred name is
+the first of its names in the files (by file, then line); every name of it is an extra name. An id several concepts
+share is still a dead letter: there is no concept to make.
+
 Among several concepts sharing a name, an extra name's concept comes first (bioel_core.names.NameSet): the file says
 which concept the name means where it is written.
 """
@@ -29,8 +37,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from bioel_core.kb.io import Opener, ReaderContext, iter_lines
-from bioel_core.kb.vocab import is_nil_id, plain_id
-from bioel_core.records import DeadLetter
+from bioel_core.kb.vocab import ID_SHAPES, is_nil_id, plain_id
+from bioel_core.kb.base import KBReader, usable_name
+from bioel_core.records import ConceptRecord, DeadLetter
 
 COLUMNS = ("concept_id", "name")
 
@@ -104,3 +113,28 @@ def resolve(key: str, found: Iterable[tuple[str, str, bool]]) -> tuple[str, str]
         return f"concept {key} is not in the KB (neither a concept id nor an alt id)"
     how = "concepts have this id" if own else "concepts list it as an alt id"
     return f"{len(chosen)} {how} ({', '.join(c for c, _ in chosen[:5])}): which one is unclear"
+
+
+def new_concept(names: Iterable[ExtraName], reader: KBReader) -> ConceptRecord | str:
+    """The concept that `names` (of one key, which no concept of the KB answers to) make with `add_missing_concepts`,
+    else why none (a dead letter's reason)."""
+    names = sorted(names, key=lambda n: (n.source, n.line))
+    raw_id = names[0].concept_id
+    vocabulary, concept_id = reader.classify(raw_id)
+    shape = ID_SHAPES.get(vocabulary, reader.id_pattern)  # a dump's pattern may admit fewer (MeSH descriptors only)
+    if not (shape.fullmatch(concept_id) or shape.fullmatch(raw_id)):
+        return (
+            f"concept {raw_id} is not in the KB, and no concept is made of it: it is not an id of "
+            f"{vocabulary or reader.kb} (pattern {shape.pattern})"
+        )
+    preferred = next((n.name for n in names if usable_name(n.name)), None)
+    if preferred is None:
+        return f"concept {raw_id} is not in the KB, and none of its names has a printable character to name it"
+    return ConceptRecord(concept_id=concept_id, kb=reader.kb, preferred_name=preferred, vocabulary=vocabulary)
+
+
+def id_pattern_with(id_pattern: str, made_vocabularies: Iterable[str]) -> str:
+    """The pattern every concept id of a KB matches once `new_concept` made concepts of `made_vocabularies`: the
+    reader's, or the shape of each such vocabulary (what the ingest manifest records and the quality checks test)."""
+    shapes = sorted({ID_SHAPES[v].pattern for v in made_vocabularies if v in ID_SHAPES} - {id_pattern})
+    return "|".join(f"(?:{p})" for p in [id_pattern, *shapes]) if shapes else id_pattern

@@ -21,6 +21,8 @@ _KNOWN_PREFIX = re.compile(rf"^(?:{'|'.join(KNOWN)}):", re.IGNORECASE)
 MESH_UI = r"[CD](?:\d{6}|\d{9})"
 MESH_ID = re.compile(rf"{MESH_UI}|C")
 OMIM_ID = re.compile(r"\d{6}")
+#: the shape of a concept id of each known vocabulary (as a concepts table stores it: bare)
+ID_SHAPES = {MESH: re.compile(MESH_UI), OMIM: OMIM_ID, UMLS: re.compile(r"C\d{7}"), SNOMEDCT: re.compile(r"\d{6,18}")}
 
 
 def qualify(vocabulary: str, concept_id: str) -> str:

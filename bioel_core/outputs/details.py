@@ -57,14 +57,17 @@ class IngestDetails(_Section):
     shared_name_policy: str
     corrupt_input_policy: str | None = None
     extra_names: list[str] | None = None  # extra-names files (bioel_core.kb.extra_names), also among the inputs
+    # whether an extra name whose id the KB lacks made that concept; None, and not written, where it did not
+    add_missing_concepts: bool | None = None
     # the records the entity type's scope left out, by reason (each names its setting: bioel_core.kb.scope); they are
     # among the `filtered` records, not dead letters. None, and not written, where no scope was declared
     out_of_scope: dict | None = None
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        if out["out_of_scope"] is None:  # a KB without a scope keeps the manifest (and table version) it always had
-            del out["out_of_scope"]
+        for optional in ("out_of_scope", "add_missing_concepts"):  # without them a KB keeps the manifest (and table
+            if out[optional] is None:  # version) it always had
+                del out[optional]
         return out
 
     def manifest(

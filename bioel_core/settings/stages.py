@@ -182,6 +182,11 @@ class IngestSettings(Settings):
         help="extra-names files (a TSV with the columns concept_id and name: bioel_core.kb.extra_names): names added "
         "to their concepts whatever the KB's format; a name whose concept the KB lacks is dead-lettered",
     )
+    add_missing_concepts: bool = setting(
+        False,
+        help="an extra name whose id the KB lacks makes that concept (named by the files' names of it) instead of a "
+        "dead letter: for a KB older than the names' source",
+    )
     scope: ScopeSettings | None = setting(
         None, help="which of the dump's concepts belong to the entity type (those its format can judge only)"
     )

@@ -8,10 +8,12 @@ detector finds them and the exact-name lookup links them to the annotators' conc
 - C holds at least `min_share` of the text's mentions;
 - the text is not on the detector's stop list;
 - where a dictionary detector with the KB's names and the candidates matches the text in the training documents, at
-  least `min_precision` of the matches are gold mentions of the types (the annotators mark it where it stands);
+  least `min_precision` of the matches are gold mentions of the types (the annotators mark it where it stands); a
+  text the detector's rules never match there (a short form it does not define, a comma inside) fails;
 - it changes something: the KB lacks the name, or links it first to another concept (a learned name comes first,
   bioel_core.names.NameSet);
-- the KB knows C (as a concept id or an alt id; the others are counted, `not_in_kb`).
+- the KB knows C (as a concept id or an alt id); the others are counted (`not_in_kb`), and written only with
+  `keep_missing`, for an ingest that makes them concepts (`add_missing_concepts`, bioel_core.kb.extra_names).
 The name written is the text's most frequent surface form, so an acronym keeps its capitals (the detector's
 uppercase rule, bioel_core.text.detect.acronym_names).
 """
@@ -49,6 +51,7 @@ class LearnedSynonyms:
     entity_types: list[str] = field(default_factory=list)
     dictionary: str = ""
     not_in_kb: int = 0  # texts that passed the rule with an id the KB does not know
+    kept_missing: bool = False  # whether those are among `synonyms`
     command: str = ""
 
     def save(self, path: str | Path) -> None:
@@ -59,7 +62,8 @@ class LearnedSynonyms:
             f"learned from: {'; '.join(self.learned_from)}",
             f"entity types: {', '.join(self.entity_types) or 'any'}",
             f"dictionary: {self.dictionary}",
-            f"synonyms: {len(self.synonyms)}; passed the rule with an id the KB lacks: {self.not_in_kb}",
+            f"synonyms: {len(self.synonyms)}; passed the rule with an id the KB lacks: {self.not_in_kb}"
+            + (" (kept: an ingest with add_missing_concepts makes them concepts)" if self.kept_missing else ""),
         ] + ([f"command: {self.command}"] if self.command else [])
         lines = [f"# {h}" for h in header] + ["\t".join((*COLUMNS, "count", "share", "precision"))]
         lines += [f"{s.concept_id}\t{s.name}\t{s.count}\t{s.share:.3f}\t{s.precision:.3f}" for s in self.synonyms]
@@ -76,6 +80,7 @@ def learn_synonyms(
     min_count: int = 1,
     min_share: float = 0.8,
     min_precision: float = 0.5,
+    keep_missing: bool = False,
     learned_from: Sequence[str] = (),
 ) -> LearnedSynonyms:
     """The synonyms of the module docstring's rule, from gold mentions of `entity_types` (any type when None),
@@ -117,7 +122,8 @@ def learn_synonyms(
             continue
         if plain_id(concept_id) not in known:
             not_in_kb += 1
-            continue
+            if not keep_missing:
+                continue
         surface = max(surfaces[(text, concept_id)].items(), key=lambda s: (s[1], s[0]))[0]
         synonyms.append(Synonym(concept_id, surface, count, round(share, 3), round(precision[text], 3)))
     return LearnedSynonyms(
@@ -127,6 +133,7 @@ def learn_synonyms(
         sorted(entity_types or ()),
         names.source,
         not_in_kb,
+        keep_missing,
     )
 
 
