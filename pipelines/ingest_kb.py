@@ -78,7 +78,7 @@ log = logging.getLogger(__name__)
 NAME_TYPE_RANK = {EXTRA_NAME_TYPE: 0, "preferred": 1, "fsn": 2, "synonym": 3, "entry_term": 4, "abbreviation": 5}
 TABLES = ("concepts", "names", "dead_letter")
 READ_BATCH = 50_000  # names (or concepts) a reader hands on as one element
-MADE_VOCABULARIES = "made_vocabularies"  # the stats' list of the vocabularies of concepts made from extra names
+MADE_IN = "made_in_vocabulary."  # stats counter prefix: concepts made from extra names, per vocabulary
 
 
 class ReadKBFn(beam.DoFn):
@@ -239,7 +239,7 @@ class ExtraNames(beam.PTransform):
             >> beam.Map(lambda kv: ("read_stats", [asdict(ReadStats(kv[0], records_accepted=kv[1][0], dead_lettered=kv[1][1]))]))
         )
         made_stats = resolved.concepts | "CountMadeConcepts" >> beam.FlatMap(
-            lambda c: [("concepts.made_from_extra_names", 1), (MADE_VOCABULARIES, [c.vocabulary])]
+            lambda c: [("concepts.made_from_extra_names", 1), (f"{MADE_IN}{c.vocabulary}", 1)]
         )
         dead = (read.dead, resolved.dead) | "ExtraNameDeadLetters" >> beam.Flatten()
         stats = (read.stats, resolved_stats, made_stats) | "ExtraNameReadStats" >> beam.Flatten()
@@ -543,7 +543,7 @@ def build_manifest(
     details = IngestDetails(
         kb=kb,
         format=kb_format,
-        id_pattern=id_pattern_with(id_pattern, stats.get(MADE_VOCABULARIES, [])),
+        id_pattern=id_pattern_with(id_pattern, [k.removeprefix(MADE_IN) for k in stats if k.startswith(MADE_IN)]),
         reader_options=reader_options,
         normalizer=normalizer.to_dict(),
         shared_name_policy=shared_names,

@@ -350,6 +350,28 @@ def test_both_detectors_keep_the_longest_span_and_link_each_as_its_own_detector_
     assert 0 < from_dictionary < sum(len(b) for b in runs["both"])  # both detectors contribute
 
 
+def test_a_dropped_model_span_never_lends_its_link_to_a_mention_made_after_it(collective_chain, monkeypatch):
+    """The model's spans are told from the dictionaries' by identity. With every model span dropped as a defined
+    short form would be, then coordinated mentions split into parts (new objects, which CPython places where the
+    dropped spans lay), `both` must link exactly what the dictionaries alone link: no part may take a dropped span's
+    piece span and be linked by its vector. It did (a batch's memory decided which part: links changed with the batch)."""
+    from bioel_core.corpora.records import Document, Passage
+    from bioel_core.linking import annotate as annotate_module
+
+    model, index, _, docs = collective_chain
+    coordinated = "Carriers of breast and ovarian cancer, and of breast or ovarian neoplasms, were screened. " * 3
+    docs = [*docs, Document("coordinated", [Passage("title", 0, coordinated)])]
+    monkeypatch.setattr(annotate_module, "_defined_elsewise", lambda document, detected, dictionary, defined: [])
+    runs = {
+        d: AnnotatorSpec(model=model, indexes=(("Disease", index),), detector=d).open().annotate(docs)
+        for d in ("dictionary", "both")
+    }
+    assert runs["both"] == runs["dictionary"]
+    start = coordinated.index("breast and ovarian cancer")
+    parts = [r for r in runs["both"][-1] if (r["start"], r["end"]) == (start, start + 25)]
+    assert [(r["link_text"], r["concept_id"]) for r in parts] == [("breast cancer", "D001943"), ("ovarian cancer", "D010051")]
+
+
 def test_the_default_detector_is_both_with_a_collective_model_and_the_dictionaries_otherwise(collective_chain):
     model, index, _, _ = collective_chain
     assert AnnotatorSpec(model=model, indexes=(("Disease", index),)).detector == "both"

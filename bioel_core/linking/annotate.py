@@ -67,8 +67,8 @@ SHORT_FORM_RULES = "prior-or-span-score/1"
 INNER_NAMES_RULES = "nil-span-to-inner-names/1"
 # The version of detection's rules, what it never keeps (_no_statistics, _defined_elsewise), where the dictionaries'
 # names match and their coordinated mentions: part of every detecting run's settings, so an incremental run detects
-# again what older rules found.
-DETECTION_RULES = f"no-statistics/1 model-short-forms-as-defined/1 {NAME_MATCH_RULES} {COORDINATION_RULES}"
+# again what older rules found. Version 2 of the model's short forms: a span it drops lends its link to no other mention.
+DETECTION_RULES = f"no-statistics/1 model-short-forms-as-defined/2 {NAME_MATCH_RULES} {COORDINATION_RULES}"
 
 
 def no_index_reason(entity_type: str) -> str:
@@ -339,12 +339,15 @@ class DocumentAnnotator:
                         for s in model.decode_spans(encoded, logits, model.decoding["thresholds"])
                         if s.entity_type in self.targets
                     ]
-                    detected = [Mention(text[s.start : s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
-                    piece_span = {id(m): s.piece_span for m, s in zip(detected, spans)}
-                    scores = {id(m): s.score for m, s in zip(detected, spans)}
+                    # the model's spans by identity (a dictionary's mention of the same span is another mention):
+                    # `spotted` holds them for the whole document, as an id() names one object only while it lives
+                    # and the rules below drop mentions and make others (a coordinated mention's parts)
+                    spotted = [Mention(text[s.start : s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
+                    piece_span = {id(m): s.piece_span for m, s in zip(spotted, spans)}
+                    scores = {id(m): s.score for m, s in zip(spotted, spans)}
                     dictionary = [m for t in self.targets.values() if t.detector for m in t.detector.detect(document)]
                     defined = defined_short_forms(document)  # once: the rules below all read the definitions
-                    detected = _defined_elsewise(document, detected, dictionary, defined)
+                    detected = _defined_elsewise(document, spotted, dictionary, defined)
 
                     def span_score(m: Mention, encoded=encoded, logits=logits, scores=scores) -> float | None:
                         # where the two detectors meet: the model's score of a dictionary span too

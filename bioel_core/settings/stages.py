@@ -206,6 +206,8 @@ class IngestSettings(Settings):
     def check(self) -> None:
         if not self.dumps:
             raise SettingsError("dumps", f"no KB dump given (a {self.format} file)")
+        if self.add_missing_concepts and not self.extra_names:
+            raise SettingsError("add_missing_concepts", "makes concepts from extra names: give extra_names files too")
         for name in ("reader", "scope"):
             try:
                 if (options := getattr(self, name)) is not None:
