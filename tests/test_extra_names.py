@@ -68,8 +68,8 @@ def test_a_name_goes_to_its_concept_else_the_one_concept_with_it_as_alt_id():
     assert resolve("D009203", []) == "concept D009203 is not in the KB (neither a concept id nor an alt id)"
 
 
-def test_ingest_adds_extra_names_to_their_concepts_and_dead_letters_the_rest(tmp_path):
-    out = tmp_path / "kb"
+def ingest_with_extra_names(out, **options) -> dict:
+    """The fixture MEDIC ingested with medic_extra.tsv's names (a reconciled manifest)."""
     manifest = ingest_kb.run(
         "medic-biosyn",
         [MEDIC_RAW],
@@ -77,8 +77,15 @@ def test_ingest_adds_extra_names_to_their_concepts_and_dead_letters_the_rest(tmp
         pipeline_options([]),
         num_shards=2,
         extra_names=[str(EXTRA / "medic_extra.tsv")],
+        **options,
     )
     assert all(manifest["reconciliation"].values())
+    return manifest
+
+
+def test_ingest_adds_extra_names_to_their_concepts_and_dead_letters_the_rest(tmp_path):
+    out = tmp_path / "kb"
+    manifest = ingest_with_extra_names(out)
     extra = {(r["concept_id"], r["name"]) for r in read_table(out, "names").to_pylist() if r["name_type"] == "extra"}
     assert extra == {
         ("D001260", "A-T"),
@@ -104,16 +111,7 @@ def test_with_add_missing_concepts_a_name_of_an_id_the_kb_lacks_makes_that_conce
     """medic_extra.tsv's "myocardial infarction" (D009203, which the fixture KB lacks) makes its concept; the other
     names go to their concepts as before, the lines that name no concept stay dead letters."""
     out = tmp_path / "kb"
-    manifest = ingest_kb.run(
-        "medic-biosyn",
-        [MEDIC_RAW],
-        str(out),
-        pipeline_options([]),
-        num_shards=2,
-        extra_names=[str(EXTRA / "medic_extra.tsv")],
-        add_missing_concepts=True,
-    )
-    assert all(manifest["reconciliation"].values())
+    manifest = ingest_with_extra_names(out, add_missing_concepts=True)
     assert manifest["counts"]["concepts"]["made_from_extra_names"] == 1 and manifest["add_missing_concepts"] is True
     made = [c for c in read_table(out, "concepts").to_pylist() if c["concept_id"] == "D009203"]
     assert [(c["vocabulary"], c["kb"], c["preferred_name"], c["alt_ids"]) for c in made] == [
