@@ -342,6 +342,7 @@ def test_no_linked_coordination_where_a_conjunct_names_nothing_new_or_is_a_menti
     # a conjunct that is itself a name lists a mention of its own; an acronym is no modifier
     assert coordinated(det, "seizures and status epilepticus") == [("seizures", ()), ("status epilepticus", ())]
     assert coordinated(det, "CC and myocardial infarction") == [("myocardial infarction", ())]
+    assert coordinated(det, "rat or seizures toxicity") == [("seizures", ()), ("toxicity", ())]
 
 
 def test_a_coordinated_mention_defines_its_abbreviation():

@@ -41,8 +41,7 @@ name may stand too, and so may a one-word head ("renal or hepatic toxicity": "re
 if each such conjunct is a lowercase word the KB does not name and every such part links, each to another concept
 than the matched name and the words the parts share alone: a conjunct must change what the head means ("rat and mouse
 toxicity" stays "toxicity"; "seizures and status epilepticus" lists two mentions). Otherwise the names-only rule
-applies. COORDINATION_RULES versions
-this.
+applies. COORDINATION_RULES versions this.
 
 Short forms (`is_short_form`: one word of at most SHORT_FORM_CHARS characters, "APC", "VEGF", "death") are ambiguous
 out of context; `learn_stop_list` also records, per short form seen in the training corpora, how often its
@@ -483,9 +482,9 @@ class DictionaryDetector(MentionDetector):
         matched = text[tokens[i].start : tokens[j].end]
         last_part = matched if j > i else f"{text[tokens[last].start : tokens[last].end]} {tail}"
         if self.part_links is not None and all(map(is_word, (tokens[c] for c in conjuncts))):
-            unnamed = [c for c in conjuncts if not is_name(tokens[c])]
+            unnamed = [c for c in conjuncts if not is_name(tokens[c])] + ([] if j > i else [last])
             modifiers = all(self._modifier(text, tokens[c]) for c in unnamed)
-            unnamed_parts = [parts[c] for c in unnamed] + ([] if j > i else [last_part])
+            unnamed_parts = [parts[c] for c in unnamed if c != last] + ([] if j > i else [last_part])
             if modifiers and unnamed_parts and self._link_each(matched, tail, unnamed_parts):
                 return conjuncts[0], (*parts.values(), last_part)
         if j == i:
