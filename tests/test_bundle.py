@@ -308,18 +308,6 @@ def test_a_name_of_a_concept_the_kb_lacks_makes_it_with_add_missing_concepts(bui
     assert "add_missing_concepts" not in layout.read_record(built, "Disease.ingest").settings
 
 
-def test_a_calibrated_type_asks_its_linker_about_coordinations_the_kb_does_not_name(built):
-    """The dictionary detector of a type with a NIL threshold asks the type's linker whether a coordination's parts
-    link (bioel_core.text.detect); without a threshold it keeps the names-only rule."""
-    bundle = layout.BuiltBundle.read(built)
-    target = bundle.annotator_spec().open().targets["Disease"]
-    texts = ["ataxia telangiectasia", "qqqq zzzz vvvv"]
-    linked = [c[0] for c in target.linker.link(texts, k=1)]
-    assert target.nil_threshold is not None and linked[0].score >= target.nil_threshold > linked[1].score
-    assert target.detector.part_links(texts) == [linked[0].concept_ids[0], None]
-    assert bundle.annotator_spec(thresholds=False).open().targets["Disease"].detector.part_links is None
-
-
 def test_staleness_names_why_a_stage_runs(built, tmp_path):
     record = layout.read_record(built, "Disease.index")
     assert layout.staleness(built, "Disease.index", record.settings, record.inputs, "build-index") is None

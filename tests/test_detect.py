@@ -289,62 +289,6 @@ def test_no_coordinated_mention_without_a_name_per_conjunct_or_across_a_break():
     assert coordinated(detector(*CANCERS, coordinations=False), "breast and ovarian cancer") == [("ovarian cancer", ())]
 
 
-# what a linker makes of texts (DictionaryDetector.part_links): a concept id, None where NIL
-LINKED = {
-    "toxicity": "D064420",
-    "renal toxicity": "D007674",
-    "hepatic toxicity": "D056486",
-    "rat toxicity": "D064420",
-    "mouse toxicity": "D064420",
-    "depression": "D003866",
-    "respiratory depression": "D012131",
-    "cardiovascular depression": "D002318",
-    "hernia": "D006547",
-    "diaphragmatic hernia": "D006548",
-    "rats hernia": "D006547",
-    "epilepticus": "D013226",
-    "status epilepticus": "D013226",
-    "seizures epilepticus": "D004827",
-    "infarction": "D007238",
-    "myocardial infarction": "D009203",
-    "cc infarction": "D002544",
-}
-ELLIPSES = ("toxicity", "depression", "respiratory depression", "hernia", "diaphragmatic hernia", "seizures")
-ELLIPSES += ("status epilepticus", "infarction", "myocardial infarction")
-
-
-def linking_detector() -> DictionaryDetector:
-    det = detector(*ELLIPSES)
-    det.part_links = lambda texts: [LINKED.get(t.lower()) for t in texts]
-    return det
-
-
-def test_a_coordination_the_kb_does_not_name_stands_where_each_part_links_to_a_concept_of_its_own():
-    det = linking_detector()
-    assert coordinated(det, "Risk of renal or hepatic toxicity.") == [
-        ("renal or hepatic toxicity", ("renal toxicity", "hepatic toxicity"))
-    ]
-    assert coordinated(det, "Cardiovascular, and respiratory depression.") == [
-        ("Cardiovascular, and respiratory depression", ("Cardiovascular depression", "respiratory depression"))
-    ]
-    # without the linker's word, the KB's names alone decide: "renal toxicity" is none
-    assert coordinated(detector(*ELLIPSES), "renal or hepatic toxicity") == [("toxicity", ())]
-
-
-def test_no_linked_coordination_where_a_conjunct_names_nothing_new_or_is_a_mention_itself():
-    det = linking_detector()
-    # both parts link to the head's own concept: no conjunct changes what it names
-    assert coordinated(det, "rat and mouse toxicity") == [("toxicity", ())]
-    # "rats hernia" links to what "hernia" alone does
-    assert coordinated(det, "rats and diaphragmatic hernia") == [("diaphragmatic hernia", ())]
-    # a part linking NIL
-    assert coordinated(det, "renal or lupine toxicity") == [("toxicity", ())]
-    # a conjunct that is itself a name lists a mention of its own; an acronym is no modifier
-    assert coordinated(det, "seizures and status epilepticus") == [("seizures", ()), ("status epilepticus", ())]
-    assert coordinated(det, "CC and myocardial infarction") == [("myocardial infarction", ())]
-    assert coordinated(det, "rat or seizures toxicity") == [("seizures", ()), ("toxicity", ())]
-
-
 def test_a_coordinated_mention_defines_its_abbreviation():
     det = detector(*CANCERS)
     document = doc("Hereditary breast and ovarian cancer (BOC).", "BOC families.")

@@ -826,8 +826,6 @@ class AnnotatorSpec:
                 linker = RerankLinker(names, linker, reranker, self.reranker, self.rerank_depth)
             if spelling is not None:  # a query that is a name as written stays so (the exact index holds the names)
                 linker.spelling = spelling.with_names(whole_names)
-            if detector is not None and thresholds.get(entity_type) is not None:
-                detector.part_links = _part_links(linker, thresholds[entity_type], self.batch_size)
             targets.append(
                 EntityTarget(
                     entity_type,
@@ -854,17 +852,6 @@ class AnnotatorSpec:
 
     def describe(self) -> dict:
         return asdict(self)
-
-
-def _part_links(linker, nil_threshold: float, batch_size: int):
-    """A dictionary detector's word on the parts of a coordination that the KB does not name (PartLinks): each text's
-    best concept as the by-text path links it, None where that is NIL."""
-
-    def links(texts: list[str]) -> list[str | None]:
-        found = linker.link(texts, k=1, batch_size=batch_size)
-        return [c[0].concept_ids[0] if c and c[0].score >= nil_threshold else None for c in found]
-
-    return links
 
 
 def _model_files(folder: str) -> list[tuple[str, str]]:

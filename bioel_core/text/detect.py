@@ -35,13 +35,7 @@ Coordinated mentions (`coordinations=True`): where a matched name of two or more
 too, the whole phrase is one mention ("breast and ovarian cancer", "acute and chronic renal failure") whose `parts`
 are those names, as written ("breast cancer", "ovarian cancer"): the linker links each part, and the phrase is
 annotated once per part, as BC5CDR and NCBI-disease annotate a composite mention. A conjunct is one word, not a
-function word nor a number, and the phrase never crosses a sentence end or a bracket. Where the detector has the
-linker's word on texts (`part_links`: the annotator sets it for a type with a NIL threshold), a part the KB does not
-name may stand too, and so may a one-word head ("renal or hepatic toxicity": "renal toxicity", "hepatic toxicity"),
-if each such conjunct is a lowercase word the KB does not name and every such part links, each to another concept
-than the matched name and the words the parts share alone: a conjunct must change what the head means ("rat and mouse
-toxicity" stays "toxicity"; "seizures and status epilepticus" lists two mentions). Otherwise the names-only rule
-applies. COORDINATION_RULES versions this.
+function word nor a number, and the phrase never crosses a sentence end or a bracket. COORDINATION_RULES versions this.
 
 Short forms (`is_short_form`: one word of at most SHORT_FORM_CHARS characters, "APC", "VEGF", "death") are ambiguous
 out of context; `learn_stop_list` also records, per short form seen in the training corpora, how often its
@@ -57,7 +51,7 @@ import re
 import unicodedata
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -83,7 +77,7 @@ ACRONYM_CHARS = 5
 SHORT_FORM_CHARS = 5
 APOSTROPHES = "'\u2019"  # a possessive "s" follows either: "Parkinson's", "Parkinson’s"
 # The version of the coordinated-mention rule (DictionaryDetector._coordinated): part of a linking run's settings.
-COORDINATION_RULES = "one-word-conjuncts/1 linked-parts/1"
+COORDINATION_RULES = "one-word-conjuncts/1"
 # The version of where a name may match (_NAME_BREAK): part of a linking run's settings.
 NAME_MATCH_RULES = "no-comma-inside/1"
 CONJUNCTIONS = ("and", "or")
@@ -137,11 +131,6 @@ class MentionDetector(ABC):
     @abstractmethod
     def detect(self, document: Document) -> list[Mention]:
         """Mentions of `document` in text order, offsets into `document.text` (passages at their offsets)."""
-
-
-# the linker's word on texts, for parts of a coordinated mention the KB does not name: each text's concept id, None
-# where it links NIL (DictionaryDetector.part_links)
-PartLinks = Callable[[list[str]], list[str | None]]
 
 
 class NameMatch(NamedTuple):
@@ -321,7 +310,6 @@ class DictionaryDetector(MentionDetector):
         self.stopped = stop_list.names if isinstance(stop_list, StopList) else frozenset(stop_list or ())
         self.entity_type, self.abbreviations, self.source = entity_type, abbreviations, source
         self.coordinations, self.spelling = coordinations, spelling
-        self.part_links: PartLinks | None = None  # set by the annotator, whose linker it asks (module docstring)
         self.min_chars, self.skip_numeric = min_chars, skip_numeric
         self.tokenize = Tokenizer(self.normalizer)
         # every name and every proper token prefix of one, as space-joined tokens -> _PREFIX|_NAME|_STOPPED
@@ -445,26 +433,19 @@ class DictionaryDetector(MentionDetector):
     def _coordinated(self, text: str, tokens: list[Token], i: int, j: int, name: str) -> tuple[int, tuple[str, ...]]:
         """(first token, part names) of the coordinated mention ending in `name`, matched at tokens i..j, or (i, ())
         when there is none (module docstring)."""
+        if j == i:
+            return i, ()
+        # the name's words after its first, as matched (written or spelled); tokens' when it skipped a possessive "s"
+        rest = name.split(" ", 1)[1] if name.count(" ") == j - i else " ".join(t.norm for t in tokens[i + 1 : j + 1])
 
         def gap(a: int) -> str:  # the text between token a and the next
             return text[tokens[a].end : tokens[a + 1].start]
 
-        def is_word(conjunct: Token) -> bool:
-            return not conjunct.norm.isdigit() and conjunct.norm not in FUNCTION_WORDS
-
-        if j > i:  # the name's first word is the last conjunct: "breast and ovarian cancer"
-            last = i
-            # the name's words after its first, as matched (written or spelled); tokens' when it skipped a possessive "s"
-            rest = name.split(" ", 1)[1] if name.count(" ") == j - i else " ".join(t.norm for t in tokens[i + 1 : j + 1])
-        elif self.part_links is not None and i > 0 and not gap(i - 1).strip() and is_word(tokens[i - 1]):
-            last, rest = i - 1, name  # a one-word head the word before modifies: "renal or hepatic toxicity"
-        else:
-            return i, ()
-
         def is_name(conjunct: Token) -> bool:
-            return is_word(conjunct) and any(self._trie.get(f"{form} {rest}", 0) & _NAME for form in conjunct.forms())
+            named = any(self._trie.get(f"{form} {rest}", 0) & _NAME for form in conjunct.forms())
+            return named and not conjunct.norm.isdigit() and conjunct.norm not in FUNCTION_WORDS
 
-        k = last - 1
+        k = i - 1
         if k >= 0 and gap(k).strip() == "/":  # "breast/ovarian cancer"
             conjuncts = [k]
         else:
@@ -475,39 +456,13 @@ class DictionaryDetector(MentionDetector):
             conjuncts = [k - 1] if gap(k - 1).strip() in ("", ",") else []
             while conjuncts and conjuncts[0] > 0 and gap(conjuncts[0] - 1).strip() == ",":
                 conjuncts.insert(0, conjuncts[0] - 1)  # "brain, breast(,) and prostate cancer"
-        if not conjuncts or _BREAK.search(text, tokens[conjuncts[0]].start, tokens[last].start):
-            return i, ()
-        tail = text[tokens[last + 1].start : tokens[j].end]
-        parts = {c: f"{text[tokens[c].start : tokens[c].end]} {tail}" for c in conjuncts}
-        matched = text[tokens[i].start : tokens[j].end]
-        last_part = matched if j > i else f"{text[tokens[last].start : tokens[last].end]} {tail}"
-        if self.part_links is not None and all(map(is_word, (tokens[c] for c in conjuncts))):
-            unnamed = [c for c in conjuncts if not is_name(tokens[c])] + ([] if j > i else [last])
-            modifiers = all(self._modifier(text, tokens[c]) for c in unnamed)
-            unnamed_parts = [parts[c] for c in unnamed if c != last] + ([] if j > i else [last_part])
-            if modifiers and unnamed_parts and self._link_each(matched, tail, unnamed_parts):
-                return conjuncts[0], (*parts.values(), last_part)
-        if j == i:
-            return i, ()
         while conjuncts and not all(is_name(tokens[c]) for c in conjuncts):
             conjuncts.pop(0)  # the nearest conjuncts that all make names
-        if not conjuncts:
+        if not conjuncts or _BREAK.search(text, tokens[conjuncts[0]].start, tokens[i].start):
             return i, ()
-        return conjuncts[0], (*(parts[c] for c in conjuncts), matched)
-
-    def _modifier(self, text: str, conjunct: Token) -> bool:
-        """Whether a conjunct can be a modifier the head is elided after: a word in lowercase letters (not an acronym)
-        that is no name of the KB, stop-listed or not ("seizures and status epilepticus" lists two mentions)."""
-        return _has_lower(text, conjunct.start, conjunct.end) and not any(
-            self._trie.get(form, 0) & (_NAME | _STOPPED) for form in conjunct.forms()
-        )
-
-    def _link_each(self, matched: str, tail: str, parts: list[str]) -> bool:
-        """Whether the linker links each of `parts` (of a coordination; texts the KB does not name) to a concept other
-        than the `matched` name's and the `tail`'s alone (the words the parts share): the conjunct changes what it
-        names ("rats and diaphragmatic hernia" is no "rats hernia")."""
-        head, shared, *ids = self.part_links([matched, tail, *parts])
-        return shared is not None and all(concept is not None and concept not in (head, shared) for concept in ids)
+        tail = text[tokens[i + 1].start : tokens[j].end]
+        written = [text[tokens[c].start : tokens[c].end] for c in conjuncts]
+        return conjuncts[0], (*(f"{w} {tail}" for w in written), text[tokens[i].start : tokens[j].end])
 
     def name_matches(self, document: Document) -> list[NameMatch]:
         """Every dictionary match of the document, stop-listed ones included (flagged), no abbreviations."""
