@@ -189,7 +189,7 @@ def test_ingest_settings_read_extra_names_as_paths_relative_to_the_file(tmp_path
     assert settings.extra_names == [str(tmp_path / "x.tsv")]
     with pytest.raises(SettingsError) as err:
         from_mapping(IngestSettings, {"format": "medic-biosyn", "dumps": ["m.txt"], "add_missing_concepts": True})
-    assert err.value.field == "add_missing_concepts" and "extra_names" in str(err.value)
+    assert err.value.field == "add_missing_concepts" and "needs extra-names files" in str(err.value)
     with pytest.raises(SettingsError) as err:
         from_mapping(IngestSettings, {"format": "medic-biosyn", "dumps": ["m.txt"], "extra_names": "x.tsv"}, base=tmp_path)
     assert err.value.field == "extra_names"

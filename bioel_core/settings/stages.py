@@ -207,7 +207,7 @@ class IngestSettings(Settings):
         if not self.dumps:
             raise SettingsError("dumps", f"no KB dump given (a {self.format} file)")
         if self.add_missing_concepts and not self.extra_names:
-            raise SettingsError("add_missing_concepts", "makes concepts from extra names: give extra_names files too")
+            raise SettingsError("add_missing_concepts", "needs extra-names files to make concepts from")
         for name in ("reader", "scope"):
             try:
                 if (options := getattr(self, name)) is not None:
