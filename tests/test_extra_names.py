@@ -139,6 +139,10 @@ def test_a_concept_is_made_only_of_an_id_of_its_vocabularys_shape():
         r"concept X12 is not in the KB, and no concept is made of it: it is not an id of MESH (pattern [CD](?:\d{6}|\d{9}))"
     )
     assert "has a printable character" in new_concept(names("D066126", "\x07"), mesh)
+    # with a scope, a descriptor the thesaurus lacks is one the scope left out: it stays out; a supplementary one is made
+    scoped = get_reader("mesh-tsv", scope={"tree_include": ["D"]})
+    assert "the entity type's scope left it out" in new_concept(names("D002188", "cannabis"), scoped)
+    assert new_concept(names("C000589078", "remimazolam"), scoped).concept_id == "C000589078"
     own = get_reader("biosyn-dict", kb="lab", id_pattern=r"LAB-\d+")
     assert new_concept(names("LAB-7", "lab disease"), own).concept_id == "LAB-7"
     assert "pattern LAB-\\d+" in new_concept(names("LAB7", "lab disease"), own)

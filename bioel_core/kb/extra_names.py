@@ -25,7 +25,9 @@ which later corpora were annotated with). The concept's id is stored as the KB's
 (`KBReader.classify`: `MESH:D066126` -> `D066126` of MESH) and must have its vocabulary's shape
 (bioel_core.kb.vocab.ID_SHAPES; the reader's id pattern for another); its preferred name is
 the first of its names in the files (by file, then line); every name of it is an extra name. An id several concepts
-share is still a dead letter: there is no concept to make.
+share is still a dead letter: there is no concept to make. So is, where the type declares a scope, an id of the kind
+the dump itself holds (its reader's id pattern: a MeSH descriptor of a descriptor thesaurus): the dump lacks it only
+if the scope left it out, and the scope stands ("cannabis", D002188, is no chemical of tree D).
 
 Among several concepts sharing a name, an extra name's concept comes first (bioel_core.names.NameSet): the file says
 which concept the name means where it is written.
@@ -126,6 +128,12 @@ def new_concept(names: Iterable[ExtraName], reader: KBReader) -> ConceptRecord |
         return (
             f"concept {raw_id} is not in the KB, and no concept is made of it: it is not an id of "
             f"{vocabulary or reader.kb} (pattern {shape.pattern})"
+        )
+    scope = getattr(reader, "scope", None)
+    if scope is not None and scope.to_dict() and reader.id_pattern.fullmatch(concept_id):
+        return (
+            f"concept {raw_id} is not in the KB, and no concept is made of it: the dump holds such ids, so the "
+            "entity type's scope left it out (or the dump does not know it)"
         )
     preferred = next((n.name for n in names if usable_name(n.name)), None)
     if preferred is None:
