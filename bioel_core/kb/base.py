@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 
 from bioel_core.kb.io import Input, Opener, ReaderContext
+from bioel_core.kb.scope import Scope
 from bioel_core.kb.vocab import vocabulary_of
 from bioel_core.normalize import clean_text
 from bioel_core.records import ConceptRecord, DeadLetter, NameRecord, ReadStats
@@ -42,6 +43,8 @@ class KBReader:
     vocabulary: str = ""
     #: a concept id that does not match is dead-lettered
     id_pattern: re.Pattern = re.compile(r".+")
+    #: which of the dump's concepts the entity type holds (readers of formats that can judge set theirs; empty: all)
+    scope: Scope = Scope()
 
     def input_groups(self, paths: Sequence[str], opener: Opener | None = None) -> list[list[Input]]:
         """Default: every file is independent. A reader may also cut a large file into FileRanges read by

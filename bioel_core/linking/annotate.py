@@ -264,8 +264,9 @@ class DocumentAnnotator:
         """Detected mentions, or the given ones: every one, those of an entity type without a KB here annotated NIL
         (`no_index`), never dropped."""
         if self.detect:
-            detected = [m for t in self.targets.values() for m in t.detector.detect(document)]
-            return self._kept(document, detected)
+            defined = defined_short_forms(document)  # once: every detector and the rules read the definitions
+            detected = [m for t in self.targets.values() for m in t.detector.detect(document, defined)]
+            return self._kept(document, detected, defined=defined)
         return list(document.mentions)
 
     def _kept(
@@ -345,8 +346,8 @@ class DocumentAnnotator:
                     spotted = [Mention(text[s.start : s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
                     piece_span = {id(m): s.piece_span for m, s in zip(spotted, spans)}
                     scores = {id(m): s.score for m, s in zip(spotted, spans)}
-                    dictionary = [m for t in self.targets.values() if t.detector for m in t.detector.detect(document)]
-                    defined = defined_short_forms(document)  # once: the rules below all read the definitions
+                    defined = defined_short_forms(document)  # once: every detector and the rules read the definitions
+                    dictionary = [m for t in self.targets.values() if t.detector for m in t.detector.detect(document, defined)]
                     detected = _defined_elsewise(document, spotted, dictionary, defined)
 
                     def span_score(m: Mention, encoded=encoded, logits=logits, scores=scores) -> float | None:

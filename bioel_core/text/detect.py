@@ -51,7 +51,7 @@ import re
 import unicodedata
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -129,8 +129,9 @@ def _whole_words(forms: Iterable[str]) -> re.Pattern:
 
 class MentionDetector(ABC):
     @abstractmethod
-    def detect(self, document: Document) -> list[Mention]:
-        """Mentions of `document` in text order, offsets into `document.text` (passages at their offsets)."""
+    def detect(self, document: Document, defined: Mapping[str, tuple[int, int]] | None = None) -> list[Mention]:
+        """Mentions of `document` in text order, offsets into `document.text` (passages at their offsets). `defined`:
+        the document's defined_short_forms, when the caller has them (several detectors read one document)."""
 
 
 class NameMatch(NamedTuple):
@@ -469,12 +470,12 @@ class DictionaryDetector(MentionDetector):
         return [m for p in document.passages for m in self._scan(p.text, p.offset)]
 
     # ---- mentions ----
-    def detect(self, document: Document) -> list[Mention]:
+    def detect(self, document: Document, defined: Mapping[str, tuple[int, int]] | None = None) -> list[Mention]:
         matches = [m for m in self.name_matches(document) if not m.stopped]
         found = {(m.start, m.end): "" for m in matches}  # span -> link text ('' = its own text)
         parts = {(m.start, m.end): m.parts for m in matches if m.parts}
         if self.abbreviations:
-            self._abbreviations(document, found)
+            self._abbreviations(document, found, defined_short_forms(document) if defined is None else defined)
         text = document.text
         return [
             Mention(
@@ -489,10 +490,12 @@ class DictionaryDetector(MentionDetector):
             for (s, e), link in sorted(found.items())
         ]
 
-    def _abbreviations(self, document: Document, found: dict[tuple[int, int], str]) -> None:
+    def _abbreviations(
+        self, document: Document, found: dict[tuple[int, int], str], definitions: Mapping[str, tuple[int, int]]
+    ) -> None:
         defined: dict[str, str | None] = {}  # short form -> long form if a mention, None if something else
         text = document.text
-        for short, (start, end) in defined_short_forms(document).items():
+        for short, (start, end) in definitions.items():
             plausible = plausible_long_form(text, start, end, found)
             if plausible is not None:  # unclear: the short form's matches stand as they are
                 defined[short] = text[start:end] if plausible else None
