@@ -329,6 +329,37 @@ def test_link_with_the_model_detector_reconciles_and_two_workers_write_the_same_
     assert all(texts[r["doc_id"]][r["start"] : r["end"]] == r["mention"] for r in rows)
 
 
+def test_documents_encoded_side_by_side_on_threads_give_the_bits_of_one_at_a_time(collective_chain):
+    """With two torch threads the document passes run two documents at once, one thread each: the same states,
+    spans, logits and annotation rows as one at a time on one thread, and the thread count back after, also when the
+    caller stops reading early."""
+    model, index, _, docs = collective_chain
+    annotator = AnnotatorSpec(model=model, indexes=(("Disease", index),), detector="both").open()
+    document_model = annotator.document_model
+    texts = [d.text for d in docs] + ["", "Heart attack."]  # more documents than are encoded ahead
+    with torch.no_grad():
+        alone = [(e, document_model.span_logits(e)) for e in map(document_model.encode_document, texts)]
+    rows_alone = annotator.annotate(docs)
+    torch.set_num_threads(2)
+    try:
+        together = list(document_model.encode_documents(texts, with_logits=True))
+        assert torch.get_num_threads() == 2
+        rows_together = annotator.annotate(docs)
+        passes = document_model.encode_documents(texts, with_logits=True)
+        next(passes)
+        assert torch.get_num_threads() == 1
+        passes.close()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)
+    assert len(together) == len(alone)
+    for (expected, expected_logits), (got, logits) in zip(alone, together):
+        assert got.pieces == expected.pieces
+        assert torch.equal(got.states, expected.states) and torch.equal(got.spans, expected.spans)
+        assert torch.equal(logits, expected_logits)
+    assert rows_together == rows_alone and sum(map(len, rows_alone)) > len(docs)
+
+
 def test_both_detectors_keep_the_longest_span_and_link_each_as_its_own_detector_does(collective_chain):
     model, index, _, docs = collective_chain
     stop = (("Disease", str(SAMPLE_DATA.parent / "models" / "stoplists" / "disease-medic.json")),)

@@ -29,6 +29,7 @@ parts name other things (a chemical's "acetate", "urea").
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections import Counter
@@ -329,12 +330,11 @@ class DocumentAnnotator:
         encoded_keys, collective, span_texts = [], [], []  # the mentions linked by vector, over the whole batch
         inner_names = {}  # (i, j) -> the dictionaries' names inside the model's span j of document i, kept as any
         by_text: dict[str, list[tuple[tuple[int, int], str]]] = {t: [] for t in self.targets}
-        with torch.no_grad():
-            for i, document in enumerate(documents):
+        passes = model.encode_documents([d.text for d in documents], with_logits=self.detect)
+        with torch.no_grad(), contextlib.closing(passes):
+            for i, (document, (encoded, logits)) in enumerate(zip(documents, passes)):
                 text = document.text
-                encoded = model.encode_document(text)
                 if self.detect:
-                    logits = model.span_logits(encoded)
                     spans = [
                         s
                         for s in model.decode_spans(encoded, logits, model.decoding["thresholds"])

@@ -17,9 +17,11 @@ Offsets map back to characters exactly: a span's characters are [offset(start).b
 from __future__ import annotations
 
 import json
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -74,8 +76,10 @@ def word_spans(pieces: Sequence[Piece], max_span: int) -> np.ndarray:
     first[1:] = words[1:] != words[:-1]
     last = np.ones(n, dtype=bool)
     last[:-1] = words[:-1] != words[1:]
-    out = [(i, j) for i in np.nonzero(first)[0] for j in range(i, min(n, i + max_span)) if last[j]]
-    return np.array(out, dtype=np.int64).reshape(-1, 2)
+    starts = np.nonzero(first)[0].astype(np.int64)
+    ends = starts[:, None] + np.arange(max_span, dtype=np.int64)  # row by row: (start, end) order
+    kept = (ends < n) & last[np.minimum(ends, n - 1)]
+    return np.stack([np.broadcast_to(starts[:, None], ends.shape)[kept], ends[kept]], axis=1)
 
 
 def keep_first_layers(document: torch.nn.Module, layers: int) -> None:
@@ -197,6 +201,40 @@ class CollectiveEncoder(torch.nn.Module):
                 mine = owner[a:b] == w
                 states = states.index_copy(0, torch.arange(a, b, device=self.device)[mine], out[mine])
         return Encoded(pieces, states, torch.from_numpy(word_spans(pieces, self.max_span)).to(self.device))
+
+    def encode_documents(self, texts: Sequence[str], with_logits: bool = False) -> Iterator[tuple[Encoded, torch.Tensor | None]]:
+        """`encode_document` of each text (and its `span_logits` with `with_logits`), in order. On a CPU with several
+        torch threads the documents are encoded side by side, one thread each, a few ahead of the caller, which
+        meanwhile works on those already done: one document's products are too small to keep several threads busy
+        (they wait for each other, and idle while the caller runs Python), so threads across documents do more.
+        The values are the same bits either way (MKL's strict mode, bioel_core/__init__.py), as each document's
+        pass never depends on the others. Close the iterator (or read it to the end) to restore the thread count."""
+        threads = torch.get_num_threads()
+
+        def one(text: str) -> tuple[Encoded, torch.Tensor | None]:
+            with torch.no_grad():  # grad mode is per thread
+                encoded = self.encode_document(text)
+                return encoded, self.span_logits(encoded) if with_logits else None
+
+        if threads == 1 or len(texts) < 2 or self.device.type != "cpu":
+            yield from map(one, texts)
+            return
+        torch.set_num_threads(1)
+        try:
+            with ThreadPoolExecutor(threads, thread_name_prefix="bioel-document") as pool:
+                ahead = deque(pool.submit(one, text) for text in texts[: 2 * threads])
+                try:
+                    for text in texts[2 * threads :]:
+                        done = ahead.popleft().result()
+                        ahead.append(pool.submit(one, text))
+                        yield done
+                    while ahead:
+                        yield ahead.popleft().result()
+                finally:
+                    for future in ahead:
+                        future.cancel()
+        finally:
+            torch.set_num_threads(threads)
 
     def window_states(self, input_ids: torch.Tensor) -> torch.Tensor:
         """(1, n, hidden) token states of one window's piece ids (with [CLS] and [SEP]), by the runtime in use."""
