@@ -219,6 +219,9 @@ class CollectiveEncoder(torch.nn.Module):
         if threads == 1 or len(texts) < 2 or self.device.type != "cpu":
             yield from map(one, texts)
             return
+        # transformers' tokenizer sets its truncation and padding on a call that asks for others than it has (which
+        # two threads at once cannot do): settled here, the threads only read them
+        self.pieces("")
         torch.set_num_threads(1)
         try:
             with ThreadPoolExecutor(threads, thread_name_prefix="bioel-document") as pool:
