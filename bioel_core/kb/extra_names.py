@@ -129,7 +129,7 @@ def new_concept(names: Iterable[ExtraName], reader: KBReader) -> ConceptRecord |
             f"concept {raw_id} is not in the KB, and no concept is made of it: it is not an id of "
             f"{vocabulary or reader.kb} (pattern {shape.pattern})"
         )
-    if reader.scope.to_dict() and reader.id_pattern.fullmatch(concept_id):
+    if reader.scope.declared and reader.id_pattern.fullmatch(concept_id):
         return (
             f"concept {raw_id} is not in the KB, and no concept is made of it: the dump holds such ids, so the "
             "entity type's scope left it out (or the dump does not know it)"

@@ -84,6 +84,11 @@ class Scope:
         return {k: list(v) for k, v in asdict(self).items() if v}
 
     @property
+    def declared(self) -> bool:
+        """Whether any field restricts the KB."""
+        return any(asdict(self).values())
+
+    @property
     def by_tree(self) -> bool:
         return bool(self.tree_include or self.tree_exclude)
 

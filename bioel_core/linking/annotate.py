@@ -265,10 +265,15 @@ class DocumentAnnotator:
         """Detected mentions, or the given ones: every one, those of an entity type without a KB here annotated NIL
         (`no_index`), never dropped."""
         if self.detect:
-            defined = defined_short_forms(document)  # once: every detector and the rules read the definitions
-            detected = [m for t in self.targets.values() for m in t.detector.detect(document, defined)]
+            detected, defined = self._dictionary_mentions(document)
             return self._kept(document, detected, defined=defined)
         return list(document.mentions)
+
+    def _dictionary_mentions(self, document: Document) -> tuple[list[Mention], Mapping[str, tuple[int, int]]]:
+        """The dictionaries' mentions of the document, and its short-form definitions, found once: every detector
+        and the rules read them."""
+        defined = defined_short_forms(document)
+        return [m for t in self.targets.values() if t.detector for m in t.detector.detect(document, defined)], defined
 
     def _kept(
         self, document: Document, detected: list[Mention], span_score=lambda m: None, defined: Mapping | None = None
@@ -346,8 +351,7 @@ class DocumentAnnotator:
                     spotted = [Mention(text[s.start : s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
                     piece_span = {id(m): s.piece_span for m, s in zip(spotted, spans)}
                     scores = {id(m): s.score for m, s in zip(spotted, spans)}
-                    defined = defined_short_forms(document)  # once: every detector and the rules read the definitions
-                    dictionary = [m for t in self.targets.values() if t.detector for m in t.detector.detect(document, defined)]
+                    dictionary, defined = self._dictionary_mentions(document)
                     detected = _defined_elsewise(document, spotted, dictionary, defined)
 
                     def span_score(m: Mention, encoded=encoded, logits=logits, scores=scores) -> float | None:

@@ -63,17 +63,17 @@ def tokenizer_digest(tokenizer) -> str:
         for role, token in tokenizer.special_tokens_map.items()
         if isinstance(token, str)
     }
-    return _pipeline_digest(tokenizer.backend_tokenizer.to_str(), json.dumps(special, sort_keys=True))
+    return _pipeline_digest(tokenizer.backend_tokenizer.to_str(), tuple(sorted(special.items())))
 
 
 @functools.lru_cache(maxsize=16)
-def _pipeline_digest(pipeline: str, special_ids: str) -> str:
+def _pipeline_digest(pipeline: str, special_ids: tuple[tuple[str, int], ...]) -> str:
     # kept per serialized pipeline: the canonical dump of a 30,000-piece vocabulary takes 50 ms, and opening a
     # linker fingerprints the same few tokenizers a dozen times (model, name encoder, index and card checks)
     spec = json.loads(pipeline)
     spec.pop("truncation", None)
     spec.pop("padding", None)
-    blob = json.dumps({"pipeline": spec, "special_ids": json.loads(special_ids)}, sort_keys=True)
+    blob = json.dumps({"pipeline": spec, "special_ids": dict(special_ids)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
