@@ -1,5 +1,6 @@
 """The collective model's document pass on CPU by each way of running its transformer, side by side in one run:
-torch float32 (today's), torch dynamic int8 (its linear layers; torch.ao), torch with its linear layers in bfloat16
+torch float32 (today's: bioel_core.models.bert_inference for a BERT), torch float32 by transformers' BertModel (what
+linking ran before), torch dynamic int8 (its linear layers; torch.ao), torch with its linear layers in bfloat16
 (AMX on recent Intel CPUs), ONNX Runtime float32 and ONNX Runtime int8 (per output channel: `bioel link
 --document-runtime onnx|onnx-int8`; bioel_core.models.onnx_document), and ONNX Runtime int8 with one scale per matrix
 (quantize_dynamic's default, for comparison).
@@ -66,11 +67,14 @@ def main() -> None:
         records = [json.loads(line) for line in f if line.strip()][: args.limit]
     texts = [f"{r['title']} {r['abstract']}".strip() for r in records]
 
-    def loaded(runtime: str = "torch") -> CollectiveEncoder:
-        return CollectiveEncoder.load(args.model).use_runtime(runtime)
+    def loaded(runtime: str = "torch", transformers: bool = False) -> CollectiveEncoder:
+        model = CollectiveEncoder.load(args.model).use_runtime(runtime)
+        if transformers:  # its transformers model: linear layers to quantize or round, and the pass linking ran before
+            model.document = model.transformers_document()
+        return model
 
     began = time.perf_counter()
-    models = {"torch float32": loaded(), "onnx float32": loaded("onnx")}
+    models = {"torch float32": loaded(), "torch float32, transformers": loaded(transformers=True), "onnx float32": loaded("onnx")}
     export_s = time.perf_counter() - began
     began = time.perf_counter()
     models["onnx int8 (per channel)"] = loaded("onnx-int8")
@@ -79,10 +83,10 @@ def main() -> None:
     _per_tensor_int8(graph_path(models["onnx float32"], "onnx"), per_tensor)
     models["onnx int8 (per matrix)"] = loaded()
     models["onnx int8 (per matrix)"].document_session = DocumentSession(per_tensor)  # a graph no setting names
-    torch_int8 = loaded()
+    torch_int8 = loaded(transformers=True)
     torch_int8.document = torch.ao.quantization.quantize_dynamic(torch_int8.document, {torch.nn.Linear}, dtype=torch.qint8)
     models["torch int8 (dynamic)"] = torch_int8
-    torch_bf16 = loaded()
+    torch_bf16 = loaded(transformers=True)
     torch_bf16.document = _bfloat16_linears(torch_bf16.document)
     models["torch bfloat16 linears"] = torch_bf16
 

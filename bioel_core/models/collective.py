@@ -16,6 +16,7 @@ Offsets map back to characters exactly: a span's characters are [offset(start).b
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -28,8 +29,10 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
+from bioel_core.models.bert_inference import BertForInference
 from bioel_core.models.base import CONFIG_FILE, fingerprint_of, read_config, stored, write_config
 from bioel_core.models.checkpoints import (
+    check_vocabulary,
     load_hf_model,
     load_tokenizer,
     require_hf_checkpoint,
@@ -118,6 +121,13 @@ def owner_window(n: int, ranges: list[tuple[int, int]]) -> np.ndarray:
     return owner
 
 
+def _document_encoder(folder: Path, tokenizer, inference: bool) -> torch.nn.Module:
+    if inference and (encoder := BertForInference.from_folder(folder)) is not None:
+        check_vocabulary(folder, tokenizer, encoder.embeddings.word_embeddings.weight.shape[0])
+        return encoder
+    return load_hf_model(folder, tokenizer)
+
+
 class CollectiveEncoder(torch.nn.Module):
     encoder_type = "collective"
 
@@ -134,8 +144,11 @@ class CollectiveEncoder(torch.nn.Module):
         names_source: dict | None = None,
         decoding: dict | None = None,
         document_layers: int | None = None,
+        inference: bool = False,
     ):
-        """`document_layers`: keep only the document encoder's first N layers (a faster model to train from)."""
+        """`document_layers`: keep only the document encoder's first N layers (a faster model to train from).
+        `inference`: a plain BERT document encoder is read as `BertForInference` (the same bits as transformers', a
+        shorter start-up and pass; never trained), any other with transformers."""
         super().__init__()
         if mention_pooling not in MENTION_POOLINGS:
             raise ValueError(f"mention_pooling must be one of {MENTION_POOLINGS}, got {mention_pooling!r}")
@@ -143,7 +156,8 @@ class CollectiveEncoder(torch.nn.Module):
             raise ValueError("a collective model needs at least one entity type")
         document_dir = require_hf_checkpoint(document_dir)
         self.tokenizer = load_tokenizer(document_dir)
-        self.document = load_hf_model(document_dir, self.tokenizer)
+        self.document = _document_encoder(document_dir, self.tokenizer, inference)
+        self.document_dir = document_dir
         if document_layers:
             keep_first_layers(self.document, document_layers)
         positions = token_positions(self.document) or 512
@@ -244,6 +258,12 @@ class CollectiveEncoder(torch.nn.Module):
         if self.document_session is not None:
             return self.document_session(input_ids)
         return self.document(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).last_hidden_state
+
+    def transformers_document(self) -> torch.nn.Module:
+        """A copy of the document encoder as a transformers model (what an ONNX graph is exported from)."""
+        if isinstance(self.document, BertForInference):  # read from its folder: the same weights
+            return load_hf_model(self.document_dir, self.tokenizer).to(self.device).eval()
+        return copy.deepcopy(self.document)
 
     def use_runtime(self, runtime: str) -> CollectiveEncoder:
         """Run the document encoder with `runtime` (DOCUMENT_RUNTIMES): torch, or the model's ONNX graph, float32 or
@@ -456,6 +476,7 @@ class CollectiveEncoder(torch.nn.Module):
             mention_pooling=config["mention_pooling"],
             names_source=config.get("names_source"),
             decoding=config.get("decoding"),
+            inference=True,
         )
         heads = require_safetensors(directory) / HEADS_FILE
         state = {k: v.float() for k, v in load_file(str(heads)).items()}

@@ -82,10 +82,9 @@ def export_document(model, path: str | Path) -> None:
     window (the weights are the model's own: a model stored as float16 is exported with its float32 copies). Exported
     from a copy whose attention is written out (eager), which ONNX Runtime runs faster than the exported fused
     attention (SDPA), the same states to float precision; the model itself is left as it is."""
-    import copy
     import warnings
 
-    document = copy.deepcopy(model.document)
+    document = model.transformers_document()
     document.set_attn_implementation("eager")
     wrapper = _States(document).eval()
     example = torch.full((1, min(EXAMPLE_PIECES, model.window)), model.tokenizer.unk_token_id or 0, dtype=torch.long)
