@@ -1,4 +1,7 @@
-from bioel_core.normalize import Normalizer, NormalizerConfig, name_id
+import sys
+import unicodedata
+
+from bioel_core.normalize import PUNCTUATION_PLANES_END, Normalizer, NormalizerConfig, name_id, unicode_punctuation
 
 
 def test_default_policy_matches_biosyn_preprocessing():
@@ -26,6 +29,12 @@ def test_unicode_punctuation_is_punctuation():
     assert norm("type\u20102 \u201cdiabetes\u201d \u2013 adult\u2010onset") == "type 2 diabetes adult onset"
     assert Normalizer(NormalizerConfig(punctuation="remove"))("A\u201023187") == "a23187"
     assert Normalizer(NormalizerConfig(keep_chars="\u2019"))("Parkinson\u2019s") == "parkinson\u2019s"
+
+
+def test_no_punctuation_lies_beyond_the_planes_scanned():
+    beyond = [c for c in map(chr, range(PUNCTUATION_PLANES_END, sys.maxunicode + 1)) if unicodedata.category(c).startswith("P")]
+    assert beyond == []
+    assert len(unicode_punctuation()) > 700 and "\u2019" in unicode_punctuation() and "\U0001e95e" in unicode_punctuation()
 
 
 def test_a_config_recorded_before_unicode_punctuation_reads_as_it_was_written():

@@ -626,7 +626,8 @@ class AnnotatorSpec:
         sources = self._sources()
         self._check_stop_lists(sources)
         models = self.open_models() if models is None else models
-        fingerprints = {}
+        fingerprints: dict[str, str] = {}
+        whole: dict[int, str] = {}
         for entity_type, source in sources.items():
             model = models[self.model_for(entity_type)]
             found = source["model"].vectors_of(model)
@@ -637,14 +638,19 @@ class AnnotatorSpec:
                     f"the model {name} (fingerprint {found[:12]}) is not the one the index "
                     f"{source['index']} was built with ({source['fingerprint'][:12]}); pass that model",
                 )
-            fingerprints[entity_type] = self._model_version(source, model)
+            fingerprints[entity_type] = self._model_version(source, model, whole)
         return (combined_version(fingerprints), combined_version({t: s["kb_version"] for t, s in sources.items()}))
 
-    def _model_version(self, source: dict, model) -> str:
+    def _model_version(self, source: dict, model, whole: dict) -> str:
         """A type's model version in the annotations: the fingerprint of the whole model that embeds its mentions (a
         document model retrained on the same name encoder links against the same index, yet annotates otherwise); with
-        generative linking, which embeds no mention, that of the model the index was built with."""
-        return source["model"].fingerprint if self.generative is not None else model.fingerprint()
+        generative linking, which embeds no mention, that of the model the index was built with. `whole`: the
+        fingerprints already taken, by model (one model serves every type: its weights are hashed once)."""
+        if self.generative is not None:
+            return source["model"].fingerprint
+        if id(model) not in whole:
+            whole[id(model)] = model.fingerprint()
+        return whole[id(model)]
 
     def _check_stop_lists(self, sources: dict[str, dict]) -> None:
         """Each stop list against its type's KB names, before the workers open them."""
@@ -797,7 +803,7 @@ class AnnotatorSpec:
         one_pass = encoder is not None and _is_document_model(encoder) and (self.detector != "dictionary" or not self.detect)
         stop_lists, thresholds = dict(self.stop_lists), dict(self.nil_thresholds)
         short_form_support = dict(self.short_form_support)
-        targets, fingerprints = [], {}
+        targets, fingerprints, whole = [], {}, {}  # whole: each model's fingerprint, taken once (_model_version)
         for entity_type, source in self._sources().items():
             names = NameSet.from_names_table(source["names"])
             spelling = SpellingVariants.from_names_table(source["names"]) if self.spelling_variants else None
@@ -812,7 +818,7 @@ class AnnotatorSpec:
                     abbreviations=self.abbreviations,
                     spelling=spelling,
                 )
-            fingerprints[entity_type] = self._model_version(source, encoders.get(self.model_for(entity_type)))
+            fingerprints[entity_type] = self._model_version(source, encoders.get(self.model_for(entity_type)), whole)
             if generative is not None:  # the tree of the type's names, built in each worker (seconds)
                 linker = GenerativeLinker(names, generative, self.generative, batch_size=self.batch_size, reproducible=True)
             else:  # annotations must not depend on how documents are batched
