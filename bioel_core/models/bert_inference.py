@@ -1,12 +1,11 @@
 """A document model's BERT encoder read for inference, without transformers' modeling code.
 
 `bioel link` runs one BERT encoder (the collective model's document side) over each document window. transformers'
-`BertModel` does the same arithmetic, but importing its modeling code takes about 3 s of every link worker's
-start-up (it pulls in torch.distributed, torch._dynamo and scipy), and its layers of wrappers cost Python time on
-every call. `BertForInference` runs the same operations in the same order (embeddings summed as BertModel sums
-them, SDPA attention without a mask, exact GELU, post-layer norms), so its token states are the same bits:
-tests/test_bert_inference.py holds it to `BertModel` bit for bit, and benchmarks/RESULTS.md has the start-up and
-speed it buys.
+`BertModel` does the same arithmetic, but importing its modeling code takes 3-5 s of every link worker's start-up
+(it pulls in torch.distributed, torch._dynamo and scipy). `BertForInference` runs the same operations in the same
+order (embeddings summed as BertModel sums them, SDPA attention without a mask, exact GELU, post-layer norms), so its
+token states are the same bits: tests/test_bert_inference.py holds it to `BertModel` bit for bit, and
+benchmarks/RESULTS.md has the start-up it buys (the pass itself runs at the same speed).
 
 It reads config.json and the safetensors weights itself, under BertModel's parameter names (so a model's fingerprint,
 `state_dict` and saved folder are what transformers gives), and only a plain BERT: absolute positions, GELU, an
@@ -105,13 +104,12 @@ class BertForInference(torch.nn.Module):
             return None
         config = BertConfig.from_dict(config_dict)
         stored = _read_weights(folder)
-        prefix = "bert." if any(k.startswith("bert.") for k in stored) else ""  # a checkpoint saved with a task head
         names = [*_EMBEDDINGS, *(f"encoder.layer.{i}.{k}" for i in range(config.num_hidden_layers) for k in _LAYER)]
-        if any(prefix + n not in stored for n in names):
+        if any(n not in stored for n in names):  # a checkpoint saved with a task head ("bert." keys), or incomplete
             return None
-        if all(prefix + n in stored for n in _POOLER):  # kept as BertModel keeps it: part of the fingerprint
+        if all(n in stored for n in _POOLER):  # kept as BertModel keeps it: part of the fingerprint
             names += _POOLER
-        return cls(config, {n: stored[prefix + n].to(torch.float32) for n in names})
+        return cls(config, {n: stored[n].to(torch.float32) for n in names})
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> Output:
         """`attention_mask`, if given, must be all ones: one sequence, no padding (what a document window is)."""

@@ -148,7 +148,7 @@ class CollectiveEncoder(torch.nn.Module):
     ):
         """`document_layers`: keep only the document encoder's first N layers (a faster model to train from).
         `inference`: a plain BERT document encoder is read as `BertForInference` (the same bits as transformers', a
-        shorter start-up and pass; never trained), any other with transformers."""
+        shorter start-up; never trained), any other with transformers."""
         super().__init__()
         if mention_pooling not in MENTION_POOLINGS:
             raise ValueError(f"mention_pooling must be one of {MENTION_POOLINGS}, got {mention_pooling!r}")
