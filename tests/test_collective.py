@@ -854,6 +854,48 @@ def test_both_detectors_link_an_undefined_short_form_only_where_its_prior_or_spa
     assert set(undefined_short(run(1.0, {kept: (3, 3)}))) == {kept}
 
 
+def test_a_span_of_the_models_that_its_types_stop_list_holds_is_no_mention(collective_chain, tmp_path):
+    """The model made to find each dictionary name as a span: a name the stop list holds (learned or chosen) is left
+    out whether the model or the dictionary found it; without the list it is a mention."""
+    from bioel_core.text.detect import StopList
+
+    model, index, _, docs = collective_chain
+    shipped = StopList.load(SAMPLE_DATA.parent / "models" / "stoplists" / "disease-medic.json")
+
+    def run(detector, chosen=None):
+        stop = ()
+        if chosen is not None:
+            StopList({}, normalizer=shipped.normalizer, chosen=chosen).save(tmp_path / "stop.json")
+            stop = (("Disease", str(tmp_path / "stop.json")),)
+        annotator = AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=stop, detector=detector).open()
+        dictionary = AnnotatorSpec(model=model, indexes=(("Disease", index),), detector="dictionary").open()
+        document_model, names = annotator.document_model, {d.text: dictionary.targets["Disease"].detector.detect(d) for d in docs}
+        encode = document_model.encode_document
+
+        def encode_document(text):
+            encoded = encode(text)
+            encoded.names = [(m.start, m.end) for m in names[text]]
+            return encoded
+
+        def decode_spans(encoded, logits, thresholds):  # exactly the dictionary's names
+            spans = [(a, b) for a, b in encoded.spans.tolist()]
+            found = [
+                (0.9, a, b, "Disease") for a, b in spans if (encoded.pieces[a].start, encoded.pieces[b].end) in encoded.names
+            ]
+            return document_model._non_overlapping(encoded, found)
+
+        document_model.encode_document, document_model.decode_spans = encode_document, decode_spans
+        normalize = dictionary.targets["Disease"].detector.normalizer  # the KB names' normalizer, as stop lists hold names
+        return [normalize(r["mention"]) for rows in annotator.annotate(docs) for r in rows]
+
+    for detector in ("model", "both"):
+        unstopped = run(detector)
+        most = max(set(unstopped), key=unstopped.count)
+        assert unstopped.count(most) >= 2
+        stopped = run(detector, {most: "chosen in this test"})
+        assert most not in stopped and len(stopped) == len(unstopped) - unstopped.count(most)
+
+
 def test_a_nil_span_of_the_models_gives_way_to_the_linked_names_inside_it_where_its_type_says_so(collective_chain):
     """The model made to read each dictionary name with the word before it ("of Wilson disease"): its spans link far
     from any name, NIL at a threshold only an exact name reaches; with `inner_names` each gives way to the names."""

@@ -179,6 +179,23 @@ def test_learn_stop_list_exact_counts(tmp_path):
     assert found(stopped, _gold_corpus()[0]) == ["Delirium", "delirium"]
 
 
+def test_names_chosen_on_dev_are_stopped_beside_the_learned_ones_and_saved_with_their_reason(tmp_path):
+    det = detector("disease", "delirium", "albumin")
+    stop = learn_stop_list(_gold_corpus(), det, 2, 0.5, entity_types={"Disease"})
+    stop.chosen = {"delirium": "never annotated in the development corpora"}
+    assert stop.names == {"disease", "albumin", "delirium"}
+    stop.save(tmp_path / "stop.json")
+    assert json.loads((tmp_path / "stop.json").read_text())["chosen"] == stop.chosen
+    loaded = StopList.load(tmp_path / "stop.json")
+    assert loaded == stop
+    assert found(detector("disease", "delirium", "albumin", stop_list=loaded), _gold_corpus()[0]) == []
+    # a list saved before chosen names existed reads as having none
+    old = json.loads((tmp_path / "stop.json").read_text())
+    del old["chosen"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert StopList.load(tmp_path / "old.json").chosen == {}
+
+
 # a PubTator file (title and abstract lines, then tab-separated start, end, text, type, id), as the BioCreative V CDR
 # corpus writes it
 SHORT_FORMS_PUBTATOR = """100|t|APC mutations in familial adenomatous polyposis.

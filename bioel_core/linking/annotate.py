@@ -33,7 +33,7 @@ import contextlib
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -41,6 +41,7 @@ from bioel_core.corpora.records import Document, Mention
 from bioel_core.heap import long_lived
 from bioel_core.linking import DEFAULT_RERANK_DEPTH, DETECTORS, DOCUMENT_RUNTIMES
 from bioel_core.linking.base import Linker
+from bioel_core.normalize import Normalizer
 from bioel_core.outputs.fs import LOCAL, FileSystem, absolute
 from bioel_core.text.abbreviations import ABBREVIATION_RULES, is_bare_number, is_statistic
 from bioel_core.text.spelling import SPELLING_RULES, SpellingVariants
@@ -69,7 +70,8 @@ INNER_NAMES_RULES = "nil-span-to-inner-names/1"
 # The version of detection's rules, what it never keeps (_no_statistics, _defined_elsewise), where the dictionaries'
 # names match and their coordinated mentions: part of every detecting run's settings, so an incremental run detects
 # again what older rules found. Version 2 of the model's short forms: a span it drops lends its link to no other mention.
-DETECTION_RULES = f"no-statistics/1 model-short-forms-as-defined/2 {NAME_MATCH_RULES} {COORDINATION_RULES}"
+# model-spans-stopped: a span of the model's that its type's stop list holds is dropped, as the dictionaries' matches are.
+DETECTION_RULES = f"no-statistics/1 model-short-forms-as-defined/2 model-spans-stopped/1 {NAME_MATCH_RULES} {COORDINATION_RULES}"
 
 
 def no_index_reason(entity_type: str) -> str:
@@ -107,6 +109,13 @@ class EntityTarget:
     concepts: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     short_forms: ShortFormSupport | None = None  # None: short forms are linked as any mention
     inner_names: bool = False  # a NIL span of the document model's gives way to the linked KB names inside it
+    # whether a span's text is, normalized as the KB's names are, a name of the type's stop list (None: it has none)
+    stopped: Callable[[str], bool] | None = None
+
+
+def _in_stop_list(stop: StopList, normalizer: Normalizer) -> Callable[[str], bool]:
+    names = stop.names
+    return lambda text: normalizer(text) in names
 
 
 def _no_statistics(mentions: list[Mention]) -> list[Mention]:
@@ -284,6 +293,12 @@ class DocumentAnnotator:
         kept = self._context_supported(document, _no_statistics(detected), span_score, defined)
         return _parts_linked(_without_overlaps(kept))
 
+    def _stopped(self, entity_type: str, text: str) -> bool:
+        """Whether the type's stop list holds `text`: a span of the model's is no mention then, as a dictionary's match
+        of it is none."""
+        stopped = self.targets[entity_type].stopped
+        return stopped is not None and stopped(text)
+
     def _context_supported(
         self, document: Document, mentions: list[Mention], span_score=lambda m: None, defined: Mapping | None = None
     ) -> list[Mention]:
@@ -343,7 +358,7 @@ class DocumentAnnotator:
                     spans = [
                         s
                         for s in model.decode_spans(encoded, logits, model.decoding["thresholds"])
-                        if s.entity_type in self.targets
+                        if s.entity_type in self.targets and not self._stopped(s.entity_type, text[s.start : s.end])
                     ]
                     # the model's spans by identity (a dictionary's mention of the same span is another mention):
                     # `spotted` holds them for the whole document, as an id() names one object only while it lives
@@ -847,6 +862,7 @@ class AnnotatorSpec:
                     concept_lookup(source["names"]),
                     None if entity_type not in short_form_support else ShortFormSupport(short_form_support[entity_type], stop),
                     entity_type in self.inner_names,
+                    None if stop is None else _in_stop_list(stop, names.normalizer),
                 )
             )
         # what Arrow's allocator kept of the KB tables just read goes back to the system: with a UMLS-size KB,

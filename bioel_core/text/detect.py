@@ -217,10 +217,12 @@ class StopList:
     normalizer: dict = field(default_factory=dict)  # Normalizer.to_dict() of the names
     # short form as written -> (whole-word occurrences in the training corpora, those a gold mention)
     short_forms: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # name -> why: names chosen on development corpora where the training corpora's annotators disagree, stopped too
+    chosen: dict[str, str] = field(default_factory=dict)
 
     @property
     def names(self) -> frozenset[str]:
-        return frozenset(self.counts)
+        return frozenset(self.counts) | frozenset(self.chosen)
 
     def prior(self, short_form: str) -> float | None:
         """The share of the short form's occurrences in the training corpora that were gold mentions; None when it
@@ -250,6 +252,7 @@ class StopList:
             "names": {n: {"matched": m, "gold": g} for n, (m, g) in sorted(self.counts.items())},
             "short_form_rule": SHORT_FORM_RULE,
             "short_forms": {f: {"occurrences": o, "gold": g} for f, (o, g) in sorted(self.short_forms.items())},
+            "chosen": dict(sorted(self.chosen.items())),
         }
         Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -272,6 +275,7 @@ class StopList:
             data["normalizer"],
             # a list learned before short forms were counted has none: every short form is unseen
             {f: (c["occurrences"], c["gold"]) for f, c in data.get("short_forms", {}).items()},
+            dict(data.get("chosen", {})),
         )
 
 
