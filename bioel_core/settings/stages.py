@@ -301,7 +301,9 @@ class LinkTarget(Settings):
 
     index: str | None = setting(None, path=True, help="the type's `bioel build-index` folder")
     model: str | None = setting(None, path=True, help="the model folder its index was built with (default: the link's model)")
-    stop_list: str | None = setting(None, path=True, help="the type's stop list (models/stoplists/*.json): names neither detector reports")
+    stop_list: str | None = setting(
+        None, path=True, help="the type's stop list (models/stoplists/*.json): names neither detector reports"
+    )
     nil_threshold: float | None = setting(None, help="mentions scored below are NIL (default: calibrated, else none)")
     short_form_support: float | None = setting(
         None,
