@@ -861,6 +861,11 @@ def test_a_span_of_the_models_that_its_types_stop_list_holds_is_no_mention(colle
 
     model, index, _, docs = collective_chain
     shipped = StopList.load(SAMPLE_DATA.parent / "models" / "stoplists" / "disease-medic.json")
+    dictionary = (
+        AnnotatorSpec(model=model, indexes=(("Disease", index),), detector="dictionary").open().targets["Disease"].detector
+    )
+    names = {d.text: dictionary.detect(d) for d in docs}
+    normalize = dictionary.normalizer  # the KB names' normalizer, as stop lists hold names
 
     def run(detector, chosen=None):
         stop = ()
@@ -868,8 +873,7 @@ def test_a_span_of_the_models_that_its_types_stop_list_holds_is_no_mention(colle
             StopList({}, normalizer=shipped.normalizer, chosen=chosen).save(tmp_path / "stop.json")
             stop = (("Disease", str(tmp_path / "stop.json")),)
         annotator = AnnotatorSpec(model=model, indexes=(("Disease", index),), stop_lists=stop, detector=detector).open()
-        dictionary = AnnotatorSpec(model=model, indexes=(("Disease", index),), detector="dictionary").open()
-        document_model, names = annotator.document_model, {d.text: dictionary.targets["Disease"].detector.detect(d) for d in docs}
+        document_model = annotator.document_model
         encode = document_model.encode_document
 
         def encode_document(text):
@@ -878,14 +882,13 @@ def test_a_span_of_the_models_that_its_types_stop_list_holds_is_no_mention(colle
             return encoded
 
         def decode_spans(encoded, logits, thresholds):  # exactly the dictionary's names
-            spans = [(a, b) for a, b in encoded.spans.tolist()]
+            pieces = encoded.pieces
             found = [
-                (0.9, a, b, "Disease") for a, b in spans if (encoded.pieces[a].start, encoded.pieces[b].end) in encoded.names
+                (0.9, a, b, "Disease") for a, b in encoded.spans.tolist() if (pieces[a].start, pieces[b].end) in encoded.names
             ]
             return document_model._non_overlapping(encoded, found)
 
         document_model.encode_document, document_model.decode_spans = encode_document, decode_spans
-        normalize = dictionary.targets["Disease"].detector.normalizer  # the KB names' normalizer, as stop lists hold names
         return [normalize(r["mention"]) for rows in annotator.annotate(docs) for r in rows]
 
     for detector in ("model", "both"):

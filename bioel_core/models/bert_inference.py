@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-WEIGHTS_FILE, WEIGHTS_INDEX = "model.safetensors", "model.safetensors.index.json"
+WEIGHTS_FILE = "model.safetensors"
 _EMBEDDINGS = (
     "embeddings.word_embeddings.weight",
     "embeddings.position_embeddings.weight",
@@ -66,15 +66,6 @@ def is_plain_bert(config: dict) -> bool:
     )
 
 
-def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    index = folder / WEIGHTS_INDEX
-    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else [WEIGHTS_FILE]
-    weights = {}
-    for name in files:
-        weights.update(load_file(str(folder / name)))
-    return weights
-
-
 class BertForInference(torch.nn.Module):
     """BERT's encoder over one unpadded sequence: `forward(input_ids)` -> Output(last_hidden_state)."""
 
@@ -94,16 +85,17 @@ class BertForInference(torch.nn.Module):
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> BertForInference | None:
-        """The folder's BERT (config.json, safetensors weights, float32), or None when it is not a plain BERT or
-        lacks a weight BertModel needs (the caller then loads it with transformers, which says what is wrong)."""
+        """The folder's BERT (config.json, model.safetensors, float32), or None when it is not a plain BERT, keeps its
+        weights otherwise (sharded) or lacks one BertModel needs: the caller then loads it with transformers, which
+        reads any layout and says what is wrong."""
         from transformers import BertConfig
 
         folder = Path(folder)
         config_dict = json.loads((folder / "config.json").read_text())
-        if not is_plain_bert(config_dict):
+        if not is_plain_bert(config_dict) or not (folder / WEIGHTS_FILE).is_file():
             return None
         config = BertConfig.from_dict(config_dict)
-        stored = _read_weights(folder)
+        stored = load_file(str(folder / WEIGHTS_FILE))
         names = [*_EMBEDDINGS, *(f"encoder.layer.{i}.{k}" for i in range(config.num_hidden_layers) for k in _LAYER)]
         if any(n not in stored for n in names):  # a checkpoint saved with a task head ("bert." keys), or incomplete
             return None
