@@ -18,7 +18,8 @@ from bioel_core.evaluation.e2e import e2e_scores
 from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import CollectiveEncoder, TransformerEncoder, open_model
-from bioel_core.models.collective import owner_window, windows, word_spans
+from bioel_core.models.bert_inference import BertForInference
+from bioel_core.models.collective import feed_forward_importance, keep_feed_forward, owner_window, windows, word_spans
 from bioel_core.training.collective import (
     CollectiveTrainConfig,
     NameSpace,
@@ -152,6 +153,29 @@ def test_a_smaller_model_starts_from_a_trained_ones_first_layers_and_heads(bases
     before = {k: v.clone() for k, v in other.heads().items()}
     warm_start_heads(other, teacher)  # other entity types: the heads mean something else, not copied
     assert all(torch.equal(v, before[k]) for k, v in other.heads().items())
+
+
+def test_a_smaller_feed_forward_keeps_the_units_that_carry_the_layers_output(bases, tmp_path):
+    model = tiny(bases, window=24, overlap=8).eval()
+    width = model.document.config.intermediate_size
+    silent = torch.arange(0, width, 2)  # units whose output weights are zero add nothing to the layer's output
+    with torch.no_grad():
+        for layer in model.document.encoder.layer:
+            layer.output.dense.weight[:, silent] = 0
+        before = model.encode_document(TEXT).states
+    importance = feed_forward_importance(model, [TEXT, "type 2 diabetes"])
+    assert all(bool((scores[silent] == 0).all()) and bool((scores[1::2] > 0).all()) for scores in importance)
+    keep_feed_forward(model.document, width // 2, importance)
+    assert model.document.config.intermediate_size == width // 2
+    with torch.no_grad():
+        after = model.encode_document(TEXT).states
+    assert torch.allclose(after, before, atol=1e-5)  # the same sums, fewer zero terms
+    again = CollectiveEncoder.load(model.save(tmp_path / "cut", dtype="float32"))
+    assert again.document.config.intermediate_size == width // 2 and again.fingerprint() == model.fingerprint()
+    with torch.no_grad():
+        assert torch.equal(again.encode_document(TEXT).states, after)
+    with pytest.raises(ValueError, match=f"have {width // 2} units; cannot keep {width}"):
+        keep_feed_forward(model.document, width, importance)
 
 
 def tiny_corpus() -> list[Document]:
@@ -434,6 +458,8 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
                 teacher,
                 "--document-layers",
                 "1",
+                "--document-feed-forward",
+                "16",
                 "--epochs",
                 "1",
                 "--save-dtype",
@@ -446,10 +472,13 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
         == 0
     )
     model = CollectiveEncoder.load(out)
-    assert model.document.config.num_hidden_layers == 1
+    assert model.document.config.num_hidden_layers == 1 and model.document.config.intermediate_size == 16
+    assert isinstance(model.document, BertForInference)  # the cut model is a plain BERT of that size
+    assert tuple(model.document.get_parameter("encoder.layer.0.intermediate.dense.weight").shape) == (16, 32)
     assert model.names.fingerprint() == CollectiveEncoder.load(teacher).names.fingerprint()  # the teacher's name space
     card = json.loads((out / "card.json").read_text())
     assert card["init"] == teacher and card["document_layers"] == 1 and card["collective"]["best_epoch"] == 1
+    assert card["document_feed_forward"] == 16
     # BioSyn scores of a collective model are its frozen name encoder's (`evaluate --linker dense`): the card says so
     from bioel_core.models.cards import record_scores
 

@@ -82,6 +82,11 @@ class BertForInference(torch.nn.Module):
             module.register_parameter(leaf, torch.nn.Parameter(tensor, requires_grad=False))
         self.heads = config.num_attention_heads
         self.head_size = config.hidden_size // config.num_attention_heads
+        self._weights: dict[str, torch.Tensor] | None = None  # by name: get_parameter walks the modules each call
+
+    def _apply(self, fn, recurse=True):  # .to(), .float() and the like may give other tensors
+        self._weights = None
+        return super()._apply(fn, recurse)
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> BertForInference | None:
@@ -108,7 +113,9 @@ class BertForInference(torch.nn.Module):
         if attention_mask is not None and not bool(attention_mask.all()):
             raise ValueError("BertForInference reads one unpadded sequence: its attention mask must be all ones")
         n, hidden, eps = input_ids.shape[1], self.config.hidden_size, self.config.layer_norm_eps
-        w = self.get_parameter
+        if self._weights is None:
+            self._weights = dict(self.named_parameters())
+        w = self._weights.__getitem__
 
         def linear(x: torch.Tensor, name: str) -> torch.Tensor:
             return F.linear(x, w(f"{name}.weight"), w(f"{name}.bias"))

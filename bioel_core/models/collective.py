@@ -17,6 +17,7 @@ Offsets map back to characters exactly: a span's characters are [offset(start).b
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
 
 from bioel_core.models.bert_inference import BertForInference
 from bioel_core.models.base import CONFIG_FILE, fingerprint_of, read_config, stored, write_config
@@ -57,6 +59,19 @@ class Encoded:
     pieces: list[Piece]
     states: torch.Tensor  # (n_pieces, hidden)
     spans: torch.Tensor  # (n_spans, 2) piece indices [start, end], inclusive
+
+    @functools.cached_property
+    def span_rows(self) -> dict[tuple[int, int], int]:
+        """(first piece, last piece) -> the span's row in `spans` (a dictionary's mention is scored by its bounds)."""
+        return {(int(a), int(b)): row for row, (a, b) in enumerate(self.spans.tolist())}
+
+    @functools.cached_property
+    def piece_bounds(self) -> tuple[dict[int, int], dict[int, int]]:
+        """Character offset -> the first piece starting there, and -> the last piece ending there."""
+        starts: dict[int, int] = {}
+        for k, p in enumerate(self.pieces):
+            starts.setdefault(p.start, k)
+        return starts, {p.end: k for k, p in enumerate(self.pieces)}
 
 
 @dataclass
@@ -96,6 +111,65 @@ def keep_first_layers(document: torch.nn.Module, layers: int) -> None:
         raise ValueError(f"the document encoder has {len(stack)} layers; cannot keep {layers}")
     document.encoder.layer = stack[:layers]
     document.config.num_hidden_layers = layers
+
+
+def _feed_forward_layers(document: torch.nn.Module) -> list[torch.nn.Module]:
+    stack = getattr(getattr(document, "encoder", None), "layer", None)
+    if not isinstance(stack, torch.nn.ModuleList) or not all(
+        hasattr(layer, "intermediate") and hasattr(getattr(layer, "output", None), "dense") for layer in stack
+    ):
+        raise ValueError(f"cannot cut the feed-forward units of a {type(document).__name__}: it has no BERT-like layers")
+    return list(stack)
+
+
+def feed_forward_importance(model: CollectiveEncoder, texts: Sequence[str]) -> list[torch.Tensor]:
+    """Per transformer layer, each feed-forward unit's share of the layer's output over `texts`: its mean absolute
+    activation over their pieces times the norm of its output weights (what removing it takes away, to first order)."""
+    layers = _feed_forward_layers(model.document)
+    sums = [torch.zeros(layer.intermediate.dense.out_features) for layer in layers]
+    count = 0
+
+    def hook(k: int):
+        def add(module, inputs, output):
+            sums[k].add_(output.detach().abs().sum(dim=(0, 1)).cpu())
+
+        return add
+
+    handles = [layer.intermediate.register_forward_hook(hook(k)) for k, layer in enumerate(layers)]
+    training = model.training
+    model.eval()  # activations without dropout
+    try:
+        with torch.no_grad():
+            for text in texts:
+                count += len(model.encode_document(text).pieces)
+    finally:
+        model.train(training)
+        for handle in handles:
+            handle.remove()
+    return [s / max(count, 1) * layer.output.dense.weight.detach().norm(dim=0).cpu() for s, layer in zip(sums, layers)]
+
+
+def keep_feed_forward(document: torch.nn.Module, size: int, importance: Sequence[torch.Tensor]) -> None:
+    """Cut every transformer layer's feed-forward block to its `size` most important units (in place; the config's
+    intermediate_size follows, so the saved folder loads back as a plain model of that size). The feed-forward
+    products are two thirds of a BERT layer's: the structured pruning that shrinks them, fine-tuned after (Michel et
+    al., "Are Sixteen Heads Really Better than One?", do the same for heads)."""
+    layers = _feed_forward_layers(document)
+    width = document.config.intermediate_size
+    if not 1 <= size <= width:
+        raise ValueError(f"the document encoder's feed-forward blocks have {width} units; cannot keep {size}")
+    for layer, scores in zip(layers, importance):
+        keep = torch.sort(torch.argsort(scores, descending=True, stable=True)[:size]).values
+        inner, outer = layer.intermediate.dense, layer.output.dense
+        cut_in = torch.nn.Linear(inner.in_features, size, device=inner.weight.device)
+        cut_out = torch.nn.Linear(size, outer.out_features, device=outer.weight.device)
+        with torch.no_grad():
+            cut_in.weight.copy_(inner.weight[keep])
+            cut_in.bias.copy_(inner.bias[keep])
+            cut_out.weight.copy_(outer.weight[:, keep])
+            cut_out.bias.copy_(outer.bias)
+        layer.intermediate.dense, layer.output.dense = cut_in, cut_out
+    document.config.intermediate_size = size
 
 
 def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
@@ -156,6 +230,11 @@ class CollectiveEncoder(torch.nn.Module):
             raise ValueError("a collective model needs at least one entity type")
         document_dir = require_hf_checkpoint(document_dir)
         self.tokenizer = load_tokenizer(document_dir)
+        # the tokenizer's own Rust pipeline, untruncated, for the pieces: transformers' call around it costs more than
+        # the split itself, and it sets truncation on the pipeline per call (which threads sharing it cannot do)
+        self._pieces = Tokenizer.from_str(self.tokenizer.backend_tokenizer.to_str())
+        self._pieces.no_padding()
+        self._pieces.no_truncation()
         self.document = _document_encoder(document_dir, self.tokenizer, inference)
         self.document_dir = document_dir
         if document_layers:
@@ -195,11 +274,10 @@ class CollectiveEncoder(torch.nn.Module):
 
     # ------------------------------------------------------------------------------ the document side
     def pieces(self, text: str) -> tuple[list[int], list[Piece]]:
-        # verbose=False: a document longer than the model's 512 pieces is windowed (encode_document), so the
-        # tokenizer's "longer than the maximum ... indexing errors" warning never applies and only alarms users.
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-        words = enc.word_ids()
-        return enc["input_ids"], [Piece(a, b, w) for (a, b), w in zip(enc["offset_mapping"], words)]
+        """The text's piece ids and pieces, the whole text (a document longer than a window is windowed:
+        encode_document)."""
+        enc = self._pieces.encode(text, add_special_tokens=False)
+        return enc.ids, [Piece(a, b, w) for (a, b), w in zip(enc.offsets, enc.word_ids)]
 
     def encode_document(self, text: str) -> Encoded:
         """Token states of the whole document (windows merged) and its candidate spans."""
@@ -233,9 +311,6 @@ class CollectiveEncoder(torch.nn.Module):
         if threads == 1 or len(texts) < 2 or self.device.type != "cpu":
             yield from map(one, texts)
             return
-        # transformers' tokenizer sets its truncation and padding on a call that asks for others than it has (which
-        # two threads at once cannot do): settled here, the threads only read them
-        self.pieces("")
         torch.set_num_threads(1)
         try:
             with ThreadPoolExecutor(threads, thread_name_prefix="bioel-document") as pool:
@@ -370,15 +445,11 @@ class CollectiveEncoder(torch.nn.Module):
         piece, or the span is longer than `max_span` pieces) or the model has no such type."""
         if entity_type not in self.entity_types:
             return None
-        first = [k for k, p in enumerate(encoded.pieces) if p.start == start]
-        last = [k for k, p in enumerate(encoded.pieces) if p.end == end]
-        if not first or not last:
+        starts, ends = encoded.piece_bounds
+        row = encoded.span_rows.get((starts.get(start, -1), ends.get(end, -1)))
+        if row is None:
             return None
-        spans = encoded.spans
-        row = torch.nonzero((spans[:, 0] == first[0]) & (spans[:, 1] == last[-1]))
-        if not len(row):
-            return None
-        return float(torch.sigmoid(logits[row[0, 0], self.entity_types.index(entity_type)]))
+        return float(torch.sigmoid(logits[row, self.entity_types.index(entity_type)]))
 
     def decode_bio(self, encoded: Encoded, logits: torch.Tensor) -> list[DetectedSpan]:
         """Spans of B(-I)* runs of one type (the BIO decoder); a run also ends where a word would be split."""

@@ -274,6 +274,12 @@ class CollectiveSettings(TrainSettings):
         "document encoder (a faster model; with init a trained collective model, its "
         "first N layers and heads are the start)",
     )
+    document_feed_forward: int | None = setting(
+        None,
+        minimum=1,
+        help="keep only each document encoder layer's N most active feed-forward units "
+        "(a faster model; chosen on the first train documents)",
+    )
     mention_pooling: str = setting(
         "endpoints", choices=MENTION_POOLINGS, help="mention vectors from W[h_start; h_end] or the mean of the span's tokens"
     )

@@ -50,12 +50,21 @@ from bioel_core.evaluation.e2e import e2e_scores
 from bioel_core.index.exact import ExactInnerProduct
 from bioel_core.kb.vocab import plain_id
 from bioel_core.progress import bar as progress_bar
-from bioel_core.models.collective import DOCUMENT_DIR, NAMES_DIR, CollectiveEncoder, Encoded, is_collective
+from bioel_core.models.collective import (
+    DOCUMENT_DIR,
+    NAMES_DIR,
+    CollectiveEncoder,
+    Encoded,
+    feed_forward_importance,
+    is_collective,
+    keep_feed_forward,
+)
 from bioel_core.settings import SettingsError, to_mapping
 from bioel_core.settings.train import CollectiveSettings
 from bioel_core.training.loop import load_optimizer_state, save_checkpoint
 
 log = logging.getLogger(__name__)
+FEED_FORWARD_SAMPLE = 128  # train documents whose activations choose the feed-forward units a smaller model keeps
 
 
 @dataclass
@@ -484,7 +493,8 @@ def run_collective_training(
 ) -> dict:
     """The whole `bioel train collective` job: build, train, tune decoding on dev, save, write the card. `init`: an
     HF checkpoint, or a trained collective model folder (its document encoder, name encoder and heads are the start;
-    with `document_layers`, a smaller model learns from the larger one's first layers). The corpora are read first,
+    with `document_layers`, a smaller model learns from the larger one's first layers; with `document_feed_forward`,
+    from its feed-forward blocks cut to their units most active on the first train documents). The corpora are read first,
     so that a bad record stops the run before any model is loaded; `spell`: how the caller names a setting in their
     errors (the CLI: its flag)."""
     import os
@@ -526,6 +536,9 @@ def run_collective_training(
     ).to(device)
     if teacher:
         warm_start_heads(model, CollectiveEncoder.load(teacher))
+    if s.document_feed_forward:
+        texts = [d.text for corpus in train for d in corpus.documents][:FEED_FORWARD_SAMPLE]
+        keep_feed_forward(model.document, s.document_feed_forward, feed_forward_importance(model, texts))
     log.info("encoding the names of %s with the frozen name encoder", ", ".join(types))
     spaces = {t: NameSpace.from_names_table(names[t], name_encoder, device) for t in types}
     record = train_collective(model, train, dev, spaces, config, output)
@@ -545,6 +558,7 @@ def run_collective_training(
         **fingerprint_entry(CollectiveEncoder.load(output)),
         "init": str(teacher or checkpoint_reference(base)),
         "document_layers": best.document.config.num_hidden_layers,
+        "document_feed_forward": best.document.config.intermediate_size,
         "save_dtype": save_dtype,
         "scores": {},
         "data": {
