@@ -271,7 +271,7 @@ def test_the_shipped_bundle_files_are_valid():
     if SHARED_DATA.exists():
         load_bundle_file(REPO / "benchmarks" / "diseases-chemicals.bundle.toml").check_inputs()
     best = load_bundle_file(REPO / "bundles" / "diseases-chemicals.toml")
-    assert best.link.detector == "both" and best.model.endswith("models/cdr-ncbi-collective-1layer")
+    assert best.link.detector == "both" and best.model.endswith("models/cdr-ncbi-collective-1layer-ff384")
     chemical = best.types["Chemical"].ingest.reader_kwargs()["scope"]
     assert chemical["tree_include"] == ["D"] and "D12.776" in chemical["tree_exclude"]  # BC5CDR's chemical guideline
     for f in (REPO / "bundles" / "diseases-chemicals.toml", REPO / "benchmarks" / "diseases-chemicals.bundle.toml"):

@@ -4,7 +4,7 @@ the gold corpus NIL thresholds are calibrated on. Paths are relative to the file
 setting; `bioel build` brings a bundle folder up to date with it (pipelines/build_bundle.py).
 
     name = "diseases-chemicals"
-    model = "../models/cdr-ncbi-collective-1layer" # embeds every type's names unless a type names its own
+    model = "../models/cdr-ncbi-collective-1layer-ff384" # embeds every type's names unless a type names its own
     [link]                                          # LinkSettings: detector, copy_formats
     [calibrate]                                     # CalibrateSettings: gold, gold_format (optional)
     [types.Disease.ingest]                          # IngestSettings: format, dumps, reader options, ...
