@@ -155,6 +155,16 @@ def test_a_smaller_model_starts_from_a_trained_ones_first_layers_and_heads(bases
     assert all(torch.equal(v, before[k]) for k, v in other.heads().items())
 
 
+def test_pieces_are_the_tokenizers_split_with_its_offsets_and_words_whatever_it_was_last_asked(bases):
+    model = tiny(bases)
+    enc = model.tokenizer(TEXT, add_special_tokens=False, return_offsets_mapping=True)
+    ids, pieces = model.pieces(TEXT)
+    assert ids == enc["input_ids"] and len(ids) > 8
+    assert [(p.start, p.end, p.word) for p in pieces] == [(a, b, w) for (a, b), w in zip(enc["offset_mapping"], enc.word_ids())]
+    model.tokenizer(TEXT, truncation=True, max_length=4, padding="max_length")  # its own pipeline is not touched
+    assert model.pieces(TEXT) == (ids, pieces)
+
+
 def test_a_smaller_feed_forward_keeps_the_units_that_carry_the_layers_output(bases, tmp_path):
     model = tiny(bases, window=24, overlap=8).eval()
     width = model.document.config.intermediate_size
@@ -479,6 +489,10 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
     card = json.loads((out / "card.json").read_text())
     assert card["init"] == teacher and card["document_layers"] == 1 and card["collective"]["best_epoch"] == 1
     assert card["document_feed_forward"] == 16
+    from bioel_core.models.cards import write_card
+
+    write_card(tmp_path, card)  # the card as trained is what its JSON renders (the shipped models' test holds this)
+    assert (tmp_path / "MODEL_CARD.md").read_text() == (out / "MODEL_CARD.md").read_text()
     # BioSyn scores of a collective model are its frozen name encoder's (`evaluate --linker dense`): the card says so
     from bioel_core.models.cards import record_scores
 

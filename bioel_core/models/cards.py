@@ -60,7 +60,9 @@ def fingerprint_entry(model) -> dict:
 
 def write_card(model_dir: str | Path, card: dict) -> None:
     model_dir = Path(model_dir)
-    (model_dir / CARD_JSON).write_text(json.dumps(card, indent=2, sort_keys=True))
+    text = json.dumps(card, indent=2, sort_keys=True)
+    (model_dir / CARD_JSON).write_text(text)
+    card = json.loads(text)  # rendered as card.json holds it (its keys sorted): the same markdown from either
     made_by = "`bioel ensemble`" if "members" in card else "`bioel train`"
     lines = [
         f"# Model card: {card['model']}",
