@@ -61,9 +61,16 @@ class Encoded:
     spans: torch.Tensor  # (n_spans, 2) piece indices [start, end], inclusive
 
     @functools.cached_property
-    def span_rows(self) -> dict[tuple[int, int], int]:
-        """(first piece, last piece) -> the span's row in `spans` (a dictionary's mention is scored by its bounds)."""
-        return {(int(a), int(b)): row for row, (a, b) in enumerate(self.spans.tolist())}
+    def _span_keys(self) -> np.ndarray:
+        spans = self.spans.cpu().numpy()
+        return spans[:, 0] * len(self.pieces) + spans[:, 1]  # ascending: word_spans lists them in (start, end) order
+
+    def span_row(self, first: int, last: int) -> int | None:
+        """The row in `spans` of the pieces [first, last], or None when they are no candidate span (a dictionary's
+        mention is scored by its bounds)."""
+        keys, key = self._span_keys, first * len(self.pieces) + last
+        row = int(np.searchsorted(keys, key))
+        return row if row < len(keys) and keys[row] == key else None
 
     @functools.cached_property
     def piece_bounds(self) -> tuple[dict[int, int], dict[int, int]]:
@@ -276,23 +283,26 @@ class CollectiveEncoder(torch.nn.Module):
     def pieces(self, text: str) -> tuple[list[int], list[Piece]]:
         """The text's piece ids and pieces, the whole text (a document longer than a window is windowed:
         encode_document)."""
-        enc = self._pieces.encode(text, add_special_tokens=False)
+        # a batch of one: the tokenizer lets other threads run while it splits a batch, not a single text
+        enc = self._pieces.encode_batch([text], add_special_tokens=False)[0]
         return enc.ids, [Piece(a, b, w) for (a, b), w in zip(enc.offsets, enc.word_ids)]
 
     def encode_document(self, text: str) -> Encoded:
         """Token states of the whole document (windows merged) and its candidate spans."""
         ids, pieces = self.pieces(text)
-        n, hidden = len(ids), self.document.config.hidden_size
-        states = torch.zeros((n, hidden), device=self.device)
-        if n:
-            ranges = windows(n, self.window - 2, self.overlap)
-            owner = torch.from_numpy(owner_window(n, ranges)).to(self.device)
-            cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        n, device = len(ids), self.device
+        cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        ranges = windows(n, self.window - 2, self.overlap) if n else []
+        if len(ranges) == 1:  # most documents: one window's states are the document's (copied out of the window's)
+            states = self.window_states(torch.tensor([[cls, *ids, sep]], device=device))[0, 1:-1].clone()
+        else:
+            states = torch.zeros((n, self.document.config.hidden_size), device=device)
+            owner = torch.from_numpy(owner_window(n, ranges)).to(device)
             for w, (a, b) in enumerate(ranges):
-                out = self.window_states(torch.tensor([[cls, *ids[a:b], sep]], device=self.device))[0, 1:-1]
+                out = self.window_states(torch.tensor([[cls, *ids[a:b], sep]], device=device))[0, 1:-1]
                 mine = owner[a:b] == w
-                states = states.index_copy(0, torch.arange(a, b, device=self.device)[mine], out[mine])
-        return Encoded(pieces, states, torch.from_numpy(word_spans(pieces, self.max_span)).to(self.device))
+                states = states.index_copy(0, torch.arange(a, b, device=device)[mine], out[mine])
+        return Encoded(pieces, states, torch.from_numpy(word_spans(pieces, self.max_span)).to(device))
 
     def encode_documents(self, texts: Sequence[str], with_logits: bool = False) -> Iterator[tuple[Encoded, torch.Tensor | None]]:
         """`encode_document` of each text (and its `span_logits` with `with_logits`), in order. On a CPU with several
@@ -446,7 +456,9 @@ class CollectiveEncoder(torch.nn.Module):
         if entity_type not in self.entity_types:
             return None
         starts, ends = encoded.piece_bounds
-        row = encoded.span_rows.get((starts.get(start, -1), ends.get(end, -1)))
+        if start not in starts or end not in ends:
+            return None
+        row = encoded.span_row(starts[start], ends[end])
         if row is None:
             return None
         return float(torch.sigmoid(logits[row, self.entity_types.index(entity_type)]))

@@ -46,6 +46,7 @@ count too: "VHL" and "WAS" are defined in most NCBI-disease abstracts that write
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
@@ -57,7 +58,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bioel_core.corpora.records import Document, Mention
-from bioel_core.normalize import Normalizer
+from bioel_core.normalize import Normalizer, NormalizerConfig
 from bioel_core.text.abbreviations import find_abbreviations
 from bioel_core.text.spelling import SpellingVariants
 
@@ -187,8 +188,14 @@ class Tokenizer:
         self._ascii_fast = cfg.punctuation == "split"
         self._lower = cfg.lowercase
         self._probe = _ProbeTable(cfg.unicode_form)
+        self._last: tuple[str, list[Token]] | None = None
 
     def __call__(self, text: str) -> list[Token]:
+        """The text's tokens; of the text it was last given (the same object: each type's detector reads the same
+        passage), the list it gave then, which callers only read."""
+        last = self._last
+        if last is not None and last[0] is text:
+            return last[1]
         probe = text if text.isascii() else text.translate(self._probe)
         out: list[Token] = []
         for m in self._token.finditer(probe):
@@ -201,7 +208,14 @@ class Tokenizer:
                 continue
             # a character may normalize to several words ("⑴" -> "(1)"): each keeps the token's span
             out.extend(Token(t, start, end) for t in self.normalizer(raw).split(" ") if t)
+        self._last = (text, out)
         return out
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_tokenizer(config: NormalizerConfig) -> Tokenizer:
+    # one per normalizer policy, so detectors of several types tokenize a passage once
+    return Tokenizer(Normalizer(config))
 
 
 @dataclass
@@ -316,7 +330,7 @@ class DictionaryDetector(MentionDetector):
         self.entity_type, self.abbreviations, self.source = entity_type, abbreviations, source
         self.coordinations, self.spelling = coordinations, spelling
         self.min_chars, self.skip_numeric = min_chars, skip_numeric
-        self.tokenize = Tokenizer(self.normalizer)
+        self.tokenize = _shared_tokenizer(self.normalizer.config)
         # every name and every proper token prefix of one, as space-joined tokens -> _PREFIX|_NAME|_STOPPED
         self._trie: dict[str, int] = {}
         for name in names:
