@@ -472,3 +472,14 @@ def test_bc5cdr_test_slice_recall_with_medic_and_the_shipped_stop_list():
     recall, precision = tp / (tp + fn), tp / (tp + fp)
     # measured on these 150 documents: recall 0.594, precision 0.859 (strict span; all 500: 0.643, 0.878)
     assert recall > 0.58 and precision > 0.84
+
+
+def test_tokens_of_ascii_text_are_those_of_the_whole_unicode_punctuation_class():
+    from bioel_core.text.detect import Tokenizer
+
+    text = "".join(chr(c) for c in range(32, 127)) + " Parkinson's disease (PD), type-2; 5-HT/NE [n=12] {a|b}~c`d"
+    for config in (NormalizerConfig(), NormalizerConfig(punctuation="remove"), NormalizerConfig(keep_chars="|")):
+        whole = Tokenizer._pattern(config.punctuation, config.punctuation_chars())
+        tokens = Tokenizer(Normalizer(config))(text)
+        assert len(tokens) > 5
+        assert [(t.start, t.end) for t in tokens] == [m.span() for m in whole.finditer(text)], config

@@ -1,3 +1,4 @@
+import re
 import sys
 import unicodedata
 
@@ -74,3 +75,20 @@ def test_control_characters_become_one_space():
     assert clean_text("\x00\x00") == "" and clean_text("plain name") == "plain name"
     assert Normalizer()("Acne\x00Vulgaris") == "acne vulgaris"
     assert Normalizer(NormalizerConfig(punctuation="keep", lowercase=False))("A\x00-B") == "A -B"
+
+
+ASCII_TEXTS = [
+    "".join(chr(c) for c in range(32, 127)),
+    "Parkinson's disease (PD), type-2 diabetes; 5-HT/NE [n=12] {a|b}~c`d",
+    "  tab\tand\nnewline  ",
+]
+
+
+def test_ascii_text_is_normalized_as_the_whole_unicode_punctuation_class_would():
+    for config in (NormalizerConfig(), NormalizerConfig(punctuation="remove"), NormalizerConfig(keep_chars="|")):
+        normalizer = Normalizer(config)
+        whole = re.compile(f"[{re.escape(config.punctuation_chars())}]")
+        replacement = " " if config.punctuation == "split" else ""
+        for text in ASCII_TEXTS:
+            expected = " ".join(whole.sub(replacement, " ".join(text.split()).lower()).split())
+            assert normalizer(text) == expected, (config, text)
