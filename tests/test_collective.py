@@ -446,14 +446,15 @@ def test_the_default_detector_is_both_with_a_collective_model_and_the_dictionari
     assert AnnotatorSpec(model=model, indexes=(("Disease", index),), detector="model").detector == "model"
 
 
-def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_chain, tmp_path):
+def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_chain, tmp_path, capsys):
     from pipelines import cli
 
     teacher, index, corpus, _ = collective_chain
     kb = str(Path(index).parent / "kb")
     out = tmp_path / "small"
-    assert (
-        cli.main(
+
+    def train(feed_forward: str) -> int:
+        return cli.main(
             [
                 "train",
                 "collective",
@@ -469,7 +470,7 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
                 "--document-layers",
                 "1",
                 "--document-feed-forward",
-                "16",
+                feed_forward,
                 "--epochs",
                 "1",
                 "--save-dtype",
@@ -479,8 +480,14 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
                 "--no-progress",
             ]
         )
-        == 0
+
+    width = CollectiveEncoder.load(teacher).document.config.intermediate_size
+    assert train(str(width + 1)) == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: --document-feed-forward: the document encoder's feed-forward blocks have {width} units; "
+        f"cannot keep {width + 1}\n"
     )
+    assert train("16") == 0
     model = CollectiveEncoder.load(out)
     assert model.document.config.num_hidden_layers == 1 and model.document.config.intermediate_size == 16
     assert isinstance(model.document, BertForInference)  # the cut model is a plain BERT of that size

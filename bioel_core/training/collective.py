@@ -538,7 +538,10 @@ def run_collective_training(
         warm_start_heads(model, CollectiveEncoder.load(teacher))
     if s.document_feed_forward:
         texts = [d.text for corpus in train for d in corpus.documents][:FEED_FORWARD_SAMPLE]
-        keep_feed_forward(model.document, s.document_feed_forward, feed_forward_importance(model, texts))
+        try:
+            keep_feed_forward(model.document, s.document_feed_forward, feed_forward_importance(model, texts))
+        except ValueError as err:
+            raise SettingsError("document_feed_forward", str(err)) from None
     log.info("encoding the names of %s with the frozen name encoder", ", ".join(types))
     spaces = {t: NameSpace.from_names_table(names[t], name_encoder, device) for t in types}
     record = train_collective(model, train, dev, spaces, config, output)
