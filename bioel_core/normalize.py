@@ -62,6 +62,10 @@ class NormalizerConfig:
         chars = string.punctuation + (unicode_punctuation() if self.unicode_punctuation else "")
         return "".join(c for c in chars if c not in self.keep_chars)
 
+    def ascii_punctuation_chars(self) -> str:
+        """The punctuation an ASCII text can hold: a class of these scans it several times faster than the whole one."""
+        return "".join(c for c in string.punctuation if c not in self.keep_chars)
+
     def __post_init__(self) -> None:
         if self.punctuation not in PUNCTUATION_POLICIES:
             raise ValueError(f"punctuation policy must be one of {PUNCTUATION_POLICIES}, got {self.punctuation!r}")
@@ -74,8 +78,7 @@ class Normalizer:
         self.config = config or NormalizerConfig()
         punct = self.config.punctuation_chars()
         self._punct_re = re.compile(f"[{re.escape(punct)}]") if punct else None
-        # what the class matches in an ASCII text, scanned several times faster than the whole Unicode class
-        ascii_punct = "".join(c for c in punct if c.isascii())
+        ascii_punct = self.config.ascii_punctuation_chars()
         self._ascii_punct_re = re.compile(f"[{re.escape(ascii_punct)}]") if ascii_punct else None
         self._space_re = re.compile(r"\s+")
 

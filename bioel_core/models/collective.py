@@ -107,12 +107,18 @@ def word_spans(pieces: Sequence[Piece], max_span: int) -> np.ndarray:
     return np.stack([np.broadcast_to(starts[:, None], ends.shape)[kept], ends[kept]], axis=1)
 
 
+def _encoder_layers(document: torch.nn.Module) -> torch.nn.ModuleList | None:
+    """A BERT-like encoder's list of transformer layers (`encoder.layer`), None when it has none."""
+    stack = getattr(getattr(document, "encoder", None), "layer", None)
+    return stack if isinstance(stack, torch.nn.ModuleList) else None
+
+
 def keep_first_layers(document: torch.nn.Module, layers: int) -> None:
     """Cut a BERT-like document encoder to its first `layers` transformer layers (in place; the config follows,
     so the saved folder loads back with that many). Dropping the top layers is the cheap way to a faster encoder
     that keeps what the lower layers learned (Sajjad et al., "On the effect of dropping layers")."""
-    stack = getattr(getattr(document, "encoder", None), "layer", None)
-    if not isinstance(stack, torch.nn.ModuleList):
+    stack = _encoder_layers(document)
+    if stack is None:
         raise ValueError(f"cannot keep the first {layers} layers of a {type(document).__name__}: it has no encoder.layer list")
     if not 1 <= layers <= len(stack):
         raise ValueError(f"the document encoder has {len(stack)} layers; cannot keep {layers}")
@@ -121,8 +127,8 @@ def keep_first_layers(document: torch.nn.Module, layers: int) -> None:
 
 
 def _feed_forward_layers(document: torch.nn.Module) -> list[torch.nn.Module]:
-    stack = getattr(getattr(document, "encoder", None), "layer", None)
-    if not isinstance(stack, torch.nn.ModuleList) or not all(
+    stack = _encoder_layers(document)
+    if stack is None or not all(
         hasattr(layer, "intermediate") and hasattr(getattr(layer, "output", None), "dense") for layer in stack
     ):
         raise ValueError(f"cannot cut the feed-forward units of a {type(document).__name__}: it has no BERT-like layers")

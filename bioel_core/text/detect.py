@@ -177,11 +177,8 @@ class Tokenizer:
     def __init__(self, normalizer: Normalizer):
         self.normalizer = normalizer
         cfg = normalizer.config
-        punct = cfg.punctuation_chars()
-        self._token = self._pattern(cfg.punctuation, punct)
-        # the same tokens of an ASCII text, whose punctuation can only be ASCII: a class of the policy's hundreds of
-        # Unicode punctuation characters makes the scan several times slower
-        self._ascii_token = self._pattern(cfg.punctuation, "".join(c for c in punct if c.isascii()))
+        self._token = self._pattern(cfg.punctuation, cfg.punctuation_chars())
+        self._ascii_token = self._pattern(cfg.punctuation, cfg.ascii_punctuation_chars())  # the same tokens of ASCII text
         # an ASCII token under split holds no punctuation or space, and NFKC leaves ASCII alone
         self._ascii_fast = cfg.punctuation == "split"
         self._lower = cfg.lowercase
