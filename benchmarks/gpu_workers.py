@@ -2,10 +2,12 @@
 the document-model pass and linking `bioel link` performs with a collective model, on each `--devices` entry, and
 the annotations of the devices compared.
 
-    python benchmarks/gpu_workers.py --model models/cdr-ncbi-collective \\
-        --kb Disease=.bench/Disease-kb Chemical=.bench/Chemical-kb \\
-        [--input ../shared/data/pubmed_abstracts/abstracts_ncbi_bc5cdr.jsonl] [--devices cuda cpu] [--limit N]
-        [--embed-limit N] [--json OUT]
+    python benchmarks/gpu_workers.py --bundle BUNDLE [--input ../shared/data/pubmed_abstracts/abstracts_ncbi_bc5cdr.jsonl]
+        [--devices cuda cpu] [--limit N] [--embed-limit N] [--max-seconds S] [--json OUT]
+    python benchmarks/gpu_workers.py --model MODEL --kb Disease=KB_DIR Chemical=KB_DIR [...]
+
+BUNDLE: a `bioel build` bundle; only its KB tables, model and settings are read (a copy without its embeddings and
+index folders will do).
 
 What runs is the library path the Beam steps call, in this one process and without Beam (a GPU worker image may
 have neither Beam nor FAISS):
@@ -16,9 +18,10 @@ have neither Beam nor FAISS):
   `--embed-limit` of them per type in whole chunks spread over the shards and the length order (compared with the
   first device's on those);
 - link: `DocumentAnnotator.check` then `annotate` (what DetectAndLinkFn calls) over the abstracts in batches of
-  `--batch-size` documents. The annotator is the one `AnnotatorSpec.open()` builds for the model with the default
-  detector (`both`: the KB dictionaries with the shipped stop lists beside the model's spans; `--detector model`: its
-  spans alone), no NIL threshold, except that each type's names are searched in memory (DenseLinker over the names'
+  `--batch-size` documents. The annotator is the one `AnnotatorSpec.open()` builds for `bioel link --bundle BUNDLE`
+  (its detector, stop lists, NIL thresholds, short-form and inner-name rules), or for `--model` with the detector
+  `both` (the KB dictionaries with the shipped stop lists beside the model's spans; `--detector model`: its spans
+  alone) and no NIL threshold, except that each type's names are searched in memory (DenseLinker over the names'
   vectors, exact search: what its flat FAISS shards answer, up to the float32 rounding of the vectors they
   renormalize) rather than through FAISS shards. The names' vectors are the first device's embed step's.
 Rates are wall-clock over the whole input after one warm-up batch (CUDA synchronised), torch's default thread count
@@ -92,36 +95,54 @@ def embed_rate(model: str, kb: str, device: str, batch_size: int, limit: int | N
     return {"names": names, "failed": failed, "seconds": seconds, "names_per_s": names / seconds}, vectors
 
 
-def in_memory_annotator(model: str, kbs: dict[str, str], device: str, detector: str, vectors: dict | None = None):
+def bundle_spec(bundle: str, detector: str | None):
+    """device -> the AnnotatorSpec `bioel link --bundle` builds (its KBs: the spec's `names`)."""
+    from bioel_core.bundle import BuiltBundle
+
+    built = BuiltBundle.read(bundle)
+    extra = {"detector": detector} if detector else {}
+    return lambda device: built.annotator_spec(device=device, **extra)
+
+
+def model_spec(model: str, kb_args: list[str], detector: str | None):
+    """device -> an AnnotatorSpec of `model` over these KBs (TYPE=KB_DIR) with the shipped stop lists of their types,
+    no NIL threshold."""
+    from bioel_core.linking.annotate import AnnotatorSpec
+
+    kbs = tuple(tuple(value.split("=", 1)) for value in kb_args)
+    stop_lists = tuple((t, str(STOP_LISTS[t])) for t, _ in kbs if t in STOP_LISTS)
+    return lambda device: AnnotatorSpec(
+        model=model, indexes=kbs, names=kbs, stop_lists=stop_lists, detector=detector or "both", device=device
+    )
+
+
+def in_memory_spec(spec, vectors: dict | None = None):
+    """`spec` (the AnnotatorSpec `bioel link` builds its annotator from) with each type's names, read from the spec's
+    `names` folders, searched in memory (see the module docstring) instead of through its index; `vectors`: per type,
+    {name text: vector} as `bioel embed` wrote them (a type with a name not among them is encoded when it opens)."""
+    import dataclasses
+
     import numpy as np
 
-    """The DocumentAnnotator `AnnotatorSpec(model=..., detector=...).open()` builds, each type's names searched in
-    memory (see the module docstring); `vectors`: per type, {name text: vector} as `bioel embed` wrote them (a type
-    with a name not among them is encoded here)."""
     from bioel_core.embeddings import manifest_sha256
-    from bioel_core.linking.annotate import DocumentAnnotator, EntityTarget, concept_lookup
+    from bioel_core.linking.annotate import AnnotatorSpec
     from bioel_core.linking.dense import DenseLinker
     from bioel_core.linking.exact import NameIndex
-    from bioel_core.models import open_model
-    from bioel_core.names import NameSet
-    from bioel_core.text.detect import DictionaryDetector, StopList
 
-    encoder = open_model(model, device=device).eval()
-    if getattr(encoder, "encoder_type", None) != "collective":
-        raise ValueError(f"--model {model}: a collective model is needed (`bioel train collective`)")
-    targets = []
-    for entity_type, kb in kbs.items():
-        names = NameSet.from_names_table(kb)
-        dictionary = None
-        if detector == "both":
-            stop = StopList.load(STOP_LISTS[entity_type]) if entity_type in STOP_LISTS else None
-            dictionary = DictionaryDetector.from_names_table(kb, names=names, entity_type=entity_type, stop_list=stop)
-        known = (vectors or {}).get(entity_type, {})
-        rows = NameIndex(names).row_names
-        embedded = np.stack([known[n] for n in rows]) if rows and all(n in known for n in rows) else None
-        linker = DenseLinker(names, encoder, model, embeddings=embedded, reproducible=True)
-        targets.append(EntityTarget(entity_type, linker, manifest_sha256(kb), dictionary, None, concept_lookup(kb)))
-    return DocumentAnnotator(targets, encoder.fingerprint(), detect=True, document_model=encoder)
+    kbs = dict(spec.names)
+
+    @dataclasses.dataclass(frozen=True)
+    class InMemorySearch(AnnotatorSpec):
+        def _sources(self, fs=None) -> dict[str, dict]:
+            return {t: {"index": None, "names": kb, "kb_version": manifest_sha256(kb)} for t, kb in kbs.items()}
+
+        def _dense_linker(self, entity_type, source, names, encoder, model):
+            known = (vectors or {}).get(entity_type, {})
+            rows = NameIndex(names).row_names
+            embedded = np.stack([known[n] for n in rows]) if rows and all(n in known for n in rows) else None
+            return DenseLinker(names, encoder, model, embeddings=embedded, batch_size=self.batch_size, reproducible=True)
+
+    return InMemorySearch(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(AnnotatorSpec)})
 
 
 def link_rate(
@@ -163,11 +184,23 @@ def link_rate(
     }, rows
 
 
+def _keyed(rows: list[dict]) -> dict[tuple, dict]:
+    """Rows by (document, start, end, type, n): n counts the rows of one span in order (a composite mention, "breast
+    and ovarian cancer", has one per concept)."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        span = tuple(r[k] for k in ROW_KEY)
+        n = 0
+        while (*span, n) in out:
+            n += 1
+        out[(*span, n)] = r
+    return out
+
+
 def compare_annotations(a: list[dict], b: list[dict], examples: int = 10) -> dict:
-    """Rows of two runs matched on (document, start, end, type): how many are identical, found by one run only,
+    """Rows of two runs matched on (document, start, end, type, n: _keyed): how many are identical, found by one run only,
     linked to another concept or NIL-ness, and the largest score difference of rows with the same concept."""
-    key = lambda r: tuple(r[k] for k in ROW_KEY)  # noqa: E731
-    left, right = {key(r): r for r in a}, {key(r): r for r in b}
+    left, right = _keyed(a), _keyed(b)
     shared = sorted(set(left) & set(right))
     other_concept = [k for k in shared if (left[k]["concept_id"], left[k]["nil"]) != (right[k]["concept_id"], right[k]["nil"])]
     same = [k for k in shared if k not in set(other_concept)]
@@ -225,15 +258,17 @@ def environment() -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="a collective model folder")
-    parser.add_argument("--kb", nargs="+", required=True, metavar="TYPE=KB_DIR", help="an ingest-kb output per entity type")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--bundle", help="a built bundle: its model, KBs and link settings (what `bioel link --bundle` runs)")
+    source.add_argument("--model", help="a collective model folder (with --kb: the shipped stop lists, no NIL threshold)")
+    parser.add_argument("--kb", nargs="+", metavar="TYPE=KB_DIR", help="with --model: an ingest-kb output per entity type")
     parser.add_argument(
         "--input",
         default=str(DATA / "pubmed_abstracts" / "abstracts_ncbi_bc5cdr.jsonl"),
         help="abstracts to link (JSONL, as `bioel link --input-format jsonl` reads)",
     )
     parser.add_argument("--devices", nargs="+", default=["cuda", "cpu"], help="devices in order; the first encodes the index")
-    parser.add_argument("--detector", choices=["both", "model"], default="both")
+    parser.add_argument("--detector", choices=["both", "model"], help="default: the bundle's, else both")
     parser.add_argument("--limit", type=int, help="link only the first N abstracts")
     parser.add_argument(
         "--embed-limit",
@@ -254,14 +289,18 @@ def main(argv: list[str] | None = None) -> dict:
     from bioel_core.corpora import read_documents
     from bioel_core.records import DeadLetter
 
-    kbs = dict(value.split("=", 1) for value in args.kb)
+    if args.model and not args.kb:
+        parser.error("--model needs --kb")
+    link_spec = bundle_spec(args.bundle, args.detector) if args.bundle else model_spec(args.model, args.kb, args.detector)
+    kbs, model = dict(link_spec(device="cpu").names), link_spec(device="cpu").model
     read = list(read_documents(args.input, "jsonl"))
     documents = [d for d in read if not isinstance(d, DeadLetter)][: args.limit]
     report = {
-        "model": args.model,
+        "bundle": args.bundle,
+        "model": model,
         "input": args.input,
         "documents": len(documents),
-        "detector": args.detector,
+        "detector": link_spec(device="cpu").detector,
         "input_dead_letters": sum(isinstance(d, DeadLetter) for d in read),
         "environment": environment(),
         "embed": {},
@@ -279,7 +318,7 @@ def main(argv: list[str] | None = None) -> dict:
     for i, device in enumerate(args.devices):
         for entity_type, kb in kbs.items():
             figures, embedded[device, entity_type] = embed_rate(
-                args.model, kb, device, args.embed_batch_size, args.embed_limit if i else None
+                model, kb, device, args.embed_batch_size, args.embed_limit if i else None
             )
             report["embed"][f"{device}/{entity_type}"] = figures
             print(
@@ -301,7 +340,7 @@ def main(argv: list[str] | None = None) -> dict:
             }
     vectors, rows = {t: embedded[first, t] for t in kbs}, {}  # the index every link run searches
     for device in args.devices:
-        annotator = in_memory_annotator(args.model, kbs, device, args.detector, vectors)
+        annotator = in_memory_spec(link_spec(device=device), vectors).open()
         report["link"][device], rows[device] = link_rate(annotator, documents, device, args.batch_size, args.max_seconds)
         figures = report["link"][device]
         print(

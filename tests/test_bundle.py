@@ -526,3 +526,35 @@ def test_the_vectors_folder_of_a_collective_model_is_its_name_encoder(tmp_path):
     assert layout.vectors_folder(default) == default
     (tmp_path / CONFIG_FILE).write_text(json.dumps({"encoder_type": "collective"}))
     assert layout.vectors_folder(tmp_path) == tmp_path / NAMES_DIR
+
+
+def test_gpu_workers_links_a_bundle_as_link_does_from_a_copy_without_its_vectors_and_index(built, linked, tmp_path):
+    """benchmarks/gpu_workers.py --bundle (what a lent GPU machine runs): the bundle's annotator with its names
+    searched in memory, read from the copy benchmarks/device_payload.py stages (no vectors, no index files), annotates
+    the sample as `bioel link --bundle` did, up to the float32 rounding the FAISS shards apply (scores within 1e-6)."""
+    from benchmarks.device_payload import copy_for_gpu_workers
+    from benchmarks.gpu_workers import bundle_spec, embed_rate, in_memory_spec, link_rate, main
+    from bioel_core.corpora import read_jsonl
+    from bioel_core.tables import read_table
+
+    copy = tmp_path / "bundle"
+    copy_for_gpu_workers(built, copy)
+    assert not list(copy.glob("index/*/gen-*/shards")) and not list(copy.glob("embeddings/*/gen-*/embeddings"))
+    spec = bundle_spec(str(copy), None)("cpu")
+    vectors = {t: embed_rate(spec.model, kb, "cpu", 256, None)[1] for t, kb in spec.names}
+    figures, rows = link_rate(in_memory_spec(spec, vectors).open(), read_jsonl(ABSTRACTS), "cpu", batch_size=4)
+    expected = read_table(linked, "annotations").to_pylist()
+    order = lambda r: (r["doc_id"], r["start"], r["end"], r["concept_id"])  # noqa: E731
+    rows, expected = sorted(rows, key=order), sorted(expected, key=order)
+    assert len(rows) == len(expected) == figures["annotations"] > 0
+    assert max(abs(a["score"] - b["score"]) for a, b in zip(rows, expected)) < 1e-6
+    # calibration puts a NIL threshold at a dev mention's score: that rounding may tip a mention scored at it
+    thresholds = dict(spec.nil_thresholds)
+    at_threshold = [abs(b["score"] - thresholds[b["entity_type"]]) < 1e-6 for b in expected]
+    link = ("concept_id", "vocabulary", "alt_ids", "nil")
+    assert sum(at_threshold) < len(rows) / 10
+    for a, b, tipped in zip(rows, expected, at_threshold):
+        assert {**a, "score": 0, **({k: b[k] for k in link} if tipped else {})} == {**b, "score": 0}
+
+    report = main(["--bundle", str(copy), "--input", str(ABSTRACTS), "--devices", "cpu", "--limit", "3"])
+    assert report["documents"] == 3 and report["detector"] == "dictionary" and report["link"]["cpu"]["dead_letters"] == []

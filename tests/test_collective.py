@@ -772,7 +772,7 @@ def test_gpu_workers_links_as_bioel_link_does_and_runs_without_beam_faiss_or_gx(
     """benchmarks/gpu_workers.py measures `bioel link`'s library path with the names searched in memory (a GPU worker
     image has no FAISS): its annotations are the ones the annotator over the model's FAISS shards writes, and the
     script runs where Beam, FAISS and Great Expectations cannot be imported."""
-    from benchmarks.gpu_workers import embed_rate, in_memory_annotator, link_rate
+    from benchmarks.gpu_workers import embed_rate, in_memory_spec, link_rate, model_spec
     from bioel_core.corpora import read_documents
     from test_exact_search import without_beam_faiss_gx
 
@@ -793,7 +793,7 @@ def test_gpu_workers_links_as_bioel_link_does_and_runs_without_beam_faiss_or_gx(
     for shard in ShardedIndex(index).shards:
         for name_id, vector in zip(shard.name_ids, shard.stored_vectors(np.arange(shard.ntotal))):
             stored.setdefault(text_of[int(name_id)], vector)
-    annotator = in_memory_annotator(model, {"Disease": kb}, "cpu", "both", {"Disease": stored})
+    annotator = in_memory_spec(model_spec(model, [f"Disease={kb}"], None)("cpu"), {"Disease": stored}).open()
     figures, rows = link_rate(annotator, documents, "cpu", batch_size=3)
     expected = [r for doc in through_index for r in doc]
     link = ("concept_id", "vocabulary", "alt_ids", "matched_name", "score")
@@ -855,6 +855,12 @@ def test_gpu_workers_compares_annotations_row_by_row():
     )
     assert c["max_score_difference"] == pytest.approx(3e-7)
     assert c["examples_other_concept"][0]["second"]["concept_id"] == "D9" and c["examples_only_first"][0]["start"] == 30
+    # a composite mention's rows (one span, a row per concept) are matched in order, not collapsed
+    composite = [row(0, "D1", 0.9), row(0, "D2", 0.8)]
+    c = compare_annotations(composite, [row(0, "D1", 0.9), row(0, "D3", 0.8)])
+    assert (c["identical"], c["other_concept"], c["only_first"]) == (1, 1, 0)
+    c = compare_annotations(composite, composite[:1])
+    assert (c["identical"], c["only_first"], c["examples_only_first"][0]["concept_id"]) == (1, 1, "D2")
 
 
 def test_span_score_is_the_score_decode_spans_compares_with_its_threshold(bases):

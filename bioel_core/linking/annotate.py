@@ -803,7 +803,6 @@ class AnnotatorSpec:
     def _open(self, models: dict | None) -> DocumentAnnotator:
         import pyarrow as pa
 
-        from bioel_core.linking.dense import DenseLinker
         from bioel_core.linking.generative import GenerativeLinker, open_generative
         from bioel_core.linking.rerank import RerankLinker, open_reranker
         from bioel_core.names import NameSet
@@ -836,17 +835,9 @@ class AnnotatorSpec:
             fingerprints[entity_type] = self._model_version(source, encoders.get(self.model_for(entity_type)), whole)
             if generative is not None:  # the tree of the type's names, built in each worker (seconds)
                 linker = GenerativeLinker(names, generative, self.generative, batch_size=self.batch_size, reproducible=True)
-            else:  # annotations must not depend on how documents are batched
+            else:
                 model = self.model_for(entity_type)
-                linker = DenseLinker.from_index(
-                    source["index"],
-                    names,
-                    encoders[model],
-                    model=model,
-                    names_dir=source["names"],
-                    batch_size=self.batch_size,
-                    reproducible=True,
-                )
+                linker = self._dense_linker(entity_type, source, names, encoders[model], model)
             whole_names = linker.exact.row_of
             if reranker is not None:
                 linker = RerankLinker(names, linker, reranker, self.reranker, self.rerank_depth)
@@ -875,6 +866,21 @@ class AnnotatorSpec:
             self.max_chars,
             self.batch_size,
             document_model=encoder.eval() if one_pass else None,
+        )
+
+    def _dense_linker(self, entity_type: str, source: dict, names, encoder, model: str | None):
+        """The type's linker over the FAISS shards of its index; annotations must not depend on how documents are
+        batched (reproducible)."""
+        from bioel_core.linking.dense import DenseLinker
+
+        return DenseLinker.from_index(
+            source["index"],
+            names,
+            encoder,
+            model=model,
+            names_dir=source["names"],
+            batch_size=self.batch_size,
+            reproducible=True,
         )
 
     def describe(self) -> dict:
