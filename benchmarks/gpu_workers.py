@@ -32,6 +32,7 @@ concepts that differ on a shared span, and the largest score difference where th
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -197,6 +198,55 @@ def _keyed(rows: list[dict]) -> dict[tuple, dict]:
     return out
 
 
+def _link_process(spec, vectors, documents, batch_size, max_seconds, threads, ready, results) -> None:
+    """One of `--processes` link processes: open the annotator, wait for the others, link, send its figures and the
+    sha256 of its rows."""
+    import torch
+
+    torch.set_num_threads(threads)
+    annotator = in_memory_spec(spec, vectors).open()
+    ready.wait()
+    figures, rows = link_rate(annotator, documents, spec.device, batch_size, max_seconds)
+    results.put({**figures, "ended": time.time(), "rows_sha256": rows_sha256(rows)})
+
+
+def rows_sha256(rows: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def concurrent_link(spec, vectors: dict, documents: list, processes: int, batch_size: int, max_seconds: float | None) -> dict:
+    """`processes` link processes on `spec.device` at once (as a worker machine runs several workers, a GPU shared),
+    each with an equal share of the CPU's threads: abstracts/s of them together (documents over the seconds from
+    their common start to the last one's end) and each one's."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # CUDA cannot be used in a forked child
+    ready, results = context.Barrier(processes + 1), context.Queue()
+    threads = max(1, (os.cpu_count() or 1) // processes)
+    children = [
+        context.Process(target=_link_process, args=(spec, vectors, documents, batch_size, max_seconds, threads, ready, results))
+        for _ in range(processes)
+    ]
+    for child in children:
+        child.start()
+    ready.wait()
+    began = time.time()
+    each = [results.get() for _ in children]
+    for child in children:
+        child.join()
+    seconds = max(r["ended"] for r in each) - began
+    return {
+        "processes": processes,
+        "threads_per_process": threads,
+        "documents": sum(r["documents"] for r in each),
+        "seconds": seconds,
+        "abstracts_per_s": sum(r["documents"] for r in each) / seconds,
+        "per_process_abstracts_per_s": [r["abstracts_per_s"] for r in each],
+        "per_process_documents": [r["documents"] for r in each],
+        "rows_sha256": sorted({r["rows_sha256"] for r in each}),
+    }
+
+
 def compare_annotations(a: list[dict], b: list[dict], examples: int = 10) -> dict:
     """Rows of two runs matched on (document, start, end, type, n: _keyed): how many are identical, found by one run only,
     linked to another concept or NIL-ness, and the largest score difference of rows with the same concept."""
@@ -284,6 +334,13 @@ def main(argv: list[str] | None = None) -> dict:
         "(the rate is over the documents linked; the comparison over "
         "those both devices linked)",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        nargs="+",
+        default=[],
+        help="also link with N processes at once on each device (a GPU shared, the CPU's threads split), per N",
+    )
     parser.add_argument("--json", help="write the figures here (rewritten after each step)")
     args = parser.parse_args(argv)
     from bioel_core.corpora import read_documents
@@ -349,6 +406,20 @@ def main(argv: list[str] | None = None) -> dict:
             flush=True,
         )
         save()
+        for processes in args.processes:
+            together = concurrent_link(link_spec(device=device), vectors, documents, processes, args.batch_size, args.max_seconds)
+            whole = {len(documents)} == {report["link"][device]["documents"], *together["per_process_documents"]}
+            # None: --max-seconds stopped a run early, so they linked different documents
+            together["same_rows_as_one_process"] = together["rows_sha256"] == [rows_sha256(rows[device])] if whole else None
+            report["link"][f"{device} x{processes}"] = together
+            print(
+                f"link on {device}, {processes} processes: {together['documents']:,} abstracts in "
+                f"{together['seconds']:.1f} s, {together['abstracts_per_s']:.1f} abstracts/s together "
+                f"(each {min(together['per_process_abstracts_per_s']):.1f}-{max(together['per_process_abstracts_per_s']):.1f}), "
+                f"rows as in one process: {together['same_rows_as_one_process']}",
+                flush=True,
+            )
+            save()
     for device in args.devices[1:]:
         both = {d.doc_id for d in documents[: min(report["link"][first]["documents"], report["link"][device]["documents"])]}
         report["compare"][f"link/{first}-{device}"] = {

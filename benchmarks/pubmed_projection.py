@@ -44,11 +44,19 @@ def bulk_rows(path: Path) -> list[dict]:
 
 
 def gpu_rows(path: Path) -> list[dict]:
-    """One row per device of a gpu_workers.py JSON's link figures."""
+    """One row per device of a gpu_workers.py JSON's link figures (a run of several processes at once on a device:
+    one row for them together, a worker being that machine)."""
     report = json.loads(path.read_text())
+    machine = f"{report['environment'].get('gpu', 'no GPU')}, {report['environment']['cpu_count']} CPUs"
+
+    def runs(device: str, figures: dict) -> str:
+        if "processes" not in figures:
+            return f"{device.split()[0]}, 1 process"
+        return f"{device.split()[0]}, {figures['processes']} processes"
+
     return [
         {
-            "label": f"{report['detector']} detector, {Path(report['model']).name}, {device}",
+            "label": f"{report['detector']} detector, {Path(report['model']).name}, {runs(device, figures)} ({machine})",
             "abstracts_per_s": figures["abstracts_per_s"],
             "start_up_seconds": 0.0,
             "peak_rss_mb": None,
@@ -89,11 +97,11 @@ def main() -> None:
     projected = [project(r, args.abstracts, args.daily, args.workers, args.deadline_hours) for r in rows]
     print(f"PubMed baseline: {args.abstracts:,} abstracts; a daily file: {args.daily:,}; deadline {args.deadline_hours:g} h")
     head = "".join(f"{f'{n} worker(s) h':>16}" for n in args.workers)
-    print(f"{'measured run':<72}{'abstracts/s':>12}{'worker-h':>10}{head}{'workers/deadline':>18}{'daily min':>11}")
+    print(f"{'measured run':<96}{'abstracts/s':>12}{'worker-h':>10}{head}{'workers/deadline':>18}{'daily min':>11}")
     for p in projected:
         hours = "".join(f"{p['baseline_hours'][n]:>16.1f}" for n in args.workers)
         print(
-            f"{p['label']:<72}{p['abstracts_per_s']:>12.1f}{p['worker_hours']:>10.0f}{hours}"
+            f"{p['label']:<96}{p['abstracts_per_s']:>12.1f}{p['worker_hours']:>10.0f}{hours}"
             f"{p['workers_for_deadline'] or '-':>18}{p['daily_minutes_one_worker']:>11.1f}"
         )
     print("N workers: start-up once, then N times the measured per-worker rate (see the module docstring)")

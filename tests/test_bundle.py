@@ -556,5 +556,9 @@ def test_gpu_workers_links_a_bundle_as_link_does_from_a_copy_without_its_vectors
     for a, b, tipped in zip(rows, expected, at_threshold):
         assert {**a, "score": 0, **({k: b[k] for k in link} if tipped else {})} == {**b, "score": 0}
 
-    report = main(["--bundle", str(copy), "--input", str(ABSTRACTS), "--devices", "cpu", "--limit", "3"])
+    report = main(["--bundle", str(copy), "--input", str(ABSTRACTS), "--devices", "cpu", "--limit", "3", "--processes", "2"])
     assert report["documents"] == 3 and report["detector"] == "dictionary" and report["link"]["cpu"]["dead_letters"] == []
+    # two link processes at once (as workers sharing a machine): each links the 3 abstracts as the one process did
+    together = report["link"]["cpu x2"]
+    assert together["per_process_documents"] == [3, 3] and together["documents"] == 6
+    assert together["same_rows_as_one_process"] is True and together["abstracts_per_s"] > 0

@@ -34,12 +34,20 @@ def test_projection_from_a_bulk_link_report(tmp_path):
     assert bulk_rows(path)[0]["label"] == "both detector, m on onnx-int8, CPU (bioel link, 1 worker)"
 
 
-def test_gpu_rows_one_per_device(tmp_path):
+def test_gpu_rows_one_per_device_and_one_for_processes_sharing_it(tmp_path):
     path = tmp_path / "gpu.json"
-    path.write_text(
-        json.dumps(
-            {"model": "m", "detector": "both", "link": {"cuda": {"abstracts_per_s": 400.0}, "cpu": {"abstracts_per_s": 20.0}}}
-        )
-    )
+    link = {
+        "cuda": {"abstracts_per_s": 400.0},
+        "cpu": {"abstracts_per_s": 20.0},
+        "cuda x8": {"abstracts_per_s": 1600.0, "processes": 8},
+    }
+    environment = {"gpu": "NVIDIA H200", "cpu_count": 16}
+    path.write_text(json.dumps({"model": "m", "detector": "both", "environment": environment, "link": link}))
     rows = {r["label"]: r["abstracts_per_s"] for r in gpu_rows(path)}
-    assert rows == {"both detector, m, cuda": 400.0, "both detector, m, cpu": 20.0}
+    assert rows == {
+        "both detector, m, cuda, 1 process (NVIDIA H200, 16 CPUs)": 400.0,
+        "both detector, m, cpu, 1 process (NVIDIA H200, 16 CPUs)": 20.0,
+        "both detector, m, cuda, 8 processes (NVIDIA H200, 16 CPUs)": 1600.0,
+    }
+    path.write_text(json.dumps({"model": "m", "detector": "both", "environment": {"cpu_count": 2}, "link": {"cpu": link["cpu"]}}))
+    assert [r["label"] for r in gpu_rows(path)] == ["both detector, m, cpu, 1 process (no GPU, 2 CPUs)"]
