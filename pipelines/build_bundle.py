@@ -373,6 +373,7 @@ class Build:
         if "" in self.model_sources():
             inputs["model"] = self._model_digest(self._model_of("")[0])
         from bioel_core.linking.annotate import DETECTION_RULES
+        from bioel_core.linking.nil import THRESHOLD_RULE
         from bioel_core.text.abbreviations import ABBREVIATION_RULES
 
         settings = {
@@ -380,8 +381,9 @@ class Build:
             "gold": None,
             "detector": self.settings.link.detector,
             "bioel": bioel_version(),
-            # the mentions calibrated on: a change of detection's rules calibrates again, within a release too
-            "rules": [DETECTION_RULES, ABBREVIATION_RULES],
+            # the mentions calibrated on, and where the threshold goes among their scores: a change of these rules
+            # calibrates again, within a release too
+            "rules": [DETECTION_RULES, ABBREVIATION_RULES, THRESHOLD_RULE],
         }
         support = {
             t: ts.link.short_form_support for t, ts in self.settings.types.items() if ts.link.short_form_support is not None

@@ -531,7 +531,8 @@ def test_the_vectors_folder_of_a_collective_model_is_its_name_encoder(tmp_path):
 def test_gpu_workers_links_a_bundle_as_link_does_from_a_copy_without_its_vectors_and_index(built, linked, tmp_path):
     """benchmarks/gpu_workers.py --bundle (what a lent GPU machine runs): the bundle's annotator with its names
     searched in memory, read from the copy benchmarks/device_payload.py stages (no vectors, no index files), annotates
-    the sample as `bioel link --bundle` did, up to the float32 rounding the FAISS shards apply (scores within 1e-6)."""
+    the sample as `bioel link --bundle` did, up to the float32 rounding the FAISS shards apply (scores within 1e-6),
+    which tips no mention across the calibrated NIL threshold."""
     from benchmarks.device_payload import copy_for_gpu_workers
     from benchmarks.gpu_workers import bundle_spec, embed_rate, in_memory_spec, link_rate, main
     from bioel_core.corpora import read_jsonl
@@ -548,13 +549,8 @@ def test_gpu_workers_links_a_bundle_as_link_does_from_a_copy_without_its_vectors
     rows, expected = sorted(rows, key=order), sorted(expected, key=order)
     assert len(rows) == len(expected) == figures["annotations"] > 0
     assert max(abs(a["score"] - b["score"]) for a, b in zip(rows, expected)) < 1e-6
-    # calibration puts a NIL threshold at a dev mention's score: that rounding may tip a mention scored at it
-    thresholds = dict(spec.nil_thresholds)
-    at_threshold = [abs(b["score"] - thresholds[b["entity_type"]]) < 1e-6 for b in expected]
-    link = ("concept_id", "vocabulary", "alt_ids", "nil")
-    assert sum(at_threshold) < len(rows) / 10
-    for a, b, tipped in zip(rows, expected, at_threshold):
-        assert {**a, "score": 0, **({k: b[k] for k in link} if tipped else {})} == {**b, "score": 0}
+    # the calibrated NIL threshold lies between the sample's scores, not at one that rounding could tip (it did)
+    assert [{**r, "score": 0} for r in rows] == [{**r, "score": 0} for r in expected]
 
     report = main(["--bundle", str(copy), "--input", str(ABSTRACTS), "--devices", "cpu", "--limit", "3", "--processes", "2"])
     assert report["documents"] == 3 and report["detector"] == "dictionary" and report["link"]["cpu"]["dead_letters"] == []
