@@ -19,7 +19,15 @@ from bioel_core.index import IndexSpec
 from bioel_core.linking.annotate import AnnotatorSpec
 from bioel_core.models import CollectiveEncoder, TransformerEncoder, open_model
 from bioel_core.models.bert_inference import BertForInference
-from bioel_core.models.collective import feed_forward_importance, keep_feed_forward, owner_window, windows, word_spans
+from bioel_core.models.collective import (
+    feed_forward_importance,
+    hidden_importance,
+    keep_feed_forward,
+    keep_hidden,
+    owner_window,
+    windows,
+    word_spans,
+)
 from bioel_core.training.collective import (
     CollectiveTrainConfig,
     NameSpace,
@@ -186,6 +194,38 @@ def test_a_smaller_feed_forward_keeps_the_units_that_carry_the_layers_output(bas
         assert torch.equal(again.encode_document(TEXT).states, after)
     with pytest.raises(ValueError, match=f"have {width // 2} units; cannot keep {width}"):
         keep_feed_forward(model.document, width, importance)
+
+
+def test_narrower_hidden_states_keep_the_busiest_dimensions_and_heads_and_load_as_a_plain_bert(bases, tmp_path):
+    model = tiny(bases, window=24, overlap=8).eval()
+    config = model.document.config
+    width, heads = config.hidden_size, config.num_attention_heads
+    head = width // heads
+    first = model.document.encoder.layer[0]
+    with torch.no_grad():  # the first layer's first head writes nothing: it scores nothing and is the one cut
+        first.attention.output.dense.weight[:, :head] = 0
+    query = first.attention.self.query.weight.detach().clone()
+    dims_scores, head_scores = hidden_importance(model, [TEXT, "type 2 diabetes"])
+    assert dims_scores.shape == (width,) and bool((dims_scores > 0).all())
+    assert [tuple(h.shape) for h in head_scores] == [(heads,)] * config.num_hidden_layers
+    assert float(head_scores[0][0]) == 0 and float(head_scores[0][1]) > 0
+    keep_hidden(model, width - head, (dims_scores, head_scores))
+    dims = torch.sort(torch.argsort(dims_scores, descending=True, stable=True)[: width - head]).values
+    assert (config.hidden_size, config.num_attention_heads) == (width - head, heads - 1)
+    assert torch.equal(model.document.encoder.layer[0].attention.self.query.weight, query[head : 2 * head][:, dims])
+    assert model.mention.in_features == 2 * (width - head) and model.span_start.in_features == width - head
+    with torch.no_grad():
+        encoded = model.encode_document(TEXT)
+        logits = model.span_logits(encoded)
+        vectors = model.mention_vectors(encoded, encoded.spans[:3])
+    assert encoded.states.shape == (len(encoded.pieces), width - head) and bool(torch.isfinite(logits).all())
+    assert vectors.shape == (3, model.names.dim)
+    again = CollectiveEncoder.load(model.save(tmp_path / "narrow", dtype="float32"))
+    assert isinstance(again.document, BertForInference) and again.fingerprint() == model.fingerprint()
+    with torch.no_grad():
+        assert torch.equal(again.encode_document(TEXT).states, encoded.states)
+    with pytest.raises(ValueError, match=f"have {width - head} dimensions in heads of {head}; cannot keep {head + 1}"):
+        keep_hidden(model, head + 1, hidden_importance(model, [TEXT]))
 
 
 def tiny_corpus() -> list[Document]:
@@ -453,7 +493,7 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
     kb = str(Path(index).parent / "kb")
     out = tmp_path / "small"
 
-    def train(feed_forward: str) -> int:
+    def train(*cut: str) -> int:
         return cli.main(
             [
                 "train",
@@ -469,8 +509,7 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
                 teacher,
                 "--document-layers",
                 "1",
-                "--document-feed-forward",
-                feed_forward,
+                *cut,
                 "--epochs",
                 "1",
                 "--save-dtype",
@@ -482,20 +521,26 @@ def test_bioel_train_collective_cuts_a_trained_model_to_fewer_layers(collective_
         )
 
     width = CollectiveEncoder.load(teacher).document.config.intermediate_size
-    assert train(str(width + 1)) == 2
+    assert train("--document-feed-forward", str(width + 1)) == 2
     assert capsys.readouterr().err.endswith(
         f"error: --document-feed-forward: the document encoder's feed-forward blocks have {width} units; "
         f"cannot keep {width + 1}\n"
     )
-    assert train("16") == 0
+    assert train("--document-hidden", "17") == 2
+    assert capsys.readouterr().err.endswith(
+        "error: --document-hidden: the document encoder's hidden states have 32 dimensions in heads of 16; "
+        "cannot keep 17 (a multiple of 16 up to 32)\n"
+    )
+    assert train("--document-feed-forward", "16", "--document-hidden", "16") == 0
     model = CollectiveEncoder.load(out)
     assert model.document.config.num_hidden_layers == 1 and model.document.config.intermediate_size == 16
+    assert (model.document.config.hidden_size, model.document.config.num_attention_heads) == (16, 1)
     assert isinstance(model.document, BertForInference)  # the cut model is a plain BERT of that size
-    assert tuple(model.document.get_parameter("encoder.layer.0.intermediate.dense.weight").shape) == (16, 32)
+    assert tuple(model.document.get_parameter("encoder.layer.0.intermediate.dense.weight").shape) == (16, 16)
     assert model.names.fingerprint() == CollectiveEncoder.load(teacher).names.fingerprint()  # the teacher's name space
     card = json.loads((out / "card.json").read_text())
     assert card["init"] == teacher and card["document_layers"] == 1 and card["collective"]["best_epoch"] == 1
-    assert card["document_feed_forward"] == 16
+    assert card["document_feed_forward"] == 16 and card["document_hidden"] == 16
     from bioel_core.models.cards import write_card
 
     write_card(tmp_path, card)  # the card as trained is what its JSON renders (the shipped models' test holds this)

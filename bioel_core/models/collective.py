@@ -185,6 +185,133 @@ def keep_feed_forward(document: torch.nn.Module, size: int, importance: Sequence
     document.config.intermediate_size = size
 
 
+def _attention_layers(document: torch.nn.Module) -> list[torch.nn.Module]:
+    stack = _encoder_layers(document)
+    parts = (
+        *(f"attention.self.{name}" for name in ("query", "key", "value")),
+        *(f"{block}.{name}" for block in ("attention.output", "output") for name in ("dense", "LayerNorm")),
+        "intermediate.dense",
+    )
+    if stack is None or not all(_has(layer, p) for layer in stack for p in parts) or not _has(document, "embeddings.LayerNorm"):
+        raise ValueError(f"cannot narrow the hidden states of a {type(document).__name__}: it has no BERT-like layers")
+    return list(stack)
+
+
+def _has(module: torch.nn.Module, path: str) -> bool:
+    try:
+        module.get_submodule(path)
+    except AttributeError:
+        return False
+    return True
+
+
+def hidden_importance(model: CollectiveEncoder, texts: Sequence[str]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """What each part of the document encoder's width carries over `texts`: per hidden dimension, its mean absolute
+    value after every layer norm (the residual stream every layer and head reads); per transformer layer and
+    attention head, its context's mean absolute value times the norm of its output weights (as feed_forward_importance
+    scores a unit)."""
+    document = model.document
+    layers = _attention_layers(document)
+    norms = [m for m in document.modules() if isinstance(m, torch.nn.LayerNorm)]
+    dims = torch.zeros(document.config.hidden_size)
+    contexts = [torch.zeros(layer.attention.output.dense.in_features) for layer in layers]
+    count = 0
+
+    def add_dims(module, inputs, output):
+        dims.add_(output.detach().abs().sum(dim=(0, 1)).cpu())
+
+    def add_context(k: int):
+        def add(module, inputs):
+            contexts[k].add_(inputs[0].detach().abs().sum(dim=(0, 1)).cpu())
+
+        return add
+
+    handles = [m.register_forward_hook(add_dims) for m in norms]
+    handles += [layer.attention.output.dense.register_forward_pre_hook(add_context(k)) for k, layer in enumerate(layers)]
+    training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for text in texts:
+                count += len(model.encode_document(text).pieces)
+    finally:
+        model.train(training)
+        for handle in handles:
+            handle.remove()
+    heads = document.config.num_attention_heads
+    per_head = [
+        (c / max(count, 1) * layer.attention.output.dense.weight.detach().norm(dim=0).cpu()).view(heads, -1).sum(dim=1)
+        for c, layer in zip(contexts, layers)
+    ]
+    return dims / max(count, 1), per_head
+
+
+def keep_hidden(model: CollectiveEncoder, size: int, importance: tuple[torch.Tensor, Sequence[torch.Tensor]]) -> None:
+    """Narrow the document encoder's hidden states to their `size` most important dimensions and each layer's attention
+    to its size / head-size most important heads (in place, with the collective heads that read the states; the config
+    follows, so the saved folder loads back as a plain BERT of that width with heads of the same size). Every product
+    of a layer shrinks with the width, attention's too; fine-tuned after, as feed-forward cuts are."""
+    document = model.document
+    layers = _attention_layers(document)
+    config = document.config
+    width, head_size = config.hidden_size, config.hidden_size // config.num_attention_heads
+    if not 1 <= size <= width or size % head_size:
+        raise ValueError(
+            f"the document encoder's hidden states have {width} dimensions in heads of {head_size}; "
+            f"cannot keep {size} (a multiple of {head_size} up to {width})"
+        )
+    dims_scores, head_scores = importance
+    dims = torch.sort(torch.argsort(dims_scores, descending=True, stable=True)[:size]).values
+
+    def linear(old: torch.nn.Linear, rows: torch.Tensor | None, cols: torch.Tensor | None) -> torch.nn.Linear:
+        weight = old.weight.detach()
+        weight = weight if rows is None else weight[rows]
+        weight = weight if cols is None else weight[:, cols]
+        new = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=old.bias is not None, device=weight.device)
+        with torch.no_grad():
+            new.weight.copy_(weight)
+            if old.bias is not None:
+                new.bias.copy_(old.bias.detach() if rows is None else old.bias.detach()[rows])
+        return new
+
+    def layer_norm(old: torch.nn.LayerNorm) -> torch.nn.LayerNorm:
+        new = torch.nn.LayerNorm(size, eps=old.eps, device=old.weight.device)
+        with torch.no_grad():
+            new.weight.copy_(old.weight[dims])
+            new.bias.copy_(old.bias[dims])
+        return new
+
+    embeddings = document.embeddings
+    for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
+        old = getattr(embeddings, name)
+        new = torch.nn.Embedding(old.num_embeddings, size, padding_idx=old.padding_idx, device=old.weight.device)
+        with torch.no_grad():
+            new.weight.copy_(old.weight[:, dims])
+        setattr(embeddings, name, new)
+    embeddings.LayerNorm = layer_norm(embeddings.LayerNorm)
+    for layer, scores in zip(layers, head_scores):
+        kept = torch.sort(torch.argsort(scores, descending=True, stable=True)[: size // head_size]).values
+        inner = (kept[:, None] * head_size + torch.arange(head_size)).reshape(-1)  # the kept heads' rows
+        attention = layer.attention.self
+        for name in ("query", "key", "value"):
+            setattr(attention, name, linear(getattr(attention, name), inner, dims))
+        attention.num_attention_heads, attention.all_head_size = size // head_size, size
+        layer.attention.output.dense = linear(layer.attention.output.dense, dims, inner)
+        layer.attention.output.LayerNorm = layer_norm(layer.attention.output.LayerNorm)
+        layer.intermediate.dense = linear(layer.intermediate.dense, None, dims)
+        layer.output.dense = linear(layer.output.dense, dims, None)
+        layer.output.LayerNorm = layer_norm(layer.output.LayerNorm)
+    pooler = getattr(document, "pooler", None)
+    if pooler is not None:
+        pooler.dense = linear(pooler.dense, dims, dims)
+    config.hidden_size, config.num_attention_heads = size, size // head_size
+    # the collective heads read the states: endpoints pooling reads two of them side by side
+    for name in ("span_start", "span_end", "span_inside", "bio"):
+        setattr(model, name, linear(getattr(model, name), None, dims))
+    mention_cols = torch.cat([dims, width + dims]) if model.mention.in_features == 2 * width else dims
+    model.mention = linear(model.mention, None, mention_cols)
+
+
 def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
     """[start, end) piece ranges of at most `size` covering 0..n, consecutive ones sharing `overlap` pieces."""
     if n <= size:

@@ -280,6 +280,12 @@ class CollectiveSettings(TrainSettings):
         help="keep only each document encoder layer's N most active feed-forward units "
         "(a faster model; chosen on the first train documents)",
     )
+    document_hidden: int | None = setting(
+        None,
+        minimum=1,
+        help="keep only N dimensions of the document encoder's hidden states and N / head size of each layer's "
+        "attention heads, the busiest on the first train documents (a faster model)",
+    )
     mention_pooling: str = setting(
         "endpoints", choices=MENTION_POOLINGS, help="mention vectors from W[h_start; h_end] or the mean of the span's tokens"
     )

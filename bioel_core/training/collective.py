@@ -56,15 +56,18 @@ from bioel_core.models.collective import (
     CollectiveEncoder,
     Encoded,
     feed_forward_importance,
+    hidden_importance,
     is_collective,
     keep_feed_forward,
+    keep_hidden,
 )
 from bioel_core.settings import SettingsError, to_mapping
 from bioel_core.settings.train import CollectiveSettings
 from bioel_core.training.loop import load_optimizer_state, save_checkpoint
 
 log = logging.getLogger(__name__)
-FEED_FORWARD_SAMPLE = 128  # train documents whose activations choose the feed-forward units a smaller model keeps
+# train documents whose activations choose the feed-forward units, hidden dimensions and heads a smaller model keeps
+FEED_FORWARD_SAMPLE = 128
 
 
 @dataclass
@@ -494,7 +497,8 @@ def run_collective_training(
     """The whole `bioel train collective` job: build, train, tune decoding on dev, save, write the card. `init`: an
     HF checkpoint, or a trained collective model folder (its document encoder, name encoder and heads are the start;
     with `document_layers`, a smaller model learns from the larger one's first layers; with `document_feed_forward`,
-    from its feed-forward blocks cut to their units most active on the first train documents). The corpora are read first,
+    from its feed-forward blocks cut to their units most active on the first train documents; with `document_hidden`,
+    from its hidden states cut to their busiest dimensions and its attention to its busiest heads). The corpora are read first,
     so that a bad record stops the run before any model is loaded; `spell`: how the caller names a setting in their
     errors (the CLI: its flag)."""
     import os
@@ -536,12 +540,17 @@ def run_collective_training(
     ).to(device)
     if teacher:
         warm_start_heads(model, CollectiveEncoder.load(teacher))
+    texts = [d.text for corpus in train for d in corpus.documents][:FEED_FORWARD_SAMPLE]
     if s.document_feed_forward:
-        texts = [d.text for corpus in train for d in corpus.documents][:FEED_FORWARD_SAMPLE]
         try:
             keep_feed_forward(model.document, s.document_feed_forward, feed_forward_importance(model, texts))
         except ValueError as err:
             raise SettingsError("document_feed_forward", str(err)) from None
+    if s.document_hidden:
+        try:
+            keep_hidden(model, s.document_hidden, hidden_importance(model, texts))
+        except ValueError as err:
+            raise SettingsError("document_hidden", str(err)) from None
     log.info("encoding the names of %s with the frozen name encoder", ", ".join(types))
     spaces = {t: NameSpace.from_names_table(names[t], name_encoder, device) for t in types}
     record = train_collective(model, train, dev, spaces, config, output)
@@ -562,6 +571,7 @@ def run_collective_training(
         "init": str(teacher or checkpoint_reference(base)),
         "document_layers": best.document.config.num_hidden_layers,
         "document_feed_forward": best.document.config.intermediate_size,
+        "document_hidden": best.document.config.hidden_size,
         "save_dtype": save_dtype,
         "scores": {},
         "data": {
