@@ -140,7 +140,6 @@ def feed_forward_importance(model: CollectiveEncoder, texts: Sequence[str]) -> l
     activation over their pieces times the norm of its output weights (what removing it takes away, to first order)."""
     layers = _feed_forward_layers(model.document)
     sums = [torch.zeros(layer.intermediate.dense.out_features) for layer in layers]
-    count = 0
 
     def hook(k: int):
         def add(module, inputs, output):
@@ -148,9 +147,15 @@ def feed_forward_importance(model: CollectiveEncoder, texts: Sequence[str]) -> l
 
         return add
 
-    handles = [layer.intermediate.register_forward_hook(hook(k)) for k, layer in enumerate(layers)]
-    training = model.training
-    model.eval()  # activations without dropout
+    count = _pieces_run(model, texts, [layer.intermediate.register_forward_hook(hook(k)) for k, layer in enumerate(layers)])
+    return [s / max(count, 1) * layer.output.dense.weight.detach().norm(dim=0).cpu() for s, layer in zip(sums, layers)]
+
+
+def _pieces_run(model: CollectiveEncoder, texts: Sequence[str], handles: list) -> int:
+    """Run the model over `texts` without dropout and gradients, for the forward hooks `handles` (removed after);
+    the number of pieces they saw."""
+    count, training = 0, model.training
+    model.eval()
     try:
         with torch.no_grad():
             for text in texts:
@@ -159,7 +164,7 @@ def feed_forward_importance(model: CollectiveEncoder, texts: Sequence[str]) -> l
         model.train(training)
         for handle in handles:
             handle.remove()
-    return [s / max(count, 1) * layer.output.dense.weight.detach().norm(dim=0).cpu() for s, layer in zip(sums, layers)]
+    return count
 
 
 def keep_feed_forward(document: torch.nn.Module, size: int, importance: Sequence[torch.Tensor]) -> None:
@@ -215,7 +220,6 @@ def hidden_importance(model: CollectiveEncoder, texts: Sequence[str]) -> tuple[t
     norms = [m for m in document.modules() if isinstance(m, torch.nn.LayerNorm)]
     dims = torch.zeros(document.config.hidden_size)
     contexts = [torch.zeros(layer.attention.output.dense.in_features) for layer in layers]
-    count = 0
 
     def add_dims(module, inputs, output):
         dims.add_(output.detach().abs().sum(dim=(0, 1)).cpu())
@@ -228,16 +232,7 @@ def hidden_importance(model: CollectiveEncoder, texts: Sequence[str]) -> tuple[t
 
     handles = [m.register_forward_hook(add_dims) for m in norms]
     handles += [layer.attention.output.dense.register_forward_pre_hook(add_context(k)) for k, layer in enumerate(layers)]
-    training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for text in texts:
-                count += len(model.encode_document(text).pieces)
-    finally:
-        model.train(training)
-        for handle in handles:
-            handle.remove()
+    count = _pieces_run(model, texts, handles)
     heads = document.config.num_attention_heads
     per_head = [
         (c / max(count, 1) * layer.attention.output.dense.weight.detach().norm(dim=0).cpu()).view(heads, -1).sum(dim=1)
