@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import platform
+import queue
 import sys
 import time
 from pathlib import Path
@@ -49,6 +50,7 @@ STOP_LISTS = {
     "Chemical": ROOT / "models" / "stoplists" / "chemical-mesh.json",
 }
 ROW_KEY = ("doc_id", "start", "end", "entity_type")
+STARTUP_SECONDS = 900  # for each --processes link process to open its annotator
 
 
 def synchronize(device: str) -> None:
@@ -221,7 +223,8 @@ def concurrent_link(spec, vectors: dict, documents: list, processes: int, batch_
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")  # CUDA cannot be used in a forked child
-    ready, results = context.Barrier(processes + 1), context.Queue()
+    # a process that fails before the barrier breaks it for the others after this long, rather than leaving them waiting
+    ready, results = context.Barrier(processes + 1, timeout=STARTUP_SECONDS), context.Queue()
     threads = max(1, (os.cpu_count() or 1) // processes)
     children = [
         context.Process(target=_link_process, args=(spec, vectors, documents, batch_size, max_seconds, threads, ready, results))
@@ -231,7 +234,13 @@ def concurrent_link(spec, vectors: dict, documents: list, processes: int, batch_
         child.start()
     ready.wait()
     began = time.time()
-    each = [results.get() for _ in children]
+    each: list[dict] = []
+    while len(each) < processes:  # a process that fails after the barrier says so here, not by a hang
+        try:
+            each.append(results.get(timeout=1))
+        except queue.Empty:
+            if not any(child.is_alive() for child in children) and results.empty():
+                raise RuntimeError(f"{processes - len(each)} of {processes} link processes failed (their errors are above)")
     for child in children:
         child.join()
     seconds = max(r["ended"] for r in each) - began

@@ -870,7 +870,7 @@ class AnnotatorSpec:
 
     def _dense_linker(self, entity_type: str, source: dict, names, encoder, model: str | None):
         """The type's linker over the FAISS shards of its index; annotations must not depend on how documents are
-        batched (reproducible)."""
+        batched (reproducible). One method, so a benchmark may search the names otherwise (gpu_workers.py)."""
         from bioel_core.linking.dense import DenseLinker
 
         return DenseLinker.from_index(

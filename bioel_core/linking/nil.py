@@ -5,9 +5,10 @@ The threshold is calibrated on a development corpus with gold spans: every detec
 linked, and marked correct when its span and concept match a gold annotation. Keeping the mentions
 scored at or above t gives precision = correct kept / kept and recall = correct kept / gold; the chosen cut
 maximizes that F1 (the lowest such cut on ties, so as little as possible is thrown away), and t lies midway between
-the lowest score kept and the highest cut (ROUNDING_MARGIN below the lowest when all are kept): a score computed with other rounding (a GPU, another thread count, FAISS's
-float32 vectors: within about 1e-7) is not tipped across it, as the mentions calibrated on would be if t were one
-of their scores (a name encoder scores a mention's text alike in every document).
+the lowest score kept and the highest cut (ROUNDING_MARGIN below the lowest when all are kept): a score computed
+with other rounding (a GPU, another thread count, FAISS's float32 vectors: within about 1e-7) is not tipped across
+it, as the mentions calibrated on would be if t were one of their scores (a name encoder scores a mention's text
+alike in every document).
 """
 
 from __future__ import annotations

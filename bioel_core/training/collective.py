@@ -67,7 +67,7 @@ from bioel_core.training.loop import load_optimizer_state, save_checkpoint
 
 log = logging.getLogger(__name__)
 # train documents whose activations choose the feed-forward units, hidden dimensions and heads a smaller model keeps
-FEED_FORWARD_SAMPLE = 128
+CUT_SAMPLE = 128
 
 
 @dataclass
@@ -540,7 +540,7 @@ def run_collective_training(
     ).to(device)
     if teacher:
         warm_start_heads(model, CollectiveEncoder.load(teacher))
-    texts = [d.text for corpus in train for d in corpus.documents][:FEED_FORWARD_SAMPLE]
+    texts = [d.text for corpus in train for d in corpus.documents][:CUT_SAMPLE]
     if s.document_feed_forward:
         try:
             keep_feed_forward(model.document, s.document_feed_forward, feed_forward_importance(model, texts))
