@@ -416,7 +416,7 @@ def test_documents_encoded_side_by_side_on_threads_give_the_bits_of_one_at_a_tim
     rows_alone = annotator.annotate(docs)
     torch.set_num_threads(2)
     try:
-        together = list(document_model.encode_documents(texts, with_logits=True))
+        together = list(document_model.encode_documents(texts, with_logits=True, then=lambda k: texts[k]))
         assert torch.get_num_threads() == 2
         rows_together = annotator.annotate(docs)
         passes = document_model.encode_documents(texts, with_logits=True)
@@ -427,7 +427,8 @@ def test_documents_encoded_side_by_side_on_threads_give_the_bits_of_one_at_a_tim
     finally:
         torch.set_num_threads(1)
     assert len(together) == len(alone)
-    for (expected, expected_logits), (got, logits) in zip(alone, together):
+    assert [then for _, _, then in together] == texts  # `then` of each document, in order
+    for (expected, expected_logits), (got, logits, _) in zip(alone, together):
         assert got.pieces == expected.pieces
         assert torch.equal(got.states, expected.states) and torch.equal(got.spans, expected.spans)
         assert torch.equal(logits, expected_logits)

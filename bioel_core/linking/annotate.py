@@ -350,9 +350,11 @@ class DocumentAnnotator:
         encoded_keys, collective, span_texts = [], [], []  # the mentions linked by vector, over the whole batch
         inner_names = {}  # (i, j) -> the dictionaries' names inside the model's span j of document i, kept as any
         by_text: dict[str, list[tuple[tuple[int, int], str]]] = {t: [] for t in self.targets}
-        passes = model.encode_documents([d.text for d in documents], with_logits=self.detect)
+        # the dictionaries' mentions of a document need no pass: found on the passes' threads, after each pass
+        dictionaries = (lambda k: self._dictionary_mentions(documents[k])) if self.detect else None
+        passes = model.encode_documents([d.text for d in documents], with_logits=self.detect, then=dictionaries)
         with torch.no_grad(), contextlib.closing(passes):
-            for i, (document, (encoded, logits)) in enumerate(zip(documents, passes)):
+            for i, (document, (encoded, logits, found_by_dictionaries)) in enumerate(zip(documents, passes)):
                 text = document.text
                 if self.detect:
                     spans = [
@@ -366,7 +368,7 @@ class DocumentAnnotator:
                     spotted = [Mention(text[s.start : s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
                     piece_span = {id(m): s.piece_span for m, s in zip(spotted, spans)}
                     scores = {id(m): s.score for m, s in zip(spotted, spans)}
-                    dictionary, defined = self._dictionary_mentions(document)
+                    dictionary, defined = found_by_dictionaries
                     detected = _defined_elsewise(document, spotted, dictionary, defined)
 
                     def span_score(m: Mention, encoded=encoded, logits=logits, scores=scores) -> float | None:

@@ -23,7 +23,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -432,31 +432,36 @@ class CollectiveEncoder(torch.nn.Module):
                 states = states.index_copy(0, torch.arange(a, b, device=device)[mine], out[mine])
         return Encoded(pieces, states, torch.from_numpy(word_spans(pieces, self.max_span)).to(device))
 
-    def encode_documents(self, texts: Sequence[str], with_logits: bool = False) -> Iterator[tuple[Encoded, torch.Tensor | None]]:
-        """`encode_document` of each text (and its `span_logits` with `with_logits`), in order. On a CPU with several
-        torch threads the documents are encoded side by side, one thread each, a few ahead of the caller, which
-        meanwhile works on those already done: one document's products are too small to keep several threads busy
-        (they wait for each other, and idle while the caller runs Python), so threads across documents do more.
-        The values are the same bits either way (MKL's strict mode, bioel_core/__init__.py), as each document's
-        pass never depends on the others. Close the iterator (or read it to the end) to restore the thread count."""
+    def encode_documents(
+        self, texts: Sequence[str], with_logits: bool = False, then: Callable[[int], Any] | None = None
+    ) -> Iterator[tuple[Encoded, torch.Tensor | None, Any]]:
+        """(`encode_document`, its `span_logits` with `with_logits`, `then(k)` when given) of each text k, in order. On
+        a CPU with several torch threads the documents are encoded side by side, one thread each, a few ahead of the
+        caller, which meanwhile works on those already done: one document's products are too small to keep several
+        threads busy (they wait for each other, and idle while the caller runs Python), so threads across documents do
+        more; `then` runs on the document's thread after its pass (the caller's other work of a document that does not
+        need the pass: its Python then runs while the caller waits for a pass, not after). The values are the same bits
+        either way (MKL's strict mode, bioel_core/__init__.py), as each document's pass never depends on the others.
+        Close the iterator (or read it to the end) to restore the thread count."""
         threads = torch.get_num_threads()
 
-        def one(text: str) -> tuple[Encoded, torch.Tensor | None]:
+        def one(k: int) -> tuple[Encoded, torch.Tensor | None, Any]:
             with torch.no_grad():  # grad mode is per thread
-                encoded = self.encode_document(text)
-                return encoded, self.span_logits(encoded) if with_logits else None
+                encoded = self.encode_document(texts[k])
+                logits = self.span_logits(encoded) if with_logits else None
+            return encoded, logits, then(k) if then is not None else None
 
         if threads == 1 or len(texts) < 2 or self.device.type != "cpu":
-            yield from map(one, texts)
+            yield from map(one, range(len(texts)))
             return
         torch.set_num_threads(1)
         try:
             with ThreadPoolExecutor(threads, thread_name_prefix="bioel-document") as pool:
-                ahead = deque(pool.submit(one, text) for text in texts[: 2 * threads])
+                ahead = deque(pool.submit(one, k) for k in range(min(len(texts), 2 * threads)))
                 try:
-                    for text in texts[2 * threads :]:
+                    for k in range(2 * threads, len(texts)):
                         done = ahead.popleft().result()
-                        ahead.append(pool.submit(one, text))
+                        ahead.append(pool.submit(one, k))
                         yield done
                     while ahead:
                         yield ahead.popleft().result()
