@@ -483,3 +483,25 @@ def test_tokens_of_ascii_text_are_those_of_the_whole_unicode_punctuation_class()
         tokens = Tokenizer(Normalizer(config))(text)
         assert len(tokens) > 5
         assert [(t.start, t.end) for t in tokens] == [m.span() for m in whole.finditer(text)], config
+
+
+def test_a_documents_passages_are_tokenized_once_for_every_types_detector_on_each_thread():
+    """Each type's detector reads a document's passages in turn (title, abstract; then again for the next type): the
+    tokenizer gives the list it made for a passage of the same object, on the thread that made it."""
+    import threading
+
+    from bioel_core.text.detect import RECENT_TEXTS, Tokenizer
+
+    tokenize = Tokenizer(Normalizer())
+    title, abstract = "Breast cancer in men.", "We studied breast cancer and type 2 diabetes."
+    first = [tokenize(title), tokenize(abstract)]
+    assert tokenize(title) is first[0] and tokenize(abstract) is first[1]  # the next type's detector
+    assert tokenize("".join(title)) == first[0]  # an equal text of another object: made again, equal
+    other: list = []
+    thread = threading.Thread(target=lambda: other.append(tokenize(title)))
+    thread.start()
+    thread.join()
+    assert other[0] == first[0] and other[0] is not first[0]  # each thread its own lists
+    for k in range(RECENT_TEXTS):  # bounded: older texts are let go
+        tokenize(f"text {k}")
+    assert tokenize(title) is not first[0] and tokenize(title) == first[0]

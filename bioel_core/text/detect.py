@@ -49,6 +49,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import threading
 import unicodedata
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -76,6 +77,7 @@ SHORT_FORM_RULE = (
 ACRONYM_CHARS = 5
 # a mention this short, in one word, is a symbol or a bare head word: its context must support its type
 SHORT_FORM_CHARS = 5
+RECENT_TEXTS = 8  # texts whose tokens a Tokenizer keeps per thread: a document's passages, read by each type's detector
 APOSTROPHES = "'\u2019"  # a possessive "s" follows either: "Parkinson's", "Parkinson’s"
 # The version of the coordinated-mention rule (DictionaryDetector._coordinated): part of a linking run's settings.
 COORDINATION_RULES = "one-word-conjuncts/1"
@@ -183,7 +185,7 @@ class Tokenizer:
         self._ascii_fast = cfg.punctuation == "split"
         self._lower = cfg.lowercase
         self._probe = _ProbeTable(cfg.unicode_form)
-        self._last: tuple[str, list[Token]] | None = None
+        self._recent = threading.local()  # per thread: {id(text): (text, tokens)} of the last few texts
 
     @staticmethod
     def _pattern(policy: str, punctuation: str) -> re.Pattern:
@@ -195,11 +197,14 @@ class Tokenizer:
         return re.compile(r"\S+")
 
     def __call__(self, text: str) -> list[Token]:
-        """The text's tokens; of the text it was last given (the same object: each type's detector reads the same
-        passage), the list it gave then, which callers only read."""
-        last = self._last
-        if last is not None and last[0] is text:
-            return last[1]
+        """The text's tokens; of a text this thread gave it lately (the same object: each type's detector reads the
+        same passages of a document), the list it gave then, which callers only read."""
+        recent = getattr(self._recent, "texts", None)
+        if recent is None:
+            recent = self._recent.texts = {}
+        kept = recent.get(id(text))
+        if kept is not None and kept[0] is text:
+            return kept[1]
         probe = text if text.isascii() else text.translate(self._probe)
         out: list[Token] = []
         for m in (self._ascii_token if probe.isascii() else self._token).finditer(probe):
@@ -212,7 +217,9 @@ class Tokenizer:
                 continue
             # a character may normalize to several words ("⑴" -> "(1)"): each keeps the token's span
             out.extend(Token(t, start, end) for t in self.normalizer(raw).split(" ") if t)
-        self._last = (text, out)
+        if len(recent) >= RECENT_TEXTS:
+            recent.clear()
+        recent[id(text)] = (text, out)  # the text held too, so its id names no other text while kept
         return out
 
 
