@@ -358,7 +358,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.model and not args.kb:
         parser.error("--model needs --kb")
     link_spec = bundle_spec(args.bundle, args.detector) if args.bundle else model_spec(args.model, args.kb, args.detector)
-    kbs, model = dict(link_spec(device="cpu").names), link_spec(device="cpu").model
+    settings = link_spec(device="cpu")  # the device changes none of what is read from it here
+    kbs, model = dict(settings.names), settings.model
     read = list(read_documents(args.input, "jsonl"))
     documents = [d for d in read if not isinstance(d, DeadLetter)][: args.limit]
     report = {
@@ -366,7 +367,7 @@ def main(argv: list[str] | None = None) -> dict:
         "model": model,
         "input": args.input,
         "documents": len(documents),
-        "detector": link_spec(device="cpu").detector,
+        "detector": settings.detector,
         "input_dead_letters": sum(isinstance(d, DeadLetter) for d in read),
         "environment": environment(),
         "embed": {},

@@ -177,17 +177,28 @@ def keep_feed_forward(document: torch.nn.Module, size: int, importance: Sequence
     if not 1 <= size <= width:
         raise ValueError(f"the document encoder's feed-forward blocks have {width} units; cannot keep {size}")
     for layer, scores in zip(layers, importance):
-        keep = torch.sort(torch.argsort(scores, descending=True, stable=True)[:size]).values
-        inner, outer = layer.intermediate.dense, layer.output.dense
-        cut_in = torch.nn.Linear(inner.in_features, size, device=inner.weight.device)
-        cut_out = torch.nn.Linear(size, outer.out_features, device=outer.weight.device)
-        with torch.no_grad():
-            cut_in.weight.copy_(inner.weight[keep])
-            cut_in.bias.copy_(inner.bias[keep])
-            cut_out.weight.copy_(outer.weight[:, keep])
-            cut_out.bias.copy_(outer.bias)
-        layer.intermediate.dense, layer.output.dense = cut_in, cut_out
+        keep = _top(scores, size)
+        layer.intermediate.dense = _cut_linear(layer.intermediate.dense, keep, None)
+        layer.output.dense = _cut_linear(layer.output.dense, None, keep)
     document.config.intermediate_size = size
+
+
+def _top(scores: torch.Tensor, n: int) -> torch.Tensor:
+    """The indices of the n highest scores (the first on ties), in index order."""
+    return torch.sort(torch.argsort(scores, descending=True, stable=True)[:n]).values
+
+
+def _cut_linear(old: torch.nn.Linear, rows: torch.Tensor | None, cols: torch.Tensor | None) -> torch.nn.Linear:
+    """A linear layer of `old`'s output units `rows` over its inputs `cols` (None: all), its weights copied."""
+    weight = old.weight.detach()
+    weight = weight if rows is None else weight[rows]
+    weight = weight if cols is None else weight[:, cols]
+    new = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=old.bias is not None, device=weight.device)
+    with torch.no_grad():
+        new.weight.copy_(weight)
+        if old.bias is not None:
+            new.bias.copy_(old.bias.detach() if rows is None else old.bias.detach()[rows])
+    return new
 
 
 def _attention_layers(document: torch.nn.Module) -> list[torch.nn.Module]:
@@ -256,18 +267,7 @@ def keep_hidden(model: CollectiveEncoder, size: int, importance: tuple[torch.Ten
             f"cannot keep {size} (a multiple of {head_size} up to {width})"
         )
     dims_scores, head_scores = importance
-    dims = torch.sort(torch.argsort(dims_scores, descending=True, stable=True)[:size]).values
-
-    def linear(old: torch.nn.Linear, rows: torch.Tensor | None, cols: torch.Tensor | None) -> torch.nn.Linear:
-        weight = old.weight.detach()
-        weight = weight if rows is None else weight[rows]
-        weight = weight if cols is None else weight[:, cols]
-        new = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=old.bias is not None, device=weight.device)
-        with torch.no_grad():
-            new.weight.copy_(weight)
-            if old.bias is not None:
-                new.bias.copy_(old.bias.detach() if rows is None else old.bias.detach()[rows])
-        return new
+    dims = _top(dims_scores, size)
 
     def layer_norm(old: torch.nn.LayerNorm) -> torch.nn.LayerNorm:
         new = torch.nn.LayerNorm(size, eps=old.eps, device=old.weight.device)
@@ -285,26 +285,26 @@ def keep_hidden(model: CollectiveEncoder, size: int, importance: tuple[torch.Ten
         setattr(embeddings, name, new)
     embeddings.LayerNorm = layer_norm(embeddings.LayerNorm)
     for layer, scores in zip(layers, head_scores):
-        kept = torch.sort(torch.argsort(scores, descending=True, stable=True)[: size // head_size]).values
+        kept = _top(scores, size // head_size)
         inner = (kept[:, None] * head_size + torch.arange(head_size)).reshape(-1)  # the kept heads' rows
         attention = layer.attention.self
         for name in ("query", "key", "value"):
-            setattr(attention, name, linear(getattr(attention, name), inner, dims))
+            setattr(attention, name, _cut_linear(getattr(attention, name), inner, dims))
         attention.num_attention_heads, attention.all_head_size = size // head_size, size
-        layer.attention.output.dense = linear(layer.attention.output.dense, dims, inner)
+        layer.attention.output.dense = _cut_linear(layer.attention.output.dense, dims, inner)
         layer.attention.output.LayerNorm = layer_norm(layer.attention.output.LayerNorm)
-        layer.intermediate.dense = linear(layer.intermediate.dense, None, dims)
-        layer.output.dense = linear(layer.output.dense, dims, None)
+        layer.intermediate.dense = _cut_linear(layer.intermediate.dense, None, dims)
+        layer.output.dense = _cut_linear(layer.output.dense, dims, None)
         layer.output.LayerNorm = layer_norm(layer.output.LayerNorm)
     pooler = getattr(document, "pooler", None)
     if pooler is not None:
-        pooler.dense = linear(pooler.dense, dims, dims)
+        pooler.dense = _cut_linear(pooler.dense, dims, dims)
     config.hidden_size, config.num_attention_heads = size, size // head_size
     # the collective heads read the states: endpoints pooling reads two of them side by side
     for name in ("span_start", "span_end", "span_inside", "bio"):
-        setattr(model, name, linear(getattr(model, name), None, dims))
+        setattr(model, name, _cut_linear(getattr(model, name), None, dims))
     mention_cols = torch.cat([dims, width + dims]) if model.mention.in_features == 2 * width else dims
-    model.mention = linear(model.mention, None, mention_cols)
+    model.mention = _cut_linear(model.mention, None, mention_cols)
 
 
 def windows(n: int, size: int, overlap: int) -> list[tuple[int, int]]:
