@@ -164,12 +164,16 @@ def test_a_smaller_model_starts_from_a_trained_ones_first_layers_and_heads(bases
 
 
 def test_pieces_are_the_tokenizers_split_with_its_offsets_and_words_whatever_it_was_last_asked(bases):
+    from transformers import AutoTokenizer
+
     model = tiny(bases)
-    enc = model.tokenizer(TEXT, add_special_tokens=False, return_offsets_mapping=True)
+    hf = AutoTokenizer.from_pretrained(model.document_dir, local_files_only=True)
+    enc = hf(TEXT, add_special_tokens=False, return_offsets_mapping=True)
     ids, pieces = model.pieces(TEXT)
     assert ids == enc["input_ids"] and len(ids) > 8
     assert [(p.start, p.end, p.word) for p in pieces] == [(a, b, w) for (a, b), w in zip(enc["offset_mapping"], enc.word_ids())]
-    model.tokenizer(TEXT, truncation=True, max_length=4, padding="max_length")  # its own pipeline is not touched
+    model.tokenizer.backend_tokenizer.enable_truncation(4)  # the model's own pipeline is not touched
+    model.tokenizer.backend_tokenizer.enable_padding(length=40)
     assert model.pieces(TEXT) == (ids, pieces)
 
 

@@ -130,7 +130,7 @@ def test_pretraining_examples_fill_the_papers_templates():
 # ---- the model ---------------------------------------------------------------------------------------------
 def test_inputs_mark_the_mention_and_keep_the_context_nearest_it(model):
     ids = model.encoder_ids(["breast cancer"], ["the colon"], ["of the heart"])[0]
-    tokens = model.tokenizer.convert_ids_to_tokens(ids)
+    tokens = [model.tokenizer.backend_tokenizer.id_to_token(i) for i in ids]
     assert tokens == ["[CLS]", "the", "colon", "[unused0]", "breast", "cancer", "[unused1]", "of", "the", "heart", "[SEP]"]
     long = model.encoder_ids(["cancer"], ["the " * 40], ["heart " * 40])[0]
     assert len(long) == model.max_length and long[long.index(model.start_id) + 1] == model.pieces(["cancer"])[0][0]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import torch
@@ -66,12 +67,29 @@ def is_plain_bert(config: dict) -> bool:
     )
 
 
+class BertSettings(SimpleNamespace):
+    """A BERT config.json's settings as attributes, what BertConfig gives the code here, without importing
+    transformers (a second of a link worker's start-up); `save_pretrained` writes them through BertConfig."""
+
+    REQUIRED = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "layer_norm_eps")
+
+    @classmethod
+    def of(cls, config: dict) -> BertSettings | None:
+        """None when config.json leaves one of REQUIRED to BertConfig's defaults."""
+        return cls(**config) if all(key in config for key in cls.REQUIRED) else None
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        from transformers import BertConfig
+
+        BertConfig.from_dict(vars(self)).save_pretrained(directory)
+
+
 class BertForInference(torch.nn.Module):
     """BERT's encoder over one unpadded sequence: `forward(input_ids)` -> Output(last_hidden_state)."""
 
-    def __init__(self, config, weights: dict[str, torch.Tensor]):
+    def __init__(self, config: BertSettings, weights: dict[str, torch.Tensor]):
         super().__init__()
-        self.config = config  # transformers' BertConfig: its configuration code, which the tokenizer imports anyway
+        self.config = config
         for name, tensor in weights.items():
             *path, leaf = name.split(".")
             module: torch.nn.Module = self
@@ -93,13 +111,11 @@ class BertForInference(torch.nn.Module):
         """The folder's BERT (config.json, model.safetensors, float32), or None when it is not a plain BERT, keeps its
         weights otherwise (sharded) or lacks one BertModel needs: the caller then loads it with transformers, which
         reads any layout and says what is wrong."""
-        from transformers import BertConfig
-
         folder = Path(folder)
         config_dict = json.loads((folder / "config.json").read_text())
-        if not is_plain_bert(config_dict) or not (folder / WEIGHTS_FILE).is_file():
+        config = BertSettings.of(config_dict)
+        if config is None or not is_plain_bert(config_dict) or not (folder / WEIGHTS_FILE).is_file():
             return None
-        config = BertConfig.from_dict(config_dict)
         stored = load_file(str(folder / WEIGHTS_FILE))
         names = [*_EMBEDDINGS, *(f"encoder.layer.{i}.{k}" for i in range(config.num_hidden_layers) for k in _LAYER)]
         if any(n not in stored for n in names):  # a checkpoint saved with a task head ("bert." keys), or incomplete

