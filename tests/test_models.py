@@ -153,6 +153,25 @@ def test_encode_keeps_input_order(tiny_bert):
     np.testing.assert_allclose(together, one_by_one, atol=1e-5)
 
 
+@pytest.mark.parametrize("pooling", ["max", "attention"])
+def test_rescnn_float64_convolutions_by_matrix_product_give_torchs_vectors(minilm, monkeypatch, pooling):
+    import bioel_core.models.rescnn as rescnn
+
+    torch.manual_seed(1)
+    encoder = ResCNNEncoder(pooling=pooling).eval()
+    texts = [*TEXTS, "5-FU", "a", "cisplatin-induced acute renal failure in a patient with ovarian cancer, grade 3"]
+    ours = encoder.encode(texts, batch_size=4, batch_invariant=True)
+    x = torch.randn(3, 300, 7, dtype=torch.float64)
+    block = encoder.float64_copy().blocks[0]
+    with torch.no_grad():
+        for conv in (*block.convs, block.feed_forward):
+            torch.testing.assert_close(rescnn._conv(conv, x), conv(x), rtol=1e-14, atol=1e-14)  # float64 noise
+    monkeypatch.setattr(rescnn, "_conv", lambda conv, x: conv(x))  # torch's own float64 convolution
+    del encoder.__dict__["_kept"]  # encoded anew, not served from the kept vectors
+    # which the rounding to float32 removes, as it removes the batch's
+    assert ours.tobytes() == encoder.encode(texts, batch_size=4, batch_invariant=True).tobytes()
+
+
 def test_batch_invariant_vectors_are_the_same_bits_in_any_batch_and_recent_ones_are_kept(tiny_bert, monkeypatch):
     import bioel_core.models.base as base
 

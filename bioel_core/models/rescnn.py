@@ -54,6 +54,22 @@ def read_word_embeddings(source: Path) -> torch.Tensor:
     raise ValueError(f"{source}: no '*{_FROZEN_KEY}' tensor in its safetensors files")
 
 
+def _conv(conv: nn.Conv1d, x: torch.Tensor) -> torch.Tensor:
+    """`conv(x)`; in float64 (batch-invariant encoding) as one matrix product over the unfolded windows: torch has no
+    fast float64 convolution on CPU (its im2col loop took 1.3-5x longer on this model's shapes). The two differ by
+    float64 rounding noise, which the vectors' rounding to float32 removes as it removes the batch's: the same
+    vectors (tests/test_models.py)."""
+    if x.dtype != torch.float64:
+        return conv(x)
+    (k,), (pad,) = conv.kernel_size, conv.padding
+    windows = F.pad(x, (pad, pad)).unfold(2, k, 1)  # (batch, channels, length, k)
+    columns = windows.permute(0, 2, 1, 3).reshape(-1, x.shape[1] * k)
+    out = columns @ conv.weight.reshape(conv.out_channels, -1).T
+    if conv.bias is not None:
+        out += conv.bias
+    return out.reshape(x.shape[0], x.shape[2], -1).transpose(1, 2)
+
+
 class _Block(nn.Module):
     """Multi-width convolutions + position-wise feed-forward + residual; works on (batch, width, length)."""
 
@@ -64,10 +80,10 @@ class _Block(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        features = torch.cat([F.relu(conv(x)) for conv in self.convs], dim=1)
+        features = torch.cat([F.relu(_conv(conv, x)) for conv in self.convs], dim=1)
         # Re-zero padding so the next block's kernels see zeros there, exactly as beyond a sequence's end:
         # this makes a text's vector independent of how long its batch neighbours are.
-        return (x + self.dropout(self.feed_forward(features))) * mask
+        return (x + self.dropout(_conv(self.feed_forward, features))) * mask
 
 
 class ResCNNEncoder(Encoder):
