@@ -1,7 +1,7 @@
 """A tokenizer transformers saved, read back with `tokenizers` alone.
 
 Importing transformers takes about a second, and a link worker needs nothing of it but its tokenizers: the models
-here run their own BERT (bioel_core.models.bert) and split text with the Rust pipeline (`backend_tokenizer`). A
+here run their own BERT (bioel_core.models.bert_inference) and split text with the Rust pipeline (`backend_tokenizer`). A
 folder that transformers' `save_pretrained` wrote from a fast tokenizer (every model folder bioel saves) holds that
 pipeline as it was (tokenizer.json) and the special tokens by name (tokenizer_config.json): `SavedTokenizer.read`
 gives what the models ask of transformers' tokenizer from those two files, and None for any folder it cannot read
@@ -61,21 +61,10 @@ class SavedTokenizer:
         token = self.special_tokens_map.get(role)
         return None if token is None else self.convert_tokens_to_ids(token)
 
-    @property
-    def pad_token_id(self) -> int | None:
-        return self._id("pad_token")
-
-    @property
-    def cls_token_id(self) -> int | None:
-        return self._id("cls_token")
-
-    @property
-    def sep_token_id(self) -> int | None:
-        return self._id("sep_token")
-
-    @property
-    def unk_token_id(self) -> int | None:
-        return self._id("unk_token")
+    pad_token_id = property(lambda self: self._id("pad_token"))
+    cls_token_id = property(lambda self: self._id("cls_token"))
+    sep_token_id = property(lambda self: self._id("sep_token"))
+    unk_token_id = property(lambda self: self._id("unk_token"))
 
     def __len__(self) -> int:
         return self.backend_tokenizer.get_vocab_size(with_added_tokens=True)
