@@ -40,16 +40,20 @@ class ExactInnerProduct:
         if not q or not found:
             return scores, rows
         step = max(1, self.block_elements // max(1, self.ntotal))
+        # one score past the k best tells a tie at the cut (the (k+1)-th as high as the k-th) without a second pass
+        # over the block's scores
+        deeper = min(found + 1, self.ntotal)
         for start in range(0, q, step):
             block = torch.from_numpy(queries[start : start + step]).to(self.device) @ self.vectors.T
-            top = torch.topk(block, found, dim=1)
-            values, at = top.values.cpu().numpy(), top.indices.cpu().numpy()
+            top = torch.topk(block, deeper, dim=1)
+            values, at = top.values[:, :found].cpu().numpy(), top.indices[:, :found].cpu().numpy()
             order = np.lexsort((at, -values), axis=1)
             values, at = np.take_along_axis(values, order, axis=1), np.take_along_axis(at, order, axis=1)
             # a tie at the cut may reach past the k best: those queries take every row scored as high as the k-th
-            tied = ((block >= top.values[:, -1:]).sum(dim=1) > found).cpu().numpy()
+            kth = top.values[:, found - 1]
+            tied = (top.values[:, found] >= kth).cpu().numpy() if deeper > found else np.zeros(len(block), dtype=bool)
             for j in np.nonzero(tied)[0]:
-                candidates = torch.nonzero(block[j] >= top.values[j, -1], as_tuple=True)[0].cpu().numpy()
+                candidates = torch.nonzero(block[j] >= kth[j], as_tuple=True)[0].cpu().numpy()
                 tie_values = block[j, candidates].cpu().numpy()
                 best = np.lexsort((candidates, -tie_values))[:found]
                 values[j], at[j] = tie_values[best], candidates[best]
