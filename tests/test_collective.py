@@ -137,6 +137,29 @@ def test_save_then_load_gives_identical_outputs(bases, tmp_path):
     assert np.array_equal(model.encode(["heart attack"]), again.encode(["heart attack"]))
 
 
+def test_the_float64_mention_head_follows_its_weights_as_an_optimizer_changes_them(bases):
+    model = tiny(bases)
+    encoded = model.encode_document(TEXT)
+    spans = [tuple(s) for s in encoded.spans[:4].tolist()]
+
+    def reference() -> np.ndarray:  # the head in float64, converted afresh
+        h = encoded.states
+        x = torch.cat([h[[a for a, _ in spans]], h[[b for _, b in spans]]], dim=-1).double()
+        w, b = model.mention.weight.double(), model.mention.bias.double()
+        return torch.nn.functional.normalize(torch.nn.functional.linear(x, w, b), dim=-1).float().detach().numpy()
+
+    with torch.no_grad():
+        before = model.collective_vectors(encoded, spans)
+        assert np.array_equal(before, reference()) and np.array_equal(model.collective_vectors(encoded, spans), before)
+    optimizer = torch.optim.SGD(model.mention.parameters(), lr=0.5)
+    model.mention_vectors(encoded, torch.tensor(spans), batch_invariant=True).sum().backward()  # gradients reach it
+    assert model.mention.weight.grad is not None and model.mention.weight.grad.abs().sum() > 0
+    optimizer.step()
+    with torch.no_grad():
+        after = model.collective_vectors(encoded, spans)
+    assert np.array_equal(after, reference()) and not np.array_equal(after, before)
+
+
 def test_a_smaller_model_starts_from_a_trained_ones_first_layers_and_heads(bases, tmp_path):
     teacher = tiny(bases, window=24, overlap=8)
     with torch.no_grad():

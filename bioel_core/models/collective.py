@@ -52,11 +52,36 @@ class Piece(NamedTuple):
     word: int  # the word (pre-tokenizer unit) the piece belongs to
 
 
+class Pieces(Sequence[Piece]):
+    """A text's pieces as the tokenizer gives them, column by column: a `Piece` is made only when one is read (a
+    document's few hundred tuples each pass cost more than the columns)."""
+
+    __slots__ = ("starts", "ends", "words")
+
+    def __init__(self, starts: list[int], ends: list[int], words: list[int]):
+        self.starts, self.ends, self.words = starts, ends, words
+
+    @classmethod
+    def of(cls, offsets: Sequence[tuple[int, int]], words: list[int]) -> Pieces:
+        return cls([a for a, _ in offsets], [b for _, b in offsets], words)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return Pieces(self.starts[k], self.ends[k], self.words[k])
+        return Piece(self.starts[k], self.ends[k], self.words[k])
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+
 @dataclass
 class Encoded:
     """One document through the transformer: its pieces and their states."""
 
-    pieces: list[Piece]
+    pieces: Pieces
     states: torch.Tensor  # (n_pieces, hidden)
     spans: torch.Tensor  # (n_spans, 2) piece indices [start, end], inclusive
 
@@ -76,9 +101,9 @@ class Encoded:
     def piece_bounds(self) -> tuple[dict[int, int], dict[int, int]]:
         """Character offset -> the first piece starting there, and -> the last piece ending there."""
         starts: dict[int, int] = {}
-        for k, p in enumerate(self.pieces):
-            starts.setdefault(p.start, k)
-        return starts, {p.end: k for k, p in enumerate(self.pieces)}
+        for k, start in enumerate(self.pieces.starts):
+            starts.setdefault(start, k)
+        return starts, {end: k for k, end in enumerate(self.pieces.ends)}
 
 
 @dataclass
@@ -90,13 +115,13 @@ class DetectedSpan:
     piece_span: tuple[int, int]
 
 
-def word_spans(pieces: Sequence[Piece], max_span: int) -> np.ndarray:
+def word_spans(pieces: Pieces, max_span: int) -> np.ndarray:
     """(n, 2) inclusive piece ranges of at most `max_span` pieces that start at a word's first piece and end at
     a word's last piece (a mention never splits a word), in (start, end) order."""
     n = len(pieces)
     if not n:
         return np.zeros((0, 2), dtype=np.int64)
-    words = np.array([p.word for p in pieces])
+    words = np.array(pieces.words)
     first = np.ones(n, dtype=bool)
     first[1:] = words[1:] != words[:-1]
     last = np.ones(n, dtype=bool)
@@ -408,12 +433,12 @@ class CollectiveEncoder(torch.nn.Module):
         return self.names.encode(texts, batch_size=batch_size, show_progress=show_progress, batch_invariant=batch_invariant)
 
     # ------------------------------------------------------------------------------ the document side
-    def pieces(self, text: str) -> tuple[list[int], list[Piece]]:
+    def pieces(self, text: str) -> tuple[list[int], Pieces]:
         """The text's piece ids and pieces, the whole text (a document longer than a window is windowed:
         encode_document)."""
         # a batch of one: the tokenizer lets other threads run while it splits a batch, not a single text
         enc = self._pieces.encode_batch([text], add_special_tokens=False)[0]
-        return enc.ids, [Piece(a, b, w) for (a, b), w in zip(enc.offsets, enc.word_ids)]
+        return enc.ids, Pieces.of(enc.offsets, enc.word_ids)
 
     def encode_document(self, text: str) -> Encoded:
         """Token states of the whole document (windows merged) and its candidate spans."""
@@ -532,8 +557,21 @@ class CollectiveEncoder(torch.nn.Module):
             sums = torch.cat([h.new_zeros((1, h.shape[1])), torch.cumsum(h, dim=0)])
             x = (sums[spans[:, 1] + 1] - sums[spans[:, 0]]) / (spans[:, 1] - spans[:, 0] + 1).unsqueeze(-1)
         if batch_invariant:
-            return F.normalize(F.linear(x.double(), self.mention.weight.double(), self.mention.bias.double()), dim=-1)
+            return F.normalize(F.linear(x.double(), *self._mention_float64()), dim=-1)
         return F.normalize(self.mention(x), dim=-1)
+
+    def _mention_float64(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mention head's weight and bias in float64, converted again only when they change (an optimizer updates
+        them in place, which bumps their versions); with gradients on, converted each call so gradients reach them."""
+        weight, bias = self.mention.weight, self.mention.bias
+        if torch.is_grad_enabled():
+            return weight.double(), bias.double()
+        key = (weight.data_ptr(), weight._version, bias.data_ptr(), bias._version)
+        kept = self.__dict__.get("_mention_float64_kept")
+        if kept is None or kept[0] != key:
+            kept = (key, weight.detach().double(), bias.detach().double())
+            self.__dict__["_mention_float64_kept"] = kept
+        return kept[1], kept[2]
 
     def query_vectors(self, encoded: Encoded, text: str, piece_spans: Sequence[tuple[int, int]], link_with: str) -> np.ndarray:
         """The vectors mentions are searched with, float32 (m, dim): collective (the mention vector), surface (the
@@ -549,7 +587,8 @@ class CollectiveEncoder(torch.nn.Module):
 
     @staticmethod
     def span_texts(encoded: Encoded, text: str, piece_spans: Sequence[tuple[int, int]]) -> list[str]:
-        return [text[encoded.pieces[i].start : encoded.pieces[j].end] for i, j in piece_spans]
+        starts, ends = encoded.pieces.starts, encoded.pieces.ends
+        return [text[starts[i] : ends[j]] for i, j in piece_spans]
 
     LINK_WITH = ("collective", "surface", "both")
 
@@ -622,13 +661,13 @@ class CollectiveEncoder(torch.nn.Module):
         for score, i, j, entity_type in sorted(found, key=lambda f: (-f[0], f[1], f[2], f[3])):
             if not taken[i : j + 1].any():
                 taken[i : j + 1] = True
-                out.append(DetectedSpan(encoded.pieces[i].start, encoded.pieces[j].end, entity_type, score, (i, j)))
+                out.append(DetectedSpan(encoded.pieces.starts[i], encoded.pieces.ends[j], entity_type, score, (i, j)))
         return sorted(out, key=lambda s: (s.start, s.end))
 
     # ------------------------------------------------------------------------------------ persistence
     @property
     def device(self) -> torch.device:
-        return next(self.document.parameters()).device
+        return self.span_start.weight.device  # the heads sit where the document encoder does
 
     def heads(self) -> dict[str, torch.Tensor]:
         return {
