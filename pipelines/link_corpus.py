@@ -21,10 +21,13 @@ annotated under another model or KB version are linked again; DeleteCitation ent
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 
 import apache_beam as beam
@@ -215,17 +218,52 @@ def _version(document: Document) -> int:
     return int(document.version) if document.version.isdigit() else 0
 
 
+class OpenedModels:
+    """The models the driver opened to check them (`AnnotatorSpec.versions`), handed to the first worker that sets up
+    in the driver's own process (the local runners' workers run there): opening them again is a second load and
+    fingerprint of each model, about half a second of every run's start-up. Handed once, as a worker's annotator is
+    its own (workers on threads of one process each open theirs); a worker in another process finds nothing here
+    and opens them itself. `held` lasts as long as the pipeline runs."""
+
+    _kept: dict[str, dict] = {}
+    _lock = threading.Lock()
+
+    @classmethod
+    @contextlib.contextmanager
+    def held(cls, models: dict) -> Iterator[str]:
+        token = uuid.uuid4().hex
+        with cls._lock:
+            cls._kept[token] = models
+        try:
+            yield token
+        finally:
+            with cls._lock:
+                cls._kept.pop(token, None)
+
+    @classmethod
+    def take(cls, token: str | None) -> dict | None:
+        with cls._lock:
+            return cls._kept.pop(token, None) if token else None
+
+
 class DetectAndLinkFn(beam.DoFn):
     """A batch of (content hash, Document) -> (shard, annotations spill file) and, tagged, (shard, documents spill
     file): the batch's rows cut by output shard, each piece an Arrow IPC file under `spill` named by its content (a
     retried bundle rewrites the same file). The annotator (encoder, FAISS shards, dictionaries) loads once per
-    worker process in setup. `threads`: torch and FAISS threads in this worker (options.worker_threads)."""
+    worker process in setup. `threads`: torch and FAISS threads in this worker (options.worker_threads); `opened`:
+    the driver's models (OpenedModels), if this worker runs in its process."""
 
     def __init__(
-        self, spec: AnnotatorSpec, num_shards: int, spill: str, copy_formats: tuple[str, ...] = (), threads: int | None = None
+        self,
+        spec: AnnotatorSpec,
+        num_shards: int,
+        spill: str,
+        copy_formats: tuple[str, ...] = (),
+        threads: int | None = None,
+        opened: str | None = None,
     ):
         self.spec, self.num_shards, self.spill = spec, num_shards, spill
-        self.copy_formats, self.threads = copy_formats, threads
+        self.copy_formats, self.threads, self.opened = copy_formats, threads, opened
 
     def setup(self):
         if self.threads:
@@ -234,7 +272,7 @@ class DetectAndLinkFn(beam.DoFn):
 
             torch.set_num_threads(self.threads)
             faiss.omp_set_num_threads(self.threads)
-        self.annotator = self.spec.open()
+        self.annotator = self.spec.open(OpenedModels.take(self.opened))
 
     def process(self, batch):
         good = []
@@ -413,8 +451,10 @@ def build_pipeline(
     id_prefix: str = "none",
     settings: str = "",
     threads: int | None = None,
+    opened: str | None = None,
 ) -> None:
-    """`inputs`: each input file with the folder it was listed from (pipelines.outputs.listed_inputs)."""
+    """`inputs`: each input file with the folder it was listed from (pipelines.outputs.listed_inputs); `opened`: the
+    driver's models held for a worker in its process (OpenedModels)."""
     pieces = corpus_inputs(list(inputs), fmt, per_line=per_line, opener=open_stream)
     read = (
         p
@@ -450,7 +490,7 @@ def build_pipeline(
         | "Batch" >> beam.BatchElements(min_batch_size=batch_size, max_batch_size=batch_size)
         | "DetectAndLink"
         >> beam.ParDo(
-            DetectAndLinkFn(spec, num_shards, FileSystems.join(staged.root, SPILL), copy_formats, threads)
+            DetectAndLinkFn(spec, num_shards, FileSystems.join(staged.root, SPILL), copy_formats, threads, opened)
         ).with_outputs("documents", "dead", "stats", main="annotations")
     )
 
@@ -719,14 +759,15 @@ def run(
             pointer["generation"],
         )
         return unchanged_result(pointer)
-    versions = spec.versions()  # opens and checks the model and indexes' manifests before any work
+    models = spec.open_models()
+    versions = spec.versions(models)  # checks the models against the indexes' manifests before any work
     settings = spec.settings_sha256()
     previous = previous_files(output_dir, pointer)
     staged = OutputFolder(fs, output_dir, TABLES + copy_formats)
     stage.info("linker opened and checked; linking on %s into %s shard(s)", runner_name(options), f"{num_shards:,}")
 
     def build() -> Manifest:
-        with pipeline_progress(options, "link", "documents"), new_pipeline(options) as p:
+        with OpenedModels.held(models) as opened, pipeline_progress(options, "link", "documents"), new_pipeline(options) as p:
             build_pipeline(
                 p,
                 listed,
@@ -742,6 +783,7 @@ def run(
                 id_prefix=id_prefix,
                 settings=settings,
                 threads=worker_threads(options),
+                opened=opened,
             )
         staged.fs.delete(staged.fs.join(staged.root, SPILL))  # the linked rows' spill files, all read by the writers
         if single_file:

@@ -113,6 +113,29 @@ def test_rerun_is_byte_identical_and_two_workers_agree(chain, corpus, tmp_path):
         ]
 
 
+def test_a_worker_in_the_drivers_process_takes_the_models_the_driver_opened(chain, corpus, tmp_path, monkeypatch):
+    from bioel_core import models
+
+    folder, _ = corpus
+    opened = Counter()
+    open_model = models.open_model
+
+    def counted(folder, *args, **kwargs):
+        opened[folder] += 1
+        return open_model(folder, *args, **kwargs)
+
+    monkeypatch.setattr(models, "open_model", counted)
+    run(chain, [folder / "a.pubtator"], tmp_path / "one")
+    assert opened == {chain[0]: 1}  # the driver's check, then the worker's annotator: one load
+    assert not link_corpus.OpenedModels._kept  # nothing held past the run
+    # two workers on threads of the driver's process: one may take the driver's models, any other opens its own
+    opened.clear()
+    threads = ["--runner", "DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_threading"]
+    run(chain, [folder / "a.pubtator"], tmp_path / "two", beam_args=threads)
+    assert 1 <= opened[chain[0]] <= 2 and not link_corpus.OpenedModels._kept
+    assert table(tmp_path / "two", "annotations") == table(tmp_path / "one", "annotations")
+
+
 def test_incremental_links_only_new_or_changed_documents_and_honours_deletions(chain, corpus, tmp_path):
     folder, docs = corpus
     run(chain, [folder / "a.pubtator"], tmp_path / "state", incremental=True)
