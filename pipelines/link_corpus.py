@@ -73,7 +73,7 @@ from bioel_core.records import DeadLetter
 from bioel_core.tables import stable_shard
 from pipelines import logs
 from pipelines.counting import WriteStats, count_as, read_stats
-from pipelines.options import new_pipeline, pipeline_progress, runner_name, worker_threads
+from pipelines.options import in_process, new_pipeline, pipeline_progress, runner_name, worker_threads
 from pipelines.outputs import (
     WriteDeadLetters,
     delete_files,
@@ -222,15 +222,19 @@ class OpenedModels:
     """The models the driver opened to check them (`AnnotatorSpec.versions`), handed to the first worker that sets up
     in the driver's own process (the local runners' workers run there): opening them again is a second load and
     fingerprint of each model, about half a second of every run's start-up. Handed once, as a worker's annotator is
-    its own (workers on threads of one process each open theirs); a worker in another process finds nothing here
-    and opens them itself. `held` lasts as long as the pipeline runs."""
+    its own (workers on threads of one process each open theirs). Where the workers run elsewhere (worker processes,
+    a cluster) the driver keeps nothing, and each worker opens its own. `held` lasts as long as the pipeline runs."""
 
     _kept: dict[str, dict] = {}
     _lock = threading.Lock()
 
     @classmethod
     @contextlib.contextmanager
-    def held(cls, models: dict) -> Iterator[str]:
+    def held(cls, models: dict | None) -> Iterator[str | None]:
+        """A token a worker takes `models` by while the context lasts; None (nothing held) for no models."""
+        if models is None:
+            yield None
+            return
         token = uuid.uuid4().hex
         with cls._lock:
             cls._kept[token] = models
@@ -761,13 +765,15 @@ def run(
         return unchanged_result(pointer)
     models = spec.open_models()
     versions = spec.versions(models)  # checks the models against the indexes' manifests before any work
+    handed = models if in_process(options) else None  # kept for a worker only where one runs in this process
+    del models
     settings = spec.settings_sha256()
     previous = previous_files(output_dir, pointer)
     staged = OutputFolder(fs, output_dir, TABLES + copy_formats)
     stage.info("linker opened and checked; linking on %s into %s shard(s)", runner_name(options), f"{num_shards:,}")
 
     def build() -> Manifest:
-        with OpenedModels.held(models) as opened, pipeline_progress(options, "link", "documents"), new_pipeline(options) as p:
+        with OpenedModels.held(handed) as opened, pipeline_progress(options, "link", "documents"), new_pipeline(options) as p:
             build_pipeline(
                 p,
                 listed,
