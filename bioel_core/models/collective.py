@@ -73,6 +73,9 @@ class Pieces(Sequence[Piece]):
             return Pieces(self.starts[k], self.ends[k], self.words[k])
         return Piece(self.starts[k], self.ends[k], self.words[k])
 
+    def __iter__(self) -> Iterator[Piece]:
+        return map(Piece, self.starts, self.ends, self.words)
+
     def __eq__(self, other) -> bool:
         return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
 
@@ -607,7 +610,8 @@ class CollectiveEncoder(torch.nn.Module):
 
     def covering_span(self, encoded: Encoded, start: int, end: int) -> tuple[int, int] | None:
         """The pieces a character span [start, end) covers (a given mention need not start on a piece boundary)."""
-        inside = [k for k, p in enumerate(encoded.pieces) if p.end > start and p.start < end]
+        pieces = encoded.pieces
+        inside = [k for k, (a, b) in enumerate(zip(pieces.starts, pieces.ends)) if b > start and a < end]
         return (inside[0], inside[-1]) if inside else None
 
     # -------------------------------------------------------------------------------------- decoding
