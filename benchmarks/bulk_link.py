@@ -4,6 +4,7 @@ to the MeSH 2024 thesaurus (tree D, Chemicals and Drugs; benchmarks/kbs.py).
 
     .venv/bin/python benchmarks/bulk_link.py [--bundle DIR | --model DIR] [--detector D] [--work DIR] [--json OUT]
                                              [--limit N] [--modes M ...] [--copies K] [--threads N] [--document-runtime R]
+                                             [--repeat N]
 
 With --bundle, the linker is a built bundle folder's (`bioel build`), as a user links with it: the shipped
 configuration is `bioel build benchmarks/diseases-chemicals.bundle.toml --output DIR`. Without, the KB tables,
@@ -17,7 +18,8 @@ the abstracts K times over, each copy under new ids (`PMID-cK`). Every process r
 threads (default 1; `--threads_per_worker` for `bioel link`), so 2 workers vs 1 compares workers, not threads.
 Each mode also runs on the first START_UP_DOCUMENTS documents: that run's time is its start-up (imports, model,
 indexes, dictionaries, pipeline set-up), and the full run's extra documents over its extra seconds its
-steady-state rate.
+steady-state rate. --repeat N runs each mode N times, the modes taking turns, and reports each mode's median run
+with every run's rates (this project's shared 2-core machine moves a run's rate by a third from one hour to the next).
 """
 
 from __future__ import annotations
@@ -191,6 +193,14 @@ def measure(label: str, command: list[str], documents: int, output: Path) -> dic
     }
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run of median end-to-end rate (of an even count, the slower middle one), with every run's rates under
+    "repeats"."""
+    median = sorted(runs, key=lambda r: r["abstracts_per_s"])[(len(runs) - 1) // 2]
+    keys = ("seconds", "abstracts_per_s", "start_up_seconds", "steady_abstracts_per_s", "cpu_seconds")
+    return {**median, "repeats": [{k: r[k] for k in keys} for r in runs]}
+
+
 def abstracts_parser(description: str) -> argparse.ArgumentParser:
     """The flags of every benchmark over the shared abstracts."""
     parser = argparse.ArgumentParser(description=description)
@@ -225,12 +235,17 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch and FAISS threads per process (default 1; 0: the libraries' default)"
     )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run each mode N times, the modes taking turns; report each mode's median run"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--indexes", help=argparse.SUPPRESS)
     parser.add_argument("--stop-lists", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
     if args.child:
         in_process(args)
         return
@@ -263,7 +278,13 @@ def main() -> None:
             "steady_abstracts_per_s": steady_rate(documents, row["seconds"], START_UP_DOCUMENTS, start["seconds"]),
         }
 
-    rows = {mode: with_start_up(mode) for mode in MODES if mode in args.modes}
+    # each mode --repeat times, the modes taking turns, so a machine that speeds up or slows down between runs (a shared
+    # one does, by the hour) weighs on every mode alike; a mode's row is its median run
+    repeats: dict[str, list[dict]] = {mode: [] for mode in MODES if mode in args.modes}
+    for _ in range(args.repeat):
+        for mode, runs in repeats.items():
+            runs.append(with_start_up(mode))
+    rows = {mode: median_run(runs) for mode, runs in repeats.items()}
     print(
         f"\nBulk linking, {documents:,} abstracts ({source.name}), {linker.label}, model {linker.model}, "
         f"detector {linker.detector}, document runtime {linker.document_runtime}, "
@@ -296,6 +317,10 @@ def main() -> None:
             result[f"{name}_steady"] = rows[a]["steady_abstracts_per_s"] / rows[b]["steady_abstracts_per_s"]
             print(f"{name.replace('_', ' ')}: {result[name]:.2f}x end to end, {result[name + '_steady']:.2f}x steady state")
     print("peak RSS is the largest single process")
+    for r in rows.values():
+        if len(r["repeats"]) > 1:
+            rates = ", ".join(f"{x['abstracts_per_s']:.1f} ({x['steady_abstracts_per_s']:.1f})" for x in r["repeats"])
+            print(f"{r['mode']}, {len(r['repeats'])} runs in turn, abstracts/s end to end (steady): {rates}; the median above")
     for r in rows.values():
         cpu = r["cpu_seconds"]
         print(f"CPU seconds, {r['mode']}: its own process {cpu['command']:.1f}, worker processes {cpu['workers'] or 'none'}")
