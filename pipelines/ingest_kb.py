@@ -36,7 +36,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from bioel_core import progress
 from bioel_core.guards import check_output_folder, refuse_empty
 from bioel_core.kb import get_reader
-from bioel_core.kb.extra_names import concept_keys, id_pattern_with, new_concept, read_extra_names, resolve
+from bioel_core.kb.extra_names import concept_keys, id_pattern_with, made_kind, new_concept, read_extra_names, resolve
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY, ReaderContext
 from bioel_core.kb.scope import out_of_scope_counts
 from bioel_core.normalize import Normalizer, NormalizerConfig, clean_text, name_id
@@ -239,7 +239,7 @@ class ExtraNames(beam.PTransform):
             >> beam.Map(lambda kv: ("read_stats", [asdict(ReadStats(kv[0], records_accepted=kv[1][0], dead_lettered=kv[1][1]))]))
         )
         made_stats = resolved.concepts | "CountMadeConcepts" >> beam.FlatMap(
-            lambda c: [("concepts.made_from_extra_names", 1), (f"{MADE_IN}{c.vocabulary}", 1)]
+            lambda c: [("concepts.made_from_extra_names", 1), (f"{MADE_IN}{made_kind(c)}", 1)]
         )
         dead = (read.dead, resolved.dead) | "ExtraNameDeadLetters" >> beam.Flatten()
         stats = (read.stats, resolved_stats, made_stats) | "ExtraNameReadStats" >> beam.Flatten()

@@ -48,6 +48,7 @@ from bioel_core.corpora import (
     read_documents,
 )
 from bioel_core.guards import check_output_folder, refuse_empty
+from bioel_core.kb.extra_names import COMPOSITE_SEPARATOR
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY, input_path
 from bioel_core.corpora.interchange import ID_PREFIXES, merge_interchange, unwritable, write_interchange
 from bioel_core.corpora.records import Mention, Passage
@@ -335,9 +336,11 @@ class DetectAndLinkFn(beam.DoFn):
 
 def interchange_id(row: dict, id_prefix: str) -> str:
     """The id an interchange file gets: bare (`D003920`), or qualified with its vocabulary as PubTator3 writes
-    it (`MESH:D003920`) when `id_prefix` is "vocabulary" (an id of no known vocabulary stays bare)."""
+    it (`MESH:D003920`) when `id_prefix` is "vocabulary" (an id of no known vocabulary stays bare; a composite
+    concept's ids each: `MESH:D006470|MESH:D003556`, which the document's mention carries as its parts' ids, as
+    BC5CDR writes a composite mention)."""
     if id_prefix == "vocabulary" and row.get("vocabulary"):
-        return qualify(row["vocabulary"], row["concept_id"])
+        return COMPOSITE_SEPARATOR.join(qualify(row["vocabulary"], i) for i in row["concept_id"].split(COMPOSITE_SEPARATOR))
     return row["concept_id"]
 
 
@@ -355,7 +358,7 @@ def as_linked_documents(documents: list[dict], annotations: list[dict], id_prefi
                 start=r["start"],
                 end=r["end"],
                 entity_type=r["entity_type"],
-                concept_ids=() if r["nil"] else (interchange_id(r, id_prefix),),
+                concept_ids=() if r["nil"] else tuple(interchange_id(r, id_prefix).split(COMPOSITE_SEPARATOR)),
             )
         )
     return [

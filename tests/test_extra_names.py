@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bioel_core.corpora import read_pubtator
-from bioel_core.kb.extra_names import ExtraName, id_pattern_with, new_concept, read_extra_names, resolve
+from bioel_core.kb.extra_names import ExtraName, id_pattern_with, made_kind, new_concept, read_extra_names, resolve
 from bioel_core.kb.io import ReaderContext
 from bioel_core.names import NameSet
 from bioel_core.normalize import Normalizer
@@ -151,6 +151,31 @@ def test_a_concept_is_made_only_of_an_id_of_its_vocabularys_shape():
     assert id_pattern_with(r"D\d{6,9}", []) == r"D\d{6,9}" == id_pattern_with(r"D\d{6,9}", ["LOCAL"])
 
 
+def test_a_composite_id_makes_a_composite_concept_of_one_vocabularys_ids():
+    """BC5CDR writes a composite mention's ids one per part ("hemorrhagic cystitis": D006470|D003556); such an id makes
+    one concept whose id keeps the parts, each of its vocabulary's shape, and the KB's id pattern admits it."""
+    import re
+
+    from bioel_core.kb import get_reader
+
+    def names(concept_id, *texts):
+        return [ExtraName("x.tsv", i + 2, concept_id, t) for i, t in enumerate(texts)]
+
+    medic = get_reader("medic-biosyn")
+    made = new_concept(names("MESH:D006470|D003556", "hemorrhagic cystitis"), medic)
+    assert (made.concept_id, made.vocabulary, made.preferred_name) == ("D006470|D003556", "MESH", "hemorrhagic cystitis")
+    assert made_kind(made) == "composite.MESH"
+    # parts of two vocabularies, or a part of no vocabulary's shape: no concept
+    assert new_concept(names("D006470|OMIM:116800", "x"), medic).endswith("one per part")
+    assert "is not an id of" in new_concept(names("D006470|X1", "x"), medic)
+    # the scope's rule is for one id of the dump's kind; a composite's parts are read for their shape only
+    scoped = get_reader("mesh-tsv", scope={"tree_include": ["D"]})
+    assert new_concept(names("D014527|D012492", "uric acid salts"), scoped).concept_id == "D014527|D012492"
+    pattern = re.compile(id_pattern_with(medic.id_pattern.pattern, ["composite.MESH"]))
+    assert pattern.fullmatch("D006470|D003556") and pattern.fullmatch("D006470|D003556|D001749")
+    assert pattern.fullmatch("D006470") and not pattern.fullmatch("D006470|") and not pattern.fullmatch("D006470|X1")
+
+
 @pytest.fixture(scope="module")
 def medic_kb(tmp_path_factory):
     out = tmp_path_factory.mktemp("medic") / "kb"
@@ -226,6 +251,26 @@ def test_synonyms_are_learned_where_annotators_are_consistent_and_mark_the_text_
     assert [s.name for s in learn_synonyms(docs, NameSet.from_names_table(medic_kb), stop_list=stopped).synonyms] == [
         "tooth agenesis"
     ]
+
+
+def test_a_composite_mention_is_learned_as_a_composite_of_the_concepts_the_kb_knows(medic_kb):
+    from bioel_core.corpora.records import Document, Mention, Passage
+
+    text = "Two had telangiectasia agenesis syndrome; one had agenesis telangiectasia."
+    first, second = "telangiectasia agenesis syndrome", "agenesis telangiectasia"
+
+    def mention(name, ids):
+        start = text.index(name)
+        return Mention(name, "1", start, start + len(name), "Disease", ids)
+
+    doc = Document(
+        "1", [Passage("abstract", 0, text)], [mention(first, ("D001260", "C567755")), mention(second, ("D001260", "D999999"))]
+    )
+    names = NameSet.from_names_table(medic_kb)
+    got = learn_synonyms([doc], names, entity_types={"Disease"}, keep_missing=True)
+    # a composite is no concept of the KB: written for an ingest that makes it; one with a part the KB lacks, never
+    assert [(s.concept_id, s.name) for s in got.synonyms] == [("D001260|C567755", first)] and got.not_in_kb == 1
+    assert learn_synonyms([doc], names, entity_types={"Disease"}).synonyms == []
 
 
 def test_learned_synonyms_are_an_extra_names_file_with_their_provenance(medic_kb, tmp_path):

@@ -562,9 +562,10 @@ def test_as_linked_documents_id_prefix():
             "nil": True,
         },
     ]
+    rows.append({**rows[0], "start": 5, "end": 8, "mention": "and", "concept_id": "D006470|D003556"})  # a composite concept
     ids = lambda prefix: [m.concept_ids for m in link_corpus.as_linked_documents(documents, rows, prefix)[0].mentions]  # noqa: E731
-    assert ids("none") == [("D006073",), ("208900",), ()]
-    assert ids("vocabulary") == [("MESH:D006073",), ("OMIM:208900",), ()]
+    assert ids("none") == [("D006073",), ("208900",), (), ("D006470", "D003556")]
+    assert ids("vocabulary") == [("MESH:D006073",), ("OMIM:208900",), (), ("MESH:D006470", "MESH:D003556")]
     with pytest.raises(ValueError, match="--id-prefix"):
         ids("mesh")
 

@@ -29,6 +29,11 @@ share is still a dead letter: there is no concept to make. So is, where the type
 the dump itself holds (its reader's id pattern: a MeSH descriptor of a descriptor thesaurus): the dump lacks it only
 if the scope left it out, and the scope stands ("cannabis", D002188, is no chemical of tree D).
 
+A composite id, one id per part joined by `|` as BC5CDR and NCBI-disease write a composite mention ("hemorrhagic
+cystitis": `D006470|D003556`), names no concept of any KB; with `add_missing_concepts` it makes a composite concept of
+that id (the parts' bare ids, every part of one vocabulary and its shape; the scope's rule above is for a single id),
+which links like any other and which scoring and the interchange copies read as its parts' ids.
+
 Among several concepts sharing a name, an extra name's concept comes first (bioel_core.names.NameSet): the file says
 which concept the name means where it is written.
 """
@@ -44,6 +49,8 @@ from bioel_core.kb.base import KBReader, usable_name
 from bioel_core.records import ConceptRecord, DeadLetter
 
 COLUMNS = ("concept_id", "name")
+COMPOSITE_SEPARATOR = "|"  # a composite concept's ids, one per part, as BC5CDR and NCBI-disease write them
+COMPOSITE = "composite."  # a made vocabulary's mark for composite concepts (id_pattern_with)
 
 
 @dataclass(frozen=True)
@@ -122,14 +129,19 @@ def new_concept(names: Iterable[ExtraName], reader: KBReader) -> ConceptRecord |
     else why none (a dead letter's reason)."""
     names = sorted(names, key=lambda n: (n.source, n.line))
     raw_id = names[0].concept_id
-    vocabulary, concept_id = reader.classify(raw_id)
+    parts = [reader.classify(part.strip()) for part in raw_id.split(COMPOSITE_SEPARATOR)]
+    vocabulary = parts[0][0]
+    concept_id = COMPOSITE_SEPARATOR.join(bare for _, bare in parts)
     shape = ID_SHAPES.get(vocabulary, reader.id_pattern)  # a dump's pattern may admit fewer (MeSH descriptors only)
-    if not (shape.fullmatch(concept_id) or shape.fullmatch(raw_id)):
+    raw_parts = [part.strip() for part in raw_id.split(COMPOSITE_SEPARATOR)]
+    if any(v != vocabulary for v, _ in parts) or not all(
+        shape.fullmatch(bare) or shape.fullmatch(raw) for (_, bare), raw in zip(parts, raw_parts)
+    ):
         return (
             f"concept {raw_id} is not in the KB, and no concept is made of it: it is not an id of "
-            f"{vocabulary or reader.kb} (pattern {shape.pattern})"
+            f"{vocabulary or reader.kb} (pattern {shape.pattern})" + (", one per part" if len(parts) > 1 else "")
         )
-    if reader.scope.declared and reader.id_pattern.fullmatch(concept_id):
+    if len(parts) == 1 and reader.scope.declared and reader.id_pattern.fullmatch(concept_id):
         return (
             f"concept {raw_id} is not in the KB, and no concept is made of it: the dump holds such ids, so the "
             "entity type's scope left it out (or the dump does not know it)"
@@ -140,8 +152,22 @@ def new_concept(names: Iterable[ExtraName], reader: KBReader) -> ConceptRecord |
     return ConceptRecord(concept_id=concept_id, kb=reader.kb, preferred_name=preferred, vocabulary=vocabulary)
 
 
-def id_pattern_with(id_pattern: str, made_vocabularies: Iterable[str]) -> str:
-    """The pattern every concept id of a KB matches once `new_concept` made concepts of `made_vocabularies`: the
-    reader's, or the shape of each such vocabulary (what the ingest manifest records and the quality checks test)."""
-    shapes = sorted({ID_SHAPES[v].pattern for v in made_vocabularies if v in ID_SHAPES} - {id_pattern})
-    return "|".join(f"(?:{p})" for p in [id_pattern, *shapes]) if shapes else id_pattern
+def made_kind(concept: ConceptRecord) -> str:
+    """What `id_pattern_with` needs to know of a made concept: its vocabulary, marked COMPOSITE for a composite."""
+    return (COMPOSITE if COMPOSITE_SEPARATOR in concept.concept_id else "") + concept.vocabulary
+
+
+def id_pattern_with(id_pattern: str, made_kinds: Iterable[str]) -> str:
+    """The pattern every concept id of a KB matches once `new_concept` made concepts of `made_kinds` (`made_kind`):
+    the reader's, the shape of each such vocabulary, and for composites, those shapes joined by COMPOSITE_SEPARATOR
+    (what the ingest manifest records and the quality checks test)."""
+    made_kinds = set(made_kinds)
+    shape = lambda v: ID_SHAPES[v].pattern if v in ID_SHAPES else id_pattern  # noqa: E731
+    shapes = {shape(v) for v in made_kinds if not v.startswith(COMPOSITE)} - {id_pattern}
+    sep = "\\" + COMPOSITE_SEPARATOR
+    shapes |= {
+        f"(?:{shape(v.removeprefix(COMPOSITE))})(?:{sep}(?:{shape(v.removeprefix(COMPOSITE))}))+"
+        for v in made_kinds
+        if v.startswith(COMPOSITE)
+    }
+    return "|".join(f"(?:{p})" for p in [id_pattern, *sorted(shapes)]) if shapes else id_pattern

@@ -3,8 +3,9 @@ written as an extra-names file (bioel_core.kb.extra_names) that ingest-kb adds t
 detector finds them and the exact-name lookup links them to the annotators' concept.
 
 `learn_synonyms`'s rule, per mention text normalized as the KB's names are (the same text however written):
-- at least `min_count` gold mentions of the entity types have this text and one id C; a mention with no id, a NIL
-  id or several ids (a composite mention) counts against every id;
+- at least `min_count` gold mentions of the entity types have this text and id C; a composite mention's ids (one
+  per part: "hemorrhagic cystitis", `D006470|D003556`) are one C, `A|B`, which scoring reads as both ids (a composite
+  concept, made by an ingest with `add_missing_concepts`); a mention with no id or a NIL id counts against every C;
 - C holds at least `min_share` of the text's mentions;
 - the text is not on the detector's stop list;
 - where a dictionary detector with the KB's names and the candidates matches the text in the training documents, at
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bioel_core.corpora.records import Document
-from bioel_core.kb.extra_names import COLUMNS
+from bioel_core.kb.extra_names import COLUMNS, COMPOSITE_SEPARATOR
 from bioel_core.kb.vocab import is_nil_id, plain_id
 from bioel_core.names import NameSet
 from bioel_core.text.detect import DictionaryDetector, StopList, acronym_names
@@ -97,7 +98,7 @@ def learn_synonyms(
             if not text:
                 continue
             ids = [c for c in m.concept_ids if not is_nil_id(c)]
-            only = ids[0] if len(ids) == 1 else None
+            only = COMPOSITE_SEPARATOR.join(ids) if ids and len(ids) == len(m.concept_ids) else None
             by_id[text][only] += 1
             if only is not None:
                 surfaces[(text, only)][m.text] += 1
@@ -110,7 +111,13 @@ def learn_synonyms(
         share = count / sum(id_counts.values())
         if concept_id is not None and count >= min_count and share >= min_share and text not in stopped:
             candidates[text] = (concept_id, count, share)
-    precision = _precision(docs, names, candidates, entity_types, stop_list, uppercase_only, surfaces)
+    # the one-concept names' precision as without composites, whose longer matches would hide a word's misses inside
+    # them ("hemorrhagic" in "hemorrhagic cystitis"); a composite's with every candidate
+    single = {t: c for t, c in candidates.items() if COMPOSITE_SEPARATOR not in c[0]}
+    precision = _precision(docs, names, single, entity_types, stop_list, uppercase_only, surfaces)
+    if len(single) < len(candidates):
+        of_all = _precision(docs, names, candidates, entity_types, stop_list, uppercase_only, surfaces)
+        precision.update((t, p) for t, p in of_all.items() if t not in single)
     first_id: dict[str, str] = {}  # the id the KB links each name to first, and every id it knows
     known: set[str] = set()
     for name, concept_ids in zip(names.names, names.concept_ids):
@@ -120,6 +127,9 @@ def learn_synonyms(
     for text, (concept_id, count, share) in sorted(candidates.items()):
         if precision.get(text, 0.0) < min_precision or first_id.get(text) == plain_id(concept_id):
             continue
+        parts = concept_id.split(COMPOSITE_SEPARATOR)
+        if len(parts) > 1 and not all(plain_id(part) in known for part in parts):
+            continue  # a composite of concepts the KB does not all know: nothing to make it of
         if plain_id(concept_id) not in known:
             not_in_kb += 1
             if not keep_missing:
