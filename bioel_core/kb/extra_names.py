@@ -129,11 +129,11 @@ def new_concept(names: Iterable[ExtraName], reader: KBReader) -> ConceptRecord |
     else why none (a dead letter's reason)."""
     names = sorted(names, key=lambda n: (n.source, n.line))
     raw_id = names[0].concept_id
-    parts = [reader.classify(part.strip()) for part in raw_id.split(COMPOSITE_SEPARATOR)]
+    raw_parts = [part.strip() for part in raw_id.split(COMPOSITE_SEPARATOR)]  # one, unless a composite
+    parts = [reader.classify(part) for part in raw_parts]
     vocabulary = parts[0][0]
     concept_id = COMPOSITE_SEPARATOR.join(bare for _, bare in parts)
     shape = ID_SHAPES.get(vocabulary, reader.id_pattern)  # a dump's pattern may admit fewer (MeSH descriptors only)
-    raw_parts = [part.strip() for part in raw_id.split(COMPOSITE_SEPARATOR)]
     if any(v != vocabulary for v, _ in parts) or not all(
         shape.fullmatch(bare) or shape.fullmatch(raw) for (_, bare), raw in zip(parts, raw_parts)
     ):
