@@ -334,14 +334,14 @@ class DetectAndLinkFn(beam.DoFn):
         return spill_run(FileSystems.join(self.spill, table, f"{shard:05d}"), pa.Table.from_pylist(rows, schema=schema), "doc_id")
 
 
-def interchange_id(row: dict, id_prefix: str) -> str:
-    """The id an interchange file gets: bare (`D003920`), or qualified with its vocabulary as PubTator3 writes
-    it (`MESH:D003920`) when `id_prefix` is "vocabulary" (an id of no known vocabulary stays bare; a composite
-    concept's ids each: `MESH:D006470|MESH:D003556`, which the document's mention carries as its parts' ids, as
-    BC5CDR writes a composite mention)."""
+def interchange_ids(row: dict, id_prefix: str) -> tuple[str, ...]:
+    """The ids an interchange file gets for a linked row: its concept's, or a composite concept's parts' (as BC5CDR
+    writes a composite mention), bare (`D003920`) or qualified with their vocabulary as PubTator3 writes them
+    (`MESH:D003920`) when `id_prefix` is "vocabulary" (an id of no known vocabulary stays bare)."""
+    ids = tuple(row["concept_id"].split(COMPOSITE_SEPARATOR))
     if id_prefix == "vocabulary" and row.get("vocabulary"):
-        return COMPOSITE_SEPARATOR.join(qualify(row["vocabulary"], i) for i in row["concept_id"].split(COMPOSITE_SEPARATOR))
-    return row["concept_id"]
+        return tuple(qualify(row["vocabulary"], i) for i in ids)
+    return ids
 
 
 def as_linked_documents(documents: list[dict], annotations: list[dict], id_prefix: str = "none") -> list[Document]:
@@ -358,7 +358,7 @@ def as_linked_documents(documents: list[dict], annotations: list[dict], id_prefi
                 start=r["start"],
                 end=r["end"],
                 entity_type=r["entity_type"],
-                concept_ids=() if r["nil"] else tuple(interchange_id(r, id_prefix).split(COMPOSITE_SEPARATOR)),
+                concept_ids=() if r["nil"] else interchange_ids(r, id_prefix),
             )
         )
     return [
