@@ -32,7 +32,6 @@ class Annotator:
         nil_thresholds: Mapping[str, float] | None = None,
         short_form_support: Mapping[str, float] | None = None,
         inner_names: Collection[str] = (),
-        linked_coordinations: Collection[str] = (),
         mentions: str = "detect",
         detector: str | None = None,
         reranker: str | Path | None = None,
@@ -45,9 +44,7 @@ class Annotator:
         -> detector stop-list JSON (`bioel_core.models.shipped_path("stoplists/disease-medic.json")`);
         `nil_thresholds`: entity type -> score below which a mention is NIL; `short_form_support`: entity type -> the
         prior or span score an undefined short form needs to be linked (docs/linking.md); `inner_names`: the entity types
-        whose NIL spans of a collective model's give way to the KB names inside them that link; `linked_coordinations`:
-        the entity types whose coordinated phrases with parts that are not KB names ("hepatic or hematologic toxicity")
-        are annotated once per part where every part links; `mentions`: "detect" them in the
+        whose NIL spans of a collective model's give way to the KB names inside them that link; `mentions`: "detect" them in the
         text, or "given" (the documents' own mentions); `generative`: a generative model folder that links each
         mention by writing one of its type's names; `reranker`: a cross-encoder or generative folder that reorders each
         mention's best concepts; `detector`: LinkSettings.detector (default: `both` with a collective model, else
@@ -69,9 +66,8 @@ class Annotator:
                     raise ValueError(f"{name}: {t!r} -> {v!r} is not a {convert.__name__}") from None
             return tuple(out)
 
-        for name, value in (("inner_names", inner_names), ("linked_coordinations", linked_coordinations)):
-            if isinstance(value, str):
-                raise TypeError(f"{name}: a collection of entity types (['Disease']), got the string {value!r}")
+        if isinstance(inner_names, str):
+            raise TypeError(f"inner_names: a collection of entity types (['Disease']), got the string {inner_names!r}")
         models = dict(pairs("model", model)) if isinstance(model, Mapping) else {"": str(model)} if model else {}
         given = {
             "index": pairs("indexes", indexes),
@@ -80,7 +76,6 @@ class Annotator:
             "nil_threshold": pairs("nil_thresholds", nil_thresholds, float),
             "short_form_support": pairs("short_form_support", short_form_support, float),
             "inner_names": tuple((t, True) for t in inner_names),
-            "linked_coordinations": tuple((t, True) for t in linked_coordinations),
         }
         types: dict[str, dict] = {}
         for setting, values in given.items():

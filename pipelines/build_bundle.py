@@ -396,12 +396,6 @@ class Build:
             from bioel_core.text.spelling import SPELLING_RULES
 
             settings["spelling"] = SPELLING_RULES
-        # so do these rules' (absent when off, so bundles without them keep their key)
-        from bioel_core.linking.annotate import INNER_NAMES_RULES, LINKED_COORDINATION_RULES
-
-        for name, rules in (("inner_names", INNER_NAMES_RULES), ("linked_coordinations", LINKED_COORDINATION_RULES)):
-            if types := sorted(t for t, ts in self.settings.types.items() if getattr(ts.link, name)):
-                settings[name] = [rules, types]
         if self.settings.link.document_runtime not in (None, "torch"):  # its own token states: thresholds of its own
             settings["document_runtime"] = self.settings.link.document_runtime
         return self._stage(CALIBRATE, settings, inputs, run, self._run_calibration)
@@ -456,7 +450,6 @@ class Build:
                 nil_threshold=nil.get(t, (None,))[0],
                 short_form_support=ts.link.short_form_support,
                 inner_names=ts.link.inner_names,
-                linked_coordinations=ts.link.linked_coordinations,
             )
         link = self.settings.link  # the bundle's linker settings as declared, but for its own model and types
         return dataclasses.replace(link, model=linker_model, copy_formats=list(link.copy_formats), types=types)

@@ -136,39 +136,6 @@ def test_a_coordinated_mention_is_annotated_once_per_part_each_linked_to_its_con
     assert [(r["mention"], r["link_text"]) for r in rows] == [("breast and ovarian cancer", "breast and ovarian cancer")]
 
 
-def test_a_proposed_coordinated_phrase_stands_for_its_head_where_each_part_links_to_another_concept():
-    # the dictionary knows "toxicity" and uses "hepatic", "hematologic", "splenic", "renal", "kidney" as modifiers;
-    # the linker knows names of the parts (as a name encoder links "hepatic toxicity" near "hepatic damage")
-    detector_names = NameSet.from_pairs(
-        [("toxicity", ("D064420",))]
-        + [(f"{w} failure", (f"X{k}",)) for k, w in enumerate(("hepatic", "hematologic", "splenic", "renal", "kidney"))]
-    )
-    linker_names = NameSet.from_pairs(
-        [("toxicity", ("D064420",)), ("hepatic toxicity", ("D056486",)), ("hematologic toxicity", ("D006402",))]
-        + [("renal toxicity", ("D007674",)), ("kidney toxicity", ("D007674",))]
-    )
-    disease = EntityTarget(
-        "Disease",
-        build_linker("tfidf", linker_names),
-        kb_version="kb",
-        detector=DictionaryDetector.from_name_set(detector_names, entity_type="Disease", proposals=True),
-        nil_threshold=0.9,
-    )
-    annotator = DocumentAnnotator([disease], model_version="m1")
-    [rows] = annotator.annotate([doc("Hepatic or hematologic toxicity was seen.")])
-    assert [(r["start"], r["end"], r["mention"], r["link_text"], r["concept_id"]) for r in rows] == [
-        (0, 31, "Hepatic or hematologic toxicity", "Hepatic toxicity", "D056486"),
-        (0, 31, "Hepatic or hematologic toxicity", "hematologic toxicity", "D006402"),
-    ]
-    # a part the linker cannot link, or two parts of one concept: the head stands as it was
-    for text in ("Hepatic or splenic toxicity.", "Renal or kidney toxicity."):
-        [rows] = annotator.annotate([doc(text)])
-        assert [(r["mention"], r["concept_id"]) for r in rows] == [("toxicity", "D064420")], text
-    # a document without the phrase is annotated as before, in the same batch
-    both = annotator.annotate([doc("Toxicity."), doc("Hepatic or hematologic toxicity.")])
-    assert [[r["concept_id"] for r in rows] for rows in both] == [["D064420"], ["D056486", "D006402"]]
-
-
 def test_the_detection_rules_version_is_part_of_the_incremental_key(monkeypatch, tmp_path):
     from bioel_core.linking import annotate
     from bioel_core.linking.annotate import AnnotatorSpec

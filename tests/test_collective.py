@@ -1082,32 +1082,6 @@ def test_a_nil_span_of_the_models_gives_way_to_the_linked_names_inside_it_where_
         AnnotatorSpec(model=model, indexes=(("Disease", index),), inner_names=("Chemical",))
 
 
-def test_a_proposed_coordinated_phrase_is_confirmed_in_the_one_pass_path_where_its_type_says_so(collective_chain):
-    """ "Liver and breast cancer": "liver cancer" is no name of the KB (its names use "liver" as a modifier), so the
-    dictionary proposes the phrase beside "breast cancer"; with `linked_coordinations` (and no NIL threshold) it is annotated once
-    per part, each linked by its text, the model's spans elsewhere as they were."""
-    from bioel_core.settings import SettingsError
-
-    model, index, _, docs = collective_chain
-    document = Document("coordinated", [Passage("title", 0, "Liver and breast cancer were seen in the family.")])
-
-    def run(linked_coordinations=()):
-        spec = AnnotatorSpec(model=model, indexes=(("Disease", index),), linked_coordinations=linked_coordinations)
-        return spec, spec.open().annotate([*docs, document])
-
-    off_spec, off = run()
-    on_spec, on = run(("Disease",))
-    assert on[:-1] == off[:-1]
-    phrase = [(r["mention"], r["link_text"]) for r in on[-1] if r["start"] == 0]
-    assert phrase == [("Liver and breast cancer", "Liver cancer"), ("Liver and breast cancer", "breast cancer")]
-    assert len({r["concept_id"] for r in on[-1] if r["start"] == 0}) == 2
-    assert [r["mention"] for r in off[-1] if r["end"] == 23] == ["breast cancer"]
-    assert [r for r in on[-1] if r["start"] > 23] == [r for r in off[-1] if r["start"] > 23]
-    assert on_spec.settings_sha256() != off_spec.settings_sha256()
-    with pytest.raises(SettingsError, match=r"^types\.Chemical\.index: required: its linked_coordinations is given"):
-        AnnotatorSpec(model=model, indexes=(("Disease", index),), linked_coordinations=("Chemical",))
-
-
 def changed(folder: str, out: Path, side: str) -> str:
     """The collective model at `folder` with its document side (`document`: transformer and heads) or its name
     encoder (`names`) changed, as a retraining would, saved to `out`."""

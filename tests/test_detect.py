@@ -306,53 +306,6 @@ def test_no_coordinated_mention_without_a_name_per_conjunct_or_across_a_break():
     assert coordinated(detector(*CANCERS, coordinations=False), "breast and ovarian cancer") == [("ovarian cancer", ())]
 
 
-# names that use "hepatic", "hematologic", "renal", "ovarian" as modifiers and "loss" as a head
-TOXICITIES = ("toxicity", "breast carcinoma", "hepatic failure", "hematologic disease", "renal failure")
-TOXICITIES += ("ovarian neoplasms", "hearing loss", "loss of memory", "seizures", "fever")
-
-
-def proposed(det: DictionaryDetector, text: str) -> tuple[list, list]:
-    document = doc(text)
-    mentions, proposals = det.detect_proposing(document)
-    assert all(document.text[m.start : m.end] == m.text for m in mentions + proposals)
-    return [(m.text, m.parts) for m in mentions], [(m.text, m.parts) for m in proposals]
-
-
-def test_a_coordinated_phrase_whose_parts_are_no_names_is_proposed_beside_its_head():
-    det = detector(*TOXICITIES, proposals=True)
-    # the modifier before a one-word name is shared: the name stands, the phrase is proposed for the linker
-    assert proposed(det, "hepatic or hematologic toxicity") == (
-        [("toxicity", ())],
-        [("hepatic or hematologic toxicity", ("hepatic toxicity", "hematologic toxicity"))],
-    )
-    assert proposed(det, "Renal, hepatic and hematologic toxicity.") == (
-        [("toxicity", ())],
-        [("Renal, hepatic and hematologic toxicity", ("Renal toxicity", "hepatic toxicity", "hematologic toxicity"))],
-    )
-    # a conjunct in place of a name's first word that makes no name
-    assert proposed(det, "ovarian and breast carcinoma") == (
-        [("breast carcinoma", ())],
-        [("ovarian and breast carcinoma", ("ovarian carcinoma", "breast carcinoma"))],
-    )
-    # conjuncts that all make names give the coordinated mention itself, as without proposals
-    assert proposed(det, "hepatic and renal failure") == (
-        [("hepatic and renal failure", ("hepatic failure", "renal failure"))],
-        [],
-    )
-
-
-def test_no_phrase_is_proposed_with_a_conjunct_that_is_no_modifier():
-    det = detector(*TOXICITIES, proposals=True)
-    # words that grade or time a condition, words the names use as heads, words they never use, names themselves
-    for text in ("acute and chronic toxicity", "loss and spontaneous seizures", "rats and hematologic toxicity"):
-        assert proposed(det, text)[1] == [], text
-    assert proposed(det, "fever and hepatic toxicity") == ([("fever", ()), ("toxicity", ())], [])
-    assert proposed(det, "hepatic. Or hematologic toxicity")[1] == []  # never across a sentence end
-    # off unless asked; dictionary matches never hold the proposals
-    assert proposed(detector(*TOXICITIES), "hepatic or hematologic toxicity") == ([("toxicity", ())], [])
-    assert [(m.start, m.end) for m in det.name_matches(doc("hepatic or hematologic toxicity"))] == [(23, 31)]
-
-
 def test_a_coordinated_mention_defines_its_abbreviation():
     det = detector(*CANCERS)
     document = doc("Hereditary breast and ovarian cancer (BOC).", "BOC families.")

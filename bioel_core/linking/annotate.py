@@ -25,12 +25,6 @@ dictionaries found inside it that link (`DocumentAnnotator._backed_off`): the mo
 "childhood leukaemia", which no KB name is near enough, where the KB names "heart failure" and "leukemia". Suited to
 names whose head is their last words (diseases: chosen on BC5CDR and NCBI-disease dev), not to compound names, whose
 parts name other things (a chemical's "acetate", "urea").
-
-A coordinated phrase the dictionaries propose, where its type sets `linked_coordinations` ("hepatic or hematologic
-toxicity", whose parts "hepatic toxicity" and "hematologic toxicity" no KB name spells: bioel_core.text.detect), is
-annotated once per part in place of the mentions inside it when the linker links every part by its text, each above the
-NIL threshold and to another concept, and those mentions are of its type and lie within its head
-(`DocumentAnnotator._confirmed`); otherwise the mentions stand as they were.
 """
 
 from __future__ import annotations
@@ -73,9 +67,6 @@ NO_KB_VERSION = ""
 SHORT_FORM_RULES = "prior-or-span-score/1"
 # The version of the rule by which a NIL span of the model's gives way to the KB names inside it (`inner_names`).
 INNER_NAMES_RULES = "nil-span-to-inner-names/1"
-# The version of the rules by which the dictionaries propose coordinated phrases and the linker confirms them
-# (`linked_coordinations`: DictionaryDetector._coordinated, DocumentAnnotator._confirmed).
-LINKED_COORDINATION_RULES = "modifier-conjuncts-each-part-linked/1"
 # The version of detection's rules, what it never keeps (_no_statistics, _defined_elsewise), where the dictionaries'
 # names match and their coordinated mentions: part of every detecting run's settings, so an incremental run detects
 # again what older rules found. Version 2 of the model's short forms: a span it drops lends its link to no other mention.
@@ -282,26 +273,16 @@ class DocumentAnnotator:
     def mentions(self, document: Document) -> list[Mention]:
         """Detected mentions, or the given ones: every one, those of an entity type without a KB here annotated NIL
         (`no_index`), never dropped."""
-        return self._mentions_and_proposals(document)[0]
-
-    def _mentions_and_proposals(self, document: Document) -> tuple[list[Mention], list[Mention]]:
-        """`mentions`, and the coordinated phrases the dictionaries propose beside them (`_confirmed`)."""
         if self.detect:
-            detected, defined, proposed = self._dictionary_mentions(document)
-            return self._kept(document, detected, defined=defined), proposed
-        return list(document.mentions), []
+            detected, defined = self._dictionary_mentions(document)
+            return self._kept(document, detected, defined=defined)
+        return list(document.mentions)
 
-    def _dictionary_mentions(self, document: Document) -> tuple[list[Mention], Mapping[str, tuple[int, int]], list[Mention]]:
-        """The dictionaries' mentions of the document, its short-form definitions and the coordinated phrases the
-        dictionaries propose, found once: every detector and the rules read them."""
+    def _dictionary_mentions(self, document: Document) -> tuple[list[Mention], Mapping[str, tuple[int, int]]]:
+        """The dictionaries' mentions of the document, and its short-form definitions, found once: every detector
+        and the rules read them."""
         defined = defined_short_forms(document)
-        mentions, proposed = [], []
-        for target in self.targets.values():
-            if target.detector:
-                found, proposals = target.detector.detect_proposing(document, defined)
-                mentions += found
-                proposed += proposals
-        return mentions, defined, proposed
+        return [m for t in self.targets.values() if t.detector for m in t.detector.detect(document, defined)], defined
 
     def _kept(
         self, document: Document, detected: list[Mention], span_score=lambda m: None, defined: Mapping | None = None
@@ -340,16 +321,12 @@ class DocumentAnnotator:
 
     def annotate(self, documents: Sequence[Document]) -> list[list[dict]]:
         """Annotation rows (the annotations table's columns) per document, in order; call `check` first."""
-        found, best, proposals = self._one_pass(documents) if self.document_model is not None else self._by_text(documents)
-        if any(proposals):
-            found, best = self._confirmed(found, best, proposals)
+        found, best = self._one_pass(documents) if self.document_model is not None else self._by_text(documents)
         return [self._rows(document, mentions, best, i) for i, (document, mentions) in enumerate(zip(documents, found))]
 
-    def _by_text(self, documents: Sequence[Document]) -> tuple[list[list[Mention]], dict, list[list[Mention]]]:
-        """Mentions from the detectors (or given), linked by their text in one batched call per entity type; and the
-        coordinated phrases proposed in each document."""
-        detected = [self._mentions_and_proposals(d) for d in documents]
-        found, proposals = [f for f, _ in detected], [p for _, p in detected]
+    def _by_text(self, documents: Sequence[Document]) -> tuple[list[list[Mention]], dict]:
+        """Mentions from the detectors (or given), linked by their text in one batched call per entity type."""
+        found = [self.mentions(d) for d in documents]
         best: dict[tuple[int, int], tuple] = {}
         for target in self.targets.values():
             where = [(i, j) for i, ms in enumerate(found) for j, m in enumerate(ms) if self.target_of(m) is target]
@@ -358,9 +335,9 @@ class DocumentAnnotator:
             texts = [found[i][j].link_text or found[i][j].text for i, j in where]
             for key, candidates in zip(where, target.linker.link(texts, k=1, batch_size=self.batch_size)):
                 best[key] = candidates[0] if candidates else None
-        return found, best, proposals
+        return found, best
 
-    def _one_pass(self, documents: Sequence[Document]) -> tuple[list[list[Mention]], dict, list[list[Mention]]]:
+    def _one_pass(self, documents: Sequence[Document]) -> tuple[list[list[Mention]], dict]:
         """Each document encoded once by the document model: its mentions (detected, or the given ones) and their
         vectors. With dictionaries too (detector `both`), their spans join the model's, longest first, and are
         linked by their text. Encoding is per document, so vectors never depend on the batch; the name encoder (when
@@ -369,7 +346,7 @@ class DocumentAnnotator:
         import numpy as np
         import torch
 
-        model, found, best, proposals = self.document_model, [], {}, []
+        model, found, best = self.document_model, [], {}
         encoded_keys, collective, span_texts = [], [], []  # the mentions linked by vector, over the whole batch
         inner_names = {}  # (i, j) -> the dictionaries' names inside the model's span j of document i, kept as any
         by_text: dict[str, list[tuple[tuple[int, int], str]]] = {t: [] for t in self.targets}
@@ -391,8 +368,7 @@ class DocumentAnnotator:
                     spotted = [Mention(text[s.start : s.end], document.doc_id, s.start, s.end, s.entity_type) for s in spans]
                     piece_span = {id(m): s.piece_span for m, s in zip(spotted, spans)}
                     scores = {id(m): s.score for m, s in zip(spotted, spans)}
-                    dictionary, defined, proposed = found_by_dictionaries
-                    proposals.append(proposed)
+                    dictionary, defined = found_by_dictionaries
                     detected = _defined_elsewise(document, spotted, dictionary, defined)
 
                     def span_score(m: Mention, encoded=encoded, logits=logits, scores=scores) -> float | None:
@@ -410,7 +386,6 @@ class DocumentAnnotator:
                             inner_names[(i, j)] = kept
                 else:
                     mentions = self.mentions(document)
-                    proposals.append([])
                     pieces = [model.covering_span(encoded, m.start, m.end) if self.target_of(m) else None for m in mentions]
                     for j in (j for j, p in enumerate(pieces) if p is None):  # no KB, or covers no word piece: not linked
                         best[(i, j)] = None
@@ -444,8 +419,7 @@ class DocumentAnnotator:
                 keys, texts = zip(*by_text[entity_type])
                 for key, candidates in zip(keys, target.linker.link(list(texts), k=1, batch_size=self.batch_size)):
                     best[key] = candidates[0] if candidates else None
-        found, best = self._backed_off(found, best, inner_names) if inner_names else (found, best)
-        return found, best, proposals
+        return self._backed_off(found, best, inner_names) if inner_names else (found, best)
 
     def _backed_off(self, found: list[list[Mention]], best: dict, inner_names: dict) -> tuple[list[list[Mention]], dict]:
         """The model's NIL spans replaced by the dictionaries' names inside them that link (module docstring), linked
@@ -473,60 +447,6 @@ class DocumentAnnotator:
             out: list[Mention] = []
             for j, m in enumerate(mentions):
                 for mention, top in replaced.get((i, j), [(m, best.get((i, j)))]):
-                    best_now[(i, len(out))] = top
-                    out.append(mention)
-            mentions_now.append(out)
-        return mentions_now, best_now
-
-    def _confirmed(
-        self, found: list[list[Mention]], best: dict, proposals: list[list[Mention]]
-    ) -> tuple[list[list[Mention]], dict]:
-        """Each proposed coordinated phrase ("hepatic or hematologic toxicity", its parts "hepatic toxicity",
-        "hematologic toxicity") annotated once per part in place of the mentions inside it, where the linker links
-        every part, each to another concept, and the mentions the phrase overlaps are of its type and lie within its
-        head (the part as written: "hematologic toxicity"), at least one of them; else those mentions stand."""
-        parts: list[tuple[tuple[int, int], Mention, str]] = [
-            ((i, n), p, part) for i, proposed in enumerate(proposals) for n, p in enumerate(proposed) for part in p.parts
-        ]
-        tops: dict[tuple[int, int], list] = {}
-        for target in self.targets.values():
-            mine = [(key, part) for key, p, part in parts if self.target_of(p) is target]
-            if mine:
-                texts = [part for _, part in mine]
-                for (key, _), candidates in zip(mine, target.linker.link(texts, k=1, batch_size=self.batch_size)):
-                    tops.setdefault(key, []).append(candidates[0] if candidates else None)
-        replaced: dict[int, dict[int, tuple[Mention, list]]] = {}  # document -> first mention replaced -> (phrase, tops)
-        taken: set[tuple[int, int]] = set()
-        for (i, n), linked in sorted(tops.items()):
-            p, target = proposals[i][n], self.target_of(proposals[i][n])
-            if any(self._nil(target, top) for top in linked) or len({top.concept_ids[0] for top in linked}) < len(linked):
-                continue
-            head_start = p.end - len(p.parts[-1])
-            inside = [j for j, m in enumerate(found[i]) if m.start < p.end and p.start < m.end]
-            if not inside or any(
-                (i, j) in taken
-                or found[i][j].start < head_start
-                or found[i][j].end > p.end
-                or found[i][j].entity_type != p.entity_type
-                for j in inside
-            ):
-                continue
-            taken |= {(i, j) for j in inside}
-            replaced.setdefault(i, {})[inside[0]] = (p, linked)
-        if not replaced:
-            return found, best
-        mentions_now, best_now = [], {}
-        for i, mentions in enumerate(found):
-            out: list[Mention] = []
-            for j, m in enumerate(mentions):
-                if j in replaced.get(i, {}):
-                    phrase, linked = replaced[i][j]
-                    annotated = [(replace(phrase, link_text=part, parts=()), top) for part, top in zip(phrase.parts, linked)]
-                elif (i, j) in taken:
-                    continue
-                else:
-                    annotated = [(m, best.get((i, j)))]
-                for mention, top in annotated:
                     best_now[(i, len(out))] = top
                     out.append(mention)
             mentions_now.append(out)
@@ -607,8 +527,6 @@ class AnnotatorSpec:
     short_form_support: tuple[tuple[str, float], ...] = ()
     # the entity types whose NIL spans of the document model's give way to the linked KB names inside them
     inner_names: tuple[str, ...] = ()
-    # the entity types whose dictionaries propose coordinated phrases the linker confirms (DocumentAnnotator._confirmed)
-    linked_coordinations: tuple[str, ...] = ()
     # British spellings in text read as the KB's American ones, in detection and linking (bioel_core.text.spelling)
     spelling_variants: bool = True
 
@@ -673,7 +591,6 @@ class AnnotatorSpec:
             ("nil_threshold", self.nil_thresholds),
             ("short_form_support", self.short_form_support),
             ("inner_names", tuple((t, True) for t in self.inner_names)),
-            ("linked_coordinations", tuple((t, True) for t in self.linked_coordinations)),
             ("model", self.type_models),
         ):
             unknown = sorted({t for t, _ in pairs} - known)
@@ -849,8 +766,6 @@ class AnnotatorSpec:
             payload["spelling"] = SPELLING_RULES
         if self.inner_names:
             payload["inner_names"] = [INNER_NAMES_RULES, sorted(self.inner_names)]
-        if self.linked_coordinations:
-            payload["linked_coordinations"] = [LINKED_COORDINATION_RULES, sorted(self.linked_coordinations)]
         if self.document_runtime != "torch":  # other token states (the float graph's last bits; int8 weights)
             payload["document_runtime"] = self.document_runtime
         # a reranker's or generative model's weights and config decide the concepts as much as the model's do
@@ -918,7 +833,6 @@ class AnnotatorSpec:
                     stop_list=stop,
                     abbreviations=self.abbreviations,
                     spelling=spelling,
-                    proposals=entity_type in self.linked_coordinations,
                 )
             fingerprints[entity_type] = self._model_version(source, encoders.get(self.model_for(entity_type)), whole)
             if generative is not None:  # the tree of the type's names, built in each worker (seconds)

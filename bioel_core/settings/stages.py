@@ -317,12 +317,6 @@ class LinkTarget(Settings):
         "dictionary found inside it that link (acute heart failure: heart failure); for names whose head is their "
         "last words, as diseases, not compound names, as chemicals (default: off)",
     )
-    linked_coordinations: bool | None = setting(
-        None,
-        help="a coordinated phrase whose parts are not KB names (hepatic or hematologic toxicity) is annotated once per "
-        "part where the linker links every part, each to another concept; for names whose head is their last words, as "
-        "diseases, not compound names, as chemicals (default: off)",
-    )
 
 
 @dataclass
@@ -359,7 +353,7 @@ class LinkSettings(Settings):
     types: dict[str, LinkTarget] = setting(
         {},
         names=LINKED_TYPE,
-        help="per entity type: its index, model, stop list, NIL threshold, short-form support, inner names, linked coordinations",
+        help="per entity type: its index, model, stop list, NIL threshold, short-form support, inner names",
     )
 
     def annotator_spec(self, **kwargs):
@@ -383,7 +377,6 @@ class LinkSettings(Settings):
             nil_thresholds=given("nil_threshold"),
             short_form_support=given("short_form_support"),
             inner_names=tuple(t for t, x in self.types.items() if x.inner_names),
-            linked_coordinations=tuple(t for t, x in self.types.items() if x.linked_coordinations),
             detector=self.detector,
             document_runtime=self.document_runtime or "torch",
             spelling_variants=self.spelling_variants is not False,

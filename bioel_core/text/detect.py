@@ -37,15 +37,6 @@ are those names, as written ("breast cancer", "ovarian cancer"): the linker link
 annotated once per part, as BC5CDR and NCBI-disease annotate a composite mention. A conjunct is one word, not a
 function word nor a number, and the phrase never crosses a sentence end or a bracket. COORDINATION_RULES versions this.
 
-Proposed coordinations (`proposals=True`, `detect_proposing`): where the conjuncts make no KB names, the phrase is
-proposed beside the mentions, for the linker to annotate in place of them if it links every part
-(bioel_core.linking.annotate: `linked_coordinations`): conjuncts before a name of two or more tokens ("ovarian and
-breast carcinoma") or before a modifier of a name ("hepatic or hematologic toxicity": "hepatic toxicity",
-"hematologic toxicity"). Such a conjunct is one alphabetic word the KB's names use as a modifier more often than as a
-head (`_modifier_uses`: "renal", not "loss" of "hearing loss" and "loss of memory", nor a word they never hold), no
-name itself, no function word and none of GRADING_WORDS ("acute and chronic toxicity" is one toxicity). A phrase
-whose conjuncts overlap a match is not proposed.
-
 Short forms (`is_short_form`: one word of at most SHORT_FORM_CHARS characters, "APC", "VEGF", "death") are ambiguous
 out of context; `learn_stop_list` also records, per short form seen in the training corpora, how often its
 occurrences are gold mentions (`StopList.short_forms`, `StopList.prior`): the per-name prior the linker weighs with
@@ -93,12 +84,6 @@ COORDINATION_RULES = "one-word-conjuncts/1"
 # The version of where a name may match (_NAME_BREAK): part of a linking run's settings.
 NAME_MATCH_RULES = "no-comma-inside/1"
 CONJUNCTIONS = ("and", "or")
-# Words that grade or time a condition rather than name a kind of it: "acute and chronic toxicity" is one toxicity.
-# A coordinated phrase whose parts are not KB names is proposed only with conjuncts that are none of these.
-GRADING_WORDS = frozenset(
-    "acute chronic subacute subchronic severe mild moderate transient persistent early late recurrent progressive "
-    "fatal lethal possible probable primary secondary total partial".split()
-)
 # Closed-class words: a long form holding one is a phrase ("duration of catatonia", "and tranexamic acid"),
 # not a name modifying its head mention; written in capitals ("Cyclosporin A") a word is no function word.
 FUNCTION_WORDS = frozenset(
@@ -151,12 +136,6 @@ class MentionDetector(ABC):
         """Mentions of `document` in text order, offsets into `document.text` (passages at their offsets). `defined`:
         the document's defined_short_forms, when the caller has them (several detectors read one document)."""
 
-    def detect_proposing(
-        self, document: Document, defined: Mapping[str, tuple[int, int]] | None = None
-    ) -> tuple[list[Mention], list[Mention]]:
-        """`detect`'s mentions, and coordinated phrases proposed beside them for the linker to confirm (none here)."""
-        return self.detect(document, defined), []
-
 
 class NameMatch(NamedTuple):
     start: int  # offsets into the document text
@@ -164,7 +143,6 @@ class NameMatch(NamedTuple):
     name: str  # the normalized name matched
     stopped: bool
     parts: tuple[str, ...] = ()  # a coordinated mention's names, as written (module docstring)
-    proposed: bool = False  # a coordinated phrase whose parts are not all KB names: the linker confirms it or not
 
 
 class Token(NamedTuple):
@@ -347,7 +325,6 @@ class DictionaryDetector(MentionDetector):
         stop_list: StopList | Iterable[str] | None = None,
         abbreviations: bool = True,
         coordinations: bool = True,
-        proposals: bool = False,
         min_chars: int = 3,
         skip_numeric: bool = True,
         uppercase_only: Collection[str] = (),
@@ -362,21 +339,15 @@ class DictionaryDetector(MentionDetector):
             stop_list.check_normalizer(self.normalizer)
         self.stopped = stop_list.names if isinstance(stop_list, StopList) else frozenset(stop_list or ())
         self.entity_type, self.abbreviations, self.source = entity_type, abbreviations, source
-        self.coordinations, self.proposals, self.spelling = coordinations, coordinations and proposals, spelling
+        self.coordinations, self.spelling = coordinations, spelling
         self.min_chars, self.skip_numeric = min_chars, skip_numeric
         self.tokenize = _shared_tokenizer(self.normalizer.config)
         # every name and every proper token prefix of one, as space-joined tokens -> _PREFIX|_NAME|_STOPPED
         self._trie: dict[str, int] = {}
-        # per word, how many names use it as a modifier (before a word that is no function word) less how many use it
-        # as a head (their last word, or before a function word: "loss of hearing")
-        self._modifier_uses: Counter[str] = Counter()
         for name in names:
             if len(name) < min_chars or (skip_numeric and name.replace(" ", "").isdigit()):
                 continue
             tokens = name.split(" ")
-            if self.proposals:
-                for word, after in zip(tokens, tokens[1:] + [""]):
-                    self._modifier_uses[word] += 1 if after and after not in FUNCTION_WORDS else -1
             for k in range(1, len(tokens)):
                 key = " ".join(tokens[:k])
                 self._trie[key] = self._trie.get(key, 0) | _PREFIX
@@ -481,104 +452,61 @@ class DictionaryDetector(MentionDetector):
                 i += 1
                 continue
             j, name, stopped = found
-            first, parts, proposed = (
-                self._coordinated(text, tokens, i, j, name) if self.coordinations and not stopped else (i, (), False)
-            )
-            start, end = offset + tokens[first].start, offset + tokens[j].end
-            if proposed:  # the name stands; the phrase is proposed beside it, unless a name lies in its conjuncts
-                if not out or out[-1].end <= start:
-                    out.append(NameMatch(start, end, name, stopped, parts, proposed=True))
-                start, parts = offset + tokens[i].start, ()
-            while out and not out[-1].proposed and out[-1].end > start:  # a conjunct matched alone is part of the phrase
+            first, parts = self._coordinated(text, tokens, i, j, name) if self.coordinations and not stopped else (i, ())
+            start = offset + tokens[first].start
+            while out and out[-1].end > start:  # a conjunct matched on its own is part of the longer phrase
                 out.pop()
-            out.append(NameMatch(start, end, name, stopped, parts))
+            out.append(NameMatch(start, offset + tokens[j].end, name, stopped, parts))
             i = j + 1
         return out
 
-    def _coordinated(self, text: str, tokens: list[Token], i: int, j: int, name: str) -> tuple[int, tuple[str, ...], bool]:
-        """(first token, part names, proposed) of the coordinated mention ending in `name`, matched at tokens i..j, or
-        (i, (), False) when there is none (module docstring). `proposed`: a conjunct put in place of the phrase's first
-        word makes no KB name, so the phrase is a mention only if the linker links every part."""
+    def _coordinated(self, text: str, tokens: list[Token], i: int, j: int, name: str) -> tuple[int, tuple[str, ...]]:
+        """(first token, part names) of the coordinated mention ending in `name`, matched at tokens i..j, or (i, ())
+        when there is none (module docstring)."""
+        if j == i:
+            return i, ()
+        # the name's words after its first, as matched (written or spelled); tokens' when it skipped a possessive "s"
+        rest = name.split(" ", 1)[1] if name.count(" ") == j - i else " ".join(t.norm for t in tokens[i + 1 : j + 1])
 
         def gap(a: int) -> str:  # the text between token a and the next
             return text[tokens[a].end : tokens[a + 1].start]
 
-        def conjuncts_before(first: int) -> list[int]:
-            k = first - 1
-            if k >= 0 and gap(k).strip() == "/":  # "breast/ovarian cancer"
-                return [k]
-            if k < 1 or tokens[k].norm not in CONJUNCTIONS or gap(k).strip():
-                return []
-            if tokens[k].norm == "or" and k >= 2 and tokens[k - 1].norm == "and" and gap(k - 1).strip() == "/":
-                k -= 1  # "and/or"
-            found = [k - 1] if gap(k - 1).strip() in ("", ",") else []
-            while found and found[0] > 0 and gap(found[0] - 1).strip() == ",":
-                found.insert(0, found[0] - 1)  # "brain, breast(,) and prostate cancer"
-            return found
-
-        def is_name(conjunct: Token, rest: str) -> bool:
+        def is_name(conjunct: Token) -> bool:
             named = any(self._trie.get(f"{form} {rest}", 0) & _NAME for form in conjunct.forms())
             return named and not conjunct.norm.isdigit() and conjunct.norm not in FUNCTION_WORDS
 
-        def nearest(conjuncts: list[int], keep) -> list[int]:  # the nearest conjuncts that `keep` takes, all of them
-            while conjuncts and not all(keep(tokens[c]) for c in conjuncts):
-                conjuncts = conjuncts[1:]
-            return conjuncts
-
-        def proposable(token: Token) -> bool:  # a word the KB's names use as a modifier more than as a head
-            return (
-                token.norm.isalpha()
-                and token.norm not in FUNCTION_WORDS
-                and token.norm not in GRADING_WORDS
-                and self._modifier_uses[token.norm] > 0
-                and not self._trie.get(token.norm, 0) & (_NAME | _STOPPED)
-            )
-
-        first, proposed, conjuncts = i, False, []
-        if j > i:
-            # the name's words after its first, as matched (written or spelled); tokens' when it skipped a possessive "s"
-            rest = name.split(" ", 1)[1] if name.count(" ") == j - i else " ".join(t.norm for t in tokens[i + 1 : j + 1])
-            conjuncts = nearest(conjuncts_before(i), lambda t: is_name(t, rest))
-        if not conjuncts and self.proposals:
-            proposed = True
-            if j > i:
-                conjuncts = nearest(conjuncts_before(i), proposable)
-            if not conjuncts and i > 0 and not gap(i - 1).strip() and proposable(tokens[i - 1]):
-                first = i - 1  # a modifier before the name: "hepatic or hematologic toxicity"
-                conjuncts = nearest(conjuncts_before(first), proposable)
-        if not conjuncts or _BREAK.search(text, tokens[conjuncts[0]].start, tokens[first].start):
-            return i, (), False
-        tail = text[tokens[first + 1].start : tokens[j].end]
+        k = i - 1
+        if k >= 0 and gap(k).strip() == "/":  # "breast/ovarian cancer"
+            conjuncts = [k]
+        else:
+            if k < 1 or tokens[k].norm not in CONJUNCTIONS or gap(k).strip():
+                return i, ()
+            if tokens[k].norm == "or" and k >= 2 and tokens[k - 1].norm == "and" and gap(k - 1).strip() == "/":
+                k -= 1  # "and/or"
+            conjuncts = [k - 1] if gap(k - 1).strip() in ("", ",") else []
+            while conjuncts and conjuncts[0] > 0 and gap(conjuncts[0] - 1).strip() == ",":
+                conjuncts.insert(0, conjuncts[0] - 1)  # "brain, breast(,) and prostate cancer"
+        while conjuncts and not all(is_name(tokens[c]) for c in conjuncts):
+            conjuncts.pop(0)  # the nearest conjuncts that all make names
+        if not conjuncts or _BREAK.search(text, tokens[conjuncts[0]].start, tokens[i].start):
+            return i, ()
+        tail = text[tokens[i + 1].start : tokens[j].end]
         written = [text[tokens[c].start : tokens[c].end] for c in conjuncts]
-        return conjuncts[0], (*(f"{w} {tail}" for w in written), text[tokens[first].start : tokens[j].end]), proposed
+        return conjuncts[0], (*(f"{w} {tail}" for w in written), text[tokens[i].start : tokens[j].end])
 
     def name_matches(self, document: Document) -> list[NameMatch]:
-        """Every dictionary match of the document, stop-listed ones included (flagged), no abbreviations nor
-        proposed coordinations."""
-        return [m for p in document.passages for m in self._scan(p.text, p.offset) if not m.proposed]
+        """Every dictionary match of the document, stop-listed ones included (flagged), no abbreviations."""
+        return [m for p in document.passages for m in self._scan(p.text, p.offset)]
 
     # ---- mentions ----
     def detect(self, document: Document, defined: Mapping[str, tuple[int, int]] | None = None) -> list[Mention]:
-        return self.detect_proposing(document, defined)[0]
-
-    def detect_proposing(
-        self, document: Document, defined: Mapping[str, tuple[int, int]] | None = None
-    ) -> tuple[list[Mention], list[Mention]]:
-        """`detect`'s mentions, and the coordinated phrases proposed beside them (`proposals`; module docstring):
-        each with its `parts`, for the linker to annotate in place of the mentions inside it if it links every part."""
-        matches, proposed = [], []
-        for p in document.passages:
-            for m in self._scan(p.text, p.offset):
-                if m.proposed:
-                    proposed.append(m)
-                elif not m.stopped:
-                    matches.append(m)
+        matches = [m for m in self.name_matches(document) if not m.stopped]
         found = {(m.start, m.end): "" for m in matches}  # span -> link text ('' = its own text)
         parts = {(m.start, m.end): m.parts for m in matches if m.parts}
         if self.abbreviations:
             self._abbreviations(document, found, defined_short_forms(document) if defined is None else defined)
         text = document.text
-        mentions = [
+        return [
             Mention(
                 text=text[s:e],
                 doc_id=document.doc_id,
@@ -589,9 +517,6 @@ class DictionaryDetector(MentionDetector):
                 parts=() if link else parts.get((s, e), ()),
             )
             for (s, e), link in sorted(found.items())
-        ]
-        return mentions, [
-            Mention(text[m.start : m.end], document.doc_id, m.start, m.end, self.entity_type, parts=m.parts) for m in proposed
         ]
 
     def _abbreviations(
