@@ -2,7 +2,8 @@
 false-positive categories on BC5CDR dev before and after each change").
 
 A prediction is a linked annotation (NIL rows left out); it is a true positive when a gold annotation of its document
-has its span, its type and one of its ids (bioel_core.evaluation.e2e's strict rule). Every other prediction falls in
+has its span, its type and one of its ids (bioel_core.evaluation.e2e's strict rule; a composite concept's ids are its
+parts'). Every other prediction falls in
 the first category that fits:
 
 - `wrong_id`: a gold annotation of the type has its exact span, with other ids;
@@ -34,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.sanity_audit import MESH_TREES, protein_descriptors  # noqa: E402
 from bioel_core.corpora.annotated import is_composite_part, read_annotated  # noqa: E402
+from bioel_core.kb.extra_names import COMPOSITE_SEPARATOR  # noqa: E402
 from bioel_core.kb.vocab import plain_id  # noqa: E402
 from bioel_core.tables import read_table  # noqa: E402
 from bioel_core.text.abbreviations import is_bare_number, is_statistic  # noqa: E402
@@ -44,8 +46,9 @@ TOP = 12
 
 
 def _ids(values) -> frozenset[str]:
-    """Plain ids of a mention's ids as read (the reader has split `D1|D2` and made `-1` no id)."""
-    return frozenset(plain_id(v) for v in values if v)
+    """Plain ids of a mention's ids as read (the reader has split `D1|D2` and made `-1` no id), or of a row's concept
+    and alt ids (a composite concept's id `D1|D2` is its parts' ids, as the interchange copies write it)."""
+    return frozenset(plain_id(part) for v in values if v for part in v.split(COMPOSITE_SEPARATOR))
 
 
 def gold_spans(path: str) -> dict[str, list[tuple[int, int, str, frozenset[str], str]]]:

@@ -64,3 +64,17 @@ def test_protein_descriptors_are_those_whose_every_tree_number_is_a_protein_bran
         "D016189": "Dystrophin",
         "D018076": "DNA, Complementary",
     }
+
+
+def test_false_positive_categories_read_a_composite_concepts_parts_as_its_ids():
+    """A row linked to a composite concept (`D006470|D003556`, made from the training corpora's composite mentions) is
+    right where the gold states those ids (BC5CDR's `D006470|D003556`), as the interchange copies write it."""
+    from benchmarks.fp_categories import categorize
+
+    composite = {**row("hemorrhagic cystitis", concept="D006470|D003556"), "alt_ids": []}
+    single = {**row("hemorrhagic cystitis", concept="D003556"), "doc_id": "2", "alt_ids": []}
+    wrong = {**row("hemorrhagic cystitis", concept="D000001|D000002"), "doc_id": "3", "alt_ids": []}
+    gold = {d: [(0, 20, "Disease", frozenset({"D006470", "D003556"}), "hemorrhagic cystitis")] for d in "123"}
+    report = categorize(gold, [composite, single, wrong], {})
+    assert report["true_positives"] == {"Disease": 2}
+    assert report["false_positives"] == {"Disease": {"wrong_id": 1}}
