@@ -30,6 +30,7 @@ setup(
         "pandas>=2.3,<3",
         "numpy>=2.4",
         "scikit-learn>=1.9",
+        "scipy>=1.17",  # evaluate-e2e's intervals (bioel_core.evaluation.bootstrap)
         "great-expectations>=1.24,<2",
         "matplotlib>=3.11",  # the quality report's plots, drawn as inline SVG
         # a CPU or CUDA torch build is the worker image's choice (Dockerfile: TORCH_INDEX_URL)

@@ -36,6 +36,7 @@ import json
 import os
 import platform
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,17 +45,24 @@ from benchmarks.kbs import BIOEL, DATA, annotator_flags, built, model_tag, prepa
 from bioel_core.corpora import read_pubtator  # noqa: E402
 from bioel_core.tables import data_root  # noqa: E402
 from bioel_core.evaluation.concepts import ALL_TYPES, concept_scores, kb_folders, unlinkable_in  # noqa: E402
+from bioel_core.evaluation.bootstrap import interval, scored_counts  # noqa: E402
 from bioel_core.evaluation.e2e import e2e_scores  # noqa: E402
 from schemas import SCHEMA_VERSION  # noqa: E402
 
 CORPUS = DATA / "bc5cdr-corpus"
 TYPES = ("Disease", "Chemical")
+RESAMPLES = 1000  # of the documents, for each F1's 95% interval
 PUBLISHED = {"dual encoder (Bhowmik et al.)": (73.8, 75.2), "MedType": (23.5, 25.7), "SciSpacy": (22.3, 24.0)}
 
 
 def scored(gold, pred, types) -> dict:
-    """Mention-level strict / partial scores and document-level concept scores (BioCreative V CDR) of one run."""
-    return {**e2e_scores(gold, pred, types), "concepts": concept_scores(gold, pred, types)}
+    """Mention-level strict / partial scores and document-level concept scores (BioCreative V CDR) of one run, with
+    each F1's 95% interval over resampled documents (bioel_core.evaluation.bootstrap)."""
+    gold, pred = list(gold), list(pred)
+    documents = sorted({item.doc_id for item in gold + pred})
+    counts = scored_counts(gold, pred, documents, types)
+    intervals = {name: asdict(interval(c, RESAMPLES)) for name, c in counts.items()}
+    return {**e2e_scores(gold, pred, types), "concepts": concept_scores(gold, pred, types), "intervals": intervals}
 
 
 SPLITS = {
@@ -124,6 +132,10 @@ def bundle_links(work: Path, bundle: Path, corpus: Path) -> Path:
     merged = output.with_suffix(".pubtator")
     merged.write_text("".join(p.read_text() for p in sorted((data_root(output) / "pubtator").glob("*.pubtator"))))
     return merged
+
+
+def interval_text(found: dict) -> str:
+    return f"{found['low']:.2f}-{found['high']:.2f}"
 
 
 def kb_gap_lines(missing: dict[str, dict], kbs: str) -> list[str]:
@@ -326,15 +338,16 @@ def main() -> None:
         )
         print(f"NIL thresholds (calibrated on BC5CDR dev): {thresholds_used}")
     print(
-        f"{'corpus':<14}{'detector':<13}{'run':<32}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}{'concept F1':>12}"
+        f"{'corpus':<14}{'detector':<13}{'run':<32}{'types':<18}{'strict P':>9}{'R':>7}{'F1':>7}{'partial P':>11}{'R':>7}{'F1':>7}{'pred':>7}{'gold':>7}{'concept F1':>12}{'95% interval':>14}"
     )
     for r in rows:
         s, p = r["strict"], r["partial"]
         print(
             f"{r['corpus']:<14}{r['detector']:<13}{r['run']:<32}{r['types']:<18}{s['precision']:>9.2f}{s['recall']:>7.2f}{s['f1']:>7.2f}"
             f"{p['precision']:>11.2f}{p['recall']:>7.2f}{p['f1']:>7.2f}{s['n_pred']:>7}{s['n_gold']:>7}"
-            f"{r['concepts'][ALL_TYPES]['f1']:>12.2f}"
+            f"{r['concepts'][ALL_TYPES]['f1']:>12.2f}{interval_text(r['intervals'][f'concepts {ALL_TYPES}']):>14}"
         )
+    print(f"95% intervals of the concept F1: {RESAMPLES:,} resamplings of each corpus's documents")
     for name, (strict, partial) in PUBLISHED.items():
         print(f"published: {name}: strict F1 {strict}, partial F1 {partial}")
     for line in kb_gap_lines(missing or {}, missing_kbs):

@@ -177,9 +177,10 @@ def cmd_evaluate_e2e(args) -> int:
 
     run = args.contracts.settings(args, EndToEndSettings)
     folders = kb_folders(run.kb or (), "--kb")
-    check_json(args.json, [("--gold", run.gold), ("--pred", run.pred)])
+    check_json(args.json, [("--gold", run.gold), ("--pred", run.pred), ("--baseline", run.baseline)])
     gold = read_annotated(run.gold, run.gold_format, "--gold", "--gold-format")
     pred = read_annotated(run.pred, run.pred_format, "--pred", "--pred-format")
+    baseline = read_annotated(run.baseline, run.pred_format, "--baseline", "--pred-format") if run.baseline else None
     scores = e2e_scores(gold, pred, run.types, names=(f"--gold {run.gold}", f"--pred {run.pred}"))
     of_types = f"{' of type ' + ', '.join(run.types) if run.types else ''}"
     if not scores["strict"]["n_gold"]:
@@ -196,6 +197,7 @@ def cmd_evaluate_e2e(args) -> int:
     progress.count(documents=len(pred), predictions=scores["strict"]["n_pred"])
     concepts = concept_scores(gold, pred, run.types)
     missing = unlinkable_in(gold, folders) if folders else None
+    sureness = _intervals(run, gold, pred, baseline)
     report = {
         "gold": run.gold,
         "pred": run.pred,
@@ -203,11 +205,20 @@ def cmd_evaluate_e2e(args) -> int:
         **scores,
         "concepts": concepts,
         **({"unlinkable": missing} if missing is not None else {}),
+        **sureness,
     }
-    print(f"{'mode':<9}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")
+    intervals = sureness.get("intervals", {})
+
+    def interval(name: str) -> str:
+        return f"  {intervals[name]['low']:.2f}-{intervals[name]['high']:.2f}" if name in intervals else ""
+
+    ci = f"  {'95% interval':>11}" if intervals else ""
+    print(f"{'mode':<9}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}{ci}")
     for mode in ("strict", "partial"):
         s = scores[mode]
-        print(f"{mode:<9}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}")
+        print(
+            f"{mode:<9}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}{interval(mode)}"
+        )
     print(f"left out (no concept id): gold {scores['gold_without_concept']}, pred {scores['pred_without_concept']}")
     if scores["gold_composite_parts"] or scores["pred_composite_parts"]:
         print(
@@ -221,14 +232,55 @@ def cmd_evaluate_e2e(args) -> int:
     )
     print("\ndocument-level concepts (BioCreative V CDR: the set of (type, id) per document)")
     width = max(map(len, concepts)) + 2
-    print(f"{'type':<{width}}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}")
+    print(f"{'type':<{width}}{'P':>8}{'R':>8}{'F1':>8}{'pred':>8}{'gold':>8}{ci}")
     for etype, s in concepts.items():
-        print(f"{etype:<{width}}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}")
+        print(
+            f"{etype:<{width}}{s['precision']:>8.2f}{s['recall']:>8.2f}{s['f1']:>8.2f}{s['n_pred']:>8}{s['n_gold']:>8}"
+            f"{interval('concepts ' + etype)}"
+        )
     for etype, c in (missing or {}).items():
         print(
             f"gold {etype} ids the KB lacks: annotations {c['unlinkable']:,} of {c['with_id']:,} ({c['unlinkable_share']:.1f}%), "
             f"document concepts {c['concepts_unlinkable']:,} of {c['concepts']:,} ({c['concepts_unlinkable_share']:.1f}%)"
         )
+    if intervals:
+        print(
+            f"95% intervals: {run.bootstrap:,} resamplings of the {sureness['documents_resampled']:,} documents "
+            "(--bootstrap 0: none)"
+        )
+    if "differences" in sureness:
+        print(f"\nagainst --baseline {run.baseline} (F1 difference, 95% interval over the same resampled documents)")
+        for name, d in sureness["differences"].items():
+            clear = "" if d["low"] <= 0 <= d["high"] else "  (the interval leaves 0 out)"
+            print(f"{name:<{width + 9}}{d['delta']:>+8.2f}  {d['low']:+.2f} to {d['high']:+.2f}{clear}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0
+
+
+def _intervals(run, gold, pred, baseline) -> dict:
+    """The report's intervals (`--bootstrap`) and differences from `--baseline`: {"intervals": {score: {f1, low, high}},
+    "differences": {score: {delta, low, high}}, "documents_resampled": n}; {} with --bootstrap 0 or one document."""
+    from dataclasses import asdict
+
+    from bioel_core.evaluation.bootstrap import difference, interval, scored_counts
+
+    if not run.bootstrap:
+        if baseline is not None:
+            raise ValueError("--baseline needs --bootstrap above 0: its differences are read with their intervals")
+        return {}
+    sides = [pred] if baseline is None else [pred, baseline]
+    documents = sorted({d.doc_id for side in (gold, *sides) for d in side})
+    if len(documents) < 2:  # one document resampled is itself: no interval to tell
+        if baseline is not None:
+            raise ValueError(f"--baseline: {len(documents)} document scored; a difference's interval needs two or more")
+        return {}
+    counts = [scored_counts(gold, side, documents, run.types) for side in sides]
+    out = {
+        "intervals": {name: asdict(interval(c, run.bootstrap)) for name, c in counts[0].items()},
+        "documents_resampled": len(documents),
+    }
+    if baseline is not None:
+        shared = [name for name in counts[0] if name in counts[1]]
+        out["differences"] = {name: asdict(difference(counts[0][name], counts[1][name], run.bootstrap)) for name in shared}
+    return out

@@ -21,29 +21,19 @@ those KBs can get right, so the recall ceiling a score should be read against.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import asdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from bioel_core.corpora.records import Document, Mention
-from bioel_core.evaluation.e2e import scored_mentions
+from bioel_core.evaluation.e2e import micro_scores, scored_mentions
 from bioel_core.kb.vocab import plain_id
 
 ALL_TYPES = "all"
 
 
 def _prf(correct: int, n_pred: int, matched: int, n_gold: int) -> dict:
-    prec = correct / n_pred if n_pred else 0.0
-    rec = matched / n_gold if n_gold else 0.0
-    f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
-    return {
-        "precision": 100 * prec,
-        "recall": 100 * rec,
-        "f1": 100 * f1,
-        "n_pred": n_pred,
-        "n_gold": n_gold,
-        "correct_pred": correct,
-        "matched_gold": matched,
-    }
+    return asdict(micro_scores([(correct, n_pred, matched, n_gold)]))
 
 
 def _pairs(items: Iterable[Document | Mention], keep) -> dict[str, set[tuple[str, str]]]:
@@ -54,22 +44,35 @@ def _pairs(items: Iterable[Document | Mention], keep) -> dict[str, set[tuple[str
     return pairs
 
 
-def concept_scores(
+def document_concept_counts(
     gold: Iterable[Document | Mention], pred: Iterable[Document | Mention], entity_types: Iterable[str] | None = None
-) -> dict[str, dict]:
-    """{entity type: P/R/F1 (percent) and counts, ..., "all": over every type}: document-level concept scores."""
+) -> dict[str, dict[str, list[int]]]:
+    """{document: {entity type: [correct, predicted, matched, gold] (type, id) pairs}} over the documents of either
+    side; a type absent from a document is absent from its counts."""
     types = set(entity_types) if entity_types else None
     keep = lambda m: not types or not m.entity_type or m.entity_type in types  # noqa: E731 (as e2e_scores keeps them)
     g, p = _pairs(gold, keep), _pairs(pred, keep)
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # correct, n_pred, matched, n_gold
+    out: dict[str, dict[str, list[int]]] = {}
     for doc in set(g) | set(p):
         gold_pairs, predicted = g.get(doc, set()), p.get(doc, set())
+        counts: dict[str, list[int]] = out.setdefault(doc, defaultdict(lambda: [0, 0, 0, 0]))
         for pair in predicted:
             counts[pair[0]][0] += pair in gold_pairs
             counts[pair[0]][1] += 1
         for pair in gold_pairs:
             counts[pair[0]][2] += pair in predicted
             counts[pair[0]][3] += 1
+    return out
+
+
+def concept_scores(
+    gold: Iterable[Document | Mention], pred: Iterable[Document | Mention], entity_types: Iterable[str] | None = None
+) -> dict[str, dict]:
+    """{entity type: P/R/F1 (percent) and counts, ..., "all": over every type}: document-level concept scores."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # correct, n_pred, matched, n_gold
+    for by_type in document_concept_counts(gold, pred, entity_types).values():
+        for etype, c in by_type.items():
+            counts[etype] = [a + b for a, b in zip(counts[etype], c)]
     out = {t: _prf(*counts[t]) for t in sorted(counts)}
     out[ALL_TYPES] = _prf(*(sum(c[k] for c in counts.values()) for k in range(4)))
     return out

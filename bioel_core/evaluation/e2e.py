@@ -24,7 +24,7 @@ line with a wrong id for a span costs precision.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 from bioel_core.corpora.annotated import is_composite_part
@@ -60,6 +60,7 @@ class Scores:
 
 
 _Ann = tuple[int, int, frozenset]
+Counts = tuple[int, int, int, int]  # correct predictions, predictions, matched gold annotations, gold annotations
 
 
 def scored_mentions(
@@ -99,13 +100,20 @@ def _matches(a: _Ann, b: _Ann, strict: bool) -> bool:
     return same_span and bool(a[2] & b[2])
 
 
-def score(gold: dict[str, set[_Ann]], pred: dict[str, set[_Ann]], strict: bool) -> Scores:
-    correct = matched = 0
+def document_counts(gold: dict[str, set[_Ann]], pred: dict[str, set[_Ann]], strict: bool) -> dict[str, Counts]:
+    """Per document of either side: (correct predictions, predictions, matched gold annotations, gold annotations)."""
+    out = {}
     for doc in set(gold) | set(pred):
         g, p = gold.get(doc, set()), pred.get(doc, set())
-        correct += sum(any(_matches(x, y, strict) for y in g) for x in p)
-        matched += sum(any(_matches(x, y, strict) for x in p) for y in g)
-    n_pred, n_gold = sum(map(len, pred.values())), sum(map(len, gold.values()))
+        correct = sum(any(_matches(x, y, strict) for y in g) for x in p)
+        matched = sum(any(_matches(x, y, strict) for x in p) for y in g)
+        out[doc] = (correct, len(p), matched, len(g))
+    return out
+
+
+def micro_scores(counts: Sequence[Counts]) -> Scores:
+    """Micro P/R/F1 (percent) of documents' counts summed."""
+    correct, n_pred, matched, n_gold = (sum(column) for column in zip(*counts)) if counts else (0, 0, 0, 0)
     prec = correct / n_pred if n_pred else 0.0
     rec = matched / n_gold if n_gold else 0.0
     f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
@@ -167,6 +175,26 @@ def text_mismatch(
     )
 
 
+def annotations_by_document(
+    gold: Iterable[Document | Mention],
+    pred: Iterable[Document | Mention],
+    entity_types: Iterable[str] | None = None,
+    gold_counts: dict | None = None,
+    pred_counts: dict | None = None,
+) -> tuple[dict[str, set[_Ann]], dict[str, set[_Ann]]]:
+    """The scored annotations of each side by document, (start, end, plain ids) each: the gold's one per span
+    (`gold_annotations`), the predictions' one per distinct (span, ids); `*_counts` get what is left out."""
+    types = set(entity_types) if entity_types else None
+    keep = lambda m: not types or not m.entity_type or m.entity_type in types  # noqa: E731 (an untyped mention is kept)
+    g: dict[str, set[_Ann]] = defaultdict(set)
+    for (doc, start, end), ids in gold_annotations(gold, keep, gold_counts).items():
+        g[doc].add((start, end, ids))
+    p: dict[str, set[_Ann]] = defaultdict(set)
+    for m, ids in scored_mentions(pred, keep, defaultdict(int) if pred_counts is None else pred_counts):
+        p[m.doc_id].add((m.start, m.end, ids))
+    return g, p
+
+
 def e2e_scores(
     gold: Iterable[Document | Mention],
     pred: Iterable[Document | Mention],
@@ -181,18 +209,11 @@ def e2e_scores(
     mismatch = text_mismatch(gold, pred, names)
     if mismatch:
         raise ValueError(mismatch)
-    types = set(entity_types) if entity_types else None
-    keep = lambda m: not types or not m.entity_type or m.entity_type in types  # noqa: E731 (an untyped mention is kept)
     gcounts, pcounts = defaultdict(int), defaultdict(int)
-    g: dict[str, set[_Ann]] = defaultdict(set)
-    for (doc, start, end), ids in gold_annotations(gold, keep, gcounts).items():
-        g[doc].add((start, end, ids))
-    p: dict[str, set[_Ann]] = defaultdict(set)
-    for m, ids in scored_mentions(pred, keep, pcounts):
-        p[m.doc_id].add((m.start, m.end, ids))
+    g, p = annotations_by_document(gold, pred, entity_types, gcounts, pcounts)
     return {
-        "strict": asdict(score(g, p, strict=True)),
-        "partial": asdict(score(g, p, strict=False)),
+        "strict": asdict(micro_scores(list(document_counts(g, p, strict=True).values()))),
+        "partial": asdict(micro_scores(list(document_counts(g, p, strict=False).values()))),
         "gold_without_concept": gcounts["without_concept"],
         "pred_without_concept": pcounts["without_concept"],
         "gold_composite_parts": gcounts["composite_parts"],

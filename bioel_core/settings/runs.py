@@ -221,3 +221,14 @@ class EndToEndSettings(Settings):
         None,
         help="the KBs linked with, TYPE=KB_DIR per type (ingest-kb outputs) or a bundle folder: report the gold ids they lack",
     )
+    baseline: str | None = setting(
+        None,
+        path=True,
+        help="another run's predicted annotations on the same gold, as --pred-format: each F1's difference from it, with "
+        "its interval over the same resampled documents",
+    )
+    bootstrap: int = setting(
+        1000,
+        minimum=0,
+        help="the documents resampled this many times for each F1's 95 percent interval (and each difference's); 0: none",
+    )
