@@ -45,7 +45,9 @@ def test_the_documents_counts_are_the_scores_the_scorers_report():
     assert padded["strict"][0].tolist() == [0, 0, 0, 0] and np.array_equal(padded["strict"][1:], counts["strict"])
 
 
-def test_an_interval_holds_its_score_narrows_with_more_documents_and_is_the_same_on_a_rerun():
+def test_an_interval_holds_its_score_narrows_with_more_documents_and_is_the_same_on_a_rerun(monkeypatch):
+    from bioel_core.evaluation import bootstrap
+
     gold = read_pubtator(GOLD)
     pred = damaged(gold, 4)
     documents = sorted(d.doc_id for d in gold)
@@ -53,6 +55,9 @@ def test_an_interval_holds_its_score_narrows_with_more_documents_and_is_the_same
     found = interval(strict, 500)
     assert found.low < found.f1 < found.high < 100
     assert interval(strict, 500) == found  # a fixed seed: the same report on every run
+    monkeypatch.setattr(bootstrap, "BATCH_CELLS", 100)  # a large corpus resampled in batches: the same intervals
+    assert interval(strict, 500) == found
+    monkeypatch.undo()
     four_times = interval(np.concatenate([strict] * 4), 500)  # the same documents four times over
     assert four_times.high - four_times.low < found.high - found.low
     perfect = interval(scored_counts(gold, gold, documents)["strict"], 100)
