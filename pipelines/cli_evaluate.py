@@ -173,7 +173,7 @@ def cmd_evaluate_e2e(args) -> int:
     from bioel_core.corpora import read_annotated
     from bioel_core.evaluation import e2e_scores
     from bioel_core.evaluation.concepts import concept_scores, kb_folders, unlinkable_in
-    from bioel_core.evaluation.e2e import gold_contents
+    from bioel_core.evaluation.e2e import gold_contents, text_mismatch
 
     run = args.contracts.settings(args, EndToEndSettings)
     folders = kb_folders(run.kb or (), "--kb")
@@ -181,6 +181,8 @@ def cmd_evaluate_e2e(args) -> int:
     gold = read_annotated(run.gold, run.gold_format, "--gold", "--gold-format")
     pred = read_annotated(run.pred, run.pred_format, "--pred", "--pred-format")
     baseline = read_annotated(run.baseline, run.pred_format, "--baseline", "--pred-format") if run.baseline else None
+    if baseline is not None and (mismatch := text_mismatch(gold, baseline, (f"--gold {run.gold}", f"--baseline {run.baseline}"))):
+        raise ValueError(mismatch)
     scores = e2e_scores(gold, pred, run.types, names=(f"--gold {run.gold}", f"--pred {run.pred}"))
     of_types = f"{' of type ' + ', '.join(run.types) if run.types else ''}"
     if not scores["strict"]["n_gold"]:
@@ -251,7 +253,7 @@ def cmd_evaluate_e2e(args) -> int:
     if "differences" in sureness:
         print(f"\nagainst --baseline {run.baseline} (F1 difference, 95% interval over the same resampled documents)")
         for name, d in sureness["differences"].items():
-            clear = "" if d["low"] <= 0 <= d["high"] else "  (the interval leaves 0 out)"
+            clear = "  (the interval leaves 0 out)" if d["clear"] else ""
             print(f"{name:<{width + 9}}{d['delta']:>+8.2f}  {d['low']:+.2f} to {d['high']:+.2f}{clear}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
@@ -282,5 +284,6 @@ def _intervals(run, gold, pred, baseline) -> dict:
     }
     if baseline is not None:
         shared = [name for name in counts[0] if name in counts[1]]
-        out["differences"] = {name: asdict(difference(counts[0][name], counts[1][name], run.bootstrap)) for name in shared}
+        found = {name: difference(counts[0][name], counts[1][name], run.bootstrap) for name in shared}
+        out["differences"] = {name: {**asdict(d), "clear": d.clear} for name, d in found.items()}
     return out

@@ -109,3 +109,9 @@ def test_evaluate_e2e_reports_intervals_and_the_difference_from_a_baseline(tmp_p
     assert "intervals" not in json.loads(out.read_text()) and "interval" not in capsys.readouterr().out
     with pytest.raises(ValueError, match="^--baseline needs --bootstrap above 0"):
         run_cli([*argv, "--bootstrap", "0", "--baseline", str(tmp_path / "worse.pubtator")])
+    # a baseline linked on other text has spans that name other characters
+    other = [replace(d, passages=[replace(p, text=p.text.upper()) for p in d.passages]) for d in damaged(gold, 2)]
+    with open(tmp_path / "other.pubtator", "w") as fh:
+        write_pubtator(other, fh)
+    with pytest.raises(ValueError, match=r"^--baseline .*other\.pubtator: 40 of its 40 documents .* another text"):
+        run_cli([*argv, "--baseline", str(tmp_path / "other.pubtator")])

@@ -21,8 +21,8 @@ those KBs can get right, so the recall ceiling a score should be read against.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 
 from bioel_core.corpora.records import Document, Mention
