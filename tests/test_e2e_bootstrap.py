@@ -3,7 +3,6 @@ sample's gold PubTator (40 NCBI-disease and BC5CDR abstracts) and predictions ma
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import replace
 
@@ -15,7 +14,7 @@ from bioel_core.corpora import read_pubtator
 from bioel_core.evaluation.bootstrap import difference, interval, scored_counts
 from bioel_core.evaluation.concepts import concept_scores
 from bioel_core.evaluation.e2e import e2e_scores, micro_scores
-from pipelines import cli_evaluate
+from pipelines import cli
 
 GOLD = SAMPLE_DATA / "gold_ncbi_bc5cdr_sample.pubtator"
 
@@ -79,13 +78,6 @@ def test_a_paired_difference_is_zero_for_the_same_run_and_clear_for_a_better_one
         difference(better, worse[1:], 10)
 
 
-def run_cli(argv):
-    parser = argparse.ArgumentParser()
-    cli_evaluate.add_subcommands(parser.add_subparsers(dest="cmd", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
 def test_evaluate_e2e_reports_intervals_and_the_difference_from_a_baseline(tmp_path, capsys):
     from bioel_core.corpora import write_pubtator
 
@@ -95,7 +87,7 @@ def test_evaluate_e2e_reports_intervals_and_the_difference_from_a_baseline(tmp_p
             write_pubtator(damaged(gold, every), fh)
     out = tmp_path / "e2e.json"
     argv = ["evaluate-e2e", "--gold", str(GOLD), "--pred", str(tmp_path / "better.pubtator")]
-    assert run_cli([*argv, "--baseline", str(tmp_path / "worse.pubtator"), "--json", str(out)]) == 0
+    assert cli.main([*argv, "--baseline", str(tmp_path / "worse.pubtator"), "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     strict = report["intervals"]["strict"]
     assert strict["f1"] == pytest.approx(report["strict"]["f1"]) and strict["low"] < strict["f1"] < strict["high"]
@@ -105,13 +97,14 @@ def test_evaluate_e2e_reports_intervals_and_the_difference_from_a_baseline(tmp_p
     assert f"{strict['low']:.2f}-{strict['high']:.2f}" in printed.splitlines()[1]
     assert "against --baseline" in printed and "(the interval leaves 0 out)" in printed
     # none asked: the scores alone
-    assert run_cli([*argv, "--bootstrap", "0", "--json", str(out)]) == 0
+    assert cli.main([*argv, "--bootstrap", "0", "--json", str(out)]) == 0
     assert "intervals" not in json.loads(out.read_text()) and "interval" not in capsys.readouterr().out
-    with pytest.raises(ValueError, match="^--baseline needs --bootstrap above 0"):
-        run_cli([*argv, "--bootstrap", "0", "--baseline", str(tmp_path / "worse.pubtator")])
+    assert cli.main([*argv, "--bootstrap", "0", "--baseline", str(tmp_path / "worse.pubtator")]) == 2
+    assert "--baseline needs --bootstrap above 0" in capsys.readouterr().err
     # a baseline linked on other text has spans that name other characters
     other = [replace(d, passages=[replace(p, text=p.text.upper()) for p in d.passages]) for d in damaged(gold, 2)]
     with open(tmp_path / "other.pubtator", "w") as fh:
         write_pubtator(other, fh)
-    with pytest.raises(ValueError, match=r"^--baseline .*other\.pubtator: 40 of its 40 documents .* another text"):
-        run_cli([*argv, "--baseline", str(tmp_path / "other.pubtator")])
+    assert cli.main([*argv, "--baseline", str(tmp_path / "other.pubtator")]) == 2
+    [error] = capsys.readouterr().err.splitlines()  # one line, naming the run and the first document
+    assert "--baseline" in error and "other.pubtator: 40 of its 40 documents" in error and "another text" in error
