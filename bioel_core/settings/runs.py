@@ -224,8 +224,8 @@ class EndToEndSettings(Settings):
     baseline: str | None = setting(
         None,
         path=True,
-        help="another run's predicted annotations on the same gold, as --pred-format: each F1's difference from it, with "
-        "its interval over the same resampled documents",
+        help="another run's predicted annotations on the same gold, in the predictions' format: each F1's difference from it, "
+        "with its interval over the same resampled documents",
     )
     bootstrap: int = setting(
         1000,
