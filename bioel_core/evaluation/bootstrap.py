@@ -34,9 +34,6 @@ class Interval:
     low: float
     high: float
 
-    def __str__(self) -> str:
-        return f"{self.f1:.2f} [{self.low:.2f}, {self.high:.2f}]"
-
 
 @dataclass(frozen=True)
 class Difference:
@@ -48,9 +45,6 @@ class Difference:
     def clear(self) -> bool:
         """Whether the interval leaves 0 out: a difference the corpus's sampling of documents hardly explains."""
         return self.low > 0 or self.high < 0
-
-    def __str__(self) -> str:
-        return f"{self.delta:+.2f} [{self.low:+.2f}, {self.high:+.2f}]"
 
 
 def scored_counts(
