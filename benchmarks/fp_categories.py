@@ -3,8 +3,7 @@ false-positive categories on BC5CDR dev before and after each change").
 
 A prediction is a linked annotation (NIL rows left out); it is a true positive when a gold annotation of its document
 has its span, its type and one of its ids (bioel_core.evaluation.e2e's strict rule; a composite concept's ids are its
-parts'). Every other prediction falls in
-the first category that fits:
+parts'). Every other prediction falls in the first category that fits:
 
 - `wrong_id`: a gold annotation of the type has its exact span, with other ids;
 - `wrong_type`: a gold annotation of another type has its exact span;
