@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.sanity_audit import MESH_TREES, protein_descriptors  # noqa: E402
 from bioel_core.corpora.annotated import is_composite_part, read_annotated  # noqa: E402
-from bioel_core.kb.extra_names import COMPOSITE_SEPARATOR  # noqa: E402
+from bioel_core.kb.extra_names import concept_parts  # noqa: E402
 from bioel_core.kb.vocab import plain_id  # noqa: E402
 from bioel_core.tables import read_table  # noqa: E402
 from bioel_core.text.abbreviations import is_bare_number, is_statistic  # noqa: E402
@@ -47,7 +47,7 @@ TOP = 12
 def _ids(values) -> frozenset[str]:
     """Plain ids of a mention's ids as read (the reader has split `D1|D2` and made `-1` no id), or of a row's concept
     and alt ids (a composite concept's id `D1|D2` is its parts' ids, as the interchange copies write it)."""
-    return frozenset(plain_id(part) for v in values if v for part in v.split(COMPOSITE_SEPARATOR))
+    return frozenset(plain_id(part) for v in values if v for part in concept_parts(v))
 
 
 def gold_spans(path: str) -> dict[str, list[tuple[int, int, str, frozenset[str], str]]]:

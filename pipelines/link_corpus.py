@@ -48,7 +48,7 @@ from bioel_core.corpora import (
     read_documents,
 )
 from bioel_core.guards import check_output_folder, refuse_empty
-from bioel_core.kb.extra_names import COMPOSITE_SEPARATOR
+from bioel_core.kb.extra_names import concept_parts
 from bioel_core.kb.io import CORRUPT_INPUT_POLICY, input_path
 from bioel_core.corpora.interchange import ID_PREFIXES, merge_interchange, unwritable, write_interchange
 from bioel_core.corpora.records import Mention, Passage
@@ -338,7 +338,7 @@ def interchange_ids(row: dict, id_prefix: str) -> tuple[str, ...]:
     """The ids an interchange file gets for a linked row: its concept's, or a composite concept's parts' (as BC5CDR
     writes a composite mention), bare (`D003920`) or qualified with their vocabulary as PubTator3 writes them
     (`MESH:D003920`) when `id_prefix` is "vocabulary" (an id of no known vocabulary stays bare)."""
-    ids = tuple(row["concept_id"].split(COMPOSITE_SEPARATOR))
+    ids = tuple(concept_parts(row["concept_id"]))
     if id_prefix == "vocabulary" and row.get("vocabulary"):
         return tuple(qualify(row["vocabulary"], i) for i in ids)
     return ids

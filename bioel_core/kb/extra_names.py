@@ -40,6 +40,7 @@ which concept the name means where it is written.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -129,7 +130,7 @@ def new_concept(names: Iterable[ExtraName], reader: KBReader) -> ConceptRecord |
     else why none (a dead letter's reason)."""
     names = sorted(names, key=lambda n: (n.source, n.line))
     raw_id = names[0].concept_id
-    raw_parts = [part.strip() for part in raw_id.split(COMPOSITE_SEPARATOR)]  # one, unless a composite
+    raw_parts = [part.strip() for part in concept_parts(raw_id)]  # one, unless a composite
     parts = [reader.classify(part) for part in raw_parts]
     vocabulary = parts[0][0]
     concept_id = COMPOSITE_SEPARATOR.join(bare for _, bare in parts)
@@ -152,6 +153,11 @@ def new_concept(names: Iterable[ExtraName], reader: KBReader) -> ConceptRecord |
     return ConceptRecord(concept_id=concept_id, kb=reader.kb, preferred_name=preferred, vocabulary=vocabulary)
 
 
+def concept_parts(concept_id: str) -> list[str]:
+    """A concept id's parts: a composite concept's one id per part, any other id alone."""
+    return concept_id.split(COMPOSITE_SEPARATOR)
+
+
 def made_kind(concept: ConceptRecord) -> str:
     """What `id_pattern_with` needs to know of a made concept: its vocabulary, marked COMPOSITE for a composite."""
     return (COMPOSITE if COMPOSITE_SEPARATOR in concept.concept_id else "") + concept.vocabulary
@@ -161,13 +167,9 @@ def id_pattern_with(id_pattern: str, made_kinds: Iterable[str]) -> str:
     """The pattern every concept id of a KB matches once `new_concept` made concepts of `made_kinds` (`made_kind`):
     the reader's, the shape of each such vocabulary, and for composites, those shapes joined by COMPOSITE_SEPARATOR
     (what the ingest manifest records and the quality checks test)."""
-    made_kinds = set(made_kinds)
     shape = lambda v: ID_SHAPES[v].pattern if v in ID_SHAPES else id_pattern  # noqa: E731
+    made_kinds = set(made_kinds)
     shapes = {shape(v) for v in made_kinds if not v.startswith(COMPOSITE)} - {id_pattern}
-    sep = "\\" + COMPOSITE_SEPARATOR
-    shapes |= {
-        f"(?:{shape(v.removeprefix(COMPOSITE))})(?:{sep}(?:{shape(v.removeprefix(COMPOSITE))}))+"
-        for v in made_kinds
-        if v.startswith(COMPOSITE)
-    }
+    part_shapes = {shape(v.removeprefix(COMPOSITE)) for v in made_kinds if v.startswith(COMPOSITE)}
+    shapes |= {f"(?:{p})(?:{re.escape(COMPOSITE_SEPARATOR)}(?:{p}))+" for p in part_shapes}
     return "|".join(f"(?:{p})" for p in [id_pattern, *sorted(shapes)]) if shapes else id_pattern

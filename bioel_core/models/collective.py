@@ -643,7 +643,7 @@ class CollectiveEncoder(torch.nn.Module):
         """Spans of B(-I)* runs of one type (the BIO decoder); a run also ends where a word would be split."""
         tags = logits.argmax(-1).cpu().numpy()
         probs = torch.softmax(logits, -1).max(-1).values.detach().cpu().numpy()
-        found, i, n = [], 0, len(tags)
+        found, i, n, words = [], 0, len(tags), encoded.pieces.words
         while i < n:
             tag = int(tags[i])
             if tag == 0 or tag % 2 == 0:  # O, or an I- without its B-
@@ -652,7 +652,7 @@ class CollectiveEncoder(torch.nn.Module):
             t, j = (tag - 1) // 2, i
             while j + 1 < n and int(tags[j + 1]) == 2 + 2 * t:
                 j += 1
-            while j + 1 < n and encoded.pieces[j + 1].word == encoded.pieces[j].word:  # finish the word
+            while j + 1 < n and words[j + 1] == words[j]:  # finish the word
                 j += 1
             found.append((float(probs[i : j + 1].mean()), i, j, self.entity_types[t]))
             i = j + 1

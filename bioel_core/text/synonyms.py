@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bioel_core.corpora.records import Document
-from bioel_core.kb.extra_names import COLUMNS, COMPOSITE_SEPARATOR
+from bioel_core.kb.extra_names import COLUMNS, COMPOSITE_SEPARATOR, concept_parts
 from bioel_core.kb.vocab import is_nil_id, plain_id
 from bioel_core.names import NameSet
 from bioel_core.text.detect import DictionaryDetector, StopList, acronym_names
@@ -127,7 +127,7 @@ def learn_synonyms(
     for text, (concept_id, count, share) in sorted(candidates.items()):
         if precision.get(text, 0.0) < min_precision or first_id.get(text) == plain_id(concept_id):
             continue
-        parts = concept_id.split(COMPOSITE_SEPARATOR)
+        parts = concept_parts(concept_id)
         if len(parts) > 1 and not all(plain_id(part) in known for part in parts):
             continue  # a composite of concepts the KB does not all know: nothing to make it of
         if plain_id(concept_id) not in known:
