@@ -4,11 +4,13 @@ abbreviation expansion, and speed; learns the shipped stop lists.
     .venv/bin/bioel ingest-kb --input-format medic-biosyn --input ../shared/data/medic/medic_06Jul2012.txt --output /tmp/medic_kb
     .venv/bin/bioel ingest-kb --input-format mesh-tsv --input ../shared/data/mesh/data_mesh_thesaurus.tsv.gz \
         ../shared/data/mesh/data_mesh_trees.tsv --output /tmp/mesh_kb
-    .venv/bin/python benchmarks/detect.py --medic-kb /tmp/medic_kb [--mesh-kb /tmp/mesh_kb] [--write-stop-lists] [--json OUT]
+    .venv/bin/python benchmarks/detect.py --medic-kb /tmp/medic_kb [--mesh-kb /tmp/mesh_kb] [--learn-from train+dev] \
+        [--write-stop-lists] [--json OUT]
 
-Stop lists are learned on training data only (diseases: NCBI-disease train, every mention type, plus BC5CDR
-train Disease mentions; chemicals: BC5CDR train Chemical mentions, MeSH restricted to tree D) with
-min_count 3 and max_precision 0.2, the thresholds chosen on BC5CDR dev. `--write-stop-lists` saves them to models/stoplists/. Speed is
+Stop lists are learned from the gold corpora `--learn-from` names (benchmarks/training_corpora.py; diseases:
+NCBI-disease, every mention type, plus BC5CDR Disease mentions; chemicals: BC5CDR Chemical mentions, MeSH restricted
+to tree D) with min_count 3 and max_precision 0.2, the thresholds chosen on BC5CDR dev learning from train; the shipped
+lists are learned from train+dev (the refit). `--write-stop-lists` saves them to models/stoplists/ (or --models). Speed is
 detect() alone (documents already read, detector built), best of 3 passes over the 500 test abstracts on
 one core.
 """
@@ -16,7 +18,6 @@ one core.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import platform
@@ -29,9 +30,10 @@ sys.path.insert(0, str(ROOT))
 
 from bioel_core.corpora import Document, read_pubtator  # noqa: E402
 from bioel_core.text.detect import DictionaryDetector, learn_stop_list  # noqa: E402
+from benchmarks.training_corpora import LEARN_FROM, corpora  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
-STOP_LISTS = ROOT / "models" / "stoplists"
+MODELS = ROOT / "models"
 # names the training corpora's annotators disagree on, stopped as the development corpora annotate them (counted in
 # the corpora's text, whole words, case-insensitive; benchmarks/RESULTS.md, "A span of the model's that a stop list holds")
 _DEATH = (
@@ -40,10 +42,6 @@ _DEATH = (
 )
 CHOSEN_ON_DEV = {"Disease": {"death": _DEATH, "deaths": _DEATH}}
 MIN_COUNT, MAX_PRECISION = 3, 0.2
-
-
-def only(docs: list[Document], entity_type: str) -> list[Document]:
-    return [dataclasses.replace(d, mentions=[m for m in d.mentions if m.entity_type == entity_type]) for d in docs]
 
 
 def score(docs: list[Document], detector: DictionaryDetector, entity_type: str) -> dict:
@@ -78,11 +76,11 @@ def run_kb(
     kb: Path,
     entity_type: str,
     semantic_types: tuple[str, ...],
-    train: list[tuple[str, list[Document]]],
+    sources: list[str],
+    train_docs: list[Document],
     test: list[Document],
     out: Path | None,
 ) -> dict:
-    train_docs = [d for _, docs in train for d in docs]
 
     def detector(**options) -> DictionaryDetector:
         return DictionaryDetector.from_names_table(kb, entity_type=entity_type, semantic_types=semantic_types, **options)
@@ -90,7 +88,7 @@ def run_kb(
     t0 = time.perf_counter()
     base = detector()
     build_s = time.perf_counter() - t0
-    stop = learn_stop_list(train_docs, base, MIN_COUNT, MAX_PRECISION, learned_from=[name for name, _ in train])
+    stop = learn_stop_list(train_docs, base, MIN_COUNT, MAX_PRECISION, learned_from=sources)
     stop.chosen = CHOSEN_ON_DEV.get(entity_type, {})
     # name the KB by its input files and checksums, not by this run's output folder
     inputs = json.loads((kb / "manifest.json").read_text())["inputs"]
@@ -136,27 +134,30 @@ def main() -> None:
     parser.add_argument("--medic-kb", type=Path, required=True, help="ingest-kb output of MEDIC (medic-biosyn)")
     parser.add_argument("--mesh-kb", type=Path, help="ingest-kb output of the MeSH thesaurus with its trees file (mesh-tsv)")
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--write-stop-lists", action="store_true", help=f"save the learned stop lists under {STOP_LISTS}")
+    parser.add_argument("--learn-from", choices=LEARN_FROM, default="train", help="the gold corpora (default train)")
+    parser.add_argument("--models", type=Path, default=MODELS, help="the folder whose stoplists/ are written")
+    parser.add_argument("--write-stop-lists", action="store_true", help="save the learned stop lists under MODELS/stoplists")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     cdr = args.data / "bc5cdr-corpus"
-    cdr_train = read_pubtator(cdr / "CDR_TrainingSet.PubTator.txt")
     test = read_pubtator(cdr / "CDR_TestSet.PubTator.txt")
-    ncbi_train = read_pubtator(args.data / "ncbi-disease" / "raw_corpus" / "NCBItrainset_corpus.txt")
+    stop_lists = args.models / "stoplists"
     if args.write_stop_lists:
-        STOP_LISTS.mkdir(parents=True, exist_ok=True)
+        stop_lists.mkdir(parents=True, exist_ok=True)
+
+    def learned_from(entity_type: str) -> tuple[list[str], list[Document]]:
+        sources, docs, _ = corpora(entity_type, args.learn_from, args.data)
+        return sources, docs
+
     runs = [
         run_kb(
             "MEDIC (medic_06Jul2012)",
             args.medic_kb,
             "Disease",
             (),
-            [
-                ("ncbi-disease/raw_corpus/NCBItrainset_corpus.txt (all mention types)", ncbi_train),
-                ("bc5cdr-corpus/CDR_TrainingSet.PubTator.txt (Disease)", only(cdr_train, "Disease")),
-            ],
+            *learned_from("Disease"),
             test,
-            STOP_LISTS / "disease-medic.json" if args.write_stop_lists else None,
+            stop_lists / "disease-medic.json" if args.write_stop_lists else None,
         )
     ]
     if args.mesh_kb:
@@ -166,9 +167,9 @@ def main() -> None:
                 args.mesh_kb,
                 "Chemical",
                 ("D",),
-                [("bc5cdr-corpus/CDR_TrainingSet.PubTator.txt (Chemical)", only(cdr_train, "Chemical"))],
+                *learned_from("Chemical"),
                 test,
-                STOP_LISTS / "chemical-mesh.json" if args.write_stop_lists else None,
+                stop_lists / "chemical-mesh.json" if args.write_stop_lists else None,
             )
         )
     result = {
