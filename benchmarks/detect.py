@@ -145,17 +145,13 @@ def main() -> None:
     if args.write_stop_lists:
         stop_lists.mkdir(parents=True, exist_ok=True)
 
-    def learned_from(entity_type: str) -> tuple[list[str], list[Document]]:
-        sources, docs, _ = corpora(entity_type, args.learn_from, args.data)
-        return sources, docs
-
     runs = [
         run_kb(
             "MEDIC (medic_06Jul2012)",
             args.medic_kb,
             "Disease",
             (),
-            *learned_from("Disease"),
+            *corpora("Disease", args.learn_from, args.data)[:2],
             test,
             stop_lists / "disease-medic.json" if args.write_stop_lists else None,
         )
@@ -167,7 +163,7 @@ def main() -> None:
                 args.mesh_kb,
                 "Chemical",
                 ("D",),
-                *learned_from("Chemical"),
+                *corpora("Chemical", args.learn_from, args.data)[:2],
                 test,
                 stop_lists / "chemical-mesh.json" if args.write_stop_lists else None,
             )

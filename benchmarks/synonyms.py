@@ -11,9 +11,9 @@ detector with the stop list, each mention linked by exact name, an extra name's 
 Learned from the corpora `--learn-from` names (benchmarks/training_corpora.py; diseases: BC5CDR Disease mentions and
 NCBI-disease, every mention type; chemicals: BC5CDR Chemical mentions); the rule's thresholds (RULE) were chosen on
 BC5CDR dev and NCBI-disease dev with this proxy, learning from train; the shipped files are learned from train+dev (the
-refit), which leaves no dev set held out; test sets are not read. Scores on the held-out dev sets: strict (span and id) mention P/R/F1 and document-level concept F
-(the set of ids per document) of the dictionary path alone, not of the shipped linker (`bioel link` adds the
-document model's spans).
+refit), which leaves no dev set held out; test sets are not read. Scores on the held-out dev sets: strict (span and
+id) mention P/R/F1 and document-level concept F (the set of ids per document) of the dictionary path alone, not of the
+shipped linker (`bioel link` adds the document model's spans).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def corpora(
     for corpus, (train_file, dev_file) in FILES.items():
         if entity_type not in TYPES[corpus]:
             continue
-        how = f"{entity_type}" if corpus == "bc5cdr" else "all mention types"
+        how = entity_type if corpus == "bc5cdr" else "all mention types"
         train = _typed(corpus, read_pubtator(data / train_file), entity_type)
         dev = _typed(corpus, read_pubtator(data / dev_file), entity_type)
         sources.append(f"{train_file} ({how})")
