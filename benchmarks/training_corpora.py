@@ -31,8 +31,8 @@ FILES = {  # corpus: (train, dev), relative to the data folder
     "bc5cdr": ("bc5cdr-corpus/CDR_TrainingSet.PubTator.txt", "bc5cdr-corpus/CDR_DevelopmentSet.PubTator.txt"),
     "ncbi": ("ncbi-disease/raw_corpus/NCBItrainset_corpus.txt", "ncbi-disease/raw_corpus/NCBIdevelopset_corpus.txt"),
 }
-# the types a corpus's mentions are learned as: NCBI-disease's four mention types are all diseases
-TYPES = {"bc5cdr": ("Chemical", "Disease"), "ncbi": ("Disease",)}
+# a corpus whose every mention is learned as one type: NCBI-disease's four mention types are all diseases
+ONE_TYPE = {"ncbi": "Disease"}
 
 
 def only(docs: list[Document], entity_type: str) -> list[Document]:
@@ -50,10 +50,6 @@ def dev_halves(docs: list[Document]) -> tuple[list[Document], list[Document]]:
     return docs[0::2], docs[1::2]
 
 
-def _typed(corpus: str, docs: list[Document], entity_type: str) -> list[Document]:
-    return all_as(docs, entity_type) if corpus == "ncbi" else only(docs, entity_type)
-
-
 def corpora(
     entity_type: str, learn_from: str = "train", data: Path = DATA
 ) -> tuple[list[str], list[Document], dict[str, list[Document]]]:
@@ -65,11 +61,11 @@ def corpora(
     learned: list[Document] = []
     held_out: dict[str, list[Document]] = {}
     for corpus, (train_file, dev_file) in FILES.items():
-        if entity_type not in TYPES[corpus]:
+        if ONE_TYPE.get(corpus, entity_type) != entity_type:
             continue
-        how = entity_type if corpus == "bc5cdr" else "all mention types"
-        train = _typed(corpus, read_pubtator(data / train_file), entity_type)
-        dev = _typed(corpus, read_pubtator(data / dev_file), entity_type)
+        typed, how = (all_as, "all mention types") if corpus in ONE_TYPE else (only, entity_type)
+        train = typed(read_pubtator(data / train_file), entity_type)
+        dev = typed(read_pubtator(data / dev_file), entity_type)
         sources.append(f"{train_file} ({how})")
         learned += train
         if learn_from == "train":
